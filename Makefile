@@ -1,0 +1,22 @@
+# o2o — the two set-up commands are `make demo` and `make test`; both install what is missing.
+# Everything that installs anything is in scripts/setup.sh.
+SHELL := /bin/bash
+.DEFAULT_GOAL := build
+O2O := target/release/o2o
+
+.PHONY: setup build test bench
+
+setup:
+	@bash scripts/setup.sh
+
+build: setup
+	cargo build --release --workspace
+
+# Tests run in the release profile: they share every compiled dependency with `make build`
+# (one copy of libtorch bindings and the ~400 Rerun crates instead of two), and env-stepping
+# and learning tests need optimized code anyway.
+test: build
+	cargo test --release --workspace
+
+bench: build
+	$(O2O) bench env HalfCheetah-v5

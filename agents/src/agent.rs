@@ -1,0 +1,45 @@
+//! The agent contract shared by every algorithm and by the runner.
+//!
+//! Agents act in the normalized action box `[-1, 1]^A`; the runner rescales to the env's
+//! bounds. An agent's full state — weights, optimizer moments, temperature, step counters and
+//! its random-number state — round-trips through `save`/`load`, so warm-starting an online
+//! agent from an offline one and resuming a killed run are the same mechanism.
+
+use o2o_datasets::TransitionBatch;
+use std::path::Path;
+use tch::Tensor;
+
+/// Named scalars produced by one update (`critic_loss`, `q_mean`, `alpha`, ...).
+pub type Metrics = Vec<(&'static str, f64)>;
+
+/// Errors from saving, loading or building agents.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("checkpoint {}: {message}", path.display())]
+    Checkpoint { path: std::path::PathBuf, message: String },
+    #[error("checkpoint {} does not fit this agent: tensor `{name}` has shape {found:?}, expected {expected:?}", path.display())]
+    ShapeMismatch { path: std::path::PathBuf, name: String, expected: Vec<i64>, found: Vec<i64> },
+    #[error("checkpoint {} is missing tensor `{name}`", path.display())]
+    MissingTensor { path: std::path::PathBuf, name: String },
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    #[error(transparent)]
+    Torch(#[from] tch::TchError),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// An RL agent.
+pub trait Agent: Send {
+    /// Short algorithm name, e.g. `"sac"`.
+    fn name(&self) -> &'static str;
+    /// Actions for a batch of observations `[B, obs_dim]` → `[B, act_dim]` in `[-1, 1]`.
+    /// `deterministic` takes the policy's mode (evaluation); otherwise a sample.
+    fn act(&mut self, obs: &Tensor, deterministic: bool) -> Tensor;
+    /// One update on a batch; returns what to log.
+    fn update(&mut self, batch: &TransitionBatch) -> Metrics;
+    /// Write the full state to `path` atomically (temp file, then rename).
+    fn save(&self, path: &Path) -> Result<(), AgentError>;
+    /// Restore the full state written by `save`.
+    fn load(&mut self, path: &Path) -> Result<(), AgentError>;
+}

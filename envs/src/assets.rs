@@ -1,0 +1,58 @@
+//! Finding Gymnasium's MuJoCo XML assets in the set-up's virtualenv (never copied into the repo).
+
+use crate::error::EnvError;
+use std::path::{Path, PathBuf};
+
+/// What to tell the user when the assets are missing.
+pub const INSTALL_HINT: &str =
+    "run `make setup` (it installs gymnasium[mujoco]==1.4.0 into $O2O_HOME/venv), or set O2O_GYM_ASSETS to gymnasium/envs/mujoco/assets";
+
+/// The folder holding Gymnasium's MuJoCo XMLs: `$O2O_GYM_ASSETS` at run time, else the path the
+/// set-up wrote at build time, else `$O2O_HOME/venv` (default `~/.cache/o2o/venv`) searched for
+/// `site-packages/gymnasium/envs/mujoco/assets`.
+pub fn gym_assets_dir() -> Result<PathBuf, EnvError> {
+    let mut tried = Vec::new();
+    if let Some(dir) = std::env::var_os("O2O_GYM_ASSETS") {
+        let dir = PathBuf::from(dir);
+        if dir.join("half_cheetah.xml").is_file() {
+            return Ok(dir);
+        }
+        tried.push(dir);
+    }
+    if let Some(dir) = option_env!("O2O_GYM_ASSETS") {
+        let dir = PathBuf::from(dir);
+        if dir.join("half_cheetah.xml").is_file() {
+            return Ok(dir);
+        }
+        tried.push(dir);
+    }
+    let home = std::env::var_os("O2O_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/o2o")));
+    if let Some(home) = home {
+        if let Ok(entries) = std::fs::read_dir(home.join("venv/lib")) {
+            for e in entries.flatten() {
+                let dir = e.path().join("site-packages/gymnasium/envs/mujoco/assets");
+                if dir.join("half_cheetah.xml").is_file() {
+                    return Ok(dir);
+                }
+                tried.push(dir);
+            }
+        }
+    }
+    let shown = tried.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
+    Err(EnvError::MissingAsset {
+        path: PathBuf::from("gymnasium/envs/mujoco/assets/half_cheetah.xml"),
+        hint: format!("looked in [{shown}]; {INSTALL_HINT}"),
+    })
+}
+
+/// The full path of one asset file, e.g. `asset_path("hopper.xml")`.
+pub fn asset_path(file: &str) -> Result<PathBuf, EnvError> {
+    let path = gym_assets_dir()?.join(file);
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(EnvError::MissingAsset { path, hint: INSTALL_HINT.to_string() })
+    }
+}

@@ -1,0 +1,142 @@
+//! The `Env` contract: Gymnasium's API in Rust.
+//!
+//! `reset(seed) -> obs` and `step(action) -> Step`. `terminated` (a true end: bootstrapping
+//! stops) and `truncated` (a time limit or other cut: bootstrapping continues) are kept apart
+//! everywhere. Observations are `f32` for the agent; physics stays `f64` inside the env.
+//!
+//! The trait is object-safe and `Send`, so a vector env can move envs into worker threads and a
+//! robot driver behind a safety layer can implement it exactly like a simulated task.
+
+use crate::error::EnvError;
+
+/// A box space: one closed interval per dimension. Infinite bounds are allowed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BoxSpace {
+    pub low: Vec<f32>,
+    pub high: Vec<f32>,
+}
+
+impl BoxSpace {
+    /// A box from per-dimension bounds; `low` and `high` must have the same length.
+    pub fn new(low: Vec<f32>, high: Vec<f32>) -> Self {
+        assert_eq!(low.len(), high.len(), "BoxSpace bounds of different lengths");
+        Self { low, high }
+    }
+
+    /// An unbounded box of `dim` dimensions.
+    pub fn unbounded(dim: usize) -> Self {
+        Self::new(vec![f32::NEG_INFINITY; dim], vec![f32::INFINITY; dim])
+    }
+
+    /// Number of dimensions.
+    pub fn dim(&self) -> usize {
+        self.low.len()
+    }
+
+    /// Whether every bound is finite.
+    pub fn is_bounded(&self) -> bool {
+        self.low.iter().chain(&self.high).all(|v| v.is_finite())
+    }
+
+    /// Whether `x` has the right length and lies inside the bounds.
+    pub fn contains(&self, x: &[f32]) -> bool {
+        x.len() == self.dim()
+            && x.iter().zip(self.low.iter().zip(&self.high)).all(|(v, (lo, hi))| *v >= *lo && *v <= *hi)
+    }
+
+    /// Clip `x` into the box in place.
+    pub fn clip(&self, x: &mut [f32]) {
+        for (v, (lo, hi)) in x.iter_mut().zip(self.low.iter().zip(&self.high)) {
+            *v = v.clamp(*lo, *hi);
+        }
+    }
+}
+
+/// Typed step information: named floats plus an optional success flag.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Info {
+    /// Named scalar diagnostics, e.g. `("x_velocity", 1.3)`, in a stable order.
+    pub values: Vec<(&'static str, f64)>,
+    /// Whether the task was achieved, for tasks that define success.
+    pub success: Option<bool>,
+}
+
+impl Info {
+    /// The value named `key`, if present.
+    pub fn get(&self, key: &str) -> Option<f64> {
+        self.values.iter().find(|(k, _)| *k == key).map(|(_, v)| *v)
+    }
+
+    /// Set `key` to `value`, replacing an earlier value of the same name.
+    pub fn set(&mut self, key: &'static str, value: f64) {
+        match self.values.iter_mut().find(|(k, _)| *k == key) {
+            Some(slot) => slot.1 = value,
+            None => self.values.push((key, value)),
+        }
+    }
+}
+
+/// The result of one `Env::step`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    pub obs: Vec<f32>,
+    pub reward: f64,
+    /// A true end of the episode (e.g. the robot fell): do not bootstrap from `obs`.
+    pub terminated: bool,
+    /// The episode was cut (e.g. time limit): `obs` is a real state to bootstrap from.
+    pub truncated: bool,
+    pub info: Info,
+}
+
+impl Step {
+    /// Whether the episode is over for either reason (reset needed). Use only for control flow,
+    /// never for bootstrapping.
+    pub fn done(&self) -> bool {
+        self.terminated || self.truncated
+    }
+}
+
+/// Static description of a task.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EnvSpec {
+    /// The id the env was made with, e.g. `Hopper-v5` or `hopper-v2`.
+    pub id: String,
+    /// Episode length after which the time-limit wrapper truncates, if any.
+    pub max_episode_steps: Option<usize>,
+    /// The D4RL normalization family (`hopper`, `halfcheetah`, `walker2d`, `ant`, ...) whose
+    /// REF_MIN/REF_MAX turn a return into a normalized score, when the task has one.
+    pub normalization_family: Option<String>,
+}
+
+/// A Gymnasium-style environment.
+pub trait Env: Send {
+    /// The task's static description.
+    fn spec(&self) -> &EnvSpec;
+    /// Bounds of the observation vector.
+    fn observation_space(&self) -> &BoxSpace;
+    /// Bounds of the action vector.
+    fn action_space(&self) -> &BoxSpace;
+    /// Start a new episode. `Some(seed)` reseeds the env's random source (as Gymnasium's
+    /// `reset(seed=...)`); `None` continues the current random stream.
+    fn reset(&mut self, seed: Option<u64>) -> Result<Vec<f32>, EnvError>;
+    /// Apply one action. Errors on a wrong action length or a non-finite action.
+    fn step(&mut self, action: &[f32]) -> Result<Step, EnvError>;
+}
+
+impl<E: Env + ?Sized> Env for Box<E> {
+    fn spec(&self) -> &EnvSpec {
+        (**self).spec()
+    }
+    fn observation_space(&self) -> &BoxSpace {
+        (**self).observation_space()
+    }
+    fn action_space(&self) -> &BoxSpace {
+        (**self).action_space()
+    }
+    fn reset(&mut self, seed: Option<u64>) -> Result<Vec<f32>, EnvError> {
+        (**self).reset(seed)
+    }
+    fn step(&mut self, action: &[f32]) -> Result<Step, EnvError> {
+        (**self).step(action)
+    }
+}

@@ -1,0 +1,3 @@
+//! One module per `o2o` subcommand (or group of subcommands).
+
+pub mod doctor;

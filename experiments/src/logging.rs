@@ -1,0 +1,113 @@
+//! Where a run's numbers go: `metrics.jsonl` always, plus any other sinks (a Rerun recording).
+//!
+//! The runner talks only to [`Logger`]; each sink decides how to store what it is given. A sink
+//! must never block the training loop for long (a slow viewer is a sink's problem, handled by
+//! dropping, not by stalling a robot's control loop).
+
+#![allow(dead_code)]
+
+use anyhow::{Context, Result};
+use std::io::Write;
+use std::path::Path;
+use std::time::Instant;
+
+/// The step counter a record is indexed by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Timeline {
+    /// Gradient updates since the run started (offline and online together).
+    GradStep,
+    /// Environment steps since the online phase started.
+    EnvStep,
+}
+
+impl Timeline {
+    pub fn name(self) -> &'static str {
+        match self {
+            Timeline::GradStep => "grad_step",
+            Timeline::EnvStep => "env_step",
+        }
+    }
+}
+
+/// One logged record: a set of named scalars at one point of both timelines.
+#[derive(Debug, Clone)]
+pub struct Record<'a> {
+    pub grad_step: u64,
+    pub env_step: u64,
+    /// Seconds since the logger was created.
+    pub wall_s: f64,
+    /// Names are namespaced: `train/…`, `eval/…`, `online/…`, `offline/…`.
+    pub values: &'a [(&'a str, f64)],
+}
+
+/// A destination for records.
+pub trait MetricSink: Send {
+    fn record(&mut self, record: &Record<'_>) -> Result<()>;
+    fn flush(&mut self) -> Result<()>;
+}
+
+/// Appends one JSON object per record to a file (`metrics.jsonl`).
+pub struct JsonlSink {
+    file: std::io::BufWriter<std::fs::File>,
+}
+
+impl JsonlSink {
+    /// Open `path` for appending (a resumed run continues its file).
+    pub fn append(path: &Path) -> Result<Self> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .with_context(|| format!("cannot open {} for appending", path.display()))?;
+        Ok(Self { file: std::io::BufWriter::new(file) })
+    }
+}
+
+impl MetricSink for JsonlSink {
+    fn record(&mut self, r: &Record<'_>) -> Result<()> {
+        let mut obj = serde_json::Map::new();
+        obj.insert("grad_step".into(), r.grad_step.into());
+        obj.insert("env_step".into(), r.env_step.into());
+        obj.insert("wall_s".into(), serde_json::Value::from(r.wall_s));
+        for (k, v) in r.values {
+            // JSON has no NaN/inf; store them as null rather than writing an unreadable line.
+            let v = if v.is_finite() { serde_json::Value::from(*v) } else { serde_json::Value::Null };
+            obj.insert((*k).to_string(), v);
+        }
+        serde_json::to_writer(&mut self.file, &obj)?;
+        self.file.write_all(b"\n")?;
+        Ok(())
+    }
+    fn flush(&mut self) -> Result<()> {
+        self.file.flush()?;
+        Ok(())
+    }
+}
+
+/// Fans records out to every sink.
+pub struct Logger {
+    sinks: Vec<Box<dyn MetricSink>>,
+    start: Instant,
+}
+
+impl Logger {
+    pub fn new(sinks: Vec<Box<dyn MetricSink>>) -> Self {
+        Self { sinks, start: Instant::now() }
+    }
+
+    /// Log `values` at the given step counters.
+    pub fn log(&mut self, grad_step: u64, env_step: u64, values: &[(&str, f64)]) -> Result<()> {
+        let record = Record { grad_step, env_step, wall_s: self.start.elapsed().as_secs_f64(), values };
+        for s in &mut self.sinks {
+            s.record(&record)?;
+        }
+        Ok(())
+    }
+
+    pub fn flush(&mut self) -> Result<()> {
+        for s in &mut self.sinks {
+            s.flush()?;
+        }
+        Ok(())
+    }
+}

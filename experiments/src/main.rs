@@ -1,0 +1,42 @@
+//! `o2o`: offline-to-online reinforcement learning for robotics, from the command line.
+//!
+//! Each subcommand lives in its own module under `commands/`; this file only parses the
+//! command line, dispatches, and turns errors into a message and an exit code.
+
+mod commands;
+mod logging;
+mod paths;
+
+use clap::{Parser, Subcommand};
+
+/// Offline-to-online continuous-control RL: pretrain on logged data, fine-tune online, watch in Rerun.
+#[derive(Parser)]
+#[command(name = "o2o", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Check the installation: libtorch, MuJoCo, HDF5, Rerun, Gymnasium assets.
+    Doctor(commands::doctor::DoctorArgs),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Doctor(args) => commands::doctor::run(args),
+    };
+    if let Err(err) = result {
+        // A closed pipe (`o2o ... | head`) is not an error worth reporting.
+        if err.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)) {
+            std::process::exit(0);
+        }
+        eprintln!("error: {err}");
+        for cause in err.chain().skip(1) {
+            eprintln!("  caused by: {cause}");
+        }
+        std::process::exit(2);
+    }
+}

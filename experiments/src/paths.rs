@@ -1,0 +1,47 @@
+//! Where o2o's installed pieces live: `O2O_HOME`, the set-up's virtualenv and its python.
+//!
+//! Run-time environment variables win over the paths `scripts/setup.sh` wrote into the build
+//! environment, which win over the defaults under `$HOME/.cache/o2o`.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+/// `$O2O_HOME`, default `$HOME/.cache/o2o`.
+pub fn o2o_home() -> PathBuf {
+    if let Some(h) = std::env::var_os("O2O_HOME") {
+        return PathBuf::from(h);
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
+    home.join(".cache/o2o")
+}
+
+/// The set-up's virtualenv.
+pub fn venv_dir() -> PathBuf {
+    if let Some(v) = std::env::var_os("O2O_VENV") {
+        return PathBuf::from(v);
+    }
+    if let Some(v) = option_env!("O2O_VENV") {
+        let v = PathBuf::from(v);
+        if v.exists() {
+            return v;
+        }
+    }
+    o2o_home().join("venv")
+}
+
+/// The virtualenv's python (used for parity checks and benchmark references).
+pub fn venv_python() -> PathBuf {
+    if let Some(p) = std::env::var_os("O2O_PYTHON") {
+        return PathBuf::from(p);
+    }
+    venv_dir().join("bin/python")
+}
+
+/// The repository's `scripts/` folder, where the Python reference scripts live.
+pub fn scripts_dir() -> PathBuf {
+    if let Some(p) = std::env::var_os("O2O_SCRIPTS") {
+        return PathBuf::from(p);
+    }
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts")
+}

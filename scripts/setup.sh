@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# o2o set-up: the one place that installs anything. Idempotent: a second run downloads nothing.
+#
+#   scripts/setup.sh            install what is missing, then write the build environment
+#
+# Environment:
+#   O2O_HOME   where the virtualenv, the MuJoCo link folder and the cargo target dir live
+#              (default: $HOME/.cache/o2o)
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+O2O_HOME="${O2O_HOME:-$HOME/.cache/o2o}"
+venv="$O2O_HOME/venv"
+req="$repo/scripts/requirements.txt"
+t0=$(date +%s)
+
+step() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
+fail() { printf '\033[31m[setup] FAILED:\033[0m %s\n' "$1" >&2; shift; for l in "$@"; do printf '         %s\n' "$l" >&2; done; exit 1; }
+
+mkdir -p "$O2O_HOME" || fail "cannot create O2O_HOME=$O2O_HOME" "set O2O_HOME to a writable folder"
+
+# 1. Debian packages --------------------------------------------------------------------------
+need_debs=()
+deb_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+for pkg in libhdf5-dev pkg-config g++ make ca-certificates; do
+    deb_installed "$pkg" || need_debs+=("$pkg")
+done
+if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
+    deb_installed python3-venv || need_debs+=(python3-venv)
+fi
+command -v python3 >/dev/null 2>&1 || need_debs+=(python3 python3-venv)
+if [ ${#need_debs[@]} -gt 0 ]; then
+    step "installing Debian packages: ${need_debs[*]}"
+    sudo_cmd=""
+    [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+    command -v apt-get >/dev/null 2>&1 || fail "apt-get not found; this script supports Debian/Ubuntu" \
+        "install these packages by hand: ${need_debs[*]}"
+    $sudo_cmd apt-get update -qq || fail "apt-get update failed" "check network access to the Debian mirrors"
+    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${need_debs[@]}" >/dev/null \
+        || fail "apt-get install ${need_debs[*]} failed" "run it by hand to see the error"
+else
+    step "Debian packages present (libhdf5-dev, pkg-config, g++, make)"
+fi
+
+command -v cargo >/dev/null 2>&1 || fail "cargo not found" \
+    "install Rust 1.95 or newer with rustup (https://rustup.rs), then re-run make"
+
+# 2. Python virtualenv with pinned packages -----------------------------------------------------
+stamp="$venv/.o2o-requirements.sha256"
+want=$(sha256sum "$req" | cut -d' ' -f1)
+if [ -x "$venv/bin/python" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+    step "virtualenv up to date: $venv"
+else
+    if [ ! -x "$venv/bin/python" ]; then
+        step "creating virtualenv $venv"
+        python3 -m venv "$venv" || fail "python3 -m venv $venv failed" "install python3-venv (apt-get install python3-venv)"
+    fi
+    step "installing Python packages from scripts/requirements.txt (torch is ~5 GB the first time)"
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$req" \
+        || fail "pip install -r scripts/requirements.txt failed" "check access to the Python package index; re-run make setup"
+    echo "$want" > "$stamp"
+fi
+py="$venv/bin/python"
+site=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+torch_dir="$site/torch"
+torch_version=$("$py" -c 'import importlib.metadata as m; print(m.version("torch"))')
+case "$torch_version" in 2.13.0*) ;; *) fail "venv has torch $torch_version, tch 0.26 needs 2.13.0" "rm -rf $venv and re-run make setup";; esac
+cxx11=$("$py" -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))' 2>/dev/null) \
+    || fail "the venv's torch does not import" "rm -rf $venv and re-run make setup"
+
+# 3. MuJoCo link folder -------------------------------------------------------------------------
+mj_so="$site/mujoco/libmujoco.so.3.17.0"
+[ -f "$mj_so" ] || fail "$mj_so not found" "the mujoco==3.17.0 wheel should carry it; rm -rf $venv and re-run make setup"
+mj_dir="$O2O_HOME/mujoco-lib"
+mkdir -p "$mj_dir"
+if [ "$(readlink "$mj_dir/libmujoco.so" 2>/dev/null)" != "$mj_so" ]; then
+    step "linking $mj_dir/libmujoco.so -> $mj_so"
+    ln -sfn "$mj_so" "$mj_dir/libmujoco.so"
+fi
+ln -sfn "$mj_so" "$mj_dir/libmujoco.so.3.17.0"
+
+gym_assets="$site/gymnasium/envs/mujoco/assets"
+[ -f "$gym_assets/half_cheetah.xml" ] || fail "Gymnasium MuJoCo assets not found in $gym_assets" "rm -rf $venv and re-run make setup"
+
+# 4. Rerun viewer: no usage-data prompt ----------------------------------------------------------
+if [ ! -f "$O2O_HOME/.rerun-analytics-off" ]; then
+    "$venv/bin/rerun" analytics disable >/dev/null 2>&1 || true
+    touch "$O2O_HOME/.rerun-analytics-off"
+fi
+
+# 5. Cargo target dir outside the clone ---------------------------------------------------------
+mkdir -p "$O2O_HOME/target"
+if [ -L "$repo/target" ] || [ ! -e "$repo/target" ]; then
+    if [ "$(readlink "$repo/target" 2>/dev/null)" != "$O2O_HOME/target" ]; then
+        step "linking target/ -> $O2O_HOME/target"
+        ln -sfn "$O2O_HOME/target" "$repo/target"
+    fi
+else
+    step "target/ is a real folder; leaving it (remove it to share the cache in $O2O_HOME/target)"
+fi
+
+# 6. Build environment for cargo: generated, git-ignored .cargo/config.toml ----------------------
+mkdir -p "$repo/.cargo"
+cfg="$repo/.cargo/config.toml"
+tmp="$cfg.tmp.$$"
+cat > "$tmp" <<CFG
+# Generated by scripts/setup.sh — do not edit; re-run \`make setup\` instead.
+# It lets a plain \`cargo build\` / \`cargo test\` in this repo find libtorch, MuJoCo and the venv.
+[env]
+LIBTORCH = "$torch_dir"
+LIBTORCH_CXX11_ABI = "$cxx11"
+MUJOCO_DYNAMIC_LINK_DIR = "$mj_dir"
+O2O_VENV = "$venv"
+O2O_PYTHON = "$py"
+O2O_GYM_ASSETS = "$gym_assets"
+
+[target.x86_64-unknown-linux-gnu]
+# rpath: binaries and test executables find libtorch and libmujoco without LD_LIBRARY_PATH.
+rustflags = ["-C", "link-arg=-Wl,-rpath,$torch_dir/lib:$mj_dir"]
+
+[target.aarch64-unknown-linux-gnu]
+rustflags = ["-C", "link-arg=-Wl,-rpath,$torch_dir/lib:$mj_dir"]
+CFG
+if cmp -s "$tmp" "$cfg"; then rm -f "$tmp"; else mv "$tmp" "$cfg"; step "wrote .cargo/config.toml"; fi
+
+step "done in $(( $(date +%s) - t0 )) s (torch $torch_version, MuJoCo 3.17.0, venv $venv)"
