@@ -12,10 +12,15 @@ use tch::{Device, Tensor};
 /// stops); time-limit truncations are 0.0 with a real `next_obs`.
 #[derive(Debug)]
 pub struct TransitionBatch {
+    /// States s, `[B, obs_dim]`.
     pub obs: Tensor,
+    /// Actions a, `[B, act_dim]`.
     pub action: Tensor,
+    /// Rewards r, `[B]`.
     pub reward: Tensor,
+    /// Next states s', `[B, obs_dim]`.
     pub next_obs: Tensor,
+    /// 1.0 where the episode truly terminated after this transition, `[B]`.
     pub terminal: Tensor,
     /// Monte-Carlo return-to-go of each transition (needed by Cal-QL), when known.
     pub mc_return: Option<Tensor>,

@@ -1,0 +1,14 @@
+//! Replay: an offline dataset buffer, an online ring buffer, and mixed sampling.
+//!
+//! All buffers store contiguous `f32` columns and gather sampled rows straight into
+//! preallocated tensors (no per-row allocation). Buffers hold no random state: every `sample`
+//! takes the caller's RNG, so the run that owns the RNG can checkpoint it and resume exactly.
+
+mod columns;
+mod mixed;
+mod offline;
+mod ring;
+
+pub use mixed::{sample_weighted, MixedSampler};
+pub use offline::OfflineBuffer;
+pub use ring::{ReplayBuffer, MC_PENDING};
