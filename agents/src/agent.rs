@@ -14,17 +14,24 @@ pub type Metrics = Vec<(&'static str, f64)>;
 
 /// Errors from saving, loading or building agents.
 #[derive(Debug, thiserror::Error)]
+#[allow(missing_docs)] // variant fields (path, name, expected, found) are self-describing
 pub enum AgentError {
+    /// A checkpoint could not be read or written, or does not belong to this agent.
     #[error("checkpoint {}: {message}", path.display())]
     Checkpoint { path: std::path::PathBuf, message: String },
+    /// A checkpoint tensor has a different shape from the agent's.
     #[error("checkpoint {} does not fit this agent: tensor `{name}` has shape {found:?}, expected {expected:?}", path.display())]
     ShapeMismatch { path: std::path::PathBuf, name: String, expected: Vec<i64>, found: Vec<i64> },
+    /// A checkpoint lacks a tensor the agent needs.
     #[error("checkpoint {} is missing tensor `{name}`", path.display())]
     MissingTensor { path: std::path::PathBuf, name: String },
+    /// A configuration value is invalid (the message names the field).
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// An error from libtorch.
     #[error(transparent)]
     Torch(#[from] tch::TchError),
+    /// A file-system error.
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }

@@ -1,5 +1,29 @@
 //! o2o-agents: networks, algorithms and the agent contract.
+//!
+//! - [`Agent`] (in [`agent`]): `act`, `update(batch) -> Metrics`, full-state `save`/`load`.
+//! - [`build`] / [`AgentConfig`] (in [`config`]): the runner's one constructor. A preset's
+//!   `[agent]` table is TOML of `AgentConfig` (`algo = "sac"` or `"iql"` plus that
+//!   algorithm's fields, see [`sac::SacConfig`] and [`iql::IqlConfig`]); call
+//!   `build(&cfg, obs_dim, act_dim, device, seed)`.
+//! - [`sac`], [`iql`] (files under `algos/`): one algorithm per file.
+//! - [`nn`]: MLP, batched critic ensemble, actors, Polyak, temperature, Adam.
+//! - [`checkpoint`]: the one-file checkpoint format; [`rng`]: the agent's random stream.
+//!
+//! The key design decision is that an agent owns *all* of its state — including Adam's moments
+//! (our own [`nn::Adam`]) and its random stream (a ChaCha8 generator, [`rng::AgentRng`], never
+//! libtorch's global one) — so that a checkpoint restores it exactly: on the CPU, "N updates"
+//! and "N/2 updates, save, load into a fresh agent, N/2 updates" give bit-identical weights and
+//! metrics, and warm-starting an online agent from an offline one is the same `load`.
+
+#![deny(missing_docs)]
 
 pub mod agent;
+pub mod algos;
+pub mod checkpoint;
+pub mod config;
+pub mod nn;
+pub mod rng;
 
 pub use agent::{Agent, AgentError, Metrics};
+pub use algos::{iql, sac};
+pub use config::{build, AgentConfig};

@@ -1,0 +1,348 @@
+//! Implicit Q-Learning (Kostrikov, Nair, Levine, "Offline Reinforcement Learning with Implicit
+//! Q-Learning", ICLR 2022, arXiv 2110.06169), for offline training and online fine-tuning.
+//!
+//! Facts: ../shared/reference/algorithms.md §6.1; reference code consulted for facts:
+//! ikostrikov/implicit_q_learning (`learner.py`, `critic.py`, `actor.py`), CORL `iql.py`.
+//! One `update(batch)` does, in the reference order (V, actor, Q, target):
+//! 1. `L_V = E[ |τ − 1(u < 0)| · u² ]`, `u = min_j Q̄_j(s, a) − V(s)` (expectile regression);
+//! 2. `L_π = −E[ min(exp(β (min_j Q̄_j(s, a) − V(s))), 100) · log π(a|s) ]` (advantage-weighted
+//!    regression, with the freshly updated V), actor LR cosine-decayed over
+//!    `actor_lr_decay_steps` (offline; 0 = constant, as in fine-tuning);
+//! 3. `L_Q = E[ Σ_j (r + γ (1 − d) V(s') − Q_j(s, a))² ]`;
+//! 4. Polyak `θ̄ ← (1 − τ_tgt) θ̄ + τ_tgt θ`.
+//!
+//! The policy is a Gaussian with a tanh'd mean and a state-independent log σ ∈ [−5, 2]
+//! ([`crate::nn::GaussianActor`]); the deterministic action is the mean. Reward scaling and
+//! dataset-action clipping are data preprocessing, done by the runner, not here.
+
+use crate::checkpoint::{load_agent, save_agent};
+use crate::nn::{polyak_update, Adam, EnsembleMlp, GaussianActor, GaussianConfig, Mlp, MlpConfig, ParamSet};
+use crate::rng::AgentRng;
+use crate::{Agent, AgentError, Metrics};
+use o2o_datasets::TransitionBatch;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use tch::{Device, Kind, Tensor};
+
+/// IQL hyperparameters; defaults are the MuJoCo locomotion values (algorithms.md §6.1).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct IqlConfig {
+    /// Policy network (Gaussian, tanh'd mean); Kitchen/Adroit use `dropout = 0.1`.
+    pub actor: GaussianConfig,
+    /// Q network (each of the twin critics).
+    pub critic: MlpConfig,
+    /// V network.
+    pub value: MlpConfig,
+    /// Number of Q networks (2 = twin Q).
+    pub num_critics: i64,
+    /// Expectile τ (0.7 MuJoCo and Kitchen/Adroit, 0.9 AntMaze).
+    pub expectile: f64,
+    /// Inverse temperature β (3 MuJoCo, 10 AntMaze, 0.5 Kitchen/Adroit).
+    pub beta: f64,
+    /// Clip of the advantage weight exp(β A).
+    pub max_weight: f64,
+    /// Discount γ.
+    pub gamma: f64,
+    /// Polyak rate τ_tgt.
+    pub tau: f64,
+    /// Actor learning rate (initial, when decayed).
+    pub actor_lr: f64,
+    /// Q learning rate.
+    pub critic_lr: f64,
+    /// V learning rate.
+    pub value_lr: f64,
+    /// Cosine-decay the actor LR to 0 over this many updates (the offline run length, 1e6);
+    /// 0 keeps it constant (fine-tuning).
+    pub actor_lr_decay_steps: i64,
+}
+
+impl Default for IqlConfig {
+    fn default() -> Self {
+        Self {
+            actor: GaussianConfig::default(),
+            critic: MlpConfig::default(),
+            value: MlpConfig::default(),
+            num_critics: 2,
+            expectile: 0.7,
+            beta: 3.0,
+            max_weight: 100.0,
+            gamma: 0.99,
+            tau: 0.005,
+            actor_lr: 3e-4,
+            critic_lr: 3e-4,
+            value_lr: 3e-4,
+            actor_lr_decay_steps: 1_000_000,
+        }
+    }
+}
+
+impl IqlConfig {
+    /// Reject settings that cannot work, naming the field.
+    pub fn validate(&self) -> Result<(), AgentError> {
+        let bad = |m: String| Err(AgentError::Config(m));
+        if !(0.0 < self.expectile && self.expectile < 1.0) {
+            return bad(format!("iql.expectile must be in (0, 1), found {}", self.expectile));
+        }
+        if self.num_critics < 1 {
+            return bad(format!("iql.num_critics must be ≥ 1, found {}", self.num_critics));
+        }
+        if self.actor_lr_decay_steps < 0 {
+            return bad(format!("iql.actor_lr_decay_steps must be ≥ 0, found {}", self.actor_lr_decay_steps));
+        }
+        if !(0.0..=1.0).contains(&self.tau) || !(0.0..=1.0).contains(&self.gamma) {
+            return bad(format!("iql.tau and iql.gamma must be in [0, 1], found {} and {}", self.tau, self.gamma));
+        }
+        if !(0.0..1.0).contains(&self.actor.mlp.dropout) || !(0.0..1.0).contains(&self.critic.dropout) || !(0.0..1.0).contains(&self.value.dropout) {
+            return bad("iql dropout must be in [0, 1)".into());
+        }
+        Ok(())
+    }
+
+    /// The actor learning rate at actor step `t`: `lr · ½ (1 + cos(π min(t, T) / T))`.
+    pub fn actor_lr_at(&self, t: i64) -> f64 {
+        if self.actor_lr_decay_steps == 0 {
+            return self.actor_lr;
+        }
+        let frac = t.min(self.actor_lr_decay_steps) as f64 / self.actor_lr_decay_steps as f64;
+        self.actor_lr * 0.5 * (1.0 + (std::f64::consts::PI * frac).cos())
+    }
+}
+
+/// Networks and optimizers.
+struct Modules {
+    actor: GaussianActor,
+    actor_params: ParamSet,
+    actor_opt: Adam,
+    critic: EnsembleMlp,
+    critic_params: ParamSet,
+    critic_opt: Adam,
+    target: EnsembleMlp,
+    target_params: ParamSet,
+    value: Mlp,
+    value_params: ParamSet,
+    value_opt: Adam,
+}
+
+/// An IQL agent.
+pub struct Iql {
+    cfg: IqlConfig,
+    m: Modules,
+    act_dim: i64,
+    device: Device,
+    rng: AgentRng,
+    step: i64,
+}
+
+impl Iql {
+    /// A new agent for `obs_dim` observations and `act_dim` actions in `[-1, 1]`.
+    pub fn new(cfg: IqlConfig, obs_dim: i64, act_dim: i64, device: Device, seed: u64) -> Result<Self, AgentError> {
+        cfg.validate()?;
+        if obs_dim < 1 || act_dim < 1 {
+            return Err(AgentError::Config(format!("iql needs obs_dim and act_dim ≥ 1, found {obs_dim} and {act_dim}")));
+        }
+        let mut rng = AgentRng::new(seed);
+        let mut actor_params = ParamSet::new();
+        let actor = GaussianActor::new(&mut actor_params, "actor", obs_dim, act_dim, &cfg.actor, &mut rng, device);
+        let mut critic_params = ParamSet::new();
+        let critic = EnsembleMlp::new(&mut critic_params, "critic", cfg.num_critics, obs_dim + act_dim, 1, &cfg.critic, 1.0, &mut rng, device);
+        let mut target_params = ParamSet::new();
+        let target = EnsembleMlp::new(&mut target_params, "critic_target", cfg.num_critics, obs_dim + act_dim, 1, &cfg.critic, 1.0, &mut rng, device);
+        target_params.copy_from(&critic_params);
+        target_params.set_requires_grad(false);
+        let mut value_params = ParamSet::new();
+        let value = Mlp::new(&mut value_params, "value", obs_dim, 1, &cfg.value, 1.0, &mut rng, device);
+        let m = Modules {
+            actor_opt: Adam::new(&actor_params, cfg.actor_lr),
+            critic_opt: Adam::new(&critic_params, cfg.critic_lr),
+            value_opt: Adam::new(&value_params, cfg.value_lr),
+            actor,
+            actor_params,
+            critic,
+            critic_params,
+            target,
+            target_params,
+            value,
+            value_params,
+        };
+        Ok(Self { cfg, m, act_dim, device, rng, step: 0 })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &IqlConfig {
+        &self.cfg
+    }
+
+    /// Updates done so far.
+    pub fn steps(&self) -> i64 {
+        self.step
+    }
+
+    /// Every live tensor of the agent's state, by checkpoint name.
+    pub fn named_tensors(&self) -> Vec<(String, Tensor)> {
+        let m = &self.m;
+        let mut v: Vec<(String, Tensor)> = Vec::new();
+        for set in [&m.actor_params, &m.critic_params, &m.target_params, &m.value_params] {
+            v.extend(set.named().iter().map(|(n, t)| (n.clone(), t.shallow_clone())));
+        }
+        v.extend(m.actor_opt.state("actor_opt", &m.actor_params));
+        v.extend(m.critic_opt.state("critic_opt", &m.critic_params));
+        v.extend(m.value_opt.state("value_opt", &m.value_params));
+        v
+    }
+
+    /// Restore only the named parts (`actor`, `critic`, `critic_target`, `value`, `actor_opt`,
+    /// `critic_opt`, `value_opt`, `meta`) from a checkpoint of the same architecture.
+    pub fn load_parts(&mut self, path: &Path, parts: &[&str]) -> Result<(), AgentError> {
+        self.load_impl(path, Some(parts))
+    }
+
+    fn load_impl(&mut self, path: &Path, parts: Option<&[&str]>) -> Result<(), AgentError> {
+        let live = self.named_tensors();
+        let m = &mut self.m;
+        let mut opts: [(&str, &mut Adam); 3] = [("actor_opt", &mut m.actor_opt), ("critic_opt", &mut m.critic_opt), ("value_opt", &mut m.value_opt)];
+        if let Some(meta) = load_agent(path, "iql", &live, &mut opts, parts)? {
+            self.step = meta.step;
+            self.rng = meta.rng;
+        }
+        Ok(())
+    }
+
+    fn sa(obs: &Tensor, action: &Tensor) -> Tensor {
+        Tensor::cat(&[obs, action], 1)
+    }
+
+    /// L_V = E[|τ − 1(u < 0)| u²], u = q̄ − V(s).
+    fn value_loss(&mut self, obs: &Tensor, q_target: &Tensor) -> Tensor {
+        let v = self.m.value.forward(obs, Some(&mut self.rng)).squeeze_dim(-1);
+        let u = q_target - v;
+        let weight = u.lt(0.0).to_kind(Kind::Float) * (1.0 - 2.0 * self.cfg.expectile) + self.cfg.expectile;
+        (weight * u.square()).mean(Kind::Float)
+    }
+
+    /// L_π = −E[min(exp(β (q̄ − V(s))), max_weight) · log π(a|s)].
+    fn actor_loss(&mut self, obs: &Tensor, action: &Tensor, adv: &Tensor) -> Tensor {
+        let weight = (adv * self.cfg.beta).exp().clamp_max(self.cfg.max_weight);
+        let logp = self.m.actor.log_prob(obs, action, Some(&mut self.rng));
+        -(weight * logp).mean(Kind::Float)
+    }
+
+    /// L_Q = E[Σ_j (y − Q_j(s, a))²], y = r + γ (1 − d) V(s').
+    fn critic_loss(&mut self, b: &TransitionBatch, y: &Tensor) -> (Tensor, Tensor) {
+        let q = self.m.critic.forward(&Self::sa(&b.obs, &b.action), Some(&mut self.rng)).squeeze_dim(-1);
+        let loss = (&q - y.unsqueeze(0)).square().sum_dim_intlist(0, false, Kind::Float).mean(Kind::Float);
+        (loss, q.detach().mean(Kind::Float))
+    }
+}
+
+impl Agent for Iql {
+    fn name(&self) -> &'static str {
+        "iql"
+    }
+
+    fn act(&mut self, obs: &Tensor, deterministic: bool) -> Tensor {
+        let out_device = obs.device();
+        let obs = obs.to_device(self.device).to_kind(Kind::Float);
+        tch::no_grad(|| {
+            let a = if deterministic {
+                self.m.actor.mean(&obs, None)
+            } else {
+                let eps = self.rng.normal(&[obs.size()[0], self.act_dim], self.device);
+                self.m.actor.sample(&obs, &eps)
+            };
+            a.to_device(out_device)
+        })
+    }
+
+    fn update(&mut self, batch: &TransitionBatch) -> Metrics {
+        let moved;
+        let b = if batch.obs.device() == self.device {
+            batch
+        } else {
+            moved = batch.to_device(self.device);
+            &moved
+        };
+        // q̄ = min_j Q̄_j(s, a) from the target critics.
+        let q_target = tch::no_grad(|| self.m.target.forward(&Self::sa(&b.obs, &b.action), None).squeeze_dim(-1).amin(0, false));
+        // 1. value step.
+        let value_loss = self.value_loss(&b.obs, &q_target);
+        self.m.value_opt.minimize(&self.m.value_params, &value_loss);
+        // 2. actor step with the updated V.
+        let (v, v_next) = tch::no_grad(|| (self.m.value.forward(&b.obs, None).squeeze_dim(-1), self.m.value.forward(&b.next_obs, None).squeeze_dim(-1)));
+        let adv = &q_target - &v;
+        let actor_loss = self.actor_loss(&b.obs, &b.action, &adv);
+        self.m.actor_opt.lr = self.cfg.actor_lr_at(self.m.actor_opt.steps());
+        let actor_lr = self.m.actor_opt.lr;
+        self.m.actor_opt.minimize(&self.m.actor_params, &actor_loss);
+        // 3. Q step towards r + γ (1 − d) V(s').
+        let y = &b.reward + (1.0 - &b.terminal) * self.cfg.gamma * v_next;
+        let (critic_loss, q_mean) = self.critic_loss(b, &y);
+        self.m.critic_opt.minimize(&self.m.critic_params, &critic_loss);
+        // 4. target.
+        polyak_update(&self.m.target_params, &self.m.critic_params, self.cfg.tau);
+        self.step += 1;
+        vec![
+            ("value_loss", value_loss.double_value(&[])),
+            ("actor_loss", actor_loss.double_value(&[])),
+            ("critic_loss", critic_loss.double_value(&[])),
+            ("v_mean", v.mean(Kind::Float).double_value(&[])),
+            ("q_mean", q_mean.double_value(&[])),
+            ("adv_mean", adv.mean(Kind::Float).double_value(&[])),
+            ("actor_lr", actor_lr),
+        ]
+    }
+
+    fn save(&self, path: &Path) -> Result<(), AgentError> {
+        let m = &self.m;
+        save_agent(path, "iql", &self.named_tensors(), &[("actor_opt", &m.actor_opt), ("critic_opt", &m.critic_opt), ("value_opt", &m.value_opt)], self.step, &self.rng)
+    }
+
+    fn load(&mut self, path: &Path) -> Result<(), AgentError> {
+        self.load_impl(path, None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expectile_loss_weights_signs() {
+        let mut agent = Iql::new(IqlConfig { expectile: 0.9, ..IqlConfig::default() }, 2, 1, Device::Cpu, 0).unwrap();
+        let obs = Tensor::zeros([2, 2], (Kind::Float, Device::Cpu));
+        let v0 = agent.m.value.forward(&obs, None).squeeze_dim(-1).detach();
+        // u = +1 weighs τ, u = −1 weighs 1 − τ: mean(0.9·1, 0.1·1) = 0.5.
+        let q = &v0 + Tensor::from_slice(&[1.0f32, -1.0]);
+        let l = agent.value_loss(&obs, &q).double_value(&[]);
+        assert!((l - 0.5).abs() < 1e-6, "{l}");
+    }
+
+    #[test]
+    fn cosine_schedule_ends_at_zero() {
+        let c = IqlConfig { actor_lr_decay_steps: 100, ..IqlConfig::default() };
+        assert_eq!(c.actor_lr_at(0), 3e-4);
+        assert!((c.actor_lr_at(50) - 1.5e-4).abs() < 1e-12);
+        assert!(c.actor_lr_at(100).abs() < 1e-12 && c.actor_lr_at(500).abs() < 1e-12);
+        assert_eq!(IqlConfig { actor_lr_decay_steps: 0, ..c }.actor_lr_at(77), 3e-4);
+    }
+
+    /// Offline on data from a fixed linear policy a = tanh(W s): advantage-weighted regression
+    /// with a flat critic is behaviour cloning, so the deterministic action must approach it.
+    #[test]
+    fn actor_clones_the_data_policy() {
+        let mut agent = Iql::new(IqlConfig { actor_lr_decay_steps: 0, actor_lr: 1e-3, ..IqlConfig::default() }, 3, 2, Device::Cpu, 4).unwrap();
+        let mut rng = AgentRng::new(7);
+        let w = Tensor::from_slice(&[0.8f32, -0.5, 0.3, 0.1, 0.9, -0.7]).view([3, 2]);
+        let make = |rng: &mut AgentRng| {
+            let obs = rng.normal(&[128, 3], Device::Cpu);
+            TransitionBatch { action: obs.matmul(&w).tanh(), reward: Tensor::zeros([128], (Kind::Float, Device::Cpu)), next_obs: rng.normal(&[128, 3], Device::Cpu), terminal: Tensor::zeros([128], (Kind::Float, Device::Cpu)), obs, mc_return: None, is_offline: None }
+        };
+        for _ in 0..400 {
+            let m = agent.update(&make(&mut rng));
+            assert!(m.iter().all(|(_, v)| v.is_finite()));
+        }
+        let test = make(&mut rng);
+        let err = (agent.act(&test.obs, true) - &test.action).abs().mean(Kind::Float).double_value(&[]);
+        assert!(err < 0.08, "mean abs action error {err}");
+    }
+}

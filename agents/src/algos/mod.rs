@@ -1,0 +1,4 @@
+//! Algorithms, one file each, readable top to bottom against the paper.
+
+pub mod iql;
+pub mod sac;

@@ -1,0 +1,420 @@
+//! Soft Actor-Critic with a batched critic ensemble.
+//!
+//! Papers: Haarnoja et al., "Soft Actor-Critic Algorithms and Applications", arXiv 1812.05905
+//! (SAC with learned temperature); the ensemble options follow REDQ (Chen et al., arXiv
+//! 2101.05982) as used by RLPD (Ball et al., arXiv 2302.02948) and WSRL (Zhou et al., arXiv
+//! 2412.07762). Facts: ../shared/reference/algorithms.md §6.5 (SAC defaults), §1.3–1.4 (WSRL's
+//! 10-critic, subset-2, LayerNorm critic), §6.4 (RLPD). Reference code consulted for facts:
+//! jaxrl/rlpd `sac_learner.py`, WSRL `agents/sac.py`, CleanRL `sac_continuous_action.py`.
+//!
+//! One `update(batch)` does:
+//! 1. `critic_steps` critic steps, each on its own slice of the batch (WSRL's high-UTD split):
+//!    `a' ~ π(·|s')`, a random subset `I` of `M` target members,
+//!    `y = r + γ (1 − d) (min_{i∈I} Q̄_i(s', a') − [backup_entropy] α log π(a'|s'))`,
+//!    `L_Q = mean_{i,b} (Q_i(s_b, a_b) − y_b)²`, then Polyak `θ̄ ← (1 − τ) θ̄ + τ θ`;
+//! 2. one actor step on the whole batch: `L_π = E_s[α log π(ã|s) − agg_i Q_i(s, ã)]`, `ã`
+//!    reparameterized, `agg` = min over all E members (SAC, WSRL) or their mean (RLPD);
+//! 3. one temperature step: `L_α = −α (E[log π(ã|s)] + H̄)`, `H̄ = target_entropy_per_dim · |A|`.
+//!
+//! Plain SAC is E = M = 2, entropy in the backup, one critic step. WSRL's online agent is
+//! E = 10, M = 2 with replacement, LayerNorm, no backup entropy, 4 critic steps, softplus α.
+//! Deviation: the temperature is estimated on the actor's samples at `s` (SAC, CleanRL), not at
+//! `s'` as WSRL does; it saves a forward pass and targets the same entropy.
+
+use crate::checkpoint::{load_agent, save_agent};
+use crate::nn::{polyak_update, Adam, EnsembleMlp, MlpConfig, ParamSet, TanhGaussianActor, TanhGaussianConfig, Temperature, TemperatureForm};
+use crate::rng::AgentRng;
+use crate::{Agent, AgentError, Metrics};
+use o2o_datasets::TransitionBatch;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use tch::{Device, Kind, Tensor};
+
+/// How the actor aggregates the ensemble's Q-values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QReduce {
+    /// min over all members (SAC, WSRL).
+    Min,
+    /// mean over all members (REDQ, RLPD).
+    Mean,
+}
+
+/// SAC hyperparameters; defaults are the SAC paper / jaxrl values (algorithms.md §6.5).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SacConfig {
+    /// Policy network and its log-σ form.
+    pub actor: TanhGaussianConfig,
+    /// Critic MLP (each ensemble member); WSRL/RLPD set `layer_norm = true`.
+    pub critic: MlpConfig,
+    /// Ensemble size E.
+    pub num_critics: i64,
+    /// Target subset size M: the target is the min over M random members of E.
+    pub target_subset: i64,
+    /// Draw the subset with replacement (WSRL `randint`) or without (RLPD).
+    pub subset_with_replacement: bool,
+    /// How the actor loss aggregates the E critics.
+    pub actor_q: QReduce,
+    /// Discount γ.
+    pub gamma: f64,
+    /// Polyak rate τ.
+    pub tau: f64,
+    /// Actor learning rate.
+    pub actor_lr: f64,
+    /// Critic learning rate.
+    pub critic_lr: f64,
+    /// Temperature learning rate.
+    pub temperature_lr: f64,
+    /// Initial α.
+    pub init_temperature: f64,
+    /// α = exp(θ) (`log_alpha`) or softplus(θ) (`softplus`).
+    pub temperature_form: TemperatureForm,
+    /// Learn α (otherwise it stays at `init_temperature`).
+    pub learn_temperature: bool,
+    /// Target entropy per action dimension: H̄ = this · |A| (−1 SAC paper; −0.5 RLPD code).
+    pub target_entropy_per_dim: f64,
+    /// Subtract α log π(a'|s') in the TD target (SAC: yes; WSRL: no).
+    pub backup_entropy: bool,
+    /// Critic steps per update (UTD): the batch is split into this many slices.
+    pub critic_steps: i64,
+}
+
+impl Default for SacConfig {
+    fn default() -> Self {
+        Self {
+            actor: TanhGaussianConfig::default(),
+            critic: MlpConfig::default(),
+            num_critics: 2,
+            target_subset: 2,
+            subset_with_replacement: false,
+            actor_q: QReduce::Min,
+            gamma: 0.99,
+            tau: 0.005,
+            actor_lr: 3e-4,
+            critic_lr: 3e-4,
+            temperature_lr: 3e-4,
+            init_temperature: 1.0,
+            temperature_form: TemperatureForm::LogAlpha,
+            learn_temperature: true,
+            target_entropy_per_dim: -1.0,
+            backup_entropy: true,
+            critic_steps: 1,
+        }
+    }
+}
+
+impl SacConfig {
+    /// The WSRL / RLPD-style critic: 10 LayerNorm members, target over a subset of 2.
+    pub fn ensemble10() -> Self {
+        Self { critic: MlpConfig { layer_norm: true, ..MlpConfig::default() }, num_critics: 10, target_subset: 2, ..Self::default() }
+    }
+
+    /// Reject settings that cannot work, naming the field.
+    pub fn validate(&self) -> Result<(), AgentError> {
+        let bad = |m: String| Err(AgentError::Config(m));
+        if self.num_critics < 1 {
+            return bad(format!("sac.num_critics must be ≥ 1, found {}", self.num_critics));
+        }
+        if self.target_subset < 1 || (!self.subset_with_replacement && self.target_subset > self.num_critics) {
+            return bad(format!("sac.target_subset must be in 1..={} (num_critics), found {}", self.num_critics, self.target_subset));
+        }
+        if self.critic_steps < 1 {
+            return bad(format!("sac.critic_steps must be ≥ 1, found {}", self.critic_steps));
+        }
+        if !(0.0..=1.0).contains(&self.tau) || !(0.0..=1.0).contains(&self.gamma) {
+            return bad(format!("sac.tau and sac.gamma must be in [0, 1], found {} and {}", self.tau, self.gamma));
+        }
+        if self.init_temperature <= 0.0 {
+            return bad(format!("sac.init_temperature must be > 0, found {}", self.init_temperature));
+        }
+        if !(0.0..1.0).contains(&self.critic.dropout) || !(0.0..1.0).contains(&self.actor.mlp.dropout) {
+            return bad("sac dropout must be in [0, 1)".into());
+        }
+        Ok(())
+    }
+}
+
+/// Networks and optimizers.
+struct Modules {
+    actor: TanhGaussianActor,
+    actor_params: ParamSet,
+    actor_opt: Adam,
+    critic: EnsembleMlp,
+    critic_params: ParamSet,
+    critic_opt: Adam,
+    target: EnsembleMlp,
+    target_params: ParamSet,
+    temperature: Temperature,
+    temperature_params: ParamSet,
+    temperature_opt: Adam,
+}
+
+/// A SAC agent.
+pub struct Sac {
+    cfg: SacConfig,
+    m: Modules,
+    act_dim: i64,
+    target_entropy: f64,
+    device: Device,
+    rng: AgentRng,
+    step: i64,
+}
+
+impl Sac {
+    /// A new agent for `obs_dim` observations and `act_dim` actions in `[-1, 1]`, all tensors
+    /// on `device`, every random draw from `seed`.
+    pub fn new(cfg: SacConfig, obs_dim: i64, act_dim: i64, device: Device, seed: u64) -> Result<Self, AgentError> {
+        cfg.validate()?;
+        if obs_dim < 1 || act_dim < 1 {
+            return Err(AgentError::Config(format!("sac needs obs_dim and act_dim ≥ 1, found {obs_dim} and {act_dim}")));
+        }
+        let mut rng = AgentRng::new(seed);
+        let mut actor_params = ParamSet::new();
+        let actor = TanhGaussianActor::new(&mut actor_params, "actor", obs_dim, act_dim, &cfg.actor, &mut rng, device);
+        let mut critic_params = ParamSet::new();
+        let critic = EnsembleMlp::new(&mut critic_params, "critic", cfg.num_critics, obs_dim + act_dim, 1, &cfg.critic, 1.0, &mut rng, device);
+        let mut target_params = ParamSet::new();
+        let target = EnsembleMlp::new(&mut target_params, "critic_target", cfg.num_critics, obs_dim + act_dim, 1, &cfg.critic, 1.0, &mut rng, device);
+        target_params.copy_from(&critic_params);
+        target_params.set_requires_grad(false);
+        let mut temperature_params = ParamSet::new();
+        let temperature = Temperature::new(&mut temperature_params, "temperature", cfg.init_temperature, cfg.temperature_form, device);
+        let m = Modules {
+            actor_opt: Adam::new(&actor_params, cfg.actor_lr),
+            critic_opt: Adam::new(&critic_params, cfg.critic_lr),
+            temperature_opt: Adam::new(&temperature_params, cfg.temperature_lr),
+            actor,
+            actor_params,
+            critic,
+            critic_params,
+            target,
+            target_params,
+            temperature,
+            temperature_params,
+        };
+        let target_entropy = cfg.target_entropy_per_dim * act_dim as f64;
+        Ok(Self { cfg, m, act_dim, target_entropy, device, rng, step: 0 })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SacConfig {
+        &self.cfg
+    }
+
+    /// Updates done so far.
+    pub fn steps(&self) -> i64 {
+        self.step
+    }
+
+    /// The agent's random stream (the benchmark records the noise it draws).
+    pub fn rng_mut(&mut self) -> &mut AgentRng {
+        &mut self.rng
+    }
+
+    /// Every live tensor of the agent's state, by checkpoint name: actor, critic, target,
+    /// temperature and the optimizers' moments.
+    pub fn named_tensors(&self) -> Vec<(String, Tensor)> {
+        let m = &self.m;
+        let mut v: Vec<(String, Tensor)> = Vec::new();
+        for set in [&m.actor_params, &m.critic_params, &m.target_params, &m.temperature_params] {
+            v.extend(set.named().iter().map(|(n, t)| (n.clone(), t.shallow_clone())));
+        }
+        v.extend(m.actor_opt.state("actor_opt", &m.actor_params));
+        v.extend(m.critic_opt.state("critic_opt", &m.critic_params));
+        v.extend(m.temperature_opt.state("temperature_opt", &m.temperature_params));
+        v
+    }
+
+    /// Restore only the parts named (first path components: `actor`, `critic`,
+    /// `critic_target`, `temperature`, `actor_opt`, `critic_opt`, `temperature_opt`, `meta`)
+    /// from a checkpoint of an agent with the same architecture — e.g. an online agent
+    /// warm-started from an offline one.
+    pub fn load_parts(&mut self, path: &Path, parts: &[&str]) -> Result<(), AgentError> {
+        self.load_impl(path, Some(parts))
+    }
+
+    fn load_impl(&mut self, path: &Path, parts: Option<&[&str]>) -> Result<(), AgentError> {
+        let live = self.named_tensors();
+        let m = &mut self.m;
+        let mut opts: [(&str, &mut Adam); 3] = [("actor_opt", &mut m.actor_opt), ("critic_opt", &mut m.critic_opt), ("temperature_opt", &mut m.temperature_opt)];
+        if let Some(meta) = load_agent(path, "sac", &live, &mut opts, parts)? {
+            self.step = meta.step;
+            self.rng = meta.rng;
+        }
+        Ok(())
+    }
+
+    fn critic_input(obs: &Tensor, action: &Tensor) -> Tensor {
+        Tensor::cat(&[obs, action], 1)
+    }
+
+    /// One critic step on `b`; returns `(L_Q, mean Q, mean y)` as tensors.
+    fn critic_step(&mut self, b: &TransitionBatch, alpha: &Tensor) -> (Tensor, Tensor, Tensor) {
+        let cfg = &self.cfg;
+        let n = b.obs.size()[0];
+        // y = r + γ (1 − d) (min_{i∈I} Q̄_i(s', a') − [backup_entropy] α log π(a'|s')).
+        let y: Tensor = tch::no_grad(|| {
+            let eps = self.rng.normal(&[n, self.act_dim], self.device);
+            let (next_a, next_logp) = self.m.actor.sample(&b.next_obs, &eps);
+            let x = Self::critic_input(&b.next_obs, &next_a);
+            let q = if cfg.target_subset < cfg.num_critics || cfg.subset_with_replacement {
+                let idx = self.rng.indices(cfg.num_critics as usize, cfg.target_subset as usize, cfg.subset_with_replacement, self.device);
+                self.m.target.forward_subset(&x, &idx)
+            } else {
+                self.m.target.forward(&x, None)
+            };
+            let mut q_next = q.squeeze_dim(-1).amin(0, false);
+            if cfg.backup_entropy {
+                q_next = q_next - alpha * &next_logp;
+            }
+            &b.reward + (1.0 - &b.terminal) * cfg.gamma * q_next
+        });
+        // L_Q = mean over members and batch of (Q_i(s, a) − y)².
+        let q = self.m.critic.forward(&Self::critic_input(&b.obs, &b.action), Some(&mut self.rng)).squeeze_dim(-1);
+        let loss = (&q - y.unsqueeze(0)).square().mean(Kind::Float);
+        self.m.critic_opt.minimize(&self.m.critic_params, &loss);
+        // θ̄ ← (1 − τ) θ̄ + τ θ after every critic step.
+        polyak_update(&self.m.target_params, &self.m.critic_params, cfg.tau);
+        (loss, q.detach().mean(Kind::Float), y.mean(Kind::Float))
+    }
+
+    /// One actor step and one temperature step on `obs`; returns `(L_π, L_α, log π)`.
+    fn actor_step(&mut self, obs: &Tensor, alpha: &Tensor) -> (Tensor, Tensor, Tensor) {
+        let n = obs.size()[0];
+        // L_π = E[α log π(ã|s) − agg_i Q_i(s, ã)]; gradients flow to the actor only.
+        let eps = self.rng.normal(&[n, self.act_dim], self.device);
+        let (a, logp) = self.m.actor.sample(obs, &eps);
+        let q = self.m.critic.forward(&Self::critic_input(obs, &a), None).squeeze_dim(-1);
+        let q = match self.cfg.actor_q {
+            QReduce::Min => q.amin(0, false),
+            QReduce::Mean => q.mean_dim(0, false, Kind::Float),
+        };
+        let actor_loss = (alpha * &logp - q).mean(Kind::Float);
+        self.m.actor_opt.minimize(&self.m.actor_params, &actor_loss);
+        // L_α = −α (E[log π] + H̄).
+        let alpha_loss = self.m.temperature.loss(&logp, self.target_entropy);
+        if self.cfg.learn_temperature {
+            self.m.temperature_opt.minimize(&self.m.temperature_params, &alpha_loss);
+        }
+        (actor_loss.detach(), alpha_loss.detach(), logp.detach())
+    }
+}
+
+impl Agent for Sac {
+    fn name(&self) -> &'static str {
+        "sac"
+    }
+
+    fn act(&mut self, obs: &Tensor, deterministic: bool) -> Tensor {
+        let out_device = obs.device();
+        let obs = obs.to_device(self.device).to_kind(Kind::Float);
+        tch::no_grad(|| {
+            let a = if deterministic {
+                self.m.actor.mode(&obs)
+            } else {
+                let eps = self.rng.normal(&[obs.size()[0], self.act_dim], self.device);
+                self.m.actor.sample(&obs, &eps).0
+            };
+            a.to_device(out_device)
+        })
+    }
+
+    fn update(&mut self, batch: &TransitionBatch) -> Metrics {
+        let moved;
+        let b = if batch.obs.device() == self.device {
+            batch
+        } else {
+            moved = batch.to_device(self.device);
+            &moved
+        };
+        let n = b.len() as i64;
+        let k = self.cfg.critic_steps.min(n.max(1));
+        let alpha = self.m.temperature.alpha().detach();
+        let mut critic = None;
+        for i in 0..k {
+            let (start, end) = (i * n / k, (i + 1) * n / k);
+            let part = b.narrow(start, end - start);
+            critic = Some(self.critic_step(&part, &alpha));
+        }
+        let (actor_loss, alpha_loss, logp) = self.actor_step(&b.obs, &alpha);
+        self.step += 1;
+        let (critic_loss, q_mean, target_q) = critic.expect("at least one critic step");
+        vec![
+            ("critic_loss", critic_loss.double_value(&[])),
+            ("q_mean", q_mean.double_value(&[])),
+            ("target_q_mean", target_q.double_value(&[])),
+            ("actor_loss", actor_loss.double_value(&[])),
+            ("alpha", alpha.double_value(&[0])),
+            ("alpha_loss", alpha_loss.double_value(&[])),
+            ("entropy", -logp.mean(Kind::Float).double_value(&[])),
+        ]
+    }
+
+    fn save(&self, path: &Path) -> Result<(), AgentError> {
+        let m = &self.m;
+        save_agent(path, "sac", &self.named_tensors(), &[("actor_opt", &m.actor_opt), ("critic_opt", &m.critic_opt), ("temperature_opt", &m.temperature_opt)], self.step, &self.rng)
+    }
+
+    fn load(&mut self, path: &Path) -> Result<(), AgentError> {
+        self.load_impl(path, None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(rng: &mut AgentRng, n: i64, obs: i64, act: i64) -> TransitionBatch {
+        TransitionBatch {
+            obs: rng.normal(&[n, obs], Device::Cpu),
+            action: rng.normal(&[n, act], Device::Cpu).tanh(),
+            reward: rng.normal(&[n], Device::Cpu),
+            next_obs: rng.normal(&[n, obs], Device::Cpu),
+            terminal: rng.uniform_tensor(&[n], Device::Cpu).ge(0.9).to_kind(Kind::Float),
+            mc_return: None,
+            is_offline: None,
+        }
+    }
+
+    #[test]
+    fn update_gives_finite_metrics_and_bounded_actions() {
+        for cfg in [SacConfig::default(), SacConfig { critic_steps: 2, subset_with_replacement: true, backup_entropy: false, temperature_form: TemperatureForm::Softplus, ..SacConfig::ensemble10() }] {
+            let mut agent = Sac::new(cfg, 5, 2, Device::Cpu, 0).unwrap();
+            let mut rng = AgentRng::new(1);
+            for _ in 0..3 {
+                let m = agent.update(&batch(&mut rng, 32, 5, 2));
+                assert_eq!(m.len(), 7);
+                assert!(m.iter().all(|(_, v)| v.is_finite()), "{m:?}");
+            }
+            let a = agent.act(&rng.normal(&[4, 5], Device::Cpu), false);
+            assert_eq!(a.size(), vec![4, 2]);
+            assert!(a.abs().max().double_value(&[]) <= 1.0);
+        }
+    }
+
+    #[test]
+    fn bad_configs_are_rejected_with_the_field_name() {
+        let e = Sac::new(SacConfig { target_subset: 3, ..SacConfig::default() }, 3, 1, Device::Cpu, 0).err().unwrap();
+        assert!(e.to_string().contains("target_subset"), "{e}");
+        assert!(Sac::new(SacConfig { critic_steps: 0, ..SacConfig::default() }, 3, 1, Device::Cpu, 0).is_err());
+    }
+
+    /// The TD target bootstraps through time-limit truncations (terminal = 0) but not through
+    /// true terminations (terminal = 1): with γ = 1 and α fixed at ~0, y = r exactly when
+    /// terminal = 1.
+    #[test]
+    fn target_stops_bootstrapping_only_on_terminal() {
+        let cfg = SacConfig { gamma: 1.0, backup_entropy: false, ..SacConfig::default() };
+        let mut agent = Sac::new(cfg, 3, 1, Device::Cpu, 0).unwrap();
+        let mut rng = AgentRng::new(3);
+        let mut b = batch(&mut rng, 8, 3, 1);
+        b.terminal = Tensor::ones([8], (Kind::Float, Device::Cpu));
+        let alpha = agent.m.temperature.alpha().detach();
+        let (_, _, y) = agent.critic_step(&b, &alpha);
+        assert!((y.double_value(&[]) - b.reward.mean(Kind::Float).double_value(&[])).abs() < 1e-6);
+        b.terminal = Tensor::zeros([8], (Kind::Float, Device::Cpu));
+        let (_, _, y) = agent.critic_step(&b, &alpha);
+        assert!((y.double_value(&[]) - b.reward.mean(Kind::Float).double_value(&[])).abs() > 1e-4);
+    }
+}

@@ -1,0 +1,149 @@
+//! A batched ensemble of `E` MLPs (the critic of SAC, REDQ, RLPD and WSRL).
+//!
+//! Every layer's weights are one tensor `W: [E, in, out]` with bias `b: [E, 1, out]`, and the
+//! forward pass is one `baddbmm` per layer, `h_e = b_e + x_e W_e` for all members at once —
+//! never a loop over networks, so an ensemble of 10 costs one larger matmul per layer instead
+//! of 10 small ones. LayerNorm (per member, gain and bias `[E, 1, out]`) and dropout follow
+//! the layer order of [`super::mlp`]. Input `[B, in]` (shared by all members) or `[E, B, in]`;
+//! output `[E, B, out]`.
+
+use super::{init::orthogonal, mlp::dropout, MlpConfig, ParamSet};
+use crate::rng::AgentRng;
+use tch::{Device, Kind, Tensor};
+
+#[derive(Debug)]
+struct Layer {
+    weight: Tensor,
+    bias: Tensor,
+    norm: Option<(Tensor, Tensor)>,
+}
+
+/// `E` MLPs evaluated as one.
+#[derive(Debug)]
+pub struct EnsembleMlp {
+    layers: Vec<Layer>,
+    members: i64,
+    dropout: f64,
+}
+
+impl EnsembleMlp {
+    /// `members` MLPs `in_dim → cfg.hidden… → out_dim`, each initialized like [`super::Mlp`]
+    /// (orthogonal per member), registered under `prefix` as `{prefix}/l{i}/weight` etc.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(params: &mut ParamSet, prefix: &str, members: i64, in_dim: i64, out_dim: i64, cfg: &MlpConfig, head_gain: f64, rng: &mut AgentRng, device: Device) -> Self {
+        let mut dims = vec![in_dim];
+        dims.extend(&cfg.hidden);
+        dims.push(out_dim);
+        let n = dims.len() - 1;
+        let mut layers = Vec::new();
+        for i in 0..n {
+            let (fi, fo) = (dims[i], dims[i + 1]);
+            let head = i + 1 == n;
+            let gain = if head { head_gain } else { 2f64.sqrt() };
+            let w = Tensor::stack(&(0..members).map(|_| orthogonal(rng, fi, fo, gain)).collect::<Vec<_>>(), 0);
+            let name = if head { format!("{prefix}/head") } else { format!("{prefix}/l{i}") };
+            let weight = params.add(format!("{name}/weight"), w, device);
+            let bias = params.add(format!("{name}/bias"), Tensor::zeros([members, 1, fo], (Kind::Float, Device::Cpu)), device);
+            let norm = (!head && cfg.layer_norm).then(|| {
+                let g = params.add(format!("{prefix}/ln{i}/weight"), Tensor::ones([members, 1, fo], (Kind::Float, Device::Cpu)), device);
+                let b = params.add(format!("{prefix}/ln{i}/bias"), Tensor::zeros([members, 1, fo], (Kind::Float, Device::Cpu)), device);
+                (g, b)
+            });
+            layers.push(Layer { weight, bias, norm });
+        }
+        Self { layers, members, dropout: cfg.dropout }
+    }
+
+    /// Number of members `E`.
+    pub fn members(&self) -> i64 {
+        self.members
+    }
+
+    /// All members: `[B, in]` or `[E, B, in]` → `[E, B, out]`. Dropout only when `dropout_rng`
+    /// is given.
+    pub fn forward(&self, x: &Tensor, dropout_rng: Option<&mut AgentRng>) -> Tensor {
+        self.run(x, None, dropout_rng)
+    }
+
+    /// Only the members in `idx` (an `i64` tensor of `M` indices, repeats allowed):
+    /// `[B, in]` → `[M, B, out]`. Used for the target over a random subset (REDQ): it costs
+    /// `M` members, not `E`.
+    pub fn forward_subset(&self, x: &Tensor, idx: &Tensor) -> Tensor {
+        self.run(x, Some(idx), None)
+    }
+
+    fn run(&self, x: &Tensor, idx: Option<&Tensor>, mut dropout_rng: Option<&mut AgentRng>) -> Tensor {
+        let pick = |t: &Tensor| match idx {
+            Some(i) => t.index_select(0, i),
+            None => t.shallow_clone(),
+        };
+        let e = idx.map(|i| i.size()[0]).unwrap_or(self.members);
+        let mut h = if x.dim() == 2 { x.unsqueeze(0).expand([e, x.size()[0], x.size()[1]], false) } else { x.shallow_clone() };
+        let last = self.layers.len() - 1;
+        for (i, layer) in self.layers.iter().enumerate() {
+            // h_e = b_e + h_e W_e for every member e in one batched matmul.
+            h = pick(&layer.bias).baddbmm(&h, &pick(&layer.weight), 1.0, 1.0);
+            if i == last {
+                break;
+            }
+            if self.dropout > 0.0 {
+                if let Some(rng) = dropout_rng.as_deref_mut() {
+                    h = dropout(&h, self.dropout, rng);
+                }
+            }
+            if let Some((g, b)) = &layer.norm {
+                let width = h.size()[2];
+                h = pick(b).addcmul(&h.layer_norm([width], None::<Tensor>, None::<Tensor>, 1e-5, true), &pick(g));
+            }
+            h = h.relu();
+        }
+        h
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nn::Mlp;
+
+    /// The batched ensemble equals E separate MLPs holding member e's weights.
+    #[test]
+    fn ensemble_equals_loop_over_members() {
+        for layer_norm in [false, true] {
+            let cfg = MlpConfig { hidden: vec![16, 8], layer_norm, dropout: 0.0 };
+            let mut p = ParamSet::new();
+            let mut rng = AgentRng::new(5);
+            let ens = EnsembleMlp::new(&mut p, "critic", 3, 4, 1, &cfg, 1.0, &mut rng, Device::Cpu);
+            // Perturb LN gains/biases so the test sees them.
+            tch::no_grad(|| {
+                for (n, t) in p.named() {
+                    if n.contains("/ln") || n.ends_with("bias") {
+                        let _ = t.shallow_clone().copy_(&(rng.normal(&t.size(), Device::Cpu) * 0.3 + t));
+                    }
+                }
+            });
+            let x = rng.normal(&[6, 4], Device::Cpu);
+            let y = ens.forward(&x, None);
+            assert_eq!(y.size(), vec![3, 6, 1]);
+            let named: std::collections::HashMap<&str, &Tensor> = p.named().iter().map(|(n, t)| (n.as_str(), t)).collect();
+            for e in 0..3 {
+                let mut q = ParamSet::new();
+                let mlp = Mlp::new(&mut q, "critic", 4, 1, &cfg, 1.0, &mut AgentRng::new(0), Device::Cpu);
+                tch::no_grad(|| {
+                    for (n, t) in q.named() {
+                        let src = named[n.as_str()].get(e).reshape(t.size());
+                        let _ = t.shallow_clone().copy_(&src);
+                    }
+                });
+                let ye = mlp.forward(&x, None);
+                let diff = (ye - y.get(e)).abs().max().double_value(&[]);
+                assert!(diff < 1e-5, "member {e} layer_norm {layer_norm}: {diff}");
+            }
+            // A subset with a repeat picks those members.
+            let idx = Tensor::from_slice(&[2i64, 0, 2]);
+            let ys = ens.forward_subset(&x, &idx);
+            let want = Tensor::stack(&[y.get(2), y.get(0), y.get(2)], 0);
+            assert_eq!((ys - want).abs().max().double_value(&[]), 0.0);
+        }
+    }
+}

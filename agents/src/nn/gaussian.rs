@@ -1,0 +1,97 @@
+//! Gaussian policy with a tanh'd mean (IQL / AWAC style; Kostrikov et al. 2022, arXiv 2110.06169).
+//!
+//! `π(a|s) = N(a; tanh(μ(s)), σ²)` with a state-independent `log σ` (one parameter per action
+//! dimension, clamped to `[log_std_min, log_std_max]`). The density is evaluated at dataset
+//! actions for advantage-weighted regression, so no tanh change of variables is involved; the
+//! deterministic action is `tanh(μ(s))` and a stochastic one is clipped to `[-1, 1]`.
+
+use super::{tanh_gaussian::LOG_SQRT_2PI, Mlp, MlpConfig, ParamSet};
+use crate::rng::AgentRng;
+use serde::{Deserialize, Serialize};
+use tch::{Device, Kind, Tensor};
+
+/// Gaussian actor settings.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GaussianConfig {
+    /// The mean network.
+    pub mlp: MlpConfig,
+    /// Lower clamp of log σ (−5 in the IQL reference code).
+    pub log_std_min: f64,
+    /// Upper clamp of log σ.
+    pub log_std_max: f64,
+}
+
+impl Default for GaussianConfig {
+    fn default() -> Self {
+        Self { mlp: MlpConfig::default(), log_std_min: -5.0, log_std_max: 2.0 }
+    }
+}
+
+/// π(a|s) = N(tanh μ(s), σ²).
+#[derive(Debug)]
+pub struct GaussianActor {
+    net: Mlp,
+    log_std: Tensor,
+    cfg: GaussianConfig,
+}
+
+impl GaussianActor {
+    /// A new actor with parameters under `prefix` in `params`.
+    pub fn new(params: &mut ParamSet, prefix: &str, obs_dim: i64, act_dim: i64, cfg: &GaussianConfig, rng: &mut AgentRng, device: Device) -> Self {
+        let net = Mlp::new(params, prefix, obs_dim, act_dim, &cfg.mlp, 1.0, rng, device);
+        let log_std = params.add(format!("{prefix}/log_std"), Tensor::zeros([act_dim], (Kind::Float, Device::Cpu)), device);
+        Self { net, log_std, cfg: cfg.clone() }
+    }
+
+    /// The mean `tanh(μ(s))`, `[B, A]` (also the deterministic action).
+    pub fn mean(&self, obs: &Tensor, dropout_rng: Option<&mut AgentRng>) -> Tensor {
+        self.net.forward(obs, dropout_rng).tanh()
+    }
+
+    /// Clamped log σ, `[A]`.
+    pub fn log_std(&self) -> Tensor {
+        self.log_std.clamp(self.cfg.log_std_min, self.cfg.log_std_max)
+    }
+
+    /// `log π(a|s) = Σ_i [−(a_i − m_i)² / (2σ_i²) − log σ_i − log √(2π)]`, shape `[B]`.
+    pub fn log_prob(&self, obs: &Tensor, action: &Tensor, dropout_rng: Option<&mut AgentRng>) -> Tensor {
+        let mean = self.mean(obs, dropout_rng);
+        let log_std = self.log_std();
+        let z = (action - mean) * (-&log_std).exp();
+        (z.square() * (-0.5) - log_std - LOG_SQRT_2PI).sum_dim_intlist(-1, false, Kind::Float)
+    }
+
+    /// A sample `clip(tanh μ + σ ε, −1, 1)`.
+    pub fn sample(&self, obs: &Tensor, eps: &Tensor) -> Tensor {
+        (self.mean(obs, None) + self.log_std().exp() * eps).clamp(-1.0, 1.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_prob_matches_closed_form() {
+        let mut p = ParamSet::new();
+        let mut rng = AgentRng::new(2);
+        let actor = GaussianActor::new(&mut p, "actor", 3, 2, &GaussianConfig::default(), &mut rng, Device::Cpu);
+        tch::no_grad(|| actor.log_std.shallow_clone().copy_(&Tensor::from_slice(&[-0.5f32, 0.2])));
+        let obs = rng.normal(&[4, 3], Device::Cpu);
+        let act = rng.normal(&[4, 2], Device::Cpu).tanh();
+        let lp = actor.log_prob(&obs, &act, None);
+        let mean = actor.mean(&obs, None);
+        for b in 0..4 {
+            let mut want = 0.0;
+            for (i, ls) in [-0.5f64, 0.2].iter().enumerate() {
+                let (a, m) = (act.double_value(&[b, i as i64]), mean.double_value(&[b, i as i64]));
+                let s = ls.exp();
+                want += -((a - m) / s).powi(2) / 2.0 - ls - 0.5 * (2.0 * std::f64::consts::PI).ln();
+            }
+            assert!((lp.double_value(&[b]) - want).abs() < 1e-5);
+        }
+        let a = actor.sample(&obs, &(rng.normal(&[4, 2], Device::Cpu) * 100.0));
+        assert!(a.abs().max().double_value(&[]) <= 1.0);
+    }
+}

@@ -1,0 +1,134 @@
+//! Multi-layer perceptron: `x → [Dense → Dropout → LayerNorm → ReLU] × H → Dense`.
+//!
+//! Shapes: input `[B, in]`, output `[B, out]`. Each hidden block is `h = relu(LN(drop(x W + b)))`
+//! with `W: [in, out]` (so the forward pass is one `addmm` per layer), LayerNorm and dropout
+//! optional, in the layer order of the WSRL / jaxrl reference MLP. Weights are orthogonal with
+//! gain √2 for hidden layers and `head_gain` for the output layer; biases start at zero.
+
+use super::{init::orthogonal, ParamSet};
+use crate::rng::AgentRng;
+use serde::{Deserialize, Serialize};
+use tch::{Device, Kind, Tensor};
+
+/// Shape and regularization of an MLP (the output width is given by its user).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MlpConfig {
+    /// Hidden layer widths.
+    pub hidden: Vec<i64>,
+    /// LayerNorm after every hidden layer.
+    pub layer_norm: bool,
+    /// Dropout probability after every hidden layer (0 = off); active only in updates.
+    pub dropout: f64,
+}
+
+impl Default for MlpConfig {
+    fn default() -> Self {
+        Self { hidden: vec![256, 256], layer_norm: false, dropout: 0.0 }
+    }
+}
+
+/// One dense layer `y = x W + b`, `W: [in, out]`.
+#[derive(Debug)]
+pub struct Dense {
+    /// `[in, out]`.
+    pub weight: Tensor,
+    /// `[out]`.
+    pub bias: Tensor,
+}
+
+impl Dense {
+    /// A new layer registered in `params` as `{name}/weight`, `{name}/bias`.
+    pub fn new(params: &mut ParamSet, name: &str, fan_in: i64, fan_out: i64, gain: f64, rng: &mut AgentRng, device: Device) -> Self {
+        let weight = params.add(format!("{name}/weight"), orthogonal(rng, fan_in, fan_out, gain), device);
+        let bias = params.add(format!("{name}/bias"), Tensor::zeros([fan_out], (Kind::Float, Device::Cpu)), device);
+        Self { weight, bias }
+    }
+
+    /// `x W + b`.
+    pub fn forward(&self, x: &Tensor) -> Tensor {
+        self.bias.addmm(x, &self.weight)
+    }
+}
+
+/// An MLP with a linear output layer.
+#[derive(Debug)]
+pub struct Mlp {
+    layers: Vec<Dense>,
+    norms: Vec<(Tensor, Tensor)>,
+    head: Dense,
+    dropout: f64,
+}
+
+impl Mlp {
+    /// Build an MLP `in_dim → cfg.hidden… → out_dim`, registering parameters under `prefix`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(params: &mut ParamSet, prefix: &str, in_dim: i64, out_dim: i64, cfg: &MlpConfig, head_gain: f64, rng: &mut AgentRng, device: Device) -> Self {
+        let mut layers = Vec::new();
+        let mut norms = Vec::new();
+        let mut d = in_dim;
+        for (i, &h) in cfg.hidden.iter().enumerate() {
+            layers.push(Dense::new(params, &format!("{prefix}/l{i}"), d, h, 2f64.sqrt(), rng, device));
+            if cfg.layer_norm {
+                let g = params.add(format!("{prefix}/ln{i}/weight"), Tensor::ones([h], (Kind::Float, Device::Cpu)), device);
+                let b = params.add(format!("{prefix}/ln{i}/bias"), Tensor::zeros([h], (Kind::Float, Device::Cpu)), device);
+                norms.push((g, b));
+            }
+            d = h;
+        }
+        let head = Dense::new(params, &format!("{prefix}/head"), d, out_dim, head_gain, rng, device);
+        Self { layers, norms, head, dropout: cfg.dropout }
+    }
+
+    /// Forward pass. Dropout is applied only when `dropout_rng` is given (updates), with masks
+    /// drawn from it.
+    pub fn forward(&self, x: &Tensor, mut dropout_rng: Option<&mut AgentRng>) -> Tensor {
+        let mut h = x.shallow_clone();
+        for (i, layer) in self.layers.iter().enumerate() {
+            h = layer.forward(&h);
+            if self.dropout > 0.0 {
+                if let Some(rng) = dropout_rng.as_deref_mut() {
+                    h = dropout(&h, self.dropout, rng);
+                }
+            }
+            if let Some((g, b)) = self.norms.get(i) {
+                h = h.layer_norm([g.size()[0]], Some(g), Some(b), 1e-5, true);
+            }
+            h = h.relu();
+        }
+        self.head.forward(&h)
+    }
+}
+
+/// Inverted dropout with a mask from `rng`: `x · 1(u ≥ p) / (1 − p)`.
+pub fn dropout(x: &Tensor, p: f64, rng: &mut AgentRng) -> Tensor {
+    let keep = rng.uniform_tensor(&x.size(), x.device()).ge(p).to_kind(Kind::Float);
+    x * keep * (1.0 / (1.0 - p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shapes_names_and_layer_norm() {
+        let mut p = ParamSet::new();
+        let mut rng = AgentRng::new(0);
+        let cfg = MlpConfig { hidden: vec![32, 16], layer_norm: true, dropout: 0.0 };
+        let m = Mlp::new(&mut p, "q", 5, 3, &cfg, 1.0, &mut rng, Device::Cpu);
+        let names: Vec<&str> = p.named().iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["q/l0/weight", "q/l0/bias", "q/ln0/weight", "q/ln0/bias", "q/l1/weight", "q/l1/bias", "q/ln1/weight", "q/ln1/bias", "q/head/weight", "q/head/bias"]);
+        let x = Tensor::from_slice(&[0.5f32; 35]).view([7, 5]);
+        assert_eq!(m.forward(&x, None).size(), vec![7, 3]);
+    }
+
+    #[test]
+    fn dropout_keeps_expectation() {
+        let mut rng = AgentRng::new(9);
+        let x = Tensor::ones([100_000], (Kind::Float, Device::Cpu));
+        let y = dropout(&x, 0.25, &mut rng);
+        let zeros = y.eq(0.0).to_kind(Kind::Float).mean(Kind::Float).double_value(&[]);
+        assert!((zeros - 0.25).abs() < 0.01, "{zeros}");
+        assert!((y.mean(Kind::Float).double_value(&[]) - 1.0).abs() < 0.02);
+    }
+}

@@ -1,0 +1,26 @@
+//! Shared network pieces: one building block per file, each stating its equation and shapes.
+//!
+//! - [`ParamSet`]: named trainable tensors (what one optimizer and one checkpoint part hold);
+//! - [`Mlp`]: dense layers with optional LayerNorm and dropout, orthogonal init;
+//! - [`EnsembleMlp`]: `E` MLPs as one module, weights `[E, in, out]`, one `baddbmm` per layer;
+//! - [`TanhGaussianActor`] (SAC) and [`GaussianActor`] (IQL, tanh'd mean);
+//! - [`polyak_update`], [`Temperature`] (log-α or softplus), [`Adam`] with checkpointable moments.
+
+pub mod adam;
+pub mod ensemble;
+pub mod gaussian;
+pub mod init;
+pub mod mlp;
+pub mod params;
+pub mod polyak;
+pub mod tanh_gaussian;
+pub mod temperature;
+
+pub use adam::Adam;
+pub use ensemble::EnsembleMlp;
+pub use gaussian::{GaussianActor, GaussianConfig};
+pub use mlp::{Dense, Mlp, MlpConfig};
+pub use params::ParamSet;
+pub use polyak::polyak_update;
+pub use tanh_gaussian::{TanhGaussianActor, TanhGaussianConfig};
+pub use temperature::{Temperature, TemperatureForm};

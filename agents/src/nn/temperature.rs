@@ -1,0 +1,71 @@
+//! Learned entropy temperature α (SAC with automatic tuning, arXiv 1812.05905 §5).
+//!
+//! `L_α = α · (−E[log π(a|s)] − H̄) = −α (E[log π] + H̄)`: α grows when the policy's entropy is
+//! below the target H̄ and shrinks above it. α is parameterized either as `exp(log α)` (the SAC
+//! paper, CleanRL) or as `softplus(ψ)` (the Lagrange multiplier of WSRL / JaxCQL).
+
+use super::ParamSet;
+use serde::{Deserialize, Serialize};
+use tch::{Device, Tensor};
+
+/// How α is parameterized.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TemperatureForm {
+    /// α = exp(θ).
+    LogAlpha,
+    /// α = softplus(θ).
+    Softplus,
+}
+
+/// A learnable scalar α > 0.
+#[derive(Debug)]
+pub struct Temperature {
+    param: Tensor,
+    form: TemperatureForm,
+}
+
+impl Temperature {
+    /// α starting at `init` (> 0), registered as `{prefix}/param`.
+    pub fn new(params: &mut ParamSet, prefix: &str, init: f64, form: TemperatureForm, device: Device) -> Self {
+        let raw = match form {
+            TemperatureForm::LogAlpha => init.ln(),
+            // softplus⁻¹(α) = log(exp(α) − 1) = α + log(1 − exp(−α)), stable for large α.
+            TemperatureForm::Softplus => init + (-(-init).exp()).ln_1p(),
+        };
+        let param = params.add(format!("{prefix}/param"), Tensor::from_slice(&[raw as f32]), device);
+        Self { param, form }
+    }
+
+    /// α as a differentiable `[1]` tensor.
+    pub fn alpha(&self) -> Tensor {
+        match self.form {
+            TemperatureForm::LogAlpha => self.param.exp(),
+            TemperatureForm::Softplus => self.param.softplus(),
+        }
+    }
+
+    /// `L_α = −α (E[log π] + H̄)` with `log π` detached.
+    pub fn loss(&self, log_prob: &Tensor, target_entropy: f64) -> Tensor {
+        let gap = (log_prob.detach() + target_entropy).mean(tch::Kind::Float);
+        -(self.alpha() * gap).sum(tch::Kind::Float)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_forms_start_at_init_and_follow_the_entropy_gap() {
+        for form in [TemperatureForm::LogAlpha, TemperatureForm::Softplus] {
+            let mut p = ParamSet::new();
+            let t = Temperature::new(&mut p, "temperature", 0.7, form, Device::Cpu);
+            assert!((t.alpha().double_value(&[0]) - 0.7).abs() < 1e-6);
+            // Entropy −E[log π] = −1 is below the target H̄ = 0, so α must grow: dL/dθ < 0.
+            let lp = Tensor::from_slice(&[1.0f32, 1.0]);
+            let g = Tensor::run_backward(&[t.loss(&lp, 0.0)], &p.tensors(), false, false);
+            assert!(g[0].double_value(&[0]) < 0.0, "{form:?}");
+        }
+    }
+}
