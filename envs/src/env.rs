@@ -12,7 +12,9 @@ use crate::error::EnvError;
 /// A box space: one closed interval per dimension. Infinite bounds are allowed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BoxSpace {
+    /// Lower bound per dimension.
     pub low: Vec<f32>,
+    /// Upper bound per dimension.
     pub high: Vec<f32>,
 }
 
@@ -79,12 +81,15 @@ impl Info {
 /// The result of one `Env::step`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Step {
+    /// Observation after the step.
     pub obs: Vec<f32>,
+    /// Reward of the step.
     pub reward: f64,
     /// A true end of the episode (e.g. the robot fell): do not bootstrap from `obs`.
     pub terminated: bool,
     /// The episode was cut (e.g. time limit): `obs` is a real state to bootstrap from.
     pub truncated: bool,
+    /// Named diagnostics of the step.
     pub info: Info,
 }
 

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 /// Everything that can go wrong making or stepping an env.
 #[derive(Debug, thiserror::Error)]
+#[allow(missing_docs)]
 pub enum EnvError {
     #[error("unknown env id `{id}`; known ids: {}", known.join(", "))]
     UnknownId { id: String, known: Vec<String> },
@@ -17,6 +18,12 @@ pub enum EnvError {
     MissingAsset { path: PathBuf, hint: String },
     #[error("MuJoCo could not load `{}`: {message}", path.display())]
     ModelLoad { path: PathBuf, message: String },
+    #[error("parity reference (Gymnasium through `{}`) failed: {message}", python.display())]
+    Reference { python: PathBuf, message: String },
+    #[error("sub-env {index} of the vector env: {source}")]
+    SubEnv { index: usize, source: Box<EnvError> },
+    #[error("{what}: expected {expected} numbers, found {found}")]
+    Shape { what: String, expected: usize, found: usize },
     #[error("{0}")]
     Other(String),
 }

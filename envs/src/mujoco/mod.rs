@@ -1,0 +1,279 @@
+//! MuJoCo tasks: one [`MujocoEnv`] type that steps the physics, and one small [`Task`] per
+//! Gymnasium task that says what differs (model file, frame skip, reset noise, observation,
+//! reward, termination).
+//!
+//! The step follows Gymnasium's `MujocoEnv` (formats.md §4.1): `ctrl = action` (unclipped: MuJoCo
+//! clamps to `ctrlrange` itself), `mj_step` × frame skip, then `mj_rnePostConstraint` for tasks
+//! that read `cfrc_ext` (only Ant-v5: skipping it elsewhere changes no observation or reward).
+//! The `-v2` (D4RL) tasks clip the action to the bounds first, as D4RL's `NormalizedBoxEnv` did,
+//! so their control cost sees the clipped action.
+//!
+//! The model is shared (`Arc<MjModel>`, read-only) and the data is owned, so a `MujocoEnv` is
+//! `Send` and a vector env can move it into a worker thread.
+
+mod ant;
+mod half_cheetah;
+mod hopper;
+mod inverted_pendulum;
+pub(crate) mod noise;
+mod scene;
+mod walker2d;
+
+pub use ant::Ant;
+pub use half_cheetah::HalfCheetah;
+pub use hopper::Hopper;
+pub use inverted_pendulum::InvertedPendulum;
+pub use scene::{GeomInfo, GeomKind};
+pub use walker2d::Walker2d;
+
+use crate::env::{BoxSpace, Env, EnvSpec, Info, Step};
+use crate::error::EnvError;
+use mujoco_rs::prelude::*;
+use noise::EnvRng;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// The physics state type every task works on.
+pub type Data = MjData<Arc<MjModel>>;
+
+/// Which semantics a task follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Version {
+    /// Gymnasium 1.4.0 `-v5`.
+    V5,
+    /// The gym `-v2` tasks the D4RL datasets were logged in (formats.md §4.3).
+    D4rlV2,
+}
+
+/// What one MuJoCo task defines on top of the shared stepping.
+pub trait Task: Send + Sync {
+    /// Gymnasium's asset file name, e.g. `hopper.xml`.
+    fn xml_file(&self) -> &'static str;
+    /// Physics steps per env step.
+    fn frame_skip(&self) -> usize;
+    /// Length of the observation vector for `model`.
+    fn obs_dim(&self, model: &MjModel) -> usize;
+    /// Whether observation or reward read `cfrc_ext` (then `mj_rnePostConstraint` runs).
+    fn needs_cfrc_ext(&self) -> bool {
+        false
+    }
+    /// Whether the action is clipped to the bounds before the step (D4RL's wrapper).
+    fn clips_action(&self) -> bool {
+        false
+    }
+    /// Perturb the initial state in place (`qpos` starts at `qpos0`, `qvel` at zeros).
+    fn reset_noise(&self, rng: &mut EnvRng, qpos: &mut [f64], qvel: &mut [f64]);
+    /// The position the forward reward differentiates, read before and after the steps
+    /// (default: `qpos[0]`, the root slider x).
+    fn position(&self, data: &Data) -> [f64; 2] {
+        [data.qpos()[0], 0.0]
+    }
+    /// Write the observation for the current state into `out` (length `obs_dim`).
+    fn observe(&self, data: &Data, out: &mut [f64]);
+    /// Reward and `terminated` of the step just taken; fills `info` with the reward terms.
+    fn reward(&self, data: &Data, before: [f64; 2], action: &[f64], dt: f64, info: &mut Info) -> (f64, bool);
+}
+
+/// A Gymnasium MuJoCo task running on MuJoCo 3.17 through mujoco-rs.
+pub struct MujocoEnv {
+    spec: EnvSpec,
+    task: Box<dyn Task>,
+    data: Data,
+    observation_space: BoxSpace,
+    action_space: BoxSpace,
+    ctrl_range: Vec<[f64; 2]>,
+    dt: f64,
+    rng: EnvRng,
+    needs_reset: bool,
+    obs: Vec<f64>,
+    action: Vec<f64>,
+}
+
+/// Models already loaded in this process, by path: envs made from the same file share one
+/// read-only `MjModel` (a vector env of 16 Ants parses `ant.xml` once).
+fn model_cache() -> &'static Mutex<HashMap<PathBuf, Arc<MjModel>>> {
+    static CACHE: OnceLock<Mutex<HashMap<PathBuf, Arc<MjModel>>>> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+fn load_model(path: &Path) -> Result<Arc<MjModel>, EnvError> {
+    let mut cache = model_cache().lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(m) = cache.get(path) {
+        return Ok(m.clone());
+    }
+    let model = MjModel::from_xml(path)
+        .map_err(|e| EnvError::ModelLoad { path: path.to_path_buf(), message: e.to_string() })?;
+    let model = Arc::new(model);
+    cache.insert(path.to_path_buf(), model.clone());
+    Ok(model)
+}
+
+impl MujocoEnv {
+    /// Build the env for `task`, loading its XML from Gymnasium's installed assets
+    /// (see [`crate::assets`]). `spec` is stored as given.
+    pub fn new(spec: EnvSpec, task: Box<dyn Task>) -> Result<Self, EnvError> {
+        let path = crate::assets::asset_path(task.xml_file())?;
+        Self::from_model(spec, task, load_model(&path)?)
+    }
+
+    /// Like [`MujocoEnv::new`], loading the XML from `assets_dir` instead.
+    pub fn from_assets_dir(spec: EnvSpec, task: Box<dyn Task>, assets_dir: &Path) -> Result<Self, EnvError> {
+        let path = assets_dir.join(task.xml_file());
+        if !path.is_file() {
+            return Err(EnvError::MissingAsset { path, hint: crate::assets::INSTALL_HINT.to_string() });
+        }
+        Self::from_model(spec, task, load_model(&path)?)
+    }
+
+    fn from_model(spec: EnvSpec, task: Box<dyn Task>, model: Arc<MjModel>) -> Result<Self, EnvError> {
+        let obs_dim = task.obs_dim(&model);
+        let ctrl_range: Vec<[f64; 2]> = model.actuator_ctrlrange().to_vec();
+        let action_space = BoxSpace::new(
+            ctrl_range.iter().map(|r| r[0] as f32).collect(),
+            ctrl_range.iter().map(|r| r[1] as f32).collect(),
+        );
+        let dt = model.opt().timestep * task.frame_skip() as f64;
+        let nu = model.ffi().nu as usize;
+        let data = MjData::try_new(model).map_err(|e| EnvError::Other(format!("{}: MuJoCo could not allocate data: {e}", spec.id)))?;
+        Ok(Self {
+            spec,
+            task,
+            data,
+            observation_space: BoxSpace::unbounded(obs_dim),
+            action_space,
+            ctrl_range,
+            dt,
+            rng: noise::rng_from_seed(0),
+            needs_reset: true,
+            obs: vec![0.0; obs_dim],
+            action: vec![0.0; nu],
+        })
+    }
+
+    /// Seconds of simulated time per env step: `timestep × frame_skip`.
+    pub fn dt(&self) -> f64 {
+        self.dt
+    }
+
+    /// Physics steps per env step.
+    pub fn frame_skip(&self) -> usize {
+        self.task.frame_skip()
+    }
+
+    /// The MuJoCo model (shared, read-only).
+    pub fn model(&self) -> &MjModel {
+        self.data.model()
+    }
+
+    /// The MuJoCo data (the full physics state).
+    pub fn data(&self) -> &Data {
+        &self.data
+    }
+
+    /// Joint positions `qpos` (length `nq`).
+    pub fn qpos(&self) -> &[f64] {
+        self.data.qpos()
+    }
+
+    /// Joint velocities `qvel` (length `nv`).
+    pub fn qvel(&self) -> &[f64] {
+        self.data.qvel()
+    }
+
+    /// Set `qpos` and `qvel`, then run `mj_forward` (Gymnasium's `set_state`). The env is then
+    /// ready to step, as after a reset.
+    pub fn set_state(&mut self, qpos: &[f64], qvel: &[f64]) -> Result<(), EnvError> {
+        let (nq, nv) = (self.data.qpos().len(), self.data.qvel().len());
+        if qpos.len() != nq || qvel.len() != nv {
+            return Err(EnvError::Other(format!(
+                "{}: set_state expects qpos of {nq} and qvel of {nv} numbers, found {} and {}",
+                self.spec.id,
+                qpos.len(),
+                qvel.len()
+            )));
+        }
+        if let Some(i) = qpos.iter().chain(qvel).position(|v| !v.is_finite()) {
+            return Err(EnvError::Other(format!("{}: set_state got a non-finite value at index {i} of [qpos, qvel]", self.spec.id)));
+        }
+        self.data.qpos_mut().copy_from_slice(qpos);
+        self.data.qvel_mut().copy_from_slice(qvel);
+        self.data.forward();
+        self.needs_reset = false;
+        Ok(())
+    }
+
+    /// The observation of the current state, in `f64` (what [`Env::step`] returns as `f32`).
+    pub fn observation_f64(&self) -> Vec<f64> {
+        let mut out = vec![0.0; self.observation_space.dim()];
+        self.task.observe(&self.data, &mut out);
+        out
+    }
+
+    fn checked_action(&mut self, action: &[f32]) -> Result<(), EnvError> {
+        if action.len() != self.action.len() {
+            return Err(EnvError::ActionLength { env: self.spec.id.clone(), expected: self.action.len(), found: action.len() });
+        }
+        if let Some((index, value)) = action.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+            return Err(EnvError::NonFiniteAction { env: self.spec.id.clone(), index, value: *value });
+        }
+        let clip = self.task.clips_action();
+        for ((dst, src), r) in self.action.iter_mut().zip(action).zip(&self.ctrl_range) {
+            *dst = if clip { (*src as f64).clamp(r[0], r[1]) } else { *src as f64 };
+        }
+        Ok(())
+    }
+}
+
+impl Env for MujocoEnv {
+    fn spec(&self) -> &EnvSpec {
+        &self.spec
+    }
+
+    fn observation_space(&self) -> &BoxSpace {
+        &self.observation_space
+    }
+
+    fn action_space(&self) -> &BoxSpace {
+        &self.action_space
+    }
+
+    /// `mj_resetData`, then the task's noise on `qpos0` / zero `qvel`, then `set_state`.
+    fn reset(&mut self, seed: Option<u64>) -> Result<Vec<f32>, EnvError> {
+        if let Some(seed) = seed {
+            self.rng = noise::rng_from_seed(seed);
+        }
+        self.data.reset();
+        let mut qpos = self.model().qpos0().to_vec();
+        let mut qvel = vec![0.0; self.data.qvel().len()];
+        self.task.reset_noise(&mut self.rng, &mut qpos, &mut qvel);
+        self.set_state(&qpos, &qvel)?;
+        self.task.observe(&self.data, &mut self.obs);
+        Ok(self.obs.iter().map(|v| *v as f32).collect())
+    }
+
+    fn step(&mut self, action: &[f32]) -> Result<Step, EnvError> {
+        if self.needs_reset {
+            return Err(EnvError::NeedsReset { env: self.spec.id.clone() });
+        }
+        self.checked_action(action)?;
+        let before = self.task.position(&self.data);
+        self.data.ctrl_mut().copy_from_slice(&self.action);
+        for _ in 0..self.task.frame_skip() {
+            self.data.step();
+        }
+        if self.task.needs_cfrc_ext() {
+            self.data.rne_post_constraint();
+        }
+        self.task.observe(&self.data, &mut self.obs);
+        let mut info = Info::default();
+        let (reward, terminated) = self.task.reward(&self.data, before, &self.action, self.dt, &mut info);
+        self.needs_reset = terminated;
+        Ok(Step { obs: self.obs.iter().map(|v| *v as f32).collect(), reward, terminated, truncated: false, info })
+    }
+}
+
+/// Σ aᵢ², the squared norm every control cost uses.
+pub(crate) fn sum_sq(x: &[f64]) -> f64 {
+    x.iter().map(|v| v * v).sum()
+}

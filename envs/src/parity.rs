@@ -1,0 +1,372 @@
+//! Parity against Gymnasium: run one of our tasks and Gymnasium's Python env from the same
+//! initial `qpos`/`qvel` with the same actions, and compare observations, rewards and flags.
+//!
+//! Our side generates the episodes: reset with the seed (later resets continue the stream),
+//! record the start state, step with actions drawn uniformly from the action box widened by 20%
+//! on each side (so out-of-range actions exercise the control-cost and clipping rules), until
+//! the episode terminates or hits the time limit, then reset again, `steps` steps in all. The
+//! reference side (`scripts/gym_parity.py`, run by the set-up's Python) replays each episode
+//! from the recorded start state and returns what it saw.
+//!
+//! References: `-v5` ids against the same Gymnasium 1.4.0 id. `-v2` ids against Gymnasium's
+//! `-v4` class, which uses the v2 XML (`walker2d.xml`), the v2 healthy-reward rule (paid on the
+//! terminal step) and, for Ant, the 27-number observation without contact cost; the script clips
+//! the action first, as D4RL's `NormalizedBoxEnv` did. For `ant-v2` the first 27 numbers are
+//! compared and the 84 trailing ones must be exactly 0.
+//!
+//! A value passes when |ours − theirs| ≤ tol · max(1, |theirs|) (absolute for small values,
+//! relative for large ones); our observations are `f32`, so rounding alone gives ~6e−8.
+
+use crate::env::Env;
+use crate::error::EnvError;
+use crate::mujoco::MujocoEnv;
+use crate::wrappers::TimeLimit;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+/// The default tolerance: 1e−6, absolute below 1 and relative above.
+pub const DEFAULT_TOLERANCE: f64 = 1e-6;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct ParityOptions {
+    /// Total env steps across episodes.
+    pub steps: usize,
+    /// Seed of our env's resets and of the action sequence.
+    pub seed: u64,
+    /// Time limit used on both sides (default: the id's `max_episode_steps`); a short limit
+    /// makes short runs cross truncations.
+    pub max_episode_steps: Option<usize>,
+}
+
+impl Default for ParityOptions {
+    fn default() -> Self {
+        Self { steps: 3000, seed: 0, max_episode_steps: None }
+    }
+}
+
+/// The Gymnasium env our id is compared against.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reference {
+    /// Gymnasium id, e.g. `Hopper-v4`.
+    pub gym_id: &'static str,
+    /// Whether the reference clips the action to the bounds before stepping (D4RL).
+    pub clip_action: bool,
+    /// How many leading observation numbers the reference has (the rest of ours must be 0).
+    pub compared_obs_dims: Option<usize>,
+}
+
+/// The reference for each of our ids.
+pub fn reference_for(id: &str) -> Option<Reference> {
+    let (gym_id, clip_action, compared_obs_dims) = match id {
+        "HalfCheetah-v5" | "Hopper-v5" | "Walker2d-v5" | "Ant-v5" | "InvertedPendulum-v5" => {
+            (crate::registry::known_ids().into_iter().find(|k| *k == id)?, false, None)
+        }
+        "halfcheetah-v2" => ("HalfCheetah-v4", true, None),
+        "hopper-v2" => ("Hopper-v4", true, None),
+        "walker2d-v2" => ("Walker2d-v4", true, None),
+        "ant-v2" => ("Ant-v4", true, Some(27)),
+        _ => return None,
+    };
+    Some(Reference { gym_id, clip_action, compared_obs_dims })
+}
+
+#[derive(Serialize)]
+struct RequestEpisode {
+    qpos: Vec<f64>,
+    qvel: Vec<f64>,
+    actions: Vec<Vec<f32>>,
+}
+
+#[derive(Serialize)]
+struct Request<'a> {
+    gym_id: &'a str,
+    clip_action: bool,
+    max_episode_steps: usize,
+    episodes: &'a [RequestEpisode],
+}
+
+#[derive(Deserialize)]
+struct ReplyEpisode {
+    obs0: Vec<f64>,
+    obs: Vec<Vec<f64>>,
+    reward: Vec<f64>,
+    terminated: Vec<bool>,
+    truncated: Vec<bool>,
+}
+
+#[derive(Deserialize)]
+struct Reply {
+    gymnasium: String,
+    mujoco: String,
+    episodes: Vec<ReplyEpisode>,
+}
+
+/// Our side of one episode.
+struct OurEpisode {
+    request: RequestEpisode,
+    obs0: Vec<f32>,
+    obs: Vec<Vec<f32>>,
+    reward: Vec<f64>,
+    terminated: Vec<bool>,
+    truncated: Vec<bool>,
+}
+
+/// The comparison's outcome.
+#[derive(Debug, Clone, Serialize)]
+pub struct ParityReport {
+    /// Our id.
+    pub id: String,
+    /// What it was compared against, in words.
+    pub reference: String,
+    /// Env steps compared.
+    pub steps: usize,
+    /// Episodes (resets) crossed.
+    pub episodes: usize,
+    /// Steps on which our env terminated.
+    pub terminations: usize,
+    /// Steps on which our time limit truncated.
+    pub truncations: usize,
+    /// Largest |ours − theirs| over all observation numbers (start observations included).
+    pub max_obs_abs_diff: f64,
+    /// Largest |ours − theirs| / max(1, |theirs|) over observation numbers.
+    pub max_obs_rel_diff: f64,
+    /// Largest |ours − theirs| over rewards.
+    pub max_reward_abs_diff: f64,
+    /// Largest |ours − theirs| / max(1, |theirs|) over rewards.
+    pub max_reward_rel_diff: f64,
+    /// Steps whose `terminated` differs.
+    pub terminated_mismatches: usize,
+    /// Steps whose `truncated` differs.
+    pub truncated_mismatches: usize,
+    /// The first step (0-based, over the whole run) with any flag mismatch.
+    pub first_flag_mismatch: Option<usize>,
+    /// Observation numbers beyond the reference's length that were not exactly 0 (ant-v2).
+    pub nonzero_padding: usize,
+    /// The tolerance the verdict uses.
+    pub tolerance: f64,
+}
+
+impl ParityReport {
+    /// Whether every value is within tolerance and every flag matches.
+    pub fn passed(&self) -> bool {
+        self.max_obs_rel_diff <= self.tolerance
+            && self.max_reward_rel_diff <= self.tolerance
+            && self.terminated_mismatches == 0
+            && self.truncated_mismatches == 0
+            && self.nonzero_padding == 0
+    }
+}
+
+/// Run our env for `opts.steps` steps and record every episode.
+fn run_ours(env: &mut TimeLimit<MujocoEnv>, opts: &ParityOptions) -> Result<Vec<OurEpisode>, EnvError> {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(opts.seed);
+    let space = env.action_space().clone();
+    let mut episodes = Vec::new();
+    let mut done = 0;
+    let mut seed = Some(opts.seed);
+    while done < opts.steps {
+        let obs0 = env.reset(seed.take())?;
+        let raw = env.inner();
+        let mut ep = OurEpisode {
+            request: RequestEpisode { qpos: raw.qpos().to_vec(), qvel: raw.qvel().to_vec(), actions: Vec::new() },
+            obs0,
+            obs: Vec::new(),
+            reward: Vec::new(),
+            terminated: Vec::new(),
+            truncated: Vec::new(),
+        };
+        while done < opts.steps {
+            // U[low − 0.2·w, high + 0.2·w], w = high − low: some actions leave the box on purpose.
+            let action: Vec<f32> = space
+                .low
+                .iter()
+                .zip(&space.high)
+                .map(|(lo, hi)| {
+                    let w = hi - lo;
+                    lo - 0.2 * w + 1.4 * w * rng.gen::<f32>()
+                })
+                .collect();
+            let step = env.step(&action)?;
+            done += 1;
+            ep.request.actions.push(action);
+            ep.obs.push(step.obs);
+            ep.reward.push(step.reward);
+            ep.terminated.push(step.terminated);
+            ep.truncated.push(step.truncated);
+            if step.terminated || step.truncated {
+                break;
+            }
+        }
+        episodes.push(ep);
+    }
+    Ok(episodes)
+}
+
+/// Ask the reference script to replay `episodes`.
+fn run_reference(python: &Path, script: &Path, req: &Request<'_>) -> Result<Reply, EnvError> {
+    let fail = |message: String| EnvError::Reference { python: python.to_path_buf(), message };
+    if !python.exists() {
+        return Err(fail(format!(
+            "the Python interpreter does not exist; {} (or set O2O_PYTHON to a Python with gymnasium[mujoco]==1.4.0)",
+            crate::assets::INSTALL_HINT
+        )));
+    }
+    if !script.is_file() {
+        return Err(fail(format!("reference script `{}` not found", script.display())));
+    }
+    let body = serde_json::to_vec(req).map_err(|e| fail(format!("cannot encode the request: {e}")))?;
+    let mut child = Command::new(python)
+        .arg(script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| fail(format!("cannot start it: {e}")))?;
+    let mut stdin = child.stdin.take().ok_or_else(|| fail("no stdin pipe".into()))?;
+    // Write from a thread so a child that writes before reading cannot deadlock us.
+    let writer = std::thread::spawn(move || stdin.write_all(&body));
+    let out = child.wait_with_output().map_err(|e| fail(format!("waiting for it: {e}")))?;
+    let written = writer.join().map_err(|_| fail("the writer thread panicked".into()))?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let tail: String = stderr.lines().rev().take(15).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
+        return Err(fail(format!("`{}` exited with {}:\n{tail}", script.display(), out.status)));
+    }
+    written.map_err(|e| fail(format!("writing the request: {e}")))?;
+    serde_json::from_slice(&out.stdout).map_err(|e| fail(format!("cannot parse its reply: {e}")))
+}
+
+/// Running maxima of |a − b| and |a − b| / max(1, |b|).
+#[derive(Default)]
+struct Diff {
+    abs: f64,
+    rel: f64,
+}
+
+impl Diff {
+    fn add(&mut self, ours: f64, theirs: f64) {
+        let d = (ours - theirs).abs();
+        // NaN on either side counts as an infinite difference.
+        let d = if d.is_nan() { f64::INFINITY } else { d };
+        self.abs = self.abs.max(d);
+        self.rel = self.rel.max(d / theirs.abs().max(1.0));
+    }
+}
+
+/// Compare our env `id` with its Gymnasium reference; `python` runs `script`
+/// (`scripts/gym_parity.py`).
+pub fn check(id: &str, opts: &ParityOptions, python: &Path, script: &Path) -> Result<ParityReport, EnvError> {
+    let reference = reference_for(id).ok_or_else(|| EnvError::UnknownId {
+        id: id.to_string(),
+        known: crate::registry::known_ids().iter().map(|s| s.to_string()).collect(),
+    })?;
+    let spec = crate::registry::spec(id)?;
+    let max_steps = opts.max_episode_steps.or(spec.max_episode_steps).unwrap_or(1000);
+    let mut env = TimeLimit::new(crate::registry::make_unwrapped(id)?, max_steps);
+    let ours = run_ours(&mut env, opts)?;
+    let requests: Vec<RequestEpisode> = ours
+        .iter()
+        .map(|e| RequestEpisode { qpos: e.request.qpos.clone(), qvel: e.request.qvel.clone(), actions: e.request.actions.clone() })
+        .collect();
+    let req = Request { gym_id: reference.gym_id, clip_action: reference.clip_action, max_episode_steps: max_steps, episodes: &requests };
+    let reply = run_reference(python, script, &req)?;
+    if reply.episodes.len() != ours.len() {
+        return Err(EnvError::Reference {
+            python: python.to_path_buf(),
+            message: format!("sent {} episodes, got {} back", ours.len(), reply.episodes.len()),
+        });
+    }
+
+    let mut report = ParityReport {
+        id: id.to_string(),
+        reference: format!(
+            "Gymnasium {} `{}` on MuJoCo {}{}",
+            reply.gymnasium,
+            reference.gym_id,
+            reply.mujoco,
+            if reference.clip_action { ", actions clipped to the bounds first (D4RL)" } else { "" }
+        ),
+        steps: 0,
+        episodes: ours.len(),
+        terminations: 0,
+        truncations: 0,
+        max_obs_abs_diff: 0.0,
+        max_obs_rel_diff: 0.0,
+        max_reward_abs_diff: 0.0,
+        max_reward_rel_diff: 0.0,
+        terminated_mismatches: 0,
+        truncated_mismatches: 0,
+        first_flag_mismatch: None,
+        nonzero_padding: 0,
+        tolerance: DEFAULT_TOLERANCE,
+    };
+    let mut obs_diff = Diff::default();
+    let mut rew_diff = Diff::default();
+    let mut compare_obs = |ours: &[f32], theirs: &[f64], report: &mut ParityReport| -> Result<(), EnvError> {
+        let n = reference.compared_obs_dims.unwrap_or(ours.len());
+        if theirs.len() != n || ours.len() < n {
+            return Err(EnvError::Shape { what: format!("{id}: reference observation"), expected: n, found: theirs.len() });
+        }
+        for (a, b) in ours.iter().zip(theirs) {
+            obs_diff.add(*a as f64, *b);
+        }
+        report.nonzero_padding += ours[n..].iter().filter(|v| **v != 0.0).count();
+        Ok(())
+    };
+    for (o, t) in ours.iter().zip(&reply.episodes) {
+        if t.obs.len() != o.obs.len() || t.reward.len() != o.reward.len() {
+            return Err(EnvError::Shape { what: format!("{id}: reference episode steps"), expected: o.obs.len(), found: t.obs.len() });
+        }
+        compare_obs(&o.obs0, &t.obs0, &mut report)?;
+        for k in 0..o.obs.len() {
+            compare_obs(&o.obs[k], &t.obs[k], &mut report)?;
+            rew_diff.add(o.reward[k], t.reward[k]);
+            let term_bad = o.terminated[k] != t.terminated[k];
+            let trunc_bad = o.truncated[k] != t.truncated[k];
+            report.terminated_mismatches += term_bad as usize;
+            report.truncated_mismatches += trunc_bad as usize;
+            if (term_bad || trunc_bad) && report.first_flag_mismatch.is_none() {
+                report.first_flag_mismatch = Some(report.steps);
+            }
+            report.terminations += o.terminated[k] as usize;
+            report.truncations += o.truncated[k] as usize;
+            report.steps += 1;
+        }
+    }
+    report.max_obs_abs_diff = obs_diff.abs;
+    report.max_obs_rel_diff = obs_diff.rel;
+    report.max_reward_abs_diff = rew_diff.abs;
+    report.max_reward_rel_diff = rew_diff.rel;
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_id_has_a_reference() {
+        for id in crate::registry::known_ids() {
+            assert!(reference_for(id).is_some(), "{id}");
+        }
+        assert_eq!(reference_for("ant-v2").unwrap().compared_obs_dims, Some(27));
+        assert!(reference_for("walker2d-v2").unwrap().clip_action);
+        assert!(!reference_for("Ant-v5").unwrap().clip_action);
+    }
+
+    #[test]
+    fn diff_is_absolute_below_one_and_relative_above() {
+        let mut d = Diff::default();
+        d.add(0.5 + 1e-7, 0.5);
+        assert!((d.rel - 1e-7).abs() < 1e-12);
+        d.add(1000.0 + 1e-4, 1000.0);
+        assert!((d.abs - 1e-4).abs() < 1e-9);
+        assert!((d.rel - 1e-7).abs() < 1e-9);
+        d.add(f64::NAN, 1.0);
+        assert!(d.rel.is_infinite());
+    }
+}

@@ -1,0 +1,101 @@
+//! The task registry: ids → constructors, specs and time limits.
+//!
+//! [`make`] returns the task wrapped in its time limit, like `gymnasium.make`; [`make_mujoco`]
+//! returns the same wrapper with the concrete [`MujocoEnv`] inside (for raw state access and the
+//! geom list); [`make_unwrapped`] returns the bare task.
+
+use crate::env::{Env, EnvSpec};
+use crate::error::EnvError;
+use crate::mujoco::{Ant, HalfCheetah, Hopper, InvertedPendulum, MujocoEnv, Task, Version, Walker2d};
+use crate::wrappers::TimeLimit;
+use std::path::Path;
+
+/// One registered task.
+struct Entry {
+    id: &'static str,
+    max_episode_steps: usize,
+    family: Option<&'static str>,
+    task: fn() -> Box<dyn Task>,
+}
+
+/// Every registered id, in listing order.
+const ENTRIES: &[Entry] = &[
+    Entry { id: "HalfCheetah-v5", max_episode_steps: 1000, family: Some("halfcheetah"), task: || Box::new(HalfCheetah { version: Version::V5 }) },
+    Entry { id: "Hopper-v5", max_episode_steps: 1000, family: Some("hopper"), task: || Box::new(Hopper { version: Version::V5 }) },
+    Entry { id: "Walker2d-v5", max_episode_steps: 1000, family: Some("walker2d"), task: || Box::new(Walker2d { version: Version::V5 }) },
+    Entry { id: "Ant-v5", max_episode_steps: 1000, family: Some("ant"), task: || Box::new(Ant { version: Version::V5 }) },
+    Entry { id: "InvertedPendulum-v5", max_episode_steps: 1000, family: None, task: || Box::new(InvertedPendulum) },
+    Entry { id: "halfcheetah-v2", max_episode_steps: 1000, family: Some("halfcheetah"), task: || Box::new(HalfCheetah { version: Version::D4rlV2 }) },
+    Entry { id: "hopper-v2", max_episode_steps: 1000, family: Some("hopper"), task: || Box::new(Hopper { version: Version::D4rlV2 }) },
+    Entry { id: "walker2d-v2", max_episode_steps: 1000, family: Some("walker2d"), task: || Box::new(Walker2d { version: Version::D4rlV2 }) },
+    Entry { id: "ant-v2", max_episode_steps: 1000, family: Some("ant"), task: || Box::new(Ant { version: Version::D4rlV2 }) },
+];
+
+/// All ids [`make`] accepts.
+pub fn known_ids() -> Vec<&'static str> {
+    ENTRIES.iter().map(|e| e.id).collect()
+}
+
+fn entry(id: &str) -> Result<&'static Entry, EnvError> {
+    ENTRIES
+        .iter()
+        .find(|e| e.id == id)
+        .ok_or_else(|| EnvError::UnknownId { id: id.to_string(), known: known_ids().iter().map(|s| s.to_string()).collect() })
+}
+
+/// The spec of a registered id (no model is loaded).
+pub fn spec(id: &str) -> Result<EnvSpec, EnvError> {
+    let e = entry(id)?;
+    Ok(EnvSpec {
+        id: e.id.to_string(),
+        max_episode_steps: Some(e.max_episode_steps),
+        normalization_family: e.family.map(str::to_string),
+    })
+}
+
+/// The task `id` without its time limit (Gymnasium's `env.unwrapped`).
+pub fn make_unwrapped(id: &str) -> Result<MujocoEnv, EnvError> {
+    let e = entry(id)?;
+    MujocoEnv::new(spec(id)?, (e.task)())
+}
+
+/// Like [`make_unwrapped`], loading the XML from `assets_dir` instead of the installed Gymnasium.
+pub fn make_unwrapped_from(id: &str, assets_dir: &Path) -> Result<MujocoEnv, EnvError> {
+    let e = entry(id)?;
+    MujocoEnv::from_assets_dir(spec(id)?, (e.task)(), assets_dir)
+}
+
+/// The task `id` in its time limit, keeping the concrete type.
+pub fn make_mujoco(id: &str) -> Result<TimeLimit<MujocoEnv>, EnvError> {
+    let env = make_unwrapped(id)?;
+    let max = entry(id)?.max_episode_steps;
+    Ok(TimeLimit::new(env, max))
+}
+
+/// The task `id`, truncated at its `max_episode_steps` (as `gymnasium.make(id)`).
+pub fn make(id: &str) -> Result<Box<dyn Env>, EnvError> {
+    Ok(Box::new(make_mujoco(id)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_id_lists_known_ids() {
+        let err = spec("Hopper-v9").unwrap_err().to_string();
+        assert!(err.contains("Hopper-v9"), "{err}");
+        for id in known_ids() {
+            assert!(err.contains(id), "{err} misses {id}");
+        }
+    }
+
+    #[test]
+    fn specs_carry_time_limit_and_family() {
+        let s = spec("hopper-v2").unwrap();
+        assert_eq!(s.max_episode_steps, Some(1000));
+        assert_eq!(s.normalization_family.as_deref(), Some("hopper"));
+        assert_eq!(spec("InvertedPendulum-v5").unwrap().normalization_family, None);
+        assert_eq!(known_ids().len(), 9);
+    }
+}

@@ -1,0 +1,72 @@
+//! Parity with Gymnasium 1.4.0 for every id (short runs that cross terminations, time-limit
+//! truncations and resets). Needs the set-up's Python (`O2O_PYTHON`, written into the build
+//! environment by `make setup`); without it these tests FAIL, they do not skip.
+
+use o2o_envs::parity::{check, ParityOptions};
+use std::path::PathBuf;
+
+fn python() -> PathBuf {
+    let p = std::env::var_os("O2O_PYTHON")
+        .map(PathBuf::from)
+        .or_else(|| option_env!("O2O_PYTHON").map(PathBuf::from))
+        .expect("O2O_PYTHON is not set: run `make setup` (it writes .cargo/config.toml), or set O2O_PYTHON to a Python with gymnasium[mujoco]==1.4.0");
+    assert!(p.exists(), "O2O_PYTHON={} does not exist: run `make setup`", p.display());
+    p
+}
+
+fn script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/gym_parity.py")
+}
+
+fn assert_parity(id: &str, steps: usize, max_episode_steps: usize) {
+    let opts = ParityOptions { steps, seed: 5, max_episode_steps: Some(max_episode_steps) };
+    let r = check(id, &opts, &python(), &script()).unwrap_or_else(|e| panic!("{id}: {e}"));
+    assert!(r.passed(), "{id}: parity failed: {r:#?}");
+    assert_eq!(r.steps, steps);
+    assert!(r.episodes >= 2, "{id}: the run crossed no reset: {r:#?}");
+}
+
+#[test]
+fn inverted_pendulum_v5() {
+    assert_parity("InvertedPendulum-v5", 300, 100);
+}
+
+#[test]
+fn half_cheetah_v5() {
+    assert_parity("HalfCheetah-v5", 300, 120);
+}
+
+#[test]
+fn hopper_v5() {
+    assert_parity("Hopper-v5", 300, 150);
+}
+
+#[test]
+fn walker2d_v5() {
+    assert_parity("Walker2d-v5", 300, 150);
+}
+
+#[test]
+fn ant_v5() {
+    assert_parity("Ant-v5", 300, 120);
+}
+
+#[test]
+fn halfcheetah_v2() {
+    assert_parity("halfcheetah-v2", 300, 120);
+}
+
+#[test]
+fn hopper_v2() {
+    assert_parity("hopper-v2", 300, 150);
+}
+
+#[test]
+fn walker2d_v2() {
+    assert_parity("walker2d-v2", 300, 150);
+}
+
+#[test]
+fn ant_v2() {
+    assert_parity("ant-v2", 300, 120);
+}
