@@ -15,9 +15,13 @@
 
 pub mod atomic;
 pub mod batch;
+pub mod d4rl;
 pub mod error;
+pub mod h5util;
 pub mod mc_returns;
+pub mod registry;
 pub mod replay;
+pub mod scores;
 pub mod transitions;
 
 pub use batch::TransitionBatch;

@@ -1,0 +1,242 @@
+//! Small HDF5 helpers shared by the D4RL, Minari and ImagineBench readers and writers: open a
+//! file with a clear error, read a float or flag column whatever its stored dtype, walk a group,
+//! and write typed columns and scalars.
+//!
+//! Every function turns an `hdf5_metno::Error` into a [`DatasetError`] naming the file and key.
+
+use std::path::Path;
+use std::str::FromStr;
+
+use hdf5_metno::types::{FloatSize, IntSize, TypeDescriptor, VarLenUnicode};
+use hdf5_metno::{Dataset, File, Group, H5Type};
+
+use crate::error::{DatasetError, Result};
+
+/// The stored element type of a key, as far as o2o cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Dtype {
+    /// 32-bit float.
+    Float32,
+    /// 64-bit float.
+    Float64,
+    /// Boolean (h5py's enum FALSE/TRUE on int8).
+    Bool,
+    /// 32-bit signed integer.
+    Int32,
+    /// 64-bit signed integer.
+    Int64,
+    /// Any other integer (read as a number).
+    OtherInt,
+    /// A string (fixed or variable length).
+    Str,
+    /// Anything else (compound, reference…); listed but not read.
+    Other,
+}
+
+impl Dtype {
+    /// Classifies an HDF5 type.
+    pub fn from_descriptor(d: &TypeDescriptor) -> Self {
+        match d {
+            TypeDescriptor::Float(FloatSize::U4) => Dtype::Float32,
+            TypeDescriptor::Float(_) => Dtype::Float64,
+            TypeDescriptor::Boolean => Dtype::Bool,
+            TypeDescriptor::Enum(e) if is_bool_enum(e) => Dtype::Bool,
+            TypeDescriptor::Integer(IntSize::U4) => Dtype::Int32,
+            TypeDescriptor::Integer(IntSize::U8) => Dtype::Int64,
+            TypeDescriptor::Integer(_) | TypeDescriptor::Unsigned(_) => Dtype::OtherInt,
+            TypeDescriptor::FixedAscii(_) | TypeDescriptor::FixedUnicode(_) | TypeDescriptor::VarLenAscii | TypeDescriptor::VarLenUnicode => Dtype::Str,
+            _ => Dtype::Other,
+        }
+    }
+
+    /// numpy-style name (`float32`, `bool`, …).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Dtype::Float32 => "float32",
+            Dtype::Float64 => "float64",
+            Dtype::Bool => "bool",
+            Dtype::Int32 => "int32",
+            Dtype::Int64 => "int64",
+            Dtype::OtherInt => "int",
+            Dtype::Str => "string",
+            Dtype::Other => "other",
+        }
+    }
+
+    /// Whether values can be read as numbers.
+    pub fn is_numeric(&self) -> bool {
+        !matches!(self, Dtype::Str | Dtype::Other)
+    }
+}
+
+impl std::fmt::Display for Dtype {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+fn is_bool_enum(e: &hdf5_metno::types::EnumType) -> bool {
+    e.members.len() == 2 && e.members.iter().all(|m| (m.name == "FALSE" && m.value == 0) || (m.name == "TRUE" && m.value == 1))
+}
+
+/// A numeric array read from a file, as `f32`, with its shape and stored dtype.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Column {
+    /// Shape as stored.
+    pub shape: Vec<usize>,
+    /// Stored element type (the writer writes it back as this).
+    pub dtype: Dtype,
+    /// Values in row-major order.
+    pub data: Vec<f32>,
+}
+
+/// Opens `path` read-only; a missing file is an I/O error, anything else HDF5 cannot open
+/// (truncated, corrupt, not HDF5) is [`DatasetError::Corrupt`].
+pub fn open(path: &Path) -> Result<File> {
+    if !path.exists() {
+        return Err(DatasetError::io(path, std::io::Error::new(std::io::ErrorKind::NotFound, "no such file")));
+    }
+    File::open(path).map_err(|e| DatasetError::Corrupt { path: path.to_path_buf(), message: e.to_string() })
+}
+
+/// An HDF5 error on `key` of `path`.
+pub fn h5err(path: &Path, key: &str, e: hdf5_metno::Error) -> DatasetError {
+    DatasetError::Hdf5 { path: path.to_path_buf(), key: key.to_string(), message: e.to_string() }
+}
+
+/// The stored dtype of a dataset.
+pub fn dtype_of(path: &Path, key: &str, ds: &Dataset) -> Result<Dtype> {
+    let d = ds.dtype().and_then(|t| t.to_descriptor()).map_err(|e| h5err(path, key, e))?;
+    Ok(Dtype::from_descriptor(&d))
+}
+
+/// Whether `key` exists (as a dataset or group) in `group`.
+pub fn has(group: &Group, key: &str) -> bool {
+    // link_exists only checks the last component; check each level for nested keys.
+    let mut prefix = String::new();
+    for part in key.split('/') {
+        if !prefix.is_empty() {
+            prefix.push('/');
+        }
+        prefix.push_str(part);
+        if !group.link_exists(&prefix) {
+            return false;
+        }
+    }
+    true
+}
+
+/// Reads a numeric key as `f32` (HDF5 converts f64 and integers; bools become 0/1).
+pub fn read_numeric(path: &Path, group: &Group, key: &str) -> Result<Column> {
+    let ds = group.dataset(key).map_err(|e| h5err(path, key, e))?;
+    let dtype = dtype_of(path, key, &ds)?;
+    let shape = ds.shape();
+    let data = match dtype {
+        Dtype::Bool => {
+            let v: Vec<bool> = ds.read_raw().map_err(|e| h5err(path, key, e))?;
+            v.into_iter().map(|b| if b { 1.0 } else { 0.0 }).collect()
+        }
+        Dtype::Str | Dtype::Other => {
+            return Err(DatasetError::WrongDtype {
+                path: path.to_path_buf(),
+                key: key.to_string(),
+                expected: "a number type (float32, float64, bool, integer)".into(),
+                found: ds.dtype().and_then(|t| t.to_descriptor()).map(|d| d.to_string()).unwrap_or_else(|_| dtype.to_string()),
+            })
+        }
+        _ => ds.read_raw::<f32>().map_err(|e| h5err(path, key, e))?,
+    };
+    Ok(Column { shape, dtype, data })
+}
+
+/// Reads a scalar or short string key.
+pub fn read_string(path: &Path, group: &Group, key: &str) -> Result<String> {
+    let ds = group.dataset(key).map_err(|e| h5err(path, key, e))?;
+    let d = ds.dtype().and_then(|t| t.to_descriptor()).map_err(|e| h5err(path, key, e))?;
+    let s = match d {
+        TypeDescriptor::VarLenUnicode => ds.read_scalar::<VarLenUnicode>().map(|s| s.as_str().to_string()),
+        TypeDescriptor::VarLenAscii => ds.read_scalar::<hdf5_metno::types::VarLenAscii>().map(|s| s.as_str().to_string()),
+        TypeDescriptor::FixedAscii(n) | TypeDescriptor::FixedUnicode(n) if n <= 1024 => {
+            ds.read_scalar::<hdf5_metno::types::FixedAscii<1024>>().map(|s| s.as_str().to_string())
+        }
+        other => {
+            return Err(DatasetError::WrongDtype { path: path.to_path_buf(), key: key.into(), expected: "a string".into(), found: other.to_string() })
+        }
+    };
+    s.map_err(|e| h5err(path, key, e))
+}
+
+/// Every dataset under `group`, recursively, as paths relative to the file root (no leading
+/// slash), in sorted order.
+pub fn walk_datasets(path: &Path, group: &Group) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    let mut stack = vec![group.clone()];
+    while let Some(g) = stack.pop() {
+        for ds in g.datasets().map_err(|e| h5err(path, &g.name(), e))? {
+            out.push(ds.name().trim_start_matches('/').to_string());
+        }
+        stack.extend(g.groups().map_err(|e| h5err(path, &g.name(), e))?);
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Writes `data` (row-major, `shape`) to `key` as `dtype`, creating parent groups.
+pub fn write_column(path: &Path, group: &Group, key: &str, shape: &[usize], dtype: Dtype, data: &[f32]) -> Result<()> {
+    match dtype {
+        Dtype::Float64 => write_typed(path, group, key, shape, &data.iter().map(|&v| v as f64).collect::<Vec<_>>()),
+        Dtype::Bool => write_typed(path, group, key, shape, &data.iter().map(|&v| v != 0.0).collect::<Vec<_>>()),
+        Dtype::Int32 => write_typed(path, group, key, shape, &data.iter().map(|&v| v as i32).collect::<Vec<_>>()),
+        Dtype::Int64 | Dtype::OtherInt => write_typed(path, group, key, shape, &data.iter().map(|&v| v as i64).collect::<Vec<_>>()),
+        _ => write_typed(path, group, key, shape, data),
+    }
+}
+
+/// Writes a typed slice to `key` with `shape`, creating parent groups.
+pub fn write_typed<T: H5Type>(path: &Path, group: &Group, key: &str, shape: &[usize], data: &[T]) -> Result<()> {
+    let ds = group
+        .new_dataset::<T>()
+        .shape(shape.to_vec())
+        .create(key)
+        .or_else(|_| {
+            // Parent groups missing: create them, then retry.
+            let parent = parent_group(group, key)?;
+            parent.new_dataset::<T>().shape(shape.to_vec()).create(key.rsplit('/').next().unwrap_or(key))
+        })
+        .map_err(|e| h5err(path, key, e))?;
+    ds.write_raw(data).map_err(|e| h5err(path, key, e))
+}
+
+/// Writes a scalar string dataset (variable-length UTF-8).
+pub fn write_string(path: &Path, group: &Group, key: &str, value: &str) -> Result<()> {
+    let v = VarLenUnicode::from_str(value).map_err(|e| DatasetError::Invalid(format!("{key}: string not storable in HDF5: {e}")))?;
+    let parent = parent_group(group, key).map_err(|e| h5err(path, key, e))?;
+    let name = key.rsplit('/').next().unwrap_or(key);
+    let ds = parent.new_dataset::<VarLenUnicode>().shape(()).create(name).map_err(|e| h5err(path, key, e))?;
+    ds.write_scalar(&v).map_err(|e| h5err(path, key, e))
+}
+
+/// Writes a scalar number dataset.
+pub fn write_scalar<T: H5Type>(path: &Path, group: &Group, key: &str, value: &T) -> Result<()> {
+    let parent = parent_group(group, key).map_err(|e| h5err(path, key, e))?;
+    let name = key.rsplit('/').next().unwrap_or(key);
+    let ds = parent.new_dataset::<T>().shape(()).create(name).map_err(|e| h5err(path, key, e))?;
+    ds.write_scalar(value).map_err(|e| h5err(path, key, e))
+}
+
+/// The group that will hold `key` (everything before its last `/`), created if missing.
+fn parent_group(group: &Group, key: &str) -> hdf5_metno::Result<Group> {
+    let mut g = group.clone();
+    let parts: Vec<&str> = key.split('/').collect();
+    for part in &parts[..parts.len().saturating_sub(1)] {
+        g = if g.link_exists(part) { g.group(part)? } else { g.create_group(part)? };
+    }
+    Ok(g)
+}
+
+/// The first non-finite value of a row-major column, as `(row, column, value)`.
+pub fn first_non_finite(data: &[f32], width: usize) -> Option<(usize, usize, f64)> {
+    let pos = data.iter().position(|v| !v.is_finite())?;
+    let w = width.max(1);
+    Some((pos / w, pos % w, data[pos] as f64))
+}
