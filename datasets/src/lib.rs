@@ -16,6 +16,7 @@
 pub mod atomic;
 pub mod batch;
 pub mod d4rl;
+pub mod download;
 pub mod error;
 pub mod h5util;
 pub mod mc_returns;
