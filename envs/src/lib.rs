@@ -21,11 +21,13 @@ pub mod error;
 pub mod mujoco;
 pub mod parity;
 pub mod registry;
+pub mod vector;
 pub mod wrappers;
 
 pub use env::{BoxSpace, Env, EnvSpec, Info, Step};
 pub use error::EnvError;
 pub use registry::{known_ids, make, make_mujoco, make_unwrapped, spec};
+pub use vector::{VecEnv, VecStep};
 
 /// The MuJoCo version of the linked library, e.g. `"3.17.0"`.
 pub fn mujoco_version() -> String {

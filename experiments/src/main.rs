@@ -21,12 +21,15 @@ struct Cli {
 enum Command {
     /// Check the installation: libtorch, MuJoCo, HDF5, Rerun, Gymnasium assets.
     Doctor(commands::doctor::DoctorArgs),
+    /// MuJoCo tasks: list them, check one against Gymnasium (`o2o env parity <ID>`).
+    Env(commands::env::EnvArgs),
 }
 
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Doctor(args) => commands::doctor::run(args),
+        Command::Env(args) => commands::env::run(args),
     };
     if let Err(err) = result {
         // A closed pipe (`o2o ... | head`) is not an error worth reporting.

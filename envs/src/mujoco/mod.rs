@@ -97,7 +97,20 @@ fn model_cache() -> &'static Mutex<HashMap<PathBuf, Arc<MjModel>>> {
     CACHE.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
+/// Keep MuJoCo's warnings on the console but out of a `MUJOCO_LOG.TXT` in the current directory
+/// (Gymnasium's `half_cheetah.xml` warns about the deprecated `settotalmass` on every load).
+fn quiet_log_file() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let config = log_config().with_logto_file(false);
+        // SAFETY: runs once, before this crate has created any model or data; the config is a
+        // plain global struct MuJoCo reads only when it logs.
+        unsafe { set_log_config(config) }
+    });
+}
+
 fn load_model(path: &Path) -> Result<Arc<MjModel>, EnvError> {
+    quiet_log_file();
     let mut cache = model_cache().lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     if let Some(m) = cache.get(path) {
         return Ok(m.clone());
