@@ -20,6 +20,7 @@ pub mod download;
 pub mod error;
 pub mod h5util;
 pub mod mc_returns;
+pub mod minari;
 pub mod registry;
 pub mod replay;
 pub mod scores;
