@@ -19,6 +19,7 @@ pub mod d4rl;
 pub mod download;
 pub mod error;
 pub mod h5util;
+pub mod imaginebench;
 pub mod mc_returns;
 pub mod minari;
 pub mod registry;
