@@ -22,7 +22,7 @@ mkdir -p "$O2O_HOME" || fail "cannot create O2O_HOME=$O2O_HOME" "set O2O_HOME to
 # 1. Debian packages --------------------------------------------------------------------------
 need_debs=()
 deb_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-for pkg in libhdf5-dev pkg-config g++ make ca-certificates; do
+for pkg in libhdf5-dev pkg-config g++ make ca-certificates fonts-dejavu-core; do
     deb_installed "$pkg" || need_debs+=("$pkg")
 done
 if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then

@@ -23,6 +23,10 @@ enum Command {
     Doctor(commands::doctor::DoctorArgs),
     /// MuJoCo tasks: list them, check one against Gymnasium (`o2o env parity <ID>`).
     Env(commands::env::EnvArgs),
+    /// Scores over seeds: mean, IQM and 95% bootstrap CIs per preset and task, plus PNG curves.
+    Report(commands::report::ReportArgs),
+    /// Open a run's Rerun recording in the viewer (or print how to serve it to a remote browser).
+    View(commands::view::ViewArgs),
 }
 
 fn main() {
@@ -30,6 +34,8 @@ fn main() {
     let result = match cli.command {
         Command::Doctor(args) => commands::doctor::run(args),
         Command::Env(args) => commands::env::run(args),
+        Command::Report(args) => commands::report::run(args),
+        Command::View(args) => commands::view::run(args),
     };
     if let Err(err) = result {
         // A closed pipe (`o2o ... | head`) is not an error worth reporting.

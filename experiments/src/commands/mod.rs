@@ -2,3 +2,5 @@
 
 pub mod doctor;
 pub mod env;
+pub mod report;
+pub mod view;

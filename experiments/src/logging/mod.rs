@@ -1,10 +1,24 @@
-//! Where a run's numbers go: `metrics.jsonl` always, plus any other sinks (a Rerun recording).
+//! Where a run's numbers go: `metrics.jsonl` always, plus any other sinks (a Rerun recording:
+//! `rerun_sink.rs`, chosen by `--rerun` in `sinks.rs`).
 //!
 //! The runner talks only to [`Logger`]; each sink decides how to store what it is given. A sink
 //! must never block the training loop for long (a slow viewer is a sink's problem, handled by
 //! dropping, not by stalling a robot's control loop).
 
 #![allow(dead_code)]
+
+pub mod queue;
+pub mod rerun_sink;
+pub mod scene;
+pub mod shapes;
+pub mod sinks;
+
+#[allow(unused_imports)] // the runner's API
+pub use rerun_sink::{EpisodeLogger, RerunSink};
+#[allow(unused_imports)]
+pub use shapes::{Geom, GeomKind, ModelGeometry, Pose};
+#[allow(unused_imports)]
+pub use sinks::{open_run_sinks, sinks_for_run, RerunArgs, RunSinks};
 
 use anyhow::{Context, Result};
 use std::io::Write;

@@ -1,0 +1,480 @@
+//! The Rerun sink: scalars on the `grad_step`, `env_step` and `wall_time` timelines, and
+//! evaluation episodes as moving 3D bodies, written by a thread of its own.
+//!
+//! The caller only ever pushes onto a bounded [`DroppingQueue`]: a full queue drops the message
+//! and counts it (see `queue.rs` for why). The worker thread owns the [`rerun::RecordingStream`]
+//! and is the only code that talks to Rerun, so a slow disk or a stalled viewer delays the worker,
+//! never the training loop.
+//!
+//! Entity layout of a recording:
+//! - `<key>` for every metric key (`train/critic_loss`, `eval/return`, …), timelines
+//!   `grad_step`, `env_step` (sequences) and `wall_time` (seconds since the logger started);
+//! - `episode/world/<body>/geom<i>` (static) the model's geoms in their body's frame, and
+//!   `episode/world/<body>` a `Transform3D` per evaluation step (the body's world pose);
+//! - `episode/action` (one series per action dimension), `episode/reward`, `episode/grad_step`
+//!   on the timelines `eval_step` (counts every logged evaluation step of the run, so episodes
+//!   play one after another) and `episode_step` (step within the episode);
+//! - `perf/rerun_dropped`, logged once at the end: how many messages the queue dropped.
+
+use super::queue::{DroppingQueue, QueueSender, QueueStats};
+use super::shapes::{entity_name, shape_of, ModelGeometry, Pose, Shape};
+use super::{MetricSink, Record};
+use anyhow::{Context, Result};
+use rerun::RecordingStream;
+use std::sync::mpsc::Receiver;
+use std::sync::Arc;
+
+/// Messages from the callers to the Rerun thread.
+pub(crate) enum Msg {
+    Scalars { grad_step: u64, env_step: u64, wall_s: f64, values: Vec<(String, f64)> },
+    Geometry(ModelGeometry),
+    EpisodeStart { eval_step: u64, grad_step: u64, episode: u64 },
+    EpisodeStep { eval_step: u64, episode_step: u64, poses: Vec<Pose>, action: Vec<f32>, reward: f64 },
+    Flush,
+    Shutdown,
+}
+
+/// Default number of messages that may wait for the Rerun thread.
+pub const DEFAULT_QUEUE: usize = 4096;
+
+/// A [`MetricSink`] that hands records to a Rerun thread without ever blocking.
+pub struct RerunSink {
+    queue: DroppingQueue<Msg>,
+    stats: Arc<QueueStats>,
+    finished: bool,
+}
+
+impl RerunSink {
+    /// Start the Rerun thread over `rec`, with room for `capacity` waiting messages.
+    pub fn new(rec: RecordingStream, capacity: usize) -> Result<Self> {
+        Self::spawn(rec, capacity, None)
+    }
+
+    /// `stall`, when given, runs on the worker after it receives its first message and before it
+    /// handles it: tests use it to hold the worker still.
+    fn spawn(rec: RecordingStream, capacity: usize, stall: Option<Box<dyn FnOnce() + Send>>) -> Result<Self> {
+        let queue = DroppingQueue::spawn("o2o-rerun", capacity, move |rx, stats| run_worker(rec, rx, stats, stall))
+            .context("cannot start the Rerun logging thread")?;
+        let stats = queue.sender().map(|s| s.stats().clone()).unwrap_or_default();
+        Ok(Self { queue, stats, finished: false })
+    }
+
+    fn sender(&self) -> Option<&QueueSender<Msg>> {
+        self.queue.sender()
+    }
+
+    /// The queue's counters (accepted and dropped messages), shared with every episode logger.
+    pub fn stats(&self) -> Arc<QueueStats> {
+        self.stats.clone()
+    }
+
+    /// A logger for evaluation episodes that feeds the same queue.
+    pub fn episode_logger(&self) -> Option<EpisodeLogger> {
+        self.sender().map(|s| EpisodeLogger::new(s.clone()))
+    }
+
+    /// Stop accepting, let the thread write what it accepted, wait for it, and return how many
+    /// messages were dropped. Waiting happens here, at the end of a run, never while logging.
+    pub fn finish(&mut self) -> u64 {
+        if self.finished {
+            return self.stats.dropped();
+        }
+        self.finished = true;
+        if let Some(s) = self.sender() {
+            // The one blocking send: the end-of-run marker must not be lost to a full queue.
+            s.send_blocking(Msg::Shutdown);
+        }
+        let dropped = self.queue.finish();
+        if dropped > 0 {
+            eprintln!("o2o: the Rerun sink dropped {dropped} messages (its queue was full); metrics.jsonl has every record");
+        }
+        dropped
+    }
+}
+
+impl MetricSink for RerunSink {
+    fn record(&mut self, r: &Record<'_>) -> Result<()> {
+        if let Some(s) = self.sender() {
+            let values = r.values.iter().map(|(k, v)| ((*k).to_string(), *v)).collect();
+            s.push(Msg::Scalars { grad_step: r.grad_step, env_step: r.env_step, wall_s: r.wall_s, values });
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        if let Some(s) = self.sender() {
+            s.push(Msg::Flush);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for RerunSink {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+/// Logs evaluation episodes (bodies, actions, rewards) through a [`RerunSink`]'s queue.
+///
+/// Call [`EpisodeLogger::set_geometry`] once with the model's geoms, then per episode
+/// `begin_episode`, `step` for every env step, and nothing at the end. Every call returns at
+/// once; what does not fit in the queue is dropped and counted.
+pub struct EpisodeLogger {
+    tx: QueueSender<Msg>,
+    geometry: Option<ModelGeometry>,
+    eval_step: u64,
+    episode_step: u64,
+    episodes: u64,
+}
+
+impl EpisodeLogger {
+    fn new(tx: QueueSender<Msg>) -> Self {
+        Self { tx, geometry: None, eval_step: 0, episode_step: 0, episodes: 0 }
+    }
+
+    /// The model's static geometry; sent with the next episode (again if the queue dropped it).
+    pub fn set_geometry(&mut self, geometry: ModelGeometry) {
+        self.geometry = Some(geometry);
+    }
+
+    /// A new evaluation episode, run after `grad_step` gradient updates.
+    pub fn begin_episode(&mut self, grad_step: u64) {
+        if let Some(g) = self.geometry.take() {
+            if !self.tx.push(Msg::Geometry(g.clone())) {
+                self.geometry = Some(g);
+            }
+        }
+        self.episode_step = 0;
+        self.tx.push(Msg::EpisodeStart { eval_step: self.eval_step, grad_step, episode: self.episodes });
+        self.episodes += 1;
+    }
+
+    /// One env step: every body's world pose (index = body id), the action taken and the reward.
+    pub fn step(&mut self, poses: &[Pose], action: &[f32], reward: f64) {
+        self.tx.push(Msg::EpisodeStep {
+            eval_step: self.eval_step,
+            episode_step: self.episode_step,
+            poses: poses.to_vec(),
+            action: action.to_vec(),
+            reward,
+        });
+        self.eval_step += 1;
+        self.episode_step += 1;
+    }
+
+    /// The queue's counters.
+    pub fn stats(&self) -> &Arc<QueueStats> {
+        self.tx.stats()
+    }
+}
+
+/// The Rerun thread: handle messages in order until `Shutdown` (or every sender is gone), then
+/// record the drop count and flush.
+fn run_worker(
+    rec: RecordingStream,
+    rx: Receiver<Msg>,
+    stats: Arc<QueueStats>,
+    stall: Option<Box<dyn FnOnce() + Send>>,
+) {
+    let mut w = Worker { rec, body_paths: Vec::new(), action_names_sent: false };
+    w.log_static_setup();
+    let mut stall = stall;
+    for msg in rx.iter() {
+        if let Some(hold) = stall.take() {
+            hold();
+        }
+        match msg {
+            Msg::Shutdown => break,
+            Msg::Flush => {
+                let _ = w.rec.flush_async();
+            }
+            other => w.handle(other),
+        }
+    }
+    let dropped = stats.dropped();
+    w.rec.reset_time();
+    let _ = w.rec.log_static("perf/rerun_dropped", &rerun::Scalars::single(dropped as f64));
+    if let Err(e) = w.rec.flush_blocking() {
+        eprintln!("o2o: the Rerun recording could not be flushed: {e}");
+    }
+}
+
+struct Worker {
+    rec: RecordingStream,
+    /// Entity path per body id, filled by the geometry message.
+    body_paths: Vec<String>,
+    action_names_sent: bool,
+}
+
+impl Worker {
+    fn log_static_setup(&self) {
+        // MuJoCo is z-up.
+        let _ = self.rec.log_static("episode/world", &rerun::ViewCoordinates::RIGHT_HAND_Z_UP());
+    }
+
+    fn handle(&mut self, msg: Msg) {
+        // Logging errors (a closed viewer) are not the training loop's problem: ignore them here.
+        let _ = match msg {
+            Msg::Scalars { grad_step, env_step, wall_s, values } => self.scalars(grad_step, env_step, wall_s, &values),
+            Msg::Geometry(g) => self.geometry(&g),
+            Msg::EpisodeStart { eval_step, grad_step, episode } => self.episode_start(eval_step, grad_step, episode),
+            Msg::EpisodeStep { eval_step, episode_step, poses, action, reward } => {
+                self.episode_step(eval_step, episode_step, &poses, &action, reward)
+            }
+            Msg::Flush | Msg::Shutdown => Ok(()),
+        };
+    }
+
+    fn scalars(&self, grad_step: u64, env_step: u64, wall_s: f64, values: &[(String, f64)]) -> Result<()> {
+        self.rec.reset_time();
+        self.rec.set_time_sequence("grad_step", grad_step as i64);
+        self.rec.set_time_sequence("env_step", env_step as i64);
+        self.rec.set_duration_secs("wall_time", wall_s);
+        for (k, v) in values {
+            // A NaN or infinity is skipped: it is null in metrics.jsonl too.
+            if v.is_finite() {
+                self.rec.log(k.as_str(), &rerun::Scalars::single(*v))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn body_path(&self, body: usize) -> String {
+        match self.body_paths.get(body) {
+            Some(p) => p.clone(),
+            None => format!("episode/world/body{body}"),
+        }
+    }
+
+    fn geometry(&mut self, g: &ModelGeometry) -> Result<()> {
+        self.body_paths = g.body_names.iter().enumerate().map(|(i, n)| format!("episode/world/{}", entity_name(n, i))).collect();
+        for (i, geom) in g.geoms.iter().enumerate() {
+            if geom.rgba[3] <= 0.0 {
+                continue; // invisible in MuJoCo's own viewer too
+            }
+            let Some(shape) = shape_of(geom) else { continue };
+            let c = geom.rgba.map(|x| (x.clamp(0.0, 1.0) * 255.0).round() as u8);
+            let color = rerun::Color::from_unmultiplied_rgba(c[0], c[1], c[2], c[3]);
+            let path = format!("{}/geom{i}", self.body_path(geom.body));
+            let solid = rerun::components::FillMode::Solid;
+            match shape {
+                Shape::Box { center, half_size, quat_xyzw } => self.rec.log_static(
+                    path,
+                    &rerun::Boxes3D::from_centers_and_half_sizes([center], [half_size])
+                        .with_quaternions([rerun::Quaternion::from_xyzw(quat_xyzw)])
+                        .with_colors([color])
+                        .with_fill_mode(solid),
+                )?,
+                Shape::Capsule { start, length, radius, quat_xyzw } => self.rec.log_static(
+                    path,
+                    &rerun::Capsules3D::from_lengths_and_radii([length], [radius])
+                        .with_translations([start])
+                        .with_quaternions([rerun::Quaternion::from_xyzw(quat_xyzw)])
+                        .with_colors([color])
+                        .with_fill_mode(solid),
+                )?,
+                Shape::Cylinder { center, length, radius, quat_xyzw } => self.rec.log_static(
+                    path,
+                    &rerun::Cylinders3D::from_lengths_and_radii([length], [radius])
+                        .with_centers([center])
+                        .with_quaternions([rerun::Quaternion::from_xyzw(quat_xyzw)])
+                        .with_colors([color])
+                        .with_fill_mode(solid),
+                )?,
+                Shape::Ellipsoid { center, half_size, quat_xyzw } => self.rec.log_static(
+                    path,
+                    &rerun::Ellipsoids3D::from_centers_and_half_sizes([center], [half_size])
+                        .with_quaternions([rerun::Quaternion::from_xyzw(quat_xyzw)])
+                        .with_colors([color])
+                        .with_fill_mode(solid),
+                )?,
+            }
+        }
+        Ok(())
+    }
+
+    fn episode_start(&self, eval_step: u64, grad_step: u64, episode: u64) -> Result<()> {
+        self.rec.reset_time();
+        self.rec.set_time_sequence("eval_step", eval_step as i64);
+        self.rec.set_time_sequence("episode_step", 0);
+        self.rec.log("episode/grad_step", &rerun::Scalars::single(grad_step as f64))?;
+        self.rec.log("episode/log", &rerun::TextLog::new(format!("evaluation episode {episode} after {grad_step} gradient steps")))?;
+        Ok(())
+    }
+
+    fn episode_step(&mut self, eval_step: u64, episode_step: u64, poses: &[Pose], action: &[f32], reward: f64) -> Result<()> {
+        if !self.action_names_sent && !action.is_empty() {
+            self.action_names_sent = true;
+            let names: Vec<String> = (0..action.len()).map(|i| format!("a{i}")).collect();
+            self.rec.log_static("episode/action", &rerun::SeriesLines::new().with_names(names))?;
+        }
+        self.rec.reset_time();
+        self.rec.set_time_sequence("eval_step", eval_step as i64);
+        self.rec.set_time_sequence("episode_step", episode_step as i64);
+        // Body 0 is MuJoCo's world body: it never moves, so it gets no transform.
+        for (body, pose) in poses.iter().enumerate().skip(1) {
+            let t = rerun::Transform3D::from_translation_rotation(
+                pose.pos.map(|x| x as f32),
+                rerun::Quaternion::from_xyzw(super::shapes::xyzw_from_wxyz(pose.quat_wxyz)),
+            );
+            self.rec.log(self.body_path(body), &t)?;
+        }
+        if !action.is_empty() {
+            self.rec.log("episode/action", &rerun::Scalars::new(action.iter().map(|a| *a as f64)))?;
+        }
+        self.rec.log("episode/reward", &rerun::Scalars::single(reward))?;
+        Ok(())
+    }
+}
+
+/// Open a recording that saves to `path`, with an application id shared by all o2o recordings
+/// and `recording_id`, so files of one run (a resumed run writes a second file) merge in the viewer.
+pub fn save_stream(path: &std::path::Path, recording_id: &str) -> Result<RecordingStream> {
+    rerun::RecordingStreamBuilder::new("o2o")
+        .recording_id(recording_id.to_string())
+        .default_enabled(true)
+        .save(path)
+        .with_context(|| format!("cannot create the Rerun recording {}", path.display()))
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::super::shapes::{Geom, GeomKind};
+    use super::*;
+    use std::path::{Path, PathBuf};
+    use std::process::Command;
+
+    /// The set-up's `rerun` command (the matching viewer and rrd tools).
+    pub(crate) fn rerun_cli() -> PathBuf {
+        crate::paths::venv_dir().join("bin/rerun")
+    }
+
+    /// `rerun rrd <what> <file>` output; panics with the command's error output on failure.
+    pub(crate) fn rrd(what: &str, file: &Path) -> String {
+        let out = Command::new(rerun_cli())
+            .args(["rrd", what])
+            .args(if what == "print" { &["-vv"][..] } else { &[][..] })
+            .arg(file)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e} (run scripts/setup.sh)", rerun_cli().display()));
+        assert!(out.status.success(), "rerun rrd {what} failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+    }
+
+    fn two_body_geometry() -> ModelGeometry {
+        let geom = |kind, body, size: [f64; 3]| Geom { kind, size, rgba: [0.8, 0.6, 0.4, 1.0], body, pos: [0.0; 3], quat_wxyz: [1.0, 0.0, 0.0, 0.0] };
+        ModelGeometry {
+            body_names: vec!["world".into(), "torso".into(), "front foot".into()],
+            geoms: vec![
+                geom(GeomKind::Plane, 0, [0.0, 0.0, 1.0]),
+                geom(GeomKind::Capsule, 1, [0.05, 0.5, 0.0]),
+                geom(GeomKind::Box, 2, [0.1, 0.1, 0.1]),
+            ],
+        }
+    }
+
+    #[test]
+    fn recording_has_metric_and_episode_entities_on_all_timelines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("recording.rrd");
+        let mut sink = RerunSink::new(save_stream(&path, "test-run").unwrap(), 1024).unwrap();
+        let mut episodes = sink.episode_logger().unwrap();
+        for i in 0..5u64 {
+            let values = [("train/critic_loss", 1.0 / (i + 1) as f64), ("eval/normalized_score", 10.0 * i as f64)];
+            sink.record(&Record { grad_step: 100 * i, env_step: 10 * i, wall_s: 0.5 * i as f64, values: &values }).unwrap();
+        }
+        episodes.set_geometry(two_body_geometry());
+        episodes.begin_episode(400);
+        for t in 0..10 {
+            let z = 0.1 * t as f64;
+            let poses = [Pose { pos: [0.0; 3], quat_wxyz: [1.0, 0.0, 0.0, 0.0] }; 3].map(|mut p| {
+                p.pos[2] = z;
+                p
+            });
+            episodes.step(&poses, &[0.1, -0.2], 1.0);
+        }
+        drop(episodes);
+        assert_eq!(sink.finish(), 0);
+        let chunks = chunks(&rrd("print", &path));
+        let timelines = |entity: &str| -> (usize, Vec<String>) {
+            let mine: Vec<&Chunk> = chunks.iter().filter(|c| c.entity == entity).collect();
+            assert!(!mine.is_empty(), "entity {entity} missing from `rerun rrd print`; found {:?}", chunks.iter().map(|c| &c.entity).collect::<Vec<_>>());
+            let mut t: Vec<String> = mine.iter().flat_map(|c| c.timelines.iter().cloned()).filter(|t| t != "log_time").collect();
+            t.sort();
+            t.dedup();
+            (mine.iter().map(|c| c.rows).sum(), t)
+        };
+        let scalar_timelines = vec!["env_step".to_string(), "grad_step".into(), "wall_time".into()];
+        let episode_timelines = vec!["episode_step".to_string(), "eval_step".into()];
+        assert_eq!(timelines("/train/critic_loss"), (5, scalar_timelines.clone()));
+        assert_eq!(timelines("/eval/normalized_score"), (5, scalar_timelines));
+        assert_eq!(timelines("/episode/world/torso"), (10, episode_timelines.clone()));
+        assert_eq!(timelines("/episode/world/front_foot"), (10, episode_timelines.clone()));
+        assert_eq!(timelines("/episode/reward"), (10, episode_timelines.clone()));
+        assert_eq!(timelines("/episode/action").1, episode_timelines); // plus its static series names
+        // Geometry is static: one row, no timeline.
+        for geom in ["/episode/world/world/geom0", "/episode/world/torso/geom1", "/episode/world/front_foot/geom2"] {
+            assert_eq!(timelines(geom), (1, vec![]), "{geom}");
+        }
+        assert_eq!(timelines("/perf/rerun_dropped"), (1, vec![]));
+        let stats = rrd("stats", &path);
+        assert!(!stats.trim().is_empty());
+    }
+
+    /// One chunk of `rerun rrd print -vv` output: its entity, row count and index (timeline) names.
+    #[derive(Debug)]
+    pub(crate) struct Chunk {
+        pub entity: String,
+        pub rows: usize,
+        pub timelines: Vec<String>,
+    }
+
+    /// Parse `rerun rrd print -vv`: a header line `Chunk(id) with N rows (size) - /entity - …`
+    /// followed by a table whose column headers say `index_name: <timeline>`.
+    pub(crate) fn chunks(printed: &str) -> Vec<Chunk> {
+        let mut out: Vec<Chunk> = Vec::new();
+        for line in printed.lines() {
+            if let Some(rest) = line.strip_prefix("Chunk(") {
+                let rows = rest.split(" with ").nth(1).and_then(|r| r.split(' ').next()).and_then(|n| n.parse().ok()).unwrap_or(0);
+                let entity = rest.split(" - ").nth(1).unwrap_or("").trim().to_string();
+                out.push(Chunk { entity, rows, timelines: Vec::new() });
+            } else if let Some(c) = out.last_mut() {
+                for part in line.split("index_name: ").skip(1) {
+                    let name: String = part.chars().take_while(|ch| ch.is_alphanumeric() || *ch == '_').collect();
+                    c.timelines.push(name);
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn stalled_rerun_thread_drops_records_and_never_blocks_the_caller() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("recording.rrd");
+        let (held_tx, held_rx) = std::sync::mpsc::channel::<()>();
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        let stall: Box<dyn FnOnce() + Send> = Box::new(move || {
+            held_tx.send(()).unwrap();
+            release_rx.recv().unwrap();
+        });
+        let capacity = 8;
+        let mut sink = RerunSink::spawn(save_stream(&path, "stalled").unwrap(), capacity, Some(stall)).unwrap();
+        let values = [("train/actor_loss", 0.5)];
+        let rec = |i: u64| Record { grad_step: i, env_step: 0, wall_s: 0.0, values: &values };
+        sink.record(&rec(0)).unwrap();
+        held_rx.recv().unwrap(); // the worker holds message 0 and is stuck
+        for i in 1..1000 {
+            sink.record(&rec(i)).unwrap(); // each call returns although nothing is consumed
+        }
+        let stats = sink.stats();
+        assert_eq!(stats.accepted(), 1 + capacity as u64);
+        assert_eq!(stats.dropped(), 999 - capacity as u64);
+        release_tx.send(()).unwrap();
+        assert_eq!(sink.finish(), 999 - capacity as u64);
+        // The accepted records reached the file: the one held while stalled and the 8 queued.
+        let rows: usize = chunks(&rrd("print", &path)).iter().filter(|c| c.entity == "/train/actor_loss").map(|c| c.rows).sum();
+        assert_eq!(rows, 1 + capacity);
+    }
+}

@@ -1,0 +1,196 @@
+//! The sinks a run gets besides `metrics.jsonl` (which the runner always opens itself): a Rerun
+//! recording chosen by `--rerun`.
+//!
+//! ```text
+//! --rerun save           recording.rrd in the run directory (the default)
+//! --rerun spawn          start the set-up's viewer (`rerun` from the venv) and stream to it
+//! --rerun connect [ADDR] stream to a running viewer, ADDR = host:port (default 127.0.0.1:9876)
+//!                        or a full rerun+http://…/proxy URL
+//! --rerun off            no recording
+//! ```
+
+use super::rerun_sink::{save_stream, EpisodeLogger, RerunSink, DEFAULT_QUEUE};
+use super::MetricSink;
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use std::path::{Path, PathBuf};
+
+/// Rerun options shared by every command that runs training (`#[command(flatten)]` them).
+#[derive(Args, Debug, Clone)]
+pub struct RerunArgs {
+    /// Rerun output: `save` (recording.rrd in the run directory), `spawn` (start the venv's
+    /// viewer and stream to it), `connect [ADDR]` (stream to a running viewer, default
+    /// 127.0.0.1:9876), or `off`. Write `--rerun=spawn` if a positional argument follows.
+    #[arg(long = "rerun", num_args = 1..=2, value_names = ["MODE", "ADDR"], default_value = "save")]
+    pub rerun: Vec<String>,
+    /// How many messages may wait for the Rerun thread; beyond that new ones are dropped (and
+    /// counted) so that logging never slows the run.
+    #[arg(long = "rerun-queue", default_value_t = DEFAULT_QUEUE)]
+    pub rerun_queue: usize,
+}
+
+impl Default for RerunArgs {
+    fn default() -> Self {
+        Self { rerun: vec!["save".into()], rerun_queue: DEFAULT_QUEUE }
+    }
+}
+
+impl RerunArgs {
+    /// No recording (tests, benchmarks).
+    pub fn off() -> Self {
+        Self { rerun: vec!["off".into()], ..Self::default() }
+    }
+
+    /// The parsed `--rerun` value.
+    pub fn target(&self) -> Result<RerunTarget> {
+        let mode = self.rerun.first().map(String::as_str).unwrap_or("save");
+        let extra = self.rerun.get(1);
+        let target = match mode {
+            "save" => RerunTarget::Save,
+            "spawn" => RerunTarget::Spawn,
+            "off" => RerunTarget::Off,
+            "connect" => RerunTarget::Connect(proxy_url(extra.map(String::as_str).unwrap_or("127.0.0.1:9876"))),
+            other => bail!("--rerun: unknown mode {other:?}; expected save, spawn, connect [ADDR] or off"),
+        };
+        if let (Some(v), false) = (extra, matches!(target, RerunTarget::Connect(_))) {
+            bail!("--rerun {mode} takes no address, found {v:?} (write --rerun={mode} when a positional argument follows)");
+        }
+        Ok(target)
+    }
+}
+
+/// Where the Rerun data goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RerunTarget {
+    Save,
+    Spawn,
+    /// A `rerun+http://host:port/proxy` URL.
+    Connect(String),
+    Off,
+}
+
+/// `host:port` → `rerun+http://host:port/proxy`; a full URL is kept as it is.
+fn proxy_url(addr: &str) -> String {
+    if addr.contains("://") {
+        addr.to_string()
+    } else {
+        format!("rerun+http://{addr}/proxy")
+    }
+}
+
+/// The extra sinks of one run (not `metrics.jsonl`), plus the logger for its evaluation episodes
+/// (when Rerun is on).
+pub struct RunSinks {
+    /// The Rerun sink, or nothing with `--rerun off`.
+    pub sinks: Vec<Box<dyn MetricSink>>,
+    pub episodes: Option<EpisodeLogger>,
+}
+
+/// The recording file for a run: `recording.rrd`, or `recording.N.rrd` when a resumed run finds
+/// earlier files (they share a recording id, so the viewer shows them as one recording).
+pub fn recording_path(run_dir: &Path) -> PathBuf {
+    let first = run_dir.join("recording.rrd");
+    if !first.exists() {
+        return first;
+    }
+    (1..).map(|n| run_dir.join(format!("recording.{n}.rrd"))).find(|p| !p.exists()).unwrap_or(first)
+}
+
+/// Every recording file of a run, oldest first.
+pub fn recording_files(run_dir: &Path) -> Vec<PathBuf> {
+    let mut files = vec![run_dir.join("recording.rrd")];
+    files.extend((1..).map(|n| run_dir.join(format!("recording.{n}.rrd"))).take_while(|p| p.exists()));
+    files.retain(|p| p.exists());
+    files
+}
+
+/// Open the Rerun sink that `args` asks for, for the run in `run_dir`.
+pub fn open_run_sinks(run_dir: &Path, args: &RerunArgs) -> Result<RunSinks> {
+    let mut sinks: Vec<Box<dyn MetricSink>> = Vec::new();
+    // The run directory's name identifies the recording across resumed sessions.
+    let run_id = run_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "o2o-run".into());
+    let builder = || rerun::RecordingStreamBuilder::new("o2o").recording_id(run_id.clone()).recording_name(run_id.clone()).default_enabled(true);
+    let stream = match args.target()? {
+        RerunTarget::Off => None,
+        RerunTarget::Save => Some(save_stream(&recording_path(run_dir), &run_id)?),
+        RerunTarget::Spawn => {
+            let mut opts = rerun::SpawnOptions::default();
+            let venv_rerun = crate::paths::venv_dir().join("bin/rerun");
+            if venv_rerun.exists() {
+                opts.executable_path = Some(venv_rerun.to_string_lossy().into_owned());
+            }
+            Some(builder().spawn_opts(&opts).context("--rerun spawn: cannot start the Rerun viewer (is scripts/setup.sh done?)")?)
+        }
+        RerunTarget::Connect(url) => {
+            Some(builder().connect_grpc_opts(url.clone()).with_context(|| format!("--rerun connect: cannot stream to {url}"))?)
+        }
+    };
+    let mut episodes = None;
+    if let Some(stream) = stream {
+        let sink = RerunSink::new(stream, args.rerun_queue)?;
+        episodes = sink.episode_logger();
+        sinks.push(Box::new(sink));
+    }
+    Ok(RunSinks { sinks, episodes })
+}
+
+/// The extra sinks for a run in `run_dir` (the runner's `extra_sinks`: `metrics.jsonl` is not
+/// among them): the Rerun sink chosen by `args`, or none. Use [`open_run_sinks`] to also get the
+/// evaluation-episode logger.
+pub fn sinks_for_run(run_dir: &Path, args: &RerunArgs) -> Result<Vec<Box<dyn MetricSink>>> {
+    Ok(open_run_sinks(run_dir, args)?.sinks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        rerun: RerunArgs,
+        rest: Vec<String>,
+    }
+
+    fn parse(args: &[&str]) -> Result<RerunTarget> {
+        let cli = Cli::try_parse_from(std::iter::once("o2o").chain(args.iter().copied()))?;
+        cli.rerun.target()
+    }
+
+    #[test]
+    fn rerun_flag_forms() {
+        assert_eq!(parse(&[]).unwrap(), RerunTarget::Save);
+        assert_eq!(parse(&["--rerun", "off"]).unwrap(), RerunTarget::Off);
+        assert_eq!(parse(&["--rerun=spawn", "hopper"]).unwrap(), RerunTarget::Spawn);
+        assert_eq!(parse(&["--rerun", "connect"]).unwrap(), RerunTarget::Connect("rerun+http://127.0.0.1:9876/proxy".into()));
+        assert_eq!(
+            parse(&["--rerun", "connect", "10.1.2.3:9000"]).unwrap(),
+            RerunTarget::Connect("rerun+http://10.1.2.3:9000/proxy".into())
+        );
+        assert!(parse(&["--rerun", "spawn", "hopper"]).unwrap_err().to_string().contains("--rerun=spawn"));
+        assert!(parse(&["--rerun", "tensorboard"]).unwrap_err().to_string().contains("unknown mode"));
+    }
+
+    #[test]
+    fn off_gives_no_sink_and_save_writes_numbered_recordings() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("run-a");
+        std::fs::create_dir(&run).unwrap();
+        let s = open_run_sinks(&run, &RerunArgs::off()).unwrap();
+        assert_eq!(s.sinks.len(), 0);
+        assert!(s.episodes.is_none());
+        drop(s);
+        for expect in ["recording.rrd", "recording.1.rrd"] {
+            let mut s = open_run_sinks(&run, &RerunArgs::default()).unwrap();
+            assert_eq!(s.sinks.len(), 1);
+            let mut logger = crate::logging::Logger::new(std::mem::take(&mut s.sinks));
+            logger.log(1, 0, &[("train/critic_loss", 0.25)]).unwrap();
+            drop(s);
+            drop(logger);
+            assert!(run.join(expect).exists(), "{expect} missing");
+        }
+        assert_eq!(recording_files(&run), vec![run.join("recording.rrd"), run.join("recording.1.rrd")]);
+        assert!(!run.join("metrics.jsonl").exists()); // the runner's own sink writes that
+    }
+}
