@@ -53,7 +53,7 @@ pub fn run(_args: DoctorArgs) -> Result<()> {
 
 /// The version of the libtorch actually loaded into this process: find `libtorch_cpu.so` in
 /// `/proc/self/maps`, then read the `version.py` of the torch package it belongs to.
-fn libtorch_version() -> std::result::Result<String, String> {
+pub(crate) fn libtorch_version() -> std::result::Result<String, String> {
     // Touch libtorch so it is certainly mapped.
     let _ = tch::Tensor::zeros([1], (tch::Kind::Float, tch::Device::Cpu));
     let maps = std::fs::read_to_string("/proc/self/maps").map_err(|e| format!("cannot read /proc/self/maps: {e}"))?;

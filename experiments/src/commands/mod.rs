@@ -3,4 +3,5 @@
 pub mod doctor;
 pub mod env;
 pub mod report;
+pub mod run;
 pub mod view;

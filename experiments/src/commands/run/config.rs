@@ -1,0 +1,397 @@
+//! The resolved run configuration: a preset TOML plus `--set key=value` overrides.
+//!
+//! A run's whole behaviour is this one struct, written verbatim to `config.toml` in the run
+//! directory before the first step; `o2o resume` reads it back from there. Unknown keys are
+//! errors everywhere (`deny_unknown_fields`), so a typo in a preset or a `--set` never passes
+//! silently. The `[agent]` table is the algorithm's own config (`SacConfig`, `IqlConfig` in
+//! `o2o_agents`); it is validated by the agents crate when the run is resolved.
+
+use anyhow::{bail, Context, Result};
+use o2o_agents::AgentConfig;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// Everything a run does.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RunConfig {
+    /// Preset name the run was made from (names the run directory).
+    pub preset: String,
+    /// Algorithm: `sac` or `iql`.
+    pub algo: String,
+    /// Env id for online steps and evaluation, e.g. `Hopper-v5` or `hopper-v2`.
+    pub env: String,
+    /// The run seed; every random source is derived from it.
+    #[serde(default)]
+    pub seed: u64,
+    /// Offline data, for offline training and for mixing into online batches.
+    #[serde(default)]
+    pub dataset: Option<DatasetConfig>,
+    /// How many steps of each kind, batch sizes, replay.
+    #[serde(default)]
+    pub train: TrainConfig,
+    /// Deterministic evaluation.
+    #[serde(default)]
+    pub eval: EvalConfig,
+    /// Checkpoint cadence.
+    #[serde(default)]
+    pub checkpoint: CheckpointConfig,
+    /// Where this run starts from, for fine-tuning runs.
+    #[serde(default)]
+    pub parent: Option<ParentConfig>,
+    /// The algorithm's hyperparameters (the agents crate's config for `algo`).
+    #[serde(default)]
+    pub agent: toml::Table,
+}
+
+/// Offline data: a registry id or a file.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DatasetConfig {
+    /// A D4RL registry id, e.g. `hopper-medium-v2` (resolved in the dataset cache).
+    #[serde(default)]
+    pub id: Option<String>,
+    /// A file: a D4RL-format HDF5 file, or a replay buffer saved by a run's checkpoint.
+    #[serde(default)]
+    pub path: Option<PathBuf>,
+    /// Reward preprocessing applied to offline and online rewards alike, a preset of the datasets
+    /// crate: `none`, `iql-locomotion` (r · 1000 / (R_max − R_min) over the dataset's
+    /// episodes, §6.1), `antmaze-minus-one`, `calql-antmaze`, `adroit-binary`,
+    /// `kitchen-minus-four` (§7.4).
+    #[serde(default = "default_reward")]
+    pub reward: String,
+    /// How rows become transitions: `qlearning` (exactly `d4rl.qlearning_dataset`, for parity
+    /// with published numbers) or `corrected` (keeps each episode's last transition, using the
+    /// file's `next_observations`).
+    #[serde(default = "default_transitions")]
+    pub transitions: String,
+}
+
+fn default_reward() -> String {
+    "none".into()
+}
+
+fn default_transitions() -> String {
+    "qlearning".into()
+}
+
+/// Step counts and data settings.
+///
+/// The run is a sequence of phases (see `phases.rs`), built from these counts in this order:
+/// offline gradient steps, uniformly random env steps, frozen-policy env steps, online steps.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct TrainConfig {
+    /// Gradient steps on the offline dataset.
+    pub offline_steps: u64,
+    /// Env steps with uniformly random actions and no updates (SAC's "learning starts").
+    pub random_steps: u64,
+    /// Env steps with the current policy and no updates (WSRL's warm-up).
+    pub warmup_steps: u64,
+    /// Env steps with updates.
+    pub online_steps: u64,
+    /// Transitions per gradient step.
+    pub batch_size: usize,
+    /// Gradient steps per online env step (update-to-data ratio).
+    pub updates_per_step: usize,
+    /// Fraction of each online batch drawn from the offline dataset (0 = online data only).
+    pub offline_ratio: f64,
+    /// Online replay capacity (transitions).
+    pub replay_capacity: usize,
+    /// Also write every env transition of the run to `dataset.hdf5` (D4RL format) in the run
+    /// directory, e.g. to train offline agents on a SAC run's experience.
+    pub record_dataset: bool,
+    /// Log training metrics every this many loop steps.
+    pub log_every: u64,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        Self {
+            offline_steps: 0,
+            random_steps: 0,
+            warmup_steps: 0,
+            online_steps: 0,
+            batch_size: 256,
+            updates_per_step: 1,
+            offline_ratio: 0.0,
+            replay_capacity: 1_000_000,
+            record_dataset: false,
+            log_every: 1000,
+        }
+    }
+}
+
+/// Deterministic evaluation settings.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct EvalConfig {
+    /// Evaluate every this many loop steps (gradient steps offline, env steps online); 0 = only
+    /// at the end.
+    pub every: u64,
+    /// Episodes per evaluation.
+    pub episodes: usize,
+    /// Also evaluate before the first step (fine-tuning runs do, to show the starting point).
+    pub at_start: bool,
+}
+
+impl Default for EvalConfig {
+    fn default() -> Self {
+        Self { every: 5000, episodes: 10, at_start: false }
+    }
+}
+
+/// Checkpoint settings.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct CheckpointConfig {
+    /// Checkpoint every this many loop steps (online: at the first episode end after that);
+    /// 0 = only at the end.
+    pub every: u64,
+    /// How many of the newest checkpoints to keep.
+    pub keep: usize,
+}
+
+impl Default for CheckpointConfig {
+    fn default() -> Self {
+        Self { every: 10_000, keep: 2 }
+    }
+}
+
+/// The run a fine-tuning run starts from.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ParentConfig {
+    /// The parent run directory.
+    pub run_dir: PathBuf,
+    /// The parent's checkpoint whose agent state this run loads.
+    pub checkpoint: PathBuf,
+}
+
+impl RunConfig {
+    /// Parse a whole config from TOML text; `origin` names the text in errors.
+    pub fn from_toml_str(text: &str, origin: &str) -> Result<Self> {
+        let table: toml::Table = toml::from_str(text).with_context(|| format!("{origin} is not valid TOML"))?;
+        Self::from_table(table, origin)
+    }
+
+    /// Build from a TOML table, checking every key and value, and complete `[agent]` with the
+    /// algorithm's defaults so the resolved config names every hyperparameter.
+    pub fn from_table(table: toml::Table, origin: &str) -> Result<Self> {
+        let mut config: RunConfig = toml::Value::Table(table).try_into().with_context(|| format!("invalid config in {origin}"))?;
+        config.validate().with_context(|| format!("invalid config in {origin}"))?;
+        let agent = config.agent_config().with_context(|| format!("invalid config in {origin}"))?;
+        let mut full = match agent.to_toml()? {
+            toml::Value::Table(t) => t,
+            other => bail!("the agent config serialized to a {}, not a table", other.type_str()),
+        };
+        full.remove("algo");
+        config.agent = full;
+        Ok(config)
+    }
+
+    /// The algorithm's config: `[agent]` tagged with `algo`, checked by the agents crate
+    /// (unknown keys and bad values are errors naming the key).
+    pub fn agent_config(&self) -> Result<AgentConfig> {
+        let mut t = self.agent.clone();
+        match t.get("algo") {
+            Some(toml::Value::String(a)) if *a != self.algo => {
+                bail!("key `agent.algo` is {a:?} but `algo` is {:?}; set only `algo`", self.algo)
+            }
+            _ => {}
+        }
+        t.insert("algo".into(), toml::Value::String(self.algo.clone()));
+        let cfg = AgentConfig::from_toml(toml::Value::Table(t)).with_context(|| format!("section [agent] for algo {:?}", self.algo))?;
+        match &cfg {
+            AgentConfig::Sac(c) => c.validate(),
+            AgentConfig::Iql(c) => c.validate(),
+        }
+        .with_context(|| format!("section [agent] for algo {:?}", self.algo))?;
+        Ok(cfg)
+    }
+
+    /// Read `config.toml` from a run directory.
+    pub fn read(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+        Self::from_toml_str(&text, &path.display().to_string())
+    }
+
+    /// The config as TOML text.
+    pub fn to_toml_string(&self) -> Result<String> {
+        toml::to_string_pretty(self).context("cannot write the config as TOML")
+    }
+
+    /// Checks that serde cannot express: values in range, and combinations that make sense.
+    pub fn validate(&self) -> Result<()> {
+        let t = &self.train;
+        if t.batch_size == 0 {
+            bail!("key `train.batch_size`: expected at least 1, found 0");
+        }
+        if t.updates_per_step == 0 {
+            bail!("key `train.updates_per_step`: expected at least 1, found 0");
+        }
+        if !(0.0..=1.0).contains(&t.offline_ratio) {
+            bail!("key `train.offline_ratio`: expected a number in [0, 1], found {}", t.offline_ratio);
+        }
+        if t.replay_capacity == 0 && t.online_steps + t.random_steps + t.warmup_steps > 0 {
+            bail!("key `train.replay_capacity`: expected at least 1 for a run with online steps, found 0");
+        }
+        if t.log_every == 0 {
+            bail!("key `train.log_every`: expected at least 1, found 0");
+        }
+        if self.eval.episodes == 0 {
+            bail!("key `eval.episodes`: expected at least 1, found 0");
+        }
+        if self.checkpoint.keep == 0 {
+            bail!("key `checkpoint.keep`: expected at least 1, found 0");
+        }
+        let needs_data = t.offline_steps > 0 || t.offline_ratio > 0.0;
+        match &self.dataset {
+            None if needs_data => bail!(
+                "the run needs offline data (train.offline_steps = {}, train.offline_ratio = {}) but has no [dataset] section",
+                t.offline_steps,
+                t.offline_ratio
+            ),
+            Some(d) if d.id.is_none() && d.path.is_none() => {
+                bail!("section [dataset]: expected `id` or `path`, found neither")
+            }
+            Some(d) if !matches!(d.transitions.as_str(), "qlearning" | "corrected") => {
+                bail!("key `dataset.transitions`: expected \"qlearning\" or \"corrected\", found {:?}", d.transitions)
+            }
+            Some(d) => {
+                o2o_datasets::scores::RewardPreset::from_name(&d.reward).context("key `dataset.reward`")?;
+            }
+            None => {}
+        }
+        if t.offline_steps + t.random_steps + t.warmup_steps + t.online_steps == 0 {
+            bail!("the run has no steps: set train.offline_steps or train.online_steps");
+        }
+        Ok(())
+    }
+}
+
+/// Apply `key=value` overrides to a config table. `key` is a dotted path (`train.online_steps`,
+/// `agent.actor_lr`); `value` is a TOML value (`3e-4`, `true`, `"x"`, `[256, 256]`), and a bare
+/// word that is not valid TOML is taken as a string (`env=Hopper-v5`). Whether the key exists is
+/// checked when the table is turned into a [`RunConfig`].
+pub fn apply_overrides(table: &mut toml::Table, overrides: &[String]) -> Result<()> {
+    for item in overrides {
+        let (key, raw) = item
+            .split_once('=')
+            .with_context(|| format!("--set {item:?}: expected key=value, e.g. train.online_steps=10000"))?;
+        let key = key.trim();
+        if key.is_empty() || key.split('.').any(str::is_empty) {
+            bail!("--set {item:?}: the key {key:?} is not a dotted path like train.online_steps");
+        }
+        let value = parse_value(raw.trim());
+        set_path(table, key, value).with_context(|| format!("--set {item:?}"))?;
+    }
+    Ok(())
+}
+
+/// A TOML value from the right-hand side of `--set`; a bare word becomes a string.
+fn parse_value(raw: &str) -> toml::Value {
+    match format!("v = {raw}").parse::<toml::Table>() {
+        Ok(mut t) => t.remove("v").unwrap_or_else(|| toml::Value::String(raw.to_string())),
+        Err(_) => toml::Value::String(raw.to_string()),
+    }
+}
+
+/// Set `table[a][b]…[z] = value`, creating intermediate tables; fails when a path component
+/// is a value rather than a table.
+fn set_path(table: &mut toml::Table, key: &str, value: toml::Value) -> Result<()> {
+    let mut parts: Vec<&str> = key.split('.').collect();
+    let last = parts.pop().expect("split yields at least one part");
+    let mut cur = table;
+    let mut walked = String::new();
+    for p in parts {
+        if !walked.is_empty() {
+            walked.push('.');
+        }
+        walked.push_str(p);
+        let entry = cur.entry(p.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        cur = match entry {
+            toml::Value::Table(t) => t,
+            other => bail!("`{walked}` is a {}, not a section, so `{key}` cannot be set", other.type_str()),
+        };
+    }
+    cur.insert(last.to_string(), value);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = r#"
+preset = "t"
+algo = "sac"
+env = "InvertedPendulum-v5"
+[train]
+online_steps = 100
+"#;
+
+    fn resolve(overrides: &[&str]) -> Result<RunConfig> {
+        let mut t: toml::Table = BASE.parse().unwrap();
+        apply_overrides(&mut t, &overrides.iter().map(|s| s.to_string()).collect::<Vec<_>>())?;
+        RunConfig::from_table(t, "test")
+    }
+
+    #[test]
+    fn overrides_reach_their_fields() {
+        let c = resolve(&["train.online_steps=2000", "seed=7", "env=Hopper-v5", "agent.actor_lr=1e-4", "eval.at_start=true"])
+            .unwrap();
+        assert_eq!(c.train.online_steps, 2000);
+        assert_eq!(c.seed, 7);
+        assert_eq!(c.env, "Hopper-v5");
+        assert_eq!(c.agent["actor_lr"].as_float(), Some(1e-4));
+        assert!(c.eval.at_start);
+    }
+
+    #[test]
+    fn unknown_key_is_an_error_naming_it() {
+        let err = format!("{:#}", resolve(&["train.online_stepz=5"]).unwrap_err());
+        assert!(err.contains("online_stepz"), "{err}");
+        let err = format!("{:#}", resolve(&["bogus=1"]).unwrap_err());
+        assert!(err.contains("bogus"), "{err}");
+    }
+
+    #[test]
+    fn bad_value_is_an_error_naming_key_and_type() {
+        let err = format!("{:#}", resolve(&["train.online_steps=abc"]).unwrap_err());
+        assert!(err.contains("online_steps") || err.contains("abc"), "{err}");
+        let err = format!("{:#}", resolve(&["train.offline_ratio=1.5"]).unwrap_err());
+        assert!(err.contains("offline_ratio") && err.contains("1.5"), "{err}");
+        assert!(resolve(&["train.online_steps"]).is_err());
+        let err = format!("{:#}", resolve(&["env.x=1"]).unwrap_err());
+        assert!(err.contains("`env` is a string"), "{err}");
+    }
+
+    #[test]
+    fn agent_section_is_checked_and_completed() {
+        let c = resolve(&["agent.tau=0.01"]).unwrap();
+        assert_eq!(c.agent["tau"].as_float(), Some(0.01));
+        assert_eq!(c.agent["gamma"].as_float(), Some(0.99), "defaults are filled in");
+        assert!(!c.agent.contains_key("algo"));
+        let err = format!("{:#}", resolve(&["agent.expectile=0.7"]).unwrap_err());
+        assert!(err.contains("expectile"), "{err}");
+        let err = format!("{:#}", resolve(&["algo=ppo"]).unwrap_err());
+        assert!(err.contains("ppo"), "{err}");
+        let err = format!("{:#}", resolve(&["agent.algo=iql"]).unwrap_err());
+        assert!(err.contains("agent.algo"), "{err}");
+    }
+
+    #[test]
+    fn offline_steps_need_a_dataset() {
+        let err = format!("{:#}", resolve(&["train.offline_steps=10"]).unwrap_err());
+        assert!(err.contains("[dataset]"), "{err}");
+        assert!(resolve(&["train.offline_steps=10", "dataset.id=hopper-medium-v2"]).is_ok());
+    }
+
+    #[test]
+    fn toml_round_trip_is_identity() {
+        let c = resolve(&["agent.critic.hidden=[64, 64]", "dataset.path=/tmp/x.hdf5"]).unwrap();
+        let back = RunConfig::from_toml_str(&c.to_toml_string().unwrap(), "round trip").unwrap();
+        assert_eq!(c, back);
+    }
+}

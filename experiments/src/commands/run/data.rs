@@ -1,0 +1,169 @@
+//! Offline data for a run: find the D4RL-format file the config names (a registry id in the
+//! dataset cache, or a path), build transitions, map actions into the agent's `[-1, 1]` box,
+//! apply the reward preset, and hand back an `OfflineBuffer`. Also the [`Recorder`], which
+//! writes a run's own env transitions as a D4RL-format dataset (`train.record_dataset`).
+
+use super::actor::{ActionScale, Transition, TransitionSink};
+use super::config::DatasetConfig;
+use super::learner::RewardTransform;
+use super::rundir::DatasetInfo;
+use anyhow::{bail, Context, Result};
+use o2o_datasets::d4rl::{BuildOptions, D4rlDataset};
+use o2o_datasets::scores::RewardPreset;
+use o2o_datasets::OfflineBuffer;
+use o2o_envs::BoxSpace;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// A loaded offline dataset.
+pub struct OfflineData {
+    pub buffer: OfflineBuffer,
+    pub reward: RewardTransform,
+    pub info: DatasetInfo,
+}
+
+/// Load the dataset `cfg` names for an env with `action_space`, checking its sizes.
+pub fn load(cfg: &DatasetConfig, action_space: &BoxSpace, env_id: &str, obs_dim: usize, act_dim: usize, max_episode_steps: Option<usize>) -> Result<OfflineData> {
+    let path = resolve_path(cfg)?;
+    let ds = D4rlDataset::read(&path).with_context(|| format!("reading the dataset {}", path.display()))?;
+    ds.check_env(env_id, obs_dim, act_dim)?;
+    let opts = BuildOptions { max_episode_steps, mc: None };
+    let mut t = match cfg.transitions.as_str() {
+        "qlearning" => ds.qlearning_dataset(&opts)?,
+        "corrected" => ds.corrected_transitions(&opts)?,
+        other => bail!("key `dataset.transitions`: expected \"qlearning\" or \"corrected\", found {other:?}"),
+    };
+    if t.is_empty() {
+        bail!("dataset {} gives no transitions", path.display());
+    }
+    // Dataset actions are in the env's units; the agent acts in [-1, 1].
+    let scale = ActionScale::new(action_space, env_id)?;
+    for row in t.actions.chunks_mut(act_dim) {
+        let a = scale.to_agent(row);
+        row.copy_from_slice(&a);
+    }
+    // The reward preset, as an affine map so online rewards get exactly the same transform.
+    let preset = RewardPreset::from_name(&cfg.reward)?;
+    let mut probe = [0.0f32, 1.0];
+    preset.apply(&mut probe, &ds.episode_returns(max_episode_steps)).with_context(|| format!("dataset {}", path.display()))?;
+    let reward = RewardTransform { scale: (probe[1] - probe[0]) as f64, shift: probe[0] as f64 };
+    for r in t.rewards.iter_mut() {
+        *r = reward.apply(*r as f64) as f32;
+    }
+    let (sha256, _) = o2o_datasets::download::hash_file(&path)?;
+    let info = DatasetInfo { id: cfg.id.clone(), path: path.display().to_string(), sha256, transitions: t.len() };
+    let buffer = OfflineBuffer::new(t).with_context(|| format!("dataset {}", path.display()))?;
+    Ok(OfflineData { buffer, reward, info })
+}
+
+/// The file a dataset config points at: `path`, or the registry id's file in the cache.
+fn resolve_path(cfg: &DatasetConfig) -> Result<PathBuf> {
+    if let Some(p) = &cfg.path {
+        if !p.is_file() {
+            bail!("dataset.path {} does not exist", p.display());
+        }
+        return Ok(p.clone());
+    }
+    let id = cfg.id.as_deref().context("[dataset] needs `id` or `path`")?;
+    let entry = o2o_datasets::registry::lookup(id)?;
+    let path = o2o_datasets::download::default_cache_dir().join(entry.file_name());
+    if !path.is_file() {
+        bail!("dataset {id} is not in the cache ({} does not exist); run `o2o dataset download {id}` or set dataset.path", path.display());
+    }
+    Ok(path)
+}
+
+/// Records env transitions as a D4RL-format dataset: env-unit actions, the env's own rewards,
+/// `terminals`, `timeouts` and true `next_observations` — the way D4RL's "replay" datasets
+/// were made from an agent's training experience.
+pub struct Recorder {
+    ds: D4rlDataset,
+    scale: ActionScale,
+}
+
+impl Recorder {
+    /// An empty recording for an env.
+    pub fn new(obs_dim: usize, scale: ActionScale) -> Self {
+        let ds = D4rlDataset {
+            source: PathBuf::from("recording"),
+            obs_dim,
+            act_dim: scale.dim(),
+            observations: Vec::new(),
+            actions: Vec::new(),
+            rewards: Vec::new(),
+            terminals: Vec::new(),
+            timeouts: Some(Vec::new()),
+            next_observations: Some(Vec::new()),
+            infos: BTreeMap::new(),
+            metadata: BTreeMap::new(),
+            dtypes: BTreeMap::new(),
+        };
+        Self { ds, scale }
+    }
+
+    /// Continue a recording saved at a checkpoint.
+    pub fn resume(path: &Path, scale: ActionScale) -> Result<Self> {
+        let ds = D4rlDataset::read(path).with_context(|| format!("reading the recorded dataset {}", path.display()))?;
+        Ok(Self { ds, scale })
+    }
+
+    /// Write the recording (atomically).
+    pub fn write(&self, path: &Path) -> Result<()> {
+        self.ds.write(path).with_context(|| format!("writing the recorded dataset {}", path.display()))
+    }
+}
+
+impl TransitionSink for Recorder {
+    fn push(&mut self, t: &Transition) -> Result<()> {
+        let flag = |b: bool| if b { 1.0 } else { 0.0 };
+        self.ds.observations.extend_from_slice(&t.obs);
+        self.ds.actions.extend(self.scale.to_env(&t.action));
+        self.ds.rewards.push(t.reward as f32);
+        self.ds.terminals.push(flag(t.terminated));
+        self.ds.timeouts.get_or_insert_with(Vec::new).push(flag(t.truncated && !t.terminated));
+        self.ds.next_observations.get_or_insert_with(Vec::new).extend_from_slice(&t.next_obs);
+        Ok(())
+    }
+}
+
+/// Sends each transition to two sinks (the replay buffer and a recorder).
+pub struct Tee<'a> {
+    pub first: &'a mut dyn TransitionSink,
+    pub second: &'a mut dyn TransitionSink,
+}
+
+impl TransitionSink for Tee<'_> {
+    fn push(&mut self, t: &Transition) -> Result<()> {
+        self.first.push(t)?;
+        self.second.push(t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recorded_dataset_round_trips_through_the_loader() {
+        let tmp = tempfile::tempdir().unwrap();
+        let space = BoxSpace::new(vec![-3.0], vec![3.0]);
+        let mut rec = Recorder::new(2, ActionScale::new(&space, "t").unwrap());
+        // Two episodes: one terminated after 2 steps (return 3), one truncated after 1 (return 5).
+        let rows = [([0.0, 0.0], 0.5, 1.0, [1.0, 0.0], false, false), ([1.0, 0.0], -0.5, 2.0, [2.0, 0.0], true, false), ([0.0, 1.0], 1.0, 5.0, [0.0, 2.0], false, true)];
+        for (o, a, r, n, term, trunc) in rows {
+            rec.push(&Transition { obs: o.to_vec(), action: vec![a], reward: r, next_obs: n.to_vec(), terminated: term, truncated: trunc }).unwrap();
+        }
+        let path = tmp.path().join("d.hdf5");
+        rec.write(&path).unwrap();
+        let cfg = DatasetConfig { id: None, path: Some(path.clone()), reward: "iql-locomotion".into(), transitions: "corrected".into() };
+        let data = load(&cfg, &space, "t", 2, 1, None).unwrap();
+        assert_eq!(data.buffer.len(), 3);
+        // R_max − R_min = 5 − 3 = 2, so rewards scale by 1000 / 2.
+        assert_eq!(data.reward, RewardTransform { scale: 500.0, shift: 0.0 });
+        assert_eq!(data.info.sha256.len(), 64);
+        let back = D4rlDataset::read(&path).unwrap();
+        assert_eq!(back.actions, vec![1.5, -1.5, 3.0], "actions are stored in env units");
+        assert_eq!(back.terminals, vec![0.0, 1.0, 0.0]);
+        assert_eq!(back.timeouts, Some(vec![0.0, 0.0, 1.0]));
+    }
+}

@@ -1,0 +1,94 @@
+//! Deterministic evaluation: N episodes with the policy's mode on a separate env.
+//!
+//! Episode k of every evaluation is reset with the same seed (derived from the run seed and k),
+//! so evaluations differ only through the policy, and an evaluation never touches the training
+//! env or the runner's RNG (so it cannot perturb an exact resume).
+
+use super::actor::{derive_seed, stream, ActionScale, AgentPolicy, Policy};
+use anyhow::{Context, Result};
+use o2o_agents::Agent;
+use o2o_envs::Env;
+use serde::{Deserialize, Serialize};
+use tch::Device;
+
+/// What one evaluation measured.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct EvalResult {
+    /// Loop step at which it ran.
+    pub step: u64,
+    /// Mean undiscounted return in the env's own reward.
+    pub mean_return: f64,
+    /// Standard deviation of the return over episodes.
+    pub std_return: f64,
+    /// Mean episode length.
+    pub mean_length: f64,
+    /// D4RL normalized score ×100 of the mean return, when the env has a family.
+    pub normalized_score: Option<f64>,
+    /// Fraction of successful episodes, when the env reports success.
+    pub success_rate: Option<f64>,
+}
+
+impl EvalResult {
+    /// The record's values, namespaced under `eval/`.
+    pub fn values(&self) -> Vec<(&'static str, f64)> {
+        let mut v = vec![
+            ("eval/return", self.mean_return),
+            ("eval/return_std", self.std_return),
+            ("eval/length", self.mean_length),
+        ];
+        if let Some(s) = self.normalized_score {
+            v.push(("eval/normalized_score", s));
+        }
+        if let Some(s) = self.success_rate {
+            v.push(("eval/success_rate", s));
+        }
+        v
+    }
+}
+
+/// Run `episodes` deterministic episodes of `agent` on `env`.
+pub fn evaluate(env: &mut dyn Env, agent: &mut dyn Agent, device: Device, run_seed: u64, episodes: usize, step: u64) -> Result<EvalResult> {
+    let scale = ActionScale::new(env.action_space(), &env.spec().id)?;
+    let mut policy = AgentPolicy { agent, device, deterministic: true };
+    let mut returns = Vec::with_capacity(episodes);
+    let mut lengths = Vec::with_capacity(episodes);
+    let mut successes = Vec::new();
+    for k in 0..episodes {
+        let mut obs = env
+            .reset(Some(derive_seed(run_seed, stream::EVAL_EPISODE, k as u64)))
+            .with_context(|| format!("resetting {} for evaluation", env.spec().id))?;
+        let (mut ret, mut len) = (0.0, 0u64);
+        loop {
+            let action = policy.act(&obs)?;
+            let s = env.step(&scale.to_env(&action)).with_context(|| format!("stepping {} in evaluation", env.spec().id))?;
+            ret += s.reward;
+            len += 1;
+            if s.done() {
+                if let Some(ok) = s.info.success {
+                    successes.push(if ok { 1.0 } else { 0.0 });
+                }
+                break;
+            }
+            obs = s.obs;
+        }
+        returns.push(ret);
+        lengths.push(len as f64);
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let mean_return = mean(&returns);
+    let std_return = (returns.iter().map(|r| (r - mean_return).powi(2)).sum::<f64>() / returns.len() as f64).sqrt();
+    let normalized_score = env.spec().normalization_family.as_deref().and_then(|f| normalized_score(f, mean_return));
+    Ok(EvalResult {
+        step,
+        mean_return,
+        std_return,
+        mean_length: mean(&lengths),
+        normalized_score,
+        success_rate: (!successes.is_empty()).then(|| mean(&successes)),
+    })
+}
+
+/// D4RL normalized score ×100 (algorithms.md §7.1), from the datasets crate's table.
+fn normalized_score(family: &str, ret: f64) -> Option<f64> {
+    o2o_datasets::scores::normalized_score(family, ret).ok()
+}

@@ -1,0 +1,77 @@
+//! The learner side of the loop: a transition source and an agent, nothing else.
+//!
+//! Sources are the offline dataset, the online replay buffer, or a mix of both at a fixed ratio
+//! (the datasets crate's `MixedSampler`); the runner owns the RNG they sample with, so batch
+//! draws are part of the checkpointed state. When acting and learning are split across
+//! processes, the replay buffer is filled from a stream instead of by [`ReplaySink`].
+
+use super::actor::{Transition, TransitionSink};
+use anyhow::{Context, Result};
+use o2o_agents::{Agent, Metrics};
+use o2o_datasets::{MixedSampler, OfflineBuffer, ReplayBuffer, TransitionBatch};
+use rand_chacha::ChaCha8Rng;
+use tch::Device;
+
+/// r' = scale · r + shift, applied to offline and online rewards alike (the agent must see one
+/// reward scale); returns and scores are always reported in the env's own reward.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RewardTransform {
+    pub scale: f64,
+    pub shift: f64,
+}
+
+impl RewardTransform {
+    /// No change.
+    pub const IDENTITY: Self = Self { scale: 1.0, shift: 0.0 };
+
+    /// Apply to one reward.
+    pub fn apply(&self, r: f64) -> f64 {
+        self.scale * r + self.shift
+    }
+}
+
+/// Where batches come from.
+pub enum Source<'a> {
+    /// The offline dataset only.
+    Offline(&'a OfflineBuffer),
+    /// The online replay buffer only.
+    Online(&'a ReplayBuffer),
+    /// `round(ratio · B)` offline rows and the rest online.
+    Mixed { offline: &'a OfflineBuffer, online: &'a ReplayBuffer, sampler: MixedSampler },
+}
+
+impl Source<'_> {
+    /// One batch of `size` rows on `device`.
+    pub fn sample(&self, size: usize, rng: &mut ChaCha8Rng, device: Device) -> Result<TransitionBatch> {
+        let batch = match self {
+            Source::Offline(b) => b.sample(size, rng, device),
+            Source::Online(b) => b.sample(size, rng, device),
+            Source::Mixed { offline, online, sampler } => sampler.sample(offline, online, size, rng, device),
+        };
+        batch.context("sampling a training batch")
+    }
+}
+
+/// `updates` gradient steps, each on a fresh batch; returns the last update's metrics.
+pub fn learn(agent: &mut dyn Agent, source: &Source<'_>, batch_size: usize, updates: usize, rng: &mut ChaCha8Rng, device: Device) -> Result<Metrics> {
+    let mut metrics = Metrics::new();
+    for _ in 0..updates {
+        let batch = source.sample(batch_size, rng, device)?;
+        metrics = agent.update(&batch);
+    }
+    Ok(metrics)
+}
+
+/// Stores the actor's transitions in the online replay buffer, rewards transformed.
+pub struct ReplaySink<'a> {
+    pub replay: &'a mut ReplayBuffer,
+    pub reward: RewardTransform,
+}
+
+impl TransitionSink for ReplaySink<'_> {
+    fn push(&mut self, t: &Transition) -> Result<()> {
+        self.replay
+            .push(&t.obs, &t.action, self.reward.apply(t.reward) as f32, &t.next_obs, t.terminated, t.truncated)
+            .context("storing a transition in the replay buffer")
+    }
+}

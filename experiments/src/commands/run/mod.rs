@@ -1,0 +1,269 @@
+//! `o2o train`, `o2o finetune` and `o2o resume`: runs as directories.
+//!
+//! - `train --preset <name|file.toml> [--set key=value ...]` resolves a config, creates
+//!   `runs/<preset>-<seed>-<timestamp>/`, and runs it (offline, online, or both, per the
+//!   config's phases);
+//! - `finetune --from <run-dir>` starts a new run from another run's final agent state, online;
+//! - `resume <run-dir>` continues a run from its newest checkpoint, exactly.
+//!
+//! The loop itself is in `runner.rs`; this file turns command lines into configs and run
+//! directories. See docs/runs.md.
+
+pub mod actor;
+pub mod checkpoint;
+pub mod config;
+pub mod data;
+pub mod eval;
+pub mod learner;
+pub mod phases;
+pub mod presets;
+pub mod progress;
+pub mod rundir;
+pub mod runner;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use config::RunConfig;
+use rundir::{Manifest, ParentInfo, ResumeInfo, Seeds};
+use runner::Start;
+use std::path::{Path, PathBuf};
+use tch::Device;
+
+/// Where to compute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DeviceArg {
+    /// CUDA when available, else the CPU.
+    Auto,
+    Cpu,
+    Cuda,
+}
+
+impl DeviceArg {
+    /// The tch device; `cuda` fails when no GPU is visible.
+    pub fn resolve(self) -> Result<Device> {
+        match self {
+            DeviceArg::Auto => Ok(Device::cuda_if_available()),
+            DeviceArg::Cpu => Ok(Device::Cpu),
+            DeviceArg::Cuda if tch::Cuda::is_available() => Ok(Device::Cuda(0)),
+            DeviceArg::Cuda => bail!("--device cuda: no CUDA device is available (libtorch sees none); use --device cpu or auto"),
+        }
+    }
+}
+
+/// Options every run command shares.
+#[derive(Args, Debug, Clone)]
+pub struct CommonArgs {
+    /// cpu, cuda, or auto (CUDA when available).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub device: DeviceArg,
+    /// Torch intra-op threads (default: libtorch's choice, usually the number of cores).
+    #[arg(long)]
+    pub threads: Option<i32>,
+}
+
+impl CommonArgs {
+    fn apply(&self) -> Result<Device> {
+        if let Some(n) = self.threads {
+            if n < 1 {
+                bail!("--threads: expected at least 1, found {n}");
+            }
+            tch::set_num_threads(n);
+        }
+        self.device.resolve()
+    }
+}
+
+/// `o2o train`.
+#[derive(Args, Debug)]
+pub struct TrainArgs {
+    /// A preset name (`o2o train --list-presets`) or a path to a .toml file.
+    #[arg(long, required_unless_present = "list_presets")]
+    pub preset: Option<String>,
+    /// Override a config key, e.g. `--set train.online_steps=20000 --set agent.actor_lr=1e-4`.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// The run seed (same as `--set seed=N`).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Folder the run directory is created in.
+    #[arg(long, default_value = "runs")]
+    pub runs_dir: PathBuf,
+    /// Print the preset names and exit.
+    #[arg(long)]
+    pub list_presets: bool,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+/// `o2o finetune`.
+#[derive(Args, Debug)]
+pub struct FinetuneArgs {
+    /// The run to start from (its newest checkpoint and its config).
+    #[arg(long)]
+    pub from: PathBuf,
+    /// Env to fine-tune in (default: the parent's env).
+    #[arg(long)]
+    pub env: Option<String>,
+    /// Online env steps (default: 1,000,000, or the parent's train.online_steps when set).
+    #[arg(long)]
+    pub steps: Option<u64>,
+    /// Fraction of each batch drawn from the parent's offline dataset (0 = online data only).
+    #[arg(long)]
+    pub offline_ratio: Option<f64>,
+    /// Override a config key of the fine-tuning run.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// The run seed (default: the parent's).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Folder the new run directory is created in.
+    #[arg(long, default_value = "runs")]
+    pub runs_dir: PathBuf,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+/// `o2o resume`.
+#[derive(Args, Debug)]
+pub struct ResumeArgs {
+    /// The run directory to continue.
+    pub run_dir: PathBuf,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+/// `o2o train`.
+pub fn train(args: TrainArgs) -> Result<()> {
+    if args.list_presets {
+        for name in presets::names() {
+            println!("{name}");
+        }
+        return Ok(());
+    }
+    let preset = args.preset.as_deref().context("--preset is required")?;
+    let (name, mut table) = presets::load(preset)?;
+    table.insert("preset".into(), toml::Value::String(name.clone()));
+    let mut overrides = args.set.clone();
+    if let Some(seed) = args.seed {
+        overrides.push(format!("seed={seed}"));
+    }
+    config::apply_overrides(&mut table, &overrides)?;
+    let config = RunConfig::from_table(table, &format!("preset {name} with --set overrides"))?;
+    let device = args.common.apply()?;
+    let dir = rundir::create(&args.runs_dir, &config.preset, config.seed)?;
+    start_run(&dir, &config, device, Start::Fresh, None)
+}
+
+/// `o2o finetune`.
+pub fn finetune(args: FinetuneArgs) -> Result<()> {
+    let parent_dir = &args.from;
+    let parent = RunConfig::read(&parent_dir.join(rundir::CONFIG)).with_context(|| format!("{} is not a run directory", parent_dir.display()))?;
+    let checkpoint = checkpoint::latest(parent_dir)?;
+    let parent_state = checkpoint::read_state(&checkpoint)?;
+    if !parent_state.finished {
+        eprintln!("note: {} did not finish; fine-tuning from its newest checkpoint {}", parent_dir.display(), checkpoint.display());
+    }
+    // The parent's config, turned into an online run.
+    let mut table: toml::Table = parent.to_toml_string()?.parse().context("re-reading the parent's config")?;
+    let steps = args.steps.unwrap_or(if parent.train.online_steps > 0 { parent.train.online_steps } else { 1_000_000 });
+    let mut overrides = vec![
+        "train.offline_steps=0".to_string(),
+        "train.random_steps=0".to_string(),
+        "train.warmup_steps=0".to_string(),
+        format!("train.online_steps={steps}"),
+        "eval.at_start=true".to_string(),
+    ];
+    if parent.algo == "iql" {
+        // IQL decays the actor LR only offline; fine-tuning keeps it constant (§6.1).
+        overrides.push("agent.actor_lr_decay_steps=0".to_string());
+    }
+    if let Some(r) = args.offline_ratio {
+        overrides.push(format!("train.offline_ratio={r}"));
+    }
+    if let Some(e) = &args.env {
+        overrides.push(format!("env={e:?}"));
+    }
+    if let Some(s) = args.seed {
+        overrides.push(format!("seed={s}"));
+    }
+    overrides.extend(args.set.iter().cloned());
+    config::apply_overrides(&mut table, &overrides)?;
+    let parent_abs = std::fs::canonicalize(parent_dir).with_context(|| format!("cannot resolve {}", parent_dir.display()))?;
+    let ckpt_abs = std::fs::canonicalize(&checkpoint)?;
+    table.insert(
+        "parent".into(),
+        toml::Value::try_from(config::ParentConfig { run_dir: parent_abs.clone(), checkpoint: ckpt_abs.clone() })?,
+    );
+    let config = RunConfig::from_table(table, &format!("fine-tuning config from {}", parent_dir.display()))?;
+    let device = args.common.apply()?;
+    let dir = rundir::create(&args.runs_dir, &format!("{}-finetune", config.preset), config.seed)?;
+    let parent_rev = std::fs::read_to_string(parent_dir.join(rundir::MANIFEST))
+        .ok()
+        .and_then(|t| serde_json::from_str::<Manifest>(&t).ok())
+        .map(|m| m.git_revision);
+    let parent_info = ParentInfo { run_dir: parent_abs.display().to_string(), checkpoint: ckpt_abs.display().to_string(), git_revision: parent_rev };
+    start_run(&dir, &config, device, Start::FromParent { checkpoint: ckpt_abs }, Some(parent_info))
+}
+
+/// `o2o resume`.
+pub fn resume(args: ResumeArgs) -> Result<()> {
+    let dir = &args.run_dir;
+    let config = RunConfig::read(&dir.join(rundir::CONFIG)).with_context(|| format!("{} is not a run directory", dir.display()))?;
+    checkpoint::remove_partial(dir)?;
+    let checkpoint = checkpoint::latest(dir)?;
+    let state = checkpoint::read_state(&checkpoint)?;
+    if state.finished {
+        println!("{} already finished (checkpoint {}); nothing to do", dir.display(), checkpoint.display());
+        return Ok(());
+    }
+    let device = args.common.apply()?;
+    // Record the resume in the manifest.
+    let manifest_path = dir.join(rundir::MANIFEST);
+    let text = std::fs::read_to_string(&manifest_path).with_context(|| format!("cannot read {}", manifest_path.display()))?;
+    let mut manifest: Manifest = serde_json::from_str(&text).with_context(|| format!("{} is not a run manifest", manifest_path.display()))?;
+    manifest.resumes.push(ResumeInfo { at_utc: rundir::utc_timestamp(), checkpoint: checkpoint.display().to_string(), device: format!("{device:?}") });
+    rundir::write_json(&manifest_path, &manifest)?;
+    eprintln!("resuming {} from {} (step {})", dir.display(), checkpoint.display(), state.step);
+    let summary = runner::execute(dir, &config, device, Start::Resume { checkpoint }, Vec::new(), None)?;
+    report(dir, &summary);
+    Ok(())
+}
+
+/// Write `config.toml`, then run (the runner writes `manifest.json` once the data is loaded).
+fn start_run(dir: &Path, config: &RunConfig, device: Device, start: Start, parent: Option<ParentInfo>) -> Result<()> {
+    eprintln!("run directory: {}", dir.display());
+    rundir::write_config(dir, config)?;
+    let manifest = Manifest {
+        o2o_version: env!("CARGO_PKG_VERSION").to_string(),
+        git_revision: rundir::git_revision(),
+        created_utc: rundir::utc_timestamp(),
+        command: std::env::args().collect(),
+        preset: config.preset.clone(),
+        algo: config.algo.clone(),
+        env: config.env.clone(),
+        seeds: Seeds {
+            run: config.seed,
+            agent: actor::derive_seed(config.seed, actor::stream::AGENT, 0),
+            runner_rng: actor::derive_seed(config.seed, actor::stream::RUNNER_RNG, 0),
+            episode_seed_rule: "train episode k: derive_seed(run, 1, k); eval episode k: derive_seed(run, 2, k)".into(),
+        },
+        dataset: None,
+        parent,
+        device: format!("{device:?}"),
+        torch_threads: tch::get_num_threads() as i64,
+        machine: rundir::Machine::current(),
+        resumes: Vec::new(),
+    };
+    let summary = runner::execute(dir, config, device, start, Vec::new(), Some(manifest))?;
+    report(dir, &summary);
+    Ok(())
+}
+
+/// The one line a finished run prints on stdout.
+fn report(dir: &Path, s: &runner::Summary) {
+    let eval = s.final_eval.as_ref().map_or("no evaluation".to_string(), |e| match e.normalized_score {
+        Some(n) => format!("eval return {:.1} (normalized {n:.1})", e.mean_return),
+        None => format!("eval return {:.1}", e.mean_return),
+    });
+    println!("{}: {} steps, {eval}", dir.display(), s.steps);
+}

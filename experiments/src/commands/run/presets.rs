@@ -1,0 +1,77 @@
+//! Presets: small TOML files under `experiments/presets/`, compiled into the binary so
+//! `--preset sac-hopper` works from any directory. A path to a `.toml` file works too.
+
+use anyhow::{bail, Context, Result};
+use std::path::Path;
+
+/// Every embedded preset: (name, TOML text). The name is the file name without `.toml`.
+pub const PRESETS: &[(&str, &str)] = &[
+    ("sac-inverted-pendulum", include_str!("../../../presets/sac-inverted-pendulum.toml")),
+    ("sac-hopper", include_str!("../../../presets/sac-hopper.toml")),
+    ("sac-halfcheetah", include_str!("../../../presets/sac-halfcheetah.toml")),
+    ("sac-walker2d", include_str!("../../../presets/sac-walker2d.toml")),
+    ("sac-ant", include_str!("../../../presets/sac-ant.toml")),
+    ("iql-hopper-medium", include_str!("../../../presets/iql-hopper-medium.toml")),
+    ("iql-hopper-medium-replay", include_str!("../../../presets/iql-hopper-medium-replay.toml")),
+    ("iql-hopper-medium-expert", include_str!("../../../presets/iql-hopper-medium-expert.toml")),
+    ("iql-halfcheetah-medium", include_str!("../../../presets/iql-halfcheetah-medium.toml")),
+    ("iql-halfcheetah-medium-replay", include_str!("../../../presets/iql-halfcheetah-medium-replay.toml")),
+    ("iql-halfcheetah-medium-expert", include_str!("../../../presets/iql-halfcheetah-medium-expert.toml")),
+    ("iql-walker2d-medium", include_str!("../../../presets/iql-walker2d-medium.toml")),
+    ("iql-walker2d-medium-replay", include_str!("../../../presets/iql-walker2d-medium-replay.toml")),
+    ("iql-walker2d-medium-expert", include_str!("../../../presets/iql-walker2d-medium-expert.toml")),
+];
+
+/// Preset names, in the order above.
+pub fn names() -> Vec<&'static str> {
+    PRESETS.iter().map(|(n, _)| *n).collect()
+}
+
+/// A preset by name, or a `.toml` file by path: (name, table). The name of a file is its stem.
+pub fn load(name_or_path: &str) -> Result<(String, toml::Table)> {
+    let path = Path::new(name_or_path);
+    let (name, text, origin) = if name_or_path.ends_with(".toml") || path.components().count() > 1 {
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the preset file {}", path.display()))?;
+        let stem = path.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_else(|| "custom".into());
+        (stem, text, path.display().to_string())
+    } else {
+        match PRESETS.iter().find(|(n, _)| *n == name_or_path) {
+            Some((n, text)) => (n.to_string(), text.to_string(), format!("preset {n}")),
+            None => bail!("unknown preset `{name_or_path}`; known presets: {} (or give a path to a .toml file)", names().join(", ")),
+        }
+    };
+    let table: toml::Table = text.parse().with_context(|| format!("{origin} is not valid TOML"))?;
+    if table.contains_key("preset") {
+        bail!("{origin}: the key `preset` is set from the file name; remove it");
+    }
+    Ok((name, table))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::config::RunConfig;
+    use super::*;
+
+    /// Every preset resolves into a valid run config and a valid agent config, and the
+    /// algorithm it names is the one its file name starts with.
+    #[test]
+    fn every_preset_resolves_and_names_its_algorithm() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("presets");
+        let files = std::fs::read_dir(&dir).unwrap().filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "toml")).count();
+        assert_eq!(files, PRESETS.len(), "every file in {} is listed in PRESETS", dir.display());
+        for name in names() {
+            let (n, mut table) = load(name).unwrap();
+            assert_eq!(n, name);
+            table.insert("preset".into(), toml::Value::String(n.clone()));
+            let c = RunConfig::from_table(table, name).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+            assert!(name.starts_with(&format!("{}-", c.algo)), "{name} names algo {}", c.algo);
+            assert_eq!(c.agent_config().unwrap().algo(), c.algo);
+        }
+    }
+
+    #[test]
+    fn unknown_preset_lists_the_known_ones() {
+        let err = load("sac-hoper").unwrap_err().to_string();
+        assert!(err.contains("sac-hopper") && err.contains("sac-hoper"), "{err}");
+    }
+}

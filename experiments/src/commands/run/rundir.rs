@@ -1,0 +1,245 @@
+//! The run directory: `runs/<preset>-<seed>-<timestamp>/` with `config.toml`, `manifest.json`,
+//! `metrics.jsonl`, `checkpoints/` and, at the end, `summary.json`.
+//!
+//! Every file is written whole (temp file, then rename), so a killed run never leaves a
+//! half-written file behind; `metrics.jsonl` is append-only and truncated back to the last
+//! checkpoint's length on resume.
+
+use super::config::RunConfig;
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+/// File names inside a run directory.
+pub const CONFIG: &str = "config.toml";
+pub const MANIFEST: &str = "manifest.json";
+pub const METRICS: &str = "metrics.jsonl";
+pub const SUMMARY: &str = "summary.json";
+pub const CHECKPOINTS: &str = "checkpoints";
+/// The run's env transitions as a D4RL-format file (`train.record_dataset`).
+pub const DATASET: &str = "dataset.hdf5";
+
+/// Create a new, empty run directory under `runs_dir` named `<name>-<seed>-<UTC timestamp>`
+/// (a `-2`, `-3`, ... suffix if that exists already) with its `checkpoints/` folder.
+pub fn create(runs_dir: &Path, name: &str, seed: u64) -> Result<PathBuf> {
+    std::fs::create_dir_all(runs_dir).with_context(|| format!("cannot create the runs folder {}", runs_dir.display()))?;
+    let base = format!("{name}-{seed}-{}", utc_timestamp_compact());
+    for k in 1..1000 {
+        let dir = if k == 1 { runs_dir.join(&base) } else { runs_dir.join(format!("{base}-{k}")) };
+        match std::fs::create_dir(&dir) {
+            Ok(()) => {
+                std::fs::create_dir(dir.join(CHECKPOINTS)).with_context(|| format!("cannot create {}/{CHECKPOINTS}", dir.display()))?;
+                return Ok(dir);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e).with_context(|| format!("cannot create the run directory {}", dir.display())),
+        }
+    }
+    bail!("cannot find a free run directory name for {base} in {}", runs_dir.display())
+}
+
+/// Write `bytes` to `path` atomically: a temp file beside it, synced, then renamed over it.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let file_name = path.file_name().with_context(|| format!("{} has no file name", path.display()))?;
+    let tmp = path.with_file_name(format!(".{}.tmp", file_name.to_string_lossy()));
+    {
+        let mut f = std::fs::File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+        f.write_all(bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
+        f.sync_all().with_context(|| format!("cannot sync {}", tmp.display()))?;
+    }
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot rename {} to {}", tmp.display(), path.display()))
+}
+
+/// Write a value as pretty JSON, atomically.
+pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
+    let mut text = serde_json::to_string_pretty(value)?;
+    text.push('\n');
+    write_atomic(path, text.as_bytes())
+}
+
+/// Write the resolved config, atomically.
+pub fn write_config(dir: &Path, config: &RunConfig) -> Result<()> {
+    write_atomic(&dir.join(CONFIG), config.to_toml_string()?.as_bytes())
+}
+
+/// `manifest.json`: where the run came from and what it ran on.
+#[derive(Debug, Serialize, serde::Deserialize)]
+pub struct Manifest {
+    pub o2o_version: String,
+    /// `git rev-parse HEAD` of the source tree the binary was built from, or "unknown".
+    pub git_revision: String,
+    pub created_utc: String,
+    /// The command line that created the run.
+    pub command: Vec<String>,
+    pub preset: String,
+    pub algo: String,
+    pub env: String,
+    pub seeds: Seeds,
+    pub dataset: Option<DatasetInfo>,
+    pub parent: Option<ParentInfo>,
+    pub device: String,
+    pub torch_threads: i64,
+    pub machine: Machine,
+    /// Each `o2o resume` of this run: when, and from which checkpoint.
+    #[serde(default)]
+    pub resumes: Vec<ResumeInfo>,
+}
+
+/// The run seed and the seeds derived from it.
+#[derive(Debug, Serialize, serde::Deserialize)]
+pub struct Seeds {
+    pub run: u64,
+    pub agent: u64,
+    pub runner_rng: u64,
+    /// Episode k of training resets with `derive_seed(run, 1, k)`, evaluation episode k with
+    /// `derive_seed(run, 2, k)` (see `actor.rs`).
+    pub episode_seed_rule: String,
+}
+
+/// The offline data a run used.
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct DatasetInfo {
+    pub id: Option<String>,
+    pub path: String,
+    pub sha256: String,
+    pub transitions: usize,
+}
+
+/// The run a fine-tuning run started from.
+#[derive(Debug, Serialize, serde::Deserialize)]
+pub struct ParentInfo {
+    pub run_dir: String,
+    pub checkpoint: String,
+    pub git_revision: Option<String>,
+}
+
+/// One resume.
+#[derive(Debug, Serialize, serde::Deserialize)]
+pub struct ResumeInfo {
+    pub at_utc: String,
+    pub checkpoint: String,
+    pub device: String,
+}
+
+/// The machine a run ran on.
+#[derive(Debug, Serialize, serde::Deserialize)]
+pub struct Machine {
+    pub hostname: String,
+    pub cpu_model: String,
+    pub cores: usize,
+    pub os: String,
+    pub torch: String,
+    pub mujoco: String,
+}
+
+impl Machine {
+    /// Describe this machine; anything unreadable is "unknown".
+    pub fn current() -> Self {
+        let read = |p: &str| std::fs::read_to_string(p).ok().map(|s| s.trim().to_string());
+        let cpu_model = read("/proc/cpuinfo")
+            .and_then(|s| s.lines().find_map(|l| l.strip_prefix("model name").map(|r| r.trim_start_matches([' ', '\t', ':']).trim().to_string())))
+            .unwrap_or_else(|| "unknown".into());
+        Self {
+            hostname: read("/proc/sys/kernel/hostname").or_else(|| read("/etc/hostname")).unwrap_or_else(|| "unknown".into()),
+            cpu_model,
+            cores: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            os: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
+            torch: crate::commands::doctor::libtorch_version().unwrap_or_else(|e| format!("unknown ({e})")),
+            mujoco: o2o_envs::mujoco_version(),
+        }
+    }
+}
+
+/// `git rev-parse HEAD` in the source tree this binary was built from (with `-dirty` when it
+/// has uncommitted changes), or "unknown" when git or the tree is not there.
+pub fn git_revision() -> String {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let run = |args: &[&str]| {
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(src)
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    match run(&["rev-parse", "HEAD"]) {
+        Some(rev) if !rev.is_empty() => {
+            let dirty = run(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+            if dirty {
+                format!("{rev}-dirty")
+            } else {
+                rev
+            }
+        }
+        _ => "unknown".into(),
+    }
+}
+
+/// Now as `2026-11-30T10:58:11Z`.
+pub fn utc_timestamp() -> String {
+    let (y, mo, d, h, mi, s) = utc_now();
+    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z")
+}
+
+/// Now as `20261130T105811Z` (for directory names).
+pub fn utc_timestamp_compact() -> String {
+    let (y, mo, d, h, mi, s) = utc_now();
+    format!("{y:04}{mo:02}{d:02}T{h:02}{mi:02}{s:02}Z")
+}
+
+fn utc_now() -> (i64, u32, u32, u32, u32, u32) {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+    civil_from_unix(secs)
+}
+
+/// Unix seconds → (year, month, day, hour, minute, second) in UTC, by the days-to-civil
+/// algorithm on the proleptic Gregorian calendar (eras of 400 years = 146097 days).
+fn civil_from_unix(secs: i64) -> (i64, u32, u32, u32, u32, u32) {
+    let days = secs.div_euclid(86_400);
+    let sod = secs.rem_euclid(86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d, (sod / 3600) as u32, (sod % 3600 / 60) as u32, (sod % 60) as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn civil_dates_match_known_instants() {
+        assert_eq!(civil_from_unix(0), (1970, 1, 1, 0, 0, 0));
+        assert_eq!(civil_from_unix(951_782_400), (2000, 2, 29, 0, 0, 0));
+        assert_eq!(civil_from_unix(1_796_036_291), (2026, 11, 30, 10, 58, 11));
+    }
+
+    #[test]
+    fn run_dirs_are_unique_and_complete() {
+        let tmp = tempfile::tempdir().unwrap();
+        let a = create(tmp.path(), "sac-x", 3).unwrap();
+        let b = create(tmp.path(), "sac-x", 3).unwrap();
+        assert_ne!(a, b);
+        assert!(a.join(CHECKPOINTS).is_dir() && b.join(CHECKPOINTS).is_dir());
+        assert!(a.file_name().unwrap().to_string_lossy().starts_with("sac-x-3-"));
+    }
+
+    #[test]
+    fn atomic_write_replaces_and_leaves_no_temp() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("f.json");
+        write_atomic(&p, b"one").unwrap();
+        write_atomic(&p, b"two").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"two");
+        assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 1);
+    }
+}

@@ -1,0 +1,321 @@
+//! One run, read top to bottom: build the env, data and agent; restore or start the state; loop
+//! over the phases (act, learn, log, evaluate, checkpoint); finish with a last evaluation, a
+//! final checkpoint and `summary.json`.
+//!
+//! Exact resume: everything random goes through the runner RNG (batch draws, random actions),
+//! the agent's own RNG (inside its checkpoint) or per-episode env seeds derived from the run
+//! seed; online checkpoints are taken at episode boundaries; `metrics.jsonl` is cut back to its
+//! length at the checkpoint. So a run killed and resumed writes the same numbers as one that
+//! never stopped (wall-time fields `wall_s` and `perf/*` aside).
+
+use super::actor::{derive_seed, stream, ActionScale, Actor, AgentPolicy, Policy, TransitionSink, UniformPolicy};
+use super::checkpoint::{self, RunnerState};
+use super::config::RunConfig;
+use super::data::{self, OfflineData, Recorder, Tee};
+use super::eval::{self, EvalResult};
+use super::learner::{self, ReplaySink, RewardTransform, Source};
+use super::phases::{self, PhaseKind};
+use super::progress::Progress;
+use super::rundir::{self, Manifest, DATASET, MANIFEST, METRICS, SUMMARY};
+use crate::logging::{JsonlSink, Logger, MetricSink};
+use anyhow::{bail, Context, Result};
+use o2o_agents::{Agent, Metrics};
+use o2o_datasets::{MixedSampler, ReplayBuffer};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+use tch::Device;
+
+/// How a run begins.
+pub enum Start {
+    /// Step 0 with a freshly initialized agent.
+    Fresh,
+    /// Step 0 with the agent state of another run's checkpoint (fine-tuning).
+    FromParent { checkpoint: PathBuf },
+    /// Where a checkpoint of this run left off.
+    Resume { checkpoint: PathBuf },
+}
+
+/// `summary.json`: how the run ended.
+#[derive(Debug, Serialize)]
+pub struct Summary {
+    pub finished: bool,
+    pub steps: u64,
+    pub grad_steps: u64,
+    pub env_steps: u64,
+    pub episodes: u64,
+    /// Seconds this process ran (a resumed run counts only its own part).
+    pub wall_s: f64,
+    pub final_eval: Option<EvalResult>,
+    pub best_eval: Option<EvalResult>,
+    /// The final checkpoint, relative to the run directory.
+    pub checkpoint: String,
+}
+
+/// Build the agent a config describes, on `device`, seeded from the run seed.
+pub fn build_agent(config: &RunConfig, obs_dim: usize, act_dim: usize, device: Device) -> Result<Box<dyn Agent>> {
+    let agent_config = config.agent_config()?;
+    o2o_agents::build(&agent_config, obs_dim, act_dim, device, derive_seed(config.seed, stream::AGENT, 0))
+        .with_context(|| format!("building the {} agent from [agent] in the config", config.algo))
+}
+
+/// Run (or continue) the run in `dir` to its end.
+/// `manifest` is written (with the dataset's details filled in) for a new run; a resumed run
+/// passes `None` and keeps its manifest.
+pub fn execute(
+    dir: &Path,
+    config: &RunConfig,
+    device: Device,
+    start: Start,
+    extra_sinks: Vec<Box<dyn MetricSink>>,
+    manifest: Option<Manifest>,
+) -> Result<Summary> {
+    let t0 = Instant::now();
+    let plan = phases::plan(&config.train);
+    let total = phases::total_steps(&plan);
+    let needs_env = plan.iter().any(|p| p.kind.steps_env());
+
+    // Envs: one to act in, one to evaluate on (never the same, so evaluation cannot disturb
+    // the training episode).
+    let mut eval_env = o2o_envs::make(&config.env).with_context(|| format!("making the evaluation env {}", config.env))?;
+    let obs_dim = eval_env.observation_space().dim();
+    let act_dim = eval_env.action_space().dim();
+
+    // Offline data, with its reward transform (which online rewards get too).
+    let offline: Option<OfflineData> = match &config.dataset {
+        Some(d) if config.train.offline_steps > 0 || config.train.offline_ratio > 0.0 => {
+            Some(data::load(d, eval_env.action_space(), &config.env, obs_dim, act_dim, eval_env.spec().max_episode_steps)?)
+        }
+        _ => None,
+    };
+    let reward = offline.as_ref().map_or(RewardTransform::IDENTITY, |o| o.reward);
+    if let Some(mut m) = manifest {
+        m.dataset = offline.as_ref().map(|o| o.info.clone());
+        rundir::write_json(&dir.join(MANIFEST), &m)?;
+    }
+
+    // Agent, replay buffer, runner state.
+    let mut agent = build_agent(config, obs_dim, act_dim, device)?;
+    let gamma = config.agent.get("gamma").and_then(|g| g.as_float()).unwrap_or(0.99) as f32;
+    let mut replay = if needs_env {
+        Some(ReplayBuffer::new(config.train.replay_capacity, obs_dim, act_dim, gamma).context("creating the replay buffer")?)
+    } else {
+        None
+    };
+    let metrics_path = dir.join(METRICS);
+    let mut state = match &start {
+        Start::Fresh | Start::FromParent { .. } => {
+            if let Start::FromParent { checkpoint } = &start {
+                let p = checkpoint.join(checkpoint::AGENT);
+                agent.load(&p).with_context(|| format!("loading the parent agent from {}", p.display()))?;
+            }
+            let rng = ChaCha8Rng::seed_from_u64(derive_seed(config.seed, stream::RUNNER_RNG, 0));
+            checkpoint::initial_state(&rng)
+        }
+        Start::Resume { checkpoint } => {
+            let state = checkpoint::read_state(checkpoint)?;
+            let p = checkpoint.join(checkpoint::AGENT);
+            agent.load(&p).with_context(|| format!("loading the agent from {}", p.display()))?;
+            if let Some(r) = replay.as_mut() {
+                let p = checkpoint.join(checkpoint::REPLAY);
+                if p.exists() {
+                    *r = ReplayBuffer::load(&p).with_context(|| format!("loading the replay buffer from {}", p.display()))?;
+                }
+            }
+            truncate_metrics(&metrics_path, state.metrics_len)?;
+            state
+        }
+    };
+    // The run's own experience as a D4RL dataset, when asked for (continued on resume).
+    let mut recorder = if config.train.record_dataset && needs_env {
+        let scale = ActionScale::new(eval_env.action_space(), &config.env)?;
+        Some(match &start {
+            Start::Resume { checkpoint } => Recorder::resume(&checkpoint.join(checkpoint::DATASET), scale)?,
+            _ => Recorder::new(obs_dim, scale),
+        })
+    } else {
+        None
+    };
+    let mut rng = state.rng()?;
+    let mut actor = if needs_env {
+        let env = o2o_envs::make(&config.env).with_context(|| format!("making the env {}", config.env))?;
+        Some(Actor::new(env, config.seed, state.episode)?)
+    } else {
+        None
+    };
+
+    let mut sinks: Vec<Box<dyn MetricSink>> = vec![Box::new(JsonlSink::append(&metrics_path)?)];
+    sinks.extend(extra_sinks);
+    let mut logger = Logger::new(sinks);
+    let progress = Progress::new(total, state.step);
+    let mut last_episode_return = None;
+
+    if config.eval.at_start && state.step == 0 {
+        evaluate(&mut *eval_env, &mut *agent, device, config, &mut state, &mut logger)?;
+    }
+
+    // The loop: one iteration is one gradient step (offline) or one env step (online).
+    let mut pending_checkpoint = false;
+    let mut last_log = (Instant::now(), state.step);
+    while state.step < total {
+        let phase = phases::phase_at(&plan, state.step).expect("step < total");
+        let mut metrics: Option<Metrics> = None;
+        match phase.kind {
+            PhaseKind::Offline => {
+                let data = offline.as_ref().context("an offline phase needs [dataset]")?;
+                metrics = Some(learner::learn(&mut *agent, &Source::Offline(&data.buffer), config.train.batch_size, 1, &mut rng, device)?);
+                state.grad_step += 1;
+            }
+            PhaseKind::Random | PhaseKind::Warmup | PhaseKind::Online => {
+                let (actor, replay) = (actor.as_mut().expect("env phases have an actor"), replay.as_mut().expect("and a replay buffer"));
+                let mut replay_sink = ReplaySink { replay, reward };
+                let mut sink: &mut dyn TransitionSink = &mut replay_sink;
+                let mut tee;
+                if let Some(rec) = recorder.as_mut() {
+                    tee = Tee { first: sink, second: rec };
+                    sink = &mut tee;
+                }
+                let ended = if phase.kind == PhaseKind::Random {
+                    let dim = actor.act_dim();
+                    actor.step(&mut UniformPolicy { rng: &mut rng, dim }, sink)?
+                } else {
+                    actor.step(&mut AgentPolicy { agent: &mut *agent, device, deterministic: false } as &mut dyn Policy, sink)?
+                };
+                let replay = replay_sink.replay;
+                state.env_step += 1;
+                state.episode = actor.episode();
+                if let Some(ep) = ended {
+                    let mut values = vec![("train/episode_return", ep.ret), ("train/episode_length", ep.length as f64)];
+                    if let Some(s) = ep.success {
+                        values.push(("train/episode_success", if s { 1.0 } else { 0.0 }));
+                    }
+                    logger.log(state.grad_step, state.env_step, &values)?;
+                    last_episode_return = Some(ep.ret);
+                }
+                if phase.kind == PhaseKind::Online && replay.len() >= config.train.batch_size.min(replay.capacity()) {
+                    let source = match offline.as_ref() {
+                        Some(o) if config.train.offline_ratio > 0.0 => {
+                            Source::Mixed { offline: &o.buffer, online: replay, sampler: MixedSampler::new(config.train.offline_ratio)? }
+                        }
+                        _ => Source::Online(replay),
+                    };
+                    let n = config.train.updates_per_step;
+                    metrics = Some(learner::learn(&mut *agent, &source, config.train.batch_size, n, &mut rng, device)?);
+                    state.grad_step += n as u64;
+                }
+            }
+        }
+        state.step += 1;
+        progress.set(state.step, phase.kind.name());
+
+        if state.step % config.train.log_every == 0 {
+            let secs = last_log.0.elapsed().as_secs_f64().max(1e-9);
+            let mut values: Vec<(&str, f64)> = vec![("perf/steps_per_s", (state.step - last_log.1) as f64 / secs)];
+            // Only metrics of an update made at this very step, so the log depends on nothing
+            // but the step (and a resumed run logs exactly the same).
+            let named: Vec<(String, f64)> = metrics.iter().flatten().map(|(k, v)| (namespaced(k), *v)).collect();
+            values.extend(named.iter().map(|(k, v)| (k.as_str(), *v)));
+            logger.log(state.grad_step, state.env_step, &values)?;
+            last_log = (Instant::now(), state.step);
+            progress.show(last_episode_return, state.last_eval.as_ref());
+        }
+        if config.eval.every > 0 && state.step % config.eval.every == 0 {
+            evaluate(&mut *eval_env, &mut *agent, device, config, &mut state, &mut logger)?;
+            progress.show(last_episode_return, state.last_eval.as_ref());
+        }
+        if config.checkpoint.every > 0 && state.step % config.checkpoint.every == 0 {
+            pending_checkpoint = true;
+        }
+        // Online, wait for the episode to end: the env's mid-episode state is never saved.
+        let at_boundary = actor.as_ref().is_none_or(|a| a.at_episode_boundary()) || phase.kind == PhaseKind::Offline;
+        if pending_checkpoint && at_boundary && state.step < total {
+            save_checkpoint(dir, config, &mut state, &rng, &*agent, replay.as_ref(), recorder.as_ref(), &mut logger)?;
+            pending_checkpoint = false;
+        }
+    }
+
+    // The end: a last evaluation unless one just ran, the final checkpoint, the summary.
+    if state.last_eval.as_ref().is_none_or(|e| e.step != state.step) {
+        evaluate(&mut *eval_env, &mut *agent, device, config, &mut state, &mut logger)?;
+    }
+    state.finished = true;
+    let ckpt = save_checkpoint(dir, config, &mut state, &rng, &*agent, replay.as_ref(), recorder.as_ref(), &mut logger)?;
+    if let Some(rec) = &recorder {
+        rec.write(&dir.join(DATASET))?;
+    }
+    progress.finish();
+    let summary = Summary {
+        finished: true,
+        steps: state.step,
+        grad_steps: state.grad_step,
+        env_steps: state.env_step,
+        episodes: state.episode,
+        wall_s: t0.elapsed().as_secs_f64(),
+        final_eval: state.last_eval,
+        best_eval: state.best_eval,
+        checkpoint: ckpt.strip_prefix(dir).unwrap_or(&ckpt).display().to_string(),
+    };
+    rundir::write_json(&dir.join(SUMMARY), &summary)?;
+    Ok(summary)
+}
+
+/// Evaluate, log under `eval/`, and remember the last and best results.
+fn evaluate(env: &mut dyn o2o_envs::Env, agent: &mut dyn Agent, device: Device, config: &RunConfig, state: &mut RunnerState, logger: &mut Logger) -> Result<()> {
+    let r = eval::evaluate(env, agent, device, config.seed, config.eval.episodes, state.step)?;
+    logger.log(state.grad_step, state.env_step, &r.values())?;
+    if state.best_eval.as_ref().is_none_or(|b| r.mean_return > b.mean_return) {
+        state.best_eval = Some(r);
+    }
+    state.last_eval = Some(r);
+    Ok(())
+}
+
+/// Flush the metrics, record their length, and write the checkpoint folder.
+fn save_checkpoint(
+    dir: &Path,
+    config: &RunConfig,
+    state: &mut RunnerState,
+    rng: &ChaCha8Rng,
+    agent: &dyn Agent,
+    replay: Option<&ReplayBuffer>,
+    recorder: Option<&Recorder>,
+    logger: &mut Logger,
+) -> Result<PathBuf> {
+    logger.flush()?;
+    let metrics = dir.join(METRICS);
+    state.metrics_len = std::fs::metadata(&metrics).with_context(|| format!("cannot stat {}", metrics.display()))?.len();
+    state.set_rng(rng);
+    checkpoint::write(dir, state, config.checkpoint.keep, |tmp| {
+        agent.save(&tmp.join(checkpoint::AGENT)).context("saving the agent")?;
+        if let Some(r) = replay {
+            r.save(&tmp.join(checkpoint::REPLAY)).context("saving the replay buffer")?;
+        }
+        if let Some(r) = recorder {
+            r.write(&tmp.join(checkpoint::DATASET))?;
+        }
+        Ok(())
+    })
+}
+
+/// Cut `metrics.jsonl` back to `len` bytes (what it held at the checkpoint being resumed).
+fn truncate_metrics(path: &Path, len: u64) -> Result<()> {
+    let file = std::fs::OpenOptions::new().write(true).open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let found = file.metadata()?.len();
+    if found < len {
+        bail!("{} has {found} bytes, fewer than the {len} recorded at the checkpoint; it was modified", path.display());
+    }
+    file.set_len(len).with_context(|| format!("cannot truncate {}", path.display()))?;
+    file.sync_all()?;
+    Ok(())
+}
+
+/// Agent metric names go under `train/` unless they carry their own namespace.
+fn namespaced(name: &str) -> String {
+    if name.contains('/') {
+        name.to_string()
+    } else {
+        format!("train/{name}")
+    }
+}

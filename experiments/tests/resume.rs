@@ -1,0 +1,163 @@
+//! Exact resume (issue 5, item 5): a run killed with SIGKILL and resumed ends with exactly the
+//! weights, replay buffer and metrics of a run that never stopped.
+//!
+//! Both runs use the real `o2o` binary on InvertedPendulum-v5 with small networks, one torch
+//! thread and the CPU, so they are bit-for-bit reproducible.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const O2O: &str = env!("CARGO_BIN_EXE_o2o");
+
+/// A short SAC run: 150 random steps, then 1,650 online steps; a checkpoint every 300 steps.
+const RUN: &[&str] = &[
+    "train",
+    "--preset",
+    "sac-inverted-pendulum",
+    "--device",
+    "cpu",
+    "--threads",
+    "1",
+    "--seed",
+    "3",
+    "--set",
+    "train.random_steps=150",
+    "--set",
+    "train.online_steps=1650",
+    "--set",
+    "train.batch_size=64",
+    "--set",
+    "train.log_every=50",
+    "--set",
+    "eval.every=600",
+    "--set",
+    "eval.episodes=2",
+    "--set",
+    "checkpoint.every=300",
+    "--set",
+    "agent.critic.hidden=[32, 32]",
+    "--set",
+    "agent.actor.mlp.hidden=[32, 32]",
+];
+
+fn o2o(args: &[&str], runs: &Path) -> Command {
+    let mut c = Command::new(O2O);
+    c.args(args).arg("--runs-dir").arg(runs).stdout(Stdio::piped()).stderr(Stdio::piped());
+    c
+}
+
+/// The one run directory inside `runs`.
+fn only_run(runs: &Path) -> PathBuf {
+    let dirs: Vec<PathBuf> = std::fs::read_dir(runs).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
+    assert_eq!(dirs.len(), 1, "expected one run directory in {}, found {dirs:?}", runs.display());
+    dirs.into_iter().next().unwrap()
+}
+
+fn checkpoints(run: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(run.join("checkpoints"))
+        .map(|d| d.map(|e| e.unwrap().path()).filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("step-")).collect())
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// metrics.jsonl without the wall-clock fields.
+fn metrics_without_time(run: &Path) -> Vec<BTreeMap<String, serde_json::Value>> {
+    std::fs::read_to_string(run.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut m: BTreeMap<String, serde_json::Value> = serde_json::from_str(l).unwrap();
+            m.retain(|k, _| k != "wall_s" && !k.starts_with("perf/"));
+            m
+        })
+        .collect()
+}
+
+fn assert_same_tensors(a: &Path, b: &Path) {
+    let ta = tch::Tensor::load_multi(a).unwrap();
+    let tb = tch::Tensor::load_multi(b).unwrap();
+    let names = |t: &[(String, tch::Tensor)]| t.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&ta), names(&tb));
+    assert!(ta.len() > 5, "the agent checkpoint holds {} tensors", ta.len());
+    for ((name, x), (_, y)) in ta.iter().zip(&tb) {
+        assert_eq!(x.size(), y.size(), "{name}");
+        assert!(x.equal(y), "tensor {name} differs after resume");
+    }
+}
+
+#[test]
+fn sigkill_then_resume_equals_an_uninterrupted_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (runs_a, runs_b) = (tmp.path().join("a"), tmp.path().join("b"));
+
+    // A: straight through.
+    let out = o2o(RUN, &runs_a).output().unwrap();
+    assert!(out.status.success(), "straight run failed: {}", String::from_utf8_lossy(&out.stderr));
+    let a = only_run(&runs_a);
+
+    // B: the same run, killed with SIGKILL once its first checkpoint exists.
+    let mut child = o2o(RUN, &runs_b).spawn().unwrap();
+    let t0 = Instant::now();
+    let b = loop {
+        if let Ok(mut d) = std::fs::read_dir(&runs_b) {
+            if let Some(Ok(e)) = d.next() {
+                if !checkpoints(&e.path()).is_empty() {
+                    break e.path();
+                }
+            }
+        }
+        assert!(child.try_wait().unwrap().is_none(), "run B ended before its first checkpoint");
+        assert!(t0.elapsed() < Duration::from_secs(300), "no checkpoint after 300 s");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    child.kill().unwrap(); // SIGKILL on Unix
+    child.wait().unwrap();
+    assert!(!b.join("summary.json").exists(), "run B finished before it could be killed; the test proves nothing");
+    let killed_at = checkpoints(&b);
+    assert!(!killed_at.iter().any(|c| c.ends_with("step-0000001800")), "killed too late: {killed_at:?}");
+
+    let out = Command::new(O2O).args(["resume", "--device", "cpu", "--threads", "1"]).arg(&b).output().unwrap();
+    assert!(out.status.success(), "resume failed: {}", String::from_utf8_lossy(&out.stderr));
+
+    // Same final checkpoint: agent tensors, replay buffer, runner state.
+    let (ca, cb) = (checkpoints(&a).pop().unwrap(), checkpoints(&b).pop().unwrap());
+    assert_eq!(ca.file_name(), cb.file_name());
+    assert_same_tensors(&ca.join("agent.ot"), &cb.join("agent.ot"));
+    assert!(std::fs::read(ca.join("replay.bin")).unwrap() == std::fs::read(cb.join("replay.bin")).unwrap(), "replay buffers differ");
+    // state.json equal apart from `metrics_len` (a byte count, which wall-clock digits change).
+    let state = |c: &Path| {
+        let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(c.join("state.json")).unwrap()).unwrap();
+        v.as_object_mut().unwrap().remove("metrics_len");
+        v
+    };
+    assert_eq!(state(&ca), state(&cb));
+
+    // Same metrics, line for line, apart from wall-clock fields.
+    let (ma, mb) = (metrics_without_time(&a), metrics_without_time(&b));
+    assert!(ma.iter().any(|m| m.contains_key("eval/return")) && ma.iter().any(|m| m.contains_key("train/episode_return")));
+    assert_eq!(ma.len(), mb.len(), "metrics.jsonl line counts differ");
+    for (i, (x, y)) in ma.iter().zip(&mb).enumerate() {
+        assert_eq!(x, y, "metrics.jsonl line {} differs", i + 1);
+    }
+
+    // Resuming a finished run does nothing.
+    let out = Command::new(O2O).args(["resume", "--device", "cpu"]).arg(&b).output().unwrap();
+    assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("already finished"));
+}
+
+#[test]
+fn bad_overrides_fail_before_creating_a_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (set, needle) in [("train.online_stepz=5", "online_stepz"), ("train.online_steps=abc", "abc"), ("agent.critic_lrr=1", "critic_lrr")] {
+        let out = o2o(&["train", "--preset", "sac-inverted-pendulum", "--set", set], tmp.path()).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{set}: {err}");
+        assert!(err.contains(needle), "{set}: error does not name {needle}: {err}");
+    }
+    let out = o2o(&["train", "--preset", "no-such-preset"], tmp.path()).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("sac-hopper"));
+    assert!(!tmp.path().exists() || std::fs::read_dir(tmp.path()).unwrap().next().is_none(), "a failed config created a run directory");
+}
