@@ -13,7 +13,8 @@
 //!   `episode/world/<body>` a `Transform3D` per evaluation step (the body's world pose);
 //! - `episode/action` (one series per action dimension), `episode/reward`, `episode/grad_step`
 //!   on the timelines `eval_step` (counts every logged evaluation step of the run, so episodes
-//!   play one after another) and `episode_step` (step within the episode);
+//!   play one after another) and `episode_step` (step within the episode); `o2o dataset view`
+//!   uses the same layout with `dataset_step` for `eval_step`, plus `episode/observation`;
 //! - `perf/rerun_dropped`, logged once at the end: how many messages the queue dropped.
 
 use super::queue::{DroppingQueue, QueueSender, QueueStats};
@@ -28,8 +29,8 @@ use std::sync::Arc;
 pub(crate) enum Msg {
     Scalars { grad_step: u64, env_step: u64, wall_s: f64, values: Vec<(String, f64)> },
     Geometry(ModelGeometry),
-    EpisodeStart { eval_step: u64, grad_step: u64, episode: u64 },
-    EpisodeStep { eval_step: u64, episode_step: u64, poses: Vec<Pose>, action: Vec<f32>, reward: f64 },
+    EpisodeStart { timeline: &'static str, eval_step: u64, grad_step: u64, episode: u64 },
+    EpisodeStep { timeline: &'static str, eval_step: u64, episode_step: u64, poses: Vec<Pose>, obs: Vec<f32>, action: Vec<f32>, reward: f64 },
     Flush,
     Shutdown,
 }
@@ -122,6 +123,10 @@ impl Drop for RerunSink {
 /// once; what does not fit in the queue is dropped and counted.
 pub struct EpisodeLogger {
     tx: QueueSender<Msg>,
+    /// The run-wide step timeline: `eval_step`, or `dataset_step` for `o2o dataset view`.
+    timeline: &'static str,
+    /// Wait for room instead of dropping (offline replays, where nothing runs against a clock).
+    blocking: bool,
     geometry: Option<ModelGeometry>,
     eval_step: u64,
     episode_step: u64,
@@ -130,7 +135,23 @@ pub struct EpisodeLogger {
 
 impl EpisodeLogger {
     fn new(tx: QueueSender<Msg>) -> Self {
-        Self { tx, geometry: None, eval_step: 0, episode_step: 0, episodes: 0 }
+        Self { tx, timeline: "eval_step", blocking: false, geometry: None, eval_step: 0, episode_step: 0, episodes: 0 }
+    }
+
+    /// For replaying recorded data (no control loop to protect): name the step timeline
+    /// `timeline` and wait for room in the queue instead of dropping.
+    pub fn for_replay(mut self, timeline: &'static str) -> Self {
+        self.timeline = timeline;
+        self.blocking = true;
+        self
+    }
+
+    fn push(&self, msg: Msg) -> bool {
+        if self.blocking {
+            self.tx.send_blocking(msg)
+        } else {
+            self.tx.push(msg)
+        }
     }
 
     /// The model's static geometry; sent with the next episode (again if the queue dropped it).
@@ -141,21 +162,28 @@ impl EpisodeLogger {
     /// A new evaluation episode, run after `grad_step` gradient updates.
     pub fn begin_episode(&mut self, grad_step: u64) {
         if let Some(g) = self.geometry.take() {
-            if !self.tx.push(Msg::Geometry(g.clone())) {
+            if !self.push(Msg::Geometry(g.clone())) {
                 self.geometry = Some(g);
             }
         }
         self.episode_step = 0;
-        self.tx.push(Msg::EpisodeStart { eval_step: self.eval_step, grad_step, episode: self.episodes });
+        self.push(Msg::EpisodeStart { timeline: self.timeline, eval_step: self.eval_step, grad_step, episode: self.episodes });
         self.episodes += 1;
     }
 
     /// One env step: every body's world pose (index = body id), the action taken and the reward.
     pub fn step(&mut self, poses: &[Pose], action: &[f32], reward: f64) {
-        self.tx.push(Msg::EpisodeStep {
+        self.step_with_obs(poses, &[], action, reward);
+    }
+
+    /// [`EpisodeLogger::step`] plus the observation (logged as `episode/observation` when not empty).
+    pub fn step_with_obs(&mut self, poses: &[Pose], obs: &[f32], action: &[f32], reward: f64) {
+        self.push(Msg::EpisodeStep {
+            timeline: self.timeline,
             eval_step: self.eval_step,
             episode_step: self.episode_step,
             poses: poses.to_vec(),
+            obs: obs.to_vec(),
             action: action.to_vec(),
             reward,
         });
@@ -177,7 +205,7 @@ fn run_worker(
     stats: Arc<QueueStats>,
     stall: Option<Box<dyn FnOnce() + Send>>,
 ) {
-    let mut w = Worker { rec, body_paths: Vec::new(), action_names_sent: false };
+    let mut w = Worker { rec, body_paths: Vec::new(), action_names_sent: false, obs_names_sent: false };
     w.log_static_setup();
     let mut stall = stall;
     for msg in rx.iter() {
@@ -205,6 +233,7 @@ struct Worker {
     /// Entity path per body id, filled by the geometry message.
     body_paths: Vec<String>,
     action_names_sent: bool,
+    obs_names_sent: bool,
 }
 
 impl Worker {
@@ -218,9 +247,9 @@ impl Worker {
         let _ = match msg {
             Msg::Scalars { grad_step, env_step, wall_s, values } => self.scalars(grad_step, env_step, wall_s, &values),
             Msg::Geometry(g) => self.geometry(&g),
-            Msg::EpisodeStart { eval_step, grad_step, episode } => self.episode_start(eval_step, grad_step, episode),
-            Msg::EpisodeStep { eval_step, episode_step, poses, action, reward } => {
-                self.episode_step(eval_step, episode_step, &poses, &action, reward)
+            Msg::EpisodeStart { timeline, eval_step, grad_step, episode } => self.episode_start(timeline, eval_step, grad_step, episode),
+            Msg::EpisodeStep { timeline, eval_step, episode_step, poses, obs, action, reward } => {
+                self.episode_step(timeline, eval_step, episode_step, &poses, &obs, &action, reward)
             }
             Msg::Flush | Msg::Shutdown => Ok(()),
         };
@@ -294,23 +323,38 @@ impl Worker {
         Ok(())
     }
 
-    fn episode_start(&self, eval_step: u64, grad_step: u64, episode: u64) -> Result<()> {
+    fn episode_start(&self, timeline: &'static str, eval_step: u64, grad_step: u64, episode: u64) -> Result<()> {
         self.rec.reset_time();
-        self.rec.set_time_sequence("eval_step", eval_step as i64);
+        self.rec.set_time_sequence(timeline, eval_step as i64);
         self.rec.set_time_sequence("episode_step", 0);
         self.rec.log("episode/grad_step", &rerun::Scalars::single(grad_step as f64))?;
         self.rec.log("episode/log", &rerun::TextLog::new(format!("evaluation episode {episode} after {grad_step} gradient steps")))?;
         Ok(())
     }
 
-    fn episode_step(&mut self, eval_step: u64, episode_step: u64, poses: &[Pose], action: &[f32], reward: f64) -> Result<()> {
+    #[allow(clippy::too_many_arguments)]
+    fn episode_step(
+        &mut self,
+        timeline: &'static str,
+        eval_step: u64,
+        episode_step: u64,
+        poses: &[Pose],
+        obs: &[f32],
+        action: &[f32],
+        reward: f64,
+    ) -> Result<()> {
         if !self.action_names_sent && !action.is_empty() {
             self.action_names_sent = true;
             let names: Vec<String> = (0..action.len()).map(|i| format!("a{i}")).collect();
             self.rec.log_static("episode/action", &rerun::SeriesLines::new().with_names(names))?;
         }
+        if !self.obs_names_sent && !obs.is_empty() {
+            self.obs_names_sent = true;
+            let names: Vec<String> = (0..obs.len()).map(|i| format!("o{i}")).collect();
+            self.rec.log_static("episode/observation", &rerun::SeriesLines::new().with_names(names))?;
+        }
         self.rec.reset_time();
-        self.rec.set_time_sequence("eval_step", eval_step as i64);
+        self.rec.set_time_sequence(timeline, eval_step as i64);
         self.rec.set_time_sequence("episode_step", episode_step as i64);
         // Body 0 is MuJoCo's world body: it never moves, so it gets no transform.
         for (body, pose) in poses.iter().enumerate().skip(1) {
@@ -322,6 +366,9 @@ impl Worker {
         }
         if !action.is_empty() {
             self.rec.log("episode/action", &rerun::Scalars::new(action.iter().map(|a| *a as f64)))?;
+        }
+        if !obs.is_empty() {
+            self.rec.log("episode/observation", &rerun::Scalars::new(obs.iter().map(|o| *o as f64)))?;
         }
         self.rec.log("episode/reward", &rerun::Scalars::single(reward))?;
         Ok(())

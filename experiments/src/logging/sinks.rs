@@ -104,15 +104,14 @@ pub fn recording_files(run_dir: &Path) -> Vec<PathBuf> {
     files
 }
 
-/// Open the Rerun sink that `args` asks for, for the run in `run_dir`.
-pub fn open_run_sinks(run_dir: &Path, args: &RerunArgs) -> Result<RunSinks> {
-    let mut sinks: Vec<Box<dyn MetricSink>> = Vec::new();
-    // The run directory's name identifies the recording across resumed sessions.
-    let run_id = run_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "o2o-run".into());
-    let builder = || rerun::RecordingStreamBuilder::new("o2o").recording_id(run_id.clone()).recording_name(run_id.clone()).default_enabled(true);
-    let stream = match args.target()? {
+/// Open a recording stream for `target`: `Save` writes `save_path`; `recording_id` groups files
+/// of one run in the viewer. `Off` gives `None`.
+pub fn open_stream(target: &RerunTarget, save_path: &Path, recording_id: &str) -> Result<Option<rerun::RecordingStream>> {
+    let builder =
+        || rerun::RecordingStreamBuilder::new("o2o").recording_id(recording_id.to_string()).recording_name(recording_id.to_string()).default_enabled(true);
+    Ok(match target {
         RerunTarget::Off => None,
-        RerunTarget::Save => Some(save_stream(&recording_path(run_dir), &run_id)?),
+        RerunTarget::Save => Some(save_stream(save_path, recording_id)?),
         RerunTarget::Spawn => {
             let mut opts = rerun::SpawnOptions::default();
             let venv_rerun = crate::paths::venv_dir().join("bin/rerun");
@@ -124,9 +123,16 @@ pub fn open_run_sinks(run_dir: &Path, args: &RerunArgs) -> Result<RunSinks> {
         RerunTarget::Connect(url) => {
             Some(builder().connect_grpc_opts(url.clone()).with_context(|| format!("--rerun connect: cannot stream to {url}"))?)
         }
-    };
+    })
+}
+
+/// Open the Rerun sink that `args` asks for, for the run in `run_dir`.
+pub fn open_run_sinks(run_dir: &Path, args: &RerunArgs) -> Result<RunSinks> {
+    let mut sinks: Vec<Box<dyn MetricSink>> = Vec::new();
+    // The run directory's name identifies the recording across resumed sessions.
+    let run_id = run_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "o2o-run".into());
     let mut episodes = None;
-    if let Some(stream) = stream {
+    if let Some(stream) = open_stream(&args.target()?, &recording_path(run_dir), &run_id)? {
         let sink = RerunSink::new(stream, args.rerun_queue)?;
         episodes = sink.episode_logger();
         sinks.push(Box::new(sink));

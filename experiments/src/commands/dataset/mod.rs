@@ -1,0 +1,29 @@
+//! `o2o dataset …`: commands on offline datasets. Each subcommand lives in its own file here
+//! (datasets engineers: add `download`, `info`, … as variants of [`DatasetCommand`]).
+
+pub mod view;
+
+use anyhow::Result;
+use clap::{Args, Subcommand};
+
+/// Arguments of `o2o dataset`.
+#[derive(Args, Debug)]
+pub struct DatasetArgs {
+    #[command(subcommand)]
+    pub command: DatasetCommand,
+}
+
+/// The `o2o dataset` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum DatasetCommand {
+    /// Log a dataset's episodes to Rerun: observations, actions and rewards as series, and the
+    /// bodies in 3D when the file carries infos/qpos and infos/qvel.
+    View(view::ViewArgs),
+}
+
+/// `o2o dataset`.
+pub fn run(args: DatasetArgs) -> Result<()> {
+    match args.command {
+        DatasetCommand::View(a) => view::run(a),
+    }
+}
