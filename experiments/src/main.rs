@@ -21,6 +21,12 @@ struct Cli {
 enum Command {
     /// Check the installation: libtorch, MuJoCo, HDF5, Rerun, Gymnasium assets.
     Doctor(commands::doctor::DoctorArgs),
+    /// Train a run from a preset: offline on a dataset, or online from scratch.
+    Train(commands::run::TrainArgs),
+    /// Fine-tune a finished run online, in a new run directory.
+    Finetune(commands::run::FinetuneArgs),
+    /// Continue a killed run from its newest checkpoint.
+    Resume(commands::run::ResumeArgs),
     /// MuJoCo tasks: list them, check one against Gymnasium (`o2o env parity <ID>`).
     Env(commands::env::EnvArgs),
     /// Offline datasets: `o2o dataset view <id|path>` logs episodes to Rerun.
@@ -35,6 +41,9 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Doctor(args) => commands::doctor::run(args),
+        Command::Train(args) => commands::run::train(args),
+        Command::Finetune(args) => commands::run::finetune(args),
+        Command::Resume(args) => commands::run::resume(args),
         Command::Env(args) => commands::env::run(args),
         Command::Dataset(args) => commands::dataset::run(args),
         Command::Report(args) => commands::report::run(args),

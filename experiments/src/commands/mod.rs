@@ -4,4 +4,5 @@ pub mod dataset;
 pub mod doctor;
 pub mod env;
 pub mod report;
+pub mod run;
 pub mod view;
