@@ -21,6 +21,8 @@ struct Cli {
 enum Command {
     /// Check the installation: libtorch, MuJoCo, HDF5, Rerun, Gymnasium assets.
     Doctor(commands::doctor::DoctorArgs),
+    /// Benchmarks against references measured in the same run.
+    Bench(commands::bench::BenchArgs),
     /// Train a run from a preset: offline on a dataset, or online from scratch.
     Train(commands::run::TrainArgs),
     /// Fine-tune a finished run online, in a new run directory.
@@ -41,6 +43,7 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Doctor(args) => commands::doctor::run(args),
+        Command::Bench(args) => commands::bench::run(args),
         Command::Train(args) => commands::run::train(args),
         Command::Finetune(args) => commands::run::finetune(args),
         Command::Resume(args) => commands::run::resume(args),

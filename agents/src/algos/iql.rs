@@ -178,6 +178,11 @@ impl Iql {
         self.step
     }
 
+    /// The agent's random stream (dropout masks, exploration noise).
+    pub fn rng_mut(&mut self) -> &mut AgentRng {
+        &mut self.rng
+    }
+
     /// Every live tensor of the agent's state, by checkpoint name.
     pub fn named_tensors(&self) -> Vec<(String, Tensor)> {
         let m = &self.m;

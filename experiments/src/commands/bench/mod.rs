@@ -1,0 +1,34 @@
+//! `o2o bench …`: benchmarks. Each prints a ratio against a reference measured in the same run.
+
+pub mod data;
+pub mod env;
+pub mod update;
+
+use clap::Subcommand;
+
+/// Arguments of `o2o bench`.
+#[derive(clap::Args)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    pub command: BenchCommand,
+}
+
+/// The benchmarks.
+#[derive(Subcommand)]
+pub enum BenchCommand {
+    /// Env steps per second vs the MuJoCo physics bound and Gymnasium, plus vector-env scaling.
+    Env(env::EnvBenchArgs),
+    /// Agent update rate (SAC, SAC with a 10-critic LayerNorm ensemble, IQL) vs PyTorch eager.
+    Update(update::UpdateArgs),
+    /// Dataset load time vs h5py and replay sampling rate (batches of 256) vs numpy.
+    Data(data::DataBenchArgs),
+}
+
+/// Run the chosen benchmark.
+pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    match args.command {
+        BenchCommand::Env(a) => env::run(a),
+        BenchCommand::Update(a) => update::run(a),
+        BenchCommand::Data(a) => data::run(a),
+    }
+}

@@ -1,0 +1,299 @@
+//! `o2o bench update`: agent updates per second vs a PyTorch eager reference, same run.
+//!
+//! For SAC (2 critics), SAC with the WSRL/RLPD critic (10 LayerNorm members, target over 2)
+//! and IQL at batch 256 on a locomotion-sized problem (obs 17, action 6), it
+//! 1. exports our initial weights, one batch and the noise our update draws (`.npy` files) and
+//!    has `scripts/bench_update_torch.py` (CORL-style PyTorch: one `nn.Module` per critic,
+//!    `torch.optim.Adam`) run the same update from them: the losses must agree within 1e-5;
+//! 2. times our update and PyTorch's on the same thread count;
+//! 3. counts each update's floating-point operations (matmuls; a training pass counted as 3×
+//!    its forward) and prints the achieved GFLOP/s next to a 1024³ float32 matmul measured
+//!    here on the same threads.
+//!
+//! With `--json` the last line is `{"results": [{"algo", "ours_updates_per_s",
+//! "pytorch_updates_per_s", "max_abs_loss_diff", "gflops"}, ...], "matmul_peak_gflops": x}`.
+
+use anyhow::{bail, Context};
+use o2o_agents::iql::{Iql, IqlConfig};
+use o2o_agents::rng::AgentRng;
+use o2o_agents::sac::{Sac, SacConfig};
+use o2o_agents::{Agent, Metrics};
+use o2o_datasets::TransitionBatch;
+use serde_json::{json, Value};
+use std::path::Path;
+use std::time::Instant;
+use tch::{Device, Kind, Tensor};
+
+/// Arguments of `o2o bench update`.
+#[derive(clap::Args)]
+pub struct UpdateArgs {
+    /// Print one JSON object as the last line.
+    #[arg(long)]
+    pub json: bool,
+    /// Batch size.
+    #[arg(long, default_value_t = 256)]
+    pub batch: i64,
+    /// Observation dimension.
+    #[arg(long, default_value_t = 17)]
+    pub obs: i64,
+    /// Action dimension.
+    #[arg(long, default_value_t = 6)]
+    pub act: i64,
+    /// Timed updates per implementation and algorithm.
+    #[arg(long, default_value_t = 200)]
+    pub updates: usize,
+    /// Untimed warm-up updates.
+    #[arg(long, default_value_t = 20)]
+    pub warmup: usize,
+    /// cpu, cuda or auto (CUDA when available).
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    /// Alternate ours and PyTorch this many times and keep each side's best rate (the build
+    /// machines are shared, so a single measurement can catch someone else's compile).
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+    /// Intra-op threads for both sides (default: libtorch's default).
+    #[arg(long)]
+    pub threads: Option<i32>,
+}
+
+enum Ours {
+    Sac(Sac),
+    Iql(Iql),
+}
+
+impl Ours {
+    fn agent(&mut self) -> &mut dyn Agent {
+        match self {
+            Ours::Sac(a) => a,
+            Ours::Iql(a) => a,
+        }
+    }
+    fn named_tensors(&self) -> Vec<(String, Tensor)> {
+        match self {
+            Ours::Sac(a) => a.named_tensors(),
+            Ours::Iql(a) => a.named_tensors(),
+        }
+    }
+    fn rng(&mut self) -> &mut AgentRng {
+        match self {
+            Ours::Sac(a) => a.rng_mut(),
+            Ours::Iql(a) => a.rng_mut(),
+        }
+    }
+}
+
+struct Variant {
+    name: &'static str,
+    build: Box<dyn Fn(Device) -> anyhow::Result<Ours>>,
+    spec: Value,
+    losses: &'static [&'static str],
+    flops: f64,
+}
+
+/// `2 · B · Σ d_i d_{i+1}`: one forward pass of an MLP with widths `dims`.
+fn mlp_flops(b: i64, dims: &[i64]) -> f64 {
+    dims.windows(2).map(|w| 2.0 * (b * w[0] * w[1]) as f64).sum()
+}
+
+fn variants(a: &UpdateArgs) -> Vec<Variant> {
+    let (b, o, act) = (a.batch, a.obs, a.act);
+    let h = [256i64, 256];
+    let actor_f = mlp_flops(b, &[o, h[0], h[1], 2 * act]);
+    let critic_f = mlp_flops(b, &[o + act, h[0], h[1], 1]);
+    // SAC per update: critic step = actor fwd at s' + M target fwd + E critic train (3×);
+    // actor step = actor train (3×) + E critic fwd and input-gradient backward (2×).
+    let sac_flops = |e: f64, m: f64| 4.0 * actor_f + m * critic_f + 5.0 * e * critic_f;
+    // IQL: 2 target fwd + V train + 2 V fwd + actor train + 2 critic train.
+    let iql_flops = 8.0 * critic_f + 5.0 * mlp_flops(b, &[o, h[0], h[1], 1]) + 3.0 * mlp_flops(b, &[o, h[0], h[1], act]);
+    let sac_spec = |e: i64, ln: bool| json!({"algo": "sac", "obs_dim": o, "act_dim": act, "hidden": h, "num_critics": e, "target_subset": 2, "layer_norm": ln});
+    vec![
+        Variant { name: "sac", build: Box::new(move |d| Ok(Ours::Sac(Sac::new(SacConfig::default(), o, act, d, 0)?))), spec: sac_spec(2, false), losses: &["critic_loss", "actor_loss", "alpha_loss"], flops: sac_flops(2.0, 2.0) },
+        Variant { name: "sac_ens10_ln", build: Box::new(move |d| Ok(Ours::Sac(Sac::new(SacConfig::ensemble10(), o, act, d, 0)?))), spec: sac_spec(10, true), losses: &["critic_loss", "actor_loss", "alpha_loss"], flops: sac_flops(10.0, 2.0) },
+        Variant { name: "iql", build: Box::new(move |d| Ok(Ours::Iql(Iql::new(IqlConfig::default(), o, act, d, 0)?))), spec: json!({"algo": "iql", "obs_dim": o, "act_dim": act, "hidden": h}), losses: &["value_loss", "actor_loss", "critic_loss"], flops: iql_flops },
+    ]
+}
+
+fn random_batch(rng: &mut AgentRng, b: i64, o: i64, a: i64) -> TransitionBatch {
+    TransitionBatch {
+        obs: rng.normal(&[b, o], Device::Cpu),
+        action: rng.normal(&[b, a], Device::Cpu).tanh(),
+        reward: rng.normal(&[b], Device::Cpu),
+        next_obs: rng.normal(&[b, o], Device::Cpu),
+        terminal: rng.uniform_tensor(&[b], Device::Cpu).ge(0.95).to_kind(Kind::Float),
+        mc_return: None,
+        is_offline: None,
+    }
+}
+
+fn npy(dir: &Path, file: String, t: &Tensor) -> anyhow::Result<String> {
+    t.to_device(Device::Cpu).contiguous().write_npy(dir.join(&file)).with_context(|| format!("writing {}", dir.join(&file).display()))?;
+    Ok(file)
+}
+
+/// Export weights and batch, run one recorded update; returns (manifest entry, our losses).
+fn cross_check_inputs(v: &Variant, dir: &Path, batch: &TransitionBatch) -> anyhow::Result<(Value, Metrics)> {
+    let mut ours = (v.build)(Device::Cpu)?;
+    let mut weights = serde_json::Map::new();
+    for (name, t) in ours.named_tensors() {
+        if !name.contains("_opt/") {
+            let file = npy(dir, format!("{}__{}.npy", v.name, name.replace('/', "__")), &t.detach())?;
+            weights.insert(name, Value::String(file));
+        }
+    }
+    let mut files = serde_json::Map::new();
+    for (k, t) in [("obs", &batch.obs), ("action", &batch.action), ("reward", &batch.reward), ("next_obs", &batch.next_obs), ("terminal", &batch.terminal)] {
+        files.insert(k.into(), Value::String(npy(dir, format!("{}__batch_{k}.npy", v.name), t)?));
+    }
+    ours.rng().start_recording();
+    let metrics = ours.agent().update(batch);
+    let noise: Vec<Value> = ours.rng().take_recorded().iter().enumerate().map(|(i, t)| npy(dir, format!("{}__noise{i}.npy", v.name), t).map(Value::String)).collect::<anyhow::Result<_>>()?;
+    let mut spec = v.spec.clone();
+    spec["name"] = json!(v.name);
+    spec["weights"] = Value::Object(weights);
+    spec["batch"] = Value::Object(files);
+    spec["noise"] = Value::Array(noise);
+    Ok((spec, metrics))
+}
+
+fn time_ours(v: &Variant, batch: &TransitionBatch, device: Device, warmup: usize, updates: usize) -> anyhow::Result<f64> {
+    let mut ours = (v.build)(device)?;
+    let b = batch.to_device(device);
+    for _ in 0..warmup {
+        ours.agent().update(&b);
+    }
+    let t0 = Instant::now();
+    for _ in 0..updates {
+        // Each update reads its metrics back, which also synchronizes a CUDA device.
+        ours.agent().update(&b);
+    }
+    Ok(updates as f64 / t0.elapsed().as_secs_f64())
+}
+
+/// GFLOP/s of a 1024³ float32 matmul on the current threads.
+fn matmul_peak(device: Device) -> f64 {
+    let mut rng = AgentRng::new(0);
+    let (a, b) = (rng.normal(&[1024, 1024], device), rng.normal(&[1024, 1024], device));
+    for _ in 0..3 {
+        let _ = a.matmul(&b).sum(Kind::Float).double_value(&[]);
+    }
+    let reps = 20;
+    let t0 = Instant::now();
+    let mut acc = 0.0;
+    for _ in 0..reps {
+        acc += a.matmul(&b).get(0).get(0).double_value(&[]);
+    }
+    let dt = t0.elapsed().as_secs_f64();
+    std::hint::black_box(acc);
+    2.0 * 1024f64.powi(3) * reps as f64 / dt / 1e9
+}
+
+/// A scratch folder removed when dropped (the exchange files with the Python side).
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn new() -> anyhow::Result<Self> {
+        let p = std::env::temp_dir().join(format!("o2o-bench-update-{}", std::process::id()));
+        std::fs::create_dir_all(&p).with_context(|| format!("creating {}", p.display()))?;
+        Ok(Self(p))
+    }
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Run the benchmark.
+pub fn run(args: UpdateArgs) -> anyhow::Result<()> {
+    let device = match args.device.as_str() {
+        "cpu" => Device::Cpu,
+        "cuda" => {
+            if !tch::Cuda::is_available() {
+                bail!("--device cuda: no CUDA device is available");
+            }
+            Device::Cuda(0)
+        }
+        "auto" => Device::cuda_if_available(),
+        other => bail!("--device must be cpu, cuda or auto, found `{other}`"),
+    };
+    if let Some(n) = args.threads {
+        tch::set_num_threads(n);
+    }
+    let threads = tch::get_num_threads();
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load: String = load.split_whitespace().take(3).collect::<Vec<_>>().join(" ");
+    println!("o2o bench update: batch {}, obs {}, act {}, {} updates after {} warm-up, device {:?}, {threads} threads, load average {load}", args.batch, args.obs, args.act, args.updates, args.warmup, device);
+
+    let dir = TempDir::new()?;
+    let vs = variants(&args);
+    let mut rng = AgentRng::new(2024);
+    let batch = random_batch(&mut rng, args.batch, args.obs, args.act);
+    let mut manifest = Vec::new();
+    let mut our_losses = Vec::new();
+    for v in &vs {
+        let (spec, metrics) = cross_check_inputs(v, dir.path(), &batch)?;
+        manifest.push(spec);
+        our_losses.push(metrics);
+    }
+    std::fs::write(dir.path().join("manifest.json"), serde_json::to_string(&json!({"variants": manifest}))?)?;
+
+    let script = crate::paths::scripts_dir().join("bench_update_torch.py");
+    let python = crate::paths::venv_python();
+    let py_device = if device == Device::Cpu { "cpu" } else { "cuda" };
+    let mut peak = 0.0f64;
+    let mut ours_ups = vec![0.0f64; vs.len()];
+    let mut torch_ups = vec![0.0f64; vs.len()];
+    let mut reference = Value::Null;
+    for round in 0..args.rounds.max(1) {
+        peak = peak.max(matmul_peak(device));
+        for (i, v) in vs.iter().enumerate() {
+            ours_ups[i] = ours_ups[i].max(time_ours(v, &batch, device, args.warmup, args.updates)?);
+        }
+        let out = std::process::Command::new(&python)
+            .arg(&script)
+            .args(["--dir", &dir.path().to_string_lossy(), "--threads", &threads.to_string(), "--updates", &args.updates.to_string(), "--warmup", &args.warmup.to_string(), "--device", py_device])
+            .output()
+            .with_context(|| format!("running {} {}", python.display(), script.display()))?;
+        if !out.status.success() {
+            bail!("{} failed ({}):\n{}", script.display(), out.status, String::from_utf8_lossy(&out.stderr));
+        }
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        reference = serde_json::from_str(stdout.lines().last().unwrap_or("")).with_context(|| format!("parsing the last line of {}'s output:\n{stdout}", script.display()))?;
+        for (i, v) in vs.iter().enumerate() {
+            let r = reference["variants"][v.name]["updates_per_s"].as_f64().with_context(|| format!("no PyTorch rate for {}", v.name))?;
+            torch_ups[i] = torch_ups[i].max(r);
+        }
+        let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+        eprintln!("round {}: ours {:?} torch {:?} up/s, load {}", round + 1, ours_ups.iter().map(|x| x.round()).collect::<Vec<_>>(), torch_ups.iter().map(|x| x.round()).collect::<Vec<_>>(), load.split_whitespace().take(3).collect::<Vec<_>>().join(" "));
+    }
+
+    let mut results = Vec::new();
+    println!("{:<14} {:>10} {:>10} {:>7} {:>14} {:>9} {:>10} {:>8}", "algo", "ours up/s", "torch up/s", "ratio", "max|Δloss|", "MFLOP/up", "ours GF/s", "% peak");
+    for (((v, ups), torch_ups), metrics) in vs.iter().zip(&ours_ups).zip(&torch_ups).zip(&our_losses) {
+        let (ups, torch_ups) = (*ups, *torch_ups);
+        let r = &reference["variants"][v.name];
+        let mut diff = 0.0f64;
+        for name in v.losses {
+            let ours = metrics.iter().find(|(k, _)| k == name).map(|(_, x)| *x).with_context(|| format!("our {} metrics lack {name}", v.name))?;
+            let theirs = r["losses"][*name].as_f64().with_context(|| format!("PyTorch {} losses lack {name}", v.name))?;
+            diff = diff.max((ours - theirs).abs());
+        }
+        let gflops = v.flops * ups / 1e9;
+        println!("{:<14} {:>10.1} {:>10.1} {:>6.2}x {:>14.2e} {:>9.1} {:>10.1} {:>7.0}%", v.name, ups, torch_ups, ups / torch_ups, diff, v.flops / 1e6, gflops, 100.0 * gflops / peak);
+        results.push(json!({"algo": v.name, "ours_updates_per_s": ups, "pytorch_updates_per_s": torch_ups, "max_abs_loss_diff": diff, "gflops": gflops}));
+    }
+    println!("matmul 1024³ f32 peak: {peak:.1} GFLOP/s; 10-critic / 2-critic update cost (ours): {:.2}x; PyTorch {}", ours_ups[0] / ours_ups[1], reference["torch"]);
+    let worst = results.iter().map(|r| r["max_abs_loss_diff"].as_f64().unwrap_or(f64::INFINITY)).fold(0.0, f64::max);
+    if worst > 1e-5 {
+        eprintln!("warning: losses differ from PyTorch by {worst:.2e} (> 1e-5)");
+    }
+    if args.json {
+        println!("{}", json!({"results": results, "matmul_peak_gflops": peak}));
+    }
+    Ok(())
+}
