@@ -8,6 +8,7 @@
 #![allow(dead_code)]
 
 pub mod queue;
+pub mod record_env;
 pub mod rerun_sink;
 pub mod scene;
 pub mod shapes;
@@ -17,6 +18,8 @@ pub mod sinks;
 pub use rerun_sink::{EpisodeLogger, RerunSink};
 #[allow(unused_imports)]
 pub use shapes::{Geom, GeomKind, ModelGeometry, Pose};
+#[allow(unused_imports)]
+pub use record_env::eval_env;
 #[allow(unused_imports)]
 pub use sinks::{open_run_sinks, sinks_for_run, RerunArgs, RunSinks};
 
@@ -58,6 +61,10 @@ pub struct Record<'a> {
 pub trait MetricSink: Send {
     fn record(&mut self, record: &Record<'_>) -> Result<()>;
     fn flush(&mut self) -> Result<()>;
+    /// A logger for evaluation episodes feeding this sink, if it draws them (the Rerun sink).
+    fn episode_logger(&self) -> Option<EpisodeLogger> {
+        None
+    }
 }
 
 /// Appends one JSON object per record to a file (`metrics.jsonl`).

@@ -29,7 +29,8 @@ use std::sync::Arc;
 pub(crate) enum Msg {
     Scalars { grad_step: u64, env_step: u64, wall_s: f64, values: Vec<(String, f64)> },
     Geometry(ModelGeometry),
-    EpisodeStart { timeline: &'static str, eval_step: u64, grad_step: u64, episode: u64 },
+    /// `grad_step: None`: the last `grad_step` the metrics carried.
+    EpisodeStart { timeline: &'static str, eval_step: u64, grad_step: Option<u64>, episode: u64 },
     EpisodeStep { timeline: &'static str, eval_step: u64, episode_step: u64, poses: Vec<Pose>, obs: Vec<f32>, action: Vec<f32>, reward: f64 },
     Flush,
     Shutdown,
@@ -94,6 +95,10 @@ impl RerunSink {
 }
 
 impl MetricSink for RerunSink {
+    fn episode_logger(&self) -> Option<EpisodeLogger> {
+        RerunSink::episode_logger(self)
+    }
+
     fn record(&mut self, r: &Record<'_>) -> Result<()> {
         if let Some(s) = self.sender() {
             let values = r.values.iter().map(|(k, v)| ((*k).to_string(), *v)).collect();
@@ -159,8 +164,9 @@ impl EpisodeLogger {
         self.geometry = Some(geometry);
     }
 
-    /// A new evaluation episode, run after `grad_step` gradient updates.
-    pub fn begin_episode(&mut self, grad_step: u64) {
+    /// A new evaluation episode, run after `grad_step` gradient updates (`None`: the last
+    /// `grad_step` logged as a metric).
+    pub fn begin_episode(&mut self, grad_step: Option<u64>) {
         if let Some(g) = self.geometry.take() {
             if !self.push(Msg::Geometry(g.clone())) {
                 self.geometry = Some(g);
@@ -172,6 +178,7 @@ impl EpisodeLogger {
     }
 
     /// One env step: every body's world pose (index = body id), the action taken and the reward.
+    /// An empty `action` logs only the poses (the state after a reset).
     pub fn step(&mut self, poses: &[Pose], action: &[f32], reward: f64) {
         self.step_with_obs(poses, &[], action, reward);
     }
@@ -205,7 +212,7 @@ fn run_worker(
     stats: Arc<QueueStats>,
     stall: Option<Box<dyn FnOnce() + Send>>,
 ) {
-    let mut w = Worker { rec, body_paths: Vec::new(), action_names_sent: false, obs_names_sent: false };
+    let mut w = Worker { rec, body_paths: Vec::new(), action_names_sent: false, obs_names_sent: false, last_grad_step: 0 };
     w.log_static_setup();
     let mut stall = stall;
     for msg in rx.iter() {
@@ -234,6 +241,8 @@ struct Worker {
     body_paths: Vec<String>,
     action_names_sent: bool,
     obs_names_sent: bool,
+    /// The `grad_step` of the latest metrics record (for episodes that do not know theirs).
+    last_grad_step: u64,
 }
 
 impl Worker {
@@ -255,7 +264,8 @@ impl Worker {
         };
     }
 
-    fn scalars(&self, grad_step: u64, env_step: u64, wall_s: f64, values: &[(String, f64)]) -> Result<()> {
+    fn scalars(&mut self, grad_step: u64, env_step: u64, wall_s: f64, values: &[(String, f64)]) -> Result<()> {
+        self.last_grad_step = grad_step;
         self.rec.reset_time();
         self.rec.set_time_sequence("grad_step", grad_step as i64);
         self.rec.set_time_sequence("env_step", env_step as i64);
@@ -323,7 +333,8 @@ impl Worker {
         Ok(())
     }
 
-    fn episode_start(&self, timeline: &'static str, eval_step: u64, grad_step: u64, episode: u64) -> Result<()> {
+    fn episode_start(&self, timeline: &'static str, eval_step: u64, grad_step: Option<u64>, episode: u64) -> Result<()> {
+        let grad_step = grad_step.unwrap_or(self.last_grad_step);
         self.rec.reset_time();
         self.rec.set_time_sequence(timeline, eval_step as i64);
         self.rec.set_time_sequence("episode_step", 0);
@@ -364,13 +375,13 @@ impl Worker {
             );
             self.rec.log(self.body_path(body), &t)?;
         }
-        if !action.is_empty() {
-            self.rec.log("episode/action", &rerun::Scalars::new(action.iter().map(|a| *a as f64)))?;
-        }
         if !obs.is_empty() {
             self.rec.log("episode/observation", &rerun::Scalars::new(obs.iter().map(|o| *o as f64)))?;
         }
-        self.rec.log("episode/reward", &rerun::Scalars::single(reward))?;
+        if !action.is_empty() {
+            self.rec.log("episode/action", &rerun::Scalars::new(action.iter().map(|a| *a as f64)))?;
+            self.rec.log("episode/reward", &rerun::Scalars::single(reward))?;
+        }
         Ok(())
     }
 }
@@ -432,7 +443,8 @@ pub(crate) mod tests {
             sink.record(&Record { grad_step: 100 * i, env_step: 10 * i, wall_s: 0.5 * i as f64, values: &values }).unwrap();
         }
         episodes.set_geometry(two_body_geometry());
-        episodes.begin_episode(400);
+        sink.record(&Record { grad_step: 400, env_step: 40, wall_s: 3.0, values: &[] }).unwrap();
+        episodes.begin_episode(None);
         for t in 0..10 {
             let z = 0.1 * t as f64;
             let poses = [Pose { pos: [0.0; 3], quat_wxyz: [1.0, 0.0, 0.0, 0.0] }; 3].map(|mut p| {

@@ -92,7 +92,7 @@ pub fn run(args: ViewArgs) -> Result<()> {
     let episodes = ds.episodes(None);
     let mut steps = 0usize;
     for ep in episodes.iter().take(args.episodes) {
-        log.begin_episode(0);
+        log.begin_episode(Some(0));
         for i in ep.rows.clone() {
             let poses = match scene.as_mut() {
                 Some((env, qpos, qvel, nq, nv)) => {

@@ -59,6 +59,9 @@ pub struct CommonArgs {
     /// Torch intra-op threads (default: libtorch's choice, usually the number of cores).
     #[arg(long)]
     pub threads: Option<i32>,
+    // Added by the visualization work (issue 8): `--rerun save|spawn|connect [ADDR]|off`.
+    #[command(flatten)]
+    pub rerun: crate::logging::RerunArgs,
 }
 
 impl CommonArgs {
@@ -151,7 +154,7 @@ pub fn train(args: TrainArgs) -> Result<()> {
     let config = RunConfig::from_table(table, &format!("preset {name} with --set overrides"))?;
     let device = args.common.apply()?;
     let dir = rundir::create(&args.runs_dir, &config.preset, config.seed)?;
-    start_run(&dir, &config, device, Start::Fresh, None)
+    start_run(&dir, &config, device, Start::Fresh, None, &args.common.rerun)
 }
 
 /// `o2o finetune`.
@@ -202,7 +205,7 @@ pub fn finetune(args: FinetuneArgs) -> Result<()> {
         .and_then(|t| serde_json::from_str::<Manifest>(&t).ok())
         .map(|m| m.git_revision);
     let parent_info = ParentInfo { run_dir: parent_abs.display().to_string(), checkpoint: ckpt_abs.display().to_string(), git_revision: parent_rev };
-    start_run(&dir, &config, device, Start::FromParent { checkpoint: ckpt_abs }, Some(parent_info))
+    start_run(&dir, &config, device, Start::FromParent { checkpoint: ckpt_abs }, Some(parent_info), &args.common.rerun)
 }
 
 /// `o2o resume`.
@@ -224,13 +227,14 @@ pub fn resume(args: ResumeArgs) -> Result<()> {
     manifest.resumes.push(ResumeInfo { at_utc: rundir::utc_timestamp(), checkpoint: checkpoint.display().to_string(), device: format!("{device:?}") });
     rundir::write_json(&manifest_path, &manifest)?;
     eprintln!("resuming {} from {} (step {})", dir.display(), checkpoint.display(), state.step);
-    let summary = runner::execute(dir, &config, device, Start::Resume { checkpoint }, Vec::new(), None)?;
+    let sinks = crate::logging::sinks_for_run(dir, &args.common.rerun)?;
+    let summary = runner::execute(dir, &config, device, Start::Resume { checkpoint }, sinks, None)?;
     report(dir, &summary);
     Ok(())
 }
 
 /// Write `config.toml`, then run (the runner writes `manifest.json` once the data is loaded).
-fn start_run(dir: &Path, config: &RunConfig, device: Device, start: Start, parent: Option<ParentInfo>) -> Result<()> {
+fn start_run(dir: &Path, config: &RunConfig, device: Device, start: Start, parent: Option<ParentInfo>, rerun: &crate::logging::RerunArgs) -> Result<()> {
     eprintln!("run directory: {}", dir.display());
     rundir::write_config(dir, config)?;
     let manifest = Manifest {
@@ -254,7 +258,8 @@ fn start_run(dir: &Path, config: &RunConfig, device: Device, start: Start, paren
         machine: rundir::Machine::current(),
         resumes: Vec::new(),
     };
-    let summary = runner::execute(dir, config, device, start, Vec::new(), Some(manifest))?;
+    let sinks = crate::logging::sinks_for_run(dir, rerun)?;
+    let summary = runner::execute(dir, config, device, start, sinks, Some(manifest))?;
     report(dir, &summary);
     Ok(())
 }

@@ -79,7 +79,8 @@ pub fn execute(
 
     // Envs: one to act in, one to evaluate on (never the same, so evaluation cannot disturb
     // the training episode).
-    let mut eval_env = o2o_envs::make(&config.env).with_context(|| format!("making the evaluation env {}", config.env))?;
+    // (issue 8) With a Rerun sink, the evaluation env also records episode 0 of each evaluation in 3D.
+    let mut eval_env = crate::logging::eval_env(&config.env, &extra_sinks).with_context(|| format!("making the evaluation env {}", config.env))?;
     let obs_dim = eval_env.observation_space().dim();
     let act_dim = eval_env.action_space().dim();
 

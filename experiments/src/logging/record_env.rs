@@ -1,0 +1,70 @@
+//! An evaluation env that records its episodes (bodies, actions, rewards) to Rerun on the side.
+//!
+//! The runner only swaps the env it evaluates on ([`eval_env`]); stepping is unchanged and every
+//! logging call is a non-blocking push (see `queue.rs`). To keep recordings small, only the
+//! episodes reset with the seed of the first recorded reset are recorded: the runner resets
+//! evaluation episode k with the same seed at every evaluation, so this is episode 0 of each
+//! evaluation — one moving body per evaluation, comparable across the run.
+
+use super::rerun_sink::EpisodeLogger;
+use super::scene::{body_poses, model_geometry};
+use super::MetricSink;
+use o2o_envs::mujoco::MujocoEnv;
+use o2o_envs::wrappers::TimeLimit;
+use o2o_envs::{BoxSpace, Env, EnvError, EnvSpec, Step};
+
+/// A MuJoCo env in its time limit that logs chosen episodes to an [`EpisodeLogger`].
+pub struct RecordingEnv {
+    env: TimeLimit<MujocoEnv>,
+    log: EpisodeLogger,
+    /// The seed whose episodes are recorded (set by the first reset).
+    record_seed: Option<Option<u64>>,
+    recording: bool,
+}
+
+impl RecordingEnv {
+    /// Wrap `env`; its geometry is sent with the first recorded episode.
+    pub fn new(env: TimeLimit<MujocoEnv>, mut log: EpisodeLogger) -> Self {
+        log.set_geometry(model_geometry(env.inner()));
+        Self { env, log, record_seed: None, recording: false }
+    }
+}
+
+impl Env for RecordingEnv {
+    fn spec(&self) -> &EnvSpec {
+        self.env.spec()
+    }
+    fn observation_space(&self) -> &BoxSpace {
+        self.env.observation_space()
+    }
+    fn action_space(&self) -> &BoxSpace {
+        self.env.action_space()
+    }
+    fn reset(&mut self, seed: Option<u64>) -> Result<Vec<f32>, EnvError> {
+        let obs = self.env.reset(seed)?;
+        let first = *self.record_seed.get_or_insert(seed);
+        self.recording = first == seed;
+        if self.recording {
+            self.log.begin_episode(None);
+            // The reset pose, with no action or reward yet.
+            self.log.step(&body_poses(self.env.inner()), &[], 0.0);
+        }
+        Ok(obs)
+    }
+    fn step(&mut self, action: &[f32]) -> Result<Step, EnvError> {
+        let s = self.env.step(action)?;
+        if self.recording {
+            self.log.step(&body_poses(self.env.inner()), action, s.reward);
+        }
+        Ok(s)
+    }
+}
+
+/// The env to evaluate on: `id` recording its episodes when one of `sinks` offers an episode
+/// logger (a Rerun sink) and `id` is a MuJoCo task, else plain `o2o_envs::make(id)`.
+pub fn eval_env(id: &str, sinks: &[Box<dyn MetricSink>]) -> Result<Box<dyn Env>, EnvError> {
+    match sinks.iter().find_map(|s| s.episode_logger()) {
+        Some(log) => Ok(Box::new(RecordingEnv::new(o2o_envs::make_mujoco(id)?, log))),
+        None => o2o_envs::make(id),
+    }
+}
