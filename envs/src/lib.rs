@@ -16,6 +16,7 @@
 #![deny(missing_docs)]
 
 pub mod assets;
+pub mod bench;
 pub mod env;
 pub mod error;
 pub mod mujoco;
