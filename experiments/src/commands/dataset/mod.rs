@@ -1,6 +1,9 @@
 //! `o2o dataset …`: commands on offline datasets. Each subcommand lives in its own file here
 //! (datasets engineers: add `download`, `info`, … as variants of [`DatasetCommand`]).
 
+pub mod convert;
+pub mod download;
+pub mod info;
 pub mod view;
 
 use anyhow::Result;
@@ -19,11 +22,20 @@ pub enum DatasetCommand {
     /// Log a dataset's episodes to Rerun: observations, actions and rewards as series, and the
     /// bodies in 3D when the file carries infos/qpos and infos/qvel.
     View(view::ViewArgs),
+    /// Download a dataset into the cache (resumable, SHA-256 verified): `o2o dataset download hopper-medium-v2`.
+    Download(download::DownloadArgs),
+    /// Keys, dtypes, shapes, episodes, returns, normalized score and warnings of a dataset.
+    Info(info::InfoArgs),
+    /// Convert between a D4RL-format file and a Minari dataset folder.
+    Convert(convert::ConvertArgs),
 }
 
 /// `o2o dataset`.
 pub fn run(args: DatasetArgs) -> Result<()> {
     match args.command {
         DatasetCommand::View(a) => view::run(a),
+        DatasetCommand::Download(a) => download::run(a),
+        DatasetCommand::Info(a) => info::run(a),
+        DatasetCommand::Convert(a) => convert::run(a),
     }
 }
