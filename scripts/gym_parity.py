@@ -8,6 +8,7 @@ For each episode: `env.reset()`, then `env.unwrapped.set_state(qpos, qvel)` (so 
 start from the same state, whatever the random streams), then every action in order through
 `env.step` (the `gymnasium.make` stack, TimeLimit included). With `clip_action` the action is
 clipped to the action space first, as D4RL's NormalizedBoxEnv did for the -v2 tasks.
+Actions arrive as the float32 values our env used and are passed on as float64 (see below).
 Writes one JSON object on stdout: per episode the start observation and, per step, the
 observation, reward, terminated and truncated.
 """
@@ -35,7 +36,11 @@ def main() -> None:
         raw.set_state(np.asarray(ep["qpos"], dtype=np.float64), np.asarray(ep["qvel"], dtype=np.float64))
         out = {"obs0": raw._get_obs().tolist(), "obs": [], "reward": [], "terminated": [], "truncated": []}
         for a in ep["actions"]:
-            action = np.asarray(a, dtype=np.float32)
+            # Round to the exact float32 values our env used (JSON carries them as shortest
+            # decimals; the dynamics are chaotic, so even 1e-9 matters), then widen to float64:
+            # with a float32 array Gymnasium computes its control cost in float32 (NumPy 2
+            # promotion), a rounding of up to ~5e-7 on Ant's reward that is the reference's.
+            action = np.asarray(a, dtype=np.float32).astype(np.float64)
             if req.get("clip_action", False):
                 action = np.clip(action, low, high)
             obs, reward, terminated, truncated, _info = env.step(action)

@@ -14,8 +14,9 @@
 //! the action first, as D4RL's `NormalizedBoxEnv` did. For `ant-v2` the first 27 numbers are
 //! compared and the 84 trailing ones must be exactly 0.
 //!
-//! A value passes when |ours − theirs| ≤ tol · max(1, |theirs|) (absolute for small values,
-//! relative for large ones); our observations are `f32`, so rounding alone gives ~6e−8.
+//! Observations are compared in `f64` (`MujocoEnv::observation_f64`, of which the `f32`
+//! observation `step` returns is the rounding). A value passes when |ours − theirs| ≤
+//! tol · max(1, |theirs|): absolute for small values, relative for large ones.
 
 use crate::env::Env;
 use crate::error::EnvError;
@@ -108,8 +109,8 @@ struct Reply {
 /// Our side of one episode.
 struct OurEpisode {
     request: RequestEpisode,
-    obs0: Vec<f32>,
-    obs: Vec<Vec<f32>>,
+    obs0: Vec<f64>,
+    obs: Vec<Vec<f64>>,
     reward: Vec<f64>,
     terminated: Vec<bool>,
     truncated: Vec<bool>,
@@ -169,8 +170,9 @@ fn run_ours(env: &mut TimeLimit<MujocoEnv>, opts: &ParityOptions) -> Result<Vec<
     let mut done = 0;
     let mut seed = Some(opts.seed);
     while done < opts.steps {
-        let obs0 = env.reset(seed.take())?;
+        env.reset(seed.take())?;
         let raw = env.inner();
+        let obs0 = raw.observation_f64();
         let mut ep = OurEpisode {
             request: RequestEpisode { qpos: raw.qpos().to_vec(), qvel: raw.qvel().to_vec(), actions: Vec::new() },
             obs0,
@@ -193,7 +195,12 @@ fn run_ours(env: &mut TimeLimit<MujocoEnv>, opts: &ParityOptions) -> Result<Vec<
             let step = env.step(&action)?;
             done += 1;
             ep.request.actions.push(action);
-            ep.obs.push(step.obs);
+            let obs64 = env.inner().observation_f64();
+            // The f32 observation the agent sees must be the rounding of the one compared here.
+            if obs64.iter().zip(&step.obs).any(|(x, y)| (*x as f32).to_bits() != y.to_bits()) {
+                return Err(EnvError::Other(format!("{}: step() observation is not the f32 rounding of observation_f64()", env.spec().id)));
+            }
+            ep.obs.push(obs64);
             ep.reward.push(step.reward);
             ep.terminated.push(step.terminated);
             ep.truncated.push(step.truncated);
@@ -306,13 +313,13 @@ pub fn check(id: &str, opts: &ParityOptions, python: &Path, script: &Path) -> Re
     };
     let mut obs_diff = Diff::default();
     let mut rew_diff = Diff::default();
-    let mut compare_obs = |ours: &[f32], theirs: &[f64], report: &mut ParityReport| -> Result<(), EnvError> {
+    let mut compare_obs = |ours: &[f64], theirs: &[f64], report: &mut ParityReport| -> Result<(), EnvError> {
         let n = reference.compared_obs_dims.unwrap_or(ours.len());
         if theirs.len() != n || ours.len() < n {
             return Err(EnvError::Shape { what: format!("{id}: reference observation"), expected: n, found: theirs.len() });
         }
         for (a, b) in ours.iter().zip(theirs) {
-            obs_diff.add(*a as f64, *b);
+            obs_diff.add(*a, *b);
         }
         report.nonzero_padding += ours[n..].iter().filter(|v| **v != 0.0).count();
         Ok(())
