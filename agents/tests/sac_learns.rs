@@ -16,11 +16,11 @@ fn sac_finds_the_best_action_of_a_contextual_bandit() {
     // a*(s) = 0.6 tanh(2 s₀); reward −4 (a − a*)²; every episode ends after one step.
     let best = |obs: &Tensor| (obs.narrow(1, 0, 1) * 2.0).tanh() * 0.6;
     let mut first_error = None;
-    for step in 0..1500 {
-        let obs = rng.normal(&[128, 2], Device::Cpu);
+    for step in 0..1000 {
+        let obs = rng.normal(&[64, 2], Device::Cpu);
         let action = agent.act(&obs, false);
         let reward = ((&action - best(&obs)).square() * -4.0).squeeze_dim(1);
-        let b = TransitionBatch { next_obs: obs.zeros_like(), terminal: Tensor::ones([128], (Kind::Float, Device::Cpu)), obs, action, reward, mc_return: None, is_offline: None };
+        let b = TransitionBatch { next_obs: obs.zeros_like(), terminal: Tensor::ones([64], (Kind::Float, Device::Cpu)), obs, action, reward, mc_return: None, is_offline: None };
         let m = agent.update(&b);
         assert!(m.iter().all(|(_, v)| v.is_finite()), "step {step}: {m:?}");
         if step == 0 {

@@ -335,7 +335,9 @@ mod tests {
     /// with a flat critic is behaviour cloning, so the deterministic action must approach it.
     #[test]
     fn actor_clones_the_data_policy() {
-        let mut agent = Iql::new(IqlConfig { actor_lr_decay_steps: 0, actor_lr: 1e-3, ..IqlConfig::default() }, 3, 2, Device::Cpu, 4).unwrap();
+        let small = MlpConfig { hidden: vec![64, 64], ..MlpConfig::default() };
+        let cfg = IqlConfig { actor_lr_decay_steps: 0, actor_lr: 1e-3, actor: GaussianConfig { mlp: small.clone(), ..GaussianConfig::default() }, critic: small.clone(), value: small, ..IqlConfig::default() };
+        let mut agent = Iql::new(cfg, 3, 2, Device::Cpu, 4).unwrap();
         let mut rng = AgentRng::new(7);
         let w = Tensor::from_slice(&[0.8f32, -0.5, 0.3, 0.1, 0.9, -0.7]).view([3, 2]);
         let make = |rng: &mut AgentRng| {

@@ -95,7 +95,7 @@ impl EnsembleMlp {
                 let width = h.size()[2];
                 h = pick(b).addcmul(&h.layer_norm([width], None::<Tensor>, None::<Tensor>, 1e-5, true), &pick(g));
             }
-            h = h.relu();
+            let _ = h.relu_(); // in place: the producer's backward does not need its output
         }
         h
     }

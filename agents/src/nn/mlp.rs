@@ -94,7 +94,7 @@ impl Mlp {
             if let Some((g, b)) = self.norms.get(i) {
                 h = h.layer_norm([g.size()[0]], Some(g), Some(b), 1e-5, true);
             }
-            h = h.relu();
+            let _ = h.relu_(); // in place: the producer's backward does not need its output
         }
         self.head.forward(&h)
     }
