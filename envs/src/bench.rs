@@ -9,7 +9,9 @@
 //! 3. **Gymnasium**: `scripts/bench_gym.py` (the set-up's python) timing
 //!    `gymnasium.make(id).step` on the same task (the v4 class for `-v2` ids) and its own raw
 //!    `mj_step` × frame skip;
-//! 4. **vector env**: a [`VecEnv`] of `num_envs` envs on 1 and on 2 threads, env steps per second.
+//! 4. **vector env**: a [`VecEnv`] of `num_envs` envs on 1 and on 2 threads, env steps per second,
+//!    next to the machine's own bound at that moment: two uncoordinated threads stepping one env
+//!    each, over one thread (on a shared, loaded machine this is what limits the scaling).
 //!
 //! Each figure is the best of `repeats` timed runs (the machines are shared; the best run is the
 //! least disturbed), and ours and the physics bound alternate in blocks of 500 steps so a
@@ -68,6 +70,9 @@ pub struct BenchReport {
     pub ours_over_gymnasium: f64,
     /// 2 threads / 1 thread.
     pub vec_2_over_1: f64,
+    /// The machine's two-thread bound at the time: two uncoordinated threads each stepping its
+    /// own env, over one thread. `vec_2_over_1` cannot exceed it.
+    pub machine_2_over_1: f64,
     /// The Gymnasium id timed.
     pub gymnasium_id: String,
     /// Envs in the vector env.
@@ -115,8 +120,12 @@ impl BenchReport {
         );
         s += &format!("  VecEnv {} envs, 1 thread     {:>9.0} steps/s\n", self.num_envs, self.vec_1_thread_steps_per_s);
         s += &format!(
-            "  VecEnv {} envs, 2 threads    {:>9.0} steps/s   2 threads / 1 = {:.2}",
+            "  VecEnv {} envs, 2 threads    {:>9.0} steps/s   2 threads / 1 = {:.2}\n",
             self.num_envs, self.vec_2_threads_steps_per_s, self.vec_2_over_1
+        );
+        s += &format!(
+            "  machine bound: 2 free threads / 1 = {:.2} (no vector env can beat this now)",
+            self.machine_2_over_1
         );
         s
     }
@@ -196,6 +205,38 @@ fn time_vec(id: &str, num_envs: usize, threads: usize, acts: &[f32], act_dim: us
     Ok((calls * num_envs) as f64 / t0.elapsed().as_secs_f64())
 }
 
+/// The machine's own two-thread bound right now: two threads, each stepping its own env through
+/// half of `acts` with no coordination at all, against one thread doing all of it. No vector env
+/// can scale better than this ratio; on a loaded machine it shows how many cores were free.
+fn time_independent(id: &str, threads: usize, acts: &[f32], act_dim: usize, seed: u64) -> Result<f64, EnvError> {
+    let per = acts.len() / act_dim / threads;
+    let mut envs = (0..threads).map(|_| crate::registry::make_mujoco(id)).collect::<Result<Vec<_>, _>>()?;
+    for (i, e) in envs.iter_mut().enumerate() {
+        e.reset(Some(seed + i as u64))?;
+    }
+    let t0 = Instant::now();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = envs
+            .iter_mut()
+            .enumerate()
+            .map(|(i, env)| {
+                let part = &acts[i * per * act_dim..(i + 1) * per * act_dim];
+                scope.spawn(move || -> Result<(), EnvError> {
+                    for a in part.chunks(act_dim) {
+                        let s = env.step(a)?;
+                        if s.terminated || s.truncated {
+                            env.reset(None)?;
+                        }
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        handles.into_iter().try_for_each(|h| h.join().unwrap_or_else(|_| Err(EnvError::Other("a bench thread panicked".into()))))
+    })?;
+    Ok((per * threads) as f64 / t0.elapsed().as_secs_f64())
+}
+
 fn best(repeats: usize, mut f: impl FnMut() -> Result<f64, EnvError>) -> Result<f64, EnvError> {
     let mut top = 0.0f64;
     for _ in 0..repeats.max(1) {
@@ -252,6 +293,8 @@ pub fn run(id: &str, o: &BenchOptions, python: &Path, script: &Path) -> Result<B
     }
     let vec1 = best(o.repeats, || time_vec(id, o.num_envs, 1, &acts, act_dim, o.seed))?;
     let vec2 = best(o.repeats, || time_vec(id, o.num_envs, 2, &acts, act_dim, o.seed))?;
+    let free1 = best(o.repeats, || time_independent(id, 1, &acts, act_dim, o.seed))?;
+    let free2 = best(o.repeats, || time_independent(id, 2, &acts, act_dim, o.seed))?;
     let (gym, py_mj) = gymnasium(python, script, reference.gym_id, o)?;
     Ok(BenchReport {
         env: id.to_string(),
@@ -264,6 +307,7 @@ pub fn run(id: &str, o: &BenchOptions, python: &Path, script: &Path) -> Result<B
         ours_over_physics: ours / physics,
         ours_over_gymnasium: ours / gym,
         vec_2_over_1: vec2 / vec1,
+        machine_2_over_1: free2 / free1,
         gymnasium_id: reference.gym_id.to_string(),
         num_envs: o.num_envs,
         steps: o.steps,

@@ -17,8 +17,6 @@ const FORWARD_WEIGHT: f64 = 1.0;
 const CTRL_COST_WEIGHT: f64 = 1e-3;
 const HEALTHY_REWARD: f64 = 1.0;
 const RESET_NOISE: f64 = 5e-3;
-/// Initial height qpos0[1] (the rootz reference), for `z_distance_from_origin`.
-const INIT_Z: f64 = 1.25;
 
 /// The Hopper task.
 #[derive(Debug, Clone)]
@@ -96,7 +94,8 @@ pub(crate) fn planar_reward(
     };
     let ctrl_cost = ctrl_cost_weight * sum_sq(action);
     info.set("x_position", x);
-    info.set("z_distance_from_origin", data.qpos()[1] - INIT_Z);
+    // Height relative to the initial pose, qpos0[1] (1.25 for Hopper and Walker2d).
+    info.set("z_distance_from_origin", data.qpos()[1] - data.model().qpos0()[1]);
     info.set("x_velocity", x_velocity);
     info.set("reward_forward", forward);
     info.set("reward_ctrl", -ctrl_cost);
