@@ -153,6 +153,42 @@ pub fn read_numeric(path: &Path, group: &Group, key: &str) -> Result<Column> {
     Ok(Column { shape, dtype, data })
 }
 
+/// Reads several numeric keys and scans each for NaN/±∞ on a helper thread while the next key
+/// is read (HDF5 reads are serialized by a global lock, so the scan would otherwise add to the
+/// load time). Returns each column with its first non-finite value, in `keys` order.
+pub fn read_numeric_scanned(path: &Path, group: &Group, keys: &[&str]) -> Result<Vec<(Column, Option<(usize, usize, f64)>)>> {
+    let (tx, rx) = std::sync::mpsc::channel::<Column>();
+    let scanner = std::thread::spawn(move || {
+        rx.into_iter()
+            .map(|c| {
+                let width = c.shape.get(1..).map(|s| s.iter().product()).unwrap_or(1);
+                let bad = first_non_finite(&c.data, width);
+                (c, bad)
+            })
+            .collect::<Vec<_>>()
+    });
+    let mut read_err = None;
+    for key in keys {
+        match read_numeric(path, group, key) {
+            Ok(c) => {
+                if tx.send(c).is_err() {
+                    break;
+                }
+            }
+            Err(e) => {
+                read_err = Some(e);
+                break;
+            }
+        }
+    }
+    drop(tx);
+    let scanned = scanner.join().map_err(|_| DatasetError::Invalid(format!("{}: the validation thread panicked", path.display())))?;
+    match read_err {
+        Some(e) => Err(e),
+        None => Ok(scanned),
+    }
+}
+
 /// A zeroed `f32` vector for a large read. Why: reading a 1M-row dataset into fresh memory
 /// costs more in page faults (one per 4 KiB page) than in copying; asking the kernel for
 /// transparent huge pages (2 MiB) cuts the faults 512-fold and the load time about 3x. numpy

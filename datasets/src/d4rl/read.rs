@@ -76,21 +76,32 @@ impl D4rlDataset {
                 return Err(DatasetError::MissingKey { path: path.into(), key: key.into(), expected: "a D4RL dataset (observations, actions, rewards, terminals)".into() });
             }
         }
+        // Read every main key; NaN/∞ scans run on a helper thread while HDF5 reads the next key.
+        let has_timeouts = h5util::has(root, "timeouts");
+        let has_next = h5util::has(root, "next_observations");
+        let mut keys = vec!["observations", "actions", "rewards", "terminals"];
+        keys.extend(has_timeouts.then_some("timeouts"));
+        keys.extend(has_next.then_some("next_observations"));
+        let mut scanned = h5util::read_numeric_scanned(path, root, &keys)?.into_iter();
         let mut dtypes = BTreeMap::new();
-        let mut read = |key: &str, float: bool| -> Result<Column> {
-            let c = h5util::read_numeric(path, root, key)?;
+        let mut bad_values = Vec::new();
+        let mut take = |key: &str, float: bool| -> Result<Column> {
+            let (c, bad) = scanned.next().ok_or_else(|| DatasetError::Invalid(format!("{}: internal: key `{key}` was not read", path.display())))?;
             if float && !matches!(c.dtype, Dtype::Float32 | Dtype::Float64) {
                 return Err(DatasetError::WrongDtype { path: path.into(), key: key.into(), expected: "float32 or float64".into(), found: c.dtype.to_string() });
+            }
+            if let Some((row, column, value)) = bad {
+                bad_values.push(DatasetError::NonFinite { path: path.into(), key: key.into(), row, column, value });
             }
             dtypes.insert(key.to_string(), c.dtype);
             Ok(c)
         };
-        let obs = read("observations", true)?;
-        let act = read("actions", true)?;
-        let rew = read("rewards", true)?;
-        let term = read("terminals", false)?;
-        let timeouts = if h5util::has(root, "timeouts") { Some(read("timeouts", false)?) } else { None };
-        let next = if h5util::has(root, "next_observations") { Some(read("next_observations", true)?) } else { None };
+        let obs = take("observations", true)?;
+        let act = take("actions", true)?;
+        let rew = take("rewards", true)?;
+        let term = take("terminals", false)?;
+        let timeouts = if has_timeouts { Some(take("timeouts", false)?) } else { None };
+        let next = if has_next { Some(take("next_observations", true)?) } else { None };
 
         let n = rank2(path, "observations", &obs.shape)?.0;
         let obs_dim = obs.shape[1];
@@ -107,15 +118,9 @@ impl D4rlDataset {
             }
             check_len(path, "next_observations", n, c.shape[0])?;
         }
-        finite(path, "observations", &obs.data, obs_dim)?;
-        finite(path, "actions", &act.data, act_dim)?;
-        finite(path, "rewards", &rew.data, 1)?;
-        finite(path, "terminals", &term.data, 1)?;
-        if let Some(t) = &timeouts {
-            finite(path, "timeouts", &t.data, 1)?;
-        }
-        if let Some(c) = &next {
-            finite(path, "next_observations", &c.data, obs_dim)?;
+        // Shapes first, then values: report the first NaN/∞ in key order.
+        if let Some(e) = bad_values.into_iter().next() {
+            return Err(e);
         }
 
         let mut infos = BTreeMap::new();
@@ -258,11 +263,4 @@ fn check_len(path: &Path, key: &str, expected: usize, found: usize) -> Result<()
         return Err(DatasetError::LengthMismatch { path: path.into(), key: key.into(), reference: "observations".into(), expected, found });
     }
     Ok(())
-}
-
-fn finite(path: &Path, key: &str, data: &[f32], width: usize) -> Result<()> {
-    match h5util::first_non_finite(data, width) {
-        Some((row, column, value)) => Err(DatasetError::NonFinite { path: path.into(), key: key.into(), row, column, value }),
-        None => Ok(()),
-    }
 }

@@ -29,7 +29,7 @@ pub struct DataBenchArgs {
     #[arg(long, default_value_t = 1_000_000)]
     pub transitions: usize,
     /// Loads timed per reader (the best is reported).
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 7)]
     pub repeats: usize,
     /// Batches drawn for the sampling rate.
     #[arg(long, default_value_t = 4000)]
