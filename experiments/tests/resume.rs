@@ -40,11 +40,13 @@ const RUN: &[&str] = &[
     "agent.critic.hidden=[32, 32]",
     "--set",
     "agent.actor.mlp.hidden=[32, 32]",
+    "--set",
+    "train.record_dataset=true",
 ];
 
 fn o2o(args: &[&str], runs: &Path) -> Command {
     let mut c = Command::new(O2O);
-    c.args(args).arg("--runs-dir").arg(runs).stdout(Stdio::piped()).stderr(Stdio::piped());
+    c.args(args).arg("--rerun=off").arg("--runs-dir").arg(runs).stdout(Stdio::piped()).stderr(Stdio::piped());
     c
 }
 
@@ -119,7 +121,7 @@ fn sigkill_then_resume_equals_an_uninterrupted_run() {
     let killed_at = checkpoints(&b);
     assert!(!killed_at.iter().any(|c| c.ends_with("step-0000001800")), "killed too late: {killed_at:?}");
 
-    let out = Command::new(O2O).args(["resume", "--device", "cpu", "--threads", "1"]).arg(&b).output().unwrap();
+    let out = Command::new(O2O).args(["resume", "--device", "cpu", "--threads", "1", "--rerun=off"]).arg(&b).output().unwrap();
     assert!(out.status.success(), "resume failed: {}", String::from_utf8_lossy(&out.stderr));
 
     // Same final checkpoint: agent tensors, replay buffer, runner state.
@@ -135,6 +137,16 @@ fn sigkill_then_resume_equals_an_uninterrupted_run() {
     };
     assert_eq!(state(&ca), state(&cb));
 
+    // Same recorded dataset (train.record_dataset), continued across the kill.
+    let read = |r: &Path| {
+        let mut d = o2o_datasets::d4rl::D4rlDataset::read(&r.join("dataset.hdf5")).unwrap();
+        d.source = PathBuf::new();
+        d
+    };
+    let (da, db) = (read(&a), read(&b));
+    assert_eq!(da.len(), 1800);
+    assert!(da == db, "recorded datasets differ");
+
     // Same metrics, line for line, apart from wall-clock fields.
     let (ma, mb) = (metrics_without_time(&a), metrics_without_time(&b));
     assert!(ma.iter().any(|m| m.contains_key("eval/return")) && ma.iter().any(|m| m.contains_key("train/episode_return")));
@@ -144,7 +156,7 @@ fn sigkill_then_resume_equals_an_uninterrupted_run() {
     }
 
     // Resuming a finished run does nothing.
-    let out = Command::new(O2O).args(["resume", "--device", "cpu"]).arg(&b).output().unwrap();
+    let out = Command::new(O2O).args(["resume", "--device", "cpu", "--rerun=off"]).arg(&b).output().unwrap();
     assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("already finished"));
 }
 
@@ -160,4 +172,35 @@ fn bad_overrides_fail_before_creating_a_run() {
     let out = o2o(&["train", "--preset", "no-such-preset"], tmp.path()).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("sac-hopper"));
     assert!(!tmp.path().exists() || std::fs::read_dir(tmp.path()).unwrap().next().is_none(), "a failed config created a run directory");
+}
+
+#[test]
+fn run_directory_has_its_files_and_d4rl_envs_get_normalized_scores() {
+    let tmp = tempfile::tempdir().unwrap();
+    let args = [
+        "train", "--preset", "sac-hopper", "--device", "cpu", "--threads", "1", "--set", "env=hopper-v2", "--set", "train.random_steps=30",
+        "--set", "train.online_steps=0", "--set", "eval.every=0", "--set", "eval.episodes=2",
+    ];
+    let out = o2o(&args, tmp.path()).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let run = only_run(tmp.path());
+    assert!(run.file_name().unwrap().to_string_lossy().starts_with("sac-hopper-0-"));
+    // config.toml is the whole resolved config: the agent's defaults are spelled out.
+    let config: toml::Table = std::fs::read_to_string(run.join("config.toml")).unwrap().parse().unwrap();
+    assert_eq!(config["env"].as_str(), Some("hopper-v2"));
+    assert_eq!(config["agent"]["gamma"].as_float(), Some(0.99));
+    let manifest: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(run.join("manifest.json")).unwrap()).unwrap();
+    for key in ["git_revision", "seeds", "machine", "o2o_version", "device"] {
+        assert!(manifest.get(key).is_some(), "manifest.json lacks {key}");
+    }
+    assert_eq!(manifest["machine"]["mujoco"].as_str(), Some("3.17.0"));
+    assert!(manifest["machine"]["cores"].as_u64().unwrap() >= 1);
+    // The evaluation's normalized score is D4RL's: 100 (R − REF_MIN) / (REF_MAX − REF_MIN).
+    let last: serde_json::Value = serde_json::from_str(std::fs::read_to_string(run.join("metrics.jsonl")).unwrap().lines().last().unwrap()).unwrap();
+    let ret = last["eval/return"].as_f64().unwrap();
+    let score = last["eval/normalized_score"].as_f64().unwrap();
+    assert!((score - 100.0 * (ret + 20.272305) / (3234.3 + 20.272305)).abs() < 1e-9, "{ret} → {score}");
+    let summary: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["steps"].as_u64(), Some(30));
+    assert_eq!(summary["final_eval"]["normalized_score"].as_f64(), Some(score));
 }

@@ -213,22 +213,37 @@ pub fn resume(args: ResumeArgs) -> Result<()> {
     let dir = &args.run_dir;
     let config = RunConfig::read(&dir.join(rundir::CONFIG)).with_context(|| format!("{} is not a run directory", dir.display()))?;
     checkpoint::remove_partial(dir)?;
-    let checkpoint = checkpoint::latest(dir)?;
-    let state = checkpoint::read_state(&checkpoint)?;
-    if state.finished {
-        println!("{} already finished (checkpoint {}); nothing to do", dir.display(), checkpoint.display());
-        return Ok(());
-    }
+    // Killed before its first checkpoint: start over from step 0 (from the parent's agent for a
+    // fine-tuning run), which is exactly what the uninterrupted run did.
+    let (start, from) = match checkpoint::list(dir)?.pop() {
+        Some(checkpoint) => {
+            let state = checkpoint::read_state(&checkpoint)?;
+            if state.finished {
+                println!("{} already finished (checkpoint {}); nothing to do", dir.display(), checkpoint.display());
+                return Ok(());
+            }
+            eprintln!("resuming {} from {} (step {})", dir.display(), checkpoint.display(), state.step);
+            let from = checkpoint.display().to_string();
+            (Start::Resume { checkpoint }, from)
+        }
+        None => {
+            eprintln!("{} has no checkpoint yet; restarting it from step 0", dir.display());
+            std::fs::write(dir.join(rundir::METRICS), b"").with_context(|| format!("cannot reset {}/{}", dir.display(), rundir::METRICS))?;
+            match &config.parent {
+                Some(p) => (Start::FromParent { checkpoint: p.checkpoint.clone() }, format!("step 0 (parent {})", p.checkpoint.display())),
+                None => (Start::Fresh, "step 0".to_string()),
+            }
+        }
+    };
     let device = args.common.apply()?;
     // Record the resume in the manifest.
     let manifest_path = dir.join(rundir::MANIFEST);
     let text = std::fs::read_to_string(&manifest_path).with_context(|| format!("cannot read {}", manifest_path.display()))?;
     let mut manifest: Manifest = serde_json::from_str(&text).with_context(|| format!("{} is not a run manifest", manifest_path.display()))?;
-    manifest.resumes.push(ResumeInfo { at_utc: rundir::utc_timestamp(), checkpoint: checkpoint.display().to_string(), device: format!("{device:?}") });
+    manifest.resumes.push(ResumeInfo { at_utc: rundir::utc_timestamp(), checkpoint: from, device: format!("{device:?}") });
     rundir::write_json(&manifest_path, &manifest)?;
-    eprintln!("resuming {} from {} (step {})", dir.display(), checkpoint.display(), state.step);
     let sinks = crate::logging::sinks_for_run(dir, &args.common.rerun)?;
-    let summary = runner::execute(dir, &config, device, Start::Resume { checkpoint }, sinks, None)?;
+    let summary = runner::execute(dir, &config, device, start, sinks, None)?;
     report(dir, &summary);
     Ok(())
 }
