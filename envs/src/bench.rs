@@ -278,6 +278,12 @@ pub fn run(id: &str, o: &BenchOptions, python: &Path, script: &Path) -> Result<B
         id: id.to_string(),
         known: crate::registry::known_ids().iter().map(|s| s.to_string()).collect(),
     })?;
+    if o.repeats == 0 || o.num_envs == 0 || o.steps < 2 * o.num_envs {
+        return Err(EnvError::Other(format!(
+            "bench of {id}: need repeats >= 1, num_envs >= 1 and steps >= 2 x num_envs; got repeats {}, num_envs {}, steps {}",
+            o.repeats, o.num_envs, o.steps
+        )));
+    }
     let probe = crate::registry::make(id)?;
     let (act_dim, low, high) = (probe.action_space().dim(), probe.action_space().low.clone(), probe.action_space().high.clone());
     let acts = actions(o.steps, &low, &high, o.seed);

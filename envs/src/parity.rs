@@ -271,6 +271,12 @@ pub fn check(id: &str, opts: &ParityOptions, python: &Path, script: &Path) -> Re
         id: id.to_string(),
         known: crate::registry::known_ids().iter().map(|s| s.to_string()).collect(),
     })?;
+    if opts.steps == 0 || opts.max_episode_steps == Some(0) {
+        return Err(EnvError::Other(format!(
+            "parity of {id}: steps ({}) and max_episode_steps ({:?}) must be at least 1",
+            opts.steps, opts.max_episode_steps
+        )));
+    }
     let spec = crate::registry::spec(id)?;
     let max_steps = opts.max_episode_steps.or(spec.max_episode_steps).unwrap_or(1000);
     let mut env = TimeLimit::new(crate::registry::make_unwrapped(id)?, max_steps);
