@@ -36,6 +36,9 @@ def main():
     obs, act, rew, nxt = data["observations"], data["actions"], data["rewards"], data["next_observations"]
     term = data["terminals"].astype(np.float32)
     rng = np.random.default_rng(0)
+    if a.batches == 0:
+        print(json.dumps({"load_s": best, "rows": n}))
+        return
     t = time.perf_counter()
     for _ in range(a.batches):
         idx = rng.integers(0, n, a.batch)

@@ -4,7 +4,7 @@
 //!    act 6, float32, bool flags, with `next_observations`) to a temp folder.
 //! 2. Times our full load (`D4rlDataset::read`: every key, plus validation: shapes, lengths,
 //!    NaN/∞ scan) against h5py reading the same keys into numpy (`scripts/bench_h5py.py`), in
-//!    the same run, on the same (page-cached) file; best of `--repeats` each.
+//!    the same run, on the same (page-cached) file, alternating the two; best of `--repeats` each.
 //! 3. Measures uniform replay sampling (batches of 256, gathered into tensors) on one thread,
 //!    against numpy fancy-index sampling of the same columns in the same script.
 //!
@@ -70,30 +70,33 @@ fn bench(args: &DataBenchArgs, path: &std::path::Path, n: usize, od: usize, ad: 
     eprintln!("wrote {} rows to {} in {:.2} s", n, path.display(), t.elapsed().as_secs_f64());
     drop(ds);
 
-    // 2. Loads: ours, then h5py, best of `repeats` each.
-    let mut ours = f64::INFINITY;
+    // 2. Loads, alternating ours and h5py (one load per python process, start-up not timed) so
+    //    both see the same machine load; best of `repeats` each.
+    let script = crate::paths::scripts_dir().join("bench_h5py.py");
+    let python = crate::paths::venv_python();
+    let reference = |batches: usize| -> Result<serde_json::Value> {
+        let out = std::process::Command::new(&python)
+            .arg(&script)
+            .arg(path)
+            .args(["--repeats", "1", "--batches", &batches.to_string()])
+            .output()
+            .with_context(|| format!("running {} {}", python.display(), script.display()))?;
+        if !out.status.success() {
+            bail!("{} failed: {}", script.display(), String::from_utf8_lossy(&out.stderr));
+        }
+        serde_json::from_slice(out.stdout.trim_ascii()).context("parsing bench_h5py.py output")
+    };
+    let (mut ours, mut h5py) = (f64::INFINITY, f64::INFINITY);
     let mut loaded = None;
     for _ in 0..args.repeats.max(1) {
         let t = Instant::now();
         let d = D4rlDataset::read(path)?;
         ours = ours.min(t.elapsed().as_secs_f64());
         loaded = Some(d);
+        h5py = h5py.min(reference(0)?["load_s"].as_f64().context("bench_h5py.py: no load_s")?);
     }
     let d = loaded.context("no load ran")?;
-    let script = crate::paths::scripts_dir().join("bench_h5py.py");
-    let python = crate::paths::venv_python();
-    let out = std::process::Command::new(&python)
-        .arg(&script)
-        .arg(path)
-        .args(["--repeats", &args.repeats.max(1).to_string(), "--batches", "2000"])
-        .output()
-        .with_context(|| format!("running {} {}", python.display(), script.display()))?;
-    if !out.status.success() {
-        bail!("{} failed: {}", script.display(), String::from_utf8_lossy(&out.stderr));
-    }
-    let reference: serde_json::Value = serde_json::from_slice(out.stdout.trim_ascii()).context("parsing bench_h5py.py output")?;
-    let h5py = reference["load_s"].as_f64().context("bench_h5py.py: no load_s")?;
-    let numpy_rate = reference["sample_transitions_per_s"].as_f64().unwrap_or(f64::NAN);
+    let numpy_rate = reference(2000)?["sample_transitions_per_s"].as_f64().unwrap_or(f64::NAN);
 
     // 3. Sampling on one thread, batches of 256.
     tch::set_num_threads(1);
