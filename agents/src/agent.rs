@@ -49,4 +49,11 @@ pub trait Agent: Send {
     fn save(&self, path: &Path) -> Result<(), AgentError>;
     /// Restore the full state written by `save`.
     fn load(&mut self, path: &Path) -> Result<(), AgentError>;
+    /// Restore only some parts of a checkpoint written by an agent of the same architecture
+    /// (parts are the first components of the tensor names: `actor`, `critic`,
+    /// `critic_target`, `actor_opt`, `meta`, …) — warm-starting by part.
+    fn load_parts(&mut self, path: &Path, parts: &[&str]) -> Result<(), AgentError> {
+        let _ = (path, parts);
+        Err(AgentError::Config(format!("{} does not support loading parts of a checkpoint", self.name())))
+    }
 }

@@ -145,6 +145,14 @@ pub(crate) struct Meta {
 /// (`None` = everything, which also checks `meta/algo == algo`). Optimizer step counts are
 /// restored with their optimizer's part. Nothing is changed unless every check passes.
 pub(crate) fn load_agent(path: &Path, algo: &str, live: &[(String, Tensor)], optimizers: &mut [(&str, &mut Adam)], parts: Option<&[&str]>) -> Result<Option<Meta>, AgentError> {
+    if let Some(ps) = parts {
+        let mut known: Vec<&str> = live.iter().filter_map(|(n, _)| n.split('/').next()).collect();
+        known.push("meta");
+        known.dedup();
+        if let Some(p) = ps.iter().find(|p| !known.contains(p)) {
+            return Err(AgentError::Config(format!("unknown checkpoint part `{p}`; this {algo} agent has {}", known.join(", "))));
+        }
+    }
     let ck = Checkpoint::read(path)?;
     let wanted = |p: &str| parts.is_none_or(|ps| ps.contains(&p));
     if parts.is_none() {

@@ -147,4 +147,6 @@ fn partial_load_copies_only_the_selected_parts() {
         assert_eq!(same, ["actor", "critic", "critic_target"].contains(&part), "{name}");
     }
     assert_eq!(online.steps(), 0);
+    let e = online.load_parts(&p, &["actr"]).unwrap_err();
+    assert!(matches!(e, AgentError::Config(_)) && e.to_string().contains("actr"), "{e}");
 }

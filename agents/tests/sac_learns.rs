@@ -9,6 +9,8 @@ use tch::{Device, Kind, Tensor};
 
 #[test]
 fn sac_finds_the_best_action_of_a_contextual_bandit() {
+    // Tiny networks: one thread is fastest and does not suffer when the machine is busy.
+    tch::set_num_threads(1);
     let mlp = o2o_agents::nn::MlpConfig { hidden: vec![64, 64], ..Default::default() };
     let cfg = SacConfig { actor: o2o_agents::nn::TanhGaussianConfig { mlp: mlp.clone(), ..Default::default() }, critic: mlp, actor_lr: 1e-3, critic_lr: 1e-3, temperature_lr: 1e-3, ..SacConfig::default() };
     let mut agent = Sac::new(cfg, 2, 1, Device::Cpu, 0).unwrap();

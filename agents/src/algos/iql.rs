@@ -196,12 +196,6 @@ impl Iql {
         v
     }
 
-    /// Restore only the named parts (`actor`, `critic`, `critic_target`, `value`, `actor_opt`,
-    /// `critic_opt`, `value_opt`, `meta`) from a checkpoint of the same architecture.
-    pub fn load_parts(&mut self, path: &Path, parts: &[&str]) -> Result<(), AgentError> {
-        self.load_impl(path, Some(parts))
-    }
-
     fn load_impl(&mut self, path: &Path, parts: Option<&[&str]>) -> Result<(), AgentError> {
         let live = self.named_tensors();
         let m = &mut self.m;
@@ -304,6 +298,10 @@ impl Agent for Iql {
 
     fn load(&mut self, path: &Path) -> Result<(), AgentError> {
         self.load_impl(path, None)
+    }
+
+    fn load_parts(&mut self, path: &Path, parts: &[&str]) -> Result<(), AgentError> {
+        self.load_impl(path, Some(parts))
     }
 }
 

@@ -226,14 +226,6 @@ impl Sac {
         v
     }
 
-    /// Restore only the parts named (first path components: `actor`, `critic`,
-    /// `critic_target`, `temperature`, `actor_opt`, `critic_opt`, `temperature_opt`, `meta`)
-    /// from a checkpoint of an agent with the same architecture — e.g. an online agent
-    /// warm-started from an offline one.
-    pub fn load_parts(&mut self, path: &Path, parts: &[&str]) -> Result<(), AgentError> {
-        self.load_impl(path, Some(parts))
-    }
-
     fn load_impl(&mut self, path: &Path, parts: Option<&[&str]>) -> Result<(), AgentError> {
         let live = self.named_tensors();
         let m = &mut self.m;
@@ -358,6 +350,10 @@ impl Agent for Sac {
 
     fn load(&mut self, path: &Path) -> Result<(), AgentError> {
         self.load_impl(path, None)
+    }
+
+    fn load_parts(&mut self, path: &Path, parts: &[&str]) -> Result<(), AgentError> {
+        self.load_impl(path, Some(parts))
     }
 }
 
