@@ -8,6 +8,25 @@
 //! [`wrappers`] adapt actions, observations and rewards; [`vector::VecEnv`] steps many envs on
 //! a fixed set of threads with results that do not depend on the thread count.
 //!
+//! ```no_run
+//! use o2o_envs::{make, Env};
+//! # fn main() -> Result<(), o2o_envs::EnvError> {
+//! let mut env = make("Hopper-v5")?; // truncates at 1000 steps, like gymnasium.make
+//! let mut obs = env.reset(Some(0))?;
+//! loop {
+//!     let action = vec![0.0f32; env.action_space().dim()];
+//!     let step = env.step(&action)?;
+//!     // `terminated`: do not bootstrap from step.obs; `truncated`: do.
+//!     if step.terminated || step.truncated {
+//!         break;
+//!     }
+//!     obs = step.obs;
+//! }
+//! # let _ = obs;
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! Design choice: the tasks are re-implemented in Rust on the same MuJoCo library rather than
 //! driven through Python, because the physics is the cost floor (Gymnasium's HalfCheetah-v5 spends
 //! two thirds of its step in `mj_step`) and a Rust step has no GIL, so a vector env scales with
