@@ -311,3 +311,40 @@ fn observation_size_that_does_not_fit_the_env() {
     names(&err, &p, "observations");
     assert!(err.to_string().contains("hopper-v2"));
 }
+
+/// Kitchen v0 layout: float32 terminals, no `timeouts`, no `next_observations`, and `infos` a
+/// plain (N,) integer dataset rather than a group.
+#[test]
+fn kitchen_variant_and_the_step_counter_quirk() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("kitchen.hdf5");
+    let n = 8;
+    {
+        let f = hdf5_metno::File::create(&p).unwrap();
+        h5util::write_column(&p, &f, "observations", &[n, 1], Dtype::Float32, &(0..n).map(|i| i as f32).collect::<Vec<_>>()).unwrap();
+        h5util::write_column(&p, &f, "actions", &[n, 1], Dtype::Float32, &vec![0.0; n]).unwrap();
+        h5util::write_column(&p, &f, "rewards", &[n], Dtype::Float32, &(0..n).map(|i| i as f32).collect::<Vec<_>>()).unwrap();
+        let mut term = vec![0.0; n];
+        term[1] = 1.0;
+        h5util::write_column(&p, &f, "terminals", &[n], Dtype::Float32, &term).unwrap();
+        h5util::write_column(&p, &f, "infos", &[n], Dtype::Int64, &[0.0, 0.0, 1.0, 1.0, 1.0, 2.0, 2.0, 2.0]).unwrap();
+    }
+    let d = D4rlDataset::read(&p).unwrap();
+    assert!(d.timeouts.is_none() && d.next_observations.is_none());
+    assert_eq!(d.infos["infos"].data, vec![0.0, 0.0, 1.0, 1.0, 1.0, 2.0, 2.0, 2.0]);
+    let opts = BuildOptions { max_episode_steps: Some(3), mc: None };
+    // D4RL's counter restarts at 0 on the terminal row 1 and is then incremented, so the next
+    // episode's "final" step (counter == 2) is row 3, not row 4; row 6 is final too; row 7 is
+    // the dropped last row.
+    assert_eq!(d.qlearning_dataset(&opts).unwrap().rewards, vec![0.0, 1.0, 2.0, 4.0, 5.0]);
+    // Corrected: episodes 0–1 (terminated), 2–4 and 5–7 (3-step time limit); the last row of a
+    // time-limited episode has no known s' and is dropped.
+    let eps = d.episodes(Some(3));
+    assert_eq!(eps.iter().map(|e| e.rows.clone()).collect::<Vec<_>>(), vec![0..2, 2..5, 5..8]);
+    assert_eq!(d.corrected_transitions(&opts).unwrap().rewards, vec![0.0, 1.0, 2.0, 3.0, 5.0, 6.0]);
+    // The writer keeps the layout: infos stays a plain int64 dataset, terminals stay float32.
+    let out = dir.path().join("kitchen_out.hdf5");
+    d.write(&out).unwrap();
+    let back = D4rlDataset::read(&out).unwrap();
+    assert_eq!((back.infos["infos"].dtype, back.dtypes["terminals"]), (Dtype::Int64, Dtype::Float32));
+}
