@@ -7,6 +7,7 @@
 
 #![allow(dead_code)]
 
+pub mod layout;
 pub mod queue;
 pub mod record_env;
 pub mod rerun_sink;

@@ -212,7 +212,7 @@ fn run_worker(
     stats: Arc<QueueStats>,
     stall: Option<Box<dyn FnOnce() + Send>>,
 ) {
-    let mut w = Worker { rec, body_paths: Vec::new(), action_names_sent: false, obs_names_sent: false, last_grad_step: 0 };
+    let mut w = Worker { rec, body_paths: Vec::new(), action_names_sent: false, obs_names_sent: false, last_grad_step: 0, episode_grad_step: 0 };
     w.log_static_setup();
     let mut stall = stall;
     for msg in rx.iter() {
@@ -243,6 +243,8 @@ struct Worker {
     obs_names_sent: bool,
     /// The `grad_step` of the latest metrics record (for episodes that do not know theirs).
     last_grad_step: u64,
+    /// The `grad_step` of the evaluation episode being logged.
+    episode_grad_step: u64,
 }
 
 impl Worker {
@@ -333,8 +335,9 @@ impl Worker {
         Ok(())
     }
 
-    fn episode_start(&self, timeline: &'static str, eval_step: u64, grad_step: Option<u64>, episode: u64) -> Result<()> {
+    fn episode_start(&mut self, timeline: &'static str, eval_step: u64, grad_step: Option<u64>, episode: u64) -> Result<()> {
         let grad_step = grad_step.unwrap_or(self.last_grad_step);
+        self.episode_grad_step = grad_step;
         self.rec.reset_time();
         self.rec.set_time_sequence(timeline, eval_step as i64);
         self.rec.set_time_sequence("episode_step", 0);
@@ -367,6 +370,11 @@ impl Worker {
         self.rec.reset_time();
         self.rec.set_time_sequence(timeline, eval_step as i64);
         self.rec.set_time_sequence("episode_step", episode_step as i64);
+        // Evaluation poses also go on `grad_step`, so that the training timeline shows the body
+        // as the latest evaluation left it; the series below do not (1000 values at one step).
+        if timeline == "eval_step" {
+            self.rec.set_time_sequence("grad_step", self.episode_grad_step as i64);
+        }
         // Body 0 is MuJoCo's world body: it never moves, so it gets no transform.
         for (body, pose) in poses.iter().enumerate().skip(1) {
             let t = rerun::Transform3D::from_translation_rotation(
@@ -375,6 +383,7 @@ impl Worker {
             );
             self.rec.log(self.body_path(body), &t)?;
         }
+        self.rec.disable_timeline("grad_step");
         if !obs.is_empty() {
             self.rec.log("episode/observation", &rerun::Scalars::new(obs.iter().map(|o| *o as f64)))?;
         }
@@ -387,11 +396,14 @@ impl Worker {
 }
 
 /// Open a recording that saves to `path`, with an application id shared by all o2o recordings
-/// and `recording_id`, so files of one run (a resumed run writes a second file) merge in the viewer.
-pub fn save_stream(path: &std::path::Path, recording_id: &str) -> Result<RecordingStream> {
+/// and `recording_id`, so files of one run (a resumed run writes a second file) merge in the
+/// viewer, and `blueprint` as its default layout.
+pub fn save_stream(path: &std::path::Path, recording_id: &str, blueprint: rerun::blueprint::Blueprint) -> Result<RecordingStream> {
     rerun::RecordingStreamBuilder::new("o2o")
         .recording_id(recording_id.to_string())
+        .recording_name(recording_id.to_string())
         .default_enabled(true)
+        .with_blueprint(blueprint)
         .save(path)
         .with_context(|| format!("cannot create the Rerun recording {}", path.display()))
 }
@@ -436,7 +448,7 @@ pub(crate) mod tests {
     fn recording_has_metric_and_episode_entities_on_all_timelines() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("recording.rrd");
-        let mut sink = RerunSink::new(save_stream(&path, "test-run").unwrap(), 1024).unwrap();
+        let mut sink = RerunSink::new(save_stream(&path, "test-run", crate::logging::layout::run_blueprint()).unwrap(), 1024).unwrap();
         let mut episodes = sink.episode_logger().unwrap();
         for i in 0..5u64 {
             let values = [("train/critic_loss", 1.0 / (i + 1) as f64), ("eval/normalized_score", 10.0 * i as f64)];
@@ -468,8 +480,10 @@ pub(crate) mod tests {
         let episode_timelines = vec!["episode_step".to_string(), "eval_step".into()];
         assert_eq!(timelines("/train/critic_loss"), (5, scalar_timelines.clone()));
         assert_eq!(timelines("/eval/normalized_score"), (5, scalar_timelines));
-        assert_eq!(timelines("/episode/world/torso"), (10, episode_timelines.clone()));
-        assert_eq!(timelines("/episode/world/front_foot"), (10, episode_timelines.clone()));
+        // Poses are also on grad_step (the body as the latest evaluation left it); series are not.
+        let pose_timelines = vec!["episode_step".to_string(), "eval_step".into(), "grad_step".into()];
+        assert_eq!(timelines("/episode/world/torso"), (10, pose_timelines.clone()));
+        assert_eq!(timelines("/episode/world/front_foot"), (10, pose_timelines));
         assert_eq!(timelines("/episode/reward"), (10, episode_timelines.clone()));
         assert_eq!(timelines("/episode/action").1, episode_timelines); // plus its static series names
         // Geometry is static: one row, no timeline.
@@ -519,7 +533,7 @@ pub(crate) mod tests {
             release_rx.recv().unwrap();
         });
         let capacity = 8;
-        let mut sink = RerunSink::spawn(save_stream(&path, "stalled").unwrap(), capacity, Some(stall)).unwrap();
+        let mut sink = RerunSink::spawn(save_stream(&path, "stalled", crate::logging::layout::run_blueprint()).unwrap(), capacity, Some(stall)).unwrap();
         let values = [("train/actor_loss", 0.5)];
         let rec = |i: u64| Record { grad_step: i, env_step: 0, wall_s: 0.0, values: &values };
         sink.record(&rec(0)).unwrap();

@@ -105,13 +105,23 @@ pub fn recording_files(run_dir: &Path) -> Vec<PathBuf> {
 }
 
 /// Open a recording stream for `target`: `Save` writes `save_path`; `recording_id` groups files
-/// of one run in the viewer. `Off` gives `None`.
-pub fn open_stream(target: &RerunTarget, save_path: &Path, recording_id: &str) -> Result<Option<rerun::RecordingStream>> {
-    let builder =
-        || rerun::RecordingStreamBuilder::new("o2o").recording_id(recording_id.to_string()).recording_name(recording_id.to_string()).default_enabled(true);
+/// of one run in the viewer; `blueprint` is the default viewer layout. `Off` gives `None`.
+pub fn open_stream(
+    target: &RerunTarget,
+    save_path: &Path,
+    recording_id: &str,
+    blueprint: fn() -> rerun::blueprint::Blueprint,
+) -> Result<Option<rerun::RecordingStream>> {
+    let builder = || {
+        rerun::RecordingStreamBuilder::new("o2o")
+            .recording_id(recording_id.to_string())
+            .recording_name(recording_id.to_string())
+            .default_enabled(true)
+            .with_blueprint(blueprint())
+    };
     Ok(match target {
         RerunTarget::Off => None,
-        RerunTarget::Save => Some(save_stream(save_path, recording_id)?),
+        RerunTarget::Save => Some(save_stream(save_path, recording_id, blueprint())?),
         RerunTarget::Spawn => {
             let mut opts = rerun::SpawnOptions::default();
             let venv_rerun = crate::paths::venv_dir().join("bin/rerun");
@@ -132,7 +142,7 @@ pub fn open_run_sinks(run_dir: &Path, args: &RerunArgs) -> Result<RunSinks> {
     // The run directory's name identifies the recording across resumed sessions.
     let run_id = run_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "o2o-run".into());
     let mut episodes = None;
-    if let Some(stream) = open_stream(&args.target()?, &recording_path(run_dir), &run_id)? {
+    if let Some(stream) = open_stream(&args.target()?, &recording_path(run_dir), &run_id, super::layout::run_blueprint)? {
         let sink = RerunSink::new(stream, args.rerun_queue)?;
         episodes = sink.episode_logger();
         sinks.push(Box::new(sink));

@@ -67,7 +67,7 @@ pub fn run(args: ViewArgs) -> Result<()> {
     if target == RerunTarget::Off {
         bail!("--rerun off: nothing to do");
     }
-    let stream = open_stream(&target, &out, &format!("dataset-{stem}"))?.context("no recording stream")?;
+    let stream = open_stream(&target, &out, &format!("dataset-{stem}"), crate::logging::layout::dataset_blueprint)?.context("no recording stream")?;
     let mut sink = RerunSink::new(stream, args.rerun.rerun_queue)?;
     let mut log = sink.episode_logger().context("the Rerun sink has stopped")?.for_replay("dataset_step");
 
