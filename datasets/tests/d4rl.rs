@@ -193,6 +193,31 @@ print("OK", sorted(keys))
     assert!(res.status.success() && stdout.starts_with("OK"), "h5py check failed:\n{stdout}\n{}", String::from_utf8_lossy(&res.stderr));
 }
 
+#[test]
+fn gzip_writer_round_trips_and_h5py_sees_the_filters() {
+    let python = std::env::var("O2O_PYTHON")
+        .or_else(|_| option_env!("O2O_PYTHON").map(String::from).ok_or(()))
+        .expect("O2O_PYTHON is not set: run `make setup` (it writes .cargo/config.toml) so the venv python with h5py is known");
+    let dir = tempfile::tempdir().unwrap();
+    let d = D4rlDataset::read(&fixture(dir.path(), "gym.hdf5", &GYM)).unwrap();
+    let out = dir.path().join("gz.hdf5");
+    d.write_gzip(&out, Some(4)).unwrap();
+    let mut back = D4rlDataset::read(&out).unwrap();
+    back.source = d.source.clone();
+    assert_eq!(back, d);
+    let script = r#"
+import sys, h5py
+f = h5py.File(sys.argv[1], "r")
+for k in ["observations", "actions", "rewards", "terminals", "timeouts", "next_observations", "infos/qpos"]:
+    assert f[k].compression == "gzip" and f[k].compression_opts == 4 and f[k].shuffle, (k, f[k].compression, f[k].shuffle)
+assert f["metadata/iteration"].compression is None
+print("OK")
+"#;
+    let res = std::process::Command::new(&python).arg("-c").arg(script).arg(&out).output().unwrap_or_else(|e| panic!("cannot run {python}: {e}"));
+    let stdout = String::from_utf8_lossy(&res.stdout);
+    assert!(res.status.success() && stdout.starts_with("OK"), "h5py check failed:\n{stdout}\n{}", String::from_utf8_lossy(&res.stderr));
+}
+
 // ---- one deliberately broken file per validation error ----
 
 fn broken(dir: &Path, name: &str, edit: impl FnOnce(&hdf5_metno::File, &Path)) -> PathBuf {
@@ -347,4 +372,49 @@ fn kitchen_variant_and_the_step_counter_quirk() {
     d.write(&out).unwrap();
     let back = D4rlDataset::read(&out).unwrap();
     assert_eq!((back.infos["infos"].dtype, back.dtypes["terminals"]), (Dtype::Int64, Dtype::Float32));
+}
+
+/// A file written the way D4RL's own scripts write theirs: h5py, gzip compression, bool flags,
+/// `metadata/algorithm` as fixed-length bytes (`np.string_`), an int32 iteration, policy weights.
+#[test]
+fn reads_a_gzip_file_written_like_d4rl_by_h5py() {
+    let python = std::env::var("O2O_PYTHON")
+        .or_else(|_| option_env!("O2O_PYTHON").map(String::from).ok_or(()))
+        .expect("O2O_PYTHON is not set: run `make setup` (it writes .cargo/config.toml) so the venv python with h5py is known");
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("hopper_medium-v2.hdf5");
+    let script = r#"
+import sys, h5py, numpy as np
+n = 1500
+with h5py.File(sys.argv[1], "w") as f:
+    kw = dict(compression="gzip")
+    f.create_dataset("observations", data=np.arange(n * 11, dtype=np.float32).reshape(n, 11), **kw)
+    f.create_dataset("next_observations", data=np.arange(n * 11, dtype=np.float32).reshape(n, 11) + 11, **kw)
+    f.create_dataset("actions", data=np.full((n, 3), 0.5, np.float32), **kw)
+    f.create_dataset("rewards", data=np.ones(n, np.float32), **kw)
+    term = np.zeros(n, bool); term[1200] = True
+    to = np.zeros(n, bool); to[999] = True
+    f.create_dataset("terminals", data=term, **kw)
+    f.create_dataset("timeouts", data=to, **kw)
+    f.create_dataset("infos/qpos", data=np.zeros((n, 6), np.float32), **kw)
+    f.create_dataset("infos/action_log_probs", data=np.full(n, -1.5, np.float32), **kw)
+    f.create_dataset("metadata/algorithm", data=np.bytes_("SAC"))
+    f.create_dataset("metadata/iteration", data=np.int32(7))
+    f.create_dataset("metadata/policy/fc0/weight", data=np.ones((256, 11), np.float32))
+    f.create_dataset("metadata/policy/nonlinearity", data=np.bytes_("relu"))
+"#;
+    let res = std::process::Command::new(&python).arg("-c").arg(script).arg(&p).output().unwrap();
+    assert!(res.status.success(), "{}", String::from_utf8_lossy(&res.stderr));
+    let d = D4rlDataset::read(&p).unwrap();
+    assert_eq!((d.len(), d.obs_dim, d.act_dim), (1500, 11, 3));
+    assert_eq!(d.observations[1499 * 11 + 10], (1500 * 11 - 1) as f32);
+    assert_eq!(d.metadata["metadata/algorithm"], MetaValue::Str("SAC".into()));
+    assert_eq!(d.metadata["metadata/policy/nonlinearity"], MetaValue::Str("relu".into()));
+    assert_eq!(d.infos["infos/action_log_probs"].data[0], -1.5);
+    let eps = d.episodes(None);
+    assert_eq!(eps.iter().map(|e| e.rows.clone()).collect::<Vec<_>>(), vec![0..1000, 1000..1201, 1201..1500]);
+    let e = o2o_datasets::registry::lookup_file("hopper_medium-v2.hdf5").unwrap();
+    d.check_env(&e.env_id, e.obs_dim, e.act_dim).unwrap();
+    // qlearning_dataset: 1500 rows − the timeout row − the last row.
+    assert_eq!(d.qlearning_dataset(&BuildOptions::default()).unwrap().len(), 1498);
 }
