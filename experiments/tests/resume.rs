@@ -90,18 +90,20 @@ fn assert_same_tensors(a: &Path, b: &Path) {
     }
 }
 
-#[test]
-fn sigkill_then_resume_equals_an_uninterrupted_run() {
+/// Run `args` straight through in `a/`; run it again in `b/`, SIGKILL it once its first
+/// checkpoint exists, `o2o resume` it; then compare everything the two runs left behind.
+/// `last` is the final checkpoint's folder name; `rows` the recorded dataset's length, if any.
+fn assert_kill_resume_is_exact(args: &[&str], last: &str, rows: Option<usize>) {
     let tmp = tempfile::tempdir().unwrap();
     let (runs_a, runs_b) = (tmp.path().join("a"), tmp.path().join("b"));
 
     // A: straight through.
-    let out = o2o(RUN, &runs_a).output().unwrap();
+    let out = o2o(args, &runs_a).output().unwrap();
     assert!(out.status.success(), "straight run failed: {}", String::from_utf8_lossy(&out.stderr));
     let a = only_run(&runs_a);
 
     // B: the same run, killed with SIGKILL once its first checkpoint exists.
-    let mut child = o2o(RUN, &runs_b).spawn().unwrap();
+    let mut child = o2o(args, &runs_b).spawn().unwrap();
     let t0 = Instant::now();
     let b = loop {
         if let Ok(mut d) = std::fs::read_dir(&runs_b) {
@@ -119,13 +121,14 @@ fn sigkill_then_resume_equals_an_uninterrupted_run() {
     child.wait().unwrap();
     assert!(!b.join("summary.json").exists(), "run B finished before it could be killed; the test proves nothing");
     let killed_at = checkpoints(&b);
-    assert!(!killed_at.iter().any(|c| c.ends_with("step-0000001800")), "killed too late: {killed_at:?}");
+    assert!(!killed_at.iter().any(|c| c.ends_with(last)), "killed too late: {killed_at:?}");
 
     let out = Command::new(O2O).args(["resume", "--device", "cpu", "--threads", "1", "--rerun=off"]).arg(&b).output().unwrap();
     assert!(out.status.success(), "resume failed: {}", String::from_utf8_lossy(&out.stderr));
 
     // Same final checkpoint: agent tensors, replay buffer, runner state.
     let (ca, cb) = (checkpoints(&a).pop().unwrap(), checkpoints(&b).pop().unwrap());
+    assert!(ca.ends_with(last), "{ca:?}");
     assert_eq!(ca.file_name(), cb.file_name());
     assert_same_tensors(&ca.join("agent.ot"), &cb.join("agent.ot"));
     assert!(std::fs::read(ca.join("replay.bin")).unwrap() == std::fs::read(cb.join("replay.bin")).unwrap(), "replay buffers differ");
@@ -138,14 +141,16 @@ fn sigkill_then_resume_equals_an_uninterrupted_run() {
     assert_eq!(state(&ca), state(&cb));
 
     // Same recorded dataset (train.record_dataset), continued across the kill.
-    let read = |r: &Path| {
-        let mut d = o2o_datasets::d4rl::D4rlDataset::read(&r.join("dataset.hdf5")).unwrap();
-        d.source = PathBuf::new();
-        d
-    };
-    let (da, db) = (read(&a), read(&b));
-    assert_eq!(da.len(), 1800);
-    assert!(da == db, "recorded datasets differ");
+    if let Some(rows) = rows {
+        let read = |r: &Path| {
+            let mut d = o2o_datasets::d4rl::D4rlDataset::read(&r.join("dataset.hdf5")).unwrap();
+            d.source = PathBuf::new();
+            d
+        };
+        let (da, db) = (read(&a), read(&b));
+        assert_eq!(da.len(), rows);
+        assert!(da == db, "recorded datasets differ");
+    }
 
     // Same metrics, line for line, apart from wall-clock fields.
     let (ma, mb) = (metrics_without_time(&a), metrics_without_time(&b));
@@ -158,6 +163,42 @@ fn sigkill_then_resume_equals_an_uninterrupted_run() {
     // Resuming a finished run does nothing.
     let out = Command::new(O2O).args(["resume", "--device", "cpu", "--rerun=off"]).arg(&b).output().unwrap();
     assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("already finished"));
+}
+
+#[test]
+fn sigkill_then_resume_equals_an_uninterrupted_run() {
+    assert_kill_resume_is_exact(RUN, "step-0000001800", Some(1800));
+}
+
+/// The same for one run that goes offline → online: IQL on a dataset (recorded from 400
+/// uniformly random steps), then online steps with half of each batch from that dataset.
+/// (The actor-LR decay spans all 1,500 updates: the agents crate's Adam turns a learning rate
+/// of exactly 0 into NaN weights, which a decay ending before the online phase would hit.)
+#[test]
+fn sigkill_then_resume_is_exact_across_offline_and_online_phases() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sets = ["train.random_steps=400", "train.online_steps=0", "train.record_dataset=true", "eval.episodes=1"];
+    let mut args = vec!["train", "--preset", "sac-inverted-pendulum", "--device", "cpu", "--threads", "1"];
+    for s in &sets {
+        args.extend(["--set", s]);
+    }
+    let out = o2o(&args, tmp.path()).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let dataset = only_run(tmp.path()).join("dataset.hdf5");
+    let preset = tmp.path().join("iql-o2o.toml");
+    std::fs::write(
+        &preset,
+        format!(
+            "algo = \"iql\"\nenv = \"InvertedPendulum-v5\"\nseed = 5\n[dataset]\npath = {:?}\ntransitions = \"corrected\"\n\
+             [train]\noffline_steps = 600\nonline_steps = 900\noffline_ratio = 0.5\nbatch_size = 64\nlog_every = 50\n\
+             [eval]\nevery = 500\nepisodes = 2\n[checkpoint]\nevery = 200\n\
+             [agent]\nactor_lr_decay_steps = 1500\ncritic = {{ hidden = [32, 32] }}\nvalue = {{ hidden = [32, 32] }}\nactor = {{ mlp = {{ hidden = [32, 32] }} }}\n",
+            dataset.display().to_string()
+        ),
+    )
+    .unwrap();
+    let p = preset.to_str().unwrap();
+    assert_kill_resume_is_exact(&["train", "--preset", p, "--device", "cpu", "--threads", "1"], "step-0000001500", None);
 }
 
 #[test]
