@@ -3,8 +3,8 @@
 //!
 //! They are *default* blueprints: a layout the user rearranged in the viewer is kept.
 
-use rerun::blueprint::components::PlayState;
-use rerun::blueprint::{Blueprint, Horizontal, Spatial3DView, TimePanel, TimeSeriesView, Vertical};
+use rerun::blueprint::components::{PanelState, PlayState};
+use rerun::blueprint::{Blueprint, BlueprintPanel, Horizontal, SelectionPanel, Spatial3DView, TimePanel, TimeSeriesView, Vertical};
 
 /// The 3D view of the bodies. The floor (the world body's geoms) is left out of the default
 /// view: MuJoCo floors are tens of metres wide and would shrink the body to a speck; the
@@ -15,7 +15,8 @@ fn bodies_view(name: &str) -> Spatial3DView {
 
 /// A training run: the evaluation body on the left; evaluation returns, normalized scores and
 /// the training losses on the right; the `grad_step` timeline selected (choose `eval_step` and
-/// press play to watch the evaluation episodes).
+/// press play to watch the evaluation episodes); the side panels collapsed to leave the room to
+/// the views (their toggles are at the top right).
 pub fn run_blueprint() -> Blueprint {
     Blueprint::new(Horizontal::new([
         bodies_view("evaluation episode").into(),
@@ -28,6 +29,8 @@ pub fn run_blueprint() -> Blueprint {
         .into(),
     ]))
     .with_time_panel(TimePanel::new().with_timeline("grad_step").with_play_state(PlayState::Paused))
+    .with_blueprint_panel(BlueprintPanel::from_state(PanelState::Collapsed))
+    .with_selection_panel(SelectionPanel::from_state(PanelState::Collapsed))
 }
 
 /// `o2o dataset view`: the replayed body, and observations, actions and rewards on `dataset_step`.
