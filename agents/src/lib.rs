@@ -19,6 +19,7 @@
 
 pub mod agent;
 pub mod algos;
+pub mod alloc;
 pub mod checkpoint;
 pub mod config;
 pub mod nn;

@@ -141,6 +141,9 @@ impl Iql {
         if obs_dim < 1 || act_dim < 1 {
             return Err(AgentError::Config(format!("iql needs obs_dim and act_dim ≥ 1, found {obs_dim} and {act_dim}")));
         }
+        if device == Device::Cpu {
+            crate::alloc::tune_cpu_allocator();
+        }
         let mut rng = AgentRng::new(seed);
         let mut actor_params = ParamSet::new();
         let actor = GaussianActor::new(&mut actor_params, "actor", obs_dim, act_dim, &cfg.actor, &mut rng, device);

@@ -169,6 +169,9 @@ impl Sac {
         if obs_dim < 1 || act_dim < 1 {
             return Err(AgentError::Config(format!("sac needs obs_dim and act_dim ≥ 1, found {obs_dim} and {act_dim}")));
         }
+        if device == Device::Cpu {
+            crate::alloc::tune_cpu_allocator();
+        }
         let mut rng = AgentRng::new(seed);
         let mut actor_params = ParamSet::new();
         let actor = TanhGaussianActor::new(&mut actor_params, "actor", obs_dim, act_dim, &cfg.actor, &mut rng, device);
