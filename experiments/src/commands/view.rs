@@ -86,7 +86,12 @@ pub fn run(args: ViewArgs) -> Result<()> {
     if !exe.exists() {
         bail!("the Rerun viewer {} is missing; run scripts/setup.sh (it installs rerun-sdk into the virtualenv)", exe.display());
     }
-    let status = if args.web {
+    // No display to open a window on (an SSH session, a server): serve the web viewer instead.
+    let headless = std::env::var_os("DISPLAY").is_none() && std::env::var_os("WAYLAND_DISPLAY").is_none() && cfg!(target_os = "linux");
+    if headless && !args.web {
+        println!("No display ($DISPLAY and $WAYLAND_DISPLAY are unset): serving the web viewer instead (Ctrl-C to stop).");
+    }
+    let status = if args.web || headless {
         Command::new(&web[0]).args(&web[1..]).status()
     } else {
         Command::new(&exe).args(&files).status()
