@@ -39,6 +39,9 @@ pub(crate) enum Msg {
 /// Default number of messages that may wait for the Rerun thread.
 pub const DEFAULT_QUEUE: usize = 4096;
 
+/// How long the end of a run waits for Rerun to write out what it was given.
+const FLUSH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// A [`MetricSink`] that hands records to a Rerun thread without ever blocking.
 pub struct RerunSink {
     queue: DroppingQueue<Msg>,
@@ -230,8 +233,9 @@ fn run_worker(
     let dropped = stats.dropped();
     w.rec.reset_time();
     let _ = w.rec.log_static("perf/rerun_dropped", &rerun::Scalars::single(dropped as f64));
-    if let Err(e) = w.rec.flush_blocking() {
-        eprintln!("o2o: the Rerun recording could not be flushed: {e}");
+    // Bounded, so a viewer that stopped reading cannot keep a finished run from exiting.
+    if let Err(e) = w.rec.flush_with_timeout(FLUSH_TIMEOUT) {
+        eprintln!("o2o: the Rerun recording could not be flushed within {FLUSH_TIMEOUT:?}: {e}");
     }
 }
 
