@@ -247,25 +247,51 @@ pub fn walk_datasets(path: &Path, group: &Group) -> Result<Vec<String>> {
 
 /// Writes `data` (row-major, `shape`) to `key` as `dtype`, creating parent groups.
 pub fn write_column(path: &Path, group: &Group, key: &str, shape: &[usize], dtype: Dtype, data: &[f32]) -> Result<()> {
+    write_column_gzip(path, group, key, shape, dtype, data, None)
+}
+
+/// [`write_column`], optionally compressed: `gzip = Some(level)` (1–9) stores the column in
+/// chunks of about 64 KiB through HDF5's shuffle and deflate filters, which h5py, D4RL and
+/// every HDF5 reader decompress transparently.
+pub fn write_column_gzip(path: &Path, group: &Group, key: &str, shape: &[usize], dtype: Dtype, data: &[f32], gzip: Option<u8>) -> Result<()> {
     match dtype {
-        Dtype::Float64 => write_typed(path, group, key, shape, &data.iter().map(|&v| v as f64).collect::<Vec<_>>()),
-        Dtype::Bool => write_typed(path, group, key, shape, &data.iter().map(|&v| v != 0.0).collect::<Vec<_>>()),
-        Dtype::Int32 => write_typed(path, group, key, shape, &data.iter().map(|&v| v as i32).collect::<Vec<_>>()),
-        Dtype::Int64 | Dtype::OtherInt => write_typed(path, group, key, shape, &data.iter().map(|&v| v as i64).collect::<Vec<_>>()),
-        _ => write_typed(path, group, key, shape, data),
+        Dtype::Float64 => write_typed_gzip(path, group, key, shape, &data.iter().map(|&v| v as f64).collect::<Vec<_>>(), gzip),
+        Dtype::Bool => write_typed_gzip(path, group, key, shape, &data.iter().map(|&v| v != 0.0).collect::<Vec<_>>(), gzip),
+        Dtype::Int32 => write_typed_gzip(path, group, key, shape, &data.iter().map(|&v| v as i32).collect::<Vec<_>>(), gzip),
+        Dtype::Int64 | Dtype::OtherInt => write_typed_gzip(path, group, key, shape, &data.iter().map(|&v| v as i64).collect::<Vec<_>>(), gzip),
+        _ => write_typed_gzip(path, group, key, shape, data, gzip),
     }
 }
 
 /// Writes a typed slice to `key` with `shape`, creating parent groups.
 pub fn write_typed<T: H5Type>(path: &Path, group: &Group, key: &str, shape: &[usize], data: &[T]) -> Result<()> {
-    let ds = group
-        .new_dataset::<T>()
-        .shape(shape.to_vec())
-        .create(key)
+    write_typed_gzip(path, group, key, shape, data, None)
+}
+
+/// [`write_typed`], optionally gzip-compressed (see [`write_column_gzip`]). Empty columns and
+/// scalars are stored uncompressed (HDF5 chunks must be non-empty).
+pub fn write_typed_gzip<T: H5Type>(path: &Path, group: &Group, key: &str, shape: &[usize], data: &[T], gzip: Option<u8>) -> Result<()> {
+    let rows = shape.first().copied().unwrap_or(0);
+    let row_bytes = std::mem::size_of::<T>() * shape.iter().skip(1).product::<usize>().max(1);
+    let gzip = gzip.filter(|_| rows > 0 && !shape.is_empty());
+    let create = |g: &Group, name: &str| {
+        let b = g.new_dataset::<T>().shape(shape.to_vec());
+        match gzip {
+            Some(level) => {
+                // Chunks of whole rows, about 64 KiB each; shuffle (bytes grouped by
+                // significance) before deflate, as h5py's `compression="gzip", shuffle=True`.
+                let mut chunk = shape.to_vec();
+                chunk[0] = (65_536 / row_bytes).clamp(1, rows);
+                b.chunk(chunk).shuffle().deflate(level.clamp(1, 9)).create(name)
+            }
+            None => b.create(name),
+        }
+    };
+    let ds = create(group, key)
         .or_else(|_| {
             // Parent groups missing: create them, then retry.
             let parent = parent_group(group, key)?;
-            parent.new_dataset::<T>().shape(shape.to_vec()).create(key.rsplit('/').next().unwrap_or(key))
+            create(&parent, key.rsplit('/').next().unwrap_or(key))
         })
         .map_err(|e| h5err(path, key, e))?;
     ds.write_raw(data).map_err(|e| h5err(path, key, e))

@@ -174,9 +174,13 @@ pub fn lookup(id: &str) -> Result<RegistryEntry> {
     Err(DatasetError::UnknownId { id: id.into(), hint })
 }
 
-/// The entry whose file name is `file_name` (to recognise a cached file by its name).
+/// The entry whose file name is `file_name` (to recognise a cached file by its name), or whose
+/// id is the file's stem (`hopper-medium-v2.hdf5`, as `o2o dataset make-benchmark` names its files).
 pub fn lookup_file(file_name: &str) -> Option<RegistryEntry> {
-    entries().into_iter().find(|e| e.file_name() == file_name)
+    let all = entries();
+    let by_url = all.iter().position(|e| e.file_name() == file_name);
+    let by_id = || all.iter().position(|e| file_name.strip_suffix(".hdf5") == Some(e.id.as_str()));
+    by_url.or_else(by_id).map(|i| all[i].clone())
 }
 
 /// Levenshtein distance, for "did you mean".
@@ -213,6 +217,15 @@ mod tests {
         for e in &all {
             crate::scores::ref_scores(e.family).unwrap();
         }
+    }
+
+    #[test]
+    fn files_are_recognised_by_url_name_or_id() {
+        assert_eq!(lookup_file("hopper_medium_replay-v2.hdf5").unwrap().id, "hopper-medium-replay-v2");
+        assert_eq!(lookup_file("hopper-medium-replay-v2.hdf5").unwrap().id, "hopper-medium-replay-v2");
+        assert_eq!(lookup_file("walker2d-random-v2.hdf5").unwrap().env_id, "walker2d-v2");
+        assert!(lookup_file("hopper-medium-v2.h5").is_none());
+        assert!(lookup_file("my-data.hdf5").is_none());
     }
 
     #[test]

@@ -18,14 +18,20 @@ use crate::h5util::{self, Dtype};
 impl D4rlDataset {
     /// Writes this dataset to `path` in D4RL format (atomically).
     pub fn write(&self, path: &Path) -> Result<()> {
-        write_atomic(path, |tmp| self.write_to(tmp))
+        self.write_gzip(path, None)
     }
 
-    fn write_to(&self, tmp: &Path) -> Result<()> {
+    /// [`write`](Self::write), with the row columns (main keys and `infos/*`) gzip-compressed at
+    /// `Some(level)` (shuffle + deflate, chunked; any HDF5 reader decompresses transparently).
+    pub fn write_gzip(&self, path: &Path, gzip: Option<u8>) -> Result<()> {
+        write_atomic(path, |tmp| self.write_to(tmp, gzip))
+    }
+
+    fn write_to(&self, tmp: &Path, gzip: Option<u8>) -> Result<()> {
         let file = hdf5_metno::File::create(tmp).map_err(|e| DatasetError::Corrupt { path: tmp.into(), message: e.to_string() })?;
         let n = self.len();
         let dtype = |key: &str, default: Dtype| self.dtypes.get(key).copied().unwrap_or(default);
-        let col = |key: &str, shape: &[usize], default: Dtype, data: &[f32]| h5util::write_column(tmp, &file, key, shape, dtype(key, default), data);
+        let col = |key: &str, shape: &[usize], default: Dtype, data: &[f32]| h5util::write_column_gzip(tmp, &file, key, shape, dtype(key, default), data, gzip);
         col("observations", &[n, self.obs_dim], Dtype::Float32, &self.observations)?;
         col("actions", &[n, self.act_dim], Dtype::Float32, &self.actions)?;
         col("rewards", &[n], Dtype::Float32, &self.rewards)?;
@@ -37,7 +43,7 @@ impl D4rlDataset {
             col("next_observations", &[n, self.obs_dim], Dtype::Float32, next)?;
         }
         for (key, c) in &self.infos {
-            h5util::write_column(tmp, &file, key, &c.shape, c.dtype, &c.data)?;
+            h5util::write_column_gzip(tmp, &file, key, &c.shape, c.dtype, &c.data, gzip)?;
         }
         for (key, v) in &self.metadata {
             match v {

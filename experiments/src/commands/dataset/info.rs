@@ -78,6 +78,10 @@ pub fn run(args: InfoArgs) -> Result<()> {
             }
         }
         drop(file);
+        // A file made by `o2o dataset make-benchmark`: its manifest says how.
+        for line in super::benchmark::manifest::describe(&path)?.unwrap_or_default() {
+            println!("{line}");
+        }
         if ib {
             let d = ImagineBenchDataset::read(&path)?;
             println!("transitions: {} ({} real, {} imaginary), {} instructions, embedding size {}", d.len(), d.len() - d.n_imaginary(), d.n_imaginary(), d.instructions.len(), d.embed_dim);

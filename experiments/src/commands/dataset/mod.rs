@@ -1,9 +1,11 @@
 //! `o2o dataset …`: commands on offline datasets. Each subcommand lives in its own file here
 //! (datasets engineers: add `download`, `info`, … as variants of [`DatasetCommand`]).
 
+pub mod benchmark;
 pub mod convert;
 pub mod download;
 pub mod info;
+pub mod make_benchmark;
 pub mod view;
 
 use anyhow::Result;
@@ -28,6 +30,9 @@ pub enum DatasetCommand {
     Info(info::InfoArgs),
     /// Convert between a D4RL-format file and a Minari dataset folder.
     Convert(convert::ConvertArgs),
+    /// Make our own D4RL-style random / medium / medium-replay / expert files by training SAC
+    /// on a `-v2` env: `o2o dataset make-benchmark hopper --scale small --out data/hopper-small`.
+    MakeBenchmark(make_benchmark::MakeBenchmarkArgs),
 }
 
 /// `o2o dataset`.
@@ -37,5 +42,6 @@ pub fn run(args: DatasetArgs) -> Result<()> {
         DatasetCommand::Download(a) => download::run(a),
         DatasetCommand::Info(a) => info::run(a),
         DatasetCommand::Convert(a) => convert::run(a),
+        DatasetCommand::MakeBenchmark(a) => make_benchmark::run(a),
     }
 }

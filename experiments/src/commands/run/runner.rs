@@ -54,6 +54,19 @@ pub struct Summary {
     pub checkpoint: String,
 }
 
+/// Optional hooks for callers that drive a run for another purpose (`o2o dataset make-benchmark`
+/// snapshots the policy at evaluations and records simulator states). `Hooks::default()` is a
+/// plain run.
+#[derive(Default)]
+pub struct Hooks<'a> {
+    /// The env to act in, instead of `o2o_envs::make(config.env)` (e.g. one wrapped to log
+    /// qpos/qvel); it must be the config's env.
+    pub actor_env: Option<Box<dyn o2o_envs::Env>>,
+    /// Called after every evaluation (the final one included) with its result, the agent as
+    /// evaluated and the runner's counters at that moment.
+    pub on_eval: Option<&'a mut dyn FnMut(&EvalResult, &dyn Agent, &RunnerState) -> Result<()>>,
+}
+
 /// Build the agent a config describes, on `device`, seeded from the run seed.
 pub fn build_agent(config: &RunConfig, obs_dim: usize, act_dim: usize, device: Device) -> Result<Box<dyn Agent>> {
     let agent_config = config.agent_config()?;
@@ -71,6 +84,19 @@ pub fn execute(
     start: Start,
     extra_sinks: Vec<Box<dyn MetricSink>>,
     manifest: Option<Manifest>,
+) -> Result<Summary> {
+    execute_with(dir, config, device, start, extra_sinks, manifest, Hooks::default())
+}
+
+/// [`execute`] with [`Hooks`].
+pub fn execute_with(
+    dir: &Path,
+    config: &RunConfig,
+    device: Device,
+    start: Start,
+    extra_sinks: Vec<Box<dyn MetricSink>>,
+    manifest: Option<Manifest>,
+    mut hooks: Hooks,
 ) -> Result<Summary> {
     let t0 = Instant::now();
     let plan = phases::plan(&config.train);
@@ -141,7 +167,10 @@ pub fn execute(
     };
     let mut rng = state.rng()?;
     let mut actor = if needs_env {
-        let env = o2o_envs::make(&config.env).with_context(|| format!("making the env {}", config.env))?;
+        let env = match hooks.actor_env.take() {
+            Some(env) => env,
+            None => o2o_envs::make(&config.env).with_context(|| format!("making the env {}", config.env))?,
+        };
         Some(Actor::new(env, config.seed, state.episode)?)
     } else {
         None
@@ -154,7 +183,7 @@ pub fn execute(
     let mut last_episode_return = None;
 
     if config.eval.at_start && state.step == 0 {
-        evaluate(&mut *eval_env, &mut *agent, device, config, &mut state, &mut logger)?;
+        evaluate(&mut *eval_env, &mut *agent, device, config, &mut state, &mut logger, &mut hooks)?;
     }
 
     // The loop: one iteration is one gradient step (offline) or one env step (online).
@@ -223,7 +252,7 @@ pub fn execute(
             progress.show(last_episode_return, state.last_eval.as_ref());
         }
         if config.eval.every > 0 && state.step % config.eval.every == 0 {
-            evaluate(&mut *eval_env, &mut *agent, device, config, &mut state, &mut logger)?;
+            evaluate(&mut *eval_env, &mut *agent, device, config, &mut state, &mut logger, &mut hooks)?;
             progress.show(last_episode_return, state.last_eval.as_ref());
         }
         if config.checkpoint.every > 0 && state.step % config.checkpoint.every == 0 {
@@ -239,7 +268,7 @@ pub fn execute(
 
     // The end: a last evaluation unless one just ran, the final checkpoint, the summary.
     if state.last_eval.as_ref().is_none_or(|e| e.step != state.step) {
-        evaluate(&mut *eval_env, &mut *agent, device, config, &mut state, &mut logger)?;
+        evaluate(&mut *eval_env, &mut *agent, device, config, &mut state, &mut logger, &mut hooks)?;
     }
     state.finished = true;
     let ckpt = save_checkpoint(dir, config, &mut state, &rng, &*agent, replay.as_ref(), recorder.as_ref(), &mut logger)?;
@@ -262,14 +291,25 @@ pub fn execute(
     Ok(summary)
 }
 
-/// Evaluate, log under `eval/`, and remember the last and best results.
-fn evaluate(env: &mut dyn o2o_envs::Env, agent: &mut dyn Agent, device: Device, config: &RunConfig, state: &mut RunnerState, logger: &mut Logger) -> Result<()> {
+/// Evaluate, log under `eval/`, remember the last and best results, and call the hook.
+fn evaluate(
+    env: &mut dyn o2o_envs::Env,
+    agent: &mut dyn Agent,
+    device: Device,
+    config: &RunConfig,
+    state: &mut RunnerState,
+    logger: &mut Logger,
+    hooks: &mut Hooks,
+) -> Result<()> {
     let r = eval::evaluate(env, agent, device, config.seed, config.eval.episodes, state.step)?;
     logger.log(state.grad_step, state.env_step, &r.values())?;
     if state.best_eval.as_ref().is_none_or(|b| r.mean_return > b.mean_return) {
         state.best_eval = Some(r);
     }
     state.last_eval = Some(r);
+    if let Some(on_eval) = hooks.on_eval.as_mut() {
+        on_eval(&r, agent, state)?;
+    }
     Ok(())
 }
 

@@ -1,0 +1,211 @@
+//! `manifest.json` of a benchmark folder: how each file was made (seeds, the SAC run, the rule
+//! that chose the medium snapshot) and what it holds (rows, episodes, returns, size, SHA-256).
+//! `o2o dataset info` reads it to describe a file that sits next to it.
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// File name of the manifest inside a benchmark folder.
+pub const MANIFEST: &str = "manifest.json";
+/// Value of the manifest's `format` field.
+pub const FORMAT: &str = "o2o-benchmark/1";
+
+/// The whole manifest.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BenchmarkManifest {
+    /// Always [`FORMAT`].
+    pub format: String,
+    /// `hopper`, `halfcheetah` or `walker2d` (the D4RL score family).
+    pub task: String,
+    /// The env every file was collected in, e.g. `hopper-v2`.
+    pub env: String,
+    /// `small`, `full` (or `custom` when sizes were overridden).
+    pub scale: String,
+    pub o2o_version: String,
+    pub git_revision: String,
+    pub created_utc: String,
+    pub command: Vec<String>,
+    pub device: String,
+    pub torch_threads: i64,
+    pub seeds: Seeds,
+    pub sac: SacRecord,
+    /// How the medium snapshot is chosen, in words.
+    pub medium_rule: String,
+    pub medium: MediumChoice,
+    pub files: Vec<FileRecord>,
+    /// Seconds the whole command took.
+    pub wall_s: f64,
+}
+
+/// Every seed used; each rollout set is an `Actor` whose episode k resets with
+/// `derive_seed(seed, 1, k)`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Seeds {
+    /// `--seed`.
+    pub run: u64,
+    /// The SAC run's seed (its agent, runner RNG and episode seeds derive from it as in `o2o train`).
+    pub sac: u64,
+    pub random: u64,
+    pub medium: u64,
+    pub expert: u64,
+}
+
+/// The SAC run that produced the policies and the replay data.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SacRecord {
+    /// The preset the config started from (the env replaced by the `-v2` one).
+    pub preset: String,
+    /// Uniformly random env steps before learning.
+    pub random_steps: u64,
+    /// Env steps with one SAC update each.
+    pub online_steps: u64,
+    pub grad_steps: u64,
+    pub eval_every: u64,
+    pub eval_episodes: usize,
+    /// Every evaluation (deterministic policy), in order; the last is the final policy's.
+    pub evaluations: Vec<EvalPoint>,
+    pub wall_s: f64,
+}
+
+/// One evaluation of the SAC run.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct EvalPoint {
+    pub step: u64,
+    pub env_step: u64,
+    pub grad_step: u64,
+    pub mean_return: f64,
+    pub normalized_score: Option<f64>,
+}
+
+/// The snapshot chosen as the medium policy.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct MediumChoice {
+    /// The expert's (final policy's) evaluation return.
+    pub expert_eval_return: f64,
+    /// One third of the expert's normalized score, as a return.
+    pub target_return: f64,
+    /// The chosen evaluation.
+    pub eval: EvalPoint,
+    /// Whether no evaluation reached the target and the final policy was taken instead.
+    pub fallback_to_final: bool,
+}
+
+/// One dataset file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FileRecord {
+    /// File name inside the folder, e.g. `hopper-medium-v2.hdf5`.
+    pub file: String,
+    /// The D4RL id it stands in for, e.g. `hopper-medium-v2`.
+    pub id: String,
+    /// `random`, `medium`, `medium-replay` or `expert`.
+    pub role: String,
+    /// Which policy collected it, in words.
+    pub policy: String,
+    pub rows: usize,
+    /// Complete episodes (ended by a termination or the time limit).
+    pub episodes: usize,
+    /// Undiscounted returns of the complete episodes (null when there are none).
+    pub returns: Option<Stats>,
+    /// D4RL normalized score ×100 of those returns.
+    pub normalized_score: Option<Stats>,
+    pub bytes: u64,
+    pub sha256: String,
+    /// gzip level of the columns, 0 = uncompressed.
+    pub gzip: u8,
+}
+
+/// min / mean / max.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Stats {
+    pub min: f64,
+    pub mean: f64,
+    pub max: f64,
+}
+
+impl Stats {
+    /// The statistics of `values`, `None` when empty.
+    pub fn of(values: &[f64]) -> Option<Self> {
+        if values.is_empty() {
+            return None;
+        }
+        let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        Some(Self { min, mean: values.iter().sum::<f64>() / values.len() as f64, max })
+    }
+
+    /// Each value mapped by `f` (monotone increasing, e.g. the normalized score).
+    pub fn map(self, f: impl Fn(f64) -> f64) -> Self {
+        Self { min: f(self.min), mean: f(self.mean), max: f(self.max) }
+    }
+}
+
+impl BenchmarkManifest {
+    /// The manifest of the folder `dir`, if it has one; a `manifest.json` of another kind (a
+    /// run's) is `None`, an unreadable benchmark manifest an error.
+    pub fn read_dir(dir: &Path) -> Result<Option<Self>> {
+        let path = dir.join(MANIFEST);
+        let Ok(text) = std::fs::read_to_string(&path) else { return Ok(None) };
+        let value: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+        if value.get("format").and_then(|f| f.as_str()) != Some(FORMAT) {
+            return Ok(None);
+        }
+        serde_json::from_value(value).map(Some).with_context(|| format!("{} is not a valid {FORMAT} manifest", path.display()))
+    }
+
+    /// The record of the file named `file`.
+    pub fn file(&self, file: &str) -> Option<&FileRecord> {
+        self.files.iter().find(|f| f.file == file)
+    }
+}
+
+/// What `o2o dataset info` prints about a file that sits next to a benchmark manifest: its
+/// role, how it was made, its recorded returns, and whether its SHA-256 still matches.
+/// `None` when there is no manifest or it does not list the file.
+pub fn describe(path: &Path) -> Result<Option<Vec<String>>> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
+    let Some(m) = BenchmarkManifest::read_dir(dir)? else { return Ok(None) };
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let Some(f) = m.file(&name) else { return Ok(None) };
+    let mut out = vec![
+        format!("benchmark: {} (role {}, scale {}, env {}), made by o2o {} ({}) on {}", f.id, f.role, m.scale, m.env, m.o2o_version, m.git_revision, m.created_utc),
+        format!("  policy: {}", f.policy),
+    ];
+    if f.role == "medium" || f.role == "medium-replay" {
+        let e = &m.medium.eval;
+        out.push(format!(
+            "  medium snapshot: env step {} (eval return {:.1}; target {:.1} = one third of the expert's normalized score, expert eval return {:.1})",
+            e.env_step, e.mean_return, m.medium.target_return, m.medium.expert_eval_return
+        ));
+    }
+    let ret = |s: Option<Stats>| s.map_or("none (no complete episode)".to_string(), |s| format!("min {:.1}, mean {:.1}, max {:.1}", s.min, s.mean, s.max));
+    out.push(format!("  manifest: {} rows, {} complete episodes, return {}, normalized {}", f.rows, f.episodes, ret(f.returns), ret(f.normalized_score)));
+    let (sha, bytes) = o2o_datasets::download::hash_file(path)?;
+    let check = if sha == f.sha256 && bytes == f.bytes { "matches the manifest".to_string() } else { format!("DIFFERS from the manifest (file {sha}, {bytes} bytes; manifest {}, {} bytes)", f.sha256, f.bytes) };
+    out.push(format!("  sha256: {check}"));
+    Ok(Some(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_and_normalized_map() {
+        let s = Stats::of(&[3.0, 1.0, 2.0]).unwrap();
+        assert_eq!(s, Stats { min: 1.0, mean: 2.0, max: 3.0 });
+        assert_eq!(s.map(|r| 10.0 * r), Stats { min: 10.0, mean: 20.0, max: 30.0 });
+        assert_eq!(Stats::of(&[]), None);
+    }
+
+    #[test]
+    fn a_run_manifest_is_not_a_benchmark_manifest() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(BenchmarkManifest::read_dir(dir.path()).unwrap().is_none());
+        std::fs::write(dir.path().join(MANIFEST), r#"{"o2o_version": "0.1.0", "algo": "sac"}"#).unwrap();
+        assert!(BenchmarkManifest::read_dir(dir.path()).unwrap().is_none());
+        std::fs::write(dir.path().join(MANIFEST), format!(r#"{{"format": "{FORMAT}", "task": 3}}"#)).unwrap();
+        assert!(BenchmarkManifest::read_dir(dir.path()).is_err());
+    }
+}

@@ -1,0 +1,109 @@
+//! `o2o dataset make-benchmark <hopper|halfcheetah|walker2d> [--scale small|full] [--out DIR]
+//! [--seed S]`: our own D4RL-style `random`, `medium`, `medium-replay` and `expert` files and
+//! their `manifest.json`. The generation itself is [`super::benchmark::generate`]; this file only
+//! turns the command line into a [`BenchmarkSpec`].
+
+use super::benchmark::{self, BenchmarkSpec, Scale, Task};
+use crate::commands::run::DeviceArg;
+use anyhow::{bail, Result};
+use clap::Args;
+use std::path::PathBuf;
+
+/// Arguments of `o2o dataset make-benchmark`.
+#[derive(Args, Debug)]
+pub struct MakeBenchmarkArgs {
+    /// The task: SAC is trained on its D4RL-compatible `-v2` env (hopper-v2, ...).
+    #[arg(value_enum)]
+    pub task: Task,
+    /// small: SAC 60k env steps, 100k-row files (≤ 30 min for hopper on 2 cores, gzip'd);
+    /// full: D4RL's sizes, SAC 1M env steps, 1M-row files.
+    #[arg(long, value_enum, default_value = "small")]
+    pub scale: Scale,
+    /// Output folder (default `data/<task>-<scale>`).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Seed of everything (the SAC run uses it as `o2o train --seed` would).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Override the scale: SAC env steps in total.
+    #[arg(long)]
+    pub sac_steps: Option<u64>,
+    /// Override the scale: SAC's initial uniformly random env steps (part of --sac-steps).
+    #[arg(long)]
+    pub sac_random_steps: Option<u64>,
+    /// Override the scale: rows of the random, medium and expert files.
+    #[arg(long)]
+    pub transitions: Option<usize>,
+    /// Override the scale: env steps between SAC evaluations (the medium snapshot candidates).
+    #[arg(long)]
+    pub eval_every: Option<u64>,
+    /// Override the scale: episodes per evaluation.
+    #[arg(long)]
+    pub eval_episodes: Option<usize>,
+    /// gzip level 0-9 of the files' columns (default 4 for small, 0 = uncompressed for full).
+    #[arg(long)]
+    pub gzip: Option<u8>,
+    /// Override a key of the SAC run's config, as `o2o train --set` (e.g. `--set agent.critic.hidden=[64,64]`).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Keep the SAC run directory (config, metrics, final checkpoint) as `<out>/sac-run/`.
+    #[arg(long)]
+    pub keep_run: bool,
+    /// cpu, cuda, or auto (CUDA when available).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub device: DeviceArg,
+    /// Torch intra-op threads (default: libtorch's choice).
+    #[arg(long)]
+    pub threads: Option<i32>,
+}
+
+/// `o2o dataset make-benchmark`.
+pub fn run(args: MakeBenchmarkArgs) -> Result<()> {
+    let mut sizes = args.scale.sizes();
+    let overridden = args.sac_steps.is_some() || args.sac_random_steps.is_some() || args.transitions.is_some() || args.eval_every.is_some() || args.eval_episodes.is_some() || !args.set.is_empty();
+    sizes.sac_steps = args.sac_steps.unwrap_or(sizes.sac_steps);
+    sizes.sac_random_steps = args.sac_random_steps.unwrap_or(sizes.sac_random_steps);
+    sizes.rows = args.transitions.unwrap_or(sizes.rows);
+    sizes.eval_every = args.eval_every.unwrap_or(sizes.eval_every);
+    sizes.eval_episodes = args.eval_episodes.unwrap_or(sizes.eval_episodes);
+    if let Some(g) = args.gzip {
+        if g > 9 {
+            bail!("--gzip: expected a level 0-9, found {g}");
+        }
+        sizes.gzip = g;
+    }
+    if let Some(n) = args.threads {
+        if n < 1 {
+            bail!("--threads: expected at least 1, found {n}");
+        }
+        tch::set_num_threads(n);
+    }
+    let spec = BenchmarkSpec {
+        task: args.task,
+        scale_name: if overridden { "custom".into() } else { args.scale.name().into() },
+        sizes,
+        seed: args.seed,
+        out: args.out.unwrap_or_else(|| PathBuf::from(format!("data/{}-{}", args.task.name(), args.scale.name()))),
+        sac_overrides: args.set,
+        keep_run: args.keep_run,
+        device: args.device.resolve()?,
+    };
+    let m = benchmark::generate(&spec)?;
+    let medium = &m.medium.eval;
+    println!(
+        "{}: {} in {:.0} s (SAC {:.0} s); medium = env step {} (eval return {:.1}), expert eval return {:.1}",
+        spec.out.display(),
+        m.files.iter().map(|f| f.file.as_str()).collect::<Vec<_>>().join(", "),
+        m.wall_s,
+        m.sac.wall_s,
+        medium.env_step,
+        medium.mean_return,
+        m.medium.expert_eval_return
+    );
+    for f in &m.files {
+        let r = f.returns.map_or("-".to_string(), |s| format!("{:.1} / {:.1} / {:.1}", s.min, s.mean, s.max));
+        let n = f.normalized_score.map_or("-".to_string(), |s| format!("{:.1}", s.mean));
+        println!("  {:<32} {:>8} rows {:>6} episodes  return min/mean/max {r}  normalized {n}  {} bytes", f.file, f.rows, f.episodes, f.bytes);
+    }
+    Ok(())
+}
