@@ -210,6 +210,9 @@ fn bad_overrides_fail_before_creating_a_run() {
         assert_eq!(out.status.code(), Some(2), "{set}: {err}");
         assert!(err.contains(needle), "{set}: error does not name {needle}: {err}");
     }
+    let out = o2o(&["train", "--preset", "iql-hopper-medium", "--set", "dataset.path=/no/such/file.hdf5"], tmp.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such/file.hdf5"));
     let out = o2o(&["train", "--preset", "no-such-preset"], tmp.path()).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("sac-hopper"));
     assert!(!tmp.path().exists() || std::fs::read_dir(tmp.path()).unwrap().next().is_none(), "a failed config created a run directory");

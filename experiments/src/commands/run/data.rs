@@ -57,7 +57,7 @@ pub fn load(cfg: &DatasetConfig, action_space: &BoxSpace, env_id: &str, obs_dim:
 }
 
 /// The file a dataset config points at: `path`, or the registry id's file in the cache.
-fn resolve_path(cfg: &DatasetConfig) -> Result<PathBuf> {
+pub fn resolve_path(cfg: &DatasetConfig) -> Result<PathBuf> {
     if let Some(p) = &cfg.path {
         if !p.is_file() {
             bail!("dataset.path {} does not exist", p.display());
@@ -105,11 +105,6 @@ impl Recorder {
     pub fn resume(path: &Path, scale: ActionScale) -> Result<Self> {
         let ds = D4rlDataset::read(path).with_context(|| format!("reading the recorded dataset {}", path.display()))?;
         Ok(Self { ds, scale })
-    }
-
-    /// The recording as a dataset (env-unit actions, raw rewards).
-    pub fn into_dataset(self) -> D4rlDataset {
-        self.ds
     }
 
     /// Write the recording (atomically).

@@ -152,6 +152,7 @@ pub fn train(args: TrainArgs) -> Result<()> {
     }
     config::apply_overrides(&mut table, &overrides)?;
     let config = RunConfig::from_table(table, &format!("preset {name} with --set overrides"))?;
+    check_dataset_exists(&config)?;
     let device = args.common.apply()?;
     let dir = rundir::create(&args.runs_dir, &config.preset, config.seed)?;
     start_run(&dir, &config, device, Start::Fresh, None, &args.common.rerun)
@@ -198,6 +199,7 @@ pub fn finetune(args: FinetuneArgs) -> Result<()> {
         toml::Value::try_from(config::ParentConfig { run_dir: parent_abs.clone(), checkpoint: ckpt_abs.clone() })?,
     );
     let config = RunConfig::from_table(table, &format!("fine-tuning config from {}", parent_dir.display()))?;
+    check_dataset_exists(&config)?;
     let device = args.common.apply()?;
     let dir = rundir::create(&args.runs_dir, &format!("{}-finetune", config.preset), config.seed)?;
     let parent_rev = std::fs::read_to_string(parent_dir.join(rundir::MANIFEST))
@@ -277,6 +279,14 @@ fn start_run(dir: &Path, config: &RunConfig, device: Device, start: Start, paren
     let summary = runner::execute(dir, config, device, start, sinks, Some(manifest))?;
     report(dir, &summary);
     Ok(())
+}
+
+/// Fail before creating a run directory when the run needs a dataset file that is not there.
+fn check_dataset_exists(config: &RunConfig) -> Result<()> {
+    match &config.dataset {
+        Some(d) if config.train.offline_steps > 0 || config.train.offline_ratio > 0.0 => data::resolve_path(d).map(|_| ()),
+        _ => Ok(()),
+    }
 }
 
 /// The one line a finished run prints on stdout.
