@@ -107,6 +107,11 @@ impl Recorder {
         Ok(Self { ds, scale })
     }
 
+    /// The recording as a dataset (env-unit actions, raw rewards).
+    pub fn into_dataset(self) -> D4rlDataset {
+        self.ds
+    }
+
     /// Write the recording (atomically).
     pub fn write(&self, path: &Path) -> Result<()> {
         self.ds.write(path).with_context(|| format!("writing the recorded dataset {}", path.display()))
