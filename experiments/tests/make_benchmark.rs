@@ -45,11 +45,14 @@ fn make_benchmark_writes_four_d4rl_files_and_a_matching_manifest() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("hopper-tiny");
     let rows = ROWS.to_string();
-    let (ok, log) = o2o(&[
-        "dataset", "make-benchmark", "hopper", "--out", out.to_str().unwrap(), "--seed", "3",
-        "--sac-steps", "1500", "--sac-random-steps", "500", "--transitions", &rows, "--eval-every", "250", "--eval-episodes", "2",
-        "--set", "agent.critic.hidden=[64,64]", "--set", "agent.actor.mlp.hidden=[64,64]", "--keep-run", "--threads", "1", "--device", "cpu",
-    ]);
+    let make = |out: &Path, keep: &str| {
+        o2o(&[
+            "dataset", "make-benchmark", "hopper", "--out", out.to_str().unwrap(), "--seed", "3",
+            "--sac-steps", "1500", "--sac-random-steps", "500", "--transitions", &rows, "--eval-every", "250", "--eval-episodes", "2",
+            "--set", "agent.critic.hidden=[64,64]", "--set", "agent.actor.mlp.hidden=[64,64]", keep, "--threads", "1", "--device", "cpu",
+        ])
+    };
+    let (ok, log) = make(&out, "--keep-run");
     assert!(ok, "{log}");
     let m: Value = serde_json::from_str(&std::fs::read_to_string(out.join("manifest.json")).unwrap()).unwrap();
     assert_eq!((m["format"].as_str(), m["task"].as_str(), m["env"].as_str(), m["scale"].as_str()), (Some("o2o-benchmark/1"), Some("hopper"), Some("hopper-v2"), Some("custom")));
@@ -108,6 +111,15 @@ fn make_benchmark_writes_four_d4rl_files_and_a_matching_manifest() {
         }
     }
     assert!(!std::fs::read_dir(&out).unwrap().any(|e| e.unwrap().file_name().to_string_lossy().starts_with(".make-benchmark")), "work folder left behind");
+
+    // Same seed, same files, byte for byte (and without --keep-run no run folder stays).
+    let again = dir.path().join("again");
+    let (ok, log) = make(&again, "--gzip=4");
+    assert!(ok, "{log}");
+    let m2: Value = serde_json::from_str(&std::fs::read_to_string(again.join("manifest.json")).unwrap()).unwrap();
+    let shas = |m: &Value| m["files"].as_array().unwrap().iter().map(|f| f["sha256"].clone()).collect::<Vec<_>>();
+    assert_eq!(shas(&m2), shas(&m));
+    assert_eq!(std::fs::read_dir(&again).unwrap().count(), 5, "four files and the manifest");
 
     // `o2o dataset info` knows the file's role from the manifest and checks its hash.
     let medium_file = out.join("hopper-medium-v2.hdf5");
