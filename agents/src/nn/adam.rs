@@ -63,6 +63,11 @@ impl Adam {
             for (((_, p), g), (m, v)) in params.named().iter().zip(grads).zip(self.m.iter_mut().zip(self.v.iter_mut())) {
                 let _ = m.lerp_(g, 1.0 - self.beta1);
                 let _ = v.lerp_(&g.square(), 1.0 - self.beta2);
+                if step_size == 0.0 {
+                    // lr = 0 (e.g. the end of a cosine schedule): moments move, weights do not,
+                    // as in PyTorch; the folded constants below would divide by zero.
+                    continue;
+                }
                 let mut d = v.sqrt();
                 let _ = d.g_mul_scalar_(c1).g_add_scalar_(c2);
                 let _ = p.shallow_clone().addcdiv_(m, &d);
@@ -124,6 +129,19 @@ mod tests {
         assert_eq!(st[0].0, "opt/m/w");
         assert!((st[0].1.double_value(&[0]) - m).abs() < 1e-7);
         assert!((st[1].1.double_value(&[0]) - v).abs() < 1e-9);
+    }
+
+    /// A learning rate of exactly 0 (the end of a cosine schedule) leaves the weights as they
+    /// are and finite, while the moments still move.
+    #[test]
+    fn zero_learning_rate_keeps_weights() {
+        let mut p = ParamSet::new();
+        let th = p.add("w", Tensor::from_slice(&[1.5f32, -0.5]), Device::Cpu);
+        let mut adam = Adam::new(&p, 0.0);
+        adam.apply(&p, &[Tensor::from_slice(&[0.5f32, 2.0])]);
+        assert_eq!(Vec::<f32>::try_from(&th).unwrap(), vec![1.5, -0.5]);
+        let st = adam.state("opt", &p);
+        assert!((st[0].1.double_value(&[0]) - 0.05).abs() < 1e-7, "m must still be updated");
     }
 
     #[test]
