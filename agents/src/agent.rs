@@ -36,6 +36,15 @@ pub enum AgentError {
     Io(#[from] std::io::Error),
 }
 
+/// Which part of an offline-to-online run the next updates belong to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Updates on the offline dataset only.
+    Offline,
+    /// Updates once the agent acts in the env (online data, possibly mixed with offline data).
+    Online,
+}
+
 /// An RL agent.
 pub trait Agent: Send {
     /// Short algorithm name, e.g. `"sac"`.
@@ -55,5 +64,11 @@ pub trait Agent: Send {
     fn load_parts(&mut self, path: &Path, parts: &[&str]) -> Result<(), AgentError> {
         let _ = (path, parts);
         Err(AgentError::Config(format!("{} does not support loading parts of a checkpoint", self.name())))
+    }
+    /// Tell the agent which phase the next updates belong to, so it applies its paired settings
+    /// (e.g. Cal-QL's calibration on or off online). Idempotent; the runner calls it whenever the
+    /// phase changes and when a run (re)starts. Most algorithms ignore it.
+    fn set_phase(&mut self, phase: Phase) {
+        let _ = phase;
     }
 }

@@ -11,12 +11,13 @@
 //! critic = { hidden = [256, 256], layer_norm = true }
 //! ```
 
-use crate::algos::{iql::IqlConfig, iql::Iql, sac::Sac, sac::SacConfig};
+use crate::algos::{calql, calql::CalQlConfig, cql::Cql, cql::CqlConfig, iql::Iql, iql::IqlConfig, rlpd, rlpd::RlpdConfig, sac::Sac, sac::SacConfig};
 use crate::{Agent, AgentError};
 use serde::{Deserialize, Serialize};
 use tch::Device;
 
-/// Any algorithm's configuration, tagged by `algo` (`"sac"`, `"iql"`).
+/// Any algorithm's configuration, tagged by `algo` (`"sac"`, `"iql"`, `"cql"`, `"calql"`,
+/// `"rlpd"`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "algo", rename_all = "lowercase")]
 pub enum AgentConfig {
@@ -24,6 +25,12 @@ pub enum AgentConfig {
     Sac(SacConfig),
     /// Implicit Q-Learning (offline, fine-tuning).
     Iql(IqlConfig),
+    /// Conservative Q-Learning (offline, fine-tuning).
+    Cql(CqlConfig),
+    /// Calibrated Q-Learning (offline, fine-tuning; needs MC returns).
+    Calql(CalQlConfig),
+    /// RLPD (online with offline data mixed in).
+    Rlpd(RlpdConfig),
 }
 
 impl AgentConfig {
@@ -32,7 +39,25 @@ impl AgentConfig {
         match self {
             AgentConfig::Sac(_) => "sac",
             AgentConfig::Iql(_) => "iql",
+            AgentConfig::Cql(_) => "cql",
+            AgentConfig::Calql(_) => "calql",
+            AgentConfig::Rlpd(_) => "rlpd",
         }
+    }
+
+    /// Reject settings that cannot work, naming the field.
+    pub fn validate(&self) -> Result<(), AgentError> {
+        match self {
+            AgentConfig::Sac(c) | AgentConfig::Rlpd(RlpdConfig(c)) => c.validate(),
+            AgentConfig::Iql(c) => c.validate(),
+            AgentConfig::Cql(c) | AgentConfig::Calql(CalQlConfig { cql: c, .. }) => c.validate(),
+        }
+    }
+
+    /// Whether every training batch must carry `mc_return` (Monte-Carlo returns-to-go, in the
+    /// rewards the agent sees): Cal-QL's floor.
+    pub fn needs_mc_returns(&self) -> bool {
+        matches!(self, AgentConfig::Calql(_))
     }
 
     /// Parse from a TOML value (e.g. a preset's `[agent]` table). Errors name the bad key.
@@ -54,6 +79,9 @@ pub fn build(config: &AgentConfig, obs_dim: usize, act_dim: usize, device: Devic
     Ok(match config {
         AgentConfig::Sac(c) => Box::new(Sac::new(c.clone(), o, a, device, seed)?),
         AgentConfig::Iql(c) => Box::new(Iql::new(c.clone(), o, a, device, seed)?),
+        AgentConfig::Cql(c) => Box::new(Cql::new(c.clone(), o, a, device, seed)?),
+        AgentConfig::Calql(c) => Box::new(calql::new(c.clone(), o, a, device, seed)?),
+        AgentConfig::Rlpd(c) => Box::new(rlpd::new(c.clone(), o, a, device, seed)?),
     })
 }
 
@@ -80,8 +108,18 @@ mod tests {
     }
 
     #[test]
-    fn build_both() {
-        for c in [AgentConfig::Sac(SacConfig::default()), AgentConfig::Iql(IqlConfig::default())] {
+    fn build_every_algorithm_and_round_trip_its_toml() {
+        let all = [
+            AgentConfig::Sac(SacConfig::default()),
+            AgentConfig::Iql(IqlConfig::default()),
+            AgentConfig::Cql(CqlConfig::default()),
+            AgentConfig::Calql(CalQlConfig::default()),
+            AgentConfig::Rlpd(RlpdConfig::default()),
+        ];
+        for c in all {
+            c.validate().unwrap();
+            assert_eq!(AgentConfig::from_toml(c.to_toml().unwrap()).unwrap(), c, "{}", c.algo());
+            assert_eq!(c.needs_mc_returns(), c.algo() == "calql");
             let a = build(&c, 4, 2, Device::Cpu, 0).unwrap();
             assert_eq!(a.name(), c.algo());
         }

@@ -38,6 +38,10 @@ fn configs() -> Vec<AgentConfig> {
             temperature_form: o2o_agents::nn::TemperatureForm::Softplus,
             ..SacConfig::default()
         }),
+        // CQL in its Lagrange form (the multiplier and its moments are state too), and RLPD's
+        // strided minibatches with the actor on the last one.
+        AgentConfig::Cql(o2o_agents::cql::CqlConfig { cql: o2o_agents::cql::CqlTerm { cql_lagrange: true, cql_n_actions: 3, ..Default::default() }, ..Default::default() }),
+        AgentConfig::Rlpd(o2o_agents::rlpd::RlpdConfig(SacConfig { critic_steps: 4, num_critics: 4, ..o2o_agents::rlpd::RlpdConfig::default().0 })),
         AgentConfig::Iql(IqlConfig { actor_lr_decay_steps: 10, actor: o2o_agents::nn::GaussianConfig { mlp: o2o_agents::nn::MlpConfig { dropout: 0.1, ..Default::default() }, ..Default::default() }, ..IqlConfig::default() }),
     ]
 }

@@ -8,16 +8,25 @@
 //! jaxrl/rlpd `sac_learner.py`, WSRL `agents/sac.py`, CleanRL `sac_continuous_action.py`.
 //!
 //! One `update(batch)` does:
-//! 1. `critic_steps` critic steps, each on its own slice of the batch (WSRL's high-UTD split):
-//!    `a' ~ π(·|s')`, a random subset `I` of `M` target members,
-//!    `y = r + γ (1 − d) (min_{i∈I} Q̄_i(s', a') − [backup_entropy] α log π(a'|s'))`,
+//! 1. `critic_steps` critic steps, each on its own minibatch of the batch (WSRL's and RLPD's
+//!    high-UTD split): `a' ~ π(·|s')`, a random subset `I` of `M` target members,
+//!    `y = r + γ (1 − d) (min_{i∈I} Q̄_i(s', a') − [backup_entropy] α log π(a'|s'))`
+//!    (with `max_target_backup`: K next actions, the max over them of the subset-min),
 //!    `L_Q = mean_{i,b} (Q_i(s_b, a_b) − y_b)²`, then Polyak `θ̄ ← (1 − τ) θ̄ + τ θ`;
-//! 2. one actor step on the whole batch: `L_π = E_s[α log π(ã|s) − agg_i Q_i(s, ã)]`, `ã`
-//!    reparameterized, `agg` = min over all E members (SAC, WSRL) or their mean (RLPD);
+//! 2. one actor step, on the whole batch (SAC, WSRL) or the last minibatch (RLPD):
+//!    `L_π = E_s[α log π(ã|s) − agg_i Q_i(s, ã)]`, `ã` reparameterized, `agg` = min over all E
+//!    members (SAC, WSRL) or their mean (RLPD);
 //! 3. one temperature step: `L_α = −α (E[log π(ã|s)] + H̄)`, `H̄ = target_entropy_per_dim · |A|`.
+//!
+//! Minibatch `i` of `k` takes rows `i, i + k, i + 2k, …` (a strided view, no copy), so every
+//! minibatch keeps the batch's composition: a mixed batch (offline rows first, then online)
+//! gives each minibatch the same offline/online split, as RLPD's interleaved batches do.
 //!
 //! Plain SAC is E = M = 2, entropy in the backup, one critic step. WSRL's online agent is
 //! E = 10, M = 2 with replacement, LayerNorm, no backup entropy, 4 critic steps, softplus α.
+//! RLPD ([`super::rlpd`]) is E = 10, M = 2 without replacement, mean actor, 20 critic steps and
+//! the actor on the last one. CQL and Cal-QL ([`super::cql`]) add a term to the critic loss
+//! through [`Sac::update_with`].
 //! Deviation: the temperature is estimated on the actor's samples at `s` (SAC, CleanRL), not at
 //! `s'` as WSRL does; it saves a forward pass and targets the same entropy.
 
@@ -38,6 +47,16 @@ pub enum QReduce {
     Min,
     /// mean over all members (REDQ, RLPD).
     Mean,
+}
+
+/// Which rows the actor and temperature steps use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActorBatch {
+    /// The whole batch (SAC, WSRL).
+    Whole,
+    /// The last critic minibatch only (RLPD's UTD schedule).
+    LastSlice,
 }
 
 /// SAC hyperparameters; defaults are the SAC paper / jaxrl values (algorithms.md §6.5).
@@ -76,8 +95,14 @@ pub struct SacConfig {
     pub target_entropy_per_dim: f64,
     /// Subtract α log π(a'|s') in the TD target (SAC: yes; WSRL: no).
     pub backup_entropy: bool,
-    /// Critic steps per update (UTD): the batch is split into this many slices.
+    /// Critic steps per update (UTD): the batch is split into this many minibatches.
     pub critic_steps: i64,
+    /// Rows of the actor and temperature steps: `whole` batch or the `last_slice` (RLPD).
+    pub actor_batch: ActorBatch,
+    /// Max-target backup (CQL / WSRL AntMaze): the target takes the max over K next actions.
+    pub max_target_backup: bool,
+    /// K, the next actions sampled per state for `max_target_backup`.
+    pub max_target_backup_samples: i64,
 }
 
 impl Default for SacConfig {
@@ -100,6 +125,9 @@ impl Default for SacConfig {
             target_entropy_per_dim: -1.0,
             backup_entropy: true,
             critic_steps: 1,
+            actor_batch: ActorBatch::Whole,
+            max_target_backup: false,
+            max_target_backup_samples: 10,
         }
     }
 }
@@ -121,6 +149,9 @@ impl SacConfig {
         }
         if self.critic_steps < 1 {
             return bad(format!("sac.critic_steps must be ≥ 1, found {}", self.critic_steps));
+        }
+        if self.max_target_backup_samples < 1 {
+            return bad(format!("sac.max_target_backup_samples must be ≥ 1, found {}", self.max_target_backup_samples));
         }
         if !(0.0..=1.0).contains(&self.tau) || !(0.0..=1.0).contains(&self.gamma) {
             return bad(format!("sac.tau and sac.gamma must be in [0, 1], found {} and {}", self.tau, self.gamma));
@@ -150,8 +181,21 @@ struct Modules {
     temperature_opt: Adam,
 }
 
+/// What one critic step returns (tensors; read back once per update).
+pub(crate) struct CriticOut {
+    /// The TD part of the loss, `mean (Q − y)²`.
+    pub loss: Tensor,
+    /// Mean Q(s, a) over members and rows.
+    pub q_mean: Tensor,
+    /// Mean TD target y.
+    pub target_mean: Tensor,
+    /// Extra values the added critic term reported.
+    pub extra: Vec<(&'static str, Tensor)>,
+}
+
 /// A SAC agent.
 pub struct Sac {
+    name: &'static str,
     cfg: SacConfig,
     m: Modules,
     act_dim: i64,
@@ -165,9 +209,15 @@ impl Sac {
     /// A new agent for `obs_dim` observations and `act_dim` actions in `[-1, 1]`, all tensors
     /// on `device`, every random draw from `seed`.
     pub fn new(cfg: SacConfig, obs_dim: i64, act_dim: i64, device: Device, seed: u64) -> Result<Self, AgentError> {
+        Self::named("sac", cfg, obs_dim, act_dim, device, seed)
+    }
+
+    /// A SAC agent that reports (and checkpoints as) `name`: a SAC configuration with its own
+    /// name (RLPD), or the SAC core of a variant (CQL, Cal-QL).
+    pub(crate) fn named(name: &'static str, cfg: SacConfig, obs_dim: i64, act_dim: i64, device: Device, seed: u64) -> Result<Self, AgentError> {
         cfg.validate()?;
         if obs_dim < 1 || act_dim < 1 {
-            return Err(AgentError::Config(format!("sac needs obs_dim and act_dim ≥ 1, found {obs_dim} and {act_dim}")));
+            return Err(AgentError::Config(format!("{name} needs obs_dim and act_dim ≥ 1, found {obs_dim} and {act_dim}")));
         }
         if device == Device::Cpu {
             crate::alloc::tune_cpu_allocator();
@@ -197,7 +247,7 @@ impl Sac {
             temperature_params,
         };
         let target_entropy = cfg.target_entropy_per_dim * act_dim as f64;
-        Ok(Self { cfg, m, act_dim, target_entropy, device, rng, step: 0 })
+        Ok(Self { name, cfg, m, act_dim, target_entropy, device, rng, step: 0 })
     }
 
     /// The configuration.
@@ -229,11 +279,24 @@ impl Sac {
         v
     }
 
-    fn load_impl(&mut self, path: &Path, parts: Option<&[&str]>) -> Result<(), AgentError> {
-        let live = self.named_tensors();
+    /// Write the state plus a variant's own tensors and optimizers, as algorithm `name`.
+    pub(crate) fn save_with(&self, path: &Path, name: &str, extra: &[(String, Tensor)], extra_opts: &[(&str, &Adam)]) -> Result<(), AgentError> {
+        let m = &self.m;
+        let mut live = self.named_tensors();
+        live.extend(extra.iter().map(|(n, t)| (n.clone(), t.shallow_clone())));
+        let mut opts: Vec<(&str, &Adam)> = vec![("actor_opt", &m.actor_opt), ("critic_opt", &m.critic_opt), ("temperature_opt", &m.temperature_opt)];
+        opts.extend_from_slice(extra_opts);
+        save_agent(path, name, &live, &opts, self.step, &self.rng)
+    }
+
+    /// Restore what [`Sac::save_with`] wrote (all of it, or the named `parts`).
+    pub(crate) fn load_with(&mut self, path: &Path, name: &str, extra: &[(String, Tensor)], extra_opts: &mut [(&str, &mut Adam)], parts: Option<&[&str]>) -> Result<(), AgentError> {
+        let mut live = self.named_tensors();
+        live.extend(extra.iter().map(|(n, t)| (n.clone(), t.shallow_clone())));
         let m = &mut self.m;
-        let mut opts: [(&str, &mut Adam); 3] = [("actor_opt", &mut m.actor_opt), ("critic_opt", &mut m.critic_opt), ("temperature_opt", &mut m.temperature_opt)];
-        if let Some(meta) = load_agent(path, "sac", &live, &mut opts, parts)? {
+        let mut opts: Vec<(&str, &mut Adam)> = vec![("actor_opt", &mut m.actor_opt), ("critic_opt", &mut m.critic_opt), ("temperature_opt", &mut m.temperature_opt)];
+        opts.extend(extra_opts.iter_mut().map(|(n, o)| (*n, &mut **o)));
+        if let Some(meta) = load_agent(path, name, &live, &mut opts, parts)? {
             self.step = meta.step;
             self.rng = meta.rng;
         }
@@ -244,34 +307,85 @@ impl Sac {
         Tensor::cat(&[obs, action], 1)
     }
 
-    /// One critic step on `b`; returns `(L_Q, mean Q, mean y)` as tensors.
-    fn critic_step(&mut self, b: &TransitionBatch, alpha: &Tensor) -> (Tensor, Tensor, Tensor) {
+    /// The action dimension |A|.
+    pub(crate) fn act_dim(&self) -> i64 {
+        self.act_dim
+    }
+
+    /// `(a, log π(a|s))` for `a ~ π(·|s)` per row of `obs`, without gradients (the critic's
+    /// view of the policy: CQL's sampled actions).
+    pub(crate) fn sample_policy(&mut self, obs: &Tensor) -> (Tensor, Tensor) {
+        let eps = self.rng.normal(&[obs.size()[0], self.act_dim], self.device);
+        tch::no_grad(|| self.m.actor.sample(obs, &eps))
+    }
+
+    /// `[rows, A]` uniform actions on `[-1, 1]^A`.
+    pub(crate) fn uniform_actions(&mut self, rows: i64) -> Tensor {
+        self.rng.uniform_tensor(&[rows, self.act_dim], self.device) * 2.0 - 1.0
+    }
+
+    /// `Q_i(s, a)` of every member, `[E, B]`, without dropout (evaluation, tests, diagnostics).
+    pub fn q_values(&self, obs: &Tensor, action: &Tensor) -> Tensor {
+        self.m.critic.forward(&Self::critic_input(obs, action), None).squeeze_dim(-1)
+    }
+
+    /// `Q_i(s, a)` of every member, `[E, B]`, differentiable in the critic's weights.
+    pub(crate) fn critic_q(&mut self, obs: &Tensor, action: &Tensor) -> Tensor {
+        self.m.critic.forward(&Self::critic_input(obs, action), Some(&mut self.rng)).squeeze_dim(-1)
+    }
+
+    /// The TD target, without gradients:
+    /// `y = r + γ (1 − d) (min_{i∈I} Q̄_i(s', a') − [backup_entropy] α log π(a'|s'))`, `a' ~ π(·|s')`;
+    /// with `max_target_backup`, K next actions per state and the max over them (with its log π).
+    fn td_target(&mut self, b: &TransitionBatch, alpha: &Tensor) -> Tensor {
         let cfg = &self.cfg;
         let n = b.obs.size()[0];
-        // y = r + γ (1 − d) (min_{i∈I} Q̄_i(s', a') − [backup_entropy] α log π(a'|s')).
-        let y: Tensor = tch::no_grad(|| {
-            let eps = self.rng.normal(&[n, self.act_dim], self.device);
-            let (next_a, next_logp) = self.m.actor.sample(&b.next_obs, &eps);
-            let x = Self::critic_input(&b.next_obs, &next_a);
+        let k = if cfg.max_target_backup { cfg.max_target_backup_samples } else { 1 };
+        tch::no_grad(|| {
+            let next_obs = if k > 1 { b.next_obs.repeat_interleave_self_int(k, 0, None) } else { b.next_obs.shallow_clone() };
+            let eps = self.rng.normal(&[n * k, self.act_dim], self.device);
+            let (next_a, next_logp) = self.m.actor.sample(&next_obs, &eps);
+            let x = Self::critic_input(&next_obs, &next_a);
             let q = if cfg.target_subset < cfg.num_critics || cfg.subset_with_replacement {
                 let idx = self.rng.indices(cfg.num_critics as usize, cfg.target_subset as usize, cfg.subset_with_replacement, self.device);
                 self.m.target.forward_subset(&x, &idx)
             } else {
                 self.m.target.forward(&x, None)
             };
-            let mut q_next = q.squeeze_dim(-1).amin(0, false);
+            let (mut q_next, mut next_logp) = (q.squeeze_dim(-1).amin(0, false), next_logp);
+            if k > 1 {
+                // max_k min_{i∈I} Q̄_i(s', a'_k), and the log π of the chosen a'_k.
+                let (best, arg) = q_next.view([n, k]).max_dim(1, true);
+                next_logp = next_logp.view([n, k]).gather(1, &arg, false).squeeze_dim(1);
+                q_next = best.squeeze_dim(1);
+            }
             if cfg.backup_entropy {
                 q_next = q_next - alpha * &next_logp;
             }
             &b.reward + (1.0 - &b.terminal) * cfg.gamma * q_next
-        });
+        })
+    }
+
+    /// One critic step on `b`: `L = mean_{i,b} (Q_i(s, a) − y)² + extra`, where
+    /// `extra(self, b, Q)` is a variant's added term (CQL's regularizer; zero for SAC), then
+    /// Polyak.
+    fn critic_step<F>(&mut self, b: &TransitionBatch, alpha: &Tensor, extra: &mut F) -> CriticOut
+    where
+        F: FnMut(&mut Sac, &TransitionBatch, &Tensor) -> (Option<Tensor>, Vec<(&'static str, Tensor)>),
+    {
+        let y = self.td_target(b, alpha);
         // L_Q = mean over members and batch of (Q_i(s, a) − y)².
-        let q = self.m.critic.forward(&Self::critic_input(&b.obs, &b.action), Some(&mut self.rng)).squeeze_dim(-1);
-        let loss = (&q - y.unsqueeze(0)).square().mean(Kind::Float);
+        let q = self.critic_q(&b.obs, &b.action);
+        let td_loss = (&q - y.unsqueeze(0)).square().mean(Kind::Float);
+        let (term, values) = extra(self, b, &q);
+        let loss = match &term {
+            Some(t) => &td_loss + t,
+            None => td_loss.shallow_clone(),
+        };
         self.m.critic_opt.minimize(&self.m.critic_params, &loss);
         // θ̄ ← (1 − τ) θ̄ + τ θ after every critic step.
-        polyak_update(&self.m.target_params, &self.m.critic_params, cfg.tau);
-        (loss, q.detach().mean(Kind::Float), y.mean(Kind::Float))
+        polyak_update(&self.m.target_params, &self.m.critic_params, self.cfg.tau);
+        CriticOut { loss: td_loss.detach(), q_mean: q.detach().mean(Kind::Float), target_mean: y.mean(Kind::Float), extra: values }
     }
 
     /// One actor step and one temperature step on `obs`; returns `(L_π, L_α, log π)`.
@@ -298,7 +412,7 @@ impl Sac {
 
 impl Agent for Sac {
     fn name(&self) -> &'static str {
-        "sac"
+        self.name
     }
 
     fn act(&mut self, obs: &Tensor, deterministic: bool) -> Tensor {
@@ -316,6 +430,48 @@ impl Agent for Sac {
     }
 
     fn update(&mut self, batch: &TransitionBatch) -> Metrics {
+        self.update_with(batch, |_, _, _| (None, Vec::new()))
+    }
+
+    fn save(&self, path: &Path) -> Result<(), AgentError> {
+        self.save_with(path, self.name, &[], &[])
+    }
+
+    fn load(&mut self, path: &Path) -> Result<(), AgentError> {
+        self.load_with(path, self.name, &[], &mut [], None)
+    }
+
+    fn load_parts(&mut self, path: &Path, parts: &[&str]) -> Result<(), AgentError> {
+        self.load_with(path, self.name, &[], &mut [], Some(parts))
+    }
+}
+
+/// Minibatch `i` of `k`: rows `i, i + k, i + 2k, …` (a strided view of every column).
+fn minibatch(b: &TransitionBatch, i: i64, k: i64) -> TransitionBatch {
+    if k == 1 {
+        return b.narrow(0, b.len() as i64);
+    }
+    let n = b.len() as i64;
+    let s = |t: &Tensor| t.slice(0, i, n, k);
+    TransitionBatch {
+        obs: s(&b.obs),
+        action: s(&b.action),
+        reward: s(&b.reward),
+        next_obs: s(&b.next_obs),
+        terminal: s(&b.terminal),
+        mc_return: b.mc_return.as_ref().map(s),
+        is_offline: b.is_offline.as_ref().map(s),
+    }
+}
+
+impl Sac {
+    /// One update (the module docs' steps 1–3) with `extra(sac, minibatch, Q)` added to every
+    /// critic step's loss; `extra` returns the term (or `None`) and values to log, of which the
+    /// last critic step's are returned after SAC's own metrics.
+    pub(crate) fn update_with<F>(&mut self, batch: &TransitionBatch, mut extra: F) -> Metrics
+    where
+        F: FnMut(&mut Sac, &TransitionBatch, &Tensor) -> (Option<Tensor>, Vec<(&'static str, Tensor)>),
+    {
         let moved;
         let b = if batch.obs.device() == self.device {
             batch
@@ -327,36 +483,30 @@ impl Agent for Sac {
         let k = self.cfg.critic_steps.min(n.max(1));
         let alpha = self.m.temperature.alpha().detach();
         let mut critic = None;
+        let mut last_obs = b.obs.shallow_clone();
         for i in 0..k {
-            let (start, end) = (i * n / k, (i + 1) * n / k);
-            let part = b.narrow(start, end - start);
-            critic = Some(self.critic_step(&part, &alpha));
+            let part = minibatch(b, i, k);
+            critic = Some(self.critic_step(&part, &alpha, &mut extra));
+            last_obs = part.obs;
         }
-        let (actor_loss, alpha_loss, logp) = self.actor_step(&b.obs, &alpha);
+        let actor_obs = match self.cfg.actor_batch {
+            ActorBatch::Whole => b.obs.shallow_clone(),
+            ActorBatch::LastSlice => last_obs,
+        };
+        let (actor_loss, alpha_loss, logp) = self.actor_step(&actor_obs, &alpha);
         self.step += 1;
-        let (critic_loss, q_mean, target_q) = critic.expect("at least one critic step");
-        vec![
-            ("critic_loss", critic_loss.double_value(&[])),
-            ("q_mean", q_mean.double_value(&[])),
-            ("target_q_mean", target_q.double_value(&[])),
+        let c = critic.expect("at least one critic step");
+        let mut out = vec![
+            ("critic_loss", c.loss.double_value(&[])),
+            ("q_mean", c.q_mean.double_value(&[])),
+            ("target_q_mean", c.target_mean.double_value(&[])),
             ("actor_loss", actor_loss.double_value(&[])),
             ("alpha", alpha.double_value(&[0])),
             ("alpha_loss", alpha_loss.double_value(&[])),
             ("entropy", -logp.mean(Kind::Float).double_value(&[])),
-        ]
-    }
-
-    fn save(&self, path: &Path) -> Result<(), AgentError> {
-        let m = &self.m;
-        save_agent(path, "sac", &self.named_tensors(), &[("actor_opt", &m.actor_opt), ("critic_opt", &m.critic_opt), ("temperature_opt", &m.temperature_opt)], self.step, &self.rng)
-    }
-
-    fn load(&mut self, path: &Path) -> Result<(), AgentError> {
-        self.load_impl(path, None)
-    }
-
-    fn load_parts(&mut self, path: &Path, parts: &[&str]) -> Result<(), AgentError> {
-        self.load_impl(path, Some(parts))
+        ];
+        out.extend(c.extra.iter().map(|(name, t)| (*name, t.double_value(&[]))));
+        out
     }
 }
 
@@ -410,10 +560,10 @@ mod tests {
         let mut b = batch(&mut rng, 8, 3, 1);
         b.terminal = Tensor::ones([8], (Kind::Float, Device::Cpu));
         let alpha = agent.m.temperature.alpha().detach();
-        let (_, _, y) = agent.critic_step(&b, &alpha);
+        let y = agent.td_target(&b, &alpha).mean(Kind::Float);
         assert!((y.double_value(&[]) - b.reward.mean(Kind::Float).double_value(&[])).abs() < 1e-6);
         b.terminal = Tensor::zeros([8], (Kind::Float, Device::Cpu));
-        let (_, _, y) = agent.critic_step(&b, &alpha);
+        let y = agent.td_target(&b, &alpha).mean(Kind::Float);
         assert!((y.double_value(&[]) - b.reward.mean(Kind::Float).double_value(&[])).abs() > 1e-4);
     }
 }

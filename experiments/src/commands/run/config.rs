@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 pub struct RunConfig {
     /// Preset name the run was made from (names the run directory).
     pub preset: String,
-    /// Algorithm: `sac` or `iql`.
+    /// Algorithm: `sac`, `iql`, `cql`, `calql` or `rlpd`.
     pub algo: String,
     /// Env id for online steps and evaluation, e.g. `Hopper-v5` or `hopper-v2`.
     pub env: String,
@@ -202,11 +202,7 @@ impl RunConfig {
         }
         t.insert("algo".into(), toml::Value::String(self.algo.clone()));
         let cfg = AgentConfig::from_toml(toml::Value::Table(t)).with_context(|| format!("section [agent] for algo {:?}", self.algo))?;
-        match &cfg {
-            AgentConfig::Sac(c) => c.validate(),
-            AgentConfig::Iql(c) => c.validate(),
-        }
-        .with_context(|| format!("section [agent] for algo {:?}", self.algo))?;
+        cfg.validate().with_context(|| format!("section [agent] for algo {:?}", self.algo))?;
         Ok(cfg)
     }
 

@@ -4,11 +4,12 @@
 //! writes a run's own env transitions as a D4RL-format dataset (`train.record_dataset`).
 
 use super::actor::{ActionScale, Transition, TransitionSink};
-use super::config::DatasetConfig;
+use super::config::{DatasetConfig, RunConfig};
 use super::learner::RewardTransform;
 use super::rundir::DatasetInfo;
 use anyhow::{bail, Context, Result};
 use o2o_datasets::d4rl::{BuildOptions, D4rlDataset};
+use o2o_datasets::mc_returns::{returns_to_go, McConfig};
 use o2o_datasets::scores::RewardPreset;
 use o2o_datasets::OfflineBuffer;
 use o2o_envs::BoxSpace;
@@ -22,8 +23,22 @@ pub struct OfflineData {
     pub info: DatasetInfo,
 }
 
-/// Load the dataset `cfg` names for an env with `action_space`, checking its sizes.
-pub fn load(cfg: &DatasetConfig, action_space: &BoxSpace, env_id: &str, obs_dim: usize, act_dim: usize, max_episode_steps: Option<usize>) -> Result<OfflineData> {
+/// How Monte-Carlo returns are computed when the run's algorithm needs them (Cal-QL): discount
+/// `gamma`, and the reward preset's all-failure convention for sparse tasks; `None` otherwise.
+pub fn mc_config(config: &RunConfig, gamma: f32) -> Result<Option<McConfig>> {
+    if !config.agent_config()?.needs_mc_returns() {
+        return Ok(None);
+    }
+    let sparse = match &config.dataset {
+        Some(d) => RewardPreset::from_name(&d.reward)?.sparse_failure_reward(),
+        None => None,
+    };
+    Ok(Some(McConfig { gamma, sparse_failure_reward: sparse }))
+}
+
+/// Load the dataset `cfg` names for an env with `action_space`, checking its sizes; with `mc`,
+/// also the Monte-Carlo return-to-go of every transition, in the transformed rewards.
+pub fn load(cfg: &DatasetConfig, action_space: &BoxSpace, env_id: &str, obs_dim: usize, act_dim: usize, max_episode_steps: Option<usize>, mc: Option<McConfig>) -> Result<OfflineData> {
     let path = resolve_path(cfg)?;
     let ds = D4rlDataset::read(&path).with_context(|| format!("reading the dataset {}", path.display()))?;
     ds.check_env(env_id, obs_dim, act_dim)?;
@@ -49,6 +64,9 @@ pub fn load(cfg: &DatasetConfig, action_space: &BoxSpace, env_id: &str, obs_dim:
     let reward = RewardTransform { scale: (probe[1] - probe[0]) as f64, shift: probe[0] as f64 };
     for r in t.rewards.iter_mut() {
         *r = reward.apply(*r as f64) as f32;
+    }
+    if let Some(mc) = &mc {
+        t.mc_returns = Some(returns_to_go(&t.rewards, &t.episode_ends, mc).with_context(|| format!("MC returns of dataset {}", path.display()))?);
     }
     let (sha256, _) = o2o_datasets::download::hash_file(&path)?;
     let info = DatasetInfo { id: cfg.id.clone(), path: path.display().to_string(), sha256, transitions: t.len() };
@@ -161,11 +179,18 @@ mod tests {
         let path = tmp.path().join("d.hdf5");
         rec.write(&path).unwrap();
         let cfg = DatasetConfig { id: None, path: Some(path.clone()), reward: "iql-locomotion".into(), transitions: "corrected".into() };
-        let data = load(&cfg, &space, "t", 2, 1, None).unwrap();
+        let data = load(&cfg, &space, "t", 2, 1, None, Some(McConfig::dense(0.5))).unwrap();
         assert_eq!(data.buffer.len(), 3);
         // R_max − R_min = 5 − 3 = 2, so rewards scale by 1000 / 2.
         assert_eq!(data.reward, RewardTransform { scale: 500.0, shift: 0.0 });
         assert_eq!(data.info.sha256.len(), 64);
+        // MC returns in the transformed rewards: episode 1 (500, 1000) → G = 500 + ½·1000, 1000.
+        let b = data.buffer.sample(64, &mut <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(0), tch::Device::Cpu).unwrap();
+        let (r, g) = (Vec::<f32>::try_from(&b.reward).unwrap(), Vec::<f32>::try_from(b.mc_return.as_ref().unwrap()).unwrap());
+        for (r, g) in r.iter().zip(&g) {
+            let want = match *r as i64 { 500 => 1000.0, 1000 => 1000.0, 2500 => 2500.0, other => panic!("reward {other}") };
+            assert_eq!(*g, want, "reward {r}");
+        }
         let back = D4rlDataset::read(&path).unwrap();
         assert_eq!(back.actions, vec![1.5, -1.5, 3.0], "actions are stored in env units");
         assert_eq!(back.terminals, vec![0.0, 1.0, 0.0]);

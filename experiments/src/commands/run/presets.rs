@@ -20,6 +20,15 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("iql-walker2d-medium", include_str!("../../../presets/iql-walker2d-medium.toml")),
     ("iql-walker2d-medium-replay", include_str!("../../../presets/iql-walker2d-medium-replay.toml")),
     ("iql-walker2d-medium-expert", include_str!("../../../presets/iql-walker2d-medium-expert.toml")),
+    ("cql-hopper-medium", include_str!("../../../presets/cql-hopper-medium.toml")),
+    ("cql-halfcheetah-medium", include_str!("../../../presets/cql-halfcheetah-medium.toml")),
+    ("cql-walker2d-medium", include_str!("../../../presets/cql-walker2d-medium.toml")),
+    ("calql-hopper-medium", include_str!("../../../presets/calql-hopper-medium.toml")),
+    ("calql-halfcheetah-medium", include_str!("../../../presets/calql-halfcheetah-medium.toml")),
+    ("calql-walker2d-medium", include_str!("../../../presets/calql-walker2d-medium.toml")),
+    ("rlpd-hopper-medium", include_str!("../../../presets/rlpd-hopper-medium.toml")),
+    ("rlpd-halfcheetah-medium", include_str!("../../../presets/rlpd-halfcheetah-medium.toml")),
+    ("rlpd-walker2d-medium", include_str!("../../../presets/rlpd-walker2d-medium.toml")),
 ];
 
 /// Preset names, in the order above.

@@ -19,7 +19,8 @@ use super::progress::Progress;
 use super::rundir::{self, Manifest, DATASET, MANIFEST, METRICS, SUMMARY};
 use crate::logging::{JsonlSink, Logger, MetricSink};
 use anyhow::{bail, Context, Result};
-use o2o_agents::{Agent, Metrics};
+use o2o_agents::{Agent, Metrics, Phase};
+use o2o_datasets::mc_returns::McConfig;
 use o2o_datasets::{MixedSampler, ReplayBuffer};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -110,10 +111,14 @@ pub fn execute_with(
     let obs_dim = eval_env.observation_space().dim();
     let act_dim = eval_env.action_space().dim();
 
+    // Monte-Carlo returns-to-go in the agent's rewards, for algorithms that need them (Cal-QL):
+    // computed for the dataset here and for online episodes by the replay buffer.
+    let gamma = config.agent.get("gamma").and_then(|g| g.as_float()).unwrap_or(0.99) as f32;
+    let mc = data::mc_config(config, gamma)?;
     // Offline data, with its reward transform (which online rewards get too).
     let offline: Option<OfflineData> = match &config.dataset {
         Some(d) if config.train.offline_steps > 0 || config.train.offline_ratio > 0.0 => {
-            Some(data::load(d, eval_env.action_space(), &config.env, obs_dim, act_dim, eval_env.spec().max_episode_steps)?)
+            Some(data::load(d, eval_env.action_space(), &config.env, obs_dim, act_dim, eval_env.spec().max_episode_steps, mc)?)
         }
         _ => None,
     };
@@ -125,9 +130,9 @@ pub fn execute_with(
 
     // Agent, replay buffer, runner state.
     let mut agent = build_agent(config, obs_dim, act_dim, device)?;
-    let gamma = config.agent.get("gamma").and_then(|g| g.as_float()).unwrap_or(0.99) as f32;
     let mut replay = if needs_env {
-        Some(ReplayBuffer::new(config.train.replay_capacity, obs_dim, act_dim, gamma).context("creating the replay buffer")?)
+        let mc = mc.unwrap_or(McConfig::dense(gamma));
+        Some(ReplayBuffer::with_mc(config.train.replay_capacity, obs_dim, act_dim, mc).context("creating the replay buffer")?)
     } else {
         None
     };
@@ -189,8 +194,15 @@ pub fn execute_with(
     // The loop: one iteration is one gradient step (offline) or one env step (online).
     let mut pending_checkpoint = false;
     let mut last_log = (Instant::now(), state.step);
+    let mut agent_phase = None;
     while state.step < total {
         let phase = phases::phase_at(&plan, state.step).expect("step < total");
+        // The agent applies its phase-paired settings (Cal-QL's online calibration switch).
+        let now = if phase.kind == PhaseKind::Offline { Phase::Offline } else { Phase::Online };
+        if agent_phase != Some(now) {
+            agent.set_phase(now);
+            agent_phase = Some(now);
+        }
         let mut metrics: Option<Metrics> = None;
         match phase.kind {
             PhaseKind::Offline => {

@@ -1,0 +1,421 @@
+//! Conservative Q-Learning for continuous actions (Kumar, Zhou, Tucker, Levine, "Conservative
+//! Q-Learning for Offline Reinforcement Learning", NeurIPS 2020, arXiv 2006.04779), SAC-based,
+//! as implemented in JaxCQL / Cal-QL / WSRL / CORL; Cal-QL ([`super::calql`]) is this file with
+//! one term changed.
+//!
+//! Facts: ../shared/reference/algorithms.md §6.2 (and §6.3 for Cal-QL). Reference code
+//! consulted for facts: nakamotoo/Cal-QL `conservative_sac.py`, WSRL `agents/cql.py`, CORL
+//! `cql.py` / `cal_ql.py`.
+//!
+//! CQL is SAC ([`super::sac`]: TD target, actor, temperature, ensemble, UTD split all shared
+//! through [`Sac::update_with`]) with a term added to every critic step. Per member i:
+//!
+//! `L_i = mean_b (Q_i(s, a) − y)² + w · Δ_i`, `Δ_i = E_s[ T · log Σ_k exp((Q_i(s, a_k) − log q(a_k)) / T) − Q_i(s, a_D) ]`
+//!
+//! over `3N` actions per state: N uniform on `[−1, 1]^|A|` (`log q = |A| log ½`), N from
+//! `π(·|s)` and N from `π(·|s')` (both evaluated as `Q(s, ·)`, `log q = log π`), temperature
+//! T = 1, N = 10 (importance-sampled form). Without importance sampling the data action joins
+//! the set and the log-mean-exp is used: `T log(1/(3N+1) Σ_k exp(Q_i(s, a_k)/T))` (WSRL
+//! Kitchen). The critic loss is the mean over members (SAC's `L_Q`; the reference sums two
+//! heads, a constant factor Adam does not see).
+//!
+//! Lagrange form (`cql_lagrange`): `w · Δ_i` becomes `α' · w · (Δ_i − τ_gap)` with α' ≥ 0
+//! learned by `L_α' = −α' · w · mean_i(Δ_i − τ_gap)` and clipped to `[0, cql_lagrange_max]`.
+//!
+//! The target is SAC's with the options JaxCQL uses: no entropy in the backup, and
+//! `max_target_backup` (the max over K next actions; AntMaze). Defaults: locomotion (WSRL,
+//! FamO2O base): w = 5, no Lagrange, 2 critics of 2×256, actor LR 1e-4, critic LR 3e-4,
+//! H̄ = −|A|. Deviations: SAC's order (critic steps, then actor and temperature with the
+//! updated critic) where JaxCQL computes all losses from the same parameters; the temperature
+//! loss is SAC's `−α (log π + H̄)`, not JaxCQL's `−log α (log π + H̄)`.
+
+use super::calql;
+use super::flat::{join, overlay, split, table_of};
+use super::sac::{Sac, SacConfig};
+use crate::agent::Phase;
+use crate::nn::{Adam, ParamSet, Temperature, TemperatureForm};
+use crate::{Agent, AgentError, Metrics};
+use o2o_datasets::TransitionBatch;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use tch::{Device, Kind, Tensor};
+
+/// CQL's own hyperparameters; SAC's fields sit beside them in the same flat table.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CqlTerm {
+    /// Min-Q weight w (α in the paper): 5 locomotion and AntMaze, 1 Adroit.
+    pub cql_alpha: f64,
+    /// N, actions sampled per state from each of the three proposals.
+    pub cql_n_actions: i64,
+    /// Temperature T of the logsumexp.
+    pub cql_temperature: f64,
+    /// Importance-sampled logsumexp (true, the default) or log-mean-exp including the data
+    /// action (false; WSRL Kitchen).
+    pub cql_importance_sample: bool,
+    /// Learn the weight α' by dual gradient descent (AntMaze).
+    pub cql_lagrange: bool,
+    /// τ_gap, the target value of Δ for the Lagrange form (0.8 AntMaze).
+    pub cql_target_action_gap: f64,
+    /// α'₀, the Lagrange multiplier's initial value.
+    pub cql_lagrange_init: f64,
+    /// The Lagrange multiplier's learning rate.
+    pub cql_lagrange_lr: f64,
+    /// Upper clip of α' (the reference's 1e6).
+    pub cql_lagrange_max: f64,
+}
+
+impl Default for CqlTerm {
+    fn default() -> Self {
+        Self {
+            cql_alpha: 5.0,
+            cql_n_actions: 10,
+            cql_temperature: 1.0,
+            cql_importance_sample: true,
+            cql_lagrange: false,
+            cql_target_action_gap: 0.8,
+            cql_lagrange_init: 1.0,
+            cql_lagrange_lr: 3e-4,
+            cql_lagrange_max: 1e6,
+        }
+    }
+}
+
+impl CqlTerm {
+    /// Reject settings that cannot work, naming the field.
+    pub fn validate(&self) -> Result<(), AgentError> {
+        let bad = |m: String| Err(AgentError::Config(m));
+        if self.cql_alpha < 0.0 {
+            return bad(format!("cql.cql_alpha must be ≥ 0, found {}", self.cql_alpha));
+        }
+        if self.cql_n_actions < 1 {
+            return bad(format!("cql.cql_n_actions must be ≥ 1, found {}", self.cql_n_actions));
+        }
+        if self.cql_temperature <= 0.0 {
+            return bad(format!("cql.cql_temperature must be > 0, found {}", self.cql_temperature));
+        }
+        if self.cql_lagrange_init <= 0.0 || self.cql_lagrange_max <= 0.0 {
+            return bad(format!("cql.cql_lagrange_init and cql_lagrange_max must be > 0, found {} and {}", self.cql_lagrange_init, self.cql_lagrange_max));
+        }
+        Ok(())
+    }
+}
+
+/// CQL's configuration: SAC's fields (with CQL's defaults) and the conservative term's, written
+/// as one flat table (`actor_lr = 1e-4`, `cql_alpha = 5.0`, …).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "toml::Table", into = "toml::Table")]
+pub struct CqlConfig {
+    /// The SAC core: networks, ensemble, target, learning rates, temperature.
+    pub sac: SacConfig,
+    /// The conservative term.
+    pub cql: CqlTerm,
+}
+
+impl Default for CqlConfig {
+    fn default() -> Self {
+        let sac = SacConfig { actor_lr: 1e-4, temperature_lr: 1e-4, backup_entropy: false, ..SacConfig::default() };
+        Self { sac, cql: CqlTerm::default() }
+    }
+}
+
+impl CqlConfig {
+    /// Reject settings that cannot work, naming the field.
+    pub fn validate(&self) -> Result<(), AgentError> {
+        self.sac.validate()?;
+        self.cql.validate()
+    }
+}
+
+impl TryFrom<toml::Table> for CqlConfig {
+    type Error = String;
+    fn try_from(table: toml::Table) -> Result<Self, String> {
+        let d = Self::default();
+        let (own, rest) = split(table, &table_of(&d.cql));
+        Ok(Self { sac: overlay(&d.sac, rest)?, cql: overlay(&d.cql, own)? })
+    }
+}
+
+impl From<CqlConfig> for toml::Table {
+    fn from(c: CqlConfig) -> Self {
+        join(table_of(&c.sac), table_of(&c.cql))
+    }
+}
+
+/// The learned Lagrange multiplier α' and its optimizer.
+struct Lagrange {
+    alpha: Temperature,
+    params: ParamSet,
+    opt: Adam,
+}
+
+/// A CQL (or Cal-QL) agent: a SAC core plus the conservative term.
+pub struct Cql {
+    name: &'static str,
+    sac: Sac,
+    term: CqlTerm,
+    lagrange: Option<Lagrange>,
+    /// Cal-QL only: `Some(calibrate_online)`.
+    calibration: Option<bool>,
+    phase: Phase,
+}
+
+/// Q-values of the sampled actions, each `[E, B, N]`, and the policy's log-probabilities `[B, N]`.
+pub struct SampledQ {
+    /// Q(s, a) for uniform a.
+    pub rand: Tensor,
+    /// Q(s, a) for a ~ π(·|s).
+    pub current: Tensor,
+    /// Q(s, a) for a ~ π(·|s').
+    pub next: Tensor,
+    /// log π(a|s) of the `current` actions.
+    pub logp_current: Tensor,
+    /// log π(a|s') of the `next` actions.
+    pub logp_next: Tensor,
+}
+
+impl Cql {
+    /// A new CQL agent for `obs_dim` observations and `act_dim` actions in `[-1, 1]`.
+    pub fn new(cfg: CqlConfig, obs_dim: i64, act_dim: i64, device: Device, seed: u64) -> Result<Self, AgentError> {
+        Self::build("cql", cfg, None, obs_dim, act_dim, device, seed)
+    }
+
+    /// The agent `name` reports; `calibration` is Cal-QL's `Some(calibrate_online)`.
+    pub(crate) fn build(name: &'static str, cfg: CqlConfig, calibration: Option<bool>, obs_dim: i64, act_dim: i64, device: Device, seed: u64) -> Result<Self, AgentError> {
+        cfg.cql.validate()?;
+        let sac = Sac::named(name, cfg.sac, obs_dim, act_dim, device, seed)?;
+        let lagrange = cfg.cql.cql_lagrange.then(|| {
+            let mut params = ParamSet::new();
+            let alpha = Temperature::new(&mut params, "cql_lagrange", cfg.cql.cql_lagrange_init, TemperatureForm::LogAlpha, device);
+            let opt = Adam::new(&params, cfg.cql.cql_lagrange_lr);
+            Lagrange { alpha, params, opt }
+        });
+        Ok(Self { name, sac, term: cfg.cql, lagrange, calibration, phase: Phase::Offline })
+    }
+
+    /// The SAC core (its config, step counter, tensors).
+    pub fn sac(&self) -> &Sac {
+        &self.sac
+    }
+
+    /// The agent's random stream (the benchmark records the noise it draws).
+    pub fn rng_mut(&mut self) -> &mut crate::rng::AgentRng {
+        self.sac.rng_mut()
+    }
+
+    /// Every live tensor: the SAC core's and the Lagrange multiplier's with its moments.
+    pub fn named_tensors(&self) -> Vec<(String, Tensor)> {
+        let mut v = self.sac.named_tensors();
+        v.extend(self.extra_tensors());
+        v
+    }
+
+    fn extra_tensors(&self) -> Vec<(String, Tensor)> {
+        match &self.lagrange {
+            Some(l) => {
+                let mut v: Vec<(String, Tensor)> = l.params.named().iter().map(|(n, t)| (n.clone(), t.shallow_clone())).collect();
+                v.extend(l.opt.state("cql_lagrange_opt", &l.params));
+                v
+            }
+            None => Vec::new(),
+        }
+    }
+
+    /// Whether the Cal-QL floor applies to the next updates.
+    fn calibrating(&self) -> bool {
+        match (self.calibration, self.phase) {
+            (None, _) => false,
+            (Some(_), Phase::Offline) => true,
+            (Some(online), Phase::Online) => online,
+        }
+    }
+
+    fn load_impl(&mut self, path: &Path, parts: Option<&[&str]>) -> Result<(), AgentError> {
+        let extra = self.extra_tensors();
+        let mut opts: Vec<(&str, &mut Adam)> = self.lagrange.iter_mut().map(|l| ("cql_lagrange_opt", &mut l.opt)).collect();
+        self.sac.load_with(path, self.name, &extra, &mut opts, parts)
+    }
+}
+
+/// Q of the 3N sampled actions per state, in one critic pass over `[3·B·N]` rows.
+pub fn sampled_q(sac: &mut Sac, b: &TransitionBatch, n: i64) -> SampledQ {
+    let rows = b.obs.size()[0];
+    let obs = b.obs.repeat_interleave_self_int(n, 0, None);
+    let next_obs = b.next_obs.repeat_interleave_self_int(n, 0, None);
+    let rand = sac.uniform_actions(rows * n);
+    let (current, logp_current) = sac.sample_policy(&obs);
+    let (next, logp_next) = sac.sample_policy(&next_obs);
+    let q = sac.critic_q(&Tensor::cat(&[&obs, &obs, &obs], 0), &Tensor::cat(&[&rand, &current, &next], 0));
+    let e = q.size()[0];
+    let q = q.view([e, 3, rows, n]);
+    SampledQ {
+        rand: q.select(1, 0),
+        current: q.select(1, 1),
+        next: q.select(1, 2),
+        logp_current: logp_current.view([rows, n]),
+        logp_next: logp_next.view([rows, n]),
+    }
+}
+
+/// CQL's gap per member, `[E]`:
+/// importance-sampled `Δ_i = mean_b [T log Σ_k exp((Q_i(s, a_k) − log q(a_k)) / T) − Q_i(s, a_D)]`
+/// with `log q = |A| log ½` for the uniform actions and `log π` for the policy's; otherwise
+/// `Δ_i = mean_b [T log(1/(3N+1) Σ_k exp(Q_i(s, a_k) / T)) − Q_i(s, a_D)]` with a_D in the set.
+/// `q_data` is `[E, B]`; the sampled Q-values are `[E, B, N]` (already floored for Cal-QL).
+pub fn conservative_gap(q_data: &Tensor, s: &SampledQ, act_dim: i64, temperature: f64, importance_sample: bool) -> Tensor {
+    let cat = if importance_sample {
+        let log_uniform = act_dim as f64 * 0.5f64.ln();
+        Tensor::cat(&[&s.rand - log_uniform, &s.next - s.logp_next.unsqueeze(0), &s.current - s.logp_current.unsqueeze(0)], -1)
+    } else {
+        Tensor::cat(&[s.rand.shallow_clone(), q_data.unsqueeze(-1), s.next.shallow_clone(), s.current.shallow_clone()], -1)
+    };
+    let mut ood = (cat / temperature).logsumexp([-1], false) * temperature;
+    if !importance_sample {
+        let k = s.rand.size()[2] * 3 + 1;
+        ood = ood - temperature * (k as f64).ln();
+    }
+    (ood - q_data).mean_dim(-1, false, Kind::Float)
+}
+
+/// The term added to one critic step, and the values to log.
+fn conservative_term(sac: &mut Sac, term: &CqlTerm, lagrange: Option<&mut Lagrange>, calibrate: bool, b: &TransitionBatch, q_data: &Tensor) -> (Option<Tensor>, Vec<(&'static str, Tensor)>) {
+    let mut s = sampled_q(sac, b, term.cql_n_actions);
+    let mut logs = vec![("cql_q_rand", s.rand.detach().mean(Kind::Float)), ("cql_q_policy", s.current.detach().mean(Kind::Float))];
+    if calibrate {
+        let g = b.mc_return.as_ref().expect("calql needs batches with mc_return (AgentConfig::needs_mc_returns)");
+        logs.push(("calql_bound_rate", calql::bound_rate(&s.current.detach(), g)));
+        s.current = calql::floor(&s.current, g);
+        s.next = calql::floor(&s.next, g);
+    }
+    let gap = conservative_gap(q_data, &s, sac.act_dim(), term.cql_temperature, term.cql_importance_sample);
+    logs.push(("cql_gap", gap.detach().mean(Kind::Float)));
+    let loss = match lagrange {
+        // w · mean_i Δ_i.
+        None => gap.mean(Kind::Float) * term.cql_alpha,
+        Some(l) => {
+            // α' · w · mean_i (Δ_i − τ_gap), α' held fixed here; then one step on
+            // L_α' = −α' · w · mean_i (Δ_i − τ_gap) with Δ held fixed.
+            let excess = (&gap - term.cql_target_action_gap).mean(Kind::Float) * term.cql_alpha;
+            let alpha_prime = l.alpha.alpha().clamp(0.0, term.cql_lagrange_max);
+            let loss = &excess * alpha_prime.detach().squeeze();
+            let dual = -(alpha_prime.squeeze() * excess.detach());
+            l.opt.minimize(&l.params, &dual);
+            logs.push(("cql_alpha_prime", alpha_prime.detach().squeeze()));
+            logs.push(("cql_alpha_prime_loss", dual.detach()));
+            loss
+        }
+    };
+    (Some(loss), logs)
+}
+
+impl Agent for Cql {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn act(&mut self, obs: &Tensor, deterministic: bool) -> Tensor {
+        self.sac.act(obs, deterministic)
+    }
+
+    fn update(&mut self, batch: &TransitionBatch) -> Metrics {
+        let calibrate = self.calibrating();
+        let (term, lagrange) = (&self.term, &mut self.lagrange);
+        self.sac.update_with(batch, |sac, b, q| conservative_term(sac, term, lagrange.as_mut(), calibrate, b, q))
+    }
+
+    fn save(&self, path: &Path) -> Result<(), AgentError> {
+        let opts: Vec<(&str, &Adam)> = self.lagrange.iter().map(|l| ("cql_lagrange_opt", &l.opt)).collect();
+        self.sac.save_with(path, self.name, &self.extra_tensors(), &opts)
+    }
+
+    fn load(&mut self, path: &Path) -> Result<(), AgentError> {
+        self.load_impl(path, None)
+    }
+
+    fn load_parts(&mut self, path: &Path, parts: &[&str]) -> Result<(), AgentError> {
+        self.load_impl(path, Some(parts))
+    }
+
+    fn set_phase(&mut self, phase: Phase) {
+        self.phase = phase;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::AgentRng;
+
+    fn t(v: &[f32], shape: &[i64]) -> Tensor {
+        Tensor::from_slice(v).view(shape)
+    }
+
+    /// Δ on a 1-member, 1-state, N = 1 example, against the formula evaluated by hand.
+    #[test]
+    fn gap_matches_hand_computed_values() {
+        let s = SampledQ { rand: t(&[1.0], &[1, 1, 1]), current: t(&[2.0], &[1, 1, 1]), next: t(&[0.5], &[1, 1, 1]), logp_current: t(&[-1.0], &[1, 1]), logp_next: t(&[0.3], &[1, 1]) };
+        let q_data = t(&[1.5], &[1, 1]);
+        // Importance-sampled, |A| = 2: terms 1 − 2 ln ½, 0.5 − 0.3, 2 + 1.
+        let terms = [1.0 - 2.0 * 0.5f64.ln(), 0.5 - 0.3, 3.0];
+        let want = terms.iter().map(|x| x.exp()).sum::<f64>().ln() - 1.5;
+        let got = conservative_gap(&q_data, &s, 2, 1.0, true).double_value(&[0]);
+        assert!((got - want).abs() < 1e-5, "{got} vs {want}");
+        // Temperature 2: T log Σ exp(x / T).
+        let want_t = 2.0 * terms.iter().map(|x| (x / 2.0).exp()).sum::<f64>().ln() - 1.5;
+        assert!((conservative_gap(&q_data, &s, 2, 2.0, true).double_value(&[0]) - want_t).abs() < 1e-5);
+        // Without importance sampling: log-mean-exp over {1, 1.5, 0.5, 2}.
+        let want_n = ([1.0f64, 1.5, 0.5, 2.0].iter().map(|x| x.exp()).sum::<f64>() / 4.0).ln() - 1.5;
+        assert!((conservative_gap(&q_data, &s, 2, 1.0, false).double_value(&[0]) - want_n).abs() < 1e-5);
+        // Equal Q everywhere and no importance weights: the log-mean-exp gap is exactly 0.
+        let flat = SampledQ { rand: t(&[1.5], &[1, 1, 1]), current: t(&[1.5], &[1, 1, 1]), next: t(&[1.5], &[1, 1, 1]), ..s };
+        assert!(conservative_gap(&q_data, &flat, 2, 1.0, false).double_value(&[0]).abs() < 1e-6);
+    }
+
+    fn batch(rng: &mut AgentRng, n: i64) -> TransitionBatch {
+        TransitionBatch {
+            obs: rng.normal(&[n, 3], Device::Cpu),
+            action: rng.normal(&[n, 2], Device::Cpu).tanh(),
+            reward: rng.normal(&[n], Device::Cpu),
+            next_obs: rng.normal(&[n, 3], Device::Cpu),
+            terminal: Tensor::zeros([n], (Kind::Float, Device::Cpu)),
+            mc_return: Some(rng.normal(&[n], Device::Cpu)),
+            is_offline: None,
+        }
+    }
+
+    #[test]
+    fn both_forms_update_with_finite_metrics_and_the_lagrange_multiplier_moves() {
+        let mut rng = AgentRng::new(0);
+        for lagrange in [false, true] {
+            let mut cfg = CqlConfig::default();
+            cfg.cql.cql_lagrange = lagrange;
+            cfg.cql.cql_n_actions = 3;
+            cfg.sac.max_target_backup = true;
+            let mut a = Cql::new(cfg, 3, 2, Device::Cpu, 1).unwrap();
+            for _ in 0..3 {
+                let m = a.update(&batch(&mut rng, 16));
+                assert!(m.iter().all(|(_, v)| v.is_finite()), "{m:?}");
+                assert!(m.iter().any(|(k, _)| *k == "cql_gap"));
+                assert_eq!(m.iter().any(|(k, _)| *k == "cql_alpha_prime"), lagrange);
+            }
+            if lagrange {
+                let lp = a.named_tensors().into_iter().find(|(n, _)| n == "cql_lagrange/param").unwrap().1;
+                assert!((lp.double_value(&[0]) - 0.0).abs() > 1e-5, "α' did not move");
+            }
+        }
+    }
+
+    #[test]
+    fn flat_table_round_trip_and_unknown_keys() {
+        let c: CqlConfig = toml::Value::Table(toml::from_str("cql_alpha = 1.0\nactor_lr = 3e-5\ncritic = { layer_norm = true }").unwrap()).try_into().unwrap();
+        assert_eq!(c.cql.cql_alpha, 1.0);
+        assert_eq!(c.sac.actor_lr, 3e-5);
+        assert!(c.sac.critic.layer_norm);
+        assert_eq!(c.sac.critic.hidden, vec![256, 256]);
+        assert!(!c.sac.backup_entropy, "CQL's default");
+        let back: CqlConfig = toml::Value::Table(toml::Table::from(c.clone())).try_into().unwrap();
+        assert_eq!(back, c);
+        let e = toml::Value::Table(toml::from_str("cql_alpah = 1.0").unwrap()).try_into::<CqlConfig>().unwrap_err().to_string();
+        assert!(e.contains("cql_alpah"), "{e}");
+    }
+}
