@@ -110,6 +110,26 @@ impl<T> DroppingQueue<T> {
     }
 }
 
+impl<T> DroppingQueue<T> {
+    /// Like [`DroppingQueue::finish`], but wait at most `limit` for the worker; a worker still
+    /// busy then is left running detached (the process exit ends it). Returns the drop count and
+    /// whether the worker finished in time.
+    pub fn finish_within(&mut self, limit: std::time::Duration) -> (u64, bool) {
+        let dropped = self.sender.as_ref().map(|s| s.stats.dropped()).unwrap_or(0);
+        self.sender = None;
+        let Some(w) = self.worker.take() else { return (dropped, true) };
+        let deadline = std::time::Instant::now() + limit;
+        while !w.is_finished() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let done = w.is_finished();
+        if done {
+            let _ = w.join();
+        }
+        (dropped, done)
+    }
+}
+
 impl<T> Drop for DroppingQueue<T> {
     fn drop(&mut self) {
         self.finish();

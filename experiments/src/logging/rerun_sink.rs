@@ -24,6 +24,7 @@ use anyhow::{Context, Result};
 use rerun::RecordingStream;
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Messages from the callers to the Rerun thread.
 pub(crate) enum Msg {
@@ -39,29 +40,34 @@ pub(crate) enum Msg {
 /// Default number of messages that may wait for the Rerun thread.
 pub const DEFAULT_QUEUE: usize = 4096;
 
-/// How long the end of a run waits for Rerun to write out what it was given.
-const FLUSH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+/// How long the end of a run waits for Rerun to write a recording file out.
+pub const FILE_FLUSH_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long the end of a run waits for a viewer to take the rest of a stream (it may be gone).
+pub const STREAM_FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A [`MetricSink`] that hands records to a Rerun thread without ever blocking.
 pub struct RerunSink {
     queue: DroppingQueue<Msg>,
     stats: Arc<QueueStats>,
+    flush_timeout: Duration,
     finished: bool,
 }
 
 impl RerunSink {
-    /// Start the Rerun thread over `rec`, with room for `capacity` waiting messages.
-    pub fn new(rec: RecordingStream, capacity: usize) -> Result<Self> {
-        Self::spawn(rec, capacity, None)
+    /// Start the Rerun thread over `rec`, with room for `capacity` waiting messages. At the end
+    /// the thread gets `flush_timeout` to write out what it holds ([`FILE_FLUSH_TIMEOUT`] for a
+    /// file, [`STREAM_FLUSH_TIMEOUT`] for a viewer).
+    pub fn new(rec: RecordingStream, capacity: usize, flush_timeout: Duration) -> Result<Self> {
+        Self::spawn(rec, capacity, flush_timeout, None)
     }
 
     /// `stall`, when given, runs on the worker after it receives its first message and before it
     /// handles it: tests use it to hold the worker still.
-    fn spawn(rec: RecordingStream, capacity: usize, stall: Option<Box<dyn FnOnce() + Send>>) -> Result<Self> {
-        let queue = DroppingQueue::spawn("o2o-rerun", capacity, move |rx, stats| run_worker(rec, rx, stats, stall))
+    fn spawn(rec: RecordingStream, capacity: usize, flush_timeout: Duration, stall: Option<Box<dyn FnOnce() + Send>>) -> Result<Self> {
+        let queue = DroppingQueue::spawn("o2o-rerun", capacity, move |rx, stats| run_worker(rec, rx, stats, flush_timeout, stall))
             .context("cannot start the Rerun logging thread")?;
         let stats = queue.sender().map(|s| s.stats().clone()).unwrap_or_default();
-        Ok(Self { queue, stats, finished: false })
+        Ok(Self { queue, stats, flush_timeout, finished: false })
     }
 
     fn sender(&self) -> Option<&QueueSender<Msg>> {
@@ -78,8 +84,9 @@ impl RerunSink {
         self.sender().map(|s| EpisodeLogger::new(s.clone()))
     }
 
-    /// Stop accepting, let the thread write what it accepted, wait for it, and return how many
-    /// messages were dropped. Waiting happens here, at the end of a run, never while logging.
+    /// Stop accepting, let the thread write what it accepted, wait for it (a bounded time: a
+    /// vanished viewer cannot keep a finished run from exiting), and return how many messages
+    /// were dropped. Waiting happens here, at the end of a run, never while logging.
     pub fn finish(&mut self) -> u64 {
         if self.finished {
             return self.stats.dropped();
@@ -89,7 +96,10 @@ impl RerunSink {
             // The one blocking send: the end-of-run marker must not be lost to a full queue.
             s.send_blocking(Msg::Shutdown);
         }
-        let dropped = self.queue.finish();
+        let (dropped, done) = self.queue.finish_within(self.flush_timeout + Duration::from_secs(2));
+        if !done {
+            eprintln!("o2o: gave up waiting for the Rerun thread after {:?}; the recording may be incomplete", self.flush_timeout);
+        }
         if dropped > 0 {
             eprintln!("o2o: the Rerun sink dropped {dropped} messages (its queue was full); metrics.jsonl has every record");
         }
@@ -213,6 +223,7 @@ fn run_worker(
     rec: RecordingStream,
     rx: Receiver<Msg>,
     stats: Arc<QueueStats>,
+    flush_timeout: Duration,
     stall: Option<Box<dyn FnOnce() + Send>>,
 ) {
     let mut w = Worker { rec, body_paths: Vec::new(), action_names_sent: false, obs_names_sent: false, last_grad_step: 0, episode_grad_step: 0 };
@@ -234,8 +245,8 @@ fn run_worker(
     w.rec.reset_time();
     let _ = w.rec.log_static("perf/rerun_dropped", &rerun::Scalars::single(dropped as f64));
     // Bounded, so a viewer that stopped reading cannot keep a finished run from exiting.
-    if let Err(e) = w.rec.flush_with_timeout(FLUSH_TIMEOUT) {
-        eprintln!("o2o: the Rerun recording could not be flushed within {FLUSH_TIMEOUT:?}: {e}");
+    if let Err(e) = w.rec.flush_with_timeout(flush_timeout) {
+        eprintln!("o2o: the Rerun recording could not be flushed within {flush_timeout:?}: {e}");
     }
 }
 
@@ -452,7 +463,7 @@ pub(crate) mod tests {
     fn recording_has_metric_and_episode_entities_on_all_timelines() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("recording.rrd");
-        let mut sink = RerunSink::new(save_stream(&path, "test-run", crate::logging::layout::run_blueprint()).unwrap(), 1024).unwrap();
+        let mut sink = RerunSink::new(save_stream(&path, "test-run", crate::logging::layout::run_blueprint()).unwrap(), 1024, FILE_FLUSH_TIMEOUT).unwrap();
         let mut episodes = sink.episode_logger().unwrap();
         for i in 0..5u64 {
             let values = [("train/critic_loss", 1.0 / (i + 1) as f64), ("eval/normalized_score", 10.0 * i as f64)];
@@ -499,6 +510,19 @@ pub(crate) mod tests {
         assert!(!stats.trim().is_empty());
     }
 
+    /// Streaming to an address where no viewer listens: logging calls return, and so does the
+    /// end of the run (after the stream flush timeout), instead of hanging on the connection.
+    #[test]
+    fn a_missing_viewer_neither_blocks_logging_nor_the_end_of_the_run() {
+        let rec = rerun::RecordingStreamBuilder::new("o2o").default_enabled(true).connect_grpc_opts("rerun+http://127.0.0.1:1/proxy").unwrap();
+        let mut sink = RerunSink::new(rec, 64, Duration::from_secs(1)).unwrap();
+        let values = [("train/critic_loss", 1.0)];
+        for i in 0..10 {
+            sink.record(&Record { grad_step: i, env_step: 0, wall_s: 0.0, values: &values }).unwrap();
+        }
+        assert_eq!(sink.finish(), 0); // returns: the test would hang otherwise
+    }
+
     /// One chunk of `rerun rrd print -vv` output: its entity, row count and index (timeline) names.
     #[derive(Debug)]
     pub(crate) struct Chunk {
@@ -537,7 +561,8 @@ pub(crate) mod tests {
             release_rx.recv().unwrap();
         });
         let capacity = 8;
-        let mut sink = RerunSink::spawn(save_stream(&path, "stalled", crate::logging::layout::run_blueprint()).unwrap(), capacity, Some(stall)).unwrap();
+        let mut sink = RerunSink::spawn(save_stream(&path, "stalled", crate::logging::layout::run_blueprint()).unwrap(), capacity, FILE_FLUSH_TIMEOUT, Some(stall))
+            .unwrap();
         let values = [("train/actor_loss", 0.5)];
         let rec = |i: u64| Record { grad_step: i, env_step: 0, wall_s: 0.0, values: &values };
         sink.record(&rec(0)).unwrap();

@@ -9,7 +9,7 @@
 //! --rerun off            no recording
 //! ```
 
-use super::rerun_sink::{save_stream, EpisodeLogger, RerunSink, DEFAULT_QUEUE};
+use super::rerun_sink::{save_stream, EpisodeLogger, RerunSink, DEFAULT_QUEUE, FILE_FLUSH_TIMEOUT, STREAM_FLUSH_TIMEOUT};
 use super::MetricSink;
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -67,6 +67,16 @@ pub enum RerunTarget {
     /// A `rerun+http://host:port/proxy` URL.
     Connect(String),
     Off,
+}
+
+impl RerunTarget {
+    /// How long the end of a run waits for this target to take the rest of the data.
+    pub fn flush_timeout(&self) -> std::time::Duration {
+        match self {
+            RerunTarget::Save | RerunTarget::Off => FILE_FLUSH_TIMEOUT,
+            RerunTarget::Spawn | RerunTarget::Connect(_) => STREAM_FLUSH_TIMEOUT,
+        }
+    }
 }
 
 /// `host:port` → `rerun+http://host:port/proxy`; a full URL is kept as it is.
@@ -142,8 +152,9 @@ pub fn open_run_sinks(run_dir: &Path, args: &RerunArgs) -> Result<RunSinks> {
     // The run directory's name identifies the recording across resumed sessions.
     let run_id = run_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "o2o-run".into());
     let mut episodes = None;
-    if let Some(stream) = open_stream(&args.target()?, &recording_path(run_dir), &run_id, super::layout::run_blueprint)? {
-        let sink = RerunSink::new(stream, args.rerun_queue)?;
+    let target = args.target()?;
+    if let Some(stream) = open_stream(&target, &recording_path(run_dir), &run_id, super::layout::run_blueprint)? {
+        let sink = RerunSink::new(stream, args.rerun_queue, target.flush_timeout())?;
         episodes = sink.episode_logger();
         sinks.push(Box::new(sink));
     }

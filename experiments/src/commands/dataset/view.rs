@@ -68,7 +68,7 @@ pub fn run(args: ViewArgs) -> Result<()> {
         bail!("--rerun off: nothing to do");
     }
     let stream = open_stream(&target, &out, &format!("dataset-{stem}"), crate::logging::layout::dataset_blueprint)?.context("no recording stream")?;
-    let mut sink = RerunSink::new(stream, args.rerun.rerun_queue)?;
+    let mut sink = RerunSink::new(stream, args.rerun.rerun_queue, target.flush_timeout())?;
     let mut log = sink.episode_logger().context("the Rerun sink has stopped")?.for_replay("dataset_step");
 
     // 3D replay needs the env's model and the recorded simulator states.
