@@ -7,18 +7,23 @@ use std::path::{Path, PathBuf};
 pub const INSTALL_HINT: &str =
     "run `make setup` (it installs gymnasium[mujoco]==1.4.0 into $O2O_HOME/venv), or set O2O_GYM_ASSETS to gymnasium/envs/mujoco/assets";
 
-/// The folder holding Gymnasium's MuJoCo XMLs: `$O2O_GYM_ASSETS` at run time, else the path the
+/// The folder holding Gymnasium's MuJoCo XMLs: `$O2O_GYM_ASSETS` at run time (strict: when set,
+/// nothing else is tried), else the path the
 /// set-up wrote at build time, else `$O2O_HOME/venv` (default `~/.cache/o2o/venv`) searched for
 /// `site-packages/gymnasium/envs/mujoco/assets`.
 pub fn gym_assets_dir() -> Result<PathBuf, EnvError> {
-    let mut tried = Vec::new();
+    // An explicit run-time setting is taken as the user's word: no silent fallback past it.
     if let Some(dir) = std::env::var_os("O2O_GYM_ASSETS") {
         let dir = PathBuf::from(dir);
         if dir.join("half_cheetah.xml").is_file() {
             return Ok(dir);
         }
-        tried.push(dir);
+        return Err(EnvError::MissingAsset {
+            path: dir.join("half_cheetah.xml"),
+            hint: format!("O2O_GYM_ASSETS is set to {} but it holds no Gymnasium MuJoCo XMLs; {INSTALL_HINT}", dir.display()),
+        });
     }
+    let mut tried = Vec::new();
     if let Some(dir) = option_env!("O2O_GYM_ASSETS") {
         let dir = PathBuf::from(dir);
         if dir.join("half_cheetah.xml").is_file() {
