@@ -86,7 +86,12 @@ class GaussianPolicy(nn.Module):
 # ----------------------------------------------------------------------------- algorithms
 
 class SAC:
-    def __init__(self, obs_dim, act_dim, hidden, num_critics, subset, layer_norm, gamma=0.99, tau=0.005, lr=3e-4):
+    """SAC with the options RLPD and CQL use: critic_steps minibatches (rows i::k) with the actor
+    on the whole batch or the last minibatch, min or mean over critics in the actor loss, entropy
+    in the backup or not. The critic step calls self.critic_term (zero here; CQL's regularizer)."""
+
+    def __init__(self, obs_dim, act_dim, hidden, num_critics, subset, layer_norm, gamma=0.99, tau=0.005, lr=3e-4,
+                 critic_steps=1, actor_last=False, actor_mean=False, backup_entropy=True, target_entropy_per_dim=-1.0):
         self.actor = TanhGaussianActor(obs_dim, act_dim, hidden)
         self.critics = nn.ModuleList([Critic(obs_dim, act_dim, hidden, layer_norm) for _ in range(num_critics)])
         self.targets = nn.ModuleList([Critic(obs_dim, act_dim, hidden, layer_norm) for _ in range(num_critics)])
@@ -95,31 +100,45 @@ class SAC:
         self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=lr)
         self.critic_opt = torch.optim.Adam(self.critics.parameters(), lr=lr)
         self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=lr)
-        self.target_entropy = -float(act_dim)
+        self.target_entropy = target_entropy_per_dim * float(act_dim)
         self.num_critics, self.subset, self.gamma, self.tau = num_critics, subset, gamma, tau
+        self.critic_steps, self.actor_last, self.actor_mean, self.backup_entropy = critic_steps, actor_last, actor_mean, backup_entropy
+        self.act_dim = act_dim
 
-    def update(self, b, noise=None):
+    def critic_term(self, b, qs, noise, out):
+        return 0.0
+
+    def update(self, batch, noise=None):
         noise = list(noise) if noise is not None else None
         alpha = self.log_alpha.exp().detach()
-        with torch.no_grad():
-            next_a, next_logp = self.actor(b["next_obs"], noise.pop(0) if noise else None)
-            if self.subset < self.num_critics:
-                idx = noise.pop(0).tolist() if noise else torch.randperm(self.num_critics)[: self.subset].tolist()
-            else:
-                idx = range(self.num_critics)
-            q_next = torch.stack([self.targets[i](b["next_obs"], next_a) for i in idx]).min(0).values
-            y = b["reward"] + self.gamma * (1.0 - b["terminal"]) * (q_next - alpha * next_logp)
-        qs = [c(b["obs"], b["action"]) for c in self.critics]
-        critic_loss = sum(F.mse_loss(q, y) for q in qs) / len(qs)
-        self.critic_opt.zero_grad()
-        critic_loss.backward()
-        self.critic_opt.step()
-        with torch.no_grad():
-            for t, s in zip(self.targets.parameters(), self.critics.parameters()):
-                t.data.mul_(1.0 - self.tau).add_(s.data, alpha=self.tau)
+        k = self.critic_steps
+        out = {}
+        for i in range(k):
+            b = {key: v[i::k] for key, v in batch.items()}
+            with torch.no_grad():
+                next_a, next_logp = self.actor(b["next_obs"], noise.pop(0) if noise else None)
+                if self.subset < self.num_critics:
+                    idx = noise.pop(0).tolist() if noise else torch.randperm(self.num_critics)[: self.subset].tolist()
+                else:
+                    idx = range(self.num_critics)
+                q_next = torch.stack([self.targets[j](b["next_obs"], next_a) for j in idx]).min(0).values
+                if self.backup_entropy:
+                    q_next = q_next - alpha * next_logp
+                y = b["reward"] + self.gamma * (1.0 - b["terminal"]) * q_next
+            qs = [c(b["obs"], b["action"]) for c in self.critics]
+            td_loss = sum(F.mse_loss(q, y) for q in qs) / len(qs)
+            critic_loss = td_loss + self.critic_term(b, qs, noise, out)
+            self.critic_opt.zero_grad()
+            critic_loss.backward()
+            self.critic_opt.step()
+            with torch.no_grad():
+                for t, s in zip(self.targets.parameters(), self.critics.parameters()):
+                    t.data.mul_(1.0 - self.tau).add_(s.data, alpha=self.tau)
 
-        a, logp = self.actor(b["obs"], noise.pop(0) if noise else None)
-        q = torch.stack([c(b["obs"], a) for c in self.critics]).min(0).values
+        obs = b["obs"] if self.actor_last else batch["obs"]
+        a, logp = self.actor(obs, noise.pop(0) if noise else None)
+        q = torch.stack([c(obs, a) for c in self.critics])
+        q = q.mean(0) if self.actor_mean else q.min(0).values
         actor_loss = (alpha * logp - q).mean()
         self.actor_opt.zero_grad()
         actor_loss.backward()
@@ -129,7 +148,8 @@ class SAC:
         self.alpha_opt.zero_grad()
         alpha_loss.backward()
         self.alpha_opt.step()
-        return {"critic_loss": critic_loss.item(), "actor_loss": actor_loss.item(), "alpha_loss": alpha_loss.item()}
+        out.update({"critic_loss": td_loss.item(), "actor_loss": actor_loss.item(), "alpha_loss": alpha_loss.item()})
+        return out
 
     def load(self, w):
         set_mlp(self.actor.net, w, "actor")
@@ -139,6 +159,38 @@ class SAC:
             set_mlp(c.net, w, "critic_target", member=e)
         with torch.no_grad():
             self.log_alpha.copy_(torch.from_numpy(w["temperature/param"]))
+
+
+class CQL(SAC):
+    """CQL as in CORL's cql.py (importance-sampled logsumexp over N uniform, N π(·|s) and N π(·|s')
+    actions, all evaluated at s), plus Cal-QL's floor at the MC return when calibrate=True."""
+
+    def __init__(self, *args, n_actions=10, cql_alpha=5.0, calibrate=False, **kw):
+        super().__init__(*args, backup_entropy=False, **kw)
+        self.n_actions, self.cql_alpha, self.calibrate = n_actions, cql_alpha, calibrate
+
+    def critic_term(self, b, qs, noise, out):
+        B, N, A = b["obs"].shape[0], self.n_actions, self.act_dim
+        obs = b["obs"].repeat_interleave(N, 0)
+        next_obs = b["next_obs"].repeat_interleave(N, 0)
+        rand = (noise.pop(0) if noise else torch.rand(B * N, A)) * 2.0 - 1.0
+        with torch.no_grad():
+            cur, logp_cur = self.actor(obs, noise.pop(0) if noise else None)
+            nxt, logp_next = self.actor(next_obs, noise.pop(0) if noise else None)
+        term, gaps = 0.0, []
+        for c, q_data in zip(self.critics, qs):
+            q_rand = c(obs, rand).view(B, N)
+            q_cur = c(obs, cur).view(B, N)
+            q_next = c(obs, nxt).view(B, N)
+            if self.calibrate:
+                g = b["mc_return"].view(B, 1)
+                q_cur, q_next = torch.maximum(q_cur, g), torch.maximum(q_next, g)
+            cat = torch.cat([q_rand - A * math.log(0.5), q_next - logp_next.view(B, N), q_cur - logp_cur.view(B, N)], 1)
+            gap = (torch.logsumexp(cat, 1) - q_data).mean()
+            gaps.append(gap)
+            term = term + self.cql_alpha * gap
+        out["cql_gap"] = (sum(gaps) / len(gaps)).item()
+        return term / len(qs)
 
 
 class IQL:
@@ -215,6 +267,10 @@ def make(spec):
     o, a, h = spec["obs_dim"], spec["act_dim"], spec["hidden"]
     if spec["algo"] == "sac":
         return SAC(o, a, h, spec["num_critics"], spec["target_subset"], spec["layer_norm"])
+    if spec["algo"] == "rlpd":
+        return SAC(o, a, h, 10, 2, True, critic_steps=spec["critic_steps"], actor_last=True, actor_mean=True, target_entropy_per_dim=-0.5)
+    if spec["algo"] in ("cql", "calql"):
+        return CQL(o, a, h, 2, 2, False, calibrate=spec["algo"] == "calql")
     return IQL(o, a, h)
 
 

@@ -1,7 +1,8 @@
 //! `o2o bench update`: agent updates per second vs a PyTorch eager reference, same run.
 //!
-//! For SAC (2 critics), SAC with the WSRL/RLPD critic (10 LayerNorm members, target over 2)
-//! and IQL at batch 256 on a locomotion-sized problem (obs 17, action 6), it
+//! For SAC (2 critics), SAC with the WSRL/RLPD critic (10 LayerNorm members, target over 2),
+//! IQL, CQL, Cal-QL (2 critics, N = 10 sampled actions per proposal) at batch 256, and RLPD
+//! (UTD 20: one update on 20 × 256 rows) on a locomotion-sized problem (obs 17, action 6), it
 //! 1. exports our initial weights, one batch and the noise our update draws (`.npy` files) and
 //!    has `scripts/bench_update_torch.py` (CORL-style PyTorch: one `nn.Module` per critic,
 //!    `torch.optim.Adam`) run the same update from them: the losses must agree within 1e-5;
@@ -14,7 +15,10 @@
 //! "pytorch_updates_per_s", "max_abs_loss_diff", "gflops"}, ...], "matmul_peak_gflops": x}`.
 
 use anyhow::{bail, Context};
+use o2o_agents::calql::{self, CalQlConfig};
+use o2o_agents::cql::{Cql, CqlConfig, CqlTerm};
 use o2o_agents::iql::{Iql, IqlConfig};
+use o2o_agents::rlpd::{self, RlpdConfig};
 use o2o_agents::rng::AgentRng;
 use o2o_agents::sac::{Sac, SacConfig};
 use o2o_agents::{Agent, Metrics};
@@ -60,6 +64,7 @@ pub struct UpdateArgs {
 enum Ours {
     Sac(Sac),
     Iql(Iql),
+    Cql(Cql),
 }
 
 impl Ours {
@@ -67,18 +72,21 @@ impl Ours {
         match self {
             Ours::Sac(a) => a,
             Ours::Iql(a) => a,
+            Ours::Cql(a) => a,
         }
     }
     fn named_tensors(&self) -> Vec<(String, Tensor)> {
         match self {
             Ours::Sac(a) => a.named_tensors(),
             Ours::Iql(a) => a.named_tensors(),
+            Ours::Cql(a) => a.named_tensors(),
         }
     }
     fn rng(&mut self) -> &mut AgentRng {
         match self {
             Ours::Sac(a) => a.rng_mut(),
             Ours::Iql(a) => a.rng_mut(),
+            Ours::Cql(a) => a.rng_mut(),
         }
     }
 }
@@ -89,6 +97,8 @@ struct Variant {
     spec: Value,
     losses: &'static [&'static str],
     flops: f64,
+    /// Batch rows per update, as a multiple of `--batch` (RLPD's UTD 20 takes 20 minibatches).
+    rows: i64,
 }
 
 /// `2 · B · Σ d_i d_{i+1}`: one forward pass of an MLP with widths `dims`.
@@ -107,10 +117,21 @@ fn variants(a: &UpdateArgs) -> Vec<Variant> {
     // IQL: 2 target fwd + V train + 2 V fwd + actor train + 2 critic train.
     let iql_flops = 8.0 * critic_f + 5.0 * mlp_flops(b, &[o, h[0], h[1], 1]) + 3.0 * mlp_flops(b, &[o, h[0], h[1], act]);
     let sac_spec = |e: i64, ln: bool| json!({"algo": "sac", "obs_dim": o, "act_dim": act, "hidden": h, "num_critics": e, "target_subset": 2, "layer_norm": ln});
+    // CQL adds, per critic step, 2 actor fwd on B·N rows and E critic train (3×) on 3·B·N rows.
+    let n = CqlTerm::default().cql_n_actions as f64;
+    let cql_flops = sac_flops(2.0, 2.0) + 2.0 * n * actor_f + 9.0 * n * 2.0 * critic_f;
+    // RLPD (UTD 20, E 10, M 2) per update of 20·B rows: 20 × (actor fwd + 2 target fwd + 10
+    // critic train) on B rows, then actor train + 10 critic fwd/input-grad on the last B.
+    let utd = RlpdConfig::default().0.critic_steps;
+    let rlpd_flops = utd as f64 * (actor_f + 2.0 * critic_f + 30.0 * critic_f) + 3.0 * actor_f + 20.0 * critic_f;
+    let cql_losses: &[&str] = &["critic_loss", "actor_loss", "alpha_loss", "cql_gap"];
     vec![
-        Variant { name: "sac", build: Box::new(move |d| Ok(Ours::Sac(Sac::new(SacConfig::default(), o, act, d, 0)?))), spec: sac_spec(2, false), losses: &["critic_loss", "actor_loss", "alpha_loss"], flops: sac_flops(2.0, 2.0) },
-        Variant { name: "sac_ens10_ln", build: Box::new(move |d| Ok(Ours::Sac(Sac::new(SacConfig::ensemble10(), o, act, d, 0)?))), spec: sac_spec(10, true), losses: &["critic_loss", "actor_loss", "alpha_loss"], flops: sac_flops(10.0, 2.0) },
-        Variant { name: "iql", build: Box::new(move |d| Ok(Ours::Iql(Iql::new(IqlConfig::default(), o, act, d, 0)?))), spec: json!({"algo": "iql", "obs_dim": o, "act_dim": act, "hidden": h}), losses: &["value_loss", "actor_loss", "critic_loss"], flops: iql_flops },
+        Variant { name: "sac", build: Box::new(move |d| Ok(Ours::Sac(Sac::new(SacConfig::default(), o, act, d, 0)?))), spec: sac_spec(2, false), losses: &["critic_loss", "actor_loss", "alpha_loss"], flops: sac_flops(2.0, 2.0), rows: 1 },
+        Variant { name: "sac_ens10_ln", build: Box::new(move |d| Ok(Ours::Sac(Sac::new(SacConfig::ensemble10(), o, act, d, 0)?))), spec: sac_spec(10, true), losses: &["critic_loss", "actor_loss", "alpha_loss"], flops: sac_flops(10.0, 2.0), rows: 1 },
+        Variant { name: "iql", build: Box::new(move |d| Ok(Ours::Iql(Iql::new(IqlConfig::default(), o, act, d, 0)?))), spec: json!({"algo": "iql", "obs_dim": o, "act_dim": act, "hidden": h}), losses: &["value_loss", "actor_loss", "critic_loss"], flops: iql_flops, rows: 1 },
+        Variant { name: "cql", build: Box::new(move |d| Ok(Ours::Cql(Cql::new(CqlConfig::default(), o, act, d, 0)?))), spec: json!({"algo": "cql", "obs_dim": o, "act_dim": act, "hidden": h}), losses: cql_losses, flops: cql_flops, rows: 1 },
+        Variant { name: "calql", build: Box::new(move |d| Ok(Ours::Cql(calql::new(CalQlConfig::default(), o, act, d, 0)?))), spec: json!({"algo": "calql", "obs_dim": o, "act_dim": act, "hidden": h}), losses: cql_losses, flops: cql_flops, rows: 1 },
+        Variant { name: "rlpd", build: Box::new(move |d| Ok(Ours::Sac(rlpd::new(RlpdConfig::default(), o, act, d, 0)?))), spec: json!({"algo": "rlpd", "obs_dim": o, "act_dim": act, "hidden": h, "critic_steps": utd}), losses: &["critic_loss", "actor_loss", "alpha_loss"], flops: rlpd_flops, rows: utd },
     ]
 }
 
@@ -121,7 +142,8 @@ fn random_batch(rng: &mut AgentRng, b: i64, o: i64, a: i64) -> TransitionBatch {
         reward: rng.normal(&[b], Device::Cpu),
         next_obs: rng.normal(&[b, o], Device::Cpu),
         terminal: rng.uniform_tensor(&[b], Device::Cpu).ge(0.95).to_kind(Kind::Float),
-        mc_return: None,
+        // Returns-to-go near a fresh critic's Q-values, so Cal-QL's floor binds on about half.
+        mc_return: Some(rng.normal(&[b], Device::Cpu)),
         is_offline: None,
     }
 }
@@ -142,7 +164,8 @@ fn cross_check_inputs(v: &Variant, dir: &Path, batch: &TransitionBatch) -> anyho
         }
     }
     let mut files = serde_json::Map::new();
-    for (k, t) in [("obs", &batch.obs), ("action", &batch.action), ("reward", &batch.reward), ("next_obs", &batch.next_obs), ("terminal", &batch.terminal)] {
+    let mc = batch.mc_return.as_ref().expect("bench batches carry mc_return");
+    for (k, t) in [("obs", &batch.obs), ("action", &batch.action), ("reward", &batch.reward), ("next_obs", &batch.next_obs), ("terminal", &batch.terminal), ("mc_return", mc)] {
         files.insert(k.into(), Value::String(npy(dir, format!("{}__batch_{k}.npy", v.name), t)?));
     }
     ours.rng().start_recording();
@@ -231,12 +254,11 @@ pub fn run(args: UpdateArgs) -> anyhow::Result<()> {
 
     let dir = TempDir::new()?;
     let vs = variants(&args);
-    let mut rng = AgentRng::new(2024);
-    let batch = random_batch(&mut rng, args.batch, args.obs, args.act);
+    let batches: Vec<TransitionBatch> = vs.iter().map(|v| random_batch(&mut AgentRng::new(2024), args.batch * v.rows, args.obs, args.act)).collect();
     let mut manifest = Vec::new();
     let mut our_losses = Vec::new();
-    for v in &vs {
-        let (spec, metrics) = cross_check_inputs(v, dir.path(), &batch)?;
+    for (v, batch) in vs.iter().zip(&batches) {
+        let (spec, metrics) = cross_check_inputs(v, dir.path(), batch)?;
         manifest.push(spec);
         our_losses.push(metrics);
     }
@@ -252,7 +274,7 @@ pub fn run(args: UpdateArgs) -> anyhow::Result<()> {
     for round in 0..args.rounds.max(1) {
         peak = peak.max(matmul_peak(device));
         for (i, v) in vs.iter().enumerate() {
-            ours_ups[i] = ours_ups[i].max(time_ours(v, &batch, device, args.warmup, args.updates)?);
+            ours_ups[i] = ours_ups[i].max(time_ours(v, &batches[i], device, args.warmup, args.updates)?);
         }
         let out = std::process::Command::new(&python)
             .arg(&script)
