@@ -11,7 +11,12 @@ use clap::{Parser, Subcommand};
 
 /// Offline-to-online continuous-control RL: pretrain on logged data, fine-tune online, watch in Rerun.
 #[derive(Parser)]
-#[command(name = "o2o", version, about, long_about = None)]
+#[command(
+    name = "o2o",
+    version,
+    about = "Offline-to-online RL for robotics: pretrain on logged data, fine-tune online, watch in Rerun",
+    long_about = None
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -23,15 +28,15 @@ enum Command {
     Doctor(commands::doctor::DoctorArgs),
     /// Benchmarks against references measured in the same run.
     Bench(commands::bench::BenchArgs),
+    /// MuJoCo tasks: list them, check one against Gymnasium (`o2o env parity <ID>`).
+    Env(commands::env::EnvArgs),
     /// Train a run from a preset: offline on a dataset, or online from scratch.
     Train(commands::run::TrainArgs),
     /// Fine-tune a finished run online, in a new run directory.
     Finetune(commands::run::FinetuneArgs),
     /// Continue a killed run from its newest checkpoint.
     Resume(commands::run::ResumeArgs),
-    /// MuJoCo tasks: list them, check one against Gymnasium (`o2o env parity <ID>`).
-    Env(commands::env::EnvArgs),
-    /// Offline datasets: `o2o dataset view <id|path>` logs episodes to Rerun.
+    /// Offline datasets: download, info, convert, make-benchmark, view.
     Dataset(commands::dataset::DatasetArgs),
     /// Scores over seeds: mean, IQM and 95% bootstrap CIs per preset and task, plus PNG curves.
     Report(commands::report::ReportArgs),
@@ -44,10 +49,10 @@ fn main() {
     let result = match cli.command {
         Command::Doctor(args) => commands::doctor::run(args),
         Command::Bench(args) => commands::bench::run(args),
+        Command::Env(args) => commands::env::run(args),
         Command::Train(args) => commands::run::train(args),
         Command::Finetune(args) => commands::run::finetune(args),
         Command::Resume(args) => commands::run::resume(args),
-        Command::Env(args) => commands::env::run(args),
         Command::Dataset(args) => commands::dataset::run(args),
         Command::Report(args) => commands::report::run(args),
         Command::View(args) => commands::view::run(args),
