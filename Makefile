@@ -20,3 +20,5 @@ test: build
 
 bench: build
 	$(O2O) bench env HalfCheetah-v5
+	$(O2O) bench data
+	$(O2O) bench update
