@@ -96,7 +96,42 @@ pub fn open(path: &Path) -> Result<File> {
     if !path.exists() {
         return Err(DatasetError::io(path, std::io::Error::new(std::io::ErrorKind::NotFound, "no such file")));
     }
-    File::open(path).map_err(|e| DatasetError::Corrupt { path: path.to_path_buf(), message: e.to_string() })
+    let file = File::open(path).map_err(|e| DatasetError::Corrupt { path: path.to_path_buf(), message: e.to_string() })?;
+    close_on_exec(&file);
+    Ok(file)
+}
+
+/// Creates (truncates) `path` for writing, marked close-on-exec like [`open`].
+pub fn create(path: &Path) -> Result<File> {
+    let file = File::create(path).map_err(|e| DatasetError::Corrupt { path: path.to_path_buf(), message: e.to_string() })?;
+    close_on_exec(&file);
+    Ok(file)
+}
+
+/// Marks the file descriptor under an open HDF5 file close-on-exec.
+///
+/// HDF5 opens files without `O_CLOEXEC` and holds an `flock` on them. A child process started
+/// (by any thread) while a file is open inherits the descriptor and with it the lock, so the
+/// next open of that file — by us, or by the child — fails with "unable to lock file, errno =
+/// 11" until the child exits. Seen when a test thread wrote a dataset while another spawned
+/// `o2o`; the same happens in any program that opens datasets and runs subprocesses.
+fn close_on_exec(file: &File) {
+    let mut handle: *mut std::ffi::c_void = std::ptr::null_mut();
+    // SAFETY: `file.id()` is a valid open file id; HDF5 calls are serialized by the crate's lock.
+    let rc = hdf5_metno::sync::sync(|| unsafe {
+        hdf5_metno_sys::h5f::H5Fget_vfd_handle(file.id(), hdf5_metno_sys::h5p::H5P_DEFAULT, &mut handle)
+    });
+    if rc < 0 || handle.is_null() {
+        return; // not a POSIX-file driver: nothing to mark
+    }
+    // SAFETY: for the default sec2 driver the handle points at the file's `int` descriptor.
+    unsafe {
+        let fd = *(handle as *const std::os::raw::c_int);
+        let flags = libc::fcntl(fd, libc::F_GETFD);
+        if flags >= 0 {
+            libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+        }
+    }
 }
 
 /// An HDF5 error on `key` of `path`.

@@ -250,7 +250,7 @@ impl MinariDataset {
     }
 
     fn write_hdf5(&self, tmp: &Path) -> Result<()> {
-        let file = hdf5_metno::File::create(tmp).map_err(|e| DatasetError::Corrupt { path: tmp.into(), message: e.to_string() })?;
+        let file = h5util::create(tmp)?;
         let dt = |k: &str, d: Dtype| self.dtypes.get(k).copied().unwrap_or(d);
         for (k, ep) in self.episodes.iter().enumerate() {
             let name = format!("episode_{k}");

@@ -28,7 +28,7 @@ impl D4rlDataset {
     }
 
     fn write_to(&self, tmp: &Path, gzip: Option<u8>) -> Result<()> {
-        let file = hdf5_metno::File::create(tmp).map_err(|e| DatasetError::Corrupt { path: tmp.into(), message: e.to_string() })?;
+        let file = h5util::create(tmp)?;
         let n = self.len();
         let dtype = |key: &str, default: Dtype| self.dtypes.get(key).copied().unwrap_or(default);
         let col = |key: &str, shape: &[usize], default: Dtype, data: &[f32]| h5util::write_column_gzip(tmp, &file, key, shape, dtype(key, default), data, gzip);
