@@ -12,7 +12,7 @@ use std::path::Path;
 
 use super::read::{D4rlDataset, MetaValue};
 use crate::atomic::write_atomic;
-use crate::error::{DatasetError, Result};
+use crate::error::Result;
 use crate::h5util::{self, Dtype};
 
 impl D4rlDataset {
