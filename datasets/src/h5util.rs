@@ -108,6 +108,13 @@ pub fn create(path: &Path) -> Result<File> {
     Ok(file)
 }
 
+/// Opens `path` for reading and writing, marked close-on-exec like [`open`].
+pub fn open_rw(path: &Path) -> Result<File> {
+    let file = File::open_rw(path).map_err(|e| DatasetError::Corrupt { path: path.to_path_buf(), message: e.to_string() })?;
+    close_on_exec(&file);
+    Ok(file)
+}
+
 /// Marks the file descriptor under an open HDF5 file close-on-exec.
 ///
 /// HDF5 opens files without `O_CLOEXEC` and holds an `flock` on them. A child process started

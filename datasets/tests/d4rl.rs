@@ -41,7 +41,7 @@ const GYM: Variant = Variant { f64: false, bool_flags: true, next_obs: true, tim
 const ANTMAZE: Variant = Variant { f64: true, bool_flags: false, next_obs: false, timeouts: true, rewards_n1: true };
 
 fn write_fixture(path: &Path, v: &Variant) {
-    let f = hdf5_metno::File::create(path).unwrap();
+    let f = o2o_datasets::h5util::create(path).unwrap();
     let fl = if v.f64 { Dtype::Float64 } else { Dtype::Float32 };
     let flag = |x: &[bool]| x.iter().map(|&b| b as u8 as f32).collect::<Vec<_>>();
     let fd = if v.bool_flags { Dtype::Bool } else { Dtype::Float32 };
@@ -222,7 +222,7 @@ print("OK")
 
 fn broken(dir: &Path, name: &str, edit: impl FnOnce(&hdf5_metno::File, &Path)) -> PathBuf {
     let p = fixture(dir, name, &GYM);
-    let f = hdf5_metno::File::open_rw(&p).unwrap();
+    let f = o2o_datasets::h5util::open_rw(&p).unwrap();
     edit(&f, &p);
     drop(f);
     p
@@ -345,7 +345,7 @@ fn kitchen_variant_and_the_step_counter_quirk() {
     let p = dir.path().join("kitchen.hdf5");
     let n = 8;
     {
-        let f = hdf5_metno::File::create(&p).unwrap();
+        let f = o2o_datasets::h5util::create(&p).unwrap();
         h5util::write_column(&p, &f, "observations", &[n, 1], Dtype::Float32, &(0..n).map(|i| i as f32).collect::<Vec<_>>()).unwrap();
         h5util::write_column(&p, &f, "actions", &[n, 1], Dtype::Float32, &vec![0.0; n]).unwrap();
         h5util::write_column(&p, &f, "rewards", &[n], Dtype::Float32, &(0..n).map(|i| i as f32).collect::<Vec<_>>()).unwrap();

@@ -93,7 +93,7 @@ fn weighted_sampling_of_real_against_imaginary() {
 fn missing_key_in_a_converted_file_is_named() {
     let dir = tempfile::tempdir().unwrap();
     let p = converted(dir.path());
-    hdf5_metno::File::open_rw(&p).unwrap().unlink("source").unwrap();
+    o2o_datasets::h5util::open_rw(&p).unwrap().unlink("source").unwrap();
     let err = ImagineBenchDataset::read(&p).unwrap_err().to_string();
     assert!(err.contains("source") && err.contains("ib.hdf5"), "{err}");
 }

@@ -103,7 +103,7 @@ fn minari_to_d4rl_and_back() {
 fn d4rl_without_next_observations_drops_unknown_final_steps() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("am.hdf5");
-    let f = hdf5_metno::File::create(&p).unwrap();
+    let f = o2o_datasets::h5util::create(&p).unwrap();
     let n = 5;
     h5util::write_column(&p, &f, "observations", &[n, 1], Dtype::Float32, &[0.0, 1.0, 2.0, 3.0, 4.0]).unwrap();
     h5util::write_column(&p, &f, "actions", &[n, 1], Dtype::Float32, &[0.0; 5]).unwrap();
@@ -126,7 +126,7 @@ fn broken_episodes_are_named() {
     let root = python_minari(dir.path());
     let h5 = root.join("data/main_data.hdf5");
     {
-        let f = hdf5_metno::File::open_rw(&h5).unwrap();
+        let f = o2o_datasets::h5util::open_rw(&h5).unwrap();
         let g = f.group("episode_1").unwrap();
         g.unlink("observations").unwrap();
         // T observations instead of T + 1.
@@ -136,7 +136,7 @@ fn broken_episodes_are_named() {
     assert!(matches!(err, DatasetError::LengthMismatch { expected: 3, found: 2, .. }), "{err}");
     assert!(err.to_string().contains("episode_1/observations") && err.to_string().contains("main_data.hdf5"), "{err}");
     {
-        let f = hdf5_metno::File::open_rw(&h5).unwrap();
+        let f = o2o_datasets::h5util::open_rw(&h5).unwrap();
         f.group("episode_1").unwrap().unlink("truncations").unwrap();
     }
     let err = MinariDataset::read(&root).unwrap_err();
