@@ -96,23 +96,38 @@ pub fn open(path: &Path) -> Result<File> {
     if !path.exists() {
         return Err(DatasetError::io(path, std::io::Error::new(std::io::ErrorKind::NotFound, "no such file")));
     }
-    let file = File::open(path).map_err(|e| DatasetError::Corrupt { path: path.to_path_buf(), message: e.to_string() })?;
+    let file = options().open(path).map_err(|e| DatasetError::Corrupt { path: path.to_path_buf(), message: e.to_string() })?;
     close_on_exec(&file);
     Ok(file)
 }
 
 /// Creates (truncates) `path` for writing, marked close-on-exec like [`open`].
 pub fn create(path: &Path) -> Result<File> {
-    let file = File::create(path).map_err(|e| DatasetError::Corrupt { path: path.to_path_buf(), message: e.to_string() })?;
+    let file = options().create(path).map_err(|e| DatasetError::Corrupt { path: path.to_path_buf(), message: e.to_string() })?;
     close_on_exec(&file);
     Ok(file)
 }
 
 /// Opens `path` for reading and writing, marked close-on-exec like [`open`].
 pub fn open_rw(path: &Path) -> Result<File> {
-    let file = File::open_rw(path).map_err(|e| DatasetError::Corrupt { path: path.to_path_buf(), message: e.to_string() })?;
+    let file = options().open_rw(path).map_err(|e| DatasetError::Corrupt { path: path.to_path_buf(), message: e.to_string() })?;
     close_on_exec(&file);
     Ok(file)
+}
+
+/// How every file is opened: without HDF5's own file locking.
+///
+/// HDF5 1.10 takes an `flock` on every file it opens. Our writers never expose a partial file
+/// (they write a temp file, then rename), so the lock protects nothing here, while it fails on
+/// file systems without `flock` and — because the lock travels with the descriptor — a child
+/// process that inherits a descriptor keeps the file locked until it exits. That showed up as
+/// "unable to lock file, errno = 11" in tests that open datasets on one thread while another
+/// starts a subprocess, even with the descriptor marked close-on-exec right after opening
+/// (a child forked between HDF5's `open` and our `fcntl` still inherits it).
+fn options() -> hdf5_metno::FileBuilder {
+    let mut builder = File::with_options();
+    builder.with_fapl(|fapl| fapl.file_locking(false));
+    builder
 }
 
 /// Marks the file descriptor under an open HDF5 file close-on-exec.
