@@ -11,34 +11,19 @@
 //! numbers are deterministic. Networks are 64×64 and runs short to fit a 2-core budget.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 
-const O2O: &str = env!("CARGO_BIN_EXE_o2o");
+mod common;
+
 const SMALL_NETS: &[&str] = &["agent.critic.hidden=[64, 64]", "agent.actor.mlp.hidden=[64, 64]"];
 
 fn o2o(args: &[&str], sets: &[&str]) -> PathBuf {
-    // Under cargo's per-target scratch folder; kept so a failing run can be inspected.
-    let runs = tempfile::Builder::new().prefix("o2o-learning-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap().keep();
-    let mut c = Command::new(O2O);
-    c.args(args).args(["--device", "cpu", "--threads", "1", "--rerun=off", "--runs-dir"]).arg(&runs);
-    for s in sets {
-        c.args(["--set", s]);
-    }
-    let out = c.output().unwrap();
-    assert!(out.status.success(), "o2o {args:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&runs).unwrap().map(|e| e.unwrap().path()).collect();
-    assert_eq!(dirs.len(), 1);
-    dirs.pop().unwrap()
+    common::run_o2o("o2o-learning-", args, sets)
 }
 
 /// `eval/return` of every evaluation, in order.
 fn eval_returns(run: &Path) -> Vec<f64> {
-    std::fs::read_to_string(run.join("metrics.jsonl"))
-        .unwrap()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap().get("eval/return").and_then(|v| v.as_f64()))
-        .collect()
+    common::metric(run, "eval/return")
 }
 
 /// The SAC run (shared by the three tests; run once).

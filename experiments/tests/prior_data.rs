@@ -11,31 +11,13 @@
 use o2o_datasets::d4rl::D4rlDataset;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-const O2O: &str = env!("CARGO_BIN_EXE_o2o");
+mod common;
+
+use common::metric;
 
 fn o2o(args: &[&str], sets: &[String]) -> PathBuf {
-    let runs = tempfile::Builder::new().prefix("o2o-prior-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap().keep();
-    let mut c = Command::new(O2O);
-    c.args(args).args(["--device", "cpu", "--threads", "1", "--rerun=off", "--runs-dir"]).arg(&runs);
-    for s in sets {
-        c.args(["--set", s]);
-    }
-    let out = c.output().unwrap();
-    assert!(out.status.success(), "o2o {args:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&runs).unwrap().map(|e| e.unwrap().path()).collect();
-    assert_eq!(dirs.len(), 1);
-    dirs.pop().unwrap()
-}
-
-/// Every value of metric `key`, in order.
-fn metric(run: &Path, key: &str) -> Vec<f64> {
-    std::fs::read_to_string(run.join("metrics.jsonl"))
-        .unwrap()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap().get(key).and_then(|v| v.as_f64()))
-        .collect()
+    common::run_o2o("o2o-prior-", args, sets)
 }
 
 /// `episodes` episodes of a PD controller on the pole angle and cart state, with Gaussian
