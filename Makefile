@@ -4,7 +4,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := build
 O2O := target/release/o2o
 
-.PHONY: setup build test bench
+.PHONY: setup build test bench demo
 
 setup:
 	@bash scripts/setup.sh
@@ -17,6 +17,13 @@ build: setup
 # and learning tests need optimized code anyway.
 test: build
 	cargo test --release --workspace
+
+# The main job: WSRL end to end on the small hopper dataset shipped in data/hopper-small
+# (pretrain → warm-up → fine-tune → evaluation, ≤ 10 min on 2 cores), ending with a table of
+# the score at each phase and where its Rerun recording is. A second `make demo` prints the
+# finished run's table again; delete runs/demo to run it afresh.
+demo: build
+	$(O2O) run --preset wsrl-hopper-small --runs-dir runs/demo --reuse --threads 1
 
 bench: build
 	$(O2O) bench env HalfCheetah-v5

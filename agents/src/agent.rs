@@ -71,4 +71,16 @@ pub trait Agent: Send {
     fn set_phase(&mut self, phase: Phase) {
         let _ = phase;
     }
+    /// Called once, just before the first env step that follows offline training (in the same
+    /// run, or in a run started from an offline parent): the offline→online switch. WSRL resets
+    /// its optimizers here when asked to. Not called again when a run resumes past the switch.
+    fn begin_online(&mut self) {}
+    /// Read-only diagnostics on `batch` (no update, no draw from the agent's random stream):
+    /// e.g. `q` (ensemble-mean Q(s, a) on the batch's actions), `mc_return` and `q_minus_mc`
+    /// (on rows with a finite Monte-Carlo return), `entropy` (−E log π(ã|s)) and `alpha`.
+    /// The runner logs them under `diag/<source>/` around the offline→online switch.
+    fn diagnose(&mut self, batch: &TransitionBatch) -> Metrics {
+        let _ = batch;
+        Metrics::new()
+    }
 }

@@ -75,11 +75,16 @@ impl Checkpoint {
         self.tensors.get(name).ok_or_else(|| AgentError::MissingTensor { path: self.path.clone(), name: name.to_string() })
     }
 
-    /// Check that `meta/algo` says `algo`.
-    pub fn expect_algo(&self, algo: &str) -> Result<(), AgentError> {
+    /// The algorithm that wrote the checkpoint (`meta/algo`).
+    pub fn algo(&self) -> Result<String, AgentError> {
         let t = self.get("meta/algo")?;
         let bytes = Vec::<u8>::try_from(t.to_kind(Kind::Uint8).flatten(0, -1)).unwrap_or_default();
-        let found = String::from_utf8_lossy(&bytes);
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    /// Check that `meta/algo` says `algo`.
+    pub fn expect_algo(&self, algo: &str) -> Result<(), AgentError> {
+        let found = self.algo()?;
         if found != algo {
             return Err(AgentError::Checkpoint { path: self.path.clone(), message: format!("written by algorithm `{found}`, expected `{algo}`") });
         }

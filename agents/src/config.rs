@@ -11,13 +11,13 @@
 //! critic = { hidden = [256, 256], layer_norm = true }
 //! ```
 
-use crate::algos::{calql, calql::CalQlConfig, cql::Cql, cql::CqlConfig, iql::Iql, iql::IqlConfig, rlpd, rlpd::RlpdConfig, sac::Sac, sac::SacConfig};
+use crate::algos::{calql, calql::CalQlConfig, cql::Cql, cql::CqlConfig, iql::Iql, iql::IqlConfig, rlpd, rlpd::RlpdConfig, sac::Sac, sac::SacConfig, wsrl::Wsrl, wsrl::WsrlConfig};
 use crate::{Agent, AgentError};
 use serde::{Deserialize, Serialize};
 use tch::Device;
 
 /// Any algorithm's configuration, tagged by `algo` (`"sac"`, `"iql"`, `"cql"`, `"calql"`,
-/// `"rlpd"`).
+/// `"rlpd"`, `"wsrl"`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "algo", rename_all = "lowercase")]
 pub enum AgentConfig {
@@ -31,6 +31,8 @@ pub enum AgentConfig {
     Calql(CalQlConfig),
     /// RLPD (online with offline data mixed in).
     Rlpd(RlpdConfig),
+    /// WSRL (CQL / Cal-QL offline, frozen-policy warm-up, then SAC on online data only).
+    Wsrl(WsrlConfig),
 }
 
 impl AgentConfig {
@@ -42,6 +44,7 @@ impl AgentConfig {
             AgentConfig::Cql(_) => "cql",
             AgentConfig::Calql(_) => "calql",
             AgentConfig::Rlpd(_) => "rlpd",
+            AgentConfig::Wsrl(_) => "wsrl",
         }
     }
 
@@ -51,13 +54,18 @@ impl AgentConfig {
             AgentConfig::Sac(c) | AgentConfig::Rlpd(RlpdConfig(c)) => c.validate(),
             AgentConfig::Iql(c) => c.validate(),
             AgentConfig::Cql(c) | AgentConfig::Calql(CalQlConfig { cql: c, .. }) => c.validate(),
+            AgentConfig::Wsrl(c) => c.validate(),
         }
     }
 
     /// Whether every training batch must carry `mc_return` (Monte-Carlo returns-to-go, in the
     /// rewards the agent sees): Cal-QL's floor.
     pub fn needs_mc_returns(&self) -> bool {
-        matches!(self, AgentConfig::Calql(_))
+        match self {
+            AgentConfig::Calql(_) => true,
+            AgentConfig::Wsrl(c) => c.needs_mc_returns(),
+            _ => false,
+        }
     }
 
     /// Parse from a TOML value (e.g. a preset's `[agent]` table). Errors name the bad key.
@@ -82,6 +90,7 @@ pub fn build(config: &AgentConfig, obs_dim: usize, act_dim: usize, device: Devic
         AgentConfig::Cql(c) => Box::new(Cql::new(c.clone(), o, a, device, seed)?),
         AgentConfig::Calql(c) => Box::new(calql::new(c.clone(), o, a, device, seed)?),
         AgentConfig::Rlpd(c) => Box::new(rlpd::new(c.clone(), o, a, device, seed)?),
+        AgentConfig::Wsrl(c) => Box::new(Wsrl::new(c.clone(), o, a, device, seed)?),
     })
 }
 
@@ -115,6 +124,7 @@ mod tests {
             AgentConfig::Cql(CqlConfig::default()),
             AgentConfig::Calql(CalQlConfig::default()),
             AgentConfig::Rlpd(RlpdConfig::default()),
+            AgentConfig::Wsrl(WsrlConfig::default()),
         ];
         for c in all {
             c.validate().unwrap();

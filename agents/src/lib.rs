@@ -4,9 +4,10 @@
 //! - [`build`] / [`AgentConfig`] (in [`config`]): the runner's one constructor. A preset's
 //!   `[agent]` table is TOML of `AgentConfig` (`algo = "sac"` or `"iql"` plus that
 //!   algorithm's fields, see [`sac::SacConfig`] and [`iql::IqlConfig`]); call
-//!   `build(&cfg, obs_dim, act_dim, device, seed)`. Also `"cql"`, `"calql"`, `"rlpd"`.
-//! - [`sac`], [`iql`], [`cql`], [`calql`], [`rlpd`] (files under `algos/`): one algorithm per
-//!   file; CQL, Cal-QL and RLPD reuse SAC's update and add or change one piece.
+//!   `build(&cfg, obs_dim, act_dim, device, seed)`. Also `"cql"`, `"calql"`, `"rlpd"`, `"wsrl"`.
+//! - [`sac`], [`iql`], [`cql`], [`calql`], [`rlpd`], [`wsrl`] (files under `algos/`): one
+//!   algorithm per file; CQL, Cal-QL, RLPD and WSRL reuse SAC's update and add or change one
+//!   piece.
 //! - [`nn`]: MLP, batched critic ensemble, actors, Polyak, temperature, Adam.
 //! - [`checkpoint`]: the one-file checkpoint format; [`rng`]: the agent's random stream.
 //!
@@ -27,5 +28,5 @@ pub mod nn;
 pub mod rng;
 
 pub use agent::{Agent, AgentError, Metrics, Phase};
-pub use algos::{calql, cql, iql, rlpd, sac};
+pub use algos::{calql, cql, iql, rlpd, sac, wsrl};
 pub use config::{build, AgentConfig};

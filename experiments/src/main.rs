@@ -32,8 +32,12 @@ enum Command {
     Env(commands::env::EnvArgs),
     /// Train a run from a preset: offline on a dataset, or online from scratch.
     Train(commands::run::TrainArgs),
+    /// Run a preset end to end (WSRL: pretrain → warm-up → fine-tune), or from an offline run with --from.
+    Run(commands::run::RunArgs),
     /// Fine-tune a finished run online, in a new run directory.
     Finetune(commands::run::FinetuneArgs),
+    /// Multi-run experiments: `o2o experiment wsrl-ablation --task hopper-medium`.
+    Experiment(commands::experiment::ExperimentArgs),
     /// Continue a killed run from its newest checkpoint.
     Resume(commands::run::ResumeArgs),
     /// Offline datasets: download, info, convert, make-benchmark, view.
@@ -51,8 +55,10 @@ fn main() {
         Command::Bench(args) => commands::bench::run(args),
         Command::Env(args) => commands::env::run(args),
         Command::Train(args) => commands::run::train(args),
+        Command::Run(args) => commands::run::run(args),
         Command::Finetune(args) => commands::run::finetune(args),
         Command::Resume(args) => commands::run::resume(args),
+        Command::Experiment(args) => commands::experiment::run(args),
         Command::Dataset(args) => commands::dataset::run(args),
         Command::Report(args) => commands::report::run(args),
         Command::View(args) => commands::view::run(args),

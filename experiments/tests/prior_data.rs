@@ -8,61 +8,14 @@
 //!
 //! Runs are on the CPU with one torch thread and fixed seeds, so the numbers are deterministic.
 
-use o2o_datasets::d4rl::D4rlDataset;
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 mod common;
 
-use common::metric;
+use common::{metric, pd_dataset};
 
 fn o2o(args: &[&str], sets: &[String]) -> PathBuf {
     common::run_o2o("o2o-prior-", args, sets)
-}
-
-/// `episodes` episodes of a PD controller on the pole angle and cart state, with Gaussian
-/// action noise (σ = 0.3 of the ±3 range), as a D4RL-format file. Returns the path and the
-/// mean return.
-fn expert_dataset(dir: &Path, episodes: u64) -> (PathBuf, f64) {
-    let mut env = o2o_envs::make("InvertedPendulum-v5").unwrap();
-    let mut noise = o2o_agents::rng::AgentRng::new(7);
-    let mut ds = D4rlDataset {
-        source: PathBuf::from("scripted"),
-        obs_dim: 4,
-        act_dim: 1,
-        observations: Vec::new(),
-        actions: Vec::new(),
-        rewards: Vec::new(),
-        terminals: Vec::new(),
-        timeouts: Some(Vec::new()),
-        next_observations: Some(Vec::new()),
-        infos: BTreeMap::new(),
-        metadata: BTreeMap::new(),
-        dtypes: BTreeMap::new(),
-    };
-    let mut total = 0.0;
-    for ep in 0..episodes {
-        let mut obs = env.reset(Some(1000 + ep)).unwrap();
-        loop {
-            let (x, th, xd, thd) = (obs[0], obs[1], obs[2], obs[3]);
-            let a = (0.5 * x + 10.0 * th + 1.0 * xd + 2.0 * thd + 0.3 * noise.normal_vec(1)[0]).clamp(-3.0, 3.0);
-            let s = env.step(&[a]).unwrap();
-            total += s.reward;
-            ds.observations.extend_from_slice(&obs);
-            ds.actions.push(a);
-            ds.rewards.push(s.reward as f32);
-            ds.terminals.push(if s.terminated { 1.0 } else { 0.0 });
-            ds.timeouts.as_mut().unwrap().push(if s.truncated && !s.terminated { 1.0 } else { 0.0 });
-            ds.next_observations.as_mut().unwrap().extend_from_slice(&s.obs);
-            obs = s.obs;
-            if s.terminated || s.truncated {
-                break;
-            }
-        }
-    }
-    let path = dir.join("expert.hdf5");
-    ds.write(&path).unwrap();
-    (path, total / episodes as f64)
 }
 
 fn data_dir() -> PathBuf {
@@ -75,7 +28,7 @@ fn sets(list: &[&str]) -> Vec<String> {
 
 #[test]
 fn rlpd_with_expert_data_learns_inverted_pendulum_faster_than_sac() {
-    let (data, expert_return) = expert_dataset(&data_dir(), 3);
+    let (data, expert_return) = pd_dataset(&data_dir(), 3, 0.3);
     assert!(expert_return >= 900.0, "the scripted controller is an expert: {expert_return}");
     // Same env-step budget, evaluations, networks and learning rates for both.
     let common = [
@@ -114,7 +67,7 @@ fn rlpd_with_expert_data_learns_inverted_pendulum_faster_than_sac() {
 /// batches offline and online); the runs finish and log CQL's gap.
 #[test]
 fn cql_and_calql_train_offline_then_online_through_the_runner() {
-    let (data, _) = expert_dataset(&data_dir(), 2);
+    let (data, _) = pd_dataset(&data_dir(), 2, 0.3);
     let run = |preset: &'static str| {
         let s = vec![
             "env=InvertedPendulum-v5".to_string(),

@@ -203,6 +203,24 @@ impl Cql {
         self.sac.rng_mut()
     }
 
+    /// The SAC core, mutably (WSRL switches its critic steps and optimizers).
+    pub(crate) fn sac_mut(&mut self) -> &mut Sac {
+        &mut self.sac
+    }
+
+    /// One update of the SAC core alone: the TD loss without the conservative term (WSRL online).
+    pub(crate) fn update_without_term(&mut self, batch: &TransitionBatch) -> Metrics {
+        self.sac.update(batch)
+    }
+
+    /// Reset every optimizer, the Lagrange multiplier's included.
+    pub(crate) fn reset_optimizers(&mut self) {
+        self.sac.reset_optimizers();
+        if let Some(l) = self.lagrange.as_mut() {
+            l.opt.reset();
+        }
+    }
+
     /// Every live tensor: the SAC core's and the Lagrange multiplier's with its moments.
     pub fn named_tensors(&self) -> Vec<(String, Tensor)> {
         let mut v = self.sac.named_tensors();
@@ -231,9 +249,15 @@ impl Cql {
     }
 
     fn load_impl(&mut self, path: &Path, parts: Option<&[&str]>) -> Result<(), AgentError> {
+        self.load_written_by(path, self.name, parts)
+    }
+
+    /// Restore a checkpoint that an agent named `algo` of the same architecture wrote (WSRL
+    /// starts from a CQL or Cal-QL run's checkpoint).
+    pub(crate) fn load_written_by(&mut self, path: &Path, algo: &str, parts: Option<&[&str]>) -> Result<(), AgentError> {
         let extra = self.extra_tensors();
         let mut opts: Vec<(&str, &mut Adam)> = self.lagrange.iter_mut().map(|l| ("cql_lagrange_opt", &mut l.opt)).collect();
-        self.sac.load_with(path, self.name, &extra, &mut opts, parts)
+        self.sac.load_with(path, algo, &extra, &mut opts, parts)
     }
 }
 
@@ -338,6 +362,10 @@ impl Agent for Cql {
 
     fn set_phase(&mut self, phase: Phase) {
         self.phase = phase;
+    }
+
+    fn diagnose(&mut self, batch: &TransitionBatch) -> Metrics {
+        self.sac.diagnostics(batch)
     }
 }
 

@@ -6,3 +6,4 @@ mod flat;
 pub mod iql;
 pub mod rlpd;
 pub mod sac;
+pub mod wsrl;

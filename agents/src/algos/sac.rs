@@ -307,6 +307,45 @@ impl Sac {
         Tensor::cat(&[obs, action], 1)
     }
 
+    /// Critic steps per update from now on (WSRL: 1 offline, 4 online).
+    pub(crate) fn set_critic_steps(&mut self, k: i64) {
+        self.cfg.critic_steps = k.max(1);
+    }
+
+    /// Forget every optimizer's moments and step count (warm-started weights, fresh Adam).
+    pub(crate) fn reset_optimizers(&mut self) {
+        self.m.actor_opt.reset();
+        self.m.critic_opt.reset();
+        self.m.temperature_opt.reset();
+    }
+
+    /// Diagnostics on `b` without updating and without touching the agent's random stream:
+    /// ensemble-mean `Q(s, a)` on the batch's actions; where the batch carries finite
+    /// Monte-Carlo returns G, their mean and `Q − G` on those rows; the policy's entropy
+    /// `−E log π(ã|s)` (noise from a stream seeded by the update count); and α.
+    pub fn diagnostics(&self, b: &TransitionBatch) -> Metrics {
+        let b = b.to_device(self.device);
+        tch::no_grad(|| {
+            let q = self.q_values(&b.obs, &b.action).mean_dim(0, false, Kind::Float);
+            let mut out = vec![("q", q.mean(Kind::Float).double_value(&[]))];
+            if let Some(g) = &b.mc_return {
+                let finite = g.isfinite();
+                let rows = finite.sum(Kind::Int64).int64_value(&[]);
+                if rows > 0 {
+                    let (g, q) = (g.masked_select(&finite), q.masked_select(&finite));
+                    out.push(("mc_return", g.mean(Kind::Float).double_value(&[])));
+                    out.push(("q_minus_mc", (q - g).mean(Kind::Float).double_value(&[])));
+                }
+            }
+            let mut rng = AgentRng::new(0xd1a6_0000 ^ self.step as u64);
+            let eps = rng.normal(&[b.obs.size()[0], self.act_dim], self.device);
+            let (_, logp) = self.m.actor.sample(&b.obs, &eps);
+            out.push(("entropy", -logp.mean(Kind::Float).double_value(&[])));
+            out.push(("alpha", self.m.temperature.alpha().double_value(&[0])));
+            out
+        })
+    }
+
     /// The action dimension |A|.
     pub(crate) fn act_dim(&self) -> i64 {
         self.act_dim
@@ -443,6 +482,10 @@ impl Agent for Sac {
 
     fn load_parts(&mut self, path: &Path, parts: &[&str]) -> Result<(), AgentError> {
         self.load_with(path, self.name, &[], &mut [], Some(parts))
+    }
+
+    fn diagnose(&mut self, batch: &TransitionBatch) -> Metrics {
+        self.diagnostics(batch)
     }
 }
 

@@ -67,6 +67,25 @@ pub struct D4rlDataset {
 pub const REQUIRED_KEYS: [&str; 4] = ["observations", "actions", "rewards", "terminals"];
 
 impl D4rlDataset {
+    /// A dataset with no rows yet, with `timeouts` and `next_observations` columns, to be
+    /// filled step by step (a run's recorder, scripted controllers in tests) and written.
+    pub fn empty(source: PathBuf, obs_dim: usize, act_dim: usize) -> Self {
+        Self {
+            source,
+            obs_dim,
+            act_dim,
+            observations: Vec::new(),
+            actions: Vec::new(),
+            rewards: Vec::new(),
+            terminals: Vec::new(),
+            timeouts: Some(Vec::new()),
+            next_observations: Some(Vec::new()),
+            infos: BTreeMap::new(),
+            metadata: BTreeMap::new(),
+            dtypes: BTreeMap::new(),
+        }
+    }
+
     /// Reads and validates a D4RL-format HDF5 file.
     pub fn read(path: &Path) -> Result<Self> {
         let file = h5util::open(path)?;

@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+use o2o_datasets::d4rl::D4rlDataset;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -33,4 +34,37 @@ pub fn metric(run: &Path, key: &str) -> Vec<f64> {
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap().get(key).and_then(|v| v.as_f64()))
         .collect()
+}
+
+/// `episodes` episodes on InvertedPendulum-v5 of a PD controller on the pole angle and cart
+/// state with Gaussian action noise of σ = `noise` (the action range is ±3), as a D4RL-format
+/// file in `dir`. σ = 0.3 gives an expert (return 1000); σ = 3 a poor controller. Returns the
+/// path and the mean return.
+pub fn pd_dataset(dir: &Path, episodes: u64, noise_std: f32) -> (PathBuf, f64) {
+    let mut env = o2o_envs::make("InvertedPendulum-v5").unwrap();
+    let mut noise = o2o_agents::rng::AgentRng::new(7);
+    let mut ds = D4rlDataset::empty(PathBuf::from("scripted"), 4, 1);
+    let mut total = 0.0;
+    for ep in 0..episodes {
+        let mut obs = env.reset(Some(1000 + ep)).unwrap();
+        loop {
+            let (x, th, xd, thd) = (obs[0], obs[1], obs[2], obs[3]);
+            let a = (0.5 * x + 10.0 * th + 1.0 * xd + 2.0 * thd + noise_std * noise.normal_vec(1)[0]).clamp(-3.0, 3.0);
+            let s = env.step(&[a]).unwrap();
+            total += s.reward;
+            ds.observations.extend_from_slice(&obs);
+            ds.actions.push(a);
+            ds.rewards.push(s.reward as f32);
+            ds.terminals.push(if s.terminated { 1.0 } else { 0.0 });
+            ds.timeouts.as_mut().unwrap().push(if s.truncated && !s.terminated { 1.0 } else { 0.0 });
+            ds.next_observations.as_mut().unwrap().extend_from_slice(&s.obs);
+            obs = s.obs;
+            if s.terminated || s.truncated {
+                break;
+            }
+        }
+    }
+    let path = dir.join(format!("pd-{episodes}-{noise_std}.hdf5"));
+    ds.write(&path).unwrap();
+    (path, total / episodes as f64)
 }

@@ -31,6 +31,8 @@ pub mod stream {
     pub const EVAL_EPISODE: u64 = 2;
     pub const AGENT: u64 = 3;
     pub const RUNNER_RNG: u64 = 4;
+    /// Diagnostic batches (their own stream: diagnostics never move the runner RNG).
+    pub const DIAGNOSTICS: u64 = 5;
 }
 
 /// The affine map between the agent's action box `[-1, 1]^A` and the env's bounds.

@@ -50,6 +50,22 @@ pub struct RunnerState {
     pub finished: bool,
     pub last_eval: Option<EvalResult>,
     pub best_eval: Option<EvalResult>,
+    /// Evaluations taken when a phase ended (`eval.at_phase_end`).
+    #[serde(default)]
+    pub phase_evals: Vec<PhaseEval>,
+}
+
+/// An evaluation at the end of a phase.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PhaseEval {
+    /// The phase that ended: `offline`, `random`, `warmup`, `online`; `start` for the
+    /// evaluation before the first step.
+    pub phase: String,
+    pub eval: EvalResult,
+    /// Env steps done at that moment.
+    pub env_step: u64,
+    /// Seconds since this process started the run.
+    pub wall_s: f64,
 }
 
 impl RunnerState {
@@ -90,6 +106,7 @@ pub fn initial_state(rng: &ChaCha8Rng) -> RunnerState {
         finished: false,
         last_eval: None,
         best_eval: None,
+        phase_evals: Vec::new(),
     };
     s.set_rng(rng);
     s

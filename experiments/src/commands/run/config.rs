@@ -36,6 +36,9 @@ pub struct RunConfig {
     /// Checkpoint cadence.
     #[serde(default)]
     pub checkpoint: CheckpointConfig,
+    /// Read-only diagnostics around the offline→online switch.
+    #[serde(default)]
+    pub diagnostics: DiagnosticsConfig,
     /// Where this run starts from, for fine-tuning runs.
     #[serde(default)]
     pub parent: Option<ParentConfig>,
@@ -92,6 +95,9 @@ pub struct TrainConfig {
     pub online_steps: u64,
     /// Transitions per gradient step.
     pub batch_size: usize,
+    /// Transitions per online gradient step when it differs from offline (WSRL: 256 offline,
+    /// 1024 online); 0 = `batch_size`.
+    pub online_batch_size: usize,
     /// Gradient steps per online env step (update-to-data ratio).
     pub updates_per_step: usize,
     /// Fraction of each online batch drawn from the offline dataset (0 = online data only).
@@ -113,6 +119,7 @@ impl Default for TrainConfig {
             warmup_steps: 0,
             online_steps: 0,
             batch_size: 256,
+            online_batch_size: 0,
             updates_per_step: 1,
             offline_ratio: 0.0,
             replay_capacity: 1_000_000,
@@ -133,11 +140,49 @@ pub struct EvalConfig {
     pub episodes: usize,
     /// Also evaluate before the first step (fine-tuning runs do, to show the starting point).
     pub at_start: bool,
+    /// Also evaluate when a phase ends (end of offline training, end of warm-up); these
+    /// results are kept in `summary.json` as `phase_evals`.
+    pub at_phase_end: bool,
 }
 
 impl Default for EvalConfig {
     fn default() -> Self {
-        Self { every: 5000, episodes: 10, at_start: false }
+        Self { every: 5000, episodes: 10, at_start: false, at_phase_end: true }
+    }
+}
+
+/// Read-only diagnostics (the agent's `diagnose` on a batch of online data and on a batch of
+/// the dataset): Q against Monte-Carlo returns, Q on dataset actions, policy entropy and
+/// temperature, under `diag/online/` and `diag/offline/`. Taken at every evaluation, every
+/// `every` loop steps, and every `dense_every` steps within `window` steps of the
+/// offline→online switch (where WSRL's Q-values move fastest).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct DiagnosticsConfig {
+    /// Loop steps between diagnostics; 0 = none at all.
+    pub every: u64,
+    /// Loop steps before and after the switch with dense diagnostics.
+    pub window: u64,
+    /// Loop steps between diagnostics inside the window.
+    pub dense_every: u64,
+    /// Rows per diagnostic batch.
+    pub batch: usize,
+}
+
+impl Default for DiagnosticsConfig {
+    fn default() -> Self {
+        Self { every: 5000, window: 5000, dense_every: 500, batch: 1024 }
+    }
+}
+
+impl TrainConfig {
+    /// Rows of an online gradient step's batch.
+    pub fn online_batch(&self) -> usize {
+        if self.online_batch_size == 0 {
+            self.batch_size
+        } else {
+            self.online_batch_size
+        }
     }
 }
 
@@ -231,6 +276,9 @@ impl RunConfig {
         }
         if t.replay_capacity == 0 && t.online_steps + t.random_steps + t.warmup_steps > 0 {
             bail!("key `train.replay_capacity`: expected at least 1 for a run with online steps, found 0");
+        }
+        if self.diagnostics.every > 0 && (self.diagnostics.dense_every == 0 || self.diagnostics.batch == 0) {
+            bail!("section [diagnostics]: dense_every and batch must be at least 1 when every > 0");
         }
         if t.log_every == 0 {
             bail!("key `train.log_every`: expected at least 1, found 0");

@@ -13,7 +13,6 @@ use o2o_datasets::mc_returns::{returns_to_go, McConfig};
 use o2o_datasets::scores::RewardPreset;
 use o2o_datasets::OfflineBuffer;
 use o2o_envs::BoxSpace;
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// A loaded offline dataset.
@@ -34,6 +33,17 @@ pub fn mc_config(config: &RunConfig, gamma: f32) -> Result<Option<McConfig>> {
         None => None,
     };
     Ok(Some(McConfig { gamma, sparse_failure_reward: sparse }))
+}
+
+/// How the dataset's Monte-Carlo returns are computed for diagnostics (`Q − G` on dataset
+/// actions) when the algorithm itself does not need them: discount `gamma` and the reward
+/// preset's sparse-failure convention.
+pub fn dataset_mc_config(config: &RunConfig, gamma: f32) -> Result<McConfig> {
+    let sparse = match &config.dataset {
+        Some(d) => RewardPreset::from_name(&d.reward)?.sparse_failure_reward(),
+        None => None,
+    };
+    Ok(McConfig { gamma, sparse_failure_reward: sparse })
 }
 
 /// Load the dataset `cfg` names for an env with `action_space`, checking its sizes; with `mc`,
@@ -102,20 +112,7 @@ pub struct Recorder {
 impl Recorder {
     /// An empty recording for an env.
     pub fn new(obs_dim: usize, scale: ActionScale) -> Self {
-        let ds = D4rlDataset {
-            source: PathBuf::from("recording"),
-            obs_dim,
-            act_dim: scale.dim(),
-            observations: Vec::new(),
-            actions: Vec::new(),
-            rewards: Vec::new(),
-            terminals: Vec::new(),
-            timeouts: Some(Vec::new()),
-            next_observations: Some(Vec::new()),
-            infos: BTreeMap::new(),
-            metadata: BTreeMap::new(),
-            dtypes: BTreeMap::new(),
-        };
+        let ds = D4rlDataset::empty(PathBuf::from("recording"), obs_dim, scale.dim());
         Self { ds, scale }
     }
 

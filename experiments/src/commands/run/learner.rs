@@ -52,13 +52,23 @@ impl Source<'_> {
     }
 }
 
-/// `updates` gradient steps, each on a fresh batch; returns the last update's metrics.
+/// `updates` gradient steps, each on a fresh batch; returns the last update's metrics plus
+/// `offline_fraction`, the share of that batch's rows drawn from the offline dataset (0 when
+/// online data only: WSRL's claim that it retains no offline data is visible in the log).
 pub fn learn(agent: &mut dyn Agent, source: &Source<'_>, batch_size: usize, updates: usize, rng: &mut ChaCha8Rng, device: Device) -> Result<Metrics> {
     let mut metrics = Metrics::new();
+    let mut offline_fraction = 0.0;
     for _ in 0..updates {
         let batch = source.sample(batch_size, rng, device)?;
+        offline_fraction = match (source, &batch.is_offline) {
+            (Source::Offline(_), _) => 1.0,
+            (Source::Online(_), _) => 0.0,
+            (Source::Mixed { .. }, Some(flags)) => flags.mean(tch::Kind::Float).double_value(&[]),
+            (Source::Mixed { .. }, None) => anyhow::bail!("a mixed batch without its is_offline column"),
+        };
         metrics = agent.update(&batch);
     }
+    metrics.push(("offline_fraction", offline_fraction));
     Ok(metrics)
 }
 

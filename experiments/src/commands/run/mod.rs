@@ -4,7 +4,11 @@
 //!   `runs/<preset>-<seed>-<timestamp>/`, and runs it (offline, online, or both, per the
 //!   config's phases);
 //! - `finetune --from <run-dir>` starts a new run from another run's final agent state, online;
-//! - `resume <run-dir>` continues a run from its newest checkpoint, exactly.
+//! - `resume <run-dir>` continues a run from its newest checkpoint, exactly;
+//! - `run --preset <name> [--from <run-dir>]` is `train` for recipes that span phases (WSRL:
+//!   pretrain → warm-up → fine-tune in one run directory); `--from` skips the offline phase by
+//!   starting from another run's final agent, and the run ends with a table of the score at
+//!   each phase boundary (see `stages.rs`).
 //!
 //! The loop itself is in `runner.rs`; this file turns command lines into configs and run
 //! directories. See docs/runs.md.
@@ -20,6 +24,7 @@ pub mod presets;
 pub mod progress;
 pub mod rundir;
 pub mod runner;
+pub mod stages;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
@@ -98,6 +103,21 @@ pub struct TrainArgs {
     pub common: CommonArgs,
 }
 
+/// `o2o run`.
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub train: TrainArgs,
+    /// Start from this run's newest checkpoint (its whole agent state: weights, optimizer
+    /// moments, temperature) and skip the preset's offline phase.
+    #[arg(long)]
+    pub from: Option<PathBuf>,
+    /// When --runs-dir already holds a finished run with exactly this resolved config, print
+    /// its table instead of running again (`make demo` uses this; delete the run to redo it).
+    #[arg(long)]
+    pub reuse: bool,
+}
+
 /// `o2o finetune`.
 #[derive(Args, Debug)]
 pub struct FinetuneArgs {
@@ -137,11 +157,25 @@ pub struct ResumeArgs {
 
 /// `o2o train`.
 pub fn train(args: TrainArgs) -> Result<()> {
+    run_preset(&args, None, false).map(|_| ())
+}
+
+/// `o2o run`: `train`, or from an offline parent with `--from`; then the phase table.
+pub fn run(args: RunArgs) -> Result<()> {
+    if let Some((dir, summary)) = run_preset(&args.train, args.from.as_deref(), args.reuse)? {
+        stages::print(&dir, &summary)?;
+    }
+    Ok(())
+}
+
+/// Resolve a preset (plus overrides), create its run directory and run it; `from` starts from
+/// that run's newest checkpoint without the offline phase. `None` when only listing presets.
+fn run_preset(args: &TrainArgs, from: Option<&Path>, reuse: bool) -> Result<Option<(PathBuf, runner::Summary)>> {
     if args.list_presets {
         for name in presets::names() {
             println!("{name}");
         }
-        return Ok(());
+        return Ok(None);
     }
     let preset = args.preset.as_deref().context("--preset is required")?;
     let (name, mut table) = presets::load(preset)?;
@@ -150,12 +184,41 @@ pub fn train(args: TrainArgs) -> Result<()> {
     if let Some(seed) = args.seed {
         overrides.push(format!("seed={seed}"));
     }
+    let parent = match from {
+        None => None,
+        Some(parent_dir) => {
+            RunConfig::read(&parent_dir.join(rundir::CONFIG)).with_context(|| format!("--from {}: not a run directory", parent_dir.display()))?;
+            let checkpoint = checkpoint::latest(parent_dir).with_context(|| format!("--from {}", parent_dir.display()))?;
+            if !checkpoint::read_state(&checkpoint)?.finished {
+                eprintln!("note: {} did not finish; starting from its newest checkpoint {}", parent_dir.display(), checkpoint.display());
+            }
+            // The parent's offline training replaces this preset's (whatever --set says);
+            // evaluate the starting point.
+            overrides.extend(["train.offline_steps=0".to_string(), "eval.at_start=true".to_string()]);
+            let parent_abs = std::fs::canonicalize(parent_dir).with_context(|| format!("cannot resolve {}", parent_dir.display()))?;
+            let ckpt_abs = std::fs::canonicalize(&checkpoint)?;
+            table.insert("parent".into(), toml::Value::try_from(config::ParentConfig { run_dir: parent_abs.clone(), checkpoint: ckpt_abs.clone() })?);
+            let rev = std::fs::read_to_string(parent_dir.join(rundir::MANIFEST)).ok().and_then(|t| serde_json::from_str::<Manifest>(&t).ok()).map(|m| m.git_revision);
+            Some((ParentInfo { run_dir: parent_abs.display().to_string(), checkpoint: ckpt_abs.display().to_string(), git_revision: rev }, ckpt_abs))
+        }
+    };
     config::apply_overrides(&mut table, &overrides)?;
     let config = RunConfig::from_table(table, &format!("preset {name} with --set overrides"))?;
+    if reuse {
+        if let Some(done) = finished_run_with(&args.runs_dir, &config) {
+            eprintln!("{} already holds a finished run of this config: {} (delete it to run again)", args.runs_dir.display(), done.0.display());
+            return Ok(Some(done));
+        }
+    }
     check_dataset_exists(&config)?;
     let device = args.common.apply()?;
     let dir = rundir::create(&args.runs_dir, &config.preset, config.seed)?;
-    start_run(&dir, &config, device, Start::Fresh, None, &args.common.rerun)
+    let (start, info) = match parent {
+        Some((info, checkpoint)) => (Start::FromParent { checkpoint }, Some(info)),
+        None => (Start::Fresh, None),
+    };
+    let summary = start_run(&dir, &config, device, start, info, &args.common.rerun)?;
+    Ok(Some((dir, summary)))
 }
 
 /// `o2o finetune`.
@@ -207,7 +270,7 @@ pub fn finetune(args: FinetuneArgs) -> Result<()> {
         .and_then(|t| serde_json::from_str::<Manifest>(&t).ok())
         .map(|m| m.git_revision);
     let parent_info = ParentInfo { run_dir: parent_abs.display().to_string(), checkpoint: ckpt_abs.display().to_string(), git_revision: parent_rev };
-    start_run(&dir, &config, device, Start::FromParent { checkpoint: ckpt_abs }, Some(parent_info), &args.common.rerun)
+    start_run(&dir, &config, device, Start::FromParent { checkpoint: ckpt_abs }, Some(parent_info), &args.common.rerun).map(|_| ())
 }
 
 /// `o2o resume`.
@@ -251,7 +314,7 @@ pub fn resume(args: ResumeArgs) -> Result<()> {
 }
 
 /// Write `config.toml`, then run (the runner writes `manifest.json` once the data is loaded).
-fn start_run(dir: &Path, config: &RunConfig, device: Device, start: Start, parent: Option<ParentInfo>, rerun: &crate::logging::RerunArgs) -> Result<()> {
+fn start_run(dir: &Path, config: &RunConfig, device: Device, start: Start, parent: Option<ParentInfo>, rerun: &crate::logging::RerunArgs) -> Result<runner::Summary> {
     eprintln!("run directory: {}", dir.display());
     rundir::write_config(dir, config)?;
     let manifest = Manifest {
@@ -278,7 +341,18 @@ fn start_run(dir: &Path, config: &RunConfig, device: Device, start: Start, paren
     let sinks = crate::logging::sinks_for_run(dir, rerun)?;
     let summary = runner::execute(dir, config, device, start, sinks, Some(manifest))?;
     report(dir, &summary);
-    Ok(())
+    Ok(summary)
+}
+
+/// The newest finished run in `runs_dir` whose resolved config equals `config`, with its summary.
+fn finished_run_with(runs_dir: &Path, config: &RunConfig) -> Option<(PathBuf, runner::Summary)> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(runs_dir).ok()?.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    dirs.sort();
+    dirs.into_iter().rev().find_map(|dir| {
+        let summary: runner::Summary = serde_json::from_str(&std::fs::read_to_string(dir.join(rundir::SUMMARY)).ok()?).ok()?;
+        let theirs = RunConfig::read(&dir.join(rundir::CONFIG)).ok()?;
+        (summary.finished && theirs == *config).then_some((dir, summary))
+    })
 }
 
 /// Fail before creating a run directory when the run needs a dataset file that is not there.

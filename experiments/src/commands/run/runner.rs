@@ -9,7 +9,7 @@
 //! never stopped (wall-time fields `wall_s` and `perf/*` aside).
 
 use super::actor::{derive_seed, stream, ActionScale, Actor, AgentPolicy, Policy, TransitionSink, UniformPolicy};
-use super::checkpoint::{self, RunnerState};
+use super::checkpoint::{self, PhaseEval, RunnerState};
 use super::config::RunConfig;
 use super::data::{self, OfflineData, Recorder, Tee};
 use super::eval::{self, EvalResult};
@@ -40,7 +40,7 @@ pub enum Start {
 }
 
 /// `summary.json`: how the run ended.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, serde::Deserialize)]
 pub struct Summary {
     pub finished: bool,
     pub steps: u64,
@@ -51,6 +51,9 @@ pub struct Summary {
     pub wall_s: f64,
     pub final_eval: Option<EvalResult>,
     pub best_eval: Option<EvalResult>,
+    /// Evaluations at the start and at the end of each phase (`eval.at_start`,
+    /// `eval.at_phase_end`).
+    pub phase_evals: Vec<PhaseEval>,
     /// The final checkpoint, relative to the run directory.
     pub checkpoint: String,
 }
@@ -115,11 +118,26 @@ pub fn execute_with(
     // computed for the dataset here and for online episodes by the replay buffer.
     let gamma = config.agent.get("gamma").and_then(|g| g.as_float()).unwrap_or(0.99) as f32;
     let mc = data::mc_config(config, gamma)?;
-    // Offline data, with its reward transform (which online rewards get too).
+    // Offline data, with its reward transform (which online rewards get too), and its MC
+    // returns (for Cal-QL, and for diagnostics). A run that trains on online data only still
+    // loads the dataset when it can, for the reward transform and the `diag/offline/` values;
+    // without the file it goes on unless the reward preset needs the data.
+    let dataset_mc = Some(mc.unwrap_or(data::dataset_mc_config(config, gamma)?));
+    let max_steps = eval_env.spec().max_episode_steps;
     let offline: Option<OfflineData> = match &config.dataset {
         Some(d) if config.train.offline_steps > 0 || config.train.offline_ratio > 0.0 => {
-            Some(data::load(d, eval_env.action_space(), &config.env, obs_dim, act_dim, eval_env.spec().max_episode_steps, mc)?)
+            Some(data::load(d, eval_env.action_space(), &config.env, obs_dim, act_dim, max_steps, dataset_mc)?)
         }
+        Some(d) => match data::load(d, eval_env.action_space(), &config.env, obs_dim, act_dim, max_steps, dataset_mc) {
+            Ok(o) => Some(o),
+            Err(e) if d.reward != "none" => {
+                return Err(e.context(format!("the dataset sets the reward transform `{}` that online rewards must get too", d.reward)))
+            }
+            Err(e) => {
+                eprintln!("note: no offline data in this run ({e:#}); diagnostics on dataset actions are skipped");
+                None
+            }
+        },
         _ => None,
     };
     let reward = offline.as_ref().map_or(RewardTransform::IDENTITY, |o| o.reward);
@@ -187,8 +205,14 @@ pub fn execute_with(
     let progress = Progress::new(total, state.step);
     let mut last_episode_return = None;
 
+    // The offline→online switch: the first env step after offline training (step 0 for a run
+    // that starts from an offline parent or learns online from scratch).
+    let switch_step = plan.iter().position(|p| p.kind.steps_env()).map(|i| phases::total_steps(&plan[..i]));
+    let wall = |t0: Instant| t0.elapsed().as_secs_f64();
     if config.eval.at_start && state.step == 0 {
-        evaluate(&mut *eval_env, &mut *agent, device, config, &mut state, &mut logger, &mut hooks)?;
+        let r = evaluate(&mut *eval_env, &mut *agent, device, config, &mut state, &mut logger, &mut hooks)?;
+        state.phase_evals.push(PhaseEval { phase: "start".into(), eval: r, env_step: state.env_step, wall_s: wall(t0) });
+        diagnose(&mut *agent, offline.as_ref(), replay.as_ref(), config, &state, &mut logger, device)?;
     }
 
     // The loop: one iteration is one gradient step (offline) or one env step (online).
@@ -202,6 +226,9 @@ pub fn execute_with(
         if agent_phase != Some(now) {
             agent.set_phase(now);
             agent_phase = Some(now);
+        }
+        if Some(state.step) == switch_step {
+            agent.begin_online();
         }
         let mut metrics: Option<Metrics> = None;
         match phase.kind {
@@ -236,7 +263,8 @@ pub fn execute_with(
                     logger.log(state.grad_step, state.env_step, &values)?;
                     last_episode_return = Some(ep.ret);
                 }
-                if phase.kind == PhaseKind::Online && replay.len() >= config.train.batch_size.min(replay.capacity()) {
+                let batch_size = config.train.online_batch();
+                if phase.kind == PhaseKind::Online && replay.len() >= batch_size.min(replay.capacity()) {
                     let source = match offline.as_ref() {
                         Some(o) if config.train.offline_ratio > 0.0 => {
                             Source::Mixed { offline: &o.buffer, online: replay, sampler: MixedSampler::new(config.train.offline_ratio)? }
@@ -244,7 +272,7 @@ pub fn execute_with(
                         _ => Source::Online(replay),
                     };
                     let n = config.train.updates_per_step;
-                    metrics = Some(learner::learn(&mut *agent, &source, config.train.batch_size, n, &mut rng, device)?);
+                    metrics = Some(learner::learn(&mut *agent, &source, batch_size, n, &mut rng, device)?);
                     state.grad_step += n as u64;
                 }
             }
@@ -263,9 +291,19 @@ pub fn execute_with(
             last_log = (Instant::now(), state.step);
             progress.show(last_episode_return, state.last_eval.as_ref());
         }
-        if config.eval.every > 0 && state.step % config.eval.every == 0 {
-            evaluate(&mut *eval_env, &mut *agent, device, config, &mut state, &mut logger, &mut hooks)?;
+        let phase_ended = phases::phase_at(&plan, state.step).map(|p| p.kind) != Some(phase.kind);
+        let periodic = config.eval.every > 0 && state.step % config.eval.every == 0;
+        if periodic || (phase_ended && config.eval.at_phase_end) {
+            let r = evaluate(&mut *eval_env, &mut *agent, device, config, &mut state, &mut logger, &mut hooks)?;
+            if phase_ended {
+                state.phase_evals.push(PhaseEval { phase: phase.kind.name().into(), eval: r, env_step: state.env_step, wall_s: wall(t0) });
+            }
             progress.show(last_episode_return, state.last_eval.as_ref());
+        }
+        let d = &config.diagnostics;
+        let near_switch = switch_step.is_some_and(|s| state.step.abs_diff(s) <= d.window);
+        if d.every > 0 && (state.step % d.every == 0 || (near_switch && state.step % d.dense_every == 0) || periodic) {
+            diagnose(&mut *agent, offline.as_ref(), replay.as_ref(), config, &state, &mut logger, device)?;
         }
         if config.checkpoint.every > 0 && state.step % config.checkpoint.every == 0 {
             pending_checkpoint = true;
@@ -281,6 +319,7 @@ pub fn execute_with(
     // The end: a last evaluation unless one just ran, the final checkpoint, the summary.
     if state.last_eval.as_ref().is_none_or(|e| e.step != state.step) {
         evaluate(&mut *eval_env, &mut *agent, device, config, &mut state, &mut logger, &mut hooks)?;
+        diagnose(&mut *agent, offline.as_ref(), replay.as_ref(), config, &state, &mut logger, device)?;
     }
     state.finished = true;
     let ckpt = save_checkpoint(dir, config, &mut state, &rng, &*agent, replay.as_ref(), recorder.as_ref(), &mut logger)?;
@@ -297,6 +336,7 @@ pub fn execute_with(
         wall_s: t0.elapsed().as_secs_f64(),
         final_eval: state.last_eval,
         best_eval: state.best_eval,
+        phase_evals: state.phase_evals.clone(),
         checkpoint: ckpt.strip_prefix(dir).unwrap_or(&ckpt).display().to_string(),
     };
     rundir::write_json(&dir.join(SUMMARY), &summary)?;
@@ -312,15 +352,47 @@ fn evaluate(
     state: &mut RunnerState,
     logger: &mut Logger,
     hooks: &mut Hooks,
-) -> Result<()> {
+) -> Result<EvalResult> {
     let r = eval::evaluate(env, agent, device, config.seed, config.eval.episodes, state.step)?;
     logger.log(state.grad_step, state.env_step, &r.values())?;
+    // Someone may be following metrics.jsonl (`tail -f`, `o2o report` on a live run).
+    logger.flush()?;
     if state.best_eval.as_ref().is_none_or(|b| r.mean_return > b.mean_return) {
         state.best_eval = Some(r);
     }
     state.last_eval = Some(r);
     if let Some(on_eval) = hooks.on_eval.as_mut() {
         on_eval(&r, agent, state)?;
+    }
+    Ok(r)
+}
+
+/// The agent's read-only diagnostics on a batch of online data and on a batch of the dataset,
+/// logged under `diag/online/` and `diag/offline/`. Batches come from their own RNG stream
+/// (seeded by the step), so diagnostics change nothing else in the run.
+fn diagnose(
+    agent: &mut dyn Agent,
+    offline: Option<&OfflineData>,
+    replay: Option<&ReplayBuffer>,
+    config: &RunConfig,
+    state: &RunnerState,
+    logger: &mut Logger,
+    device: Device,
+) -> Result<()> {
+    let mut rng = ChaCha8Rng::seed_from_u64(derive_seed(config.seed, stream::DIAGNOSTICS, state.step));
+    let rows = config.diagnostics.batch;
+    let mut values: Vec<(String, f64)> = Vec::new();
+    if let Some(r) = replay.filter(|r| !r.is_empty()) {
+        let b = r.sample(rows.min(r.len()), &mut rng, device).context("sampling a diagnostic batch of online data")?;
+        values.extend(agent.diagnose(&b).into_iter().map(|(k, v)| (format!("diag/online/{k}"), v)));
+    }
+    if let Some(o) = offline {
+        let b = o.buffer.sample(rows, &mut rng, device).context("sampling a diagnostic batch of the dataset")?;
+        values.extend(agent.diagnose(&b).into_iter().map(|(k, v)| (format!("diag/offline/{k}"), v)));
+    }
+    if !values.is_empty() {
+        let named: Vec<(&str, f64)> = values.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        logger.log(state.grad_step, state.env_step, &named)?;
     }
     Ok(())
 }

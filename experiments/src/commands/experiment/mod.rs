@@ -1,0 +1,29 @@
+//! `o2o experiment <name>`: multi-run experiments that answer one question each, written to one
+//! output folder (runs, logs, a markdown table, PNG curves).
+
+pub mod wsrl_ablation;
+
+use anyhow::Result;
+use clap::{Args, Subcommand};
+
+/// Arguments of `o2o experiment`.
+#[derive(Args, Debug)]
+pub struct ExperimentArgs {
+    #[command(subcommand)]
+    pub which: Which,
+}
+
+/// The experiments.
+#[derive(Subcommand, Debug)]
+pub enum Which {
+    /// WSRL, WSRL without warm-up, Cal-QL keeping offline data (50/50) and RLPD from scratch, on
+    /// one dataset and online budget, over seeds.
+    WsrlAblation(wsrl_ablation::AblationArgs),
+}
+
+/// Dispatch.
+pub fn run(args: ExperimentArgs) -> Result<()> {
+    match args.which {
+        Which::WsrlAblation(a) => wsrl_ablation::run(a),
+    }
+}

@@ -1,0 +1,129 @@
+//! The table `o2o run` ends with: the score at each phase boundary of an offline-to-online run
+//! (end of pre-training, end of warm-up, the lowest evaluation while fine-tuning — WSRL's
+//! expected early dip — and the final one), with the wall time at each, and where the Rerun
+//! recording is.
+
+use super::checkpoint::PhaseEval;
+use super::eval::EvalResult;
+use super::rundir::METRICS;
+use super::runner::Summary;
+use anyhow::{Context, Result};
+use std::path::Path;
+
+/// One row of the table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stage {
+    pub label: &'static str,
+    pub env_step: u64,
+    pub ret: f64,
+    pub normalized: Option<f64>,
+    /// Seconds since the run started, when known.
+    pub wall_s: Option<f64>,
+}
+
+/// Every evaluation in `metrics.jsonl`: `(env_step, return, normalized score)`.
+pub fn evaluations(run_dir: &Path) -> Result<Vec<(u64, f64, Option<f64>)>> {
+    let path = run_dir.join(METRICS);
+    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let v: serde_json::Value = serde_json::from_str(line).with_context(|| format!("{} line {}: not JSON", path.display(), i + 1))?;
+        if let Some(r) = v.get("eval/return").and_then(|r| r.as_f64()) {
+            let step = v.get("env_step").and_then(|s| s.as_u64()).unwrap_or(0);
+            out.push((step, r, v.get("eval/normalized_score").and_then(|s| s.as_f64())));
+        }
+    }
+    Ok(out)
+}
+
+/// The rows: start (or end of offline training), end of warm-up, lowest online evaluation
+/// after the warm-up, final.
+pub fn stages(summary: &Summary, evals: &[(u64, f64, Option<f64>)]) -> Vec<Stage> {
+    let row = |label, p: &PhaseEval| Stage { label, env_step: p.env_step, ret: p.eval.mean_return, normalized: p.eval.normalized_score, wall_s: Some(p.wall_s) };
+    let find = |name: &str| summary.phase_evals.iter().find(|p| p.phase == name);
+    let mut rows = Vec::new();
+    if let Some(p) = find("offline") {
+        rows.push(row("offline (end of pre-training)", p));
+    } else if let Some(p) = find("start") {
+        rows.push(row("offline (start: the parent's agent)", p));
+    }
+    let warmup = find("warmup").or_else(|| find("random"));
+    if let Some(p) = warmup {
+        rows.push(row(if p.phase == "warmup" { "after warm-up (frozen policy)" } else { "after random steps" }, p));
+    }
+    let online_from = warmup.map_or(0, |p| p.env_step);
+    let online: Vec<_> = evals.iter().filter(|(s, _, _)| *s > online_from).collect();
+    if online.len() > 1 {
+        let low = online.iter().min_by(|a, b| a.1.total_cmp(&b.1)).expect("non-empty");
+        rows.push(Stage { label: "lowest while fine-tuning", env_step: low.0, ret: low.1, normalized: low.2, wall_s: None });
+    }
+    if let Some(e) = &summary.final_eval {
+        let end = summary.phase_evals.last().filter(|p| p.eval.step == e.step);
+        rows.push(final_row(e, summary, end));
+    }
+    rows
+}
+
+fn final_row(e: &EvalResult, summary: &Summary, end: Option<&PhaseEval>) -> Stage {
+    Stage { label: "final", env_step: summary.env_steps, ret: e.mean_return, normalized: e.normalized_score, wall_s: Some(end.map_or(summary.wall_s, |p| p.wall_s)) }
+}
+
+/// The table as markdown.
+pub fn table(rows: &[Stage]) -> String {
+    let mut s = String::from("| stage | env steps | return | normalized score | wall time |\n|---|---|---|---|---|\n");
+    for r in rows {
+        let n = r.normalized.map_or("–".to_string(), |n| format!("{n:.1}"));
+        let w = r.wall_s.map_or("–".to_string(), |w| format!("{w:.0} s"));
+        s.push_str(&format!("| {} | {} | {:.1} | {n} | {w} |\n", r.label, r.env_step, r.ret));
+    }
+    s
+}
+
+/// Print the table and where the recording is.
+pub fn print(run_dir: &Path, summary: &Summary) -> Result<()> {
+    let rows = stages(summary, &evaluations(run_dir)?);
+    println!();
+    print!("{}", table(&rows));
+    println!("total wall time: {:.0} s", summary.wall_s);
+    let rrd = run_dir.join("recording.rrd");
+    if rrd.exists() {
+        println!("Rerun recording: {}", rrd.display());
+        println!("  open it with `o2o view {}` (or `o2o view {} --web` on a machine without a display)", run_dir.display(), run_dir.display());
+    }
+    println!("metrics: {} · config: {} · checkpoints: {}", run_dir.join(METRICS).display(), run_dir.join(super::rundir::CONFIG).display(), run_dir.join(super::rundir::CHECKPOINTS).display());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn eval(step: u64, ret: f64) -> EvalResult {
+        EvalResult { step, mean_return: ret, std_return: 0.0, mean_length: 1.0, normalized_score: Some(ret / 10.0), success_rate: None }
+    }
+
+    #[test]
+    fn rows_pick_the_phase_ends_the_dip_and_the_end() {
+        let pe = |phase: &str, step, env_step, ret| PhaseEval { phase: phase.into(), eval: eval(step, ret), env_step, wall_s: 1.0 };
+        let summary = Summary {
+            finished: true,
+            steps: 300,
+            grad_steps: 200,
+            env_steps: 200,
+            episodes: 3,
+            wall_s: 9.0,
+            final_eval: Some(eval(300, 500.0)),
+            best_eval: None,
+            phase_evals: vec![pe("offline", 100, 0, 200.0), pe("warmup", 150, 50, 200.0), pe("online", 300, 200, 500.0)],
+            checkpoint: String::new(),
+        };
+        let evals = vec![(0, 200.0, None), (50, 200.0, None), (100, 120.0, Some(12.0)), (150, 300.0, None), (200, 500.0, None)];
+        let rows = stages(&summary, &evals);
+        let labels: Vec<_> = rows.iter().map(|r| r.label).collect();
+        assert_eq!(labels, ["offline (end of pre-training)", "after warm-up (frozen policy)", "lowest while fine-tuning", "final"]);
+        assert_eq!((rows[2].env_step, rows[2].ret), (100, 120.0));
+        assert_eq!(rows[3].ret, 500.0);
+        let t = table(&rows);
+        assert!(t.contains("| lowest while fine-tuning | 100 | 120.0 | 12.0 | – |"), "{t}");
+    }
+}
