@@ -10,7 +10,7 @@ fn bench_reports_all_figures_with_the_documented_json_keys() {
         .map(PathBuf::from)
         .or_else(|| option_env!("O2O_PYTHON").map(PathBuf::from))
         .expect("O2O_PYTHON is not set: run `make setup`");
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/bench_gym.py");
+    let script = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").into())).join("../scripts/bench_gym.py");
     let opts = BenchOptions { steps: 600, repeats: 1, num_envs: 3, seed: 1 };
     let r = run("Hopper-v5", &opts, &python, &script).unwrap();
     let v = serde_json::to_value(&r).unwrap();

@@ -15,7 +15,7 @@ fn python() -> PathBuf {
 }
 
 fn script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/gym_parity.py")
+    PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").into())).join("../scripts/gym_parity.py")
 }
 
 fn assert_parity(id: &str, steps: usize, max_episode_steps: usize) {

@@ -43,5 +43,11 @@ pub fn scripts_dir() -> PathBuf {
     if let Some(p) = std::env::var_os("O2O_SCRIPTS") {
         return PathBuf::from(p);
     }
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts")
+    // The source tree this binary was built from; a binary reused from another checkout (a
+    // shared cargo target dir) may name one that is gone, so fall back to ./scripts.
+    let built = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts");
+    if !built.is_dir() && PathBuf::from("scripts").is_dir() {
+        return PathBuf::from("scripts");
+    }
+    built
 }

@@ -153,7 +153,7 @@ fn make_benchmark_refuses_bad_sizes_before_writing() {
 /// manifest describes, readable by our reader, with states matching their observations.
 #[test]
 fn shipped_hopper_small_files_match_their_manifest() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/hopper-small");
+    let dir = Path::new(&std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").into())).join("../data/hopper-small");
     let m: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
     assert_eq!((m["task"].as_str(), m["scale"].as_str()), (Some("hopper"), Some("small")));
     let mut shipped = 0;

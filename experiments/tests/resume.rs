@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const O2O: &str = env!("CARGO_BIN_EXE_o2o");
+mod common;
+
+use common::O2O;
 
 /// A short SAC run: 150 random steps, then 1,650 online steps; a checkpoint every 300 steps.
 const RUN: &[&str] = &[
@@ -132,10 +134,15 @@ fn assert_kill_resume_is_exact(args: &[&str], last: &str, rows: Option<usize>) {
     assert_eq!(ca.file_name(), cb.file_name());
     assert_same_tensors(&ca.join("agent.ot"), &cb.join("agent.ot"));
     assert!(std::fs::read(ca.join("replay.bin")).unwrap() == std::fs::read(cb.join("replay.bin")).unwrap(), "replay buffers differ");
-    // state.json equal apart from `metrics_len` (a byte count, which wall-clock digits change).
+    // state.json equal apart from `metrics_len` (a byte count, which wall-clock digits change)
+    // and the wall-clock times of the phase-end evaluations.
     let state = |c: &Path| {
         let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(c.join("state.json")).unwrap()).unwrap();
-        v.as_object_mut().unwrap().remove("metrics_len");
+        let o = v.as_object_mut().unwrap();
+        o.remove("metrics_len");
+        for p in o["phase_evals"].as_array_mut().unwrap() {
+            p.as_object_mut().unwrap().remove("wall_s");
+        }
         v
     };
     assert_eq!(state(&ca), state(&cb));
@@ -199,6 +206,39 @@ fn sigkill_then_resume_is_exact_across_offline_and_online_phases() {
     .unwrap();
     let p = preset.to_str().unwrap();
     assert_kill_resume_is_exact(&["train", "--preset", p, "--device", "cpu", "--threads", "1"], "step-0000001500", None);
+}
+
+/// WSRL across its whole recipe: killed during pre-training (first checkpoint at loop step
+/// 200), resumed through the switch (where `reset_optimizers` zeroes Adam's moments once, and
+/// must not again on resume), the warm-up, the online phase with its dense diagnostics.
+#[test]
+fn sigkill_then_resume_is_exact_through_wsrls_switch_and_warmup() {
+    let data = tempfile::tempdir().unwrap();
+    let (dataset, _) = common::pd_dataset(data.path(), 2, 0.3);
+    let sets = [
+        "env=InvertedPendulum-v5".to_string(),
+        format!("dataset.path={:?}", dataset.display().to_string()),
+        "dataset.transitions=corrected".into(),
+        "train.offline_steps=300".into(),
+        "train.warmup_steps=200".into(),
+        "train.online_steps=400".into(),
+        "train.online_batch_size=128".into(),
+        "train.log_every=50".into(),
+        "eval.every=300".into(),
+        "eval.episodes=2".into(),
+        "diagnostics.window=200".into(),
+        "diagnostics.dense_every=100".into(),
+        "checkpoint.every=200".into(),
+        "agent.reset_optimizers=true".into(),
+        "agent.cql_n_actions=2".into(),
+        "agent.critic.hidden=[32, 32]".into(),
+        "agent.actor.mlp.hidden=[32, 32]".into(),
+    ];
+    let mut args = vec!["run", "--preset", "wsrl-hopper-small", "--device", "cpu", "--threads", "1", "--seed", "4"];
+    for s in &sets {
+        args.extend(["--set", s.as_str()]);
+    }
+    assert_kill_resume_is_exact(&args, "step-0000000900", None);
 }
 
 #[test]

@@ -195,7 +195,8 @@ pub fn run(args: AblationArgs) -> Result<()> {
     );
     let t0 = Instant::now();
     let dirs = run_jobs(&jobs, &args, &out)?;
-    eprintln!("all runs done in {:.0} s", t0.elapsed().as_secs_f64());
+    let cpu_s = children_cpu_seconds();
+    eprintln!("all runs done in {:.0} s ({cpu_s:.0} s of CPU in the runs this process started)", t0.elapsed().as_secs_f64());
 
     // Curves: normalized score against env steps, per variant and seed.
     let mut curves: BTreeMap<&str, Vec<Vec<(f64, f64)>>> = BTreeMap::new();
@@ -212,8 +213,8 @@ pub fn run(args: AblationArgs) -> Result<()> {
     if steps.last() != Some(&total) {
         steps.push(total);
     }
-    let command = std::env::args().collect::<Vec<_>>().join(" ");
-    let table = table(&curves, &steps, &args.task, scale, args.seeds, &budget, &command, t0.elapsed().as_secs_f64());
+    let command = std::iter::once("o2o".to_string()).chain(std::env::args().skip(1)).collect::<Vec<_>>().join(" ");
+    let table = table(&curves, &steps, &args.task, scale, args.seeds, &budget, &command, t0.elapsed().as_secs_f64(), cpu_s);
     std::fs::write(out.join("table.md"), &table).with_context(|| format!("cannot write {}/table.md", out.display()))?;
     plot(&out.join("curves.png"), &curves, &format!("WSRL ablation, {} ({scale}), {} seeds", args.task, args.seeds))?;
     let json = serde_json::json!({
@@ -338,6 +339,17 @@ fn run_one(exe: &Path, job: &Job, parent: Option<&Path>, args: &AblationArgs, ou
     finished_run(&job.runs_dir).ok_or_else(|| format!("no finished run in {}", job.runs_dir.display()))
 }
 
+/// User + system CPU seconds of this process's finished child processes (the runs).
+fn children_cpu_seconds() -> f64 {
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) } != 0 {
+        return f64::NAN;
+    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    secs(u.ru_utime) + secs(u.ru_stime)
+}
+
 /// Mean and population standard deviation.
 fn mean_std(v: &[f64]) -> (f64, f64) {
     let m = v.iter().sum::<f64>() / v.len() as f64;
@@ -351,11 +363,12 @@ fn at(curve: &[(f64, f64)], x: u64) -> Option<f64> {
 
 /// The markdown table: mean ± std over seeds at each of `steps`.
 #[allow(clippy::too_many_arguments)]
-fn table(curves: &BTreeMap<&str, Vec<Vec<(f64, f64)>>>, steps: &[u64], task: &str, scale: &str, seeds: u64, b: &Budget, command: &str, wall_s: f64) -> String {
+fn table(curves: &BTreeMap<&str, Vec<Vec<(f64, f64)>>>, steps: &[u64], task: &str, scale: &str, seeds: u64, b: &Budget, command: &str, wall_s: f64, cpu_s: f64) -> String {
     let mut s = format!(
         "# WSRL ablation: {task} ({scale})\n\nD4RL normalized score (×100), mean ± std over {seeds} seeds, at fixed env steps of the online budget \
          ({} warm-up or random steps + {} online steps; step 0 is the offline policy). Pre-training: {} Cal-QL gradient steps, shared by the \
-         three pre-trained variants of a seed.\n\nCommand: `{command}` ({wall_s:.0} s)\n\n| variant |",
+         three pre-trained variants of a seed.\n\nCommand: `{command}` ({wall_s:.0} s wall; {cpu_s:.0} s of CPU in the runs it started, \
+         finished runs it reused not counted)\n\n| variant |",
         b.warmup, b.online, b.offline
     );
     for x in steps {
@@ -412,7 +425,7 @@ mod tests {
         curves.insert("wsrl", vec![vec![(0.0, 10.0), (100.0, 20.0)], vec![(0.0, 20.0), (100.0, 40.0)]]);
         curves.insert("rlpd", vec![vec![(0.0, 1.0)], vec![(0.0, 3.0), (100.0, 5.0)]]);
         let b = Budget { offline: 5, warmup: 50, online: 50, eval_every: 100 };
-        let t = table(&curves, &[0, 100], "hopper-medium", "small", 2, &b, "o2o experiment", 1.0);
+        let t = table(&curves, &[0, 100], "hopper-medium", "small", 2, &b, "o2o experiment", 1.0, 2.0);
         assert!(t.contains("| wsrl | 15.0 ± 5.0 | 30.0 ± 10.0 |"), "{t}");
         assert!(t.contains("| rlpd | 2.0 ± 1.0 | 5.0 ± 0.0 |"), "{t}");
         let wsrl = t.find("| wsrl |").unwrap();

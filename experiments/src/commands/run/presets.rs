@@ -69,7 +69,7 @@ mod tests {
     /// algorithm it names is the one its file name starts with.
     #[test]
     fn every_preset_resolves_and_names_its_algorithm() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("presets");
+        let dir = std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").into())).join("presets");
         let files = std::fs::read_dir(&dir).unwrap().filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "toml")).count();
         assert_eq!(files, PRESETS.len(), "every file in {} is listed in PRESETS", dir.display());
         for name in names() {

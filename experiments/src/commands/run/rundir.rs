@@ -154,7 +154,10 @@ impl Machine {
 /// `git rev-parse HEAD` in the source tree this binary was built from (with `-dirty` when it
 /// has uncommitted changes), or "unknown" when git or the tree is not there.
 pub fn git_revision() -> String {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // The tree this binary was built from, or (a binary reused from a checkout that is gone)
+    // the current directory.
+    let built = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let src = if built.is_dir() { built } else { Path::new(".") };
     let run = |args: &[&str]| {
         std::process::Command::new("git")
             .arg("-C")
