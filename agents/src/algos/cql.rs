@@ -241,10 +241,10 @@ impl Cql {
 pub fn sampled_q(sac: &mut Sac, b: &TransitionBatch, n: i64) -> SampledQ {
     let rows = b.obs.size()[0];
     let obs = b.obs.repeat_interleave_self_int(n, 0, None);
-    let next_obs = b.next_obs.repeat_interleave_self_int(n, 0, None);
     let rand = sac.uniform_actions(rows * n);
-    let (current, logp_current) = sac.sample_policy(&obs);
-    let (next, logp_next) = sac.sample_policy(&next_obs);
+    // N draws per state; the actor runs once per state, not once per draw.
+    let (current, logp_current) = sac.sample_policy(&b.obs, n);
+    let (next, logp_next) = sac.sample_policy(&b.next_obs, n);
     let q = sac.critic_q(&Tensor::cat(&[&obs, &obs, &obs], 0), &Tensor::cat(&[&rand, &current, &next], 0));
     let e = q.size()[0];
     let q = q.view([e, 3, rows, n]);

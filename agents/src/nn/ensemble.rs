@@ -72,6 +72,46 @@ impl EnsembleMlp {
         self.run(x, Some(idx), None)
     }
 
+    /// `min_i f_i(x)` over all members for a one-output ensemble: `[B, in]` → `[B]`, without
+    /// dropout, differentiable (in `x` and the weights) through each row's minimizing member
+    /// only. That is the gradient of `forward(x).amin(0)` (ties aside, where `amin` splits it),
+    /// but the backward pass costs one member instead of `E`: all members are evaluated
+    /// without gradients to find `e*(b) = argmin_i f_i(x_b)`, then each member recomputes only
+    /// its own rows with gradients. For `E ≤ 2` the batched pass is cheaper and is used as is.
+    pub fn forward_min(&self, x: &Tensor) -> Tensor {
+        if self.members <= 2 {
+            return self.forward(x, None).squeeze_dim(-1).amin(0, false);
+        }
+        let arg = tch::no_grad(|| self.forward(x, None).squeeze_dim(-1).argmin(0, false));
+        let mut out = Tensor::zeros([x.size()[0], 1], (x.kind(), x.device()));
+        for e in 0..self.members {
+            let rows = arg.eq(e).nonzero().squeeze_dim(1);
+            if rows.size()[0] > 0 {
+                out = out.index_copy(0, &rows, &self.member(e, &x.index_select(0, &rows)));
+            }
+        }
+        out.squeeze_dim(-1)
+    }
+
+    /// Member `e` alone on `[B, in]` → `[B, out]` (no dropout): the layers of [`Self::run`] with
+    /// `W_e`, `b_e` and the LayerNorm affine fused into `layer_norm`.
+    fn member(&self, e: i64, x: &Tensor) -> Tensor {
+        let mut h = x.shallow_clone();
+        let last = self.layers.len() - 1;
+        for (i, layer) in self.layers.iter().enumerate() {
+            h = layer.bias.get(e).addmm(&h, &layer.weight.get(e));
+            if i == last {
+                break;
+            }
+            if let Some((g, b)) = &layer.norm {
+                let width = h.size()[1];
+                h = h.layer_norm([width], Some(g.get(e).view([width])), Some(b.get(e).view([width])), 1e-5, true);
+            }
+            let _ = h.relu_();
+        }
+        h
+    }
+
     fn run(&self, x: &Tensor, idx: Option<&Tensor>, mut dropout_rng: Option<&mut AgentRng>) -> Tensor {
         let pick = |t: &Tensor| match idx {
             Some(i) => t.index_select(0, i),
@@ -139,6 +179,14 @@ mod tests {
                 let diff = (ye - y.get(e)).abs().max().double_value(&[]);
                 assert!(diff < 1e-5, "member {e} layer_norm {layer_norm}: {diff}");
             }
+            // The min with per-row recomputation equals the batched min, gradients included.
+            let xg = x.detach().set_requires_grad(true);
+            let want = ens.forward(&xg, None).squeeze_dim(-1).amin(0, false);
+            let got = ens.forward_min(&xg);
+            assert!((&got - &want).abs().max().double_value(&[]) < 1e-5);
+            let w = Tensor::run_backward(&[want.sum(Kind::Float)], &[&xg], false, false);
+            let g = Tensor::run_backward(&[got.sum(Kind::Float)], &[&xg], false, false);
+            assert!((&g[0] - &w[0]).abs().max().double_value(&[]) < 1e-5, "forward_min input gradient");
             // A subset with a repeat picks those members.
             let idx = Tensor::from_slice(&[2i64, 0, 2]);
             let ys = ens.forward_subset(&x, &idx);
