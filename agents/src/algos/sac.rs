@@ -334,6 +334,12 @@ impl Sac {
         self.m.critic.forward(&Self::critic_input(obs, action), Some(&mut self.rng)).squeeze_dim(-1)
     }
 
+    /// `Q_i(s_{r / k}, a_r)` of every member, `[E, B·k]`, for k actions per state
+    /// (`EnsembleMlp::forward_paired`), differentiable in the critic's weights.
+    pub(crate) fn critic_q_paired(&mut self, obs: &Tensor, actions: &Tensor) -> Tensor {
+        self.m.critic.forward_paired(obs, actions, Some(&mut self.rng)).squeeze_dim(-1)
+    }
+
     /// The TD target, without gradients:
     /// `y = r + γ (1 − d) (min_{i∈I} Q̄_i(s', a') − [backup_entropy] α log π(a'|s'))`, `a' ~ π(·|s')`;
     /// with `max_target_backup`, K next actions per state and the max over them (with its log π).

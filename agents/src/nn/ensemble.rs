@@ -112,17 +112,38 @@ impl EnsembleMlp {
         h
     }
 
-    fn run(&self, x: &Tensor, idx: Option<&Tensor>, mut dropout_rng: Option<&mut AgentRng>) -> Tensor {
+    /// All members on the pairs `[s_{r / k}, a_r]`: `obs` `[B, o]`, `act` `[B·k, a]` (k actions per
+    /// state, state-major) → `[E, B·k, out]`, the same function as `forward(cat[repeat_interleave(obs, k),
+    /// act])`. The first layer splits its weight by input rows, `[s, a] W = s W_s + a W_a`, and
+    /// evaluates `s W_s + b` once per state, broadcast over its k rows (CQL's sampled actions).
+    pub fn forward_paired(&self, obs: &Tensor, act: &Tensor, dropout_rng: Option<&mut AgentRng>) -> Tensor {
+        let (e, first) = (self.members, &self.layers[0]);
+        let (b, o, rows, a) = (obs.size()[0], obs.size()[1], act.size()[0], act.size()[1]);
+        let width = first.weight.size()[2];
+        let per_state = first.bias.baddbmm(&obs.unsqueeze(0).expand([e, b, o], false), &first.weight.narrow(1, 0, o), 1.0, 1.0);
+        let mut h = per_state.unsqueeze(2).expand([e, b, rows / b, width], false).reshape([e, rows, width]);
+        let _ = h.baddbmm_(&act.unsqueeze(0).expand([e, rows, a], false), &first.weight.narrow(1, o, a));
+        self.layers_from(h, 0, None, dropout_rng)
+    }
+
+    fn run(&self, x: &Tensor, idx: Option<&Tensor>, dropout_rng: Option<&mut AgentRng>) -> Tensor {
+        let e = idx.map(|i| i.size()[0]).unwrap_or(self.members);
+        let h = if x.dim() == 2 { x.unsqueeze(0).expand([e, x.size()[0], x.size()[1]], false) } else { x.shallow_clone() };
+        self.layers_from(h, -1, idx, dropout_rng)
+    }
+
+    /// The layers after layer `done` (−1: all of them) on `h`, the members `idx` (or all).
+    fn layers_from(&self, mut h: Tensor, done: i64, idx: Option<&Tensor>, mut dropout_rng: Option<&mut AgentRng>) -> Tensor {
         let pick = |t: &Tensor| match idx {
             Some(i) => t.index_select(0, i),
             None => t.shallow_clone(),
         };
-        let e = idx.map(|i| i.size()[0]).unwrap_or(self.members);
-        let mut h = if x.dim() == 2 { x.unsqueeze(0).expand([e, x.size()[0], x.size()[1]], false) } else { x.shallow_clone() };
         let last = self.layers.len() - 1;
         for (i, layer) in self.layers.iter().enumerate() {
             // h_e = b_e + h_e W_e for every member e in one batched matmul.
-            h = pick(&layer.bias).baddbmm(&h, &pick(&layer.weight), 1.0, 1.0);
+            if i as i64 > done {
+                h = pick(&layer.bias).baddbmm(&h, &pick(&layer.weight), 1.0, 1.0);
+            }
             if i == last {
                 break;
             }
@@ -187,6 +208,10 @@ mod tests {
             let w = Tensor::run_backward(&[want.sum(Kind::Float)], &[&xg], false, false);
             let g = Tensor::run_backward(&[got.sum(Kind::Float)], &[&xg], false, false);
             assert!((&g[0] - &w[0]).abs().max().double_value(&[]) < 1e-5, "forward_min input gradient");
+            // Paired rows: each state with k = 2 actions, against the repeated-observation input.
+            let (obs, act) = (x.narrow(1, 0, 3), rng.normal(&[12, 1], Device::Cpu));
+            let want = ens.forward(&Tensor::cat(&[obs.repeat_interleave_self_int(2, 0, None), act.shallow_clone()], 1), None);
+            assert!((ens.forward_paired(&obs, &act, None) - want).abs().max().double_value(&[]) < 1e-5, "forward_paired");
             // A subset with a repeat picks those members.
             let idx = Tensor::from_slice(&[2i64, 0, 2]);
             let ys = ens.forward_subset(&x, &idx);

@@ -126,9 +126,11 @@ fn variants(a: &UpdateArgs) -> Vec<Variant> {
     let iql_flops = 8.0 * critic_f + 5.0 * mlp_flops(b, &[o, h[0], h[1], 1]) + 3.0 * mlp_flops(b, &[o, h[0], h[1], act]);
     let sac_spec = |e: i64, ln: bool| json!({"algo": "sac", "obs_dim": o, "act_dim": act, "hidden": h, "num_critics": e, "target_subset": 2, "layer_norm": ln});
     // CQL adds, per critic step, 2 actor fwd on B rows (N draws per state share one pass) and
-    // E critic train (3×) on 3·B·N rows.
+    // E critic train (3×) on 3·B·N (state, action) pairs, whose first layer takes the state
+    // part once per state (`EnsembleMlp::forward_paired`).
     let n = CqlTerm::default().cql_n_actions as f64;
-    let cql_flops = sac_flops(2.0, 2.0) + 2.0 * actor_f + 9.0 * n * 2.0 * critic_f;
+    let paired_f = 3.0 * n * mlp_flops(b, &[act, h[0], h[1], 1]) + mlp_flops(b, &[o, h[0]]);
+    let cql_flops = sac_flops(2.0, 2.0) + 2.0 * actor_f + 3.0 * 2.0 * paired_f;
     // RLPD (UTD 20, E 10, M 2) per update of 20·B rows: 20 × (actor fwd + 2 target fwd + 10
     // critic train) on B rows, then actor train + 10 critic fwd/input-grad on the last B.
     let utd = RlpdConfig::default().0.critic_steps;
