@@ -142,7 +142,14 @@ impl EnsembleMlp {
         for (i, layer) in self.layers.iter().enumerate() {
             // h_e = b_e + h_e W_e for every member e in one batched matmul.
             if i as i64 > done {
-                h = pick(&layer.bias).baddbmm(&h, &pick(&layer.weight), 1.0, 1.0);
+                h = if i == last && layer.weight.size()[2] == 1 {
+                    // A one-output head as a product and a row sum: libtorch's `bmm` with a
+                    // single output column (forward and both backward products) runs ~7× slower
+                    // than this on the CPU (measured, 256 rows × 256 wide).
+                    (&h * pick(&layer.weight).transpose(1, 2)).sum_dim_intlist(-1, true, h.kind()) + pick(&layer.bias)
+                } else {
+                    pick(&layer.bias).baddbmm(&h, &pick(&layer.weight), 1.0, 1.0)
+                };
             }
             if i == last {
                 break;
