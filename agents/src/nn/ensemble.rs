@@ -3,9 +3,12 @@
 //! Every layer's weights are one tensor `W: [E, in, out]` with bias `b: [E, 1, out]`, and the
 //! forward pass is one `baddbmm` per layer, `h_e = b_e + x_e W_e` for all members at once —
 //! never a loop over networks, so an ensemble of 10 costs one larger matmul per layer instead
-//! of 10 small ones. LayerNorm (per member, gain and bias `[E, 1, out]`) and dropout follow
+//! of 10 small ones (a one-output head is the same product written as a row sum, which the
+//! CPU runs faster). LayerNorm (per member, gain and bias `[E, 1, out]`) and dropout follow
 //! the layer order of [`super::mlp`]. Input `[B, in]` (shared by all members) or `[E, B, in]`;
-//! output `[E, B, out]`.
+//! output `[E, B, out]`. Two cheaper forms for the critic's uses: [`EnsembleMlp::forward_min`]
+//! (the min over members, differentiated through each row's minimizer only) and
+//! [`EnsembleMlp::forward_paired`] (k actions per state without repeating the states).
 
 use super::{init::orthogonal, mlp::dropout, MlpConfig, ParamSet};
 use crate::rng::AgentRng;
