@@ -305,13 +305,14 @@ def main():
             agent.alpha_opt = torch.optim.Adam([agent.log_alpha], lr=3e-4)
         for _ in range(args.warmup):
             agent.update(batch)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         for _ in range(args.updates):
             agent.update(batch)
         if dev.type == "cuda":
             torch.cuda.synchronize()
-        dt = time.perf_counter() - t0
-        out[name] = {"losses": losses, "updates_per_s": args.updates / dt}
+        dt, cpu = time.perf_counter() - t0, time.thread_time() - c0
+        # Also per CPU second of this thread: steadier than wall time on a shared machine.
+        out[name] = {"losses": losses, "updates_per_s": args.updates / dt, "cpu_updates_per_s": args.updates / cpu if cpu > 0 else 0.0}
     print(json.dumps({"variants": out, "threads": torch.get_num_threads(), "torch": torch.__version__}))
 
 

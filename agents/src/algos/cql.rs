@@ -264,18 +264,20 @@ impl Cql {
 /// Q of the 3N sampled actions per state, in one critic pass over `[3·B·N]` rows.
 pub fn sampled_q(sac: &mut Sac, b: &TransitionBatch, n: i64) -> SampledQ {
     let rows = b.obs.size()[0];
-    let obs = b.obs.repeat_interleave_self_int(n, 0, None);
-    let next_obs = b.next_obs.repeat_interleave_self_int(n, 0, None);
     let rand = sac.uniform_actions(rows * n);
-    let (current, logp_current) = sac.sample_policy(&obs);
-    let (next, logp_next) = sac.sample_policy(&next_obs);
-    let q = sac.critic_q(&Tensor::cat(&[&obs, &obs, &obs], 0), &Tensor::cat(&[&rand, &current, &next], 0));
+    // N draws per state; the actor runs once per state, not once per draw.
+    let (current, logp_current) = sac.sample_policy(&b.obs, n);
+    let (next, logp_next) = sac.sample_policy(&b.next_obs, n);
+    // The 3N actions of each state side by side, all evaluated at s; the critic's first layer
+    // sees each state once (Sac::critic_q_paired).
+    let act = Tensor::stack(&[rand.view([rows, n, -1]), current.view([rows, n, -1]), next.view([rows, n, -1])], 1).view([rows * 3 * n, -1]);
+    let q = sac.critic_q_paired(&b.obs, &act);
     let e = q.size()[0];
-    let q = q.view([e, 3, rows, n]);
+    let q = q.view([e, rows, 3, n]);
     SampledQ {
-        rand: q.select(1, 0),
-        current: q.select(1, 1),
-        next: q.select(1, 2),
+        rand: q.select(2, 0),
+        current: q.select(2, 1),
+        next: q.select(2, 2),
         logp_current: logp_current.view([rows, n]),
         logp_next: logp_next.view([rows, n]),
     }

@@ -351,11 +351,11 @@ impl Sac {
         self.act_dim
     }
 
-    /// `(a, log π(a|s))` for `a ~ π(·|s)` per row of `obs`, without gradients (the critic's
-    /// view of the policy: CQL's sampled actions).
-    pub(crate) fn sample_policy(&mut self, obs: &Tensor) -> (Tensor, Tensor) {
-        let eps = self.rng.normal(&[obs.size()[0], self.act_dim], self.device);
-        tch::no_grad(|| self.m.actor.sample(obs, &eps))
+    /// `(a, log π(a|s))` for `k` draws `a ~ π(·|s)` per row of `obs` (`[B·k]` rows, state-major),
+    /// without gradients (the critic's view of the policy: CQL's sampled actions).
+    pub(crate) fn sample_policy(&mut self, obs: &Tensor, k: i64) -> (Tensor, Tensor) {
+        let eps = self.rng.normal(&[obs.size()[0] * k, self.act_dim], self.device);
+        tch::no_grad(|| self.m.actor.sample_repeated(obs, &eps, k))
     }
 
     /// `[rows, A]` uniform actions on `[-1, 1]^A`.
@@ -371,6 +371,12 @@ impl Sac {
     /// `Q_i(s, a)` of every member, `[E, B]`, differentiable in the critic's weights.
     pub(crate) fn critic_q(&mut self, obs: &Tensor, action: &Tensor) -> Tensor {
         self.m.critic.forward(&Self::critic_input(obs, action), Some(&mut self.rng)).squeeze_dim(-1)
+    }
+
+    /// `Q_i(s_{r / k}, a_r)` of every member, `[E, B·k]`, for k actions per state
+    /// (`EnsembleMlp::forward_paired`), differentiable in the critic's weights.
+    pub(crate) fn critic_q_paired(&mut self, obs: &Tensor, actions: &Tensor) -> Tensor {
+        self.m.critic.forward_paired(obs, actions, Some(&mut self.rng)).squeeze_dim(-1)
     }
 
     /// The TD target, without gradients:
@@ -433,10 +439,11 @@ impl Sac {
         // L_π = E[α log π(ã|s) − agg_i Q_i(s, ã)]; gradients flow to the actor only.
         let eps = self.rng.normal(&[n, self.act_dim], self.device);
         let (a, logp) = self.m.actor.sample(obs, &eps);
-        let q = self.m.critic.forward(&Self::critic_input(obs, &a), None).squeeze_dim(-1);
+        let x = Self::critic_input(obs, &a);
         let q = match self.cfg.actor_q {
-            QReduce::Min => q.amin(0, false),
-            QReduce::Mean => q.mean_dim(0, false, Kind::Float),
+            // Backward through each row's minimizing member only (EnsembleMlp::forward_min).
+            QReduce::Min => self.m.critic.forward_min(&x),
+            QReduce::Mean => self.m.critic.forward(&x, None).squeeze_dim(-1).mean_dim(0, false, Kind::Float),
         };
         let actor_loss = (alpha * &logp - q).mean(Kind::Float);
         self.m.actor_opt.minimize(&self.m.actor_params, &actor_loss);

@@ -73,7 +73,15 @@ impl TanhGaussianActor {
 
     /// Reparameterized sample `a = tanh(μ + σ ε)` and its log-probability `[B]`.
     pub fn sample(&self, obs: &Tensor, eps: &Tensor) -> (Tensor, Tensor) {
+        self.sample_repeated(obs, eps, 1)
+    }
+
+    /// [`Self::sample`] with `k` draws per state: `obs` is `[B, obs]`, `eps` is `[B·k, A]`, and
+    /// row `r` of the output is a draw at state `r / k` — the same as `sample` on
+    /// `repeat_interleave(obs, k)`, but the network runs on the `B` states once, not `k` times.
+    pub fn sample_repeated(&self, obs: &Tensor, eps: &Tensor, k: i64) -> (Tensor, Tensor) {
         let (mean, log_std) = self.dist(obs, None);
+        let (mean, log_std) = if k > 1 { (mean.repeat_interleave_self_int(k, 0, None), log_std.repeat_interleave_self_int(k, 0, None)) } else { (mean, log_std) };
         let u = &mean + log_std.exp() * eps;
         let log_prob = tanh_gaussian_log_prob(&u, eps, &log_std);
         (u.tanh(), log_prob)

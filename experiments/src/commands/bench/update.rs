@@ -12,7 +12,10 @@
 //!    here on the same threads.
 //!
 //! With `--json` the last line is `{"results": [{"algo", "ours_updates_per_s",
-//! "pytorch_updates_per_s", "max_abs_loss_diff", "gflops"}, ...], "matmul_peak_gflops": x}`.
+//! "pytorch_updates_per_s", "max_abs_loss_diff", "gflops", "ours_updates_per_cpu_s",
+//! "pytorch_updates_per_cpu_s"}, ...], "matmul_peak_gflops": x}`; the per-CPU-second rates
+//! count only the timing thread's CPU time, so other load on a shared machine disturbs them
+//! far less than the wall-clock rates.
 
 use anyhow::{bail, Context};
 use o2o_agents::calql::{self, CalQlConfig};
@@ -59,6 +62,9 @@ pub struct UpdateArgs {
     /// Intra-op threads for both sides (default: libtorch's default).
     #[arg(long)]
     pub threads: Option<i32>,
+    /// Only these algorithms (comma-separated, e.g. `cql,rlpd`; default: all).
+    #[arg(long, value_delimiter = ',')]
+    pub only: Vec<String>,
 }
 
 enum Ours {
@@ -112,14 +118,19 @@ fn variants(a: &UpdateArgs) -> Vec<Variant> {
     let actor_f = mlp_flops(b, &[o, h[0], h[1], 2 * act]);
     let critic_f = mlp_flops(b, &[o + act, h[0], h[1], 1]);
     // SAC per update: critic step = actor fwd at s' + M target fwd + E critic train (3×);
-    // actor step = actor train (3×) + E critic fwd and input-gradient backward (2×).
-    let sac_flops = |e: f64, m: f64| 4.0 * actor_f + m * critic_f + 5.0 * e * critic_f;
+    // actor step = actor train (3×) + the critic's min over E members differentiated in its
+    // input: E fwd and E input-gradient backward (2E) for E ≤ 2; for more, E fwd without
+    // gradients and one member's fwd and backward per row (E + 2; `EnsembleMlp::forward_min`).
+    let sac_flops = |e: f64, m: f64| 4.0 * actor_f + m * critic_f + 3.0 * e * critic_f + if e > 2.0 { e + 2.0 } else { 2.0 * e } * critic_f;
     // IQL: 2 target fwd + V train + 2 V fwd + actor train + 2 critic train.
     let iql_flops = 8.0 * critic_f + 5.0 * mlp_flops(b, &[o, h[0], h[1], 1]) + 3.0 * mlp_flops(b, &[o, h[0], h[1], act]);
     let sac_spec = |e: i64, ln: bool| json!({"algo": "sac", "obs_dim": o, "act_dim": act, "hidden": h, "num_critics": e, "target_subset": 2, "layer_norm": ln});
-    // CQL adds, per critic step, 2 actor fwd on B·N rows and E critic train (3×) on 3·B·N rows.
+    // CQL adds, per critic step, 2 actor fwd on B rows (N draws per state share one pass) and
+    // E critic train (3×) on 3·B·N (state, action) pairs, whose first layer takes the state
+    // part once per state (`EnsembleMlp::forward_paired`).
     let n = CqlTerm::default().cql_n_actions as f64;
-    let cql_flops = sac_flops(2.0, 2.0) + 2.0 * n * actor_f + 9.0 * n * 2.0 * critic_f;
+    let paired_f = 3.0 * n * mlp_flops(b, &[act, h[0], h[1], 1]) + mlp_flops(b, &[o, h[0]]);
+    let cql_flops = sac_flops(2.0, 2.0) + 2.0 * actor_f + 3.0 * 2.0 * paired_f;
     // RLPD (UTD 20, E 10, M 2) per update of 20·B rows: 20 × (actor fwd + 2 target fwd + 10
     // critic train) on B rows, then actor train + 10 critic fwd/input-grad on the last B.
     let utd = RlpdConfig::default().0.critic_steps;
@@ -179,18 +190,31 @@ fn cross_check_inputs(v: &Variant, dir: &Path, batch: &TransitionBatch) -> anyho
     Ok((spec, metrics))
 }
 
-fn time_ours(v: &Variant, batch: &TransitionBatch, device: Device, warmup: usize, updates: usize) -> anyhow::Result<f64> {
+/// CPU seconds this thread has run (`/proc/thread-self/schedstat`, nanoseconds), if readable.
+/// On a shared machine, updates per CPU second are far steadier than per wall second.
+fn thread_cpu_s() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    Some(s.split_whitespace().next()?.parse::<f64>().ok()? / 1e9)
+}
+
+/// Updates per wall second and per CPU second of this thread (0 where unreadable).
+fn time_ours(v: &Variant, batch: &TransitionBatch, device: Device, warmup: usize, updates: usize) -> anyhow::Result<(f64, f64)> {
     let mut ours = (v.build)(device)?;
     let b = batch.to_device(device);
     for _ in 0..warmup {
         ours.agent().update(&b);
     }
-    let t0 = Instant::now();
+    let (t0, c0) = (Instant::now(), thread_cpu_s());
     for _ in 0..updates {
         // Each update reads its metrics back, which also synchronizes a CUDA device.
         ours.agent().update(&b);
     }
-    Ok(updates as f64 / t0.elapsed().as_secs_f64())
+    let wall = updates as f64 / t0.elapsed().as_secs_f64();
+    let cpu = match (c0, thread_cpu_s()) {
+        (Some(a), Some(b)) if b > a => updates as f64 / (b - a),
+        _ => 0.0,
+    };
+    Ok((wall, cpu))
 }
 
 /// GFLOP/s of a 1024³ float32 matmul on the current threads.
@@ -253,7 +277,13 @@ pub fn run(args: UpdateArgs) -> anyhow::Result<()> {
     println!("o2o bench update: batch {}, obs {}, act {}, {} updates after {} warm-up, device {:?}, {threads} threads, load average {load}", args.batch, args.obs, args.act, args.updates, args.warmup, device);
 
     let dir = TempDir::new()?;
-    let vs = variants(&args);
+    let mut vs = variants(&args);
+    if !args.only.is_empty() {
+        if let Some(bad) = args.only.iter().find(|o| !vs.iter().any(|v| v.name == o.as_str())) {
+            bail!("--only: unknown algorithm `{bad}` (known: {})", vs.iter().map(|v| v.name).collect::<Vec<_>>().join(", "));
+        }
+        vs.retain(|v| args.only.iter().any(|o| o == v.name));
+    }
     let batches: Vec<TransitionBatch> = vs.iter().map(|v| random_batch(&mut AgentRng::new(2024), args.batch * v.rows, args.obs, args.act)).collect();
     let mut manifest = Vec::new();
     let mut our_losses = Vec::new();
@@ -270,11 +300,15 @@ pub fn run(args: UpdateArgs) -> anyhow::Result<()> {
     let mut peak = 0.0f64;
     let mut ours_ups = vec![0.0f64; vs.len()];
     let mut torch_ups = vec![0.0f64; vs.len()];
+    let mut ours_cpu = vec![0.0f64; vs.len()];
+    let mut torch_cpu = vec![0.0f64; vs.len()];
     let mut reference = Value::Null;
     for round in 0..args.rounds.max(1) {
         peak = peak.max(matmul_peak(device));
         for (i, v) in vs.iter().enumerate() {
-            ours_ups[i] = ours_ups[i].max(time_ours(v, &batches[i], device, args.warmup, args.updates)?);
+            let (wall, cpu) = time_ours(v, &batches[i], device, args.warmup, args.updates)?;
+            ours_ups[i] = ours_ups[i].max(wall);
+            ours_cpu[i] = ours_cpu[i].max(cpu);
         }
         let out = std::process::Command::new(&python)
             .arg(&script)
@@ -289,15 +323,19 @@ pub fn run(args: UpdateArgs) -> anyhow::Result<()> {
         for (i, v) in vs.iter().enumerate() {
             let r = reference["variants"][v.name]["updates_per_s"].as_f64().with_context(|| format!("no PyTorch rate for {}", v.name))?;
             torch_ups[i] = torch_ups[i].max(r);
+            torch_cpu[i] = torch_cpu[i].max(reference["variants"][v.name]["cpu_updates_per_s"].as_f64().unwrap_or(0.0));
         }
         let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-        eprintln!("round {}: ours {:?} torch {:?} up/s, load {}", round + 1, ours_ups.iter().map(|x| x.round()).collect::<Vec<_>>(), torch_ups.iter().map(|x| x.round()).collect::<Vec<_>>(), load.split_whitespace().take(3).collect::<Vec<_>>().join(" "));
+        let r1 = |r: &[f64]| r.iter().map(|x| (x * 10.0).round() / 10.0).collect::<Vec<_>>();
+        eprintln!("round {}: ours {:?} torch {:?} up/s (best so far; per CPU second {:?} vs {:?}), load {}", round + 1, r1(&ours_ups), r1(&torch_ups), r1(&ours_cpu), r1(&torch_cpu), load.split_whitespace().take(3).collect::<Vec<_>>().join(" "));
     }
 
     let mut results = Vec::new();
-    println!("{:<14} {:>10} {:>10} {:>7} {:>14} {:>9} {:>10} {:>8}", "algo", "ours up/s", "torch up/s", "ratio", "max|Δloss|", "MFLOP/up", "ours GF/s", "% peak");
-    for (((v, ups), torch_ups), metrics) in vs.iter().zip(&ours_ups).zip(&torch_ups).zip(&our_losses) {
-        let (ups, torch_ups) = (*ups, *torch_ups);
+    println!("{:<14} {:>10} {:>10} {:>7} {:>10} {:>14} {:>9} {:>10} {:>8}", "algo", "ours up/s", "torch up/s", "ratio", "cpu ratio", "max|Δloss|", "MFLOP/up", "ours GF/s", "% peak");
+    for (i, ((v, ups), torch_ups)) in vs.iter().zip(&ours_ups).zip(&torch_ups).enumerate() {
+        let (ups, torch_ups, metrics) = (*ups, *torch_ups, &our_losses[i]);
+        // The same ratio per CPU second of each side's thread (steadier under other load).
+        let cpu_ratio = if torch_cpu[i] > 0.0 { ours_cpu[i] / torch_cpu[i] } else { f64::NAN };
         let r = &reference["variants"][v.name];
         let mut diff = 0.0f64;
         for name in v.losses {
@@ -306,10 +344,15 @@ pub fn run(args: UpdateArgs) -> anyhow::Result<()> {
             diff = diff.max((ours - theirs).abs());
         }
         let gflops = v.flops * ups / 1e9;
-        println!("{:<14} {:>10.1} {:>10.1} {:>6.2}x {:>14.2e} {:>9.1} {:>10.1} {:>7.0}%", v.name, ups, torch_ups, ups / torch_ups, diff, v.flops / 1e6, gflops, 100.0 * gflops / peak);
-        results.push(json!({"algo": v.name, "ours_updates_per_s": ups, "pytorch_updates_per_s": torch_ups, "max_abs_loss_diff": diff, "gflops": gflops}));
+        println!("{:<14} {:>10.1} {:>10.1} {:>6.2}x {:>9.2}x {:>14.2e} {:>9.1} {:>10.1} {:>7.0}%", v.name, ups, torch_ups, ups / torch_ups, cpu_ratio, diff, v.flops / 1e6, gflops, 100.0 * gflops / peak);
+        results.push(json!({"algo": v.name, "ours_updates_per_s": ups, "pytorch_updates_per_s": torch_ups, "max_abs_loss_diff": diff, "gflops": gflops, "ours_updates_per_cpu_s": ours_cpu[i], "pytorch_updates_per_cpu_s": torch_cpu[i]}));
     }
-    println!("matmul 1024³ f32 peak: {peak:.1} GFLOP/s; 10-critic / 2-critic update cost (ours): {:.2}x; PyTorch {}", ours_ups[0] / ours_ups[1], reference["torch"]);
+    let rate = |r: &[f64], name: &str| vs.iter().position(|v| v.name == name).map(|i| r[i]);
+    let cost_ratio = match (rate(&ours_ups, "sac"), rate(&ours_ups, "sac_ens10_ln"), rate(&ours_cpu, "sac"), rate(&ours_cpu, "sac_ens10_ln")) {
+        (Some(two), Some(ten), Some(two_cpu), Some(ten_cpu)) => format!("{:.2}x (per CPU second {:.2}x)", two / ten, two_cpu / ten_cpu),
+        _ => "n/a".into(),
+    };
+    println!("matmul 1024³ f32 peak: {peak:.1} GFLOP/s; 10-critic / 2-critic update cost (ours): {cost_ratio}; PyTorch {}", reference["torch"]);
     let worst = results.iter().map(|r| r["max_abs_loss_diff"].as_f64().unwrap_or(f64::INFINITY)).fold(0.0, f64::max);
     if worst > 1e-5 {
         eprintln!("warning: losses differ from PyTorch by {worst:.2e} (> 1e-5)");
