@@ -40,31 +40,33 @@ impl TransitionBatch {
         self.len() == 0
     }
 
+    /// `f` applied to every column (the optional ones where present).
+    pub fn map_columns(&self, f: impl Fn(&Tensor) -> Tensor) -> Self {
+        Self {
+            obs: f(&self.obs),
+            action: f(&self.action),
+            reward: f(&self.reward),
+            next_obs: f(&self.next_obs),
+            terminal: f(&self.terminal),
+            mc_return: self.mc_return.as_ref().map(&f),
+            is_offline: self.is_offline.as_ref().map(&f),
+        }
+    }
+
     /// The same batch on `device`.
     pub fn to_device(&self, device: Device) -> Self {
-        Self {
-            obs: self.obs.to_device(device),
-            action: self.action.to_device(device),
-            reward: self.reward.to_device(device),
-            next_obs: self.next_obs.to_device(device),
-            terminal: self.terminal.to_device(device),
-            mc_return: self.mc_return.as_ref().map(|t| t.to_device(device)),
-            is_offline: self.is_offline.as_ref().map(|t| t.to_device(device)),
-        }
+        self.map_columns(|t| t.to_device(device))
     }
 
     /// Rows `start..start+len` as a new batch (a view; no copy).
     pub fn narrow(&self, start: i64, len: i64) -> Self {
-        let n = |t: &Tensor| t.narrow(0, start, len);
-        Self {
-            obs: n(&self.obs),
-            action: n(&self.action),
-            reward: n(&self.reward),
-            next_obs: n(&self.next_obs),
-            terminal: n(&self.terminal),
-            mc_return: self.mc_return.as_ref().map(n),
-            is_offline: self.is_offline.as_ref().map(n),
-        }
+        self.map_columns(|t| t.narrow(0, start, len))
+    }
+
+    /// Rows `start, start + step, start + 2·step, …` as a new batch (a strided view; no copy).
+    pub fn strided(&self, start: i64, step: i64) -> Self {
+        let n = self.len() as i64;
+        self.map_columns(|t| t.slice(0, start, n, step))
     }
 
     /// Concatenate batches row-wise (e.g. an offline and an online half). Optional columns are

@@ -501,17 +501,7 @@ fn minibatch(b: &TransitionBatch, i: i64, k: i64) -> TransitionBatch {
     if k == 1 {
         return b.narrow(0, b.len() as i64);
     }
-    let n = b.len() as i64;
-    let s = |t: &Tensor| t.slice(0, i, n, k);
-    TransitionBatch {
-        obs: s(&b.obs),
-        action: s(&b.action),
-        reward: s(&b.reward),
-        next_obs: s(&b.next_obs),
-        terminal: s(&b.terminal),
-        mc_return: b.mc_return.as_ref().map(s),
-        is_offline: b.is_offline.as_ref().map(s),
-    }
+    b.strided(i, k)
 }
 
 impl Sac {
