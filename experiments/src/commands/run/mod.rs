@@ -187,19 +187,12 @@ fn run_preset(args: &TrainArgs, from: Option<&Path>, reuse: bool) -> Result<Opti
     let parent = match from {
         None => None,
         Some(parent_dir) => {
-            RunConfig::read(&parent_dir.join(rundir::CONFIG)).with_context(|| format!("--from {}: not a run directory", parent_dir.display()))?;
-            let checkpoint = checkpoint::latest(parent_dir).with_context(|| format!("--from {}", parent_dir.display()))?;
-            if !checkpoint::read_state(&checkpoint)?.finished {
-                eprintln!("note: {} did not finish; starting from its newest checkpoint {}", parent_dir.display(), checkpoint.display());
-            }
+            let parent = ParentRun::read(parent_dir).with_context(|| format!("--from {}", parent_dir.display()))?;
             // The parent's offline training replaces this preset's (whatever --set says);
             // evaluate the starting point.
             overrides.extend(["train.offline_steps=0".to_string(), "eval.at_start=true".to_string()]);
-            let parent_abs = std::fs::canonicalize(parent_dir).with_context(|| format!("cannot resolve {}", parent_dir.display()))?;
-            let ckpt_abs = std::fs::canonicalize(&checkpoint)?;
-            table.insert("parent".into(), toml::Value::try_from(config::ParentConfig { run_dir: parent_abs.clone(), checkpoint: ckpt_abs.clone() })?);
-            let rev = std::fs::read_to_string(parent_dir.join(rundir::MANIFEST)).ok().and_then(|t| serde_json::from_str::<Manifest>(&t).ok()).map(|m| m.git_revision);
-            Some((ParentInfo { run_dir: parent_abs.display().to_string(), checkpoint: ckpt_abs.display().to_string(), git_revision: rev }, ckpt_abs))
+            table.insert("parent".into(), parent.config_entry()?);
+            Some(parent)
         }
     };
     config::apply_overrides(&mut table, &overrides)?;
@@ -214,7 +207,7 @@ fn run_preset(args: &TrainArgs, from: Option<&Path>, reuse: bool) -> Result<Opti
     let device = args.common.apply()?;
     let dir = rundir::create(&args.runs_dir, &config.preset, config.seed)?;
     let (start, info) = match parent {
-        Some((info, checkpoint)) => (Start::FromParent { checkpoint }, Some(info)),
+        Some(p) => (Start::FromParent { checkpoint: p.checkpoint }, Some(p.info)),
         None => (Start::Fresh, None),
     };
     let summary = start_run(&dir, &config, device, start, info, &args.common.rerun)?;
@@ -224,12 +217,8 @@ fn run_preset(args: &TrainArgs, from: Option<&Path>, reuse: bool) -> Result<Opti
 /// `o2o finetune`.
 pub fn finetune(args: FinetuneArgs) -> Result<()> {
     let parent_dir = &args.from;
-    let parent = RunConfig::read(&parent_dir.join(rundir::CONFIG)).with_context(|| format!("{} is not a run directory", parent_dir.display()))?;
-    let checkpoint = checkpoint::latest(parent_dir)?;
-    let parent_state = checkpoint::read_state(&checkpoint)?;
-    if !parent_state.finished {
-        eprintln!("note: {} did not finish; fine-tuning from its newest checkpoint {}", parent_dir.display(), checkpoint.display());
-    }
+    let parent_run = ParentRun::read(parent_dir)?;
+    let parent = &parent_run.config;
     // The parent's config, turned into an online run.
     let mut table: toml::Table = parent.to_toml_string()?.parse().context("re-reading the parent's config")?;
     let steps = args.steps.unwrap_or(if parent.train.online_steps > 0 { parent.train.online_steps } else { 1_000_000 });
@@ -255,22 +244,43 @@ pub fn finetune(args: FinetuneArgs) -> Result<()> {
     }
     overrides.extend(args.set.iter().cloned());
     config::apply_overrides(&mut table, &overrides)?;
-    let parent_abs = std::fs::canonicalize(parent_dir).with_context(|| format!("cannot resolve {}", parent_dir.display()))?;
-    let ckpt_abs = std::fs::canonicalize(&checkpoint)?;
-    table.insert(
-        "parent".into(),
-        toml::Value::try_from(config::ParentConfig { run_dir: parent_abs.clone(), checkpoint: ckpt_abs.clone() })?,
-    );
+    table.insert("parent".into(), parent_run.config_entry()?);
     let config = RunConfig::from_table(table, &format!("fine-tuning config from {}", parent_dir.display()))?;
     check_dataset_exists(&config)?;
     let device = args.common.apply()?;
     let dir = rundir::create(&args.runs_dir, &format!("{}-finetune", config.preset), config.seed)?;
-    let parent_rev = std::fs::read_to_string(parent_dir.join(rundir::MANIFEST))
-        .ok()
-        .and_then(|t| serde_json::from_str::<Manifest>(&t).ok())
-        .map(|m| m.git_revision);
-    let parent_info = ParentInfo { run_dir: parent_abs.display().to_string(), checkpoint: ckpt_abs.display().to_string(), git_revision: parent_rev };
-    start_run(&dir, &config, device, Start::FromParent { checkpoint: ckpt_abs }, Some(parent_info), &args.common.rerun).map(|_| ())
+    let ParentRun { checkpoint, info, .. } = parent_run;
+    start_run(&dir, &config, device, Start::FromParent { checkpoint }, Some(info), &args.common.rerun).map(|_| ())
+}
+
+/// A run another run starts from (`finetune --from`, `run --from`): its config, its newest
+/// checkpoint and what the new run's manifest records about it.
+struct ParentRun {
+    config: RunConfig,
+    /// The newest checkpoint, as an absolute path.
+    checkpoint: PathBuf,
+    info: ParentInfo,
+}
+
+impl ParentRun {
+    /// Read the run in `dir`; notes on stderr when it did not finish.
+    fn read(dir: &Path) -> Result<Self> {
+        let config = RunConfig::read(&dir.join(rundir::CONFIG)).with_context(|| format!("{} is not a run directory", dir.display()))?;
+        let checkpoint = checkpoint::latest(dir)?;
+        if !checkpoint::read_state(&checkpoint)?.finished {
+            eprintln!("note: {} did not finish; starting from its newest checkpoint {}", dir.display(), checkpoint.display());
+        }
+        let run_dir = std::fs::canonicalize(dir).with_context(|| format!("cannot resolve {}", dir.display()))?;
+        let checkpoint = std::fs::canonicalize(&checkpoint)?;
+        let git_revision = std::fs::read_to_string(dir.join(rundir::MANIFEST)).ok().and_then(|t| serde_json::from_str::<Manifest>(&t).ok()).map(|m| m.git_revision);
+        let info = ParentInfo { run_dir: run_dir.display().to_string(), checkpoint: checkpoint.display().to_string(), git_revision };
+        Ok(Self { config, checkpoint, info })
+    }
+
+    /// The `[parent]` table of the new run's config.
+    fn config_entry(&self) -> Result<toml::Value> {
+        Ok(toml::Value::try_from(config::ParentConfig { run_dir: PathBuf::from(&self.info.run_dir), checkpoint: self.checkpoint.clone() })?)
+    }
 }
 
 /// `o2o resume`.
