@@ -23,6 +23,7 @@
 
 use crate::commands::report::plot::{plot_curves, Line};
 use crate::commands::report::runs::read_curve;
+use crate::commands::report::stats::{mean, std_dev};
 use crate::commands::run::DeviceArg;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
@@ -352,8 +353,7 @@ fn children_cpu_seconds() -> f64 {
 
 /// Mean and population standard deviation.
 fn mean_std(v: &[f64]) -> (f64, f64) {
-    let m = v.iter().sum::<f64>() / v.len() as f64;
-    (m, (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / v.len() as f64).sqrt())
+    (mean(v), std_dev(v))
 }
 
 /// The value of `curve` at env step `x` (the evaluation taken exactly there, the last if two).

@@ -26,6 +26,12 @@ pub fn mean(x: &[f64]) -> f64 {
     x.iter().sum::<f64>() / x.len() as f64
 }
 
+/// Population standard deviation (numpy's `std`, ddof 0) around `mean(x)`.
+pub fn std_dev(x: &[f64]) -> f64 {
+    let m = mean(x);
+    (x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / x.len() as f64).sqrt()
+}
+
 /// scipy's `trim_mean(x, cut)`: drop ⌊cut·n⌋ values from each end of the sorted data, average the rest.
 pub fn trim_mean(x: &[f64], cut: f64) -> f64 {
     let mut s = x.to_vec();

@@ -22,22 +22,18 @@ pub struct OfflineData {
     pub info: DatasetInfo,
 }
 
-/// How Monte-Carlo returns are computed when the run's algorithm needs them (Cal-QL): discount
-/// `gamma`, and the reward preset's all-failure convention for sparse tasks; `None` otherwise.
+/// How Monte-Carlo returns are computed when the run's algorithm needs them (Cal-QL): the rule
+/// of [`dataset_mc_config`]; `None` otherwise.
 pub fn mc_config(config: &RunConfig, gamma: f32) -> Result<Option<McConfig>> {
     if !config.agent_config()?.needs_mc_returns() {
         return Ok(None);
     }
-    let sparse = match &config.dataset {
-        Some(d) => RewardPreset::from_name(&d.reward)?.sparse_failure_reward(),
-        None => None,
-    };
-    Ok(Some(McConfig { gamma, sparse_failure_reward: sparse }))
+    dataset_mc_config(config, gamma).map(Some)
 }
 
-/// How the dataset's Monte-Carlo returns are computed for diagnostics (`Q − G` on dataset
-/// actions) when the algorithm itself does not need them: discount `gamma` and the reward
-/// preset's sparse-failure convention.
+/// How the dataset's Monte-Carlo returns are computed (for Cal-QL, and for diagnostics: `Q − G`
+/// on dataset actions): discount `gamma`, and the reward preset's all-failure convention for
+/// sparse tasks.
 pub fn dataset_mc_config(config: &RunConfig, gamma: f32) -> Result<McConfig> {
     let sparse = match &config.dataset {
         Some(d) => RewardPreset::from_name(&d.reward)?.sparse_failure_reward(),

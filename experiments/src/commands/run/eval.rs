@@ -5,6 +5,7 @@
 //! env or the runner's RNG (so it cannot perturb an exact resume).
 
 use super::actor::{derive_seed, stream, ActionScale, AgentPolicy, Policy};
+use crate::commands::report::stats::{mean, std_dev};
 use anyhow::{Context, Result};
 use o2o_agents::Agent;
 use o2o_envs::Env;
@@ -74,9 +75,8 @@ pub fn evaluate(env: &mut dyn Env, agent: &mut dyn Agent, device: Device, run_se
         returns.push(ret);
         lengths.push(len as f64);
     }
-    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
     let mean_return = mean(&returns);
-    let std_return = (returns.iter().map(|r| (r - mean_return).powi(2)).sum::<f64>() / returns.len() as f64).sqrt();
+    let std_return = std_dev(&returns);
     let normalized_score = env.spec().normalization_family.as_deref().and_then(|f| normalized_score(f, mean_return));
     Ok(EvalResult {
         step,

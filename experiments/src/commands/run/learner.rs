@@ -57,17 +57,21 @@ impl Source<'_> {
 /// online data only: WSRL's claim that it retains no offline data is visible in the log).
 pub fn learn(agent: &mut dyn Agent, source: &Source<'_>, batch_size: usize, updates: usize, rng: &mut ChaCha8Rng, device: Device) -> Result<Metrics> {
     let mut metrics = Metrics::new();
-    let mut offline_fraction = 0.0;
+    let mut last = None;
     for _ in 0..updates {
         let batch = source.sample(batch_size, rng, device)?;
-        offline_fraction = match (source, &batch.is_offline) {
-            (Source::Offline(_), _) => 1.0,
-            (Source::Online(_), _) => 0.0,
-            (Source::Mixed { .. }, Some(flags)) => flags.mean(tch::Kind::Float).double_value(&[]),
-            (Source::Mixed { .. }, None) => anyhow::bail!("a mixed batch without its is_offline column"),
-        };
         metrics = agent.update(&batch);
+        last = Some(batch);
     }
+    let offline_fraction = match (source, &last) {
+        (_, None) => 0.0,
+        (Source::Offline(_), _) => 1.0,
+        (Source::Online(_), _) => 0.0,
+        (Source::Mixed { .. }, Some(b)) => match &b.is_offline {
+            Some(flags) => flags.mean(tch::Kind::Float).double_value(&[]),
+            None => anyhow::bail!("a mixed batch without its is_offline column"),
+        },
+    };
     metrics.push(("offline_fraction", offline_fraction));
     Ok(metrics)
 }

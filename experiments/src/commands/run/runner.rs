@@ -122,14 +122,12 @@ pub fn execute_with(
     // returns (for Cal-QL, and for diagnostics). A run that trains on online data only still
     // loads the dataset when it can, for the reward transform and the `diag/offline/` values;
     // without the file it goes on unless the reward preset needs the data.
-    let dataset_mc = Some(mc.unwrap_or(data::dataset_mc_config(config, gamma)?));
-    let max_steps = eval_env.spec().max_episode_steps;
+    let needs_data = config.train.offline_steps > 0 || config.train.offline_ratio > 0.0;
     let offline: Option<OfflineData> = match &config.dataset {
-        Some(d) if config.train.offline_steps > 0 || config.train.offline_ratio > 0.0 => {
-            Some(data::load(d, eval_env.action_space(), &config.env, obs_dim, act_dim, max_steps, dataset_mc)?)
-        }
-        Some(d) => match data::load(d, eval_env.action_space(), &config.env, obs_dim, act_dim, max_steps, dataset_mc) {
+        None => None,
+        Some(d) => match data::load(d, eval_env.action_space(), &config.env, obs_dim, act_dim, eval_env.spec().max_episode_steps, Some(data::dataset_mc_config(config, gamma)?)) {
             Ok(o) => Some(o),
+            Err(e) if needs_data => return Err(e),
             Err(e) if d.reward != "none" => {
                 return Err(e.context(format!("the dataset sets the reward transform `{}` that online rewards must get too", d.reward)))
             }
@@ -138,7 +136,6 @@ pub fn execute_with(
                 None
             }
         },
-        _ => None,
     };
     let reward = offline.as_ref().map_or(RewardTransform::IDENTITY, |o| o.reward);
     if let Some(mut m) = manifest {

@@ -7,7 +7,8 @@ use super::checkpoint::PhaseEval;
 use super::eval::EvalResult;
 use super::rundir::METRICS;
 use super::runner::Summary;
-use anyhow::{Context, Result};
+use crate::commands::report::runs::read_curve;
+use anyhow::Result;
 use std::path::Path;
 
 /// One row of the table.
@@ -24,16 +25,11 @@ pub struct Stage {
 /// Every evaluation in `metrics.jsonl`: `(env_step, return, normalized score)`.
 pub fn evaluations(run_dir: &Path) -> Result<Vec<(u64, f64, Option<f64>)>> {
     let path = run_dir.join(METRICS);
-    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
-    let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-        let v: serde_json::Value = serde_json::from_str(line).with_context(|| format!("{} line {}: not JSON", path.display(), i + 1))?;
-        if let Some(r) = v.get("eval/return").and_then(|r| r.as_f64()) {
-            let step = v.get("env_step").and_then(|s| s.as_u64()).unwrap_or(0);
-            out.push((step, r, v.get("eval/normalized_score").and_then(|s| s.as_f64())));
-        }
-    }
-    Ok(out)
+    let returns = read_curve(&path, "eval/return", "env_step")?;
+    // Every evaluation record of a run has a normalized score, or none has (the env's family).
+    let scores = read_curve(&path, "eval/normalized_score", "env_step")?;
+    let score = |i: usize| (scores.len() == returns.len()).then(|| scores[i].1);
+    Ok(returns.iter().enumerate().map(|(i, &(x, r))| (x as u64, r, score(i))).collect())
 }
 
 /// The rows: start (or end of offline training), end of warm-up, lowest online evaluation
