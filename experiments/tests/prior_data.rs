@@ -30,11 +30,13 @@ fn sets(list: &[&str]) -> Vec<String> {
 fn rlpd_with_expert_data_learns_inverted_pendulum_faster_than_sac() {
     let (data, expert_return) = pd_dataset(&data_dir(), 3, 0.3);
     assert!(expert_return >= 900.0, "the scripted controller is an expert: {expert_return}");
-    // Same env-step budget, evaluations, networks and learning rates for both.
+    // Same env-step budget, evaluations, networks and learning rates for both. 4000 online
+    // steps: RLPD reaches 1000 around 3000 and holds it, so the margin is not decided by the
+    // last evaluation (seeds 0 and 1: RLPD's mean 504 and 496 against SAC's 76 and 83).
     let common = [
         "env=InvertedPendulum-v5",
         "train.random_steps=500",
-        "train.online_steps=2500",
+        "train.online_steps=4000",
         "eval.every=500",
         "eval.episodes=5",
         "checkpoint.every=0",
