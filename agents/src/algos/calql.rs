@@ -75,9 +75,14 @@ pub fn floor(q: &Tensor, g: &Tensor) -> Tensor {
     q.maximum(&g.view([1, -1, 1]))
 }
 
+/// How many entries of `q` (`[E, B, N]`) are below the floor G.
+pub fn below_floor(q: &Tensor, g: &Tensor) -> Tensor {
+    q.lt_tensor(&g.view([1, -1, 1])).sum(Kind::Float)
+}
+
 /// Fraction of `q` (`[E, B, N]`) below the floor G (logged as `calql_bound_rate`).
 pub fn bound_rate(q: &Tensor, g: &Tensor) -> Tensor {
-    q.lt_tensor(&g.view([1, -1, 1])).to_kind(Kind::Float).mean(Kind::Float)
+    below_floor(q, g) / q.numel() as f64
 }
 
 #[cfg(test)]

@@ -261,76 +261,173 @@ impl Cql {
     }
 }
 
-/// Q of the 3N sampled actions per state, in one critic pass over `[3·B·N]` rows.
-pub fn sampled_q(sac: &mut Sac, b: &TransitionBatch, n: i64) -> SampledQ {
+/// The 3N actions per state of the conservative term, drawn once for the whole batch: N uniform
+/// on `[−1, 1]^|A|`, N from `π(·|s)` and N from `π(·|s')`, side by side per state (`[B·3N, A]`,
+/// state-major), with the policy draws' log-probabilities (`[B, N]` each).
+pub struct SampledActions {
+    /// `[B·3N, A]`: per state, N uniform, N from π(·|s), N from π(·|s').
+    pub actions: Tensor,
+    /// log π(a|s) of the second group.
+    pub logp_current: Tensor,
+    /// log π(a|s') of the third group.
+    pub logp_next: Tensor,
+}
+
+/// Draw the conservative term's actions (random stream: uniform, then π(·|s), then π(·|s')).
+pub fn sample_actions(sac: &mut Sac, b: &TransitionBatch, n: i64) -> SampledActions {
     let rows = b.obs.size()[0];
     let rand = sac.uniform_actions(rows * n);
     // N draws per state; the actor runs once per state, not once per draw.
     let (current, logp_current) = sac.sample_policy(&b.obs, n);
     let (next, logp_next) = sac.sample_policy(&b.next_obs, n);
-    // The 3N actions of each state side by side, all evaluated at s; the critic's first layer
-    // sees each state once (Sac::critic_q_paired).
-    let act = Tensor::stack(&[rand.view([rows, n, -1]), current.view([rows, n, -1]), next.view([rows, n, -1])], 1).view([rows * 3 * n, -1]);
-    let q = sac.critic_q_paired(&b.obs, &act);
-    let e = q.size()[0];
-    let q = q.view([e, rows, 3, n]);
+    let actions = Tensor::stack(&[rand.view([rows, n, -1]), current.view([rows, n, -1]), next.view([rows, n, -1])], 1).view([rows * 3 * n, -1]);
+    SampledActions { actions, logp_current: logp_current.view([rows, n]), logp_next: logp_next.view([rows, n]) }
+}
+
+/// Q of the sampled actions of states `first .. first + len`, in one critic pass over their
+/// `len·3N` rows; the critic's first layer sees each state once (`Sac::critic_q_paired`).
+pub fn sampled_q(sac: &mut Sac, obs: &Tensor, a: &SampledActions, first: i64, len: i64) -> SampledQ {
+    let n = a.logp_current.size()[1];
+    let q = sac.critic_q_paired(&obs.narrow(0, first, len), &a.actions.narrow(0, first * 3 * n, len * 3 * n));
+    let q = q.view([q.size()[0], len, 3, n]);
     SampledQ {
         rand: q.select(2, 0),
         current: q.select(2, 1),
         next: q.select(2, 2),
-        logp_current: logp_current.view([rows, n]),
-        logp_next: logp_next.view([rows, n]),
+        logp_current: a.logp_current.narrow(0, first, len),
+        logp_next: a.logp_next.narrow(0, first, len),
     }
 }
 
-/// CQL's gap per member, `[E]`:
-/// importance-sampled `Δ_i = mean_b [T log Σ_k exp((Q_i(s, a_k) − log q(a_k)) / T) − Q_i(s, a_D)]`
-/// with `log q = |A| log ½` for the uniform actions and `log π` for the policy's; otherwise
-/// `Δ_i = mean_b [T log(1/(3N+1) Σ_k exp(Q_i(s, a_k) / T)) − Q_i(s, a_D)]` with a_D in the set.
+/// The out-of-distribution part of CQL's gap per member and state, `[E, B]`:
+/// importance-sampled `T log Σ_k exp((Q_i(s, a_k) − log q(a_k)) / T)` with `log q = |A| log ½` for
+/// the uniform actions and `log π` for the policy's; otherwise
+/// `T log(1/(3N+1) Σ_k exp(Q_i(s, a_k) / T))` with the data action a_D in the set.
 /// `q_data` is `[E, B]`; the sampled Q-values are `[E, B, N]` (already floored for Cal-QL).
-pub fn conservative_gap(q_data: &Tensor, s: &SampledQ, act_dim: i64, temperature: f64, importance_sample: bool) -> Tensor {
+pub fn ood_value(q_data: &Tensor, s: &SampledQ, act_dim: i64, temperature: f64, importance_sample: bool) -> Tensor {
     let cat = if importance_sample {
         let log_uniform = act_dim as f64 * 0.5f64.ln();
         Tensor::cat(&[&s.rand - log_uniform, &s.next - s.logp_next.unsqueeze(0), &s.current - s.logp_current.unsqueeze(0)], -1)
     } else {
         Tensor::cat(&[s.rand.shallow_clone(), q_data.unsqueeze(-1), s.next.shallow_clone(), s.current.shallow_clone()], -1)
     };
-    let mut ood = (cat / temperature).logsumexp([-1], false) * temperature;
-    if !importance_sample {
+    let ood = (cat / temperature).logsumexp([-1], false) * temperature;
+    if importance_sample {
+        ood
+    } else {
         let k = s.rand.size()[2] * 3 + 1;
-        ood = ood - temperature * (k as f64).ln();
+        ood - temperature * (k as f64).ln()
     }
-    (ood - q_data).mean_dim(-1, false, Kind::Float)
 }
 
+/// CQL's gap per member, `[E]`: `Δ_i = mean_b [ood_i(b) − Q_i(s, a_D)]` ([`ood_value`]).
+pub fn conservative_gap(q_data: &Tensor, s: &SampledQ, act_dim: i64, temperature: f64, importance_sample: bool) -> Tensor {
+    (ood_value(q_data, s, act_dim, temperature, importance_sample) - q_data).mean_dim(-1, false, Kind::Float)
+}
+
+/// Critic rows per member in one chunk of the sampled-action pass (see [`conservative_term`]).
+const CHUNK_ROWS: i64 = 1024;
+
 /// The term added to one critic step, and the values to log.
+///
+/// The loss is `c · mean_i Δ_i` (`c = w`, or `α' · w` with α' held fixed in the Lagrange form,
+/// which also subtracts `τ_gap`). Its out-of-distribution part is a mean over states of a
+/// function of that state's 3N sampled rows, so it is evaluated and differentiated a chunk of
+/// states at a time (about `CHUNK_ROWS` rows per member), its gradient summed over chunks: the
+/// pass's activations (`[E, B·3N, width]`, 15.7 MB per layer for 2 critics at B = 256, N = 10)
+/// then stay in cache, where one pass over all rows runs its matmuls and elementwise passes
+/// from memory. The term returned has the right value, and its gradient is the summed chunk
+/// gradient (through `Σ_p ⟨p, G_p⟩`, a function of the parameters whose gradient is `G_p`) plus
+/// `−c · mean(Q(s, a_D))` through the data pass, differentiated with the TD loss.
 fn conservative_term(sac: &mut Sac, term: &CqlTerm, lagrange: Option<&mut Lagrange>, calibrate: bool, b: &TransitionBatch, q_data: &Tensor) -> (Option<Tensor>, Vec<(&'static str, Tensor)>) {
-    let mut s = sampled_q(sac, b, term.cql_n_actions);
-    let mut logs = vec![("cql_q_rand", s.rand.detach().mean(Kind::Float)), ("cql_q_policy", s.current.detach().mean(Kind::Float))];
-    if calibrate {
-        let g = b.mc_return.as_ref().expect("calql needs batches with mc_return (AgentConfig::needs_mc_returns)");
-        logs.push(("calql_bound_rate", calql::bound_rate(&s.current.detach(), g)));
-        s.current = calql::floor(&s.current, g);
-        s.next = calql::floor(&s.next, g);
+    conservative_term_in_chunks(sac, term, lagrange, calibrate, b, q_data, CHUNK_ROWS)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn conservative_term_in_chunks(sac: &mut Sac, term: &CqlTerm, lagrange: Option<&mut Lagrange>, calibrate: bool, b: &TransitionBatch, q_data: &Tensor, chunk_rows: i64) -> (Option<Tensor>, Vec<(&'static str, Tensor)>) {
+    let (n, is) = (term.cql_n_actions, term.cql_importance_sample);
+    let (e, rows) = (q_data.size()[0], q_data.size()[1]);
+    let g = calibrate.then(|| b.mc_return.as_ref().expect("calql needs batches with mc_return (AgentConfig::needs_mc_returns)"));
+    let actions = sample_actions(sac, b, n);
+    // c / (E·B) per (member, state) of the out-of-distribution sum.
+    let alpha_prime = lagrange.as_ref().map(|l| l.alpha.alpha().clamp(0.0, term.cql_lagrange_max).detach().squeeze());
+    let scale = term.cql_alpha / (e * rows) as f64;
+    let params = sac.critic_params().tensors();
+    let mut grads: Vec<Tensor> = params.iter().map(|p| p.zeros_like()).collect();
+    // Without importance sampling a_D is in the set: its share of the gradient goes through
+    // the data pass.
+    let q_data_grad = (!is).then(|| q_data.zeros_like());
+    let zero = || Tensor::zeros([e], (Kind::Float, q_data.device()));
+    let (mut ood_sum, mut rand_sum, mut policy_sum) = (zero(), zero(), zero());
+    let mut below = Tensor::zeros([], (Kind::Float, q_data.device()));
+    let per_chunk = (chunk_rows / (3 * n)).max(1);
+    let mut first = 0;
+    while first < rows {
+        let len = per_chunk.min(rows - first);
+        let mut s = sampled_q(sac, &b.obs, &actions, first, len);
+        let _ = rand_sum.g_add_(&s.rand.detach().sum_dim_intlist(&[1i64, 2][..], false, Kind::Float));
+        let _ = policy_sum.g_add_(&s.current.detach().sum_dim_intlist(&[1i64, 2][..], false, Kind::Float));
+        if let Some(g) = g {
+            let g = g.narrow(0, first, len);
+            let _ = below.g_add_(&calql::below_floor(&s.current.detach(), &g));
+            s.current = calql::floor(&s.current, &g);
+            s.next = calql::floor(&s.next, &g);
+        }
+        let qd = q_data.detach().narrow(1, first, len);
+        let qd = if is { qd } else { qd.set_requires_grad(true) };
+        let ood = ood_value(&qd, &s, sac.act_dim(), term.cql_temperature, is);
+        let mut loss = ood.sum(Kind::Float) * scale;
+        if let Some(a) = &alpha_prime {
+            loss = loss * a;
+        }
+        let mut inputs: Vec<&Tensor> = params.iter().collect();
+        if !is {
+            inputs.push(&qd);
+        }
+        let chunk = Tensor::run_backward(&[&loss], &inputs, false, false);
+        tch::no_grad(|| {
+            for (acc, g) in grads.iter_mut().zip(&chunk) {
+                let _ = acc.g_add_(g);
+            }
+            if let Some(qg) = &q_data_grad {
+                let _ = qg.narrow(1, first, len).g_add_(&chunk[params.len()]);
+            }
+        });
+        let _ = ood_sum.g_add_(&ood.detach().sum_dim_intlist(&[1i64][..], false, Kind::Float));
+        first += len;
     }
-    let gap = conservative_gap(q_data, &s, sac.act_dim(), term.cql_temperature, term.cql_importance_sample);
-    logs.push(("cql_gap", gap.detach().mean(Kind::Float)));
-    let loss = match lagrange {
+    // Δ_i, held fixed (logs and the Lagrange step).
+    let gap = ood_sum / rows as f64 - q_data.detach().mean_dim(1, false, Kind::Float);
+    let per_member = (rows * n) as f64;
+    let mut logs = vec![("cql_q_rand", rand_sum.mean(Kind::Float) / per_member), ("cql_q_policy", policy_sum.mean(Kind::Float) / per_member)];
+    if calibrate {
+        logs.push(("calql_bound_rate", below / (e as f64 * per_member)));
+    }
+    logs.push(("cql_gap", gap.mean(Kind::Float)));
+    // The data part −c · mean(Q(s, a_D)), differentiated through the data pass.
+    let mut data_part = -q_data.mean(Kind::Float) * term.cql_alpha;
+    let value = match (lagrange, &alpha_prime) {
         // w · mean_i Δ_i.
-        None => gap.mean(Kind::Float) * term.cql_alpha,
-        Some(l) => {
+        (None, _) => gap.mean(Kind::Float) * term.cql_alpha,
+        (Some(l), Some(alpha_prime)) => {
             // α' · w · mean_i (Δ_i − τ_gap), α' held fixed here; then one step on
             // L_α' = −α' · w · mean_i (Δ_i − τ_gap) with Δ held fixed.
+            data_part = data_part * alpha_prime;
             let excess = (&gap - term.cql_target_action_gap).mean(Kind::Float) * term.cql_alpha;
-            let alpha_prime = l.alpha.alpha().clamp(0.0, term.cql_lagrange_max);
-            let loss = &excess * alpha_prime.detach().squeeze();
-            let dual = -(alpha_prime.squeeze() * excess.detach());
+            let dual = -(l.alpha.alpha().clamp(0.0, term.cql_lagrange_max).squeeze() * &excess);
             l.opt.minimize(&l.params, &dual);
-            logs.push(("cql_alpha_prime", alpha_prime.detach().squeeze()));
+            logs.push(("cql_alpha_prime", alpha_prime.shallow_clone()));
             logs.push(("cql_alpha_prime_loss", dual.detach()));
-            loss
+            excess * alpha_prime
         }
+        (Some(_), None) => unreachable!("alpha_prime is set whenever lagrange is"),
     };
+    // Σ_p ⟨p, G_p⟩ (+ ⟨Q(s, a_D), G_D⟩): value 0 after the subtraction, gradient G.
+    let mut linear = params.iter().zip(&grads).map(|(p, g)| (p * g).sum(Kind::Float)).fold(data_part.zeros_like(), |acc, t| acc + t);
+    if let Some(qg) = &q_data_grad {
+        linear = linear + (q_data * qg).sum(Kind::Float);
+    }
+    let loss = &data_part + (&linear - linear.detach()) + (value - data_part.detach());
     (Some(loss), logs)
 }
 
@@ -431,6 +528,56 @@ mod tests {
             if lagrange {
                 let lp = a.named_tensors().into_iter().find(|(n, _)| n == "cql_lagrange/param").unwrap().1;
                 assert!((lp.double_value(&[0]) - 0.0).abs() > 1e-5, "α' did not move");
+            }
+        }
+    }
+
+    /// The chunked term has the value and the critic gradient of the whole-batch formula
+    /// (`conservative_gap` on one pass over every state's sampled actions), for CQL and Cal-QL,
+    /// with and without importance sampling, in the plain and the Lagrange form.
+    #[test]
+    fn chunked_term_matches_the_whole_batch_formula() {
+        let mut rng = AgentRng::new(4);
+        let b = batch(&mut rng, 7);
+        for (calibrate, is, lagrange) in [(false, true, false), (true, true, false), (false, false, false), (true, false, true)] {
+            let mut cfg = CqlConfig::default();
+            cfg.cql.cql_n_actions = 3;
+            cfg.cql.cql_importance_sample = is;
+            cfg.cql.cql_lagrange = lagrange;
+            cfg.sac.critic.hidden = vec![16, 16];
+            let term = cfg.cql.clone();
+            let mut whole = Cql::build("cql", cfg.clone(), calibrate.then_some(true), 3, 2, Device::Cpu, 9).unwrap();
+            // Reference: one pass, the formula as written.
+            let q = whole.sac.critic_q(&b.obs, &b.action);
+            let actions = sample_actions(&mut whole.sac, &b, 3);
+            let mut s = sampled_q(&mut whole.sac, &b.obs, &actions, 0, 7);
+            if calibrate {
+                let g = b.mc_return.as_ref().unwrap();
+                s.current = calql::floor(&s.current, g);
+                s.next = calql::floor(&s.next, g);
+            }
+            let gap = conservative_gap(&q, &s, 2, 1.0, is);
+            let alpha_prime = whole.lagrange.as_ref().map(|l| l.alpha.alpha().detach().squeeze());
+            let want = match &alpha_prime {
+                None => gap.mean(Kind::Float) * 5.0,
+                Some(a) => (gap - term.cql_target_action_gap).mean(Kind::Float) * 5.0 * a,
+            };
+            let params = whole.sac.critic_params().tensors();
+            let want_g = Tensor::run_backward(&[&want], &params.iter().collect::<Vec<_>>(), false, false);
+            for chunk_rows in [9, 27, 1024] {
+                let mut a = Cql::build("cql", cfg.clone(), calibrate.then_some(true), 3, 2, Device::Cpu, 9).unwrap();
+                let q = a.sac.critic_q(&b.obs, &b.action);
+                let (got, _) = conservative_term_in_chunks(&mut a.sac, &term, a.lagrange.as_mut(), calibrate, &b, &q, chunk_rows);
+                let got = got.unwrap();
+                let tol = 1e-5 * (1.0 + want.abs().double_value(&[]));
+                assert!((&got - &want).abs().double_value(&[]) < tol, "value, chunk {chunk_rows}: {got:?} vs {want:?}");
+                let params = a.sac.critic_params().tensors();
+                let got_g = Tensor::run_backward(&[&got], &params.iter().collect::<Vec<_>>(), false, false);
+                for (g, w) in got_g.iter().zip(&want_g) {
+                    let err = (g - w).abs().max().double_value(&[]);
+                    let scale = 1.0 + w.abs().max().double_value(&[]);
+                    assert!(err < 1e-5 * scale, "gradient, chunk {chunk_rows}, calibrate {calibrate}, is {is}, lagrange {lagrange}: {err}");
+                }
             }
         }
     }

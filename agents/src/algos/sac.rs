@@ -373,6 +373,11 @@ impl Sac {
         self.m.critic.forward(&Self::critic_input(obs, action), Some(&mut self.rng)).squeeze_dim(-1)
     }
 
+    /// The critic's parameters (CQL accumulates its sampled-action gradient over them).
+    pub(crate) fn critic_params(&self) -> &ParamSet {
+        &self.m.critic_params
+    }
+
     /// `Q_i(s_{r / k}, a_r)` of every member, `[E, B·k]`, for k actions per state
     /// (`EnsembleMlp::forward_paired`), differentiable in the critic's weights.
     pub(crate) fn critic_q_paired(&mut self, obs: &Tensor, actions: &Tensor) -> Tensor {

@@ -124,7 +124,9 @@ impl EnsembleMlp {
         let (b, o, rows, a) = (obs.size()[0], obs.size()[1], act.size()[0], act.size()[1]);
         let width = first.weight.size()[2];
         let per_state = first.bias.baddbmm(&obs.unsqueeze(0).expand([e, b, o], false), &first.weight.narrow(1, 0, o), 1.0, 1.0);
-        let mut h = per_state.unsqueeze(2).expand([e, b, rows / b, width], false).reshape([e, rows, width]);
+        // A copy (`contiguous`), never a view: it is written in place below, and for one state the
+        // reshape of the broadcast would be a view whose rows share memory.
+        let mut h = per_state.unsqueeze(2).expand([e, b, rows / b, width], false).contiguous().view([e, rows, width]);
         let _ = h.baddbmm_(&act.unsqueeze(0).expand([e, rows, a], false), &first.weight.narrow(1, o, a));
         self.layers_from(h, 0, None, dropout_rng)
     }
