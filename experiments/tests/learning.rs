@@ -1,10 +1,12 @@
 //! Learning tests (issue 5, item 6), with real thresholds, on InvertedPendulum-v5:
 //!
 //! 1. SAC from scratch reaches an evaluation return ≥ 900 (of 1000);
-//! 2. IQL trained offline on the experience of that SAC run (recorded by the runner as a
+//! 2. IQL trained offline on the experience of a SAC run (recorded by the runner as a
 //!    D4RL-format file, like D4RL's "replay" datasets: mostly mediocre, partly good) beats
 //!    behaviour cloning on the same data. BC is IQL with β = 0: every advantage weight
-//!    exp(β·A) is 1, so the actor loss is plain −log π(a|s) — same networks, data and steps;
+//!    exp(β·A) is 1, so the actor loss is plain −log π(a|s) — same networks, data and steps.
+//!    The data is a committed recording of a SAC run (tests/data/README.md), not test 1's run:
+//!    SAC's trajectory moves with any change to floating-point order, and with it the data;
 //! 3. online fine-tuning from a (briefly trained, mediocre) IQL checkpoint raises the return.
 //!
 //! The tests run seed 0, but the IQL thresholds were checked on other seeds too (IQL vs BC on
@@ -34,21 +36,28 @@ fn eval_returns(run: &Path) -> Vec<f64> {
 fn sac_run() -> &'static PathBuf {
     static RUN: OnceLock<PathBuf> = OnceLock::new();
     RUN.get_or_init(|| {
-        // The preset as it is (64×64 nets, 12k steps), plus a recording of its experience.
+        // The preset as it is (64×64 nets, 12k steps), plus a recording of its experience
+        // (how tests/data/inverted-pendulum-sac-replay.hdf5 was made).
         let sets = ["train.record_dataset=true", "eval.every=4000", "eval.episodes=5", "checkpoint.every=0"];
         o2o(&["train", "--preset", "sac-inverted-pendulum", "--seed", "0"], &sets)
     })
 }
 
-/// An offline IQL run of `steps` on the SAC run's recorded dataset. The expectile is 0.9 (the
+/// The committed SAC replay (tests/data/README.md).
+fn sac_replay() -> PathBuf {
+    PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo test sets CARGO_MANIFEST_DIR")).join("tests/data/inverted-pendulum-sac-replay.hdf5")
+}
+
+/// An offline IQL run of `steps` on the committed SAC replay. The expectile is 0.9 (the
 /// IQL paper's AntMaze value) rather than locomotion's 0.7: most of this replay is the failures
 /// of an untrained SAC, so V must track the upper tail of Q for the advantage weights to pick
 /// out the few good actions. Measured on seeds 0–2 with τ = 0.7, IQL's final return against
 /// BC's was a coin flip (165/168/1000 vs 163/298/215); with τ = 0.9 IQL ended at 1000 on all
 /// three while BC is unchanged (its weights are all 1 whatever V learns).
 fn iql_on_sac_data(steps: u64, beta: f64) -> PathBuf {
-    let dataset = sac_run().join("dataset.hdf5");
-    let preset = sac_run().parent().unwrap().join(format!("iql-{steps}-{beta}.toml"));
+    let dataset = sac_replay();
+    let dir = tempfile::Builder::new().prefix("o2o-learning-presets-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap().keep();
+    let preset = dir.join(format!("iql-{steps}-{beta}.toml"));
     std::fs::write(
         &preset,
         format!(
@@ -66,6 +75,9 @@ fn iql_on_sac_data(steps: u64, beta: f64) -> PathBuf {
 fn sac_reaches_900_on_inverted_pendulum() {
     let r = eval_returns(sac_run());
     println!("SAC eval returns: {r:?}");
+    // Its experience was recorded as a D4RL-format file: every env step, one row.
+    let data = o2o_datasets::d4rl::D4rlDataset::read(&sac_run().join("dataset.hdf5")).unwrap();
+    assert_eq!(data.rewards.len(), 12_000);
     assert!(*r.last().unwrap() >= 900.0, "SAC's final evaluation return is {:?}, expected ≥ 900 (all: {r:?})", r.last());
 }
 
