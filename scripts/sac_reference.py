@@ -69,6 +69,8 @@ def main():
     p.add_argument("--eval-episodes", type=int, default=5)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--init", choices=["torch", "orthogonal"], default="torch",
+                   help="PyTorch's default Linear init, or o2o's (orthogonal, gain √2 hidden and 1 on the output layer, zero biases)")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -80,6 +82,12 @@ def main():
     actor = Actor(obs_dim, act_dim)
     q1, q2 = mlp(obs_dim + act_dim, 1), mlp(obs_dim + act_dim, 1)
     q1_t, q2_t = mlp(obs_dim + act_dim, 1), mlp(obs_dim + act_dim, 1)
+    if args.init == "orthogonal":
+        for net in (actor.net, q1, q2):
+            layers = [m for m in net.modules() if isinstance(m, nn.Linear)]
+            for i, layer in enumerate(layers):
+                nn.init.orthogonal_(layer.weight, gain=1.0 if i == len(layers) - 1 else np.sqrt(2.0))
+                nn.init.zeros_(layer.bias)
     q1_t.load_state_dict(q1.state_dict())
     q2_t.load_state_dict(q2.state_dict())
     log_alpha = torch.zeros(1, requires_grad=True)
