@@ -33,7 +33,7 @@ fn configs() -> Vec<AgentConfig> {
         // dropout masks' random stream is exercised too.
         AgentConfig::Sac(SacConfig {
             subset_with_replacement: true,
-            critic: o2o_agents::nn::MlpConfig { hidden: vec![32, 32], layer_norm: true, dropout: 0.1 },
+            critic: o2o_agents::nn::MlpConfig { hidden: vec![32, 32], layer_norm: true, dropout: 0.1, ..Default::default() },
             num_critics: 5,
             temperature_form: o2o_agents::nn::TemperatureForm::Softplus,
             ..SacConfig::default()

@@ -54,10 +54,10 @@ mod tests {
 
     #[test]
     fn overlay_merges_nested_tables_and_rejects_unknown_keys() {
-        let defaults = MlpConfig { hidden: vec![8], layer_norm: true, dropout: 0.0 };
+        let defaults = MlpConfig { hidden: vec![8], layer_norm: true, ..MlpConfig::default() };
         let over: Table = toml::from_str("dropout = 0.1").unwrap();
         let c: MlpConfig = overlay(&defaults, over).unwrap();
-        assert_eq!(c, MlpConfig { hidden: vec![8], layer_norm: true, dropout: 0.1 });
+        assert_eq!(c, MlpConfig { hidden: vec![8], layer_norm: true, dropout: 0.1, ..MlpConfig::default() });
         let mut base: Table = toml::from_str("a = 1\n[t]\nx = 1\ny = 2").unwrap();
         merge(&mut base, toml::from_str("[t]\ny = 3").unwrap());
         assert_eq!(base["t"]["x"].as_integer(), Some(1));

@@ -10,7 +10,7 @@
 //! (the min over members, differentiated through each row's minimizer only) and
 //! [`EnsembleMlp::forward_paired`] (k actions per state without repeating the states).
 
-use super::{init::orthogonal, mlp::dropout, MlpConfig, ParamSet};
+use super::{init::dense, mlp::dropout, MlpConfig, ParamSet};
 use crate::rng::AgentRng;
 use tch::{Device, Kind, Tensor};
 
@@ -43,10 +43,10 @@ impl EnsembleMlp {
             let (fi, fo) = (dims[i], dims[i + 1]);
             let head = i + 1 == n;
             let gain = if head { head_gain } else { 2f64.sqrt() };
-            let w = Tensor::stack(&(0..members).map(|_| orthogonal(rng, fi, fo, gain)).collect::<Vec<_>>(), 0);
+            let (w, b): (Vec<Tensor>, Vec<Tensor>) = (0..members).map(|_| dense(rng, fi, fo, gain, cfg.init)).unzip();
             let name = if head { format!("{prefix}/head") } else { format!("{prefix}/l{i}") };
-            let weight = params.add(format!("{name}/weight"), w, device);
-            let bias = params.add(format!("{name}/bias"), Tensor::zeros([members, 1, fo], (Kind::Float, Device::Cpu)), device);
+            let weight = params.add(format!("{name}/weight"), Tensor::stack(&w, 0), device);
+            let bias = params.add(format!("{name}/bias"), Tensor::stack(&b, 0).unsqueeze(1), device);
             let norm = (!head && cfg.layer_norm).then(|| {
                 let g = params.add(format!("{prefix}/ln{i}/weight"), Tensor::ones([members, 1, fo], (Kind::Float, Device::Cpu)), device);
                 let b = params.add(format!("{prefix}/ln{i}/bias"), Tensor::zeros([members, 1, fo], (Kind::Float, Device::Cpu)), device);
@@ -188,7 +188,7 @@ mod tests {
     #[test]
     fn ensemble_equals_loop_over_members() {
         for layer_norm in [false, true] {
-            let cfg = MlpConfig { hidden: vec![16, 8], layer_norm, dropout: 0.0 };
+            let cfg = MlpConfig { hidden: vec![16, 8], layer_norm, ..MlpConfig::default() };
             let mut p = ParamSet::new();
             let mut rng = AgentRng::new(5);
             let ens = EnsembleMlp::new(&mut p, "critic", 3, 4, 1, &cfg, 1.0, &mut rng, Device::Cpu);

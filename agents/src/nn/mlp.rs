@@ -5,7 +5,7 @@
 //! optional, in the layer order of the WSRL / jaxrl reference MLP. Weights are orthogonal with
 //! gain √2 for hidden layers and `head_gain` for the output layer; biases start at zero.
 
-use super::{init::orthogonal, ParamSet};
+use super::{init::dense, init::WeightInit, ParamSet};
 use crate::rng::AgentRng;
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
@@ -20,11 +20,13 @@ pub struct MlpConfig {
     pub layer_norm: bool,
     /// Dropout probability after every hidden layer (0 = off); active only in updates.
     pub dropout: f64,
+    /// How the weights start: `orthogonal` (the default) or `fan_in_uniform` (PyTorch's).
+    pub init: WeightInit,
 }
 
 impl Default for MlpConfig {
     fn default() -> Self {
-        Self { hidden: vec![256, 256], layer_norm: false, dropout: 0.0 }
+        Self { hidden: vec![256, 256], layer_norm: false, dropout: 0.0, init: WeightInit::Orthogonal }
     }
 }
 
@@ -39,9 +41,11 @@ pub struct Dense {
 
 impl Dense {
     /// A new layer registered in `params` as `{name}/weight`, `{name}/bias`.
-    pub fn new(params: &mut ParamSet, name: &str, fan_in: i64, fan_out: i64, gain: f64, rng: &mut AgentRng, device: Device) -> Self {
-        let weight = params.add(format!("{name}/weight"), orthogonal(rng, fan_in, fan_out, gain), device);
-        let bias = params.add(format!("{name}/bias"), Tensor::zeros([fan_out], (Kind::Float, Device::Cpu)), device);
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(params: &mut ParamSet, name: &str, fan_in: i64, fan_out: i64, gain: f64, init: WeightInit, rng: &mut AgentRng, device: Device) -> Self {
+        let (w, b) = dense(rng, fan_in, fan_out, gain, init);
+        let weight = params.add(format!("{name}/weight"), w, device);
+        let bias = params.add(format!("{name}/bias"), b, device);
         Self { weight, bias }
     }
 
@@ -68,7 +72,7 @@ impl Mlp {
         let mut norms = Vec::new();
         let mut d = in_dim;
         for (i, &h) in cfg.hidden.iter().enumerate() {
-            layers.push(Dense::new(params, &format!("{prefix}/l{i}"), d, h, 2f64.sqrt(), rng, device));
+            layers.push(Dense::new(params, &format!("{prefix}/l{i}"), d, h, 2f64.sqrt(), cfg.init, rng, device));
             if cfg.layer_norm {
                 let g = params.add(format!("{prefix}/ln{i}/weight"), Tensor::ones([h], (Kind::Float, Device::Cpu)), device);
                 let b = params.add(format!("{prefix}/ln{i}/bias"), Tensor::zeros([h], (Kind::Float, Device::Cpu)), device);
@@ -76,7 +80,7 @@ impl Mlp {
             }
             d = h;
         }
-        let head = Dense::new(params, &format!("{prefix}/head"), d, out_dim, head_gain, rng, device);
+        let head = Dense::new(params, &format!("{prefix}/head"), d, out_dim, head_gain, cfg.init, rng, device);
         Self { layers, norms, head, dropout: cfg.dropout }
     }
 
@@ -114,7 +118,7 @@ mod tests {
     fn shapes_names_and_layer_norm() {
         let mut p = ParamSet::new();
         let mut rng = AgentRng::new(0);
-        let cfg = MlpConfig { hidden: vec![32, 16], layer_norm: true, dropout: 0.0 };
+        let cfg = MlpConfig { hidden: vec![32, 16], layer_norm: true, ..MlpConfig::default() };
         let m = Mlp::new(&mut p, "q", 5, 3, &cfg, 1.0, &mut rng, Device::Cpu);
         let names: Vec<&str> = p.named().iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["q/l0/weight", "q/l0/bias", "q/ln0/weight", "q/ln0/bias", "q/l1/weight", "q/l1/bias", "q/ln1/weight", "q/ln1/bias", "q/head/weight", "q/head/bias"]);

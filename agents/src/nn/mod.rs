@@ -19,6 +19,7 @@ pub mod temperature;
 pub use adam::Adam;
 pub use ensemble::EnsembleMlp;
 pub use gaussian::{GaussianActor, GaussianConfig};
+pub use init::WeightInit;
 pub use mlp::{Dense, Mlp, MlpConfig};
 pub use params::ParamSet;
 pub use polyak::polyak_update;
