@@ -19,8 +19,9 @@ pub enum WeightInit {
     #[default]
     Orthogonal,
     /// PyTorch's `nn.Linear` default: weight and bias uniform on `±1/√fan_in`, gains ignored
-    /// (CleanRL, CORL). On Hopper, SAC with it learns much faster in the first 50k steps
-    /// (BENCHMARKS.md, "SAC's learning curve against a reference SAC").
+    /// (CleanRL, CORL). On Hopper, SAC learned faster with it than with `Orthogonal` in the
+    /// first 50k steps of the seeds tried (BENCHMARKS.md, "SAC's learning curve against a
+    /// reference SAC").
     FanInUniform,
 }
 
