@@ -349,24 +349,30 @@ fn conservative_term_in_chunks(sac: &mut Sac, term: &CqlTerm, lagrange: Option<&
     let (e, rows) = (q_data.size()[0], q_data.size()[1]);
     let g = calibrate.then(|| b.mc_return.as_ref().expect("calql needs batches with mc_return (AgentConfig::needs_mc_returns)"));
     let actions = sample_actions(sac, b, n);
+    // The Lagrange multiplier α' (differentiable, for the dual step) with its optimizer state.
+    let lagrange = lagrange.map(|l| {
+        let alpha_prime = l.alpha.alpha().clamp(0.0, term.cql_lagrange_max).squeeze();
+        (l, alpha_prime)
+    });
+    // α' held fixed in the critic's loss.
+    let alpha_prime = lagrange.as_ref().map(|(_, a)| a.detach());
     // c / (E·B) per (member, state) of the out-of-distribution sum.
-    let alpha_prime = lagrange.as_ref().map(|l| l.alpha.alpha().clamp(0.0, term.cql_lagrange_max).detach().squeeze());
     let scale = term.cql_alpha / (e * rows) as f64;
     let params = sac.critic_params().tensors();
     let mut grads: Vec<Tensor> = params.iter().map(|p| p.zeros_like()).collect();
     // Without importance sampling a_D is in the set: its share of the gradient goes through
     // the data pass.
     let q_data_grad = (!is).then(|| q_data.zeros_like());
-    let zero = || Tensor::zeros([e], (Kind::Float, q_data.device()));
-    let (mut ood_sum, mut rand_sum, mut policy_sum) = (zero(), zero(), zero());
-    let mut below = Tensor::zeros([], (Kind::Float, q_data.device()));
+    let mut ood_sum = Tensor::zeros([e], (Kind::Float, q_data.device()));
+    let scalar = || Tensor::zeros([], (Kind::Float, q_data.device()));
+    let (mut rand_sum, mut policy_sum, mut below) = (scalar(), scalar(), scalar());
     let per_chunk = (chunk_rows / (3 * n)).max(1);
     let mut first = 0;
     while first < rows {
         let len = per_chunk.min(rows - first);
         let mut s = sampled_q(sac, &b.obs, &actions, first, len);
-        let _ = rand_sum.g_add_(&s.rand.detach().sum_dim_intlist(&[1i64, 2][..], false, Kind::Float));
-        let _ = policy_sum.g_add_(&s.current.detach().sum_dim_intlist(&[1i64, 2][..], false, Kind::Float));
+        let _ = rand_sum.g_add_(&s.rand.detach().sum(Kind::Float));
+        let _ = policy_sum.g_add_(&s.current.detach().sum(Kind::Float));
         if let Some(g) = g {
             let g = g.narrow(0, first, len);
             let _ = below.g_add_(&calql::below_floor(&s.current.detach(), &g));
@@ -398,29 +404,30 @@ fn conservative_term_in_chunks(sac: &mut Sac, term: &CqlTerm, lagrange: Option<&
     }
     // Δ_i, held fixed (logs and the Lagrange step).
     let gap = ood_sum / rows as f64 - q_data.detach().mean_dim(1, false, Kind::Float);
-    let per_member = (rows * n) as f64;
-    let mut logs = vec![("cql_q_rand", rand_sum.mean(Kind::Float) / per_member), ("cql_q_policy", policy_sum.mean(Kind::Float) / per_member)];
+    // Sums over members, states and N draws.
+    let count = (e * rows * n) as f64;
+    let mut logs = vec![("cql_q_rand", rand_sum / count), ("cql_q_policy", policy_sum / count)];
     if calibrate {
-        logs.push(("calql_bound_rate", below / (e as f64 * per_member)));
+        logs.push(("calql_bound_rate", below / count));
     }
     logs.push(("cql_gap", gap.mean(Kind::Float)));
     // The data part −c · mean(Q(s, a_D)), differentiated through the data pass.
     let mut data_part = -q_data.mean(Kind::Float) * term.cql_alpha;
-    let value = match (lagrange, &alpha_prime) {
+    let value = match lagrange {
         // w · mean_i Δ_i.
-        (None, _) => gap.mean(Kind::Float) * term.cql_alpha,
-        (Some(l), Some(alpha_prime)) => {
+        None => gap.mean(Kind::Float) * term.cql_alpha,
+        Some((l, live)) => {
             // α' · w · mean_i (Δ_i − τ_gap), α' held fixed here; then one step on
             // L_α' = −α' · w · mean_i (Δ_i − τ_gap) with Δ held fixed.
-            data_part = data_part * alpha_prime;
+            let alpha_prime = live.detach();
+            data_part = data_part * &alpha_prime;
             let excess = (&gap - term.cql_target_action_gap).mean(Kind::Float) * term.cql_alpha;
-            let dual = -(l.alpha.alpha().clamp(0.0, term.cql_lagrange_max).squeeze() * &excess);
+            let dual = -(live * &excess);
             l.opt.minimize(&l.params, &dual);
             logs.push(("cql_alpha_prime", alpha_prime.shallow_clone()));
             logs.push(("cql_alpha_prime_loss", dual.detach()));
             excess * alpha_prime
         }
-        (Some(_), None) => unreachable!("alpha_prime is set whenever lagrange is"),
     };
     // Σ_p ⟨p, G_p⟩ (+ ⟨Q(s, a_D), G_D⟩): value 0 after the subtraction, gradient G.
     let mut linear = params.iter().zip(&grads).map(|(p, g)| (p * g).sum(Kind::Float)).fold(data_part.zeros_like(), |acc, t| acc + t);
