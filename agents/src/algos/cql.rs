@@ -31,7 +31,7 @@
 
 use super::calql;
 use super::flat::{join, overlay, split, table_of};
-use super::sac::{Sac, SacConfig};
+use super::sac::{CriticTerm, Sac, SacConfig};
 use crate::agent::Phase;
 use crate::nn::{Adam, ParamSet, Temperature, TemperatureForm};
 use crate::{Agent, AgentError, Metrics};
@@ -289,13 +289,21 @@ pub fn sample_actions(sac: &mut Sac, b: &TransitionBatch, n: i64) -> SampledActi
 pub fn sampled_q(sac: &mut Sac, obs: &Tensor, a: &SampledActions, first: i64, len: i64) -> SampledQ {
     let n = a.logp_current.size()[1];
     let q = sac.critic_q_paired(&obs.narrow(0, first, len), &a.actions.narrow(0, first * 3 * n, len * 3 * n));
-    let q = q.view([q.size()[0], len, 3, n]);
-    SampledQ {
-        rand: q.select(2, 0),
-        current: q.select(2, 1),
-        next: q.select(2, 2),
-        logp_current: a.logp_current.narrow(0, first, len),
-        logp_next: a.logp_next.narrow(0, first, len),
+    SampledQ::split(&q, a, first, len)
+}
+
+impl SampledQ {
+    /// The groups of `q` `[E, len·3N]`, the Q-values of states `first .. first + len`.
+    fn split(q: &Tensor, a: &SampledActions, first: i64, len: i64) -> Self {
+        let n = a.logp_current.size()[1];
+        let q = q.view([q.size()[0], len, 3, n]);
+        SampledQ {
+            rand: q.select(2, 0),
+            current: q.select(2, 1),
+            next: q.select(2, 2),
+            logp_current: a.logp_current.narrow(0, first, len),
+            logp_next: a.logp_next.narrow(0, first, len),
+        }
     }
 }
 
@@ -336,15 +344,18 @@ const CHUNK_ROWS: i64 = 1024;
 /// states at a time (about `CHUNK_ROWS` rows per member), its gradient summed over chunks: the
 /// pass's activations (`[E, B·3N, width]`, 15.7 MB per layer for 2 critics at B = 256, N = 10)
 /// then stay in cache, where one pass over all rows runs its matmuls and elementwise passes
-/// from memory. The term returned has the right value, and its gradient is the summed chunk
-/// gradient (through `Σ_p ⟨p, G_p⟩`, a function of the parameters whose gradient is `G_p`) plus
-/// `−c · mean(Q(s, a_D))` through the data pass, differentiated with the TD loss.
-fn conservative_term(sac: &mut Sac, term: &CqlTerm, lagrange: Option<&mut Lagrange>, calibrate: bool, b: &TransitionBatch, q_data: &Tensor) -> (Option<Tensor>, Vec<(&'static str, Tensor)>) {
+/// from memory. On the CPU each chunk runs the critic's taped pass (the chunk's loss is
+/// differentiated in its Q-values, then carried through the networks by
+/// `EnsembleMlp::backward_params`); elsewhere autograd differentiates it. The summed gradient is
+/// returned as [`CriticTerm::grads`]; the data part `−c · mean(Q(s, a_D))` (plus, without
+/// importance sampling, the data action's share of the log-sum-exp) as [`CriticTerm::on_q`],
+/// differentiated with the TD loss.
+fn conservative_term(sac: &mut Sac, term: &CqlTerm, lagrange: Option<&mut Lagrange>, calibrate: bool, b: &TransitionBatch, q_data: &Tensor) -> CriticTerm {
     conservative_term_in_chunks(sac, term, lagrange, calibrate, b, q_data, CHUNK_ROWS)
 }
 
 #[allow(clippy::too_many_arguments)]
-fn conservative_term_in_chunks(sac: &mut Sac, term: &CqlTerm, lagrange: Option<&mut Lagrange>, calibrate: bool, b: &TransitionBatch, q_data: &Tensor, chunk_rows: i64) -> (Option<Tensor>, Vec<(&'static str, Tensor)>) {
+fn conservative_term_in_chunks(sac: &mut Sac, term: &CqlTerm, lagrange: Option<&mut Lagrange>, calibrate: bool, b: &TransitionBatch, q_data: &Tensor, chunk_rows: i64) -> CriticTerm {
     let (n, is) = (term.cql_n_actions, term.cql_importance_sample);
     let (e, rows) = (q_data.size()[0], q_data.size()[1]);
     let g = calibrate.then(|| b.mc_return.as_ref().expect("calql needs batches with mc_return (AgentConfig::needs_mc_returns)"));
@@ -359,10 +370,11 @@ fn conservative_term_in_chunks(sac: &mut Sac, term: &CqlTerm, lagrange: Option<&
     // c / (E·B) per (member, state) of the out-of-distribution sum.
     let scale = term.cql_alpha / (e * rows) as f64;
     let params = sac.critic_params().tensors();
-    let mut grads: Vec<Tensor> = params.iter().map(|p| p.zeros_like()).collect();
+    let mut grads: Vec<Tensor> = params.iter().map(|p| p.detach().zeros_like()).collect();
+    let taped = sac.critic().tape_applies(&b.obs);
     // Without importance sampling a_D is in the set: its share of the gradient goes through
     // the data pass.
-    let q_data_grad = (!is).then(|| q_data.zeros_like());
+    let q_data_grad = (!is).then(|| q_data.detach().zeros_like());
     let mut ood_sum = Tensor::zeros([e], (Kind::Float, q_data.device()));
     let scalar = || Tensor::zeros([], (Kind::Float, q_data.device()));
     let (mut rand_sum, mut policy_sum, mut below) = (scalar(), scalar(), scalar());
@@ -370,7 +382,13 @@ fn conservative_term_in_chunks(sac: &mut Sac, term: &CqlTerm, lagrange: Option<&
     let mut first = 0;
     while first < rows {
         let len = per_chunk.min(rows - first);
-        let mut s = sampled_q(sac, &b.obs, &actions, first, len);
+        let (q, tape) = if taped {
+            let (q, tape) = sac.critic().forward_paired_taped(&b.obs.narrow(0, first, len), &actions.actions.narrow(0, first * 3 * n, len * 3 * n));
+            (q.set_requires_grad(true), Some(tape))
+        } else {
+            (sac.critic_q_paired(&b.obs.narrow(0, first, len), &actions.actions.narrow(0, first * 3 * n, len * 3 * n)), None)
+        };
+        let mut s = SampledQ::split(&q, &actions, first, len);
         let _ = rand_sum.g_add_(&s.rand.detach().sum(Kind::Float));
         let _ = policy_sum.g_add_(&s.current.detach().sum(Kind::Float));
         if let Some(g) = g {
@@ -386,17 +404,22 @@ fn conservative_term_in_chunks(sac: &mut Sac, term: &CqlTerm, lagrange: Option<&
         if let Some(a) = &alpha_prime {
             loss = loss * a;
         }
-        let mut inputs: Vec<&Tensor> = params.iter().collect();
+        let mut inputs: Vec<&Tensor> = if taped { vec![&q] } else { params.iter().collect() };
         if !is {
             inputs.push(&qd);
         }
-        let chunk = Tensor::run_backward(&[&loss], &inputs, false, false);
+        let mut chunk = Tensor::run_backward(&[&loss], &inputs, false, false);
+        let qd_grad = if is { None } else { chunk.pop() };
+        let chunk = match tape {
+            Some(tape) => sac.critic().backward_params(tape, &chunk[0]),
+            None => chunk,
+        };
         tch::no_grad(|| {
             for (acc, g) in grads.iter_mut().zip(&chunk) {
                 let _ = acc.g_add_(g);
             }
-            if let Some(qg) = &q_data_grad {
-                let _ = qg.narrow(1, first, len).g_add_(&chunk[params.len()]);
+            if let (Some(acc), Some(g)) = (&q_data_grad, &qd_grad) {
+                let _ = acc.narrow(1, first, len).g_add_(g);
             }
         });
         let _ = ood_sum.g_add_(&ood.detach().sum_dim_intlist(&[1i64][..], false, Kind::Float));
@@ -412,30 +435,24 @@ fn conservative_term_in_chunks(sac: &mut Sac, term: &CqlTerm, lagrange: Option<&
     }
     logs.push(("cql_gap", gap.mean(Kind::Float)));
     // The data part −c · mean(Q(s, a_D)), differentiated through the data pass.
-    let mut data_part = -q_data.mean(Kind::Float) * term.cql_alpha;
-    let value = match lagrange {
-        // w · mean_i Δ_i.
-        None => gap.mean(Kind::Float) * term.cql_alpha,
-        Some((l, live)) => {
-            // α' · w · mean_i (Δ_i − τ_gap), α' held fixed here; then one step on
-            // L_α' = −α' · w · mean_i (Δ_i − τ_gap) with Δ held fixed.
-            let alpha_prime = live.detach();
-            data_part = data_part * &alpha_prime;
-            let excess = (&gap - term.cql_target_action_gap).mean(Kind::Float) * term.cql_alpha;
-            let dual = -(live * &excess);
-            l.opt.minimize(&l.params, &dual);
-            logs.push(("cql_alpha_prime", alpha_prime.shallow_clone()));
-            logs.push(("cql_alpha_prime_loss", dual.detach()));
-            excess * alpha_prime
-        }
-    };
-    // Σ_p ⟨p, G_p⟩ (+ ⟨Q(s, a_D), G_D⟩): value 0 after the subtraction, gradient G.
-    let mut linear = params.iter().zip(&grads).map(|(p, g)| (p * g).sum(Kind::Float)).fold(data_part.zeros_like(), |acc, t| acc + t);
-    if let Some(qg) = &q_data_grad {
-        linear = linear + (q_data * qg).sum(Kind::Float);
+    let mut on_q = -q_data.mean(Kind::Float) * term.cql_alpha;
+    if let Some((l, live)) = lagrange {
+        // α' · w · mean_i (Δ_i − τ_gap) in the critic's loss, α' held fixed (the summed chunk
+        // gradient already carries it); then one step on L_α' = −α' · w · mean_i (Δ_i − τ_gap)
+        // with Δ held fixed.
+        let alpha_prime = live.detach();
+        on_q = on_q * &alpha_prime;
+        let excess = (&gap - term.cql_target_action_gap).mean(Kind::Float) * term.cql_alpha;
+        let dual = -(live * &excess);
+        l.opt.minimize(&l.params, &dual);
+        logs.push(("cql_alpha_prime", alpha_prime));
+        logs.push(("cql_alpha_prime_loss", dual.detach()));
     }
-    let loss = &data_part + (&linear - linear.detach()) + (value - data_part.detach());
-    (Some(loss), logs)
+    // ⟨Q(s, a_D), G_D⟩: gradient G_D, the data action's share of the log-sum-exp.
+    if let Some(qg) = &q_data_grad {
+        on_q = on_q + (q_data * qg).sum(Kind::Float);
+    }
+    CriticTerm { on_q: Some(on_q), grads: Some(grads), logs }
 }
 
 impl Agent for Cql {
@@ -571,17 +588,18 @@ mod tests {
             };
             let params = whole.sac.critic_params().tensors();
             let want_g = Tensor::run_backward(&[&want], &params.iter().collect::<Vec<_>>(), false, false);
+            let want_gap = tch::no_grad(|| conservative_gap(&whole.sac.q_values(&b.obs, &b.action), &s, 2, 1.0, is).mean(Kind::Float).double_value(&[]));
             for chunk_rows in [9, 27, 1024] {
                 let mut a = Cql::build("cql", cfg.clone(), calibrate.then_some(true), 3, 2, Device::Cpu, 9).unwrap();
                 let q = a.sac.critic_q(&b.obs, &b.action);
-                let (got, _) = conservative_term_in_chunks(&mut a.sac, &term, a.lagrange.as_mut(), calibrate, &b, &q, chunk_rows);
-                let got = got.unwrap();
-                let tol = 1e-5 * (1.0 + want.abs().double_value(&[]));
-                assert!((&got - &want).abs().double_value(&[]) < tol, "value, chunk {chunk_rows}: {got:?} vs {want:?}");
+                let t = conservative_term_in_chunks(&mut a.sac, &term, a.lagrange.as_mut(), calibrate, &b, &q, chunk_rows);
+                let gap = t.logs.iter().find(|(k, _)| *k == "cql_gap").unwrap().1.double_value(&[]);
+                assert!((gap - want_gap).abs() < 1e-5 * (1.0 + want_gap.abs()), "gap, chunk {chunk_rows}: {gap} vs {want_gap}");
+                // The whole gradient: the data part through the data pass, plus the chunks' own.
                 let params = a.sac.critic_params().tensors();
-                let got_g = Tensor::run_backward(&[&got], &params.iter().collect::<Vec<_>>(), false, false);
-                for (g, w) in got_g.iter().zip(&want_g) {
-                    let err = (g - w).abs().max().double_value(&[]);
+                let through_q = Tensor::run_backward(&[t.on_q.as_ref().unwrap()], &params.iter().collect::<Vec<_>>(), false, false);
+                for ((g, own), w) in through_q.iter().zip(t.grads.as_ref().unwrap()).zip(&want_g) {
+                    let err = (g + own - w).abs().max().double_value(&[]);
                     let scale = 1.0 + w.abs().max().double_value(&[]);
                     assert!(err < 1e-5 * scale, "gradient, chunk {chunk_rows}, calibrate {calibrate}, is {is}, lagrange {lagrange}: {err}");
                 }

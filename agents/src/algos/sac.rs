@@ -193,6 +193,19 @@ pub(crate) struct CriticOut {
     pub extra: Vec<(&'static str, Tensor)>,
 }
 
+/// A variant's addition to one critic step (CQL's regularizer); SAC adds nothing.
+#[derive(Default)]
+pub(crate) struct CriticTerm {
+    /// The part of the term that reaches the critic only through the TD pass's `Q(s, a)` it was
+    /// handed (differentiated with the TD loss).
+    pub on_q: Option<Tensor>,
+    /// The gradient, over the critic's parameters in their order, of a part the variant
+    /// differentiated itself (CQL's sampled actions).
+    pub grads: Option<Vec<Tensor>>,
+    /// Values to log.
+    pub logs: Vec<(&'static str, Tensor)>,
+}
+
 /// A SAC agent.
 pub struct Sac {
     name: &'static str,
@@ -378,6 +391,11 @@ impl Sac {
         &self.m.critic_params
     }
 
+    /// The critic ensemble (CQL runs its taped passes).
+    pub(crate) fn critic(&self) -> &EnsembleMlp {
+        &self.m.critic
+    }
+
     /// `Q_i(s_{r / k}, a_r)` of every member, `[E, B·k]`, for k actions per state
     /// (`EnsembleMlp::forward_paired`), differentiable in the critic's weights.
     pub(crate) fn critic_q_paired(&mut self, obs: &Tensor, actions: &Tensor) -> Tensor {
@@ -396,13 +414,13 @@ impl Sac {
             let eps = self.rng.normal(&[n * k, self.act_dim], self.device);
             let (next_a, next_logp) = self.m.actor.sample(&next_obs, &eps);
             let x = Self::critic_input(&next_obs, &next_a);
-            let q = if cfg.target_subset < cfg.num_critics || cfg.subset_with_replacement {
-                let idx = self.rng.indices(cfg.num_critics as usize, cfg.target_subset as usize, cfg.subset_with_replacement, self.device);
-                self.m.target.forward_subset(&x, &idx)
-            } else {
-                self.m.target.forward(&x, None)
+            let idx = (cfg.target_subset < cfg.num_critics || cfg.subset_with_replacement).then(|| self.rng.indices(cfg.num_critics as usize, cfg.target_subset as usize, cfg.subset_with_replacement, self.device));
+            let q = match &idx {
+                _ if self.m.target.tape_applies(&x) => self.m.target.forward_fused(&x, idx.as_ref()),
+                Some(idx) => self.m.target.forward_subset(&x, idx).squeeze_dim(-1),
+                None => self.m.target.forward(&x, None).squeeze_dim(-1),
             };
-            let (mut q_next, mut next_logp) = (q.squeeze_dim(-1).amin(0, false), next_logp);
+            let (mut q_next, mut next_logp) = (q.amin(0, false), next_logp);
             if k > 1 {
                 // max_k min_{i∈I} Q̄_i(s', a'_k), and the log π of the chosen a'_k.
                 let (best, arg) = q_next.view([n, k]).max_dim(1, true);
@@ -417,25 +435,56 @@ impl Sac {
     }
 
     /// One critic step on `b`: `L = mean_{i,b} (Q_i(s, a) − y)² + extra`, where
-    /// `extra(self, b, Q)` is a variant's added term (CQL's regularizer; zero for SAC), then
-    /// Polyak.
+    /// `extra(self, b, Q)` is a variant's added term (CQL's regularizer; nothing for SAC), then
+    /// Polyak. On the CPU the critic runs its taped pass ([`EnsembleMlp::forward_taped`]): the
+    /// loss is differentiated in the Q-values alone, and their gradient is carried through the
+    /// networks by [`EnsembleMlp::backward_params`]; elsewhere autograd does the whole of it.
     fn critic_step<F>(&mut self, b: &TransitionBatch, alpha: &Tensor, extra: &mut F) -> CriticOut
     where
-        F: FnMut(&mut Sac, &TransitionBatch, &Tensor) -> (Option<Tensor>, Vec<(&'static str, Tensor)>),
+        F: FnMut(&mut Sac, &TransitionBatch, &Tensor) -> CriticTerm,
     {
         let y = self.td_target(b, alpha);
+        let x = Self::critic_input(&b.obs, &b.action);
+        let taped = self.m.critic.tape_applies(&x);
+        let (q, tape) = if taped {
+            let (q, tape) = self.m.critic.forward_taped(&x);
+            (q.set_requires_grad(true), Some(tape))
+        } else {
+            (self.critic_q(&b.obs, &b.action), None)
+        };
         // L_Q = mean over members and batch of (Q_i(s, a) − y)².
-        let q = self.critic_q(&b.obs, &b.action);
         let td_loss = (&q - y.unsqueeze(0)).square().mean(Kind::Float);
-        let (term, values) = extra(self, b, &q);
-        let loss = match &term {
+        let term = extra(self, b, &q);
+        let loss = match &term.on_q {
             Some(t) => &td_loss + t,
             None => td_loss.shallow_clone(),
         };
-        self.m.critic_opt.minimize(&self.m.critic_params, &loss);
+        match tape {
+            Some(tape) => {
+                let dq = Tensor::run_backward(&[&loss], &[&q], false, false).pop().expect("one gradient");
+                let mut grads = self.m.critic.backward_params(tape, &dq);
+                if let Some(extra) = &term.grads {
+                    tch::no_grad(|| grads.iter_mut().zip(extra).for_each(|(g, e)| {
+                        let _ = g.g_add_(e);
+                    }));
+                }
+                self.m.critic_opt.apply(&self.m.critic_params, &grads);
+            }
+            None => {
+                // The variant's own gradient G enters through Σ_p ⟨p, G_p⟩ (value dropped).
+                let loss = match &term.grads {
+                    Some(g) => {
+                        let linear = self.m.critic_params.named().iter().zip(g).map(|((_, p), g)| (p * g).sum(Kind::Float)).fold(loss.zeros_like(), |acc, t| acc + t);
+                        loss + (&linear - linear.detach())
+                    }
+                    None => loss,
+                };
+                self.m.critic_opt.minimize(&self.m.critic_params, &loss);
+            }
+        }
         // θ̄ ← (1 − τ) θ̄ + τ θ after every critic step.
         polyak_update(&self.m.target_params, &self.m.critic_params, self.cfg.tau);
-        CriticOut { loss: td_loss.detach(), q_mean: q.detach().mean(Kind::Float), target_mean: y.mean(Kind::Float), extra: values }
+        CriticOut { loss: td_loss.detach(), q_mean: q.detach().mean(Kind::Float), target_mean: y.mean(Kind::Float), extra: term.logs }
     }
 
     /// One actor step and one temperature step on `obs`; returns `(L_π, L_α, log π)`.
@@ -445,13 +494,32 @@ impl Sac {
         let eps = self.rng.normal(&[n, self.act_dim], self.device);
         let (a, logp) = self.m.actor.sample(obs, &eps);
         let x = Self::critic_input(obs, &a);
-        let q = match self.cfg.actor_q {
-            // Backward through each row's minimizing member only (EnsembleMlp::forward_min).
-            QReduce::Min => self.m.critic.forward_min(&x),
-            QReduce::Mean => self.m.critic.forward(&x, None).squeeze_dim(-1).mean_dim(0, false, Kind::Float),
+        let actor_loss = if self.m.critic.tape_applies(&x) {
+            // The critic's taped pass: agg_i Q_i(s, ã) and ∂ mean_b agg/∂ã without a graph
+            // through the critic; ã's graph then takes ⟨ã, ∂Q/∂ã⟩ back into the actor.
+            let (q, tape) = self.m.critic.forward_taped(&x);
+            let (agg, grad_x) = match self.cfg.actor_q {
+                // min: the gradient goes to each row's minimizing member (one member's cost).
+                QReduce::Min => {
+                    let (min, arg) = q.min_dim(0, false);
+                    (min, self.m.critic.backward_input_one_member(tape, &arg, 1.0 / n as f64))
+                }
+                QReduce::Mean => (q.mean_dim(0, false, Kind::Float), self.m.critic.backward_input(tape, &(q.ones_like() / (q.size()[0] * n) as f64))),
+            };
+            let grad_a = grad_x.narrow(1, obs.size()[1], self.act_dim);
+            let surrogate = (alpha * &logp).mean(Kind::Float) - (&a * grad_a).sum(Kind::Float);
+            self.m.actor_opt.minimize(&self.m.actor_params, &surrogate);
+            (alpha * logp.detach() - agg).mean(Kind::Float)
+        } else {
+            let q = match self.cfg.actor_q {
+                // Backward through each row's minimizing member only (EnsembleMlp::forward_min).
+                QReduce::Min => self.m.critic.forward_min(&x),
+                QReduce::Mean => self.m.critic.forward(&x, None).squeeze_dim(-1).mean_dim(0, false, Kind::Float),
+            };
+            let actor_loss = (alpha * &logp - q).mean(Kind::Float);
+            self.m.actor_opt.minimize(&self.m.actor_params, &actor_loss);
+            actor_loss
         };
-        let actor_loss = (alpha * &logp - q).mean(Kind::Float);
-        self.m.actor_opt.minimize(&self.m.actor_params, &actor_loss);
         // L_α = −α (E[log π] + H̄).
         let alpha_loss = self.m.temperature.loss(&logp, self.target_entropy);
         if self.cfg.learn_temperature {
@@ -481,7 +549,7 @@ impl Agent for Sac {
     }
 
     fn update(&mut self, batch: &TransitionBatch) -> Metrics {
-        self.update_with(batch, |_, _, _| (None, Vec::new()))
+        self.update_with(batch, |_, _, _| CriticTerm::default())
     }
 
     fn save(&self, path: &Path) -> Result<(), AgentError> {
@@ -515,7 +583,7 @@ impl Sac {
     /// last critic step's are returned after SAC's own metrics.
     pub(crate) fn update_with<F>(&mut self, batch: &TransitionBatch, mut extra: F) -> Metrics
     where
-        F: FnMut(&mut Sac, &TransitionBatch, &Tensor) -> (Option<Tensor>, Vec<(&'static str, Tensor)>),
+        F: FnMut(&mut Sac, &TransitionBatch, &Tensor) -> CriticTerm,
     {
         let moved;
         let b = if batch.obs.device() == self.device {

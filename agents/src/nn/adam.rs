@@ -128,14 +128,21 @@ fn fused_cpu_step(p: &Tensor, g: &Tensor, m: &Tensor, v: &Tensor, [w1, w2, c1, c
             std::slice::from_raw_parts_mut(v.data_ptr() as *mut f32, n),
         )
     };
-    for i in 0..n {
-        let gi = g[i];
-        m[i] += w1 * (gi - m[i]);
-        v[i] += w2 * (gi * gi - v[i]);
-        if !moments_only {
-            p[i] += m[i] / (v[i].sqrt() * c1 + c2);
+    let step = move |(p, g, m, v): (&mut [f32], &[f32], &mut [f32], &mut [f32])| {
+        for (((pi, gi), mi), vi) in p.iter_mut().zip(g).zip(m.iter_mut()).zip(v.iter_mut()) {
+            *mi += w1 * (gi - *mi);
+            *vi += w2 * (gi * gi - *vi);
+            if !moments_only {
+                *pi += *mi / (vi.sqrt() * c1 + c2);
+            }
         }
-    }
+    };
+    // Large tensors (a 10-member layer is 655k weights) in contiguous ranges over libtorch's
+    // thread team; each element's update is independent, so the result does not depend on it.
+    let threads = if n >= 1 << 16 { tch::get_num_threads().max(1) as usize } else { 1 };
+    let len = n.div_ceil(threads);
+    let pieces: Vec<_> = p.chunks_mut(len).zip(g.chunks(len)).zip(m.chunks_mut(len)).zip(v.chunks_mut(len)).map(|(((p, g), m), v)| (p, g, m, v)).collect();
+    super::team::run(pieces, step);
     true
 }
 

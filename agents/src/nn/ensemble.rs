@@ -10,6 +10,11 @@
 //! (the min over members, differentiated through each row's minimizer only) and
 //! [`EnsembleMlp::forward_paired`] (k actions per state without repeating the states).
 
+mod kernels;
+mod tape;
+
+pub use tape::EnsembleTape;
+
 use super::{init::dense, mlp::dropout, MlpConfig, ParamSet};
 use crate::rng::AgentRng;
 use tch::{Device, Kind, Tensor};
@@ -85,7 +90,10 @@ impl EnsembleMlp {
         if self.members <= 2 {
             return self.forward(x, None).squeeze_dim(-1).amin(0, false);
         }
-        let arg = tch::no_grad(|| self.forward(x, None).squeeze_dim(-1).argmin(0, false));
+        let arg = match self.tape_applies(x) {
+            true => self.forward_fused(x, None).argmin(0, false),
+            false => tch::no_grad(|| self.forward(x, None).squeeze_dim(-1).argmin(0, false)),
+        };
         let mut out = Tensor::zeros([x.size()[0], 1], (x.kind(), x.device()));
         for e in 0..self.members {
             let rows = arg.eq(e).nonzero().squeeze_dim(1);
@@ -184,6 +192,18 @@ mod tests {
     use super::*;
     use crate::nn::Mlp;
 
+    /// Move LayerNorm's gains and shifts and every bias off their initial values (ones and
+    /// zeros), so a test comparing two implementations sees them.
+    pub(crate) fn perturb_norms_and_biases(p: &ParamSet, rng: &mut AgentRng) {
+        tch::no_grad(|| {
+            for (n, t) in p.named() {
+                if n.contains("/ln") || n.ends_with("bias") {
+                    let _ = t.shallow_clone().copy_(&(rng.normal(&t.size(), Device::Cpu) * 0.3 + t));
+                }
+            }
+        });
+    }
+
     /// The batched ensemble equals E separate MLPs holding member e's weights.
     #[test]
     fn ensemble_equals_loop_over_members() {
@@ -192,14 +212,7 @@ mod tests {
             let mut p = ParamSet::new();
             let mut rng = AgentRng::new(5);
             let ens = EnsembleMlp::new(&mut p, "critic", 3, 4, 1, &cfg, 1.0, &mut rng, Device::Cpu);
-            // Perturb LN gains/biases so the test sees them.
-            tch::no_grad(|| {
-                for (n, t) in p.named() {
-                    if n.contains("/ln") || n.ends_with("bias") {
-                        let _ = t.shallow_clone().copy_(&(rng.normal(&t.size(), Device::Cpu) * 0.3 + t));
-                    }
-                }
-            });
+            perturb_norms_and_biases(&p, &mut rng);
             let x = rng.normal(&[6, 4], Device::Cpu);
             let y = ens.forward(&x, None);
             assert_eq!(y.size(), vec![3, 6, 1]);
