@@ -333,6 +333,98 @@ pub fn conservative_gap(q_data: &Tensor, s: &SampledQ, act_dim: i64, temperature
     (ood_value(q_data, s, act_dim, temperature, importance_sample) - q_data).mean_dim(-1, false, Kind::Float)
 }
 
+/// One chunk's out-of-distribution part, written out (the taped CPU path).
+struct OodChunk {
+    /// [`ood_value`] per member and state, `[E, len]`.
+    value: Tensor,
+    /// `∂(c Σ ood)/∂Q` for the sampled Q-values, `[E, len·3N]` (their layout).
+    grad_q: Tensor,
+    /// The same for the data action's Q, `[E, len]` (without importance sampling only).
+    grad_data: Option<Tensor>,
+    /// Σ Q of the uniform actions, Σ Q of π(·|s)'s (before the floor), and how many of the
+    /// latter are below Cal-QL's floor.
+    rand_sum: f64,
+    policy_sum: f64,
+    below: f64,
+}
+
+/// [`ood_value`] and its gradient for one chunk, per member and state, in one pass over the
+/// chunk's sampled Q-values `q` `[E, len·3N]` (state-major, groups uniform / π(·|s) / π(·|s')):
+/// with `x_k` the terms of the log-sum-exp (Cal-QL's floor `max(Q, G)` on the policy's groups
+/// first), `ood = T log Σ_k exp(x_k / T)` (minus `T log(3N + 1)` without importance sampling) and
+/// `∂ood/∂x_k = softmax(x / T)_k`, so a loss `c Σ ood` has gradient `c · softmax_k` in each
+/// sampled Q (zero where the floor binds) and in the data action's Q. The same function as
+/// the autograd path ([`ood_value`] on [`calql::floor`]ed values), without its dozen small ops
+/// per chunk; sums are in f64.
+#[allow(clippy::too_many_arguments)]
+fn ood_chunk_cpu(q: &Tensor, q_data: &Tensor, logp_current: &Tensor, logp_next: &Tensor, floor: Option<&Tensor>, act_dim: i64, temperature: f64, importance_sample: bool, c: f64) -> OodChunk {
+    let vec = |t: &Tensor| Vec::<f32>::try_from(t.detach().contiguous().view([-1]).to_kind(Kind::Float)).expect("float tensor");
+    let (e, len) = (q_data.size()[0] as usize, q_data.size()[1] as usize);
+    let n = logp_current.size()[1] as usize;
+    let (qv, qd, lc, ln) = (vec(q), vec(q_data), vec(logp_current), vec(logp_next));
+    let g = floor.map(vec);
+    let log_uniform = act_dim as f64 * 0.5f64.ln();
+    let terms = 3 * n + usize::from(!importance_sample);
+    let shift = if importance_sample { 0.0 } else { temperature * (terms as f64).ln() };
+    let (mut value, mut grad_q, mut grad_data) = (vec![0f32; e * len], vec![0f32; e * len * 3 * n], vec![0f32; e * len]);
+    let (mut rand_sum, mut policy_sum, mut below) = (0.0, 0.0, 0.0);
+    let mut x = vec![0f64; terms];
+    let mut live = vec![true; terms];
+    for i in 0..e {
+        for s in 0..len {
+            let row = &qv[(i * len + s) * 3 * n..][..3 * n];
+            for k in 0..3 * n {
+                let (group, j) = (k / n, k % n);
+                let mut v = row[k] as f64;
+                match group {
+                    0 => rand_sum += v,
+                    1 => policy_sum += v,
+                    _ => {}
+                }
+                live[k] = true;
+                if let (Some(g), 1 | 2) = (&g, group) {
+                    let floor = g[s] as f64;
+                    if group == 1 && v < floor {
+                        below += 1.0;
+                    }
+                    if v < floor {
+                        v = floor;
+                        live[k] = false;
+                    }
+                }
+                x[k] = match (importance_sample, group) {
+                    (false, _) => v,
+                    (true, 0) => v - log_uniform,
+                    (true, 1) => v - lc[s * n + j] as f64,
+                    (true, _) => v - ln[s * n + j] as f64,
+                };
+            }
+            if !importance_sample {
+                x[3 * n] = qd[i * len + s] as f64;
+            }
+            let m = x.iter().fold(f64::NEG_INFINITY, |a, &b| a.max(b / temperature));
+            let total: f64 = x.iter().map(|&v| (v / temperature - m).exp()).sum();
+            value[i * len + s] = (temperature * (m + total.ln()) - shift) as f32;
+            let out = &mut grad_q[(i * len + s) * 3 * n..][..3 * n];
+            for k in 0..3 * n {
+                out[k] = if live[k] { (c * (x[k] / temperature - m).exp() / total) as f32 } else { 0.0 };
+            }
+            if !importance_sample {
+                grad_data[i * len + s] = (c * (x[3 * n] / temperature - m).exp() / total) as f32;
+            }
+        }
+    }
+    let t = |v: Vec<f32>, shape: &[i64]| Tensor::from_slice(&v).view(shape);
+    OodChunk {
+        value: t(value, &[e as i64, len as i64]),
+        grad_q: t(grad_q, &[e as i64, (len * 3 * n) as i64]),
+        grad_data: (!importance_sample).then(|| t(grad_data, &[e as i64, len as i64])),
+        rand_sum,
+        policy_sum,
+        below,
+    }
+}
+
 /// Critic rows per member in one chunk of the sampled-action pass (see [`conservative_term`]).
 const CHUNK_ROWS: i64 = 1024;
 
@@ -379,40 +471,46 @@ fn conservative_term_in_chunks(sac: &mut Sac, term: &CqlTerm, lagrange: Option<&
     let scalar = || Tensor::zeros([], (Kind::Float, q_data.device()));
     let (mut rand_sum, mut policy_sum, mut below) = (scalar(), scalar(), scalar());
     let per_chunk = (chunk_rows / (3 * n)).max(1);
+    // c · α' per (member, state) of the out-of-distribution sum, as a number (the written-out path).
+    let c = scale * alpha_prime.as_ref().map_or(1.0, |a| a.double_value(&[]));
     let mut first = 0;
     while first < rows {
         let len = per_chunk.min(rows - first);
-        let (q, tape) = if taped {
-            let (q, tape) = sac.critic().forward_paired_taped(&b.obs.narrow(0, first, len), &actions.actions.narrow(0, first * 3 * n, len * 3 * n));
-            (q.set_requires_grad(true), Some(tape))
-        } else {
-            (sac.critic_q_paired(&b.obs.narrow(0, first, len), &actions.actions.narrow(0, first * 3 * n, len * 3 * n)), None)
-        };
-        let mut s = SampledQ::split(&q, &actions, first, len);
-        let _ = rand_sum.g_add_(&s.rand.detach().sum(Kind::Float));
-        let _ = policy_sum.g_add_(&s.current.detach().sum(Kind::Float));
-        if let Some(g) = g {
-            let g = g.narrow(0, first, len);
-            let _ = below.g_add_(&calql::below_floor(&s.current.detach(), &g));
-            s.current = calql::floor(&s.current, &g);
-            s.next = calql::floor(&s.next, &g);
-        }
+        let (obs, act) = (b.obs.narrow(0, first, len), actions.actions.narrow(0, first * 3 * n, len * 3 * n));
         let qd = q_data.detach().narrow(1, first, len);
-        let qd = if is { qd } else { qd.set_requires_grad(true) };
-        let ood = ood_value(&qd, &s, sac.act_dim(), term.cql_temperature, is);
-        let mut loss = ood.sum(Kind::Float) * scale;
-        if let Some(a) = &alpha_prime {
-            loss = loss * a;
-        }
-        let mut inputs: Vec<&Tensor> = if taped { vec![&q] } else { params.iter().collect() };
-        if !is {
-            inputs.push(&qd);
-        }
-        let mut chunk = Tensor::run_backward(&[&loss], &inputs, false, false);
-        let qd_grad = if is { None } else { chunk.pop() };
-        let chunk = match tape {
-            Some(tape) => sac.critic().backward_params(tape, &chunk[0]),
-            None => chunk,
+        let (chunk, ood, qd_grad) = if taped {
+            // The critic's taped pass, the term's gradient in the Q-values written out.
+            let (q, tape) = sac.critic().forward_paired_taped(&obs, &act);
+            let floor = g.map(|g| g.narrow(0, first, len));
+            let o = ood_chunk_cpu(&q, &qd, &actions.logp_current.narrow(0, first, len), &actions.logp_next.narrow(0, first, len), floor.as_ref(), sac.act_dim(), term.cql_temperature, is, c);
+            let _ = rand_sum.g_add_(&Tensor::from(o.rand_sum as f32));
+            let _ = policy_sum.g_add_(&Tensor::from(o.policy_sum as f32));
+            let _ = below.g_add_(&Tensor::from(o.below as f32));
+            (sac.critic().backward_params(tape, &o.grad_q), o.value, o.grad_data)
+        } else {
+            let q = sac.critic_q_paired(&obs, &act);
+            let mut s = SampledQ::split(&q, &actions, first, len);
+            let _ = rand_sum.g_add_(&s.rand.detach().sum(Kind::Float));
+            let _ = policy_sum.g_add_(&s.current.detach().sum(Kind::Float));
+            if let Some(g) = g {
+                let g = g.narrow(0, first, len);
+                let _ = below.g_add_(&calql::below_floor(&s.current.detach(), &g));
+                s.current = calql::floor(&s.current, &g);
+                s.next = calql::floor(&s.next, &g);
+            }
+            let qd = if is { qd } else { qd.set_requires_grad(true) };
+            let ood = ood_value(&qd, &s, sac.act_dim(), term.cql_temperature, is);
+            let mut loss = ood.sum(Kind::Float) * scale;
+            if let Some(a) = &alpha_prime {
+                loss = loss * a;
+            }
+            let mut inputs: Vec<&Tensor> = params.iter().collect();
+            if !is {
+                inputs.push(&qd);
+            }
+            let mut chunk = Tensor::run_backward(&[&loss], &inputs, false, false);
+            let qd_grad = if is { None } else { chunk.pop() };
+            (chunk, ood.detach(), qd_grad)
         };
         tch::no_grad(|| {
             for (acc, g) in grads.iter_mut().zip(&chunk) {
@@ -422,7 +520,7 @@ fn conservative_term_in_chunks(sac: &mut Sac, term: &CqlTerm, lagrange: Option<&
                 let _ = acc.narrow(1, first, len).g_add_(g);
             }
         });
-        let _ = ood_sum.g_add_(&ood.detach().sum_dim_intlist(&[1i64][..], false, Kind::Float));
+        let _ = ood_sum.g_add_(&ood.sum_dim_intlist(&[1i64][..], false, Kind::Float));
         first += len;
     }
     // Δ_i, held fixed (logs and the Lagrange step).
