@@ -229,11 +229,26 @@ impl Iql {
         -(weight * logp).mean(Kind::Float)
     }
 
-    /// L_Q = E[Σ_j (y − Q_j(s, a))²], y = r + γ (1 − d) V(s').
-    fn critic_loss(&mut self, b: &TransitionBatch, y: &Tensor) -> (Tensor, Tensor) {
-        let q = self.m.critic.forward(&Self::sa(&b.obs, &b.action), Some(&mut self.rng)).squeeze_dim(-1);
-        let loss = (&q - y.unsqueeze(0)).square().sum_dim_intlist(0, false, Kind::Float).mean(Kind::Float);
-        (loss, q.detach().mean(Kind::Float))
+    /// One Q step on L_Q = E[Σ_j (y − Q_j(s, a))²], y = r + γ (1 − d) V(s'); returns
+    /// `(L_Q, mean Q)`. On the CPU the critics run their taped pass
+    /// ([`EnsembleMlp::forward_taped`]): the loss is differentiated in the Q-values only.
+    fn critic_step(&mut self, b: &TransitionBatch, y: &Tensor) -> (Tensor, Tensor) {
+        let x = Self::sa(&b.obs, &b.action);
+        let loss_of = |q: &Tensor| (q - y.unsqueeze(0)).square().sum_dim_intlist(0, false, Kind::Float).mean(Kind::Float);
+        if self.m.critic.tape_applies(&x) {
+            let (q, tape) = self.m.critic.forward_taped(&x);
+            let q = q.set_requires_grad(true);
+            let loss = loss_of(&q);
+            let dq = Tensor::run_backward(&[&loss], &[&q], false, false).pop().expect("one gradient");
+            let grads = self.m.critic.backward_params(tape, &dq);
+            self.m.critic_opt.apply(&self.m.critic_params, &grads);
+            (loss.detach(), q.detach().mean(Kind::Float))
+        } else {
+            let q = self.m.critic.forward(&x, Some(&mut self.rng)).squeeze_dim(-1);
+            let loss = loss_of(&q);
+            self.m.critic_opt.minimize(&self.m.critic_params, &loss);
+            (loss.detach(), q.detach().mean(Kind::Float))
+        }
     }
 }
 
@@ -265,7 +280,11 @@ impl Agent for Iql {
             &moved
         };
         // q̄ = min_j Q̄_j(s, a) from the target critics.
-        let q_target = tch::no_grad(|| self.m.target.forward(&Self::sa(&b.obs, &b.action), None).squeeze_dim(-1).amin(0, false));
+        let sa = Self::sa(&b.obs, &b.action);
+        let q_target = match self.m.target.tape_applies(&sa) {
+            true => self.m.target.forward_fused(&sa, None).amin(0, false),
+            false => tch::no_grad(|| self.m.target.forward(&sa, None).squeeze_dim(-1).amin(0, false)),
+        };
         // 1. value step.
         let value_loss = self.value_loss(&b.obs, &q_target);
         self.m.value_opt.minimize(&self.m.value_params, &value_loss);
@@ -278,8 +297,7 @@ impl Agent for Iql {
         self.m.actor_opt.minimize(&self.m.actor_params, &actor_loss);
         // 3. Q step towards r + γ (1 − d) V(s').
         let y = &b.reward + (1.0 - &b.terminal) * self.cfg.gamma * v_next;
-        let (critic_loss, q_mean) = self.critic_loss(b, &y);
-        self.m.critic_opt.minimize(&self.m.critic_params, &critic_loss);
+        let (critic_loss, q_mean) = self.critic_step(b, &y);
         // 4. target.
         polyak_update(&self.m.target_params, &self.m.critic_params, self.cfg.tau);
         self.step += 1;

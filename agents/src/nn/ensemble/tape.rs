@@ -181,36 +181,48 @@ impl EnsembleMlp {
 
     /// The gradient in the shared input `x` `[B, in]` of `c · Σ_r Q_{m(r)}(x_r)`, one member
     /// `m(r)` per row (the actor's min over the ensemble: the argmin, `c = 1/B`), from the tape
-    /// of [`EnsembleMlp::forward_taped`]. It costs one member's backward pass, not `E`: the rows
-    /// are sorted by member (a counting sort), their saved activations gathered in that order,
-    /// and each member's fused pass and matmul run on its own rows only.
+    /// of [`EnsembleMlp::forward_taped`]. It costs about one member's backward pass, not `E`:
+    /// each member's rows are gathered into a contiguous range of slots, and each member's fused
+    /// pass and matmul run on its own range. When the rows are spread evenly enough
+    /// (`E · n_max ≤ 2B`, `n_max` the most rows of any member), every range is padded to `n_max`
+    /// with rows whose gradient is zero, and the ranges run as one batch (one fused pass split
+    /// over threads, one batched matmul per layer); otherwise they run one member at a time.
     pub fn backward_input_one_member(&self, tape: EnsembleTape, member: &Tensor, c: f64) -> Tensor {
         tch::no_grad(|| {
             let EnsembleTape { input, hidden } = tape;
             let Input::Shared(x) = &input else { panic!("backward_input_one_member needs a shared input") };
-            let (e, b) = (self.members, x.size()[0]);
+            let (e, b) = (self.members as usize, x.size()[0] as usize);
             let last = self.layers.len() - 1;
-            let ids = Vec::<i64>::try_from(member.to_kind(Kind::Int64)).expect("member ids");
-            let mut count = vec![0usize; e as usize];
-            ids.iter().for_each(|&m| count[m as usize] += 1);
-            let mut next: Vec<usize> = count.iter().scan(0, |acc, &n| { let s = *acc; *acc += n; Some(s) }).collect();
-            let first = next.clone();
-            // position[r]: row r's place in the sorted order; source: its flat index m·B + r.
-            let mut position = vec![0i64; b as usize];
-            let mut source = vec![0i64; b as usize];
+            let ids: Vec<usize> = Vec::<i64>::try_from(member.to_kind(Kind::Int64)).expect("member ids").into_iter().map(|m| m as usize).collect();
+            let mut count = vec![0usize; e];
+            ids.iter().for_each(|&m| count[m] += 1);
+            let n_max = count.iter().copied().max().unwrap_or(1).max(1);
+            let batched = e * n_max <= 2 * b;
+            // Member m's slots: [start[m], start[m] + span[m]).
+            let span: Vec<usize> = if batched { vec![n_max; e] } else { count.clone() };
+            let start: Vec<usize> = span.iter().scan(0, |acc, &n| {
+                let s = *acc;
+                *acc += n;
+                Some(s)
+            }).collect();
+            let slots = start[e - 1] + span[e - 1];
+            // The source row (flat index m·B + r) of each slot, each row's slot, and ∂q per slot;
+            // a padding slot repeats the member's row 0 with ∂q = 0.
+            let mut source: Vec<i64> = (0..e).flat_map(|m| std::iter::repeat_n((m * b) as i64, span[m])).collect();
+            let (mut position, mut grad_q, mut next) = (vec![0i64; b], vec![0f32; slots], start.clone());
             for (r, &m) in ids.iter().enumerate() {
-                let p = next[m as usize];
-                next[m as usize] += 1;
+                let p = next[m];
+                next[m] += 1;
                 position[r] = p as i64;
-                source[p] = m * b + r as i64;
+                source[p] = (m * b + r) as i64;
+                grad_q[p] = c as f32;
             }
             let source = Tensor::from_slice(&source);
             let gather = |t: &Tensor| {
                 let w = t.size()[2];
-                t.view([e * b, w]).index_select(0, &source)
+                t.view([(e * b) as i64, w]).index_select(0, &source)
             };
-            let members: Vec<(usize, usize, usize)> = (0..e as usize).filter(|&m| count[m] > 0).map(|m| (m, first[m], count[m])).collect();
-            let grad_q = vec![c as f32; b as usize];
+            let members: Vec<usize> = (0..e).filter(|&m| span[m] > 0).collect();
             let head_w = self.layers[last].weight.contiguous();
             let mut grad_h: Option<Tensor> = None;
             for i in (0..last).rev() {
@@ -224,50 +236,63 @@ impl EnsembleMlp {
                 };
                 let gz = match &grad_h {
                     Some(g) => g.shallow_clone(),
-                    None => empty(&[b, w as i64]),
+                    None => empty(&[slots as i64, w as i64]),
                 };
                 // Parameter gradients are not wanted: their accumulators are scratch.
-                let mut scratch = vec![0f32; 4 * w + 1];
-                // SAFETY: contiguous float32 CPU tensors (gathered rows in sorted order, the
-                // layer's parameters and fresh buffers); `gz` is written through one slice only,
-                // split by member below; the slices end with this block.
+                let mut scratch = vec![0f32; e * (4 * w + 1)];
+                // SAFETY: contiguous float32 CPU tensors (gathered rows, the layer's parameters
+                // and fresh buffers); `gz` is written through one slice only; the slices end with
+                // this block.
                 unsafe {
                     let (h, gz_all, head_w) = (slice(&h), slice_mut(&gz), slice(&head_w));
                     let norm = norm.as_ref().map(|(z, st, g)| (slice(z), slice(st), slice(g)));
-                    for &(m, start, n) in &members {
-                        let rows = start..start + n;
-                        let g = &mut gz_all[start * w..(start + n) * w];
-                        let (s_bias, rest) = scratch.split_at_mut(w);
-                        let (s_gain, rest) = rest.split_at_mut(w);
-                        let (s_shift, rest) = rest.split_at_mut(w);
-                        let (s_head_w, s_head_b) = rest.split_at_mut(w);
+                    // Members [m0, m1) over slots [s0, s1), as one pass (every span equal).
+                    let pass = |m0: usize, m1: usize, s0: usize, s1: usize, g: &mut [f32], scratch: &mut [f32], threads: usize| {
+                        let k = m1 - m0;
+                        let (s_bias, rest) = scratch.split_at_mut(k * w);
+                        let (s_gain, rest) = rest.split_at_mut(k * w);
+                        let (s_shift, rest) = rest.split_at_mut(k * w);
+                        let (s_head_w, s_head_b) = rest.split_at_mut(k * w);
                         let grad = match &grad_h {
                             Some(_) => GradIn::InPlace(g),
-                            None => GradIn::Head { grad_q: &grad_q[rows.clone()], weight: &head_w[m * w..(m + 1) * w], out: g, grad_weight: s_head_w, grad_bias: s_head_b },
+                            None => GradIn::Head { grad_q: &grad_q[s0..s1], weight: &head_w[m0 * w..m1 * w], out: g, grad_weight: s_head_w, grad_bias: &mut s_head_b[..k] },
                         };
                         kernels::backward(
                             kernels::Backward {
-                                dims: Dims { members: 1, rows: n, width: w },
+                                dims: Dims { members: k, rows: (s1 - s0) / k, width: w },
                                 grad,
-                                h: &h[start * w..(start + n) * w],
-                                norm: norm.map(|(z, st, g)| NormBackward { z: &z[start * w..(start + n) * w], stats: &st[start * 2..(start + n) * 2], gain: &g[m * w..(m + 1) * w], grad_gain: s_gain, grad_shift: s_shift }),
+                                h: &h[s0 * w..s1 * w],
+                                norm: norm.map(|(z, st, g)| NormBackward { z: &z[s0 * w..s1 * w], stats: &st[s0 * 2..s1 * 2], gain: &g[m0 * w..m1 * w], grad_gain: s_gain, grad_shift: s_shift }),
                                 grad_bias: s_bias,
                                 per_state: None,
                             },
-                            1,
+                            threads,
                         );
+                    };
+                    if batched {
+                        pass(0, e, 0, slots, gz_all, &mut scratch, threads());
+                    } else {
+                        for &m in &members {
+                            let (s0, s1) = (start[m], start[m] + span[m]);
+                            pass(m, m + 1, s0, s1, &mut gz_all[s0 * w..s1 * w], &mut scratch, 1);
+                        }
                     }
                 }
-                // ∂h of the layer below, each member's rows through its own weights.
+                // ∂h of the layer below, each member's slots through its own weights.
                 let below = layer.weight.size()[1];
-                let out = empty(&[b, below]);
-                for &(m, start, n) in &members {
-                    let _ = gz.narrow(0, start as i64, n as i64).mm_out(&out.narrow(0, start as i64, n as i64), &layer.weight.get(m as i64).tr());
-                }
-                grad_h = Some(out);
+                grad_h = Some(if batched {
+                    gz.view([e as i64, n_max as i64, w as i64]).bmm(&layer.weight.transpose(1, 2)).view([slots as i64, below])
+                } else {
+                    let out = empty(&[slots as i64, below]);
+                    for &m in &members {
+                        let (s0, n) = (start[m] as i64, span[m] as i64);
+                        let _ = gz.narrow(0, s0, n).mm_out(&out.narrow(0, s0, n), &layer.weight.get(m as i64).tr());
+                    }
+                    out
+                });
             }
-            let sorted = grad_h.expect("at least one hidden layer");
-            sorted.index_select(0, &Tensor::from_slice(&position))
+            let slotted = grad_h.expect("at least one hidden layer");
+            slotted.index_select(0, &Tensor::from_slice(&position))
         })
     }
 
@@ -429,6 +454,14 @@ mod tests {
             let loss = ens.forward(&xg, None).squeeze_dim(-1).amin(0, false).mean(Kind::Float);
             let want = Tensor::run_backward(&[&loss], &[&xg], false, false);
             assert!(max_diff(&got, &want[0]) < 1e-5 * (1.0 + want[0].abs().max().double_value(&[])), "one member per row, layer_norm {layer_norm}, rows {rows}: {}", max_diff(&got, &want[0]));
+            // Members spread evenly (the batched, padded layout) and all on one (one at a time).
+            for member in [Tensor::arange(rows, (Kind::Int64, Device::Cpu)).remainder(3), Tensor::ones([rows], (Kind::Int64, Device::Cpu))] {
+                let (_, tape) = ens.forward_taped(&x);
+                let got = ens.backward_input_one_member(tape, &member, 0.5);
+                let picked = ens.forward(&xg, None).squeeze_dim(-1).gather(0, &member.unsqueeze(0), false);
+                let want = Tensor::run_backward(&[&(picked.sum(Kind::Float) * 0.5)], &[&xg], false, false);
+                assert!(max_diff(&got, &want[0]) < 1e-5 * (1.0 + want[0].abs().max().double_value(&[])), "given members, layer_norm {layer_norm}, rows {rows}");
+            }
             let idx = Tensor::from_slice(&[2i64, 0, 2]);
             let sub = ens.forward_fused(&x, Some(&idx));
             assert!(max_diff(&sub, &ens.forward_subset(&x, &idx).squeeze_dim(-1).detach()) < 1e-5, "subset");
