@@ -239,8 +239,7 @@ impl Iql {
             let (q, tape) = self.m.critic.forward_taped(&x);
             let q = q.set_requires_grad(true);
             let loss = loss_of(&q);
-            let dq = Tensor::run_backward(&[&loss], &[&q], false, false).pop().expect("one gradient");
-            let grads = self.m.critic.backward_params(tape, &dq);
+            let grads = self.m.critic.backward_loss(tape, &loss, &q);
             self.m.critic_opt.apply(&self.m.critic_params, &grads);
             (loss.detach(), q.detach().mean(Kind::Float))
         } else {

@@ -438,7 +438,7 @@ impl Sac {
     /// `extra(self, b, Q)` is a variant's added term (CQL's regularizer; nothing for SAC), then
     /// Polyak. On the CPU the critic runs its taped pass ([`EnsembleMlp::forward_taped`]): the
     /// loss is differentiated in the Q-values alone, and their gradient is carried through the
-    /// networks by [`EnsembleMlp::backward_params`]; elsewhere autograd does the whole of it.
+    /// networks by [`EnsembleMlp::backward_loss`]; elsewhere autograd does the whole of it.
     fn critic_step<F>(&mut self, b: &TransitionBatch, alpha: &Tensor, extra: &mut F) -> CriticOut
     where
         F: FnMut(&mut Sac, &TransitionBatch, &Tensor) -> CriticTerm,
@@ -461,8 +461,7 @@ impl Sac {
         };
         match tape {
             Some(tape) => {
-                let dq = Tensor::run_backward(&[&loss], &[&q], false, false).pop().expect("one gradient");
-                let mut grads = self.m.critic.backward_params(tape, &dq);
+                let mut grads = self.m.critic.backward_loss(tape, &loss, &q);
                 if let Some(extra) = &term.grads {
                     tch::no_grad(|| grads.iter_mut().zip(extra).for_each(|(g, e)| {
                         let _ = g.g_add_(e);

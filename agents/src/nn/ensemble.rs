@@ -90,10 +90,7 @@ impl EnsembleMlp {
         if self.members <= 2 {
             return self.forward(x, None).squeeze_dim(-1).amin(0, false);
         }
-        let arg = match self.tape_applies(x) {
-            true => self.forward_fused(x, None).argmin(0, false),
-            false => tch::no_grad(|| self.forward(x, None).squeeze_dim(-1).argmin(0, false)),
-        };
+        let arg = tch::no_grad(|| self.forward(x, None).squeeze_dim(-1).argmin(0, false));
         let mut out = Tensor::zeros([x.size()[0], 1], (x.kind(), x.device()));
         for e in 0..self.members {
             let rows = arg.eq(e).nonzero().squeeze_dim(1);

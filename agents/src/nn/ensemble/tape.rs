@@ -172,6 +172,15 @@ impl EnsembleMlp {
         self.backward(tape, grad_q, true).0
     }
 
+    /// The parameter gradients (as [`EnsembleMlp::backward_params`]) of a scalar `loss` that
+    /// depends on the ensemble only through `q`, the output of [`EnsembleMlp::forward_taped`]
+    /// made a leaf with `set_requires_grad(true)`: `loss` is differentiated in `q` alone, then
+    /// carried through the networks by the tape.
+    pub fn backward_loss(&self, tape: EnsembleTape, loss: &Tensor, q: &Tensor) -> Vec<Tensor> {
+        let dq = Tensor::run_backward(&[loss], &[q], false, false).pop().expect("one gradient");
+        self.backward_params(tape, &dq)
+    }
+
     /// The gradient of `Σ_{e,r} ∂q[e, r] · Q_e(x_r)` in the shared input `x` `[B, in]` (the
     /// actor's `∂Q/∂a`), from the tape of [`EnsembleMlp::forward_taped`]; no weight gradients
     /// are formed.

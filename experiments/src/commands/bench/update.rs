@@ -119,9 +119,10 @@ fn variants(a: &UpdateArgs) -> Vec<Variant> {
     let critic_f = mlp_flops(b, &[o + act, h[0], h[1], 1]);
     // SAC per update: critic step = actor fwd at s' + M target fwd + E critic train (3×);
     // actor step = actor train (3×) + the critic's min over E members differentiated in its
-    // input: E fwd and E input-gradient backward (2E) for E ≤ 2; for more, E fwd without
-    // gradients and one member's fwd and backward per row (E + 2; `EnsembleMlp::forward_min`).
-    let sac_flops = |e: f64, m: f64| 4.0 * actor_f + m * critic_f + 3.0 * e * critic_f + if e > 2.0 { e + 2.0 } else { 2.0 * e } * critic_f;
+    // input: E fwd and one member's input-gradient backward per row (E + 1; the CPU's taped
+    // pass, `EnsembleMlp::backward_input_one_member`; autograd on other devices does up to one
+    // member's pass more).
+    let sac_flops = |e: f64, m: f64| 4.0 * actor_f + m * critic_f + 3.0 * e * critic_f + (e + 1.0) * critic_f;
     // IQL: 2 target fwd + V train + 2 V fwd + actor train + 2 critic train.
     let iql_flops = 8.0 * critic_f + 5.0 * mlp_flops(b, &[o, h[0], h[1], 1]) + 3.0 * mlp_flops(b, &[o, h[0], h[1], act]);
     let sac_spec = |e: i64, ln: bool| json!({"algo": "sac", "obs_dim": o, "act_dim": act, "hidden": h, "num_critics": e, "target_subset": 2, "layer_norm": ln});
