@@ -229,9 +229,10 @@ impl Iql {
         -(weight * logp).mean(Kind::Float)
     }
 
-    /// One Q step on L_Q = E[Σ_j (y − Q_j(s, a))²], y = r + γ (1 − d) V(s'); returns
-    /// `(L_Q, mean Q)`. On the CPU the critics run their taped pass
-    /// ([`EnsembleMlp::forward_taped`]): the loss is differentiated in the Q-values only.
+    /// One Q step on L_Q = E[Σ_j (y − Q_j(s, a))²], y = r + γ (1 − d) V(s'), then the target's
+    /// Polyak step θ̄ ← (1 − τ) θ̄ + τ θ; returns `(L_Q, mean Q)`. On the CPU the critics run
+    /// their taped pass ([`EnsembleMlp::forward_taped`]): the loss is differentiated in the
+    /// Q-values only.
     fn critic_step(&mut self, b: &TransitionBatch, y: &Tensor) -> (Tensor, Tensor) {
         let x = Self::sa(&b.obs, &b.action);
         let loss_of = |q: &Tensor| (q - y.unsqueeze(0)).square().sum_dim_intlist(0, false, Kind::Float).mean(Kind::Float);
@@ -240,12 +241,14 @@ impl Iql {
             let q = q.set_requires_grad(true);
             let loss = loss_of(&q);
             let grads = self.m.critic.backward_loss(tape, &loss, &q);
-            self.m.critic_opt.apply(&self.m.critic_params, &grads);
+            // Adam and the Polyak step in one pass over the weights.
+            self.m.critic_opt.apply_and_track(&self.m.critic_params, &grads, &self.m.target_params, self.cfg.tau);
             (loss.detach(), q.detach().mean(Kind::Float))
         } else {
             let q = self.m.critic.forward(&x, Some(&mut self.rng)).squeeze_dim(-1);
             let loss = loss_of(&q);
             self.m.critic_opt.minimize(&self.m.critic_params, &loss);
+            polyak_update(&self.m.target_params, &self.m.critic_params, self.cfg.tau);
             (loss.detach(), q.detach().mean(Kind::Float))
         }
     }
@@ -294,11 +297,9 @@ impl Agent for Iql {
         self.m.actor_opt.lr = self.cfg.actor_lr_at(self.m.actor_opt.steps());
         let actor_lr = self.m.actor_opt.lr;
         self.m.actor_opt.minimize(&self.m.actor_params, &actor_loss);
-        // 3. Q step towards r + γ (1 − d) V(s').
+        // 3. Q step towards r + γ (1 − d) V(s'), and 4. the target's Polyak step.
         let y = &b.reward + (1.0 - &b.terminal) * self.cfg.gamma * v_next;
         let (critic_loss, q_mean) = self.critic_step(b, &y);
-        // 4. target.
-        polyak_update(&self.m.target_params, &self.m.critic_params, self.cfg.tau);
         self.step += 1;
         vec![
             ("value_loss", value_loss.double_value(&[])),

@@ -467,7 +467,8 @@ impl Sac {
                         let _ = g.g_add_(e);
                     }));
                 }
-                self.m.critic_opt.apply(&self.m.critic_params, &grads);
+                // Adam, and θ̄ ← (1 − τ) θ̄ + τ θ in the same pass over the weights.
+                self.m.critic_opt.apply_and_track(&self.m.critic_params, &grads, &self.m.target_params, self.cfg.tau);
             }
             None => {
                 // The variant's own gradient G enters through Σ_p ⟨p, G_p⟩ (value dropped).
@@ -479,10 +480,10 @@ impl Sac {
                     None => loss,
                 };
                 self.m.critic_opt.minimize(&self.m.critic_params, &loss);
+                // θ̄ ← (1 − τ) θ̄ + τ θ after every critic step.
+                polyak_update(&self.m.target_params, &self.m.critic_params, self.cfg.tau);
             }
         }
-        // θ̄ ← (1 − τ) θ̄ + τ θ after every critic step.
-        polyak_update(&self.m.target_params, &self.m.critic_params, self.cfg.tau);
         CriticOut { loss: td_loss.detach(), q_mean: q.detach().mean(Kind::Float), target_mean: y.mean(Kind::Float), extra: term.logs }
     }
 

@@ -51,6 +51,19 @@ impl Adam {
 
     /// One Adam step with the given gradients (same order as `params`).
     pub fn apply(&mut self, params: &ParamSet, grads: &[Tensor]) {
+        self.apply_tracked(params, grads, None);
+    }
+
+    /// [`Adam::apply`], then the Polyak step `θ̄ ← θ̄ + τ (θ − θ̄)` of `target` (a copy of
+    /// `params`' layout: same tensors in the same order) towards the new weights, as
+    /// [`super::polyak_update`] would do after it; on the CPU both run in the same pass over
+    /// each tensor, so the weights are read once.
+    pub fn apply_and_track(&mut self, params: &ParamSet, grads: &[Tensor], target: &ParamSet, tau: f64) {
+        assert_eq!(target.named().len(), params.named().len(), "Adam::apply_and_track: the target's parameter set differs in length");
+        self.apply_tracked(params, grads, Some((target, tau)));
+    }
+
+    fn apply_tracked(&mut self, params: &ParamSet, grads: &[Tensor], target: Option<(&ParamSet, f64)>) {
         self.step += 1;
         let t = self.step as i32;
         let bc1 = 1.0 - self.beta1.powi(t);
@@ -60,20 +73,23 @@ impl Adam {
         let c1 = -1.0 / (step_size * bc2.sqrt());
         let c2 = -self.eps / step_size;
         tch::no_grad(|| {
-            for (((_, p), g), (m, v)) in params.named().iter().zip(grads).zip(self.m.iter_mut().zip(self.v.iter_mut())) {
-                if fused_cpu_step(p, g, m, v, [1.0 - self.beta1, 1.0 - self.beta2, c1, c2], step_size == 0.0) {
+            for (i, (((_, p), g), (m, v))) in params.named().iter().zip(grads).zip(self.m.iter_mut().zip(self.v.iter_mut())).enumerate() {
+                let track = target.map(|(set, tau)| (&set.named()[i].1, tau));
+                if fused_cpu_step(p, g, m, v, track, [1.0 - self.beta1, 1.0 - self.beta2, c1, c2], step_size == 0.0) {
                     continue;
                 }
                 let _ = m.lerp_(g, 1.0 - self.beta1);
                 let _ = v.lerp_(&g.square(), 1.0 - self.beta2);
-                if step_size == 0.0 {
-                    // lr = 0 (e.g. the end of a cosine schedule): moments move, weights do not,
-                    // as in PyTorch; the folded constants below would divide by zero.
-                    continue;
+                if step_size != 0.0 {
+                    // (lr = 0, e.g. the end of a cosine schedule: moments move, weights do not,
+                    // as in PyTorch; the folded constants would divide by zero.)
+                    let mut d = v.sqrt();
+                    let _ = d.g_mul_scalar_(c1).g_add_scalar_(c2);
+                    let _ = p.shallow_clone().addcdiv_(m, &d);
                 }
-                let mut d = v.sqrt();
-                let _ = d.g_mul_scalar_(c1).g_add_scalar_(c2);
-                let _ = p.shallow_clone().addcdiv_(m, &d);
+                if let Some((t, tau)) = track {
+                    let _ = t.shallow_clone().lerp_(p, tau);
+                }
             }
         });
     }
@@ -108,42 +124,100 @@ impl Adam {
 /// The step of [`Adam::apply`] for one contiguous float32 CPU parameter as one pass over its
 /// elements: `m += w₁ (g − m)`, `v += w₂ (g² − v)`, `θ += m / (c₁ √v + c₂)` (the tensor path's
 /// `lerp_`, `sqrt`, scale, `addcdiv_`, which take seven passes over memory; for a 10-member
-/// ensemble's 720k weights those passes cost about as much as a matmul layer). Returns `false`
+/// ensemble's 720k weights those passes cost about as much as a matmul layer), and with a
+/// tracked target `θ̄ += τ (θ − θ̄)` (one multiply-add, as libtorch's `lerp_`). Returns `false`
 /// (nothing done) for any other tensor, which then takes the tensor path (CUDA included).
-fn fused_cpu_step(p: &Tensor, g: &Tensor, m: &Tensor, v: &Tensor, [w1, w2, c1, c2]: [f64; 4], moments_only: bool) -> bool {
+fn fused_cpu_step(p: &Tensor, g: &Tensor, m: &Tensor, v: &Tensor, track: Option<(&Tensor, f64)>, [w1, w2, c1, c2]: [f64; 4], moments_only: bool) -> bool {
     let n = p.numel();
     let ok = |t: &Tensor| t.device() == tch::Device::Cpu && t.kind() == Kind::Float && t.is_contiguous() && t.numel() == n;
-    if !(ok(p) && ok(g) && ok(m) && ok(v)) {
+    if !(ok(p) && ok(g) && ok(m) && ok(v) && track.is_none_or(|(t, _)| ok(t))) {
         return false;
     }
-    let (w1, w2, c1, c2) = (w1 as f32, w2 as f32, c1 as f32, c2 as f32);
-    // SAFETY: the four tensors are distinct contiguous float32 CPU buffers of n elements (the
-    // parameter, its fresh gradient and the optimizer's own moments), nothing else runs on them
-    // during the step, and the slices do not outlive this call.
-    let (p, g, m, v) = unsafe {
+    let c = Consts { w1: w1 as f32, w2: w2 as f32, c1: c1 as f32, c2: c2 as f32, tau: track.map_or(0.0, |(_, tau)| tau as f32), moments_only };
+    // SAFETY: the tensors are distinct contiguous float32 CPU buffers of n elements (the
+    // parameter, its fresh gradient, the optimizer's own moments and the target's copy of the
+    // parameter), nothing else runs on them during the step, and the slices do not outlive
+    // this call.
+    let (p, g, m, v, t) = unsafe {
         (
             std::slice::from_raw_parts_mut(p.data_ptr() as *mut f32, n),
             std::slice::from_raw_parts(g.data_ptr() as *const f32, n),
             std::slice::from_raw_parts_mut(m.data_ptr() as *mut f32, n),
             std::slice::from_raw_parts_mut(v.data_ptr() as *mut f32, n),
+            track.map(|(t, _)| std::slice::from_raw_parts_mut(t.data_ptr() as *mut f32, n)),
         )
-    };
-    let step = move |(p, g, m, v): (&mut [f32], &[f32], &mut [f32], &mut [f32])| {
-        for (((pi, gi), mi), vi) in p.iter_mut().zip(g).zip(m.iter_mut()).zip(v.iter_mut()) {
-            *mi += w1 * (gi - *mi);
-            *vi += w2 * (gi * gi - *vi);
-            if !moments_only {
-                *pi += *mi / (vi.sqrt() * c1 + c2);
-            }
-        }
     };
     // Large tensors (a 10-member layer is 655k weights) in contiguous ranges over libtorch's
     // thread team; each element's update is independent, so the result does not depend on it.
     let threads = if n >= 1 << 16 { tch::get_num_threads().max(1) as usize } else { 1 };
     let len = n.div_ceil(threads);
-    let pieces: Vec<_> = p.chunks_mut(len).zip(g.chunks(len)).zip(m.chunks_mut(len)).zip(v.chunks_mut(len)).map(|(((p, g), m), v)| (p, g, m, v)).collect();
-    super::team::run(pieces, step);
+    let mut targets = t.map(|t| t.chunks_mut(len));
+    let pieces: Vec<_> = p.chunks_mut(len).zip(g.chunks(len)).zip(m.chunks_mut(len)).zip(v.chunks_mut(len)).map(|(((p, g), m), v)| Elems { p, g, m, v, t: targets.as_mut().and_then(|t| t.next()) }).collect();
+    super::team::run(pieces, |e| adam_elems(e, c));
     true
+}
+
+/// The step's constants (see [`fused_cpu_step`]).
+#[derive(Clone, Copy)]
+struct Consts {
+    w1: f32,
+    w2: f32,
+    c1: f32,
+    c2: f32,
+    tau: f32,
+    moments_only: bool,
+}
+
+/// One contiguous range of a parameter, its gradient, moments and (optionally) target.
+struct Elems<'a> {
+    p: &'a mut [f32],
+    g: &'a [f32],
+    m: &'a mut [f32],
+    v: &'a mut [f32],
+    t: Option<&'a mut [f32]>,
+}
+
+/// The loop compiled with AVX2 and FMA where the CPU has them (eight elements per
+/// instruction); the operations are IEEE's (`mul_add` is the fused multiply-add in both
+/// builds), so either build gives the same bits.
+fn adam_elems(e: Elems<'_>, c: Consts) {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU was just checked for AVX2 and FMA.
+        return unsafe { adam_elems_avx2(e, c) };
+    }
+    adam_elems_plain(e, c)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn adam_elems_avx2(e: Elems<'_>, c: Consts) {
+    adam_elems_plain(e, c)
+}
+
+#[inline(always)]
+fn adam_elems_plain(e: Elems<'_>, c: Consts) {
+    let Elems { p, g, m, v, t } = e;
+    let adam = |pi: &mut f32, gi: f32, mi: &mut f32, vi: &mut f32| {
+        *mi += c.w1 * (gi - *mi);
+        *vi += c.w2 * (gi * gi - *vi);
+        if !c.moments_only {
+            *pi += *mi / (vi.sqrt() * c.c1 + c.c2);
+        }
+    };
+    match t {
+        Some(t) => {
+            for (((pi, gi), (mi, vi)), ti) in p.iter_mut().zip(g).zip(m.iter_mut().zip(v.iter_mut())).zip(t.iter_mut()) {
+                adam(pi, *gi, mi, vi);
+                *ti = c.tau.mul_add(*pi - *ti, *ti);
+            }
+        }
+        None => {
+            for ((pi, gi), (mi, vi)) in p.iter_mut().zip(g).zip(m.iter_mut().zip(v.iter_mut())) {
+                adam(pi, *gi, mi, vi);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -188,29 +262,39 @@ mod tests {
         assert!((st[0].1.double_value(&[0]) - 0.05).abs() < 1e-7, "m must still be updated");
     }
 
-    /// The fused CPU pass and the tensor path (taken for a non-contiguous parameter) agree.
+    /// The fused CPU pass and the tensor path (taken for a non-contiguous parameter) agree,
+    /// with the Polyak target tracked in the same pass, for a small tensor and one large
+    /// enough to be split over threads.
     #[test]
     fn fused_cpu_pass_matches_the_tensor_path() {
-        let mut rng = crate::rng::AgentRng::new(3);
-        let w0 = rng.normal(&[6, 5], Device::Cpu);
-        let mut fused = ParamSet::new();
-        let a = fused.add("w", w0.copy(), Device::Cpu);
-        let mut plain = ParamSet::new();
-        // The same values seen through a transpose: not contiguous, so the tensor path runs.
-        let b = plain.add("w", w0.t_copy().contiguous().t_(), Device::Cpu);
-        assert!(!b.is_contiguous());
-        let (mut oa, mut ob) = (Adam::new(&fused, 0.01), Adam::new(&plain, 0.01));
-        // Moments zeroed like the parameter's layout, so the plain optimizer's are transposed too.
-        ob.m = vec![Tensor::zeros([5, 6], (Kind::Float, Device::Cpu)).t_()];
-        ob.v = vec![Tensor::zeros([5, 6], (Kind::Float, Device::Cpu)).t_()];
-        for _ in 0..5 {
-            let g = rng.normal(&[6, 5], Device::Cpu);
-            oa.apply(&fused, &[g.copy()]);
-            ob.apply(&plain, &[g.t_copy().contiguous().t_()]);
+        for (rows, cols) in [(6i64, 5i64), (300, 300)] {
+            let mut rng = crate::rng::AgentRng::new(3);
+            let w0 = rng.normal(&[rows, cols], Device::Cpu);
+            let t0 = rng.normal(&[rows, cols], Device::Cpu);
+            let (mut fused, mut fused_t) = (ParamSet::new(), ParamSet::new());
+            let a = fused.add("w", w0.copy(), Device::Cpu);
+            let ta = fused_t.add("w", t0.copy(), Device::Cpu);
+            // The same values seen through a transpose: not contiguous, so the tensor path runs.
+            let (mut plain, mut plain_t) = (ParamSet::new(), ParamSet::new());
+            let b = plain.add("w", w0.t_copy().contiguous().t_(), Device::Cpu);
+            let tb = plain_t.add("w", t0.t_copy().contiguous().t_(), Device::Cpu);
+            assert!(!b.is_contiguous() && !tb.is_contiguous());
+            let (mut oa, mut ob) = (Adam::new(&fused, 0.01), Adam::new(&plain, 0.01));
+            // Moments zeroed like the parameter's layout, so the plain optimizer's are transposed too.
+            ob.m = vec![Tensor::zeros([cols, rows], (Kind::Float, Device::Cpu)).t_()];
+            ob.v = vec![Tensor::zeros([cols, rows], (Kind::Float, Device::Cpu)).t_()];
+            for _ in 0..5 {
+                let g = rng.normal(&[rows, cols], Device::Cpu);
+                oa.apply_and_track(&fused, &[g.copy()], &fused_t, 0.005);
+                ob.apply_and_track(&plain, &[g.t_copy().contiguous().t_()], &plain_t, 0.005);
+            }
+            let diff = (&a - &b).abs().max().double_value(&[]);
+            assert!(diff < 1e-6, "fused and tensor Adam differ by {diff} ({rows}×{cols})");
+            assert!((&a - &w0).abs().max().double_value(&[]) > 1e-3, "the weights moved");
+            let diff = (&ta - &tb).abs().max().double_value(&[]);
+            assert!(diff < 1e-6, "fused and tensor Polyak targets differ by {diff} ({rows}×{cols})");
+            assert!((&ta - &t0).abs().max().double_value(&[]) > 1e-3, "the target moved");
         }
-        let diff = (&a - &b).abs().max().double_value(&[]);
-        assert!(diff < 1e-6, "fused and tensor Adam differ by {diff}");
-        assert!((&a - &w0).abs().max().double_value(&[]) > 1e-3, "the weights moved");
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod mlp;
 pub mod params;
 pub mod polyak;
 pub mod tanh_gaussian;
+pub(crate) mod mkl;
 pub(crate) mod team;
 pub mod temperature;
 

@@ -1,8 +1,11 @@
 //! The fused row passes of the taped ensemble ([`super::tape`]): plain loops over contiguous
 //! float32 rows `[E, R, W]` (member-major), one pass per hidden layer forward and one backward.
-//! Each function is compiled twice, for baseline x86-64 and for AVX2, and picks at run time.
+//! Each function is compiled twice, for baseline x86-64 and for AVX2 with FMA, and picks at run
+//! time; the row reductions and the first layer's products are written with AVX2 intrinsics and
+//! in plain Rust ([`Reduce`]) to the same order of operations, so both give the same bits.
 //!
-//! Forward, per member `e` and row `r` (`z` is the layer's matmul output `x W_e`):
+//! Forward, per member `e` and row `r` (`z` is the layer's matmul output `x W_e`, or for a
+//! shared first layer computed here, [`FirstLayer`]):
 //! `z += b_e (+ p_e[r / k])`, then with LayerNorm `μ, σ² = mean, var(z)`, `ρ = 1/√(σ² + 1e-5)`,
 //! `x̂ = (z − μ) ρ`, `h = relu(γ_e x̂ + β_e)`; without it `h = relu(z)` in place. With the
 //! one-output head fused in, `q = h · w_e + c_e`.
@@ -45,11 +48,26 @@ pub(super) struct HeadForward<'a> {
     pub q: &'a mut [f32],
 }
 
+/// The first layer's input and weights, when the pass computes `z = x W_e` itself.
+#[derive(Clone, Copy)]
+pub(super) struct FirstLayer<'a> {
+    /// `x`, `[R, d]`, shared by every member.
+    pub x: &'a [f32],
+    /// `W`, `[E, d, W]`.
+    pub weight: &'a [f32],
+    pub d: usize,
+}
+
 /// One hidden layer's forward pass.
 pub(super) struct Forward<'a> {
     pub dims: Dims,
-    /// The matmul output on entry; on exit `z + b (+ p)` (LayerNorm) or `h` (without it).
+    /// The matmul output on entry (or anything, with `first`); on exit `z + b (+ p)`
+    /// (LayerNorm) or `h` (without it).
     pub z: &'a mut [f32],
+    /// Compute `z = x W_e` here, row by row, instead of taking it from a matmul: the first
+    /// layer's `d` is small (17 + 6 for locomotion), where MKL's batched matmul spends more time
+    /// writing and re-reading `z` than multiplying.
+    pub first: Option<FirstLayer<'a>>,
     /// `b`, `[E, W]`.
     pub bias: &'a [f32],
     /// Per-state addend `p` `[E, R / k, W]` and `k` (a paired first layer's `s W_s`).
@@ -133,20 +151,20 @@ fn parts(d: Dims, threads: usize) -> usize {
 
 fn forward_one(f: Forward<'_>) {
     #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU was just checked for AVX2.
+    if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU was just checked for AVX2 and FMA.
         return unsafe { forward_avx2(f) };
     }
-    forward_rows(f)
+    forward_rows::<Portable>(f)
 }
 
 fn backward_one(b: Backward<'_>) {
     #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU was just checked for AVX2.
+    if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU was just checked for AVX2 and FMA.
         return unsafe { backward_avx2(b) };
     }
-    backward_rows(b)
+    backward_rows::<Portable>(b)
 }
 
 /// Split a member-major slice of `per` values per member after `cut` members.
@@ -191,7 +209,14 @@ impl<'a> Forward<'a> {
             }
             None => (None, None),
         };
-        (Forward { dims: d1, z: z1, bias: b1, per_state: p1, norm: n1, head: h1 }, Forward { dims: d2, z: z2, bias: b2, per_state: p2, norm: n2, head: h2 })
+        let (f1, f2) = match self.first {
+            Some(f) => {
+                let (w1, w2) = cut(f.weight, f.d * w, at);
+                (Some(FirstLayer { weight: w1, ..f }), Some(FirstLayer { weight: w2, ..f }))
+            }
+            None => (None, None),
+        };
+        (Forward { dims: d1, z: z1, first: f1, bias: b1, per_state: p1, norm: n1, head: h1 }, Forward { dims: d2, z: z2, first: f2, bias: b2, per_state: p2, norm: n2, head: h2 })
     }
 }
 
@@ -239,15 +264,15 @@ impl<'a> Backward<'a> {
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,fma")]
 unsafe fn forward_avx2(f: Forward<'_>) {
-    forward_rows(f)
+    forward_rows::<Avx2>(f)
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,fma")]
 unsafe fn backward_avx2(b: Backward<'_>) {
-    backward_rows(b)
+    backward_rows::<Avx2>(b)
 }
 
 /// `g · [h > 0]` as a product with 1 or 0. Written as a select (or a bit mask), LLVM emits a
@@ -258,69 +283,233 @@ fn relu_mask(g: f32, h: f32) -> f32 {
     g * ((h > 0.0) as u32 as f32)
 }
 
-/// `Σ x` in eight lanes (one AVX register; a fixed order, so the result is reproducible).
-#[inline(always)]
-fn sum(x: &[f32]) -> f32 {
-    let mut acc = [0f32; 8];
-    let chunks = x.chunks_exact(8);
-    let tail: f32 = chunks.remainder().iter().sum();
-    for c in chunks {
-        for i in 0..8 {
-            acc[i] += c[i];
-        }
-    }
-    acc.iter().sum::<f32>() + tail
+/// The row reductions of the passes, `Σ_j f(x_j, y_j)` for the four `f` below, summed in 32
+/// lanes (four registers of eight, so the adds form four dependency chains, not one), the lanes
+/// combined as `(l_i + l_{8+i}) + (l_{16+i} + l_{24+i})` and then in order `i = 0..8`, and the
+/// tail past a multiple of 32 added last in order. [`Portable`] and [`Avx2`] compute exactly
+/// that, so every CPU gives the same bits. With one register the 32 adds of a 256-wide row
+/// are one chain, and that chain's latency was most of the forward pass's time.
+trait Reduce {
+    /// `Σ x`.
+    fn sum(x: &[f32]) -> f32;
+    /// `Σ x y`.
+    fn dot(x: &[f32], y: &[f32]) -> f32;
+    /// `Σ g (z − μ)`.
+    fn centered_dot(g: &[f32], z: &[f32], mu: f32) -> f32;
+    /// `Σ (x − μ)²`.
+    fn centered_square_sum(x: &[f32], mu: f32) -> f32;
+    /// `out = x W` for rows `x` `[R, d]` and `W` `[d, n]` into `out` `[R, n]`: each output a
+    /// chain of fused multiply-adds over `k = 0..d` in order, from zero.
+    fn rows_times(x: &[f32], w: &[f32], out: &mut [f32], d: usize);
 }
 
-/// `Σ x y` in eight lanes.
+/// Plain Rust, for CPUs without AVX2.
+struct Portable;
+
 #[inline(always)]
-fn dot(x: &[f32], y: &[f32]) -> f32 {
-    let mut acc = [0f32; 8];
-    let (cx, cy) = (x.chunks_exact(8), y.chunks_exact(8));
-    let tail: f32 = cx.remainder().iter().zip(cy.remainder()).map(|(a, b)| a * b).sum();
+fn reduce_portable(x: &[f32], y: &[f32], f: impl Fn(f32, f32) -> f32) -> f32 {
+    let mut acc = [0f32; 32];
+    let (cx, cy) = (x.chunks_exact(32), y.chunks_exact(32));
+    let (rx, ry) = (cx.remainder(), cy.remainder());
     for (a, b) in cx.zip(cy) {
-        for i in 0..8 {
-            acc[i] += a[i] * b[i];
+        for i in 0..32 {
+            acc[i] += f(a[i], b[i]);
         }
     }
-    acc.iter().sum::<f32>() + tail
+    combine(&acc, rx.iter().zip(ry).map(|(a, b)| f(*a, *b)))
 }
 
-/// `Σ g (z − μ)` in eight lanes.
+/// The lanes' fixed combination order, then the tail.
 #[inline(always)]
-fn centered_dot(g: &[f32], z: &[f32], mu: f32) -> f32 {
-    let mut acc = [0f32; 8];
-    let (cg, cz) = (g.chunks_exact(8), z.chunks_exact(8));
-    let tail: f32 = cg.remainder().iter().zip(cz.remainder()).map(|(a, b)| a * (b - mu)).sum();
-    for (a, b) in cg.zip(cz) {
-        for i in 0..8 {
-            acc[i] += a[i] * (b[i] - mu);
+fn combine(acc: &[f32; 32], tail: impl Iterator<Item = f32>) -> f32 {
+    let mut total = 0f32;
+    for i in 0..8 {
+        total += (acc[i] + acc[8 + i]) + (acc[16 + i] + acc[24 + i]);
+    }
+    tail.fold(total, |t, v| t + v)
+}
+
+impl Reduce for Portable {
+    #[inline(always)]
+    fn sum(x: &[f32]) -> f32 {
+        reduce_portable(x, x, |a, _| a)
+    }
+    #[inline(always)]
+    fn dot(x: &[f32], y: &[f32]) -> f32 {
+        reduce_portable(x, y, |a, b| a * b)
+    }
+    #[inline(always)]
+    fn centered_dot(g: &[f32], z: &[f32], mu: f32) -> f32 {
+        reduce_portable(g, z, |a, b| a * (b - mu))
+    }
+    #[inline(always)]
+    fn centered_square_sum(x: &[f32], mu: f32) -> f32 {
+        reduce_portable(x, x, |a, _| (a - mu) * (a - mu))
+    }
+    #[inline(always)]
+    fn rows_times(x: &[f32], w: &[f32], out: &mut [f32], d: usize) {
+        let n = w.len() / d.max(1);
+        out.fill(0.0);
+        for (x, out) in x.chunks_exact(d).zip(out.chunks_exact_mut(n)) {
+            for (k, xk) in x.iter().enumerate() {
+                for (o, wj) in out.iter_mut().zip(&w[k * n..][..n]) {
+                    *o = xk.mul_add(*wj, *o);
+                }
+            }
         }
     }
-    acc.iter().sum::<f32>() + tail
 }
 
-/// `Σ (x − μ)²` in eight lanes.
-#[inline(always)]
-fn centered_square_sum(x: &[f32], mu: f32) -> f32 {
-    let mut acc = [0f32; 8];
-    let chunks = x.chunks_exact(8);
-    let tail: f32 = chunks.remainder().iter().map(|v| (v - mu) * (v - mu)).sum();
-    for c in chunks {
-        for i in 0..8 {
-            let d = c[i] - mu;
-            acc[i] += d * d;
+/// AVX2 intrinsics (LLVM does not keep four accumulators in registers from the plain loop).
+#[cfg(target_arch = "x86_64")]
+struct Avx2;
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use std::arch::x86_64::*;
+
+    /// `Σ_j f(x_j, y_j)` with `f` on eight lanes at a time; `f1` is the same `f` on one value.
+    ///
+    /// SAFETY (for callers): the CPU has AVX2 and `x.len() == y.len()`.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    pub(super) unsafe fn reduce(x: &[f32], y: &[f32], f: impl Fn(__m256, __m256) -> __m256, f1: impl Fn(f32, f32) -> f32) -> f32 {
+        let n = x.len() / 32 * 32;
+        let (px, py) = (x.as_ptr(), y.as_ptr());
+        let mut acc = [_mm256_setzero_ps(); 4];
+        let mut j = 0;
+        while j < n {
+            for (k, a) in acc.iter_mut().enumerate() {
+                let (u, v) = (_mm256_loadu_ps(px.add(j + 8 * k)), _mm256_loadu_ps(py.add(j + 8 * k)));
+                *a = _mm256_add_ps(*a, f(u, v));
+            }
+            j += 32;
+        }
+        let mut lanes = [0f32; 32];
+        for (k, a) in acc.iter().enumerate() {
+            _mm256_storeu_ps(lanes.as_mut_ptr().add(8 * k), *a);
+        }
+        super::combine(&lanes, x[n..].iter().zip(&y[n..]).map(|(a, b)| f1(*a, *b)))
+    }
+
+    /// [`super::Reduce::rows_times`]: two rows at a time, 48 outputs of each in twelve
+    /// registers, each loaded `W` vector used for both rows.
+    ///
+    /// SAFETY (for callers): the CPU has AVX2 and FMA, `x.len()` is a multiple of `d`, and
+    /// `out.len() = x.len() / d · w.len() / d`.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    pub(super) unsafe fn rows_times(x: &[f32], w: &[f32], out: &mut [f32], d: usize) {
+        let n = w.len() / d;
+        let rows = x.len() / d;
+        assert!(x.len() == rows * d && out.len() == rows * n && w.len() == d * n);
+        let (px, pw, po) = (x.as_ptr(), w.as_ptr(), out.as_mut_ptr());
+        let mut r = 0;
+        while r + 2 <= rows {
+            let (x0, x1) = (px.add(r * d), px.add((r + 1) * d));
+            let (o0, o1) = (po.add(r * n), po.add((r + 1) * n));
+            let mut j = 0;
+            while j + 48 <= n {
+                let (mut a0, mut a1) = ([_mm256_setzero_ps(); 6], [_mm256_setzero_ps(); 6]);
+                for k in 0..d {
+                    let (b0, b1) = (_mm256_set1_ps(*x0.add(k)), _mm256_set1_ps(*x1.add(k)));
+                    let row = pw.add(k * n + j);
+                    for c in 0..6 {
+                        let wv = _mm256_loadu_ps(row.add(8 * c));
+                        a0[c] = _mm256_fmadd_ps(b0, wv, a0[c]);
+                        a1[c] = _mm256_fmadd_ps(b1, wv, a1[c]);
+                    }
+                }
+                for c in 0..6 {
+                    _mm256_storeu_ps(o0.add(j + 8 * c), a0[c]);
+                    _mm256_storeu_ps(o1.add(j + 8 * c), a1[c]);
+                }
+                j += 48;
+            }
+            while j + 8 <= n {
+                let (mut a0, mut a1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+                for k in 0..d {
+                    let wv = _mm256_loadu_ps(pw.add(k * n + j));
+                    a0 = _mm256_fmadd_ps(_mm256_set1_ps(*x0.add(k)), wv, a0);
+                    a1 = _mm256_fmadd_ps(_mm256_set1_ps(*x1.add(k)), wv, a1);
+                }
+                _mm256_storeu_ps(o0.add(j), a0);
+                _mm256_storeu_ps(o1.add(j), a1);
+                j += 8;
+            }
+            for jj in j..n {
+                for (xr, o) in [(x0, o0), (x1, o1)] {
+                    *o.add(jj) = (0..d).fold(0f32, |acc, k| (*xr.add(k)).mul_add(w[k * n + jj], acc));
+                }
+            }
+            r += 2;
+        }
+        if r < rows {
+            // The odd last row: the same chains, one row.
+            let (x0, o0) = (px.add(r * d), po.add(r * n));
+            let mut j = 0;
+            while j + 8 <= n {
+                let mut a0 = _mm256_setzero_ps();
+                for k in 0..d {
+                    a0 = _mm256_fmadd_ps(_mm256_set1_ps(*x0.add(k)), _mm256_loadu_ps(pw.add(k * n + j)), a0);
+                }
+                _mm256_storeu_ps(o0.add(j), a0);
+                j += 8;
+            }
+            for jj in j..n {
+                *o0.add(jj) = (0..d).fold(0f32, |acc, k| (*x0.add(k)).mul_add(w[k * n + jj], acc));
+            }
         }
     }
-    acc.iter().sum::<f32>() + tail
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Reduce for Avx2 {
+    // SAFETY (all of them): `Avx2` is only used inside `forward_avx2`/`backward_avx2`, which
+    // run after the CPU was checked for AVX2 and FMA; the slices have the lengths asked for.
+    #[inline(always)]
+    fn sum(x: &[f32]) -> f32 {
+        unsafe { avx2::reduce(x, x, |a, _| a, |a, _| a) }
+    }
+    #[inline(always)]
+    fn dot(x: &[f32], y: &[f32]) -> f32 {
+        use std::arch::x86_64::_mm256_mul_ps;
+        unsafe { avx2::reduce(x, y, |a, b| _mm256_mul_ps(a, b), |a, b| a * b) }
+    }
+    #[inline(always)]
+    fn centered_dot(g: &[f32], z: &[f32], mu: f32) -> f32 {
+        use std::arch::x86_64::{_mm256_mul_ps, _mm256_set1_ps, _mm256_sub_ps};
+        unsafe {
+            let m = _mm256_set1_ps(mu);
+            avx2::reduce(g, z, |a, b| _mm256_mul_ps(a, _mm256_sub_ps(b, m)), |a, b| a * (b - mu))
+        }
+    }
+    #[inline(always)]
+    fn rows_times(x: &[f32], w: &[f32], out: &mut [f32], d: usize) {
+        unsafe { avx2::rows_times(x, w, out, d) }
+    }
+    #[inline(always)]
+    fn centered_square_sum(x: &[f32], mu: f32) -> f32 {
+        use std::arch::x86_64::{_mm256_mul_ps, _mm256_set1_ps, _mm256_sub_ps};
+        unsafe {
+            let m = _mm256_set1_ps(mu);
+            avx2::reduce(x, x, |a, _| {
+                let d = _mm256_sub_ps(a, m);
+                _mm256_mul_ps(d, d)
+            }, |a, _| (a - mu) * (a - mu))
+        }
+    }
 }
 
 #[inline(always)]
-fn forward_rows(f: Forward<'_>) {
+fn forward_rows<R: Reduce>(f: Forward<'_>) {
     let Dims { members, rows, width: w } = f.dims;
-    let Forward { z, bias, per_state, mut norm, mut head, .. } = f;
+    let Forward { z, first, bias, per_state, mut norm, mut head, .. } = f;
     for e in 0..members {
         let b = &bias[e * w..][..w];
+        if let Some(FirstLayer { x, weight, d }) = first {
+            R::rows_times(&x[..rows * d], &weight[e * d * w..][..d * w], &mut z[e * rows * w..][..rows * w], d);
+        }
         for r in 0..rows {
             let i = e * rows + r;
             let row = &mut z[i * w..][..w];
@@ -336,8 +525,8 @@ fn forward_rows(f: Forward<'_>) {
                     for (v, bj) in row.iter_mut().zip(b) {
                         *v += bj;
                     }
-                    let mu = sum(row) / w as f32;
-                    let rho = 1.0 / (centered_square_sum(row, mu) / w as f32 + LN_EPS).sqrt();
+                    let mu = R::sum(row) / w as f32;
+                    let rho = 1.0 / (R::centered_square_sum(row, mu) / w as f32 + LN_EPS).sqrt();
                     n.stats[2 * i] = mu;
                     n.stats[2 * i + 1] = rho;
                     let (g, s) = (&n.gain[e * w..][..w], &n.shift[e * w..][..w]);
@@ -355,14 +544,14 @@ fn forward_rows(f: Forward<'_>) {
                 }
             };
             if let Some(hd) = head.as_mut() {
-                hd.q[i] = dot(h, &hd.weight[e * w..][..w]) + hd.bias[e];
+                hd.q[i] = R::dot(h, &hd.weight[e * w..][..w]) + hd.bias[e];
             }
         }
     }
 }
 
 #[inline(always)]
-fn backward_rows(b: Backward<'_>) {
+fn backward_rows<R: Reduce>(b: Backward<'_>) {
     let Dims { members, rows, width: w } = b.dims;
     let Backward { mut grad, h, mut norm, grad_bias, mut per_state, .. } = b;
     for e in 0..members {
@@ -411,8 +600,8 @@ fn backward_rows(b: Backward<'_>) {
                         *gj = gy * gaj;
                     }
                     // g_z = ρ (g_x̂ − mean(g_x̂) − x̂ mean(g_x̂ x̂)).
-                    let m1 = sum(g) / w as f32;
-                    let m2 = centered_dot(g, zr, mu) * rho / w as f32;
+                    let m1 = R::sum(g) / w as f32;
+                    let m2 = R::centered_dot(g, zr, mu) * rho / w as f32;
                     for ((gj, zj), gbj) in g.iter_mut().zip(zr).zip(gb.iter_mut()) {
                         let xh = (zj - mu) * rho;
                         *gj = rho * (*gj - m1 - xh * m2);
@@ -460,6 +649,7 @@ mod tests {
                 Forward {
                     dims,
                     z: &mut z,
+                    first: None,
                     bias: &bias,
                     per_state: Some((&ps, k)),
                     norm: Some(NormForward { gain: &gain, shift: &shift, stats: &mut stats, out: &mut out }),
@@ -480,14 +670,77 @@ mod tests {
                 },
                 threads,
             );
+            // A first layer computing x W itself (d = 5), with LayerNorm.
+            let (d, x, xw) = (5usize, data(r * 5, 9), data(e * 5 * w, 10));
+            let (mut z1, mut stats1, mut out1) = (vec![f32::NAN; n], vec![0f32; 2 * e * r], vec![0f32; n]);
+            forward(
+                Forward {
+                    dims,
+                    z: &mut z1,
+                    first: Some(FirstLayer { x: &x, weight: &xw, d }),
+                    bias: &bias,
+                    per_state: None,
+                    norm: Some(NormForward { gain: &gain, shift: &shift, stats: &mut stats1, out: &mut out1 }),
+                    head: None,
+                },
+                threads,
+            );
             // And an in-place layer without LayerNorm on the result.
             let mut g2 = gz.clone();
             let mut gb2 = vec![0f32; e * w];
             backward(Backward { dims, grad: GradIn::InPlace(&mut g2), h: &out, norm: None, grad_bias: &mut gb2, per_state: None }, threads);
-            vec![z, stats, out, q, gz, gw, gb_head, gb, gg, gs, sums, g2, gb2]
+            vec![z, stats, out, q, gz, gw, gb_head, gb, gg, gs, sums, g2, gb2, z1, stats1, out1]
         };
         let (one, two) = (run(1), run(2));
         assert!(one[3].iter().all(|v| v.is_finite()) && one[4].iter().any(|v| *v != 0.0));
+        assert!(one[13].iter().chain(&one[15]).all(|v| v.is_finite()), "the first layer wrote every z");
         assert!(one == two, "the 2-thread pass differs from the 1-thread pass");
+    }
+
+    /// The AVX2 build and the portable one give the same bits (reductions in the same lane
+    /// order, the first layer's chains of fused multiply-adds in the same order), with widths
+    /// that leave tails past the 32-lane, 48-column and 8-column blocks.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx2_and_portable_passes_agree_bit_for_bit() {
+        if !(std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")) {
+            return;
+        }
+        for (e, r, w, d) in [(2usize, 5usize, 256usize, 23usize), (3, 4, 61, 7)] {
+            let n = e * r * w;
+            let run = |avx: bool| {
+                let (x, xw, bias, gain, shift, head_w, head_b) = (data(r * d, 1), data(e * d * w, 2), data(e * w, 3), data(e * w, 4), data(e * w, 5), data(e * w, 6), data(e, 7));
+                let (mut z, mut stats, mut out, mut q) = (vec![0f32; n], vec![0f32; 2 * e * r], vec![0f32; n], vec![0f32; e * r]);
+                let f = Forward {
+                    dims: Dims { members: e, rows: r, width: w },
+                    z: &mut z,
+                    first: Some(FirstLayer { x: &x, weight: &xw, d }),
+                    bias: &bias,
+                    per_state: None,
+                    norm: Some(NormForward { gain: &gain, shift: &shift, stats: &mut stats, out: &mut out }),
+                    head: Some(HeadForward { weight: &head_w, bias: &head_b, q: &mut q }),
+                };
+                // SAFETY: checked above that the CPU has AVX2 and FMA.
+                if avx { unsafe { forward_avx2(f) } } else { forward_rows::<Portable>(f) }
+                let grad_q = data(e * r, 8);
+                let (mut gz, mut gw, mut gbh, mut gb, mut gg, mut gs) = (vec![0f32; n], vec![0f32; e * w], vec![0f32; e], vec![0f32; e * w], vec![0f32; e * w], vec![0f32; e * w]);
+                let b = Backward {
+                    dims: Dims { members: e, rows: r, width: w },
+                    grad: GradIn::Head { grad_q: &grad_q, weight: &head_w, out: &mut gz, grad_weight: &mut gw, grad_bias: &mut gbh },
+                    h: &out,
+                    norm: Some(NormBackward { z: &z, stats: &stats, gain: &gain, grad_gain: &mut gg, grad_shift: &mut gs }),
+                    grad_bias: &mut gb,
+                    per_state: None,
+                };
+                // SAFETY: as above.
+                if avx { unsafe { backward_avx2(b) } } else { backward_rows::<Portable>(b) }
+                vec![z, stats, out, q, gz, gw, gbh, gb, gg, gs]
+            };
+            let (avx, plain) = (run(true), run(false));
+            assert!(plain[3].iter().all(|v| v.is_finite()));
+            for (i, (a, p)) in avx.iter().zip(&plain).enumerate() {
+                assert!(a.iter().zip(p).all(|(a, p)| a.to_bits() == p.to_bits()), "output {i} differs between the AVX2 and portable builds ({e}, {r}, {w}, {d})");
+            }
+        }
     }
 }

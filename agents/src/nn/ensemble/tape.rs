@@ -11,7 +11,7 @@
 //! ([`EnsembleMlp::tape_applies`]); everything else takes the autograd path, which is the
 //! reference: tests check that values and gradients agree.
 
-use super::kernels::{self, Dims, Forward, GradIn, HeadForward, NormBackward, NormForward};
+use super::kernels::{self, Dims, FirstLayer, Forward, GradIn, HeadForward, NormBackward, NormForward};
 use super::EnsembleMlp;
 use tch::{Device, Kind, Tensor};
 
@@ -113,14 +113,16 @@ impl EnsembleMlp {
             let mut hidden: Vec<Hidden> = Vec::with_capacity(last);
             let mut q = Tensor::new();
             for (i, layer) in self.layers.iter().enumerate().take(last) {
-                let weight = pick(&layer.weight);
+                let weight = pick(&layer.weight).contiguous();
                 let width = weight.size()[2];
-                // z = x W (the bias is added in the fused pass).
+                // z = x W (the bias is added in the fused pass; a shared first layer's x W is
+                // computed there too).
+                let mut first = None;
                 let (z, per_state, k) = match (&input, hidden.last()) {
                     (_, Some(prev)) => (prev.h.bmm(&weight), None, 1),
                     (Input::Shared(x), None) => {
-                        let (b, d) = (x.size()[0], x.size()[1]);
-                        (x.unsqueeze(0).expand([e, b, d], false).bmm(&weight), None, 1)
+                        first = Some(x.contiguous());
+                        (empty(&[e, x.size()[0], width]), None, 1)
                     }
                     (Input::Paired { obs, act }, None) => {
                         let (b, o, rows, a) = (obs.size()[0], obs.size()[1], act.size()[0], act.size()[1]);
@@ -144,6 +146,7 @@ impl EnsembleMlp {
                     kernels::forward(Forward {
                         dims,
                         z: slice_mut(&z),
+                        first: first.as_ref().map(|x| FirstLayer { x: slice(x), weight: slice(&weight), d: x.size()[1] as usize }),
                         bias: slice(&bias),
                         per_state: per_state.as_ref().map(|p| (slice(p), k)),
                         norm: norm.as_ref().map(|(g, s, st, out)| NormForward { gain: slice(g), shift: slice(s), stats: slice_mut(st), out: slice_mut(out) }),
@@ -191,11 +194,11 @@ impl EnsembleMlp {
     /// The gradient in the shared input `x` `[B, in]` of `c · Σ_r Q_{m(r)}(x_r)`, one member
     /// `m(r)` per row (the actor's min over the ensemble: the argmin, `c = 1/B`), from the tape
     /// of [`EnsembleMlp::forward_taped`]. It costs about one member's backward pass, not `E`:
-    /// each member's rows are gathered into a contiguous range of slots, and each member's fused
-    /// pass and matmul run on its own range. When the rows are spread evenly enough
-    /// (`E · n_max ≤ 2B`, `n_max` the most rows of any member), every range is padded to `n_max`
-    /// with rows whose gradient is zero, and the ranges run as one batch (one fused pass split
-    /// over threads, one batched matmul per layer); otherwise they run one member at a time.
+    /// the rows are sorted by member into slots, so each member's rows are one contiguous
+    /// range; each member's fused pass runs on its range (the members split over threads by
+    /// their number of rows), and each layer's `∂h = g_z W_mᵀ` runs as one ragged batched
+    /// matmul over the members' ranges (MKL's grouped call, [`crate::nn::mkl`]; where it is
+    /// absent, one matmul per member).
     pub fn backward_input_one_member(&self, tape: EnsembleTape, member: &Tensor, c: f64) -> Tensor {
         tch::no_grad(|| {
             let EnsembleTape { input, hidden } = tape;
@@ -205,33 +208,34 @@ impl EnsembleMlp {
             let ids: Vec<usize> = Vec::<i64>::try_from(member.to_kind(Kind::Int64)).expect("member ids").into_iter().map(|m| m as usize).collect();
             let mut count = vec![0usize; e];
             ids.iter().for_each(|&m| count[m] += 1);
-            let n_max = count.iter().copied().max().unwrap_or(1).max(1);
-            let batched = e * n_max <= 2 * b;
-            // Member m's slots: [start[m], start[m] + span[m]).
-            let span: Vec<usize> = if batched { vec![n_max; e] } else { count.clone() };
-            let start: Vec<usize> = span.iter().scan(0, |acc, &n| {
+            // Member m's slots: [start[m], start[m] + count[m]).
+            let start: Vec<usize> = count.iter().scan(0, |acc, &n| {
                 let s = *acc;
                 *acc += n;
                 Some(s)
             }).collect();
-            let slots = start[e - 1] + span[e - 1];
-            // The source row (flat index m·B + r) of each slot, each row's slot, and ∂q per slot;
-            // a padding slot repeats the member's row 0 with ∂q = 0.
-            let mut source: Vec<i64> = (0..e).flat_map(|m| std::iter::repeat_n((m * b) as i64, span[m])).collect();
-            let (mut position, mut grad_q, mut next) = (vec![0i64; b], vec![0f32; slots], start.clone());
+            // The source row (flat index m·B + r) of each slot and each row's slot.
+            let (mut source, mut position, mut next) = (vec![0i64; b], vec![0i64; b], start.clone());
             for (r, &m) in ids.iter().enumerate() {
-                let p = next[m];
+                position[r] = next[m] as i64;
+                source[next[m]] = (m * b + r) as i64;
                 next[m] += 1;
-                position[r] = p as i64;
-                source[p] = (m * b + r) as i64;
-                grad_q[p] = c as f32;
             }
             let source = Tensor::from_slice(&source);
             let gather = |t: &Tensor| {
                 let w = t.size()[2];
                 t.view([(e * b) as i64, w]).index_select(0, &source)
             };
-            let members: Vec<usize> = (0..e).filter(|&m| span[m] > 0).collect();
+            let members: Vec<usize> = (0..e).filter(|&m| count[m] > 0).collect();
+            // Consecutive members per thread, about B / threads rows each.
+            let threads = threads().min(members.len()).max(1);
+            let mut groups: Vec<Vec<usize>> = vec![Vec::new(); threads];
+            for &m in &members {
+                let g = (start[m] * threads / b.max(1)).min(threads - 1);
+                groups[g].push(m);
+            }
+            groups.retain(|g| !g.is_empty());
+            let grad_q = vec![c as f32; b];
             let head_w = self.layers[last].weight.contiguous();
             let mut grad_h: Option<Tensor> = None;
             for i in (0..last).rev() {
@@ -243,62 +247,79 @@ impl EnsembleMlp {
                     (Some((g, _)), Some(z), Some(st)) => Some((gather(z), gather(st), g.contiguous())),
                     _ => None,
                 };
-                let gz = match &grad_h {
-                    Some(g) => g.shallow_clone(),
-                    None => empty(&[slots as i64, w as i64]),
-                };
-                // Parameter gradients are not wanted: their accumulators are scratch.
-                let mut scratch = vec![0f32; e * (4 * w + 1)];
+                let top = grad_h.is_none();
+                let gz = grad_h.take().unwrap_or_else(|| empty(&[b as i64, w as i64]));
                 // SAFETY: contiguous float32 CPU tensors (gathered rows, the layer's parameters
-                // and fresh buffers); `gz` is written through one slice only; the slices end with
-                // this block.
+                // and fresh buffers); `gz` is written through one slice, cut into disjoint
+                // per-thread ranges; the slices end with this block.
                 unsafe {
-                    let (h, gz_all, head_w) = (slice(&h), slice_mut(&gz), slice(&head_w));
+                    let (h, head_w) = (slice(&h), slice(&head_w));
                     let norm = norm.as_ref().map(|(z, st, g)| (slice(z), slice(st), slice(g)));
-                    // Members [m0, m1) over slots [s0, s1), as one pass (every span equal).
-                    let pass = |m0: usize, m1: usize, s0: usize, s1: usize, g: &mut [f32], scratch: &mut [f32], threads: usize| {
-                        let k = m1 - m0;
-                        let (s_bias, rest) = scratch.split_at_mut(k * w);
-                        let (s_gain, rest) = rest.split_at_mut(k * w);
-                        let (s_shift, rest) = rest.split_at_mut(k * w);
-                        let (s_head_w, s_head_b) = rest.split_at_mut(k * w);
-                        let grad = match &grad_h {
-                            Some(_) => GradIn::InPlace(g),
-                            None => GradIn::Head { grad_q: &grad_q[s0..s1], weight: &head_w[m0 * w..m1 * w], out: g, grad_weight: s_head_w, grad_bias: &mut s_head_b[..k] },
-                        };
-                        kernels::backward(
-                            kernels::Backward {
-                                dims: Dims { members: k, rows: (s1 - s0) / k, width: w },
-                                grad,
-                                h: &h[s0 * w..s1 * w],
-                                norm: norm.map(|(z, st, g)| NormBackward { z: &z[s0 * w..s1 * w], stats: &st[s0 * 2..s1 * 2], gain: &g[m0 * w..m1 * w], grad_gain: s_gain, grad_shift: s_shift }),
-                                grad_bias: s_bias,
-                                per_state: None,
-                            },
-                            threads,
-                        );
-                    };
-                    if batched {
-                        pass(0, e, 0, slots, gz_all, &mut scratch, threads());
-                    } else {
-                        for &m in &members {
-                            let (s0, s1) = (start[m], start[m] + span[m]);
-                            pass(m, m + 1, s0, s1, &mut gz_all[s0 * w..s1 * w], &mut scratch, 1);
-                        }
+                    let mut rest = slice_mut(&gz);
+                    let mut pieces = Vec::with_capacity(groups.len());
+                    for group in &groups {
+                        let rows: usize = group.iter().map(|&m| count[m]).sum();
+                        let (piece, tail) = rest.split_at_mut(rows * w);
+                        rest = tail;
+                        pieces.push((group, piece));
                     }
+                    // One member's pass on its own slots; the parameter gradients the kernel
+                    // accumulates are not wanted (scratch).
+                    let pass = |(group, mut g): (&Vec<usize>, &mut [f32])| {
+                        let mut scratch = vec![0f32; 4 * w + 1];
+                        for &m in group {
+                            let (s0, s1) = (start[m], start[m] + count[m]);
+                            let (mine, tail) = g.split_at_mut((s1 - s0) * w);
+                            g = tail;
+                            let (s_bias, rest) = scratch.split_at_mut(w);
+                            let (s_gain, rest) = rest.split_at_mut(w);
+                            let (s_shift, rest) = rest.split_at_mut(w);
+                            let (s_head_w, s_head_b) = rest.split_at_mut(w);
+                            let grad = if top {
+                                GradIn::Head { grad_q: &grad_q[s0..s1], weight: &head_w[m * w..][..w], out: mine, grad_weight: s_head_w, grad_bias: s_head_b }
+                            } else {
+                                GradIn::InPlace(mine)
+                            };
+                            kernels::backward(
+                                kernels::Backward {
+                                    dims: Dims { members: 1, rows: s1 - s0, width: w },
+                                    grad,
+                                    h: &h[s0 * w..s1 * w],
+                                    norm: norm.map(|(z, st, g)| NormBackward { z: &z[s0 * w..s1 * w], stats: &st[s0 * 2..s1 * 2], gain: &g[m * w..][..w], grad_gain: s_gain, grad_shift: s_shift }),
+                                    grad_bias: s_bias,
+                                    per_state: None,
+                                },
+                                1,
+                            );
+                        }
+                    };
+                    crate::nn::team::run(pieces, pass);
                 }
-                // ∂h of the layer below, each member's slots through its own weights.
-                let below = layer.weight.size()[1];
-                grad_h = Some(if batched {
-                    gz.view([e as i64, n_max as i64, w as i64]).bmm(&layer.weight.transpose(1, 2)).view([slots as i64, below])
-                } else {
-                    let out = empty(&[slots as i64, below]);
+                // ∂h of the layer below (∂x below the first), each member's slots through its
+                // own weights: ∂h[slots of m] = g_z[slots of m] W_mᵀ.
+                let below = layer.weight.size()[1] as usize;
+                let out = empty(&[b as i64, below as i64]);
+                let weight = layer.weight.contiguous();
+                // SAFETY: contiguous float32 CPU tensors; `out` is fresh and cut into disjoint
+                // per-member ranges; the slices end with this block.
+                let done = unsafe {
+                    let (gz_s, weight_s) = (slice(&gz), slice(&weight));
+                    let mut rest = slice_mut(&out);
+                    let mut products = Vec::with_capacity(members.len());
                     for &m in &members {
-                        let (s0, n) = (start[m] as i64, span[m] as i64);
+                        let (c, tail) = rest.split_at_mut(count[m] * below);
+                        rest = tail;
+                        products.push(crate::nn::mkl::Product { a: &gz_s[start[m] * w..][..count[m] * w], b: &weight_s[m * below * w..][..below * w], c, m: count[m], n: below, k: w, transpose_b: true });
+                    }
+                    crate::nn::mkl::ragged_matmul(products)
+                };
+                if !done {
+                    for &m in &members {
+                        let (s0, n) = (start[m] as i64, count[m] as i64);
                         let _ = gz.narrow(0, s0, n).mm_out(&out.narrow(0, s0, n), &layer.weight.get(m as i64).tr());
                     }
-                    out
-                });
+                }
+                grad_h = Some(out);
             }
             let slotted = grad_h.expect("at least one hidden layer");
             slotted.index_select(0, &Tensor::from_slice(&position))
