@@ -106,6 +106,9 @@ pub(super) struct Backward<'a> {
     /// `h` from the forward pass, `[E, R, W]`.
     pub h: &'a [f32],
     pub norm: Option<NormBackward<'a>>,
+    /// Where row `i`'s `h`, `z` and `(μ, ρ)` are, when not at row `i`: `rows_from[i]` (the
+    /// actor's one-member pass reads each row where the forward pass left it).
+    pub rows_from: Option<&'a [usize]>,
     /// `∂b`, `[E, W]` (accumulated).
     pub grad_bias: &'a mut [f32],
     /// Per-state sums of `g_z`, `[E, R / k, W]` (accumulated), and `k`.
@@ -239,11 +242,21 @@ impl<'a> Backward<'a> {
                 (GradIn::Head { grad_q: q1, weight: w1, out: o1, grad_weight: gw1, grad_bias: gb1 }, GradIn::Head { grad_q: q2, weight: w2, out: o2, grad_weight: gw2, grad_bias: gb2 })
             }
         };
-        let (h1, h2) = cut(self.h, rows * w, at);
+        // With `rows_from`, rows are found through it: h, z and the stats stay whole.
+        let whole = self.rows_from.is_some();
+        let part = |x: &'a [f32], per: usize| if whole { (x, x) } else { cut(x, per, at) };
+        let (f1, f2) = match self.rows_from {
+            Some(f) => {
+                let (x, y) = cut(f, rows, at);
+                (Some(x), Some(y))
+            }
+            None => (None, None),
+        };
+        let (h1, h2) = part(self.h, rows * w);
         let (n1, n2) = match self.norm {
             Some(n) => {
-                let (z1, z2) = cut(n.z, rows * w, at);
-                let (t1, t2) = cut(n.stats, rows * 2, at);
+                let (z1, z2) = part(n.z, rows * w);
+                let (t1, t2) = part(n.stats, rows * 2);
                 let (ga1, ga2) = cut(n.gain, w, at);
                 let (gg1, gg2) = cut_mut(n.grad_gain, w, at);
                 let (gs1, gs2) = cut_mut(n.grad_shift, w, at);
@@ -259,7 +272,7 @@ impl<'a> Backward<'a> {
             }
             None => (None, None),
         };
-        (Backward { dims: d1, grad: g1, h: h1, norm: n1, grad_bias: b1, per_state: p1 }, Backward { dims: d2, grad: g2, h: h2, norm: n2, grad_bias: b2, per_state: p2 })
+        (Backward { dims: d1, grad: g1, h: h1, norm: n1, rows_from: f1, grad_bias: b1, per_state: p1 }, Backward { dims: d2, grad: g2, h: h2, norm: n2, rows_from: f2, grad_bias: b2, per_state: p2 })
     }
 }
 
@@ -298,6 +311,11 @@ trait Reduce {
     fn centered_dot(g: &[f32], z: &[f32], mu: f32) -> f32;
     /// `Σ (x − μ)²`.
     fn centered_square_sum(x: &[f32], mu: f32) -> f32;
+    /// `row += b`, then `Σ row` (as [`Reduce::sum`] of the new row).
+    fn add_sum(row: &mut [f32], b: &[f32]) -> f32;
+    /// LayerNorm's output `out = relu(γ ((z − μ) ρ) + β)` for one row, then `out · w` for a
+    /// fused head (as [`Reduce::dot`]; 0 without one).
+    fn norm_relu_dot(z: &[f32], gain: &[f32], shift: &[f32], mu: f32, rho: f32, out: &mut [f32], head: Option<&[f32]>) -> f32;
     /// `out = x W` for rows `x` `[R, d]` and `W` `[d, n]` into `out` `[R, n]`: each output a
     /// chain of fused multiply-adds over `k = 0..d` in order, from zero.
     fn rows_times(x: &[f32], w: &[f32], out: &mut [f32], d: usize);
@@ -329,7 +347,31 @@ fn combine(acc: &[f32; 32], tail: impl Iterator<Item = f32>) -> f32 {
     tail.fold(total, |t, v| t + v)
 }
 
+/// `max(x, 0)` with +0 for ±0 and NaN (as `_mm256_max_ps(x, 0)`).
+#[inline(always)]
+fn relu(x: f32) -> f32 {
+    if x > 0.0 {
+        x
+    } else {
+        0.0
+    }
+}
+
 impl Reduce for Portable {
+    #[inline(always)]
+    fn add_sum(row: &mut [f32], b: &[f32]) -> f32 {
+        for (v, bj) in row.iter_mut().zip(b) {
+            *v += bj;
+        }
+        Self::sum(row)
+    }
+    #[inline(always)]
+    fn norm_relu_dot(z: &[f32], gain: &[f32], shift: &[f32], mu: f32, rho: f32, out: &mut [f32], head: Option<&[f32]>) -> f32 {
+        for (((o, v), gj), sj) in out.iter_mut().zip(z).zip(gain).zip(shift) {
+            *o = relu(gj * ((v - mu) * rho) + sj);
+        }
+        head.map_or(0.0, |w| Self::dot(out, w))
+    }
     #[inline(always)]
     fn sum(x: &[f32]) -> f32 {
         reduce_portable(x, x, |a, _| a)
@@ -390,6 +432,78 @@ mod avx2 {
             _mm256_storeu_ps(lanes.as_mut_ptr().add(8 * k), *a);
         }
         super::combine(&lanes, x[n..].iter().zip(&y[n..]).map(|(a, b)| f1(*a, *b)))
+    }
+
+    /// [`super::Reduce::add_sum`] in one pass.
+    ///
+    /// SAFETY (for callers): the CPU has AVX2 and `b.len() ≥ row.len()`.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    pub(super) unsafe fn add_sum(row: &mut [f32], b: &[f32]) -> f32 {
+        let len = row.len();
+        assert!(b.len() >= len);
+        let n = len / 32 * 32;
+        let (pr, pb) = (row.as_mut_ptr(), b.as_ptr());
+        let mut acc = [_mm256_setzero_ps(); 4];
+        let mut j = 0;
+        while j < n {
+            for (k, a) in acc.iter_mut().enumerate() {
+                let v = _mm256_add_ps(_mm256_loadu_ps(pr.add(j + 8 * k)), _mm256_loadu_ps(pb.add(j + 8 * k)));
+                _mm256_storeu_ps(pr.add(j + 8 * k), v);
+                *a = _mm256_add_ps(*a, v);
+            }
+            j += 32;
+        }
+        for jj in n..len {
+            row[jj] += b[jj];
+        }
+        let mut lanes = [0f32; 32];
+        for (k, a) in acc.iter().enumerate() {
+            _mm256_storeu_ps(lanes.as_mut_ptr().add(8 * k), *a);
+        }
+        super::combine(&lanes, row[n..].iter().copied())
+    }
+
+    /// [`super::Reduce::norm_relu_dot`] in one pass.
+    ///
+    /// SAFETY (for callers): the CPU has AVX2, and `gain`, `shift`, `out` and `head` are at
+    /// least as long as `z`.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn norm_relu_dot(z: &[f32], gain: &[f32], shift: &[f32], mu: f32, rho: f32, out: &mut [f32], head: Option<&[f32]>) -> f32 {
+        let len = z.len();
+        assert!(gain.len() >= len && shift.len() >= len && out.len() >= len && head.is_none_or(|w| w.len() >= len));
+        let n = len / 32 * 32;
+        let (pz, pg, ps, po) = (z.as_ptr(), gain.as_ptr(), shift.as_ptr(), out.as_mut_ptr());
+        let (m, r, zero) = (_mm256_set1_ps(mu), _mm256_set1_ps(rho), _mm256_setzero_ps());
+        let mut acc = [zero; 4];
+        let mut j = 0;
+        while j < n {
+            for (k, a) in acc.iter_mut().enumerate() {
+                let at = j + 8 * k;
+                let xh = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(pz.add(at)), m), r);
+                let o = _mm256_max_ps(_mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(pg.add(at)), xh), _mm256_loadu_ps(ps.add(at))), zero);
+                _mm256_storeu_ps(po.add(at), o);
+                if let Some(w) = head {
+                    *a = _mm256_add_ps(*a, _mm256_mul_ps(o, _mm256_loadu_ps(w.as_ptr().add(at))));
+                }
+            }
+            j += 32;
+        }
+        for jj in n..len {
+            out[jj] = super::relu(gain[jj] * ((z[jj] - mu) * rho) + shift[jj]);
+        }
+        match head {
+            Some(w) => {
+                let mut lanes = [0f32; 32];
+                for (k, a) in acc.iter().enumerate() {
+                    _mm256_storeu_ps(lanes.as_mut_ptr().add(8 * k), *a);
+                }
+                super::combine(&lanes, out[n..len].iter().zip(&w[n..len]).map(|(o, w)| o * w))
+            }
+            None => 0.0,
+        }
     }
 
     /// [`super::Reduce::rows_times`]: two rows at a time, 48 outputs of each in twelve
@@ -489,6 +603,14 @@ impl Reduce for Avx2 {
         unsafe { avx2::rows_times(x, w, out, d) }
     }
     #[inline(always)]
+    fn add_sum(row: &mut [f32], b: &[f32]) -> f32 {
+        unsafe { avx2::add_sum(row, b) }
+    }
+    #[inline(always)]
+    fn norm_relu_dot(z: &[f32], gain: &[f32], shift: &[f32], mu: f32, rho: f32, out: &mut [f32], head: Option<&[f32]>) -> f32 {
+        unsafe { avx2::norm_relu_dot(z, gain, shift, mu, rho, out, head) }
+    }
+    #[inline(always)]
     fn centered_square_sum(x: &[f32], mu: f32) -> f32 {
         use std::arch::x86_64::{_mm256_mul_ps, _mm256_set1_ps, _mm256_sub_ps};
         unsafe {
@@ -519,32 +641,25 @@ fn forward_rows<R: Reduce>(f: Forward<'_>) {
                     *v += pj;
                 }
             }
-            let h: &[f32] = match norm.as_mut() {
+            let head_w = head.as_ref().map(|hd| &hd.weight[e * w..][..w]);
+            let dot = match norm.as_mut() {
                 Some(n) => {
-                    // (Adding b inside the sum's loop measured slower than two passes.)
-                    for (v, bj) in row.iter_mut().zip(b) {
-                        *v += bj;
-                    }
-                    let mu = R::sum(row) / w as f32;
+                    let mu = R::add_sum(row, b) / w as f32;
                     let rho = 1.0 / (R::centered_square_sum(row, mu) / w as f32 + LN_EPS).sqrt();
                     n.stats[2 * i] = mu;
                     n.stats[2 * i + 1] = rho;
                     let (g, s) = (&n.gain[e * w..][..w], &n.shift[e * w..][..w]);
-                    let out = &mut n.out[i * w..][..w];
-                    for (((o, v), gj), sj) in out.iter_mut().zip(row.iter()).zip(g).zip(s) {
-                        *o = (gj * ((v - mu) * rho) + sj).max(0.0);
-                    }
-                    out
+                    Some(R::norm_relu_dot(row, g, s, mu, rho, &mut n.out[i * w..][..w], head_w))
                 }
                 None => {
                     for (v, bj) in row.iter_mut().zip(b) {
                         *v = (*v + bj).max(0.0);
                     }
-                    row
+                    head_w.map(|hw| R::dot(row, hw))
                 }
             };
-            if let Some(hd) = head.as_mut() {
-                hd.q[i] = R::dot(h, &hd.weight[e * w..][..w]) + hd.bias[e];
+            if let (Some(hd), Some(dot)) = (head.as_mut(), dot) {
+                hd.q[i] = dot + hd.bias[e];
             }
         }
     }
@@ -553,11 +668,12 @@ fn forward_rows<R: Reduce>(f: Forward<'_>) {
 #[inline(always)]
 fn backward_rows<R: Reduce>(b: Backward<'_>) {
     let Dims { members, rows, width: w } = b.dims;
-    let Backward { mut grad, h, mut norm, grad_bias, mut per_state, .. } = b;
+    let Backward { mut grad, h, mut norm, rows_from, grad_bias, mut per_state, .. } = b;
     for e in 0..members {
         for r in 0..rows {
             let i = e * rows + r;
-            let hr = &h[i * w..][..w];
+            let src = rows_from.map_or(i, |f| f[i]);
+            let hr = &h[src * w..][..w];
             // g ← g_y = ∂L/∂h · [h > 0] (from the buffer, or ∂q · w_e from the fused head, whose
             // gradients are accumulated on the way).
             let g: &mut [f32] = match &mut grad {
@@ -586,8 +702,8 @@ fn backward_rows<R: Reduce>(b: Backward<'_>) {
             let gb = &mut grad_bias[e * w..][..w];
             match norm.as_mut() {
                 Some(n) => {
-                    let (mu, rho) = (n.stats[2 * i], n.stats[2 * i + 1]);
-                    let zr = &n.z[i * w..][..w];
+                    let (mu, rho) = (n.stats[2 * src], n.stats[2 * src + 1]);
+                    let zr = &n.z[src * w..][..w];
                     let gain = &n.gain[e * w..][..w];
                     let (gg, gs) = (&mut n.grad_gain[e * w..][..w], &mut n.grad_shift[e * w..][..w]);
                     // g_y = g · [h > 0] (again, for the head's g: the mask is idempotent);
@@ -665,8 +781,24 @@ mod tests {
                     grad: GradIn::Head { grad_q: &grad_q, weight: &head_w, out: &mut gz, grad_weight: &mut gw, grad_bias: &mut gb_head },
                     h: &out,
                     norm: Some(NormBackward { z: &z, stats: &stats, gain: &gain, grad_gain: &mut gg, grad_shift: &mut gs }),
+                    rows_from: None,
                     grad_bias: &mut gb,
                     per_state: Some((&mut sums, k)),
+                },
+                threads,
+            );
+            // Rows read through `rows_from` (here in reverse order), as the actor's pass does.
+            let from: Vec<usize> = (0..e * r).rev().collect();
+            let (mut g3, mut gb3, mut gg3, mut gs3) = (gz.clone(), vec![0f32; e * w], vec![0f32; e * w], vec![0f32; e * w]);
+            backward(
+                Backward {
+                    dims,
+                    grad: GradIn::InPlace(&mut g3),
+                    h: &out,
+                    norm: Some(NormBackward { z: &z, stats: &stats, gain: &gain, grad_gain: &mut gg3, grad_shift: &mut gs3 }),
+                    rows_from: Some(&from),
+                    grad_bias: &mut gb3,
+                    per_state: None,
                 },
                 threads,
             );
@@ -688,8 +820,8 @@ mod tests {
             // And an in-place layer without LayerNorm on the result.
             let mut g2 = gz.clone();
             let mut gb2 = vec![0f32; e * w];
-            backward(Backward { dims, grad: GradIn::InPlace(&mut g2), h: &out, norm: None, grad_bias: &mut gb2, per_state: None }, threads);
-            vec![z, stats, out, q, gz, gw, gb_head, gb, gg, gs, sums, g2, gb2, z1, stats1, out1]
+            backward(Backward { dims, grad: GradIn::InPlace(&mut g2), h: &out, norm: None, rows_from: None, grad_bias: &mut gb2, per_state: None }, threads);
+            vec![z, stats, out, q, gz, gw, gb_head, gb, gg, gs, sums, g2, gb2, z1, stats1, out1, g3, gb3, gg3, gs3]
         };
         let (one, two) = (run(1), run(2));
         assert!(one[3].iter().all(|v| v.is_finite()) && one[4].iter().any(|v| *v != 0.0));
@@ -729,6 +861,7 @@ mod tests {
                     grad: GradIn::Head { grad_q: &grad_q, weight: &head_w, out: &mut gz, grad_weight: &mut gw, grad_bias: &mut gbh },
                     h: &out,
                     norm: Some(NormBackward { z: &z, stats: &stats, gain: &gain, grad_gain: &mut gg, grad_shift: &mut gs }),
+                    rows_from: None,
                     grad_bias: &mut gb,
                     per_state: None,
                 };

@@ -215,17 +215,12 @@ impl EnsembleMlp {
                 Some(s)
             }).collect();
             // The source row (flat index m·B + r) of each slot and each row's slot.
-            let (mut source, mut position, mut next) = (vec![0i64; b], vec![0i64; b], start.clone());
+            let (mut source, mut position, mut next) = (vec![0usize; b], vec![0i64; b], start.clone());
             for (r, &m) in ids.iter().enumerate() {
                 position[r] = next[m] as i64;
-                source[next[m]] = (m * b + r) as i64;
+                source[next[m]] = m * b + r;
                 next[m] += 1;
             }
-            let source = Tensor::from_slice(&source);
-            let gather = |t: &Tensor| {
-                let w = t.size()[2];
-                t.view([(e * b) as i64, w]).index_select(0, &source)
-            };
             let members: Vec<usize> = (0..e).filter(|&m| count[m] > 0).collect();
             // Consecutive members per thread, about B / threads rows each.
             let threads = threads().min(members.len()).max(1);
@@ -242,18 +237,18 @@ impl EnsembleMlp {
                 let layer = &self.layers[i];
                 let hid = &hidden[i];
                 let w = hid.h.size()[2] as usize;
-                let h = gather(&hid.h);
+                // The tape's rows are read in place, through `source`.
                 let norm = match (&layer.norm, &hid.z, &hid.stats) {
-                    (Some((g, _)), Some(z), Some(st)) => Some((gather(z), gather(st), g.contiguous())),
+                    (Some((g, _)), Some(z), Some(st)) => Some((z, st, g.contiguous())),
                     _ => None,
                 };
                 let top = grad_h.is_none();
                 let gz = grad_h.take().unwrap_or_else(|| empty(&[b as i64, w as i64]));
-                // SAFETY: contiguous float32 CPU tensors (gathered rows, the layer's parameters
+                // SAFETY: contiguous float32 CPU tensors (the tape's, the layer's parameters
                 // and fresh buffers); `gz` is written through one slice, cut into disjoint
                 // per-thread ranges; the slices end with this block.
                 unsafe {
-                    let (h, head_w) = (slice(&h), slice(&head_w));
+                    let (h, head_w) = (slice(&hid.h), slice(&head_w));
                     let norm = norm.as_ref().map(|(z, st, g)| (slice(z), slice(st), slice(g)));
                     let mut rest = slice_mut(&gz);
                     let mut pieces = Vec::with_capacity(groups.len());
@@ -284,8 +279,9 @@ impl EnsembleMlp {
                                 kernels::Backward {
                                     dims: Dims { members: 1, rows: s1 - s0, width: w },
                                     grad,
-                                    h: &h[s0 * w..s1 * w],
-                                    norm: norm.map(|(z, st, g)| NormBackward { z: &z[s0 * w..s1 * w], stats: &st[s0 * 2..s1 * 2], gain: &g[m * w..][..w], grad_gain: s_gain, grad_shift: s_shift }),
+                                    h,
+                                    norm: norm.map(|(z, st, g)| NormBackward { z, stats: st, gain: &g[m * w..][..w], grad_gain: s_gain, grad_shift: s_shift }),
+                                    rows_from: Some(&source[s0..s1]),
                                     grad_bias: s_bias,
                                     per_state: None,
                                 },
@@ -373,6 +369,7 @@ impl EnsembleMlp {
                             (Some((g, gg, gs)), Some(z), Some(st)) => Some(NormBackward { z: slice(z), stats: slice(st), gain: slice(g), grad_gain: slice_mut(gg), grad_shift: slice_mut(gs) }),
                             _ => None,
                         },
+                        rows_from: None,
                         grad_bias: slice_mut(&grad_bias),
                         per_state: per_state.as_ref().zip(paired_k).map(|(p, k)| (slice_mut(p), k as usize)),
                     }, threads());
