@@ -88,7 +88,7 @@ impl Adam {
                     let _ = p.shallow_clone().addcdiv_(m, &d);
                 }
                 if let Some((t, tau)) = track {
-                    let _ = t.shallow_clone().lerp_(p, tau);
+                    super::polyak::polyak_one(t, p, tau);
                 }
             }
         });

@@ -1,6 +1,7 @@
 //! Polyak (exponential moving average) target update: `θ̄ ← (1 − τ) θ̄ + τ θ`.
 
 use super::ParamSet;
+use tch::Tensor;
 
 /// `θ̄ ← (1 − τ) θ̄ + τ θ` for every tensor, in place and without gradient tracking. The two
 /// sets come from the same constructor (same names in the same order); that is checked once
@@ -10,10 +11,15 @@ pub fn polyak_update(target: &ParamSet, online: &ParamSet, tau: f64) {
     tch::no_grad(|| {
         for ((tn, t), (on, o)) in target.named().iter().zip(online.named()) {
             debug_assert!(tn.rsplit('/').next() == on.rsplit('/').next() && t.size() == o.size(), "polyak_update: {tn} vs {on}");
-            // lerp: t + τ (o − t) = (1 − τ) t + τ o.
-            let _ = t.shallow_clone().lerp_(o, tau);
+            polyak_one(t, o, tau);
         }
     });
+}
+
+/// One tensor's step, `θ̄ ← θ̄ + τ (θ − θ̄)` in place (callers hold no gradient graph).
+pub(crate) fn polyak_one(target: &Tensor, online: &Tensor, tau: f64) {
+    // lerp: t + τ (o − t) = (1 − τ) t + τ o.
+    let _ = target.shallow_clone().lerp_(online, tau);
 }
 
 #[cfg(test)]

@@ -410,6 +410,28 @@ struct Avx2;
 mod avx2 {
     use std::arch::x86_64::*;
 
+    /// The four accumulators' 32 lanes combined in [`super::combine`]'s order, then `tail`.
+    ///
+    /// SAFETY (for callers): the CPU has AVX2.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn total(acc: &[__m256; 4], tail: impl Iterator<Item = f32>) -> f32 {
+        let mut lanes = [0f32; 32];
+        for (k, a) in acc.iter().enumerate() {
+            _mm256_storeu_ps(lanes.as_mut_ptr().add(8 * k), *a);
+        }
+        super::combine(&lanes, tail)
+    }
+
+    /// One output of [`rows_times`] past its vector blocks: `Σ_k x_k w[k n + j]` as the same
+    /// chain of fused multiply-adds.
+    ///
+    /// SAFETY (for callers): `x` points at `d` values and `w.len() ≥ d n`.
+    #[inline(always)]
+    unsafe fn column(x: *const f32, w: &[f32], n: usize, j: usize, d: usize) -> f32 {
+        (0..d).fold(0f32, |acc, k| (*x.add(k)).mul_add(w[k * n + j], acc))
+    }
+
     /// `Σ_j f(x_j, y_j)` with `f` on eight lanes at a time; `f1` is the same `f` on one value.
     ///
     /// SAFETY (for callers): the CPU has AVX2 and `x.len() == y.len()`.
@@ -427,11 +449,7 @@ mod avx2 {
             }
             j += 32;
         }
-        let mut lanes = [0f32; 32];
-        for (k, a) in acc.iter().enumerate() {
-            _mm256_storeu_ps(lanes.as_mut_ptr().add(8 * k), *a);
-        }
-        super::combine(&lanes, x[n..].iter().zip(&y[n..]).map(|(a, b)| f1(*a, *b)))
+        total(&acc, x[n..].iter().zip(&y[n..]).map(|(a, b)| f1(*a, *b)))
     }
 
     /// [`super::Reduce::add_sum`] in one pass.
@@ -457,11 +475,7 @@ mod avx2 {
         for jj in n..len {
             row[jj] += b[jj];
         }
-        let mut lanes = [0f32; 32];
-        for (k, a) in acc.iter().enumerate() {
-            _mm256_storeu_ps(lanes.as_mut_ptr().add(8 * k), *a);
-        }
-        super::combine(&lanes, row[n..].iter().copied())
+        total(&acc, row[n..].iter().copied())
     }
 
     /// [`super::Reduce::norm_relu_dot`] in one pass.
@@ -495,13 +509,7 @@ mod avx2 {
             out[jj] = super::relu(gain[jj] * ((z[jj] - mu) * rho) + shift[jj]);
         }
         match head {
-            Some(w) => {
-                let mut lanes = [0f32; 32];
-                for (k, a) in acc.iter().enumerate() {
-                    _mm256_storeu_ps(lanes.as_mut_ptr().add(8 * k), *a);
-                }
-                super::combine(&lanes, out[n..len].iter().zip(&w[n..len]).map(|(o, w)| o * w))
-            }
+            Some(w) => total(&acc, out[n..len].iter().zip(&w[n..len]).map(|(o, w)| o * w)),
             None => 0.0,
         }
     }
@@ -552,9 +560,8 @@ mod avx2 {
                 j += 8;
             }
             for jj in j..n {
-                for (xr, o) in [(x0, o0), (x1, o1)] {
-                    *o.add(jj) = (0..d).fold(0f32, |acc, k| (*xr.add(k)).mul_add(w[k * n + jj], acc));
-                }
+                *o0.add(jj) = column(x0, w, n, jj, d);
+                *o1.add(jj) = column(x1, w, n, jj, d);
             }
             r += 2;
         }
@@ -571,7 +578,7 @@ mod avx2 {
                 j += 8;
             }
             for jj in j..n {
-                *o0.add(jj) = (0..d).fold(0f32, |acc, k| (*x0.add(k)).mul_add(w[k * n + jj], acc));
+                *o0.add(jj) = column(x0, w, n, jj, d);
             }
         }
     }
