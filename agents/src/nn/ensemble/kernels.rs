@@ -630,6 +630,14 @@ impl Reduce for Avx2 {
     }
 }
 
+/// Rows the forward pass takes together through each of its steps. A row's steps wait on each
+/// other (a reduction's total, then the next pass over the row), but the rows of a block do
+/// not, so one step over the block's rows before the next step lets the CPU overlap one row's
+/// waits with another's work; each row's arithmetic is unchanged. Measured on one thread at
+/// 10 members × 256 rows × 256: LayerNorm with the head 225 → 207 µs, the first layer with
+/// LayerNorm 532 → 511 µs. (The same in the backward pass measured 4% slower.)
+const BLOCK: usize = 4;
+
 #[inline(always)]
 fn forward_rows<R: Reduce>(f: Forward<'_>) {
     let Dims { members, rows, width: w } = f.dims;
@@ -639,34 +647,51 @@ fn forward_rows<R: Reduce>(f: Forward<'_>) {
         if let Some(FirstLayer { x, weight, d }) = first {
             R::rows_times(&x[..rows * d], &weight[e * d * w..][..d * w], &mut z[e * rows * w..][..rows * w], d);
         }
-        for r in 0..rows {
-            let i = e * rows + r;
-            let row = &mut z[i * w..][..w];
+        let head_w = head.as_ref().map(|hd| &hd.weight[e * w..][..w]);
+        for r0 in (0..rows).step_by(BLOCK) {
+            let (i0, block) = (e * rows + r0, BLOCK.min(rows - r0));
             if let Some((p, k)) = per_state {
-                let p = &p[(e * (rows / k) + r / k) * w..][..w];
-                for (v, pj) in row.iter_mut().zip(p) {
-                    *v += pj;
+                for r in r0..r0 + block {
+                    let p = &p[(e * (rows / k) + r / k) * w..][..w];
+                    for (v, pj) in z[(e * rows + r) * w..][..w].iter_mut().zip(p) {
+                        *v += pj;
+                    }
                 }
             }
-            let head_w = head.as_ref().map(|hd| &hd.weight[e * w..][..w]);
-            let dot = match norm.as_mut() {
+            let mut dots = [0f32; BLOCK];
+            match norm.as_mut() {
                 Some(n) => {
-                    let mu = R::add_sum(row, b) / w as f32;
-                    let rho = 1.0 / (R::centered_square_sum(row, mu) / w as f32 + LN_EPS).sqrt();
-                    n.stats[2 * i] = mu;
-                    n.stats[2 * i + 1] = rho;
+                    let (mut mu, mut rho) = ([0f32; BLOCK], [0f32; BLOCK]);
+                    for j in 0..block {
+                        mu[j] = R::add_sum(&mut z[(i0 + j) * w..][..w], b) / w as f32;
+                    }
+                    for j in 0..block {
+                        rho[j] = 1.0 / (R::centered_square_sum(&z[(i0 + j) * w..][..w], mu[j]) / w as f32 + LN_EPS).sqrt();
+                        n.stats[2 * (i0 + j)] = mu[j];
+                        n.stats[2 * (i0 + j) + 1] = rho[j];
+                    }
                     let (g, s) = (&n.gain[e * w..][..w], &n.shift[e * w..][..w]);
-                    Some(R::norm_relu_dot(row, g, s, mu, rho, &mut n.out[i * w..][..w], head_w))
+                    for j in 0..block {
+                        let i = i0 + j;
+                        dots[j] = R::norm_relu_dot(&z[i * w..][..w], g, s, mu[j], rho[j], &mut n.out[i * w..][..w], head_w);
+                    }
                 }
                 None => {
-                    for (v, bj) in row.iter_mut().zip(b) {
-                        *v = (*v + bj).max(0.0);
+                    for j in 0..block {
+                        let row = &mut z[(i0 + j) * w..][..w];
+                        for (v, bj) in row.iter_mut().zip(b) {
+                            *v = (*v + bj).max(0.0);
+                        }
+                        if let Some(hw) = head_w {
+                            dots[j] = R::dot(row, hw);
+                        }
                     }
-                    head_w.map(|hw| R::dot(row, hw))
                 }
-            };
-            if let (Some(hd), Some(dot)) = (head.as_mut(), dot) {
-                hd.q[i] = dot + hd.bias[e];
+            }
+            if let Some(hd) = head.as_mut() {
+                for (q, dot) in hd.q[i0..i0 + block].iter_mut().zip(dots) {
+                    *q = dot + hd.bias[e];
+                }
             }
         }
     }

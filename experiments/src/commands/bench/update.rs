@@ -13,9 +13,11 @@
 //!
 //! With `--json` the last line is `{"results": [{"algo", "ours_updates_per_s",
 //! "pytorch_updates_per_s", "max_abs_loss_diff", "gflops", "ours_updates_per_cpu_s",
-//! "pytorch_updates_per_cpu_s"}, ...], "matmul_peak_gflops": x}`; the per-CPU-second rates
-//! count only the timing thread's CPU time, so other load on a shared machine disturbs them
-//! far less than the wall-clock rates.
+//! "pytorch_updates_per_cpu_s"}, ...], "matmul_peak_gflops": x, "ensemble_cost_ratio": r}`; the
+//! per-CPU-second rates count only the timing thread's CPU time, so other load on a shared
+//! machine disturbs them far less than the wall-clock rates. `ensemble_cost_ratio` is the
+//! 10-critic / 2-critic cost of our update timed in interleaved blocks (the median over 25 pairs
+//! of blocks; `null` when `--only` leaves out either).
 
 use anyhow::{bail, Context};
 use o2o_agents::calql::{self, CalQlConfig};
@@ -198,6 +200,47 @@ fn thread_cpu_s() -> Option<f64> {
     Some(s.split_whitespace().next()?.parse::<f64>().ok()? / 1e9)
 }
 
+/// The 10-critic / 2-critic cost ratio of our updates, measured so that the machine's drift
+/// cancels: both agents built and warmed up, then a block of each (about 60 ms of updates) in
+/// turn, `pairs` times; each pair gives the ratio of its two blocks' time per update, and the
+/// median over pairs is returned. On a shared machine the separate best-of-rounds rates come
+/// from different minutes and move by ±10%; two blocks side by side see the same machine, and
+/// the median drops the pairs that a burst of other load split.
+fn interleaved_cost_ratio(two: (&Variant, &TransitionBatch), ten: (&Variant, &TransitionBatch), device: Device, warmup: usize, pairs: usize) -> anyhow::Result<f64> {
+    let mut agents = Vec::new();
+    for (v, batch) in [two, ten] {
+        let mut ours = (v.build)(device)?;
+        let b = batch.to_device(device);
+        for _ in 0..warmup.max(1) {
+            ours.agent().update(&b);
+        }
+        // Block length from a few timed updates.
+        let t0 = Instant::now();
+        for _ in 0..3 {
+            ours.agent().update(&b);
+        }
+        let n = ((0.06 * 3.0 / t0.elapsed().as_secs_f64().max(1e-6)) as usize).clamp(2, 1000);
+        agents.push((ours, b, n));
+    }
+    let mut ratios: Vec<f64> = (0..pairs.max(1))
+        .map(|_| {
+            let per_update: Vec<f64> = agents
+                .iter_mut()
+                .map(|(ours, b, n)| {
+                    let t0 = Instant::now();
+                    for _ in 0..*n {
+                        ours.agent().update(b);
+                    }
+                    t0.elapsed().as_secs_f64() / *n as f64
+                })
+                .collect();
+            per_update[1] / per_update[0]
+        })
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    Ok(ratios[ratios.len() / 2])
+}
+
 /// Updates per wall second and per CPU second of this thread (0 where unreadable).
 fn time_ours(v: &Variant, batch: &TransitionBatch, device: Device, warmup: usize, updates: usize) -> anyhow::Result<(f64, f64)> {
     let mut ours = (v.build)(device)?;
@@ -353,13 +396,22 @@ pub fn run(args: UpdateArgs) -> anyhow::Result<()> {
         (Some(two), Some(ten), Some(two_cpu), Some(ten_cpu)) => format!("{:.2}x (per CPU second {:.2}x)", two / ten, two_cpu / ten_cpu),
         _ => "n/a".into(),
     };
+    let pos = |name: &str| vs.iter().position(|v| v.name == name);
+    let interleaved = match (pos("sac"), pos("sac_ens10_ln")) {
+        (Some(i), Some(j)) => Some(interleaved_cost_ratio((&vs[i], &batches[i]), (&vs[j], &batches[j]), device, args.warmup, 25)?),
+        _ => None,
+    };
+    let cost_ratio = match interleaved {
+        Some(r) => format!("{r:.2}x (median of 25 interleaved pairs of blocks; best-of-rounds rates: {cost_ratio})"),
+        None => cost_ratio,
+    };
     println!("matmul 1024³ f32 peak: {peak:.1} GFLOP/s; 10-critic / 2-critic update cost (ours): {cost_ratio}; PyTorch {}", reference["torch"]);
     let worst = results.iter().map(|r| r["max_abs_loss_diff"].as_f64().unwrap_or(f64::INFINITY)).fold(0.0, f64::max);
     if worst > 1e-5 {
         eprintln!("warning: losses differ from PyTorch by {worst:.2e} (> 1e-5)");
     }
     if args.json {
-        println!("{}", json!({"results": results, "matmul_peak_gflops": peak}));
+        println!("{}", json!({"results": results, "matmul_peak_gflops": peak, "ensemble_cost_ratio": interleaved}));
     }
     Ok(())
 }
