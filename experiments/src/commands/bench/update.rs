@@ -200,6 +200,9 @@ fn thread_cpu_s() -> Option<f64> {
     Some(s.split_whitespace().next()?.parse::<f64>().ok()? / 1e9)
 }
 
+/// Pairs of blocks in [`interleaved_cost_ratio`].
+const COST_PAIRS: usize = 25;
+
 /// The 10-critic / 2-critic cost ratio of our updates, measured so that the machine's drift
 /// cancels: both agents built and warmed up, then a block of each (about 60 ms of updates) in
 /// turn, `pairs` times; each pair gives the ratio of its two blocks' time per update, and the
@@ -209,11 +212,7 @@ fn thread_cpu_s() -> Option<f64> {
 fn interleaved_cost_ratio(two: (&Variant, &TransitionBatch), ten: (&Variant, &TransitionBatch), device: Device, warmup: usize, pairs: usize) -> anyhow::Result<f64> {
     let mut agents = Vec::new();
     for (v, batch) in [two, ten] {
-        let mut ours = (v.build)(device)?;
-        let b = batch.to_device(device);
-        for _ in 0..warmup.max(1) {
-            ours.agent().update(&b);
-        }
+        let (mut ours, b) = warmed_up(v, batch, device, warmup.max(1))?;
         // Block length from a few timed updates.
         let t0 = Instant::now();
         for _ in 0..3 {
@@ -241,13 +240,19 @@ fn interleaved_cost_ratio(two: (&Variant, &TransitionBatch), ten: (&Variant, &Tr
     Ok(ratios[ratios.len() / 2])
 }
 
-/// Updates per wall second and per CPU second of this thread (0 where unreadable).
-fn time_ours(v: &Variant, batch: &TransitionBatch, device: Device, warmup: usize, updates: usize) -> anyhow::Result<(f64, f64)> {
+/// A fresh agent of variant `v` and the batch on `device`, after `warmup` untimed updates.
+fn warmed_up(v: &Variant, batch: &TransitionBatch, device: Device, warmup: usize) -> anyhow::Result<(Ours, TransitionBatch)> {
     let mut ours = (v.build)(device)?;
     let b = batch.to_device(device);
     for _ in 0..warmup {
         ours.agent().update(&b);
     }
+    Ok((ours, b))
+}
+
+/// Updates per wall second and per CPU second of this thread (0 where unreadable).
+fn time_ours(v: &Variant, batch: &TransitionBatch, device: Device, warmup: usize, updates: usize) -> anyhow::Result<(f64, f64)> {
+    let (mut ours, b) = warmed_up(v, batch, device, warmup)?;
     let (t0, c0) = (Instant::now(), thread_cpu_s());
     for _ in 0..updates {
         // Each update reads its metrics back, which also synchronizes a CUDA device.
@@ -391,18 +396,18 @@ pub fn run(args: UpdateArgs) -> anyhow::Result<()> {
         println!("{:<14} {:>10.1} {:>10.1} {:>6.2}x {:>9.2}x {:>14.2e} {:>9.1} {:>10.1} {:>7.0}%", v.name, ups, torch_ups, ups / torch_ups, cpu_ratio, diff, v.flops / 1e6, gflops, 100.0 * gflops / peak);
         results.push(json!({"algo": v.name, "ours_updates_per_s": ups, "pytorch_updates_per_s": torch_ups, "max_abs_loss_diff": diff, "gflops": gflops, "ours_updates_per_cpu_s": ours_cpu[i], "pytorch_updates_per_cpu_s": torch_cpu[i]}));
     }
-    let rate = |r: &[f64], name: &str| vs.iter().position(|v| v.name == name).map(|i| r[i]);
+    let pos = |name: &str| vs.iter().position(|v| v.name == name);
+    let rate = |r: &[f64], name: &str| pos(name).map(|i| r[i]);
     let cost_ratio = match (rate(&ours_ups, "sac"), rate(&ours_ups, "sac_ens10_ln"), rate(&ours_cpu, "sac"), rate(&ours_cpu, "sac_ens10_ln")) {
         (Some(two), Some(ten), Some(two_cpu), Some(ten_cpu)) => format!("{:.2}x (per CPU second {:.2}x)", two / ten, two_cpu / ten_cpu),
         _ => "n/a".into(),
     };
-    let pos = |name: &str| vs.iter().position(|v| v.name == name);
     let interleaved = match (pos("sac"), pos("sac_ens10_ln")) {
-        (Some(i), Some(j)) => Some(interleaved_cost_ratio((&vs[i], &batches[i]), (&vs[j], &batches[j]), device, args.warmup, 25)?),
+        (Some(i), Some(j)) => Some(interleaved_cost_ratio((&vs[i], &batches[i]), (&vs[j], &batches[j]), device, args.warmup, COST_PAIRS)?),
         _ => None,
     };
     let cost_ratio = match interleaved {
-        Some(r) => format!("{r:.2}x (median of 25 interleaved pairs of blocks; best-of-rounds rates: {cost_ratio})"),
+        Some(r) => format!("{r:.2}x (median of {COST_PAIRS} interleaved pairs of blocks; best-of-rounds rates: {cost_ratio})"),
         None => cost_ratio,
     };
     println!("matmul 1024³ f32 peak: {peak:.1} GFLOP/s; 10-critic / 2-critic update cost (ours): {cost_ratio}; PyTorch {}", reference["torch"]);
