@@ -12,6 +12,11 @@ use tch::Tensor;
 /// Named scalars produced by one update (`critic_loss`, `q_mean`, `alpha`, ...).
 pub type Metrics = Vec<(&'static str, f64)>;
 
+/// The deterministic policy as a function of its own detached copy of the actor's weights:
+/// observations `[B, obs_dim]` → actions `[B, act_dim]` in `[-1, 1]`, the same as
+/// `act(obs, true)`. Made of plain libtorch ops, so tracing it gives a TorchScript module.
+pub type DeterministicPolicy = Box<dyn Fn(&Tensor) -> Tensor + Send>;
+
 /// Errors from saving, loading or building agents.
 #[derive(Debug, thiserror::Error)]
 #[allow(missing_docs)] // variant fields (path, name, expected, found) are self-describing
@@ -75,6 +80,11 @@ pub trait Agent: Send {
     /// run, or in a run started from an offline parent): the offline→online switch. WSRL resets
     /// its optimizers here when asked to. Not called again when a run resumes past the switch.
     fn begin_online(&mut self) {}
+    /// The deterministic policy, detached from training (what `o2o export` writes as
+    /// TorchScript); `None` when the agent cannot give one.
+    fn deterministic_policy(&self) -> Option<DeterministicPolicy> {
+        None
+    }
     /// Read-only diagnostics on `batch` (no update, no draw from the agent's random stream):
     /// e.g. `q` (ensemble-mean Q(s, a) on the batch's actions), `mc_return` and `q_minus_mc`
     /// (on rows with a finite Monte-Carlo return), `entropy` (−E log π(ã|s)) and `alpha`.

@@ -27,6 +27,6 @@ pub mod config;
 pub mod nn;
 pub mod rng;
 
-pub use agent::{Agent, AgentError, Metrics, Phase};
+pub use agent::{Agent, AgentError, DeterministicPolicy, Metrics, Phase};
 pub use algos::{calql, cql, iql, rlpd, sac, wsrl};
 pub use config::{build, AgentConfig};

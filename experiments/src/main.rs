@@ -1,11 +1,10 @@
 //! `o2o`: offline-to-online reinforcement learning for robotics, from the command line.
 //!
-//! Each subcommand lives in its own module under `commands/`; this file only parses the
-//! command line, dispatches, and turns errors into a message and an exit code.
+//! Each subcommand lives in its own module under `commands/`; the work is done by the
+//! `o2o_experiments` library (the runner, run directories, sinks, reports). This file only
+//! parses the command line, dispatches, and turns errors into a message and an exit code.
 
 mod commands;
-mod logging;
-mod paths;
 
 use clap::{Parser, Subcommand};
 
@@ -38,12 +37,14 @@ enum Command {
     Finetune(commands::run::FinetuneArgs),
     /// Multi-run experiments: `o2o experiment wsrl-ablation --task hopper-medium`.
     Experiment(commands::experiment::ExperimentArgs),
+    /// Write a run's deterministic policy as TorchScript (runs in Python or Rust without o2o).
+    Export(commands::export::ExportArgs),
     /// Continue a killed run from its newest checkpoint.
     Resume(commands::run::ResumeArgs),
     /// Offline datasets: download, info, convert, make-benchmark, view.
     Dataset(commands::dataset::DatasetArgs),
     /// Scores over seeds: mean, IQM and 95% bootstrap CIs per preset and task, plus PNG curves.
-    Report(commands::report::ReportArgs),
+    Report(o2o_experiments::report::ReportArgs),
     /// Open a run's Rerun recording in the viewer (or print how to serve it to a remote browser).
     View(commands::view::ViewArgs),
 }
@@ -58,9 +59,10 @@ fn main() {
         Command::Run(args) => commands::run::run(args),
         Command::Finetune(args) => commands::run::finetune(args),
         Command::Resume(args) => commands::run::resume(args),
+        Command::Export(args) => commands::export::run(args),
         Command::Experiment(args) => commands::experiment::run(args),
         Command::Dataset(args) => commands::dataset::run(args),
-        Command::Report(args) => commands::report::run(args),
+        Command::Report(args) => o2o_experiments::report::run(args),
         Command::View(args) => commands::view::run(args),
     };
     if let Err(err) = result {

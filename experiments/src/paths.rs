@@ -3,7 +3,6 @@
 //! Run-time environment variables win over the paths `scripts/setup.sh` wrote into the build
 //! environment, which win over the defaults under `$HOME/.cache/o2o`.
 
-#![allow(dead_code)]
 
 use std::path::PathBuf;
 
@@ -50,4 +49,28 @@ pub fn scripts_dir() -> PathBuf {
         return PathBuf::from("scripts");
     }
     built
+}
+
+/// The version of the libtorch actually loaded into this process: find `libtorch_cpu.so` in
+/// `/proc/self/maps`, then read the `version.py` of the torch package it belongs to.
+pub fn libtorch_version() -> std::result::Result<String, String> {
+    // Touch libtorch so it is certainly mapped.
+    let _ = tch::Tensor::zeros([1], (tch::Kind::Float, tch::Device::Cpu));
+    let maps = std::fs::read_to_string("/proc/self/maps").map_err(|e| format!("cannot read /proc/self/maps: {e}"))?;
+    let lib = maps
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .find(|p| p.ends_with("/libtorch_cpu.so"))
+        .map(PathBuf::from)
+        .ok_or_else(|| "libtorch_cpu.so is not loaded".to_string())?;
+    let torch_dir = lib.parent().and_then(|p| p.parent()).ok_or("unexpected libtorch location")?;
+    let version_py = torch_dir.join("version.py");
+    let text = std::fs::read_to_string(&version_py).map_err(|e| format!("{}: {e}", version_py.display()))?;
+    let version = text
+        .lines()
+        .find_map(|l| l.strip_prefix("__version__"))
+        .and_then(|rest| rest.split('=').nth(1))
+        .map(|v| v.trim().trim_matches(['\'', '"']).to_string())
+        .ok_or_else(|| format!("no __version__ in {}", version_py.display()))?;
+    Ok(format!("{version} ({})", torch_dir.display()))
 }

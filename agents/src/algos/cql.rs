@@ -34,7 +34,7 @@ use super::flat::{join, overlay, split, table_of};
 use super::sac::{CriticTerm, Sac, SacConfig};
 use crate::agent::Phase;
 use crate::nn::{Adam, ParamSet, Temperature, TemperatureForm};
-use crate::{Agent, AgentError, Metrics};
+use crate::{Agent, AgentError, DeterministicPolicy, Metrics};
 use o2o_datasets::TransitionBatch;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -560,6 +560,10 @@ impl Agent for Cql {
 
     fn act(&mut self, obs: &Tensor, deterministic: bool) -> Tensor {
         self.sac.act(obs, deterministic)
+    }
+
+    fn deterministic_policy(&self) -> Option<DeterministicPolicy> {
+        self.sac.deterministic_policy()
     }
 
     fn update(&mut self, batch: &TransitionBatch) -> Metrics {

@@ -18,7 +18,7 @@
 use crate::checkpoint::{load_agent, save_agent};
 use crate::nn::{polyak_update, Adam, EnsembleMlp, GaussianActor, GaussianConfig, Mlp, MlpConfig, ParamSet};
 use crate::rng::AgentRng;
-use crate::{Agent, AgentError, Metrics};
+use crate::{Agent, AgentError, DeterministicPolicy, Metrics};
 use o2o_datasets::TransitionBatch;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -271,6 +271,11 @@ impl Agent for Iql {
             };
             a.to_device(out_device)
         })
+    }
+
+    fn deterministic_policy(&self) -> Option<DeterministicPolicy> {
+        let actor = self.m.actor.detached();
+        Some(Box::new(move |obs| actor.mean(obs, None)))
     }
 
     fn update(&mut self, batch: &TransitionBatch) -> Metrics {

@@ -33,7 +33,7 @@
 use crate::checkpoint::{load_agent, save_agent};
 use crate::nn::{polyak_update, Adam, EnsembleMlp, MlpConfig, ParamSet, TanhGaussianActor, TanhGaussianConfig, Temperature, TemperatureForm};
 use crate::rng::AgentRng;
-use crate::{Agent, AgentError, Metrics};
+use crate::{Agent, AgentError, DeterministicPolicy, Metrics};
 use o2o_datasets::TransitionBatch;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -546,6 +546,11 @@ impl Agent for Sac {
             };
             a.to_device(out_device)
         })
+    }
+
+    fn deterministic_policy(&self) -> Option<DeterministicPolicy> {
+        let actor = self.m.actor.detached();
+        Some(Box::new(move |obs| actor.mode(obs)))
     }
 
     fn update(&mut self, batch: &TransitionBatch) -> Metrics {

@@ -34,7 +34,7 @@ use super::sac::SacConfig;
 use crate::agent::Phase;
 use crate::checkpoint::Checkpoint;
 use crate::nn::{MlpConfig, TanhGaussianConfig, TemperatureForm};
-use crate::{Agent, AgentError, Metrics};
+use crate::{Agent, AgentError, DeterministicPolicy, Metrics};
 use o2o_datasets::TransitionBatch;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -188,6 +188,10 @@ impl Agent for Wsrl {
 
     fn act(&mut self, obs: &Tensor, deterministic: bool) -> Tensor {
         self.cql.act(obs, deterministic)
+    }
+
+    fn deterministic_policy(&self) -> Option<DeterministicPolicy> {
+        self.cql.deterministic_policy()
     }
 
     /// Offline: CQL / Cal-QL. Online: SAC on the online batch (or CQL / Cal-QL again with

@@ -44,6 +44,11 @@ impl GaussianActor {
         Self { net, log_std, cfg: cfg.clone() }
     }
 
+    /// A copy with detached weights, for inference outside training (TorchScript export).
+    pub fn detached(&self) -> Self {
+        Self { net: self.net.detached(), log_std: self.log_std.detach().copy(), cfg: self.cfg.clone() }
+    }
+
     /// The mean `tanh(μ(s))`, `[B, A]` (also the deterministic action).
     pub fn mean(&self, obs: &Tensor, dropout_rng: Option<&mut AgentRng>) -> Tensor {
         self.net.forward(obs, dropout_rng).tanh()

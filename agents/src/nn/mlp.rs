@@ -53,6 +53,11 @@ impl Dense {
     pub fn forward(&self, x: &Tensor) -> Tensor {
         self.bias.addmm(x, &self.weight)
     }
+
+    /// A copy that shares no autograd history (for export and inference outside training).
+    pub fn detached(&self) -> Self {
+        Self { weight: self.weight.detach().copy(), bias: self.bias.detach().copy() }
+    }
 }
 
 /// An MLP with a linear output layer.
@@ -82,6 +87,16 @@ impl Mlp {
         }
         let head = Dense::new(params, &format!("{prefix}/head"), d, out_dim, head_gain, cfg.init, rng, device);
         Self { layers, norms, head, dropout: cfg.dropout }
+    }
+
+    /// A copy with detached weights, for inference outside training (TorchScript export).
+    pub fn detached(&self) -> Self {
+        Self {
+            layers: self.layers.iter().map(Dense::detached).collect(),
+            norms: self.norms.iter().map(|(g, b)| (g.detach().copy(), b.detach().copy())).collect(),
+            head: self.head.detached(),
+            dropout: self.dropout,
+        }
     }
 
     /// Forward pass. Dropout is applied only when `dropout_rng` is given (updates), with masks

@@ -55,6 +55,11 @@ impl TanhGaussianActor {
         Self { net, log_std, act_dim, cfg: cfg.clone() }
     }
 
+    /// A copy with detached weights, for inference outside training (TorchScript export).
+    pub fn detached(&self) -> Self {
+        Self { net: self.net.detached(), log_std: self.log_std.as_ref().map(|t| t.detach().copy()), act_dim: self.act_dim, cfg: self.cfg.clone() }
+    }
+
     /// `(μ, log σ)`, each `[B, A]`, log σ clamped.
     pub fn dist(&self, obs: &Tensor, dropout_rng: Option<&mut AgentRng>) -> (Tensor, Tensor) {
         let out = self.net.forward(obs, dropout_rng);

@@ -2,7 +2,6 @@
 
 use anyhow::{bail, Result};
 use clap::Args;
-use std::path::PathBuf;
 
 #[derive(Args)]
 pub struct DoctorArgs {}
@@ -16,7 +15,7 @@ struct Check {
 pub fn run(_args: DoctorArgs) -> Result<()> {
     let checks = vec![
         Check { name: "o2o", found: Ok(env!("CARGO_PKG_VERSION").to_string()) },
-        Check { name: "libtorch", found: libtorch_version() },
+        Check { name: "libtorch", found: o2o_experiments::paths::libtorch_version() },
         Check {
             name: "cuda",
             found: Ok(if tch::Cuda::is_available() {
@@ -51,32 +50,8 @@ pub fn run(_args: DoctorArgs) -> Result<()> {
     Ok(())
 }
 
-/// The version of the libtorch actually loaded into this process: find `libtorch_cpu.so` in
-/// `/proc/self/maps`, then read the `version.py` of the torch package it belongs to.
-pub(crate) fn libtorch_version() -> std::result::Result<String, String> {
-    // Touch libtorch so it is certainly mapped.
-    let _ = tch::Tensor::zeros([1], (tch::Kind::Float, tch::Device::Cpu));
-    let maps = std::fs::read_to_string("/proc/self/maps").map_err(|e| format!("cannot read /proc/self/maps: {e}"))?;
-    let lib = maps
-        .lines()
-        .filter_map(|l| l.split_whitespace().nth(5))
-        .find(|p| p.ends_with("/libtorch_cpu.so"))
-        .map(PathBuf::from)
-        .ok_or_else(|| "libtorch_cpu.so is not loaded".to_string())?;
-    let torch_dir = lib.parent().and_then(|p| p.parent()).ok_or("unexpected libtorch location")?;
-    let version_py = torch_dir.join("version.py");
-    let text = std::fs::read_to_string(&version_py).map_err(|e| format!("{}: {e}", version_py.display()))?;
-    let version = text
-        .lines()
-        .find_map(|l| l.strip_prefix("__version__"))
-        .and_then(|rest| rest.split('=').nth(1))
-        .map(|v| v.trim().trim_matches(['\'', '"']).to_string())
-        .ok_or_else(|| format!("no __version__ in {}", version_py.display()))?;
-    Ok(format!("{version} ({})", torch_dir.display()))
-}
-
 fn venv_python_check() -> std::result::Result<String, String> {
-    let py = crate::paths::venv_python();
+    let py = o2o_experiments::paths::venv_python();
     if py.is_file() {
         Ok(py.display().to_string())
     } else {

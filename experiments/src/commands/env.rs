@@ -77,8 +77,8 @@ fn list() -> Result<()> {
 }
 
 fn parity(a: ParityArgs) -> Result<()> {
-    let python = crate::paths::venv_python();
-    let script = crate::paths::scripts_dir().join("gym_parity.py");
+    let python = o2o_experiments::paths::venv_python();
+    let script = o2o_experiments::paths::scripts_dir().join("gym_parity.py");
     let opts = ParityOptions { steps: a.steps, seed: a.seed, max_episode_steps: a.max_episode_steps };
     let r = check(&a.id, &opts, &python, &script).with_context(|| format!("parity check of {}", a.id))?;
     if a.json {

@@ -5,6 +5,6 @@ pub mod dataset;
 pub mod doctor;
 pub mod env;
 pub mod experiment;
+pub mod export;
 pub mod run;
-pub mod report;
 pub mod view;

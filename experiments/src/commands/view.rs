@@ -5,7 +5,7 @@
 //! machine without a display, `--web` serves the web viewer on 127.0.0.1 instead; the command to
 //! do that by hand (and the SSH tunnel to look at it from a laptop) is printed either way.
 
-use crate::logging::sinks::recording_files;
+use o2o_experiments::logging::sinks::recording_files;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -32,7 +32,7 @@ pub struct ViewArgs {
 
 /// The set-up's `rerun` executable.
 pub fn rerun_executable() -> PathBuf {
-    crate::paths::venv_dir().join("bin/rerun")
+    o2o_experiments::paths::venv_dir().join("bin/rerun")
 }
 
 /// The recording files to open for `run` (a run directory or a file).

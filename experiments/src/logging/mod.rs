@@ -5,8 +5,8 @@
 //! must never block the training loop for long (a slow viewer is a sink's problem, handled by
 //! dropping, not by stalling a robot's control loop).
 
-#![allow(dead_code)]
 
+pub mod inspect;
 pub mod layout;
 pub mod queue;
 pub mod record_env;
@@ -15,13 +15,9 @@ pub mod scene;
 pub mod shapes;
 pub mod sinks;
 
-#[allow(unused_imports)] // the runner's API
 pub use rerun_sink::{EpisodeLogger, RerunSink};
-#[allow(unused_imports)]
 pub use shapes::{Geom, GeomKind, ModelGeometry, Pose};
-#[allow(unused_imports)]
 pub use record_env::eval_env;
-#[allow(unused_imports)]
 pub use sinks::{open_run_sinks, sinks_for_run, RerunArgs, RunSinks};
 
 use anyhow::{Context, Result};
@@ -39,6 +35,7 @@ pub enum Timeline {
 }
 
 impl Timeline {
+    /// The timeline's name in recordings and metrics.
     pub fn name(self) -> &'static str {
         match self {
             Timeline::GradStep => "grad_step",
@@ -50,7 +47,9 @@ impl Timeline {
 /// One logged record: a set of named scalars at one point of both timelines.
 #[derive(Debug, Clone)]
 pub struct Record<'a> {
+    /// Gradient updates done.
     pub grad_step: u64,
+    /// Env steps done.
     pub env_step: u64,
     /// Seconds since the logger was created.
     pub wall_s: f64,
@@ -60,7 +59,9 @@ pub struct Record<'a> {
 
 /// A destination for records.
 pub trait MetricSink: Send {
+    /// Take one record (never block for long: drop rather than stall the loop).
     fn record(&mut self, record: &Record<'_>) -> Result<()>;
+    /// Write out what is buffered.
     fn flush(&mut self) -> Result<()>;
     /// A logger for evaluation episodes feeding this sink, if it draws them (the Rerun sink).
     fn episode_logger(&self) -> Option<EpisodeLogger> {
@@ -113,6 +114,7 @@ pub struct Logger {
 }
 
 impl Logger {
+    /// A logger over `sinks`; `wall_s` counts from now.
     pub fn new(sinks: Vec<Box<dyn MetricSink>>) -> Self {
         Self { sinks, start: Instant::now() }
     }
@@ -126,6 +128,7 @@ impl Logger {
         Ok(())
     }
 
+    /// Flush every sink.
     pub fn flush(&mut self) -> Result<()> {
         for s in &mut self.sinks {
             s.flush()?;

@@ -424,28 +424,10 @@ pub fn save_stream(path: &std::path::Path, recording_id: &str, blueprint: rerun:
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
+    use super::super::inspect::{chunks, rrd, Chunk};
     use super::super::shapes::{Geom, GeomKind};
     use super::*;
-    use std::path::{Path, PathBuf};
-    use std::process::Command;
-
-    /// The set-up's `rerun` command (the matching viewer and rrd tools).
-    pub(crate) fn rerun_cli() -> PathBuf {
-        crate::paths::venv_dir().join("bin/rerun")
-    }
-
-    /// `rerun rrd <what> <file>` output; panics with the command's error output on failure.
-    pub(crate) fn rrd(what: &str, file: &Path) -> String {
-        let out = Command::new(rerun_cli())
-            .args(["rrd", what])
-            .args(if what == "print" { &["-vv"][..] } else { &[][..] })
-            .arg(file)
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e} (run scripts/setup.sh)", rerun_cli().display()));
-        assert!(out.status.success(), "rerun rrd {what} failed: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
-    }
 
     fn two_body_geometry() -> ModelGeometry {
         let geom = |kind, body, size: [f64; 3]| Geom { kind, size, rgba: [0.8, 0.6, 0.4, 1.0], body, pos: [0.0; 3], quat_wxyz: [1.0, 0.0, 0.0, 0.0] };
@@ -482,7 +464,7 @@ pub(crate) mod tests {
         }
         drop(episodes);
         assert_eq!(sink.finish(), 0);
-        let chunks = chunks(&rrd("print", &path));
+        let chunks = chunks(&rrd("print", &path).unwrap());
         let timelines = |entity: &str| -> (usize, Vec<String>) {
             let mine: Vec<&Chunk> = chunks.iter().filter(|c| c.entity == entity).collect();
             assert!(!mine.is_empty(), "entity {entity} missing from `rerun rrd print`; found {:?}", chunks.iter().map(|c| &c.entity).collect::<Vec<_>>());
@@ -506,7 +488,7 @@ pub(crate) mod tests {
             assert_eq!(timelines(geom), (1, vec![]), "{geom}");
         }
         assert_eq!(timelines("/perf/rerun_dropped"), (1, vec![]));
-        let stats = rrd("stats", &path);
+        let stats = rrd("stats", &path).unwrap();
         assert!(!stats.trim().is_empty());
     }
 
@@ -521,33 +503,6 @@ pub(crate) mod tests {
             sink.record(&Record { grad_step: i, env_step: 0, wall_s: 0.0, values: &values }).unwrap();
         }
         assert_eq!(sink.finish(), 0); // returns: the test would hang otherwise
-    }
-
-    /// One chunk of `rerun rrd print -vv` output: its entity, row count and index (timeline) names.
-    #[derive(Debug)]
-    pub(crate) struct Chunk {
-        pub entity: String,
-        pub rows: usize,
-        pub timelines: Vec<String>,
-    }
-
-    /// Parse `rerun rrd print -vv`: a header line `Chunk(id) with N rows (size) - /entity - …`
-    /// followed by a table whose column headers say `index_name: <timeline>`.
-    pub(crate) fn chunks(printed: &str) -> Vec<Chunk> {
-        let mut out: Vec<Chunk> = Vec::new();
-        for line in printed.lines() {
-            if let Some(rest) = line.strip_prefix("Chunk(") {
-                let rows = rest.split(" with ").nth(1).and_then(|r| r.split(' ').next()).and_then(|n| n.parse().ok()).unwrap_or(0);
-                let entity = rest.split(" - ").nth(1).unwrap_or("").trim().to_string();
-                out.push(Chunk { entity, rows, timelines: Vec::new() });
-            } else if let Some(c) = out.last_mut() {
-                for part in line.split("index_name: ").skip(1) {
-                    let name: String = part.chars().take_while(|ch| ch.is_alphanumeric() || *ch == '_').collect();
-                    c.timelines.push(name);
-                }
-            }
-        }
-        out
     }
 
     #[test]
@@ -576,7 +531,7 @@ pub(crate) mod tests {
         release_tx.send(()).unwrap();
         assert_eq!(sink.finish(), 999 - capacity as u64);
         // The accepted records reached the file: the one held while stalled and the 8 queued.
-        let rows: usize = chunks(&rrd("print", &path)).iter().filter(|c| c.entity == "/train/actor_loss").map(|c| c.rows).sum();
+        let rows: usize = chunks(&rrd("print", &path).unwrap()).iter().filter(|c| c.entity == "/train/actor_loss").map(|c| c.rows).sum();
         assert_eq!(rows, 1 + capacity);
     }
 }

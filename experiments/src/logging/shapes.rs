@@ -21,11 +21,17 @@ pub const PLANE_THICKNESS: f64 = 0.002;
 /// MuJoCo geom types (`mjtGeom`) that o2o draws.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GeomKind {
+    /// An infinite plane (drawn as a finite floor).
     Plane,
+    /// A sphere.
     Sphere,
+    /// A capsule.
     Capsule,
+    /// An ellipsoid.
     Ellipsoid,
+    /// A cylinder.
     Cylinder,
+    /// A box.
     Box,
     /// Height fields, meshes, SDFs: not drawn (the value is MuJoCo's type number).
     Unsupported(i32),
@@ -49,6 +55,7 @@ impl GeomKind {
 /// One geom of a compiled MuJoCo model, in its body's frame.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Geom {
+    /// The geom's type.
     pub kind: GeomKind,
     /// `geom_size`.
     pub size: [f64; 3],
@@ -65,25 +72,32 @@ pub struct Geom {
 /// The static geometry of a model: body names (index = body id, 0 = world) and geoms.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ModelGeometry {
+    /// Body names, by body index (0 is the world).
     pub body_names: Vec<String>,
+    /// Every drawn geom.
     pub geoms: Vec<Geom>,
 }
 
 /// A body's world pose: `xpos` and `xquat` (MuJoCo order w, x, y, z).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Pose {
+    /// World position.
     pub pos: [f64; 3],
+    /// World orientation, (w, x, y, z).
     pub quat_wxyz: [f64; 4],
 }
 
 /// A shape in Rerun's conventions, in the body frame. Quaternions are (x, y, z, w).
 #[derive(Debug, Clone, PartialEq)]
+#[allow(missing_docs)] // the fields are named for what they are
 pub enum Shape {
+    /// A box: centre, half sizes, orientation.
     Box { center: [f32; 3], half_size: [f32; 3], quat_xyzw: [f32; 4] },
     /// Starts at `start` and runs `length` along the rotated +z.
     Capsule { start: [f32; 3], length: f32, radius: f32, quat_xyzw: [f32; 4] },
     /// Centred on `center`, full `length` along the rotated +z.
     Cylinder { center: [f32; 3], length: f32, radius: f32, quat_xyzw: [f32; 4] },
+    /// An ellipsoid: centre, semi-axes, orientation.
     Ellipsoid { center: [f32; 3], half_size: [f32; 3], quat_xyzw: [f32; 4] },
 }
 

@@ -62,10 +62,13 @@ impl RerunArgs {
 /// Where the Rerun data goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RerunTarget {
+    /// `recording.rrd` in the run directory.
     Save,
+    /// Start the set-up's viewer and stream to it.
     Spawn,
     /// A `rerun+http://host:port/proxy` URL.
     Connect(String),
+    /// No recording.
     Off,
 }
 
@@ -93,6 +96,7 @@ fn proxy_url(addr: &str) -> String {
 pub struct RunSinks {
     /// The Rerun sink, or nothing with `--rerun off`.
     pub sinks: Vec<Box<dyn MetricSink>>,
+    /// The logger for evaluation episodes in 3D, when Rerun is on.
     pub episodes: Option<EpisodeLogger>,
 }
 

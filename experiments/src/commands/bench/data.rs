@@ -72,8 +72,8 @@ fn bench(args: &DataBenchArgs, path: &std::path::Path, n: usize, od: usize, ad: 
 
     // 2. Loads, alternating ours and h5py (one load per python process, start-up not timed) so
     //    both see the same machine load; best of `repeats` each.
-    let script = crate::paths::scripts_dir().join("bench_h5py.py");
-    let python = crate::paths::venv_python();
+    let script = o2o_experiments::paths::scripts_dir().join("bench_h5py.py");
+    let python = o2o_experiments::paths::venv_python();
     let reference = |batches: usize| -> Result<serde_json::Value> {
         let out = std::process::Command::new(&python)
             .arg(&script)

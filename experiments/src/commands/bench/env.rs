@@ -35,8 +35,8 @@ pub struct EnvBenchArgs {
 /// Run `o2o bench env`.
 pub fn run(a: EnvBenchArgs) -> Result<()> {
     let opts = BenchOptions { steps: a.steps, repeats: a.repeats, num_envs: a.num_envs, seed: a.seed };
-    let python = crate::paths::venv_python();
-    let script = crate::paths::scripts_dir().join("bench_gym.py");
+    let python = o2o_experiments::paths::venv_python();
+    let script = o2o_experiments::paths::scripts_dir().join("bench_gym.py");
     let report = measure(&a.id, &opts, &python, &script).with_context(|| format!("benchmarking {}", a.id))?;
     println!("{}", report.table());
     if a.json {

@@ -343,8 +343,8 @@ pub fn run(args: UpdateArgs) -> anyhow::Result<()> {
     }
     std::fs::write(dir.path().join("manifest.json"), serde_json::to_string(&json!({"variants": manifest}))?)?;
 
-    let script = crate::paths::scripts_dir().join("bench_update_torch.py");
-    let python = crate::paths::venv_python();
+    let script = o2o_experiments::paths::scripts_dir().join("bench_update_torch.py");
+    let python = o2o_experiments::paths::venv_python();
     let py_device = if device == Device::Cpu { "cpu" } else { "cuda" };
     let mut peak = 0.0f64;
     let mut ours_ups = vec![0.0f64; vs.len()];

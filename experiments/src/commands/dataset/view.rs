@@ -6,9 +6,9 @@
 //! row's state is set in the MuJoCo model and its bodies are drawn moving, as in a run's
 //! evaluation episodes (entity layout in `logging/rerun_sink.rs`).
 
-use crate::logging::rerun_sink::RerunSink;
-use crate::logging::scene::{body_poses, model_geometry};
-use crate::logging::sinks::{open_stream, RerunArgs, RerunTarget};
+use o2o_experiments::logging::rerun_sink::RerunSink;
+use o2o_experiments::logging::scene::{body_poses, model_geometry};
+use o2o_experiments::logging::sinks::{open_stream, RerunArgs, RerunTarget};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use o2o_datasets::d4rl::D4rlDataset;
@@ -67,7 +67,7 @@ pub fn run(args: ViewArgs) -> Result<()> {
     if target == RerunTarget::Off {
         bail!("--rerun off: nothing to do");
     }
-    let stream = open_stream(&target, &out, &format!("dataset-{stem}"), crate::logging::layout::dataset_blueprint)?.context("no recording stream")?;
+    let stream = open_stream(&target, &out, &format!("dataset-{stem}"), o2o_experiments::logging::layout::dataset_blueprint)?.context("no recording stream")?;
     let mut sink = RerunSink::new(stream, args.rerun.rerun_queue, target.flush_timeout())?;
     let mut log = sink.episode_logger().context("the Rerun sink has stopped")?.for_replay("dataset_step");
 
@@ -121,7 +121,7 @@ pub fn run(args: ViewArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::logging::rerun_sink::tests::{chunks, rrd};
+    use o2o_experiments::logging::inspect::{chunks, rrd};
     use o2o_datasets::h5util::{Column, Dtype};
     use o2o_envs::Env;
     use std::collections::BTreeMap;
@@ -175,7 +175,7 @@ mod tests {
         let out = d.path().join("tiny.rrd");
         let args = ViewArgs { dataset: file.display().to_string(), episodes: 1, env: Some("hopper-v2".into()), out: Some(out.clone()), rerun: RerunArgs::default() };
         run(args).unwrap();
-        let chunks = chunks(&rrd("print", &out));
+        let chunks = chunks(&rrd("print", &out).unwrap());
         let rows = |entity: &str| chunks.iter().filter(|c| c.entity == entity).map(|c| c.rows).sum::<usize>();
         // One episode of five rows; the torso (body 1) moves on the dataset_step timeline.
         assert_eq!(rows("/episode/observation"), 5 + 1); // five steps plus the static series names

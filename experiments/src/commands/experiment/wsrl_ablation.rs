@@ -21,9 +21,9 @@
 //! (mean ± std over seeds of the normalized score at fixed env steps), `curves.png` and
 //! `results.json`.
 
-use crate::commands::report::plot::{plot_curves, Line};
-use crate::commands::report::runs::read_curve;
-use crate::commands::report::stats::{mean, std_dev};
+use o2o_experiments::report::plot::{plot_curves, Line};
+use o2o_experiments::report::runs::read_curve;
+use o2o_experiments::report::stats::{mean, std_dev};
 use crate::commands::run::DeviceArg;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
@@ -119,7 +119,7 @@ pub fn run(args: AblationArgs) -> Result<()> {
         }
         Scale::Full => (format!("wsrl-{}", args.task), Vec::new()),
     };
-    let base = crate::commands::run::presets::load(&preset).with_context(|| format!("no WSRL preset for task {}", args.task))?.1;
+    let base = o2o_experiments::run::presets::load(&preset).with_context(|| format!("no WSRL preset for task {}", args.task))?.1;
     shared.extend(args.set.iter().cloned());
     let budget = budget_of(&base, &shared)?;
     let (k, n) = (budget.warmup, budget.online);
@@ -241,7 +241,7 @@ fn sets(args: &mut Vec<String>, overrides: &[String]) {
 /// The step counts a preset table plus overrides resolve to.
 fn budget_of(base: &toml::Table, overrides: &[String]) -> Result<Budget> {
     let mut t = base.clone();
-    crate::commands::run::config::apply_overrides(&mut t, overrides)?;
+    o2o_experiments::run::config::apply_overrides(&mut t, overrides)?;
     let get = |section: &str, key: &str| t.get(section).and_then(|s| s.get(key)).and_then(|v| v.as_integer()).unwrap_or(0).max(0) as u64;
     let b = Budget { offline: get("train", "offline_steps"), warmup: get("train", "warmup_steps"), online: get("train", "online_steps"), eval_every: get("eval", "every") };
     if b.online == 0 || b.eval_every == 0 {
@@ -434,7 +434,7 @@ mod tests {
 
     #[test]
     fn budget_reads_the_preset_with_overrides() {
-        let (_, base) = crate::commands::run::presets::load("wsrl-hopper-small").unwrap();
+        let (_, base) = o2o_experiments::run::presets::load("wsrl-hopper-small").unwrap();
         let b = budget_of(&base, &["train.online_steps=7".into()]).unwrap();
         assert_eq!((b.warmup, b.online), (2500, 7));
         assert!(budget_of(&base, &["train.online_steps=0".into()]).is_err());

@@ -24,14 +24,14 @@
 pub mod manifest;
 pub mod states;
 
-use super::super::run::actor::{derive_seed, stream, ActionScale, Actor, AgentPolicy, Policy, UniformPolicy};
-use super::super::run::checkpoint::{self, RunnerState};
-use super::super::run::config::{self, RunConfig};
-use super::super::run::data::Recorder;
-use super::super::run::eval::EvalResult;
-use super::super::run::progress::Progress;
-use super::super::run::runner::{self, Hooks, Start};
-use super::super::run::{presets, rundir};
+use o2o_experiments::run::actor::{derive_seed, stream, ActionScale, Actor, AgentPolicy, Policy, UniformPolicy};
+use o2o_experiments::run::checkpoint::{self, RunnerState};
+use o2o_experiments::run::config::{self, RunConfig};
+use o2o_experiments::run::data::Recorder;
+use o2o_experiments::run::eval::EvalResult;
+use o2o_experiments::run::progress::Progress;
+use o2o_experiments::run::runner::{self, Hooks, Start};
+use o2o_experiments::run::{presets, rundir};
 use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
 use manifest::{BenchmarkManifest, EvalPoint, FileRecord, MediumChoice, SacRecord, Seeds, Stats};
@@ -211,7 +211,7 @@ fn generate_in(spec: &BenchmarkSpec, work: &Path) -> Result<BenchmarkManifest> {
         Ok(())
     };
     let t_sac = Instant::now();
-    let hooks = Hooks { actor_env: Some(actor_env), on_eval: Some(&mut on_eval) };
+    let hooks = Hooks { actor_env: Some(actor_env), on_eval: Some(&mut on_eval), ..Hooks::default() };
     let summary = runner::execute_with(&run_dir, &config, spec.device, Start::Fresh, Vec::new(), None, hooks)?;
     let sac_wall = t_sac.elapsed().as_secs_f64();
     let final_agent = run_dir.join(&summary.checkpoint).join(checkpoint::AGENT);

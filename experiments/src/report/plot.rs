@@ -42,9 +42,13 @@ fn ensure_font() -> Result<()> {
 
 /// One line of a plot: a label, a colour index, the points, and whether it is a thin seed line.
 pub struct Line {
+    /// Legend text, if any.
     pub label: Option<String>,
+    /// Index into the palette.
     pub color: usize,
+    /// The curve's (x, y) points.
     pub points: Vec<(f64, f64)>,
+    /// Drawn thin and light (single seeds behind a mean).
     pub faint: bool,
 }
 

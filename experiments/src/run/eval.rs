@@ -5,7 +5,7 @@
 //! env or the runner's RNG (so it cannot perturb an exact resume).
 
 use super::actor::{derive_seed, stream, ActionScale, AgentPolicy, Policy};
-use crate::commands::report::stats::{mean, std_dev};
+use crate::report::stats::{mean, std_dev};
 use anyhow::{Context, Result};
 use o2o_agents::Agent;
 use o2o_envs::Env;

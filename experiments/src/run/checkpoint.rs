@@ -22,7 +22,9 @@ pub const FORMAT: u32 = 1;
 
 /// File names inside a checkpoint folder.
 pub const AGENT: &str = "agent.ot";
+/// The online replay buffer.
 pub const REPLAY: &str = "replay.bin";
+/// The runner's counters and RNG position ([`RunnerState`]).
 pub const STATE: &str = "state.json";
 /// The run's recorded dataset so far (`train.record_dataset`).
 pub const DATASET: &str = "dataset.hdf5";
@@ -30,6 +32,7 @@ pub const DATASET: &str = "dataset.hdf5";
 /// The runner's part of a checkpoint.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunnerState {
+    /// [`FORMAT`] when written.
     pub format: u32,
     /// Loop steps done (gradient steps offline + env steps online).
     pub step: u64,
@@ -42,13 +45,17 @@ pub struct RunnerState {
     /// The runner RNG (batch sampling, random actions): its 32-byte seed in hex, its stream,
     /// and its word position (a u128, as a decimal string).
     pub rng_seed: String,
+    /// The RNG's stream.
     pub rng_stream: u64,
+    /// The RNG's word position, a u128 as a decimal string.
     pub rng_word_pos: String,
     /// Bytes of `metrics.jsonl` written when the checkpoint was taken.
     pub metrics_len: u64,
     /// The run reached its last step.
     pub finished: bool,
+    /// The latest evaluation.
     pub last_eval: Option<EvalResult>,
+    /// The best evaluation so far (by mean return).
     pub best_eval: Option<EvalResult>,
     /// Evaluations taken when a phase ended (`eval.at_phase_end`).
     #[serde(default)]
@@ -61,6 +68,7 @@ pub struct PhaseEval {
     /// The phase that ended: `offline`, `random`, `warmup`, `online`; `start` for the
     /// evaluation before the first step.
     pub phase: String,
+    /// Its result.
     pub eval: EvalResult,
     /// Env steps done at that moment.
     pub env_step: u64,

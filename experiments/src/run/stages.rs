@@ -7,16 +7,20 @@ use super::checkpoint::PhaseEval;
 use super::eval::EvalResult;
 use super::rundir::METRICS;
 use super::runner::Summary;
-use crate::commands::report::runs::read_curve;
+use crate::report::runs::read_curve;
 use anyhow::Result;
 use std::path::Path;
 
 /// One row of the table.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Stage {
+    /// What the row is.
     pub label: &'static str,
+    /// Env steps at that point.
     pub env_step: u64,
+    /// Mean evaluation return.
     pub ret: f64,
+    /// Normalized score, when the env has one.
     pub normalized: Option<f64>,
     /// Seconds since the run started, when known.
     pub wall_s: Option<f64>,

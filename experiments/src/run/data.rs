@@ -17,8 +17,11 @@ use std::path::{Path, PathBuf};
 
 /// A loaded offline dataset.
 pub struct OfflineData {
+    /// The transitions, actions in `[-1, 1]`, rewards transformed.
     pub buffer: OfflineBuffer,
+    /// The reward transform online rewards get too.
     pub reward: RewardTransform,
+    /// What the manifest records about it.
     pub info: DatasetInfo,
 }
 
@@ -43,10 +46,20 @@ pub fn dataset_mc_config(config: &RunConfig, gamma: f32) -> Result<McConfig> {
 }
 
 /// Load the dataset `cfg` names for an env with `action_space`, checking its sizes; with `mc`,
-/// also the Monte-Carlo return-to-go of every transition, in the transformed rewards.
-pub fn load(cfg: &DatasetConfig, action_space: &BoxSpace, env_id: &str, obs_dim: usize, act_dim: usize, max_episode_steps: Option<usize>, mc: Option<McConfig>) -> Result<OfflineData> {
-    let path = resolve_path(cfg)?;
-    let ds = D4rlDataset::read(&path).with_context(|| format!("reading the dataset {}", path.display()))?;
+/// also the Monte-Carlo return-to-go of every transition, in the transformed rewards. A config
+/// with `in_memory = true` takes `given` (the dataset handed to the run) instead of a file.
+#[allow(clippy::too_many_arguments)]
+pub fn load(cfg: &DatasetConfig, given: Option<D4rlDataset>, action_space: &BoxSpace, env_id: &str, obs_dim: usize, act_dim: usize, max_episode_steps: Option<usize>, mc: Option<McConfig>) -> Result<OfflineData> {
+    let (ds, path, sha256) = if cfg.in_memory {
+        let ds = given.context("this run's dataset was handed over in memory (`dataset.in_memory = true`); pass the same data again with Run::dataset")?;
+        let sha = ds.content_sha256();
+        (ds, PathBuf::from(o2o_datasets::d4rl::IN_MEMORY), sha)
+    } else {
+        let path = resolve_path(cfg)?;
+        let ds = D4rlDataset::read(&path).with_context(|| format!("reading the dataset {}", path.display()))?;
+        let (sha, _) = o2o_datasets::download::hash_file(&path)?;
+        (ds, path, sha)
+    };
     ds.check_env(env_id, obs_dim, act_dim)?;
     let opts = BuildOptions { max_episode_steps, mc: None };
     let mut t = match cfg.transitions.as_str() {
@@ -74,7 +87,6 @@ pub fn load(cfg: &DatasetConfig, action_space: &BoxSpace, env_id: &str, obs_dim:
     if let Some(mc) = &mc {
         t.mc_returns = Some(returns_to_go(&t.rewards, &t.episode_ends, mc).with_context(|| format!("MC returns of dataset {}", path.display()))?);
     }
-    let (sha256, _) = o2o_datasets::download::hash_file(&path)?;
     let info = DatasetInfo { id: cfg.id.clone(), path: path.display().to_string(), sha256, transitions: t.len() };
     let buffer = OfflineBuffer::new(t).with_context(|| format!("dataset {}", path.display()))?;
     Ok(OfflineData { buffer, reward, info })
@@ -82,6 +94,9 @@ pub fn load(cfg: &DatasetConfig, action_space: &BoxSpace, env_id: &str, obs_dim:
 
 /// The file a dataset config points at: `path`, or the registry id's file in the cache.
 pub fn resolve_path(cfg: &DatasetConfig) -> Result<PathBuf> {
+    if cfg.in_memory {
+        bail!("the dataset was handed to the run in memory (`dataset.in_memory = true`); it has no file");
+    }
     if let Some(p) = &cfg.path {
         if !p.is_file() {
             bail!("dataset.path {} does not exist", p.display());
@@ -144,7 +159,9 @@ impl TransitionSink for Recorder {
 
 /// Sends each transition to two sinks (the replay buffer and a recorder).
 pub struct Tee<'a> {
+    /// Gets each transition first.
     pub first: &'a mut dyn TransitionSink,
+    /// Then this one.
     pub second: &'a mut dyn TransitionSink,
 }
 
@@ -171,8 +188,8 @@ mod tests {
         }
         let path = tmp.path().join("d.hdf5");
         rec.write(&path).unwrap();
-        let cfg = DatasetConfig { id: None, path: Some(path.clone()), reward: "iql-locomotion".into(), transitions: "corrected".into() };
-        let data = load(&cfg, &space, "t", 2, 1, None, Some(McConfig::dense(0.5))).unwrap();
+        let cfg = DatasetConfig { id: None, path: Some(path.clone()), reward: "iql-locomotion".into(), transitions: "corrected".into(), in_memory: false };
+        let data = load(&cfg, None, &space, "t", 2, 1, None, Some(McConfig::dense(0.5))).unwrap();
         assert_eq!(data.buffer.len(), 3);
         // R_max − R_min = 5 − 3 = 2, so rewards scale by 1000 / 2.
         assert_eq!(data.reward, RewardTransform { scale: 500.0, shift: 0.0 });

@@ -16,7 +16,9 @@ use tch::Device;
 /// reward scale); returns and scores are always reported in the env's own reward.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RewardTransform {
+    /// Multiplier.
     pub scale: f64,
+    /// Added after scaling.
     pub shift: f64,
 }
 
@@ -37,6 +39,7 @@ pub enum Source<'a> {
     /// The online replay buffer only.
     Online(&'a ReplayBuffer),
     /// `round(ratio · B)` offline rows and the rest online.
+    #[allow(missing_docs)] // the two buffers and the sampler that mixes them
     Mixed { offline: &'a OfflineBuffer, online: &'a ReplayBuffer, sampler: MixedSampler },
 }
 
@@ -78,7 +81,9 @@ pub fn learn(agent: &mut dyn Agent, source: &Source<'_>, batch_size: usize, upda
 
 /// Stores the actor's transitions in the online replay buffer, rewards transformed.
 pub struct ReplaySink<'a> {
+    /// The buffer.
     pub replay: &'a mut ReplayBuffer,
+    /// Applied to each reward before storing.
     pub reward: RewardTransform,
 }
 

@@ -40,7 +40,9 @@ impl PhaseKind {
 /// A phase and its length in loop steps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Phase {
+    /// What happens in it.
     pub kind: PhaseKind,
+    /// Its loop steps.
     pub steps: u64,
 }
 

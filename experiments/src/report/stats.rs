@@ -66,8 +66,11 @@ pub fn percentile_sorted(sorted: &[f64], p: f64) -> f64 {
 /// A point estimate with its confidence interval.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Estimate {
+    /// The point estimate.
     pub point: f64,
+    /// Lower end of the confidence interval.
     pub lo: f64,
+    /// Upper end of the confidence interval.
     pub hi: f64,
 }
 

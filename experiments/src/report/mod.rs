@@ -73,10 +73,15 @@ fn expand_run_dirs(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
 /// The numbers of one group of runs.
 #[derive(Debug)]
 pub struct GroupStats {
+    /// Runs in the group.
     pub runs: usize,
+    /// Mean of the final scores.
     pub final_mean: Estimate,
+    /// Interquartile mean of the final scores.
     pub final_iqm: Estimate,
+    /// Mean of the best scores.
     pub best_mean: Estimate,
+    /// Interquartile mean of the best scores.
     pub best_iqm: Estimate,
 }
 

@@ -47,7 +47,7 @@ pub struct RunConfig {
     pub agent: toml::Table,
 }
 
-/// Offline data: a registry id or a file.
+/// Offline data: a registry id, a file, or a dataset handed to the run in memory.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct DatasetConfig {
@@ -68,6 +68,11 @@ pub struct DatasetConfig {
     /// file's `next_observations`).
     #[serde(default = "default_transitions")]
     pub transitions: String,
+    /// The data was handed to the run in memory ([`Run::dataset`](super::builder::Run::dataset)),
+    /// not read from a file; the manifest records its content hash, and resuming the run needs
+    /// the same data again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub in_memory: bool,
 }
 
 fn default_reward() -> String {
@@ -223,8 +228,16 @@ impl RunConfig {
     /// Build from a TOML table, checking every key and value, and complete `[agent]` with the
     /// algorithm's defaults so the resolved config names every hyperparameter.
     pub fn from_table(table: toml::Table, origin: &str) -> Result<Self> {
+        let config = Self::from_table_without_steps(table, origin)?;
+        config.check_has_steps().with_context(|| format!("invalid config in {origin}"))?;
+        Ok(config)
+    }
+
+    /// [`RunConfig::from_table`] for a config whose step counts are still to be set (a
+    /// [`Run`](super::builder::Run) before `fit` or `fit_online`): every check but "has steps".
+    pub fn from_table_without_steps(table: toml::Table, origin: &str) -> Result<Self> {
         let mut config: RunConfig = toml::Value::Table(table).try_into().with_context(|| format!("invalid config in {origin}"))?;
-        config.validate().with_context(|| format!("invalid config in {origin}"))?;
+        config.validate_values().with_context(|| format!("invalid config in {origin}"))?;
         let agent = config.agent_config().with_context(|| format!("invalid config in {origin}"))?;
         let mut full = match agent.to_toml()? {
             toml::Value::Table(t) => t,
@@ -262,8 +275,24 @@ impl RunConfig {
         toml::to_string_pretty(self).context("cannot write the config as TOML")
     }
 
-    /// Checks that serde cannot express: values in range, and combinations that make sense.
+    /// Checks that serde cannot express: values in range, combinations that make sense, and at
+    /// least one step.
     pub fn validate(&self) -> Result<()> {
+        self.validate_values()?;
+        self.check_has_steps()
+    }
+
+    /// The run has at least one step of some kind.
+    fn check_has_steps(&self) -> Result<()> {
+        let t = &self.train;
+        if t.offline_steps + t.random_steps + t.warmup_steps + t.online_steps == 0 {
+            bail!("the run has no steps: set train.offline_steps or train.online_steps");
+        }
+        Ok(())
+    }
+
+    /// [`RunConfig::validate`] without the step check.
+    fn validate_values(&self) -> Result<()> {
         let t = &self.train;
         if t.batch_size == 0 {
             bail!("key `train.batch_size`: expected at least 1, found 0");
@@ -296,7 +325,10 @@ impl RunConfig {
                 t.offline_steps,
                 t.offline_ratio
             ),
-            Some(d) if d.id.is_none() && d.path.is_none() => {
+            Some(d) if d.in_memory && (d.id.is_some() || d.path.is_some()) => {
+                bail!("section [dataset]: `in_memory = true` takes no `id` or `path`")
+            }
+            Some(d) if !d.in_memory && d.id.is_none() && d.path.is_none() => {
                 bail!("section [dataset]: expected `id` or `path`, found neither")
             }
             Some(d) if !matches!(d.transitions.as_str(), "qlearning" | "corrected") => {
@@ -306,9 +338,6 @@ impl RunConfig {
                 o2o_datasets::scores::RewardPreset::from_name(&d.reward).context("key `dataset.reward`")?;
             }
             None => {}
-        }
-        if t.offline_steps + t.random_steps + t.warmup_steps + t.online_steps == 0 {
-            bail!("the run has no steps: set train.offline_steps or train.online_steps");
         }
         Ok(())
     }

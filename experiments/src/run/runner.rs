@@ -21,7 +21,9 @@ use crate::logging::{JsonlSink, Logger, MetricSink};
 use anyhow::{bail, Context, Result};
 use o2o_agents::{Agent, Metrics, Phase};
 use o2o_datasets::mc_returns::McConfig;
+use o2o_datasets::d4rl::D4rlDataset;
 use o2o_datasets::{MixedSampler, ReplayBuffer};
+use o2o_envs::Env;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -34,22 +36,35 @@ pub enum Start {
     /// Step 0 with a freshly initialized agent.
     Fresh,
     /// Step 0 with the agent state of another run's checkpoint (fine-tuning).
-    FromParent { checkpoint: PathBuf },
+    FromParent {
+        /// The parent's checkpoint folder.
+        checkpoint: PathBuf,
+    },
     /// Where a checkpoint of this run left off.
-    Resume { checkpoint: PathBuf },
+    Resume {
+        /// The checkpoint folder to continue from.
+        checkpoint: PathBuf,
+    },
 }
 
 /// `summary.json`: how the run ended.
 #[derive(Debug, Serialize, serde::Deserialize)]
 pub struct Summary {
+    /// The run reached its last step.
     pub finished: bool,
+    /// Loop steps done.
     pub steps: u64,
+    /// Gradient updates done.
     pub grad_steps: u64,
+    /// Env steps done.
     pub env_steps: u64,
+    /// Training episodes finished.
     pub episodes: u64,
     /// Seconds this process ran (a resumed run counts only its own part).
     pub wall_s: f64,
+    /// The last evaluation.
     pub final_eval: Option<EvalResult>,
+    /// The best evaluation (by mean return).
     pub best_eval: Option<EvalResult>,
     /// Evaluations at the start and at the end of each phase (`eval.at_start`,
     /// `eval.at_phase_end`).
@@ -58,17 +73,60 @@ pub struct Summary {
     pub checkpoint: String,
 }
 
-/// Optional hooks for callers that drive a run for another purpose (`o2o dataset make-benchmark`
-/// snapshots the policy at evaluations and records simulator states). `Hooks::default()` is a
-/// plain run.
+/// A function that makes a fresh env of the run: called once for the env the agent acts in and
+/// once for the evaluation env (never the same env, so evaluation cannot disturb a training
+/// episode), and again whenever the run is resumed.
+pub type EnvFactory = std::sync::Arc<dyn Fn() -> Result<Box<dyn Env>> + Send + Sync>;
+
+/// Called after every evaluation (the final one included) with its result, the agent as
+/// evaluated and the runner's counters at that moment.
+pub type OnEval<'a> = dyn FnMut(&EvalResult, &dyn Agent, &RunnerState) -> Result<()> + 'a;
+
+/// Called after every checkpoint (the final one included) with its folder and the runner's
+/// counters it holds.
+pub type OnCheckpoint<'a> = dyn FnMut(&Path, &RunnerState) -> Result<()> + 'a;
+
+/// What a caller can put into a run besides its config. `Hooks::default()` is a plain run of
+/// registry envs and dataset files (`o2o train`); [`Run`](super::builder::Run) fills them from
+/// its builder calls, and `o2o dataset make-benchmark` snapshots the policy at evaluations and
+/// records simulator states through them.
 #[derive(Default)]
 pub struct Hooks<'a> {
-    /// The env to act in, instead of `o2o_envs::make(config.env)` (e.g. one wrapped to log
-    /// qpos/qvel); it must be the config's env.
-    pub actor_env: Option<Box<dyn o2o_envs::Env>>,
-    /// Called after every evaluation (the final one included) with its result, the agent as
-    /// evaluated and the runner's counters at that moment.
-    pub on_eval: Option<&'a mut dyn FnMut(&EvalResult, &dyn Agent, &RunnerState) -> Result<()>>,
+    /// Makes the run's envs, instead of `o2o_envs::make(config.env)`; each env's id must be
+    /// `config.env`.
+    pub env: Option<EnvFactory>,
+    /// The env to act in, instead of a new one (e.g. one wrapped to log qpos/qvel); it must be
+    /// the config's env.
+    pub actor_env: Option<Box<dyn Env>>,
+    /// The offline data of a config with `dataset.in_memory = true`.
+    pub dataset: Option<D4rlDataset>,
+    /// See [`OnEval`].
+    pub on_eval: Option<&'a mut OnEval<'a>>,
+    /// See [`OnCheckpoint`].
+    pub on_checkpoint: Option<&'a mut OnCheckpoint<'a>>,
+}
+
+impl Hooks<'_> {
+    /// A new env of the run: from the factory, or the registry's env `id`.
+    fn make_env(&self, id: &str) -> Result<Box<dyn Env>> {
+        let env = match &self.env {
+            Some(make) => make().with_context(|| format!("making the env {id} with the run's env factory"))?,
+            None => return o2o_envs::make(id).with_context(|| format!("making the env {id}{}", custom_env_hint(id))),
+        };
+        if env.spec().id != id {
+            bail!("the env factory made an env with id {:?}, but the run's config says env = {id:?}", env.spec().id);
+        }
+        Ok(env)
+    }
+}
+
+/// For an id the registry does not know: how a run on an env of one's own continues.
+fn custom_env_hint(id: &str) -> String {
+    if o2o_envs::make(id).is_err() {
+        format!(" (if {id} is an env of your own, continue the run from Rust: Run::resume(dir)?.env(make_env).run())")
+    } else {
+        String::new()
+    }
 }
 
 /// Build the agent a config describes, on `device`, seeded from the run seed.
@@ -110,7 +168,10 @@ pub fn execute_with(
     // Envs: one to act in, one to evaluate on (never the same, so evaluation cannot disturb
     // the training episode).
     // (issue 8) With a Rerun sink, the evaluation env also records episode 0 of each evaluation in 3D.
-    let mut eval_env = crate::logging::eval_env(&config.env, &extra_sinks).with_context(|| format!("making the evaluation env {}", config.env))?;
+    let mut eval_env = match &hooks.env {
+        Some(_) => hooks.make_env(&config.env)?,
+        None => crate::logging::eval_env(&config.env, &extra_sinks).with_context(|| format!("making the evaluation env {}{}", config.env, custom_env_hint(&config.env)))?,
+    };
     let obs_dim = eval_env.observation_space().dim();
     let act_dim = eval_env.action_space().dim();
 
@@ -125,9 +186,10 @@ pub fn execute_with(
     let needs_data = config.train.offline_steps > 0 || config.train.offline_ratio > 0.0;
     let offline: Option<OfflineData> = match &config.dataset {
         None => None,
-        Some(d) => match data::load(d, eval_env.action_space(), &config.env, obs_dim, act_dim, eval_env.spec().max_episode_steps, Some(data::dataset_mc_config(config, gamma)?)) {
+        Some(d) => match data::load(d, hooks.dataset.take(), eval_env.action_space(), &config.env, obs_dim, act_dim, eval_env.spec().max_episode_steps, Some(data::dataset_mc_config(config, gamma)?)) {
             Ok(o) => Some(o),
-            Err(e) if needs_data => return Err(e),
+            // Data handed over in memory is part of the run (its diagnostics too): never optional.
+            Err(e) if needs_data || d.in_memory => return Err(e),
             Err(e) if d.reward != "none" => {
                 return Err(e.context(format!("the dataset sets the reward transform `{}` that online rewards must get too", d.reward)))
             }
@@ -138,9 +200,13 @@ pub fn execute_with(
         },
     };
     let reward = offline.as_ref().map_or(RewardTransform::IDENTITY, |o| o.reward);
-    if let Some(mut m) = manifest {
-        m.dataset = offline.as_ref().map(|o| o.info.clone());
-        rundir::write_json(&dir.join(MANIFEST), &m)?;
+    match manifest {
+        Some(mut m) => {
+            m.dataset = offline.as_ref().map(|o| o.info.clone());
+            rundir::write_json(&dir.join(MANIFEST), &m)?;
+        }
+        // A resumed run must see the data it started with, or it would not continue exactly.
+        None => check_same_dataset(dir, offline.as_ref())?,
     }
 
     // Agent, replay buffer, runner state.
@@ -189,7 +255,7 @@ pub fn execute_with(
     let mut actor = if needs_env {
         let env = match hooks.actor_env.take() {
             Some(env) => env,
-            None => o2o_envs::make(&config.env).with_context(|| format!("making the env {}", config.env))?,
+            None => hooks.make_env(&config.env)?,
         };
         Some(Actor::new(env, config.seed, state.episode)?)
     } else {
@@ -308,7 +374,10 @@ pub fn execute_with(
         // Online, wait for the episode to end: the env's mid-episode state is never saved.
         let at_boundary = actor.as_ref().is_none_or(|a| a.at_episode_boundary()) || phase.kind == PhaseKind::Offline;
         if pending_checkpoint && at_boundary && state.step < total {
-            save_checkpoint(dir, config, &mut state, &rng, &*agent, replay.as_ref(), recorder.as_ref(), &mut logger)?;
+            let ckpt = save_checkpoint(dir, config, &mut state, &rng, &*agent, replay.as_ref(), recorder.as_ref(), &mut logger)?;
+            if let Some(on_checkpoint) = hooks.on_checkpoint.as_mut() {
+                on_checkpoint(&ckpt, &state)?;
+            }
             pending_checkpoint = false;
         }
     }
@@ -320,6 +389,9 @@ pub fn execute_with(
     }
     state.finished = true;
     let ckpt = save_checkpoint(dir, config, &mut state, &rng, &*agent, replay.as_ref(), recorder.as_ref(), &mut logger)?;
+    if let Some(on_checkpoint) = hooks.on_checkpoint.as_mut() {
+        on_checkpoint(&ckpt, &state)?;
+    }
     if let Some(rec) = &recorder {
         rec.write(&dir.join(DATASET))?;
     }
@@ -419,6 +491,25 @@ fn save_checkpoint(
         }
         Ok(())
     })
+}
+
+/// On resume: the offline data loaded now is the data the run's manifest recorded (same sha256).
+fn check_same_dataset(dir: &Path, offline: Option<&OfflineData>) -> Result<()> {
+    let path = dir.join(MANIFEST);
+    let Some(now) = offline else { return Ok(()) };
+    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let manifest: Manifest = serde_json::from_str(&text).with_context(|| format!("{} is not a run manifest", path.display()))?;
+    match manifest.dataset {
+        Some(then) if then.sha256 != now.info.sha256 => bail!(
+            "the offline data changed since the run started: {} records {} with sha256 {}, found {} with sha256 {}; resume with the same data",
+            path.display(),
+            then.path,
+            then.sha256,
+            now.info.path,
+            now.info.sha256
+        ),
+        _ => Ok(()),
+    }
 }
 
 /// Cut `metrics.jsonl` back to `len` bytes (what it held at the checkpoint being resumed).

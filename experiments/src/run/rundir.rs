@@ -12,9 +12,13 @@ use std::path::{Path, PathBuf};
 
 /// File names inside a run directory.
 pub const CONFIG: &str = "config.toml";
+/// `manifest.json`: where the run came from.
 pub const MANIFEST: &str = "manifest.json";
+/// `metrics.jsonl`: one JSON object per record.
 pub const METRICS: &str = "metrics.jsonl";
+/// `summary.json`: how the run ended.
 pub const SUMMARY: &str = "summary.json";
+/// The checkpoints folder.
 pub const CHECKPOINTS: &str = "checkpoints";
 /// The run's env transitions as a D4RL-format file (`train.record_dataset`).
 pub const DATASET: &str = "dataset.hdf5";
@@ -66,20 +70,31 @@ pub fn write_config(dir: &Path, config: &RunConfig) -> Result<()> {
 /// `manifest.json`: where the run came from and what it ran on.
 #[derive(Debug, Serialize, serde::Deserialize)]
 pub struct Manifest {
+    /// The o2o version that made the run.
     pub o2o_version: String,
     /// `git rev-parse HEAD` of the source tree the binary was built from, or "unknown".
     pub git_revision: String,
+    /// When the run was created (UTC, RFC 3339).
     pub created_utc: String,
     /// The command line that created the run.
     pub command: Vec<String>,
+    /// The preset (or config name).
     pub preset: String,
+    /// The algorithm.
     pub algo: String,
+    /// The env id.
     pub env: String,
+    /// The run seed and the seeds derived from it.
     pub seeds: Seeds,
+    /// The offline data, when the run has some.
     pub dataset: Option<DatasetInfo>,
+    /// The run this one started from, for fine-tuning runs.
     pub parent: Option<ParentInfo>,
+    /// The device it started on.
     pub device: String,
+    /// libtorch's intra-op threads.
     pub torch_threads: i64,
+    /// The machine it started on.
     pub machine: Machine,
     /// Each `o2o resume` of this run: when, and from which checkpoint.
     #[serde(default)]
@@ -89,8 +104,11 @@ pub struct Manifest {
 /// The run seed and the seeds derived from it.
 #[derive(Debug, Serialize, serde::Deserialize)]
 pub struct Seeds {
+    /// The run seed.
     pub run: u64,
+    /// The agent's seed.
     pub agent: u64,
+    /// The runner RNG's seed.
     pub runner_rng: u64,
     /// Episode k of training resets with `derive_seed(run, 1, k)`, evaluation episode k with
     /// `derive_seed(run, 2, k)` (see `actor.rs`).
@@ -100,36 +118,52 @@ pub struct Seeds {
 /// The offline data a run used.
 #[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct DatasetInfo {
+    /// The registry id, when it has one.
     pub id: Option<String>,
+    /// The file (or `(in-memory dataset)`).
     pub path: String,
+    /// sha256 of the file, or of the contents for data in memory.
     pub sha256: String,
+    /// Transitions built from it.
     pub transitions: usize,
 }
 
 /// The run a fine-tuning run started from.
 #[derive(Debug, Serialize, serde::Deserialize)]
 pub struct ParentInfo {
+    /// The parent run directory.
     pub run_dir: String,
+    /// The checkpoint started from.
     pub checkpoint: String,
+    /// The parent's git revision.
     pub git_revision: Option<String>,
 }
 
 /// One resume.
 #[derive(Debug, Serialize, serde::Deserialize)]
 pub struct ResumeInfo {
+    /// When.
     pub at_utc: String,
+    /// The checkpoint continued from.
     pub checkpoint: String,
+    /// The device it continued on.
     pub device: String,
 }
 
 /// The machine a run ran on.
 #[derive(Debug, Serialize, serde::Deserialize)]
 pub struct Machine {
+    /// Host name.
     pub hostname: String,
+    /// CPU model.
     pub cpu_model: String,
+    /// Logical cores.
     pub cores: usize,
+    /// Operating system.
     pub os: String,
+    /// The libtorch loaded.
     pub torch: String,
+    /// The MuJoCo loaded.
     pub mujoco: String,
 }
 
@@ -145,7 +179,7 @@ impl Machine {
             cpu_model,
             cores: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
             os: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
-            torch: crate::commands::doctor::libtorch_version().unwrap_or_else(|e| format!("unknown ({e})")),
+            torch: crate::paths::libtorch_version().unwrap_or_else(|e| format!("unknown ({e})")),
             mujoco: o2o_envs::mujoco_version(),
         }
     }

@@ -27,9 +27,13 @@ pub fn derive_seed(run_seed: u64, stream: u64, index: u64) -> u64 {
 
 /// Seed streams (arbitrary distinct constants).
 pub mod stream {
+    /// Training episodes' reset seeds.
     pub const TRAIN_EPISODE: u64 = 1;
+    /// Evaluation episodes' reset seeds.
     pub const EVAL_EPISODE: u64 = 2;
+    /// The agent's own random stream.
     pub const AGENT: u64 = 3;
+    /// The runner RNG (batch draws, random actions).
     pub const RUNNER_RNG: u64 = 4;
     /// Diagnostic batches (their own stream: diagnostics never move the runner RNG).
     pub const DIAGNOSTICS: u64 = 5;
@@ -56,6 +60,11 @@ impl ActionScale {
         self.low.len()
     }
 
+    /// The env's bounds `(low, high)`.
+    pub fn bounds(&self) -> (&[f32], &[f32]) {
+        (&self.low, &self.high)
+    }
+
     /// a_env = low + (a + 1) / 2 · (high − low), with `a` clipped to [-1, 1] first.
     pub fn to_env(&self, a: &[f32]) -> Vec<f32> {
         a.iter()
@@ -78,13 +87,17 @@ impl ActionScale {
 
 /// Chooses an action in `[-1, 1]^A` for one observation.
 pub trait Policy {
+    /// The action for `obs`, in `[-1, 1]^A`.
     fn act(&mut self, obs: &[f32]) -> Result<Vec<f32>>;
 }
 
 /// An agent used as a policy (stochastic for collecting, deterministic for evaluation).
 pub struct AgentPolicy<'a> {
+    /// The agent.
     pub agent: &'a mut dyn Agent,
+    /// Where it computes.
     pub device: Device,
+    /// The policy's mode (evaluation) rather than a sample.
     pub deterministic: bool,
 }
 
@@ -98,7 +111,9 @@ impl Policy for AgentPolicy<'_> {
 
 /// Uniformly random actions in `[-1, 1]^A` from a caller-owned RNG.
 pub struct UniformPolicy<'a, R: Rng> {
+    /// The random source.
     pub rng: &'a mut R,
+    /// Action dimension.
     pub dim: usize,
 }
 
@@ -111,24 +126,34 @@ impl<R: Rng> Policy for UniformPolicy<'_, R> {
 /// One env transition, the action in the agent's `[-1, 1]` box and the env's own reward.
 #[derive(Debug, Clone)]
 pub struct Transition {
+    /// Observation before the step.
     pub obs: Vec<f32>,
+    /// The action, in the agent's `[-1, 1]` box.
     pub action: Vec<f32>,
+    /// The env's own reward.
     pub reward: f64,
+    /// Observation after the step.
     pub next_obs: Vec<f32>,
+    /// A true end (no bootstrapping).
     pub terminated: bool,
+    /// A time-limit cut.
     pub truncated: bool,
 }
 
 /// Where the actor sends transitions (a replay buffer today; a stream when split).
 pub trait TransitionSink {
+    /// Take one transition.
     fn push(&mut self, t: &Transition) -> Result<()>;
 }
 
 /// A finished episode.
 #[derive(Debug, Clone, Copy)]
 pub struct EpisodeEnd {
+    /// Undiscounted return.
     pub ret: f64,
+    /// Steps.
     pub length: u64,
+    /// Whether the task was achieved, when the env says.
     pub success: Option<bool>,
 }
 

@@ -14,9 +14,13 @@ const SEED_KEYS: &[&str] = &["seed", "seeds.run"];
 /// One run directory, reduced to what a report needs.
 #[derive(Debug, Clone)]
 pub struct Run {
+    /// The run directory.
     pub dir: PathBuf,
+    /// Its preset.
     pub preset: String,
+    /// Its task (dataset id or env).
     pub task: String,
+    /// Its seed, when recorded.
     pub seed: Option<i64>,
     /// `(x, score)` for every line of `metrics.jsonl` carrying a finite score.
     pub curve: Vec<(f64, f64)>,

@@ -1,0 +1,434 @@
+//! [`Run`]: configure a run, then start it, continue it or fine-tune from it — the same calls
+//! the `o2o` CLI makes.
+//!
+//! ```no_run
+//! use o2o_experiments::Run;
+//!
+//! // A preset (or a .toml file), with `--set`-style overrides.
+//! let run = Run::preset("iql-hopper-medium")?.set(["train.offline_steps=10000", "eval.episodes=5"])?.seed(1)?;
+//! // Offline only (d3rlpy's `fit`), then online from that run's final agent (`fit_online`).
+//! let offline = run.fit(10_000)?;
+//! let online = Run::preset("iql-hopper-medium")?.starting_from(&offline.dir)?.fit_online(5_000)?;
+//! println!("{:?}", online.summary.final_eval);
+//! # Ok::<(), anyhow::Error>(())
+//! ```
+//!
+//! Every run writes a run directory under [`Run::runs_dir`] (default `runs/`) and returns an
+//! [`Outcome`]: the directory and its [`Summary`]. A run of your own env or of data built in
+//! memory is resumed from code the same way it was started: [`Run::resume`] plus the same
+//! [`Run::env`] / [`Run::dataset`].
+
+use super::checkpoint::{self, RunnerState};
+use super::config::{self, RunConfig};
+use super::data;
+use super::eval::EvalResult;
+use super::parent::ParentRun;
+use super::presets;
+use super::rundir::{self, Manifest, ParentInfo, ResumeInfo, Seeds};
+pub use super::runner::EnvFactory;
+use super::runner::{self, Hooks, Start, Summary};
+use crate::logging::{MetricSink, RerunArgs};
+use anyhow::{bail, Context, Result};
+use o2o_agents::Agent;
+use o2o_datasets::d4rl::D4rlDataset;
+use o2o_envs::Env;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tch::Device;
+
+/// A finished run: where it is and how it ended.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The run directory.
+    pub dir: PathBuf,
+    /// Its `summary.json`.
+    pub summary: Summary,
+    /// True when nothing ran: [`Run::reuse_finished`] found this config already finished, or
+    /// [`Run::resume`] found the run finished.
+    pub reused: bool,
+}
+
+/// A new run, or a run to continue.
+enum Mode {
+    /// A new run directory named `<name>-<seed>-<time>`.
+    New { name: String },
+    /// Continue the run in this directory.
+    Resume { dir: PathBuf },
+}
+
+/// A run being configured. Build it with [`Run::preset`], [`Run::from_config`],
+/// [`Run::finetune`] or [`Run::resume`]; adjust it with the builder calls; start it with
+/// [`Run::run`] (the config's phases), [`Run::fit`] (offline only) or [`Run::fit_online`].
+pub struct Run<'a> {
+    table: toml::Table,
+    origin: String,
+    mode: Mode,
+    runs_dir: PathBuf,
+    device: Device,
+    rerun: RerunArgs,
+    env: Option<EnvFactory>,
+    dataset: Option<D4rlDataset>,
+    sinks: Vec<Box<dyn MetricSink>>,
+    on_eval: Option<Box<runner::OnEval<'a>>>,
+    on_checkpoint: Option<Box<runner::OnCheckpoint<'a>>>,
+    parent: Option<ParentRun>,
+    reuse: bool,
+}
+
+impl<'a> Run<'a> {
+    fn with_table(table: toml::Table, origin: String, mode: Mode) -> Result<Self> {
+        RunConfig::from_table_without_steps(table.clone(), &origin)?;
+        Ok(Self {
+            table,
+            origin,
+            mode,
+            runs_dir: PathBuf::from("runs"),
+            device: Device::cuda_if_available(),
+            rerun: RerunArgs::default(),
+            env: None,
+            dataset: None,
+            sinks: Vec::new(),
+            on_eval: None,
+            on_checkpoint: None,
+            parent: None,
+            reuse: false,
+        })
+    }
+
+    /// A run of an embedded preset (`o2o train --list-presets`) or of a `.toml` file.
+    pub fn preset(name_or_path: &str) -> Result<Self> {
+        let (name, mut table) = presets::load(name_or_path)?;
+        table.insert("preset".into(), toml::Value::String(name.clone()));
+        Self::with_table(table, format!("preset {name} with --set overrides"), Mode::New { name })
+    }
+
+    /// A run of a config written as TOML text (a preset's format); `name` names the run
+    /// directories, as a preset's file name does.
+    pub fn from_toml_str(name: &str, text: &str) -> Result<Self> {
+        let mut table: toml::Table = text.parse().with_context(|| format!("config {name} is not valid TOML"))?;
+        if table.contains_key("preset") {
+            bail!("config {name}: the key `preset` is set from the name; remove it");
+        }
+        table.insert("preset".into(), toml::Value::String(name.to_string()));
+        Self::with_table(table, format!("config {name}"), Mode::New { name: name.to_string() })
+    }
+
+    /// A run of a config value (e.g. one built in code, or read from another run).
+    pub fn from_config(config: &RunConfig) -> Result<Self> {
+        let table: toml::Table = config.to_toml_string()?.parse().context("re-reading the config as TOML")?;
+        Self::with_table(table, format!("config {}", config.preset), Mode::New { name: config.preset.clone() })
+    }
+
+    /// A new run that fine-tunes `parent`'s final agent online with the parent's own config
+    /// (`o2o finetune`): no offline, random or warm-up steps, an evaluation of the starting
+    /// point, `online_steps` as the parent had them (set them with [`Run::fit_online`] or
+    /// `train.online_steps`). IQL keeps its actor learning rate constant online (§6.1).
+    pub fn finetune(parent: impl AsRef<Path>) -> Result<Self> {
+        let parent_dir = parent.as_ref();
+        let p = ParentRun::read(parent_dir)?;
+        let mut table: toml::Table = p.config.to_toml_string()?.parse().context("re-reading the parent's config")?;
+        let mut overrides = vec!["train.offline_steps=0".to_string(), "train.random_steps=0".to_string(), "train.warmup_steps=0".to_string(), "eval.at_start=true".to_string()];
+        if p.config.algo == "iql" {
+            // IQL decays the actor LR only offline; fine-tuning keeps it constant (§6.1).
+            overrides.push("agent.actor_lr_decay_steps=0".to_string());
+        }
+        config::apply_overrides(&mut table, &overrides)?;
+        table.insert("parent".into(), p.config_entry()?);
+        let name = format!("{}-finetune", p.config.preset);
+        let mut run = Self::with_table(table, format!("fine-tuning config from {}", parent_dir.display()), Mode::New { name })?;
+        run.parent = Some(p);
+        Ok(run)
+    }
+
+    /// Continue the run in `dir` from its newest checkpoint (`o2o resume`), exactly where it
+    /// stopped. A run of an env of your own or of data handed over in memory needs the same
+    /// [`Run::env`] / [`Run::dataset`] again.
+    pub fn resume(dir: impl AsRef<Path>) -> Result<Self> {
+        let dir = dir.as_ref().to_path_buf();
+        let path = dir.join(rundir::CONFIG);
+        let config = RunConfig::read(&path).with_context(|| format!("{} is not a run directory", dir.display()))?;
+        let table: toml::Table = config.to_toml_string()?.parse().context("re-reading the run's config")?;
+        Self::with_table(table, path.display().to_string(), Mode::Resume { dir })
+    }
+
+    /// Override config keys, `key=value` each as `o2o train --set` takes them
+    /// (`train.online_steps=20000`, `agent.actor_lr=1e-4`, `env=Walker2d-v5`). An unknown key
+    /// or a bad value is an error naming it.
+    pub fn set<I, S>(mut self, overrides: I) -> Result<Self>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        if let Mode::Resume { dir } = &self.mode {
+            bail!("{} is resumed with the config it started with; start a new run to change it", dir.display());
+        }
+        let overrides: Vec<String> = overrides.into_iter().map(|s| s.as_ref().to_string()).collect();
+        config::apply_overrides(&mut self.table, &overrides)?;
+        RunConfig::from_table_without_steps(self.table.clone(), &self.origin)?;
+        Ok(self)
+    }
+
+    /// The run seed (every random source is derived from it).
+    pub fn seed(self, seed: u64) -> Result<Self> {
+        self.set([format!("seed={seed}")])
+    }
+
+    /// Start from another run's agent — its newest checkpoint, or the checkpoint folder given
+    /// (`<run>/checkpoints/step-N`) — with its whole state (weights, optimizer moments,
+    /// temperature), skipping this config's offline phase and evaluating the starting point
+    /// (`o2o run --from`).
+    pub fn starting_from(mut self, run_or_checkpoint: impl AsRef<Path>) -> Result<Self> {
+        let path = run_or_checkpoint.as_ref();
+        let p = ParentRun::read(path).with_context(|| format!("starting from {}", path.display()))?;
+        // The parent's offline training replaces this config's (whatever was set).
+        let mut run = self.set(["train.offline_steps=0", "eval.at_start=true"])?;
+        run.table.insert("parent".into(), p.config_entry()?);
+        run.parent = Some(p);
+        self = run;
+        Ok(self)
+    }
+
+    /// Where new run directories are created (default `runs/` in the current directory).
+    pub fn runs_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.runs_dir = dir.into();
+        self
+    }
+
+    /// Where to compute (default: CUDA when available, else the CPU).
+    pub fn device(mut self, device: Device) -> Self {
+        self.device = device;
+        self
+    }
+
+    /// The Rerun recording: `recording.rrd` in the run directory by default;
+    /// [`RerunArgs::off`] for none, or spawn / connect a viewer (see [`RerunArgs`]).
+    pub fn rerun(mut self, rerun: RerunArgs) -> Self {
+        self.rerun = rerun;
+        self
+    }
+
+    /// Train and evaluate on envs this function makes (an env of your own, a wrapped task)
+    /// instead of the registry's `env`; the config's `env` becomes the made env's id. It is
+    /// called for the acting env and for the evaluation env, and again on every resume.
+    pub fn env<F, E>(mut self, make: F) -> Self
+    where
+        F: Fn() -> Result<E> + Send + Sync + 'static,
+        E: Env + 'static,
+    {
+        self.env = Some(Arc::new(move || make().map(|e| Box::new(e) as Box<dyn Env>)));
+        self
+    }
+
+    /// [`Run::env`] for a factory that already returns boxed envs.
+    pub fn env_factory(mut self, make: EnvFactory) -> Self {
+        self.env = Some(make);
+        self
+    }
+
+    /// Offline data built in memory (e.g. [`D4rlDataset::from_columns`]) instead of a file:
+    /// actions in the env's units, rewards as the env gives them. The `[dataset]` section keeps
+    /// its `reward` and `transitions` settings; the manifest records the data's content hash.
+    pub fn dataset(mut self, data: D4rlDataset) -> Result<Self> {
+        let section = self.table.entry("dataset").or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        let t = section.as_table_mut().context("key `dataset` is not a table")?;
+        t.remove("id");
+        t.remove("path");
+        t.insert("in_memory".into(), toml::Value::Boolean(true));
+        RunConfig::from_table_without_steps(self.table.clone(), &self.origin)?;
+        self.dataset = Some(data);
+        Ok(self)
+    }
+
+    /// Also send every logged record to `sink` (besides `metrics.jsonl` and Rerun).
+    pub fn sink(mut self, sink: Box<dyn MetricSink>) -> Self {
+        self.sinks.push(sink);
+        self
+    }
+
+    /// Call `f` after every evaluation with its result, the agent as evaluated and the runner's
+    /// counters; an error from `f` stops the run (its last checkpoint stays resumable).
+    pub fn on_eval(mut self, f: impl FnMut(&EvalResult, &dyn Agent, &RunnerState) -> Result<()> + 'a) -> Self {
+        self.on_eval = Some(Box::new(f));
+        self
+    }
+
+    /// Call `f` after every checkpoint with its folder and the counters it holds.
+    pub fn on_checkpoint(mut self, f: impl FnMut(&Path, &RunnerState) -> Result<()> + 'a) -> Self {
+        self.on_checkpoint = Some(Box::new(f));
+        self
+    }
+
+    /// When `runs_dir` already holds a finished run of exactly this resolved config, return it
+    /// instead of running again (`o2o run --reuse`, `make demo`).
+    pub fn reuse_finished(mut self, reuse: bool) -> Self {
+        self.reuse = reuse;
+        self
+    }
+
+    /// The resolved config as it stands (every key, the agent's defaults filled in), checked
+    /// as a run's config is at launch (it must have steps).
+    pub fn config(&self) -> Result<RunConfig> {
+        RunConfig::from_table(self.table.clone(), &self.origin)
+    }
+
+    /// [`Run::config`] before the step counts are set (e.g. by `fit`): every check but that one.
+    pub fn draft_config(&self) -> Result<RunConfig> {
+        RunConfig::from_table_without_steps(self.table.clone(), &self.origin)
+    }
+
+    /// Train offline only, `steps` gradient steps on the dataset (d3rlpy's `fit`).
+    pub fn fit(self, steps: u64) -> Result<Outcome> {
+        self.set([format!("train.offline_steps={steps}"), "train.random_steps=0".into(), "train.warmup_steps=0".into(), "train.online_steps=0".into()])?.run()
+    }
+
+    /// Train online only, `steps` env steps with updates (d3rlpy's `fit_online`), after the
+    /// config's random and warm-up steps; from the agent of [`Run::starting_from`] or
+    /// [`Run::finetune`] when given, else from scratch.
+    pub fn fit_online(self, steps: u64) -> Result<Outcome> {
+        self.set(["train.offline_steps=0".to_string(), format!("train.online_steps={steps}")])?.run()
+    }
+
+    /// Run the config's phases to the end (or continue a resumed run to its end).
+    pub fn run(mut self) -> Result<Outcome> {
+        if let Some(make) = &self.env {
+            // The config names the env the factory makes.
+            let id = make().context("making the env with the run's env factory")?.spec().id.clone();
+            if !matches!(self.mode, Mode::Resume { .. }) {
+                self.table.insert("env".into(), toml::Value::String(id));
+            }
+        }
+        let config = self.config()?;
+        match std::mem::replace(&mut self.mode, Mode::New { name: String::new() }) {
+            Mode::Resume { dir } => self.continue_run(&dir, &config),
+            Mode::New { name } => self.start(&name, &config),
+        }
+    }
+
+    fn hooks<'h>(&'h mut self, on_eval: &'h mut Option<Box<runner::OnEval<'a>>>, on_checkpoint: &'h mut Option<Box<runner::OnCheckpoint<'a>>>) -> Hooks<'h>
+    where
+        'a: 'h,
+    {
+        Hooks {
+            env: self.env.clone(),
+            actor_env: None,
+            dataset: self.dataset.take(),
+            on_eval: on_eval.as_mut().map(|f| &mut **f as &mut runner::OnEval<'h>),
+            on_checkpoint: on_checkpoint.as_mut().map(|f| &mut **f as &mut runner::OnCheckpoint<'h>),
+        }
+    }
+
+    fn start(mut self, name: &str, config: &RunConfig) -> Result<Outcome> {
+        if self.reuse {
+            if let Some((dir, summary)) = finished_run_with(&self.runs_dir, config) {
+                eprintln!("{} already holds a finished run of this config: {} (delete it to run again)", self.runs_dir.display(), dir.display());
+                return Ok(Outcome { dir, summary, reused: true });
+            }
+        }
+        // Fail before creating a run directory when a needed dataset file is not there.
+        match &config.dataset {
+            Some(d) if !d.in_memory && (config.train.offline_steps > 0 || config.train.offline_ratio > 0.0) => {
+                data::resolve_path(d)?;
+            }
+            Some(d) if d.in_memory && self.dataset.is_none() => bail!("the config says `dataset.in_memory = true` but no dataset was given (Run::dataset)"),
+            _ => {}
+        }
+        let dir = rundir::create(&self.runs_dir, name, config.seed)?;
+        let (start, parent) = match self.parent.take() {
+            Some(p) => (Start::FromParent { checkpoint: p.checkpoint }, Some(p.info)),
+            None => (Start::Fresh, None),
+        };
+        eprintln!("run directory: {}", dir.display());
+        rundir::write_config(&dir, config)?;
+        let manifest = new_manifest(config, self.device, parent);
+        let mut sinks = crate::logging::sinks_for_run(&dir, &self.rerun)?;
+        sinks.append(&mut self.sinks);
+        let (mut on_eval, mut on_checkpoint) = (self.on_eval.take(), self.on_checkpoint.take());
+        let device = self.device;
+        let hooks = self.hooks(&mut on_eval, &mut on_checkpoint);
+        let summary = runner::execute_with(&dir, config, device, start, sinks, Some(manifest), hooks)?;
+        Ok(Outcome { dir, summary, reused: false })
+    }
+
+    fn continue_run(mut self, dir: &Path, config: &RunConfig) -> Result<Outcome> {
+        checkpoint::remove_partial(dir)?;
+        // Killed before its first checkpoint: start over from step 0 (from the parent's agent
+        // for a fine-tuning run), which is exactly what the uninterrupted run did.
+        let (start, from) = match checkpoint::list(dir)?.pop() {
+            Some(checkpoint) => {
+                let state = checkpoint::read_state(&checkpoint)?;
+                if state.finished {
+                    let summary = read_summary(dir)?;
+                    return Ok(Outcome { dir: dir.to_path_buf(), summary, reused: true });
+                }
+                eprintln!("resuming {} from {} (step {})", dir.display(), checkpoint.display(), state.step);
+                let from = checkpoint.display().to_string();
+                (Start::Resume { checkpoint }, from)
+            }
+            None => {
+                eprintln!("{} has no checkpoint yet; restarting it from step 0", dir.display());
+                std::fs::write(dir.join(rundir::METRICS), b"").with_context(|| format!("cannot reset {}/{}", dir.display(), rundir::METRICS))?;
+                match &config.parent {
+                    Some(p) => (Start::FromParent { checkpoint: p.checkpoint.clone() }, format!("step 0 (parent {})", p.checkpoint.display())),
+                    None => (Start::Fresh, "step 0".to_string()),
+                }
+            }
+        };
+        // Record the resume in the manifest.
+        let manifest_path = dir.join(rundir::MANIFEST);
+        let text = std::fs::read_to_string(&manifest_path).with_context(|| format!("cannot read {}", manifest_path.display()))?;
+        let mut manifest: Manifest = serde_json::from_str(&text).with_context(|| format!("{} is not a run manifest", manifest_path.display()))?;
+        manifest.resumes.push(ResumeInfo { at_utc: rundir::utc_timestamp(), checkpoint: from, device: format!("{:?}", self.device) });
+        rundir::write_json(&manifest_path, &manifest)?;
+        let mut sinks = crate::logging::sinks_for_run(dir, &self.rerun)?;
+        sinks.append(&mut self.sinks);
+        let (mut on_eval, mut on_checkpoint) = (self.on_eval.take(), self.on_checkpoint.take());
+        let device = self.device;
+        let hooks = self.hooks(&mut on_eval, &mut on_checkpoint);
+        let summary = runner::execute_with(dir, config, device, start, sinks, None, hooks)?;
+        Ok(Outcome { dir: dir.to_path_buf(), summary, reused: false })
+    }
+}
+
+/// The manifest of a new run (the runner fills in the dataset once it is loaded).
+fn new_manifest(config: &RunConfig, device: Device, parent: Option<ParentInfo>) -> Manifest {
+    use super::actor::{derive_seed, stream};
+    Manifest {
+        o2o_version: env!("CARGO_PKG_VERSION").to_string(),
+        git_revision: rundir::git_revision(),
+        created_utc: rundir::utc_timestamp(),
+        command: std::env::args().collect(),
+        preset: config.preset.clone(),
+        algo: config.algo.clone(),
+        env: config.env.clone(),
+        seeds: Seeds {
+            run: config.seed,
+            agent: derive_seed(config.seed, stream::AGENT, 0),
+            runner_rng: derive_seed(config.seed, stream::RUNNER_RNG, 0),
+            episode_seed_rule: "train episode k: derive_seed(run, 1, k); eval episode k: derive_seed(run, 2, k)".into(),
+        },
+        dataset: None,
+        parent,
+        device: format!("{device:?}"),
+        torch_threads: tch::get_num_threads() as i64,
+        machine: rundir::Machine::current(),
+        resumes: Vec::new(),
+    }
+}
+
+/// A run directory's `summary.json`.
+fn read_summary(dir: &Path) -> Result<Summary> {
+    let path = dir.join(rundir::SUMMARY);
+    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("{} is not a run summary", path.display()))
+}
+
+/// The newest finished run in `runs_dir` whose resolved config equals `config`, with its summary.
+fn finished_run_with(runs_dir: &Path, config: &RunConfig) -> Option<(PathBuf, Summary)> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(runs_dir).ok()?.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    dirs.sort();
+    dirs.into_iter().rev().find_map(|dir| {
+        let summary = read_summary(&dir).ok()?;
+        let theirs = RunConfig::read(&dir.join(rundir::CONFIG)).ok()?;
+        (summary.finished && theirs == *config).then_some((dir, summary))
+    })
+}

@@ -1,0 +1,25 @@
+//! The runner: one run of an agent through its phases, into a run directory.
+//!
+//! - [`builder`]: [`Run`](builder::Run), the public way to configure and start, continue or
+//!   fine-tune a run;
+//! - [`runner`]: the loop itself, read top to bottom (act, learn, log, evaluate, checkpoint);
+//! - [`actor`] and [`learner`]: the acting and learning halves, each usable without the other;
+//! - [`config`], [`presets`], [`phases`]: what a run does;
+//! - [`rundir`], [`checkpoint`], [`data`], [`eval`], [`progress`], [`stages`]: the pieces.
+//!
+//! See docs/runs.md for the run directory and the exact-resume guarantee.
+
+pub mod actor;
+pub mod builder;
+pub mod checkpoint;
+pub mod config;
+pub mod data;
+pub mod eval;
+pub mod learner;
+pub mod parent;
+pub mod phases;
+pub mod presets;
+pub mod progress;
+pub mod rundir;
+pub mod runner;
+pub mod stages;
