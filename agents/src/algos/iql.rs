@@ -16,7 +16,8 @@
 //! dataset-action clipping are data preprocessing, done by the runner, not here.
 
 use crate::checkpoint::{load_agent, save_agent};
-use crate::nn::{polyak_update, Adam, EnsembleMlp, GaussianActor, GaussianConfig, Mlp, MlpConfig, ParamSet};
+use crate::nn::critic::{critic_and_target, CriticPass};
+use crate::nn::{Adam, EnsembleMlp, GaussianActor, GaussianConfig, Mlp, MlpConfig, ParamSet};
 use crate::rng::AgentRng;
 use crate::{Agent, AgentError, DeterministicPolicy, Metrics};
 use o2o_datasets::TransitionBatch;
@@ -147,12 +148,7 @@ impl Iql {
         let mut rng = AgentRng::new(seed);
         let mut actor_params = ParamSet::new();
         let actor = GaussianActor::new(&mut actor_params, "actor", obs_dim, act_dim, &cfg.actor, &mut rng, device);
-        let mut critic_params = ParamSet::new();
-        let critic = EnsembleMlp::new(&mut critic_params, "critic", cfg.num_critics, obs_dim + act_dim, 1, &cfg.critic, 1.0, &mut rng, device);
-        let mut target_params = ParamSet::new();
-        let target = EnsembleMlp::new(&mut target_params, "critic_target", cfg.num_critics, obs_dim + act_dim, 1, &cfg.critic, 1.0, &mut rng, device);
-        target_params.copy_from(&critic_params);
-        target_params.set_requires_grad(false);
+        let (critic, critic_params, target, target_params) = critic_and_target(cfg.num_critics, obs_dim + act_dim, &cfg.critic, &mut rng, device);
         let mut value_params = ParamSet::new();
         let value = Mlp::new(&mut value_params, "value", obs_dim, 1, &cfg.value, 1.0, &mut rng, device);
         let m = Modules {
@@ -230,27 +226,13 @@ impl Iql {
     }
 
     /// One Q step on L_Q = E[Σ_j (y − Q_j(s, a))²], y = r + γ (1 − d) V(s'), then the target's
-    /// Polyak step θ̄ ← (1 − τ) θ̄ + τ θ; returns `(L_Q, mean Q)`. On the CPU the critics run
-    /// their taped pass ([`EnsembleMlp::forward_taped`]): the loss is differentiated in the
-    /// Q-values only.
+    /// Polyak step θ̄ ← (1 − τ) θ̄ + τ θ ([`CriticPass`]); returns `(L_Q, mean Q)`.
     fn critic_step(&mut self, b: &TransitionBatch, y: &Tensor) -> (Tensor, Tensor) {
-        let x = Self::sa(&b.obs, &b.action);
-        let loss_of = |q: &Tensor| (q - y.unsqueeze(0)).square().sum_dim_intlist(0, false, Kind::Float).mean(Kind::Float);
-        if self.m.critic.tape_applies(&x) {
-            let (q, tape) = self.m.critic.forward_taped(&x);
-            let q = q.set_requires_grad(true);
-            let loss = loss_of(&q);
-            let grads = self.m.critic.backward_loss(tape, &loss, &q);
-            // Adam and the Polyak step in one pass over the weights.
-            self.m.critic_opt.apply_and_track(&self.m.critic_params, &grads, &self.m.target_params, self.cfg.tau);
-            (loss.detach(), q.detach().mean(Kind::Float))
-        } else {
-            let q = self.m.critic.forward(&x, Some(&mut self.rng)).squeeze_dim(-1);
-            let loss = loss_of(&q);
-            self.m.critic_opt.minimize(&self.m.critic_params, &loss);
-            polyak_update(&self.m.target_params, &self.m.critic_params, self.cfg.tau);
-            (loss.detach(), q.detach().mean(Kind::Float))
-        }
+        let m = &mut self.m;
+        let pass = CriticPass::new(&m.critic, &Self::sa(&b.obs, &b.action), &mut self.rng);
+        let loss = (&pass.q - y.unsqueeze(0)).square().sum_dim_intlist(0, false, Kind::Float).mean(Kind::Float);
+        let q = pass.step(&m.critic, &mut m.critic_opt, &m.critic_params, &m.target_params, self.cfg.tau, &loss, None);
+        (loss.detach(), q.mean(Kind::Float))
     }
 }
 

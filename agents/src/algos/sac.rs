@@ -31,7 +31,8 @@
 //! `s'` as WSRL does; it saves a forward pass and targets the same entropy.
 
 use crate::checkpoint::{load_agent, save_agent};
-use crate::nn::{polyak_update, Adam, EnsembleMlp, MlpConfig, ParamSet, TanhGaussianActor, TanhGaussianConfig, Temperature, TemperatureForm};
+use crate::nn::critic::{critic_and_target, CriticPass};
+use crate::nn::{Adam, EnsembleMlp, MlpConfig, ParamSet, TanhGaussianActor, TanhGaussianConfig, Temperature, TemperatureForm};
 use crate::rng::AgentRng;
 use crate::{Agent, AgentError, DeterministicPolicy, Metrics};
 use o2o_datasets::TransitionBatch;
@@ -238,12 +239,7 @@ impl Sac {
         let mut rng = AgentRng::new(seed);
         let mut actor_params = ParamSet::new();
         let actor = TanhGaussianActor::new(&mut actor_params, "actor", obs_dim, act_dim, &cfg.actor, &mut rng, device);
-        let mut critic_params = ParamSet::new();
-        let critic = EnsembleMlp::new(&mut critic_params, "critic", cfg.num_critics, obs_dim + act_dim, 1, &cfg.critic, 1.0, &mut rng, device);
-        let mut target_params = ParamSet::new();
-        let target = EnsembleMlp::new(&mut target_params, "critic_target", cfg.num_critics, obs_dim + act_dim, 1, &cfg.critic, 1.0, &mut rng, device);
-        target_params.copy_from(&critic_params);
-        target_params.set_requires_grad(false);
+        let (critic, critic_params, target, target_params) = critic_and_target(cfg.num_critics, obs_dim + act_dim, &cfg.critic, &mut rng, device);
         let mut temperature_params = ParamSet::new();
         let temperature = Temperature::new(&mut temperature_params, "temperature", cfg.init_temperature, cfg.temperature_form, device);
         let m = Modules {
@@ -381,7 +377,9 @@ impl Sac {
         self.m.critic.forward(&Self::critic_input(obs, action), None).squeeze_dim(-1)
     }
 
-    /// `Q_i(s, a)` of every member, `[E, B]`, differentiable in the critic's weights.
+    /// `Q_i(s, a)` of every member, `[E, B]`, differentiable in the critic's weights (the
+    /// autograd pass the critic step takes off the CPU; CQL's tests check against it).
+    #[cfg(test)]
     pub(crate) fn critic_q(&mut self, obs: &Tensor, action: &Tensor) -> Tensor {
         self.m.critic.forward(&Self::critic_input(obs, action), Some(&mut self.rng)).squeeze_dim(-1)
     }
@@ -436,55 +434,24 @@ impl Sac {
 
     /// One critic step on `b`: `L = mean_{i,b} (Q_i(s, a) − y)² + extra`, where
     /// `extra(self, b, Q)` is a variant's added term (CQL's regularizer; nothing for SAC), then
-    /// Polyak. On the CPU the critic runs its taped pass ([`EnsembleMlp::forward_taped`]): the
-    /// loss is differentiated in the Q-values alone, and their gradient is carried through the
-    /// networks by [`EnsembleMlp::backward_loss`]; elsewhere autograd does the whole of it.
+    /// Polyak ([`CriticPass`]: the taped pass on the CPU, autograd elsewhere).
     fn critic_step<F>(&mut self, b: &TransitionBatch, alpha: &Tensor, extra: &mut F) -> CriticOut
     where
         F: FnMut(&mut Sac, &TransitionBatch, &Tensor) -> CriticTerm,
     {
         let y = self.td_target(b, alpha);
-        let x = Self::critic_input(&b.obs, &b.action);
-        let taped = self.m.critic.tape_applies(&x);
-        let (q, tape) = if taped {
-            let (q, tape) = self.m.critic.forward_taped(&x);
-            (q.set_requires_grad(true), Some(tape))
-        } else {
-            (self.critic_q(&b.obs, &b.action), None)
-        };
+        let pass = CriticPass::new(&self.m.critic, &Self::critic_input(&b.obs, &b.action), &mut self.rng);
         // L_Q = mean over members and batch of (Q_i(s, a) − y)².
-        let td_loss = (&q - y.unsqueeze(0)).square().mean(Kind::Float);
-        let term = extra(self, b, &q);
+        let td_loss = (&pass.q - y.unsqueeze(0)).square().mean(Kind::Float);
+        let term = extra(self, b, &pass.q);
         let loss = match &term.on_q {
             Some(t) => &td_loss + t,
             None => td_loss.shallow_clone(),
         };
-        match tape {
-            Some(tape) => {
-                let mut grads = self.m.critic.backward_loss(tape, &loss, &q);
-                if let Some(extra) = &term.grads {
-                    tch::no_grad(|| grads.iter_mut().zip(extra).for_each(|(g, e)| {
-                        let _ = g.g_add_(e);
-                    }));
-                }
-                // Adam, and θ̄ ← (1 − τ) θ̄ + τ θ in the same pass over the weights.
-                self.m.critic_opt.apply_and_track(&self.m.critic_params, &grads, &self.m.target_params, self.cfg.tau);
-            }
-            None => {
-                // The variant's own gradient G enters through Σ_p ⟨p, G_p⟩ (value dropped).
-                let loss = match &term.grads {
-                    Some(g) => {
-                        let linear = self.m.critic_params.named().iter().zip(g).map(|((_, p), g)| (p * g).sum(Kind::Float)).fold(loss.zeros_like(), |acc, t| acc + t);
-                        loss + (&linear - linear.detach())
-                    }
-                    None => loss,
-                };
-                self.m.critic_opt.minimize(&self.m.critic_params, &loss);
-                // θ̄ ← (1 − τ) θ̄ + τ θ after every critic step.
-                polyak_update(&self.m.target_params, &self.m.critic_params, self.cfg.tau);
-            }
-        }
-        CriticOut { loss: td_loss.detach(), q_mean: q.detach().mean(Kind::Float), target_mean: y.mean(Kind::Float), extra: term.logs }
+        // Adam on L plus the variant's own gradient, then θ̄ ← (1 − τ) θ̄ + τ θ.
+        let m = &mut self.m;
+        let q = pass.step(&m.critic, &mut m.critic_opt, &m.critic_params, &m.target_params, self.cfg.tau, &loss, term.grads.as_deref());
+        CriticOut { loss: td_loss.detach(), q_mean: q.mean(Kind::Float), target_mean: y.mean(Kind::Float), extra: term.logs }
     }
 
     /// One actor step and one temperature step on `obs`; returns `(L_π, L_α, log π)`.

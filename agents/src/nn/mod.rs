@@ -4,9 +4,11 @@
 //! - [`Mlp`]: dense layers with optional LayerNorm and dropout, orthogonal init;
 //! - [`EnsembleMlp`]: `E` MLPs as one module, weights `[E, in, out]`, one `baddbmm` per layer;
 //! - [`TanhGaussianActor`] (SAC) and [`GaussianActor`] (IQL, tanh'd mean);
-//! - [`polyak_update`], [`Temperature`] (log-α or softplus), [`Adam`] with checkpointable moments.
+//! - [`polyak_update`], [`Temperature`] (log-α or softplus), [`Adam`] with checkpointable moments;
+//! - `critic`: a critic ensemble with its Polyak target, built together, and one critic step.
 
 pub mod adam;
+pub(crate) mod critic;
 pub mod ensemble;
 pub mod gaussian;
 pub mod init;

@@ -14,7 +14,7 @@
 //! - reset: qpos += U(−0.1, 0.1) (the quaternion is not renormalised), qvel += 0.1·N(0, 1).
 
 use super::noise::{add_normal, add_uniform, EnvRng};
-use super::{sum_sq, Data, Task, Version};
+use super::{observe_state, state_dim, state_is_finite, sum_sq, Data, Task, Version};
 use crate::env::Info;
 use mujoco_rs::prelude::*;
 
@@ -45,7 +45,7 @@ impl Task for Ant {
     }
 
     fn obs_dim(&self, model: &MjModel) -> usize {
-        let state = (model.ffi().nq + model.ffi().nv) as usize - 2;
+        let state = state_dim(model, 2);
         match self.version {
             Version::V5 => state + 6 * (model.ffi().nbody as usize - 1),
             Version::D4rlV2 => state + V2_ZERO_COLUMNS,
@@ -57,7 +57,7 @@ impl Task for Ant {
     }
 
     fn clips_action(&self) -> bool {
-        self.version == Version::D4rlV2
+        self.version.clips_action()
     }
 
     fn reset_noise(&self, rng: &mut EnvRng, qpos: &mut [f64], qvel: &mut [f64]) {
@@ -71,11 +71,8 @@ impl Task for Ant {
     }
 
     fn observe(&self, data: &Data, out: &mut [f64]) {
-        let qpos = &data.qpos()[2..];
-        let nv = data.qvel().len();
-        out[..qpos.len()].copy_from_slice(qpos);
-        out[qpos.len()..qpos.len() + nv].copy_from_slice(data.qvel());
-        let rest = &mut out[qpos.len() + nv..];
+        let state = observe_state(data, 2, out);
+        let rest = &mut out[state..];
         match self.version {
             Version::V5 => {
                 for (o, f) in rest.iter_mut().zip(data.cfrc_ext()[1..].iter().flatten()) {
@@ -87,15 +84,12 @@ impl Task for Ant {
     }
 
     fn reward(&self, data: &Data, before: [f64; 2], action: &[f64], dt: f64, info: &mut Info) -> (f64, bool) {
-        let (qpos, qvel) = (data.qpos(), data.qvel());
-        let healthy = qpos.iter().chain(qvel).all(|v| v.is_finite()) && (0.2..=1.0).contains(&qpos[2]);
+        let qpos = data.qpos();
+        let healthy = state_is_finite(data) && (0.2..=1.0).contains(&qpos[2]);
         let after = self.position(data);
         let (x_velocity, y_velocity) = ((after[0] - before[0]) / dt, (after[1] - before[1]) / dt);
         let forward = FORWARD_WEIGHT * x_velocity;
-        let survive = match self.version {
-            Version::V5 if !healthy => 0.0,
-            _ => HEALTHY_REWARD,
-        };
+        let survive = self.version.survive_reward(healthy, HEALTHY_REWARD);
         let ctrl_cost = CTRL_COST_WEIGHT * sum_sq(action);
         let contact_cost = match self.version {
             Version::V5 => {

@@ -8,7 +8,7 @@
 //!   sees the clipped action); gym v2 named `reward_forward` `reward_run`.
 
 use super::noise::{add_normal, add_uniform, EnvRng};
-use super::{sum_sq, Data, Task, Version};
+use super::{observe_state, state_dim, sum_sq, Data, Task, Version};
 use crate::env::Info;
 use mujoco_rs::prelude::*;
 
@@ -36,11 +36,11 @@ impl Task for HalfCheetah {
     }
 
     fn obs_dim(&self, model: &MjModel) -> usize {
-        (model.ffi().nq + model.ffi().nv) as usize - 1
+        state_dim(model, 1)
     }
 
     fn clips_action(&self) -> bool {
-        self.version == Version::D4rlV2
+        self.version.clips_action()
     }
 
     fn reset_noise(&self, rng: &mut EnvRng, qpos: &mut [f64], qvel: &mut [f64]) {
@@ -49,9 +49,7 @@ impl Task for HalfCheetah {
     }
 
     fn observe(&self, data: &Data, out: &mut [f64]) {
-        let qpos = &data.qpos()[1..];
-        out[..qpos.len()].copy_from_slice(qpos);
-        out[qpos.len()..].copy_from_slice(data.qvel());
+        observe_state(data, 1, out);
     }
 
     fn reward(&self, data: &Data, before: [f64; 2], action: &[f64], dt: f64, info: &mut Info) -> (f64, bool) {

@@ -9,7 +9,7 @@
 //! - reset: qpos, qvel += U(−5e−3, 5e−3).
 
 use super::noise::{add_uniform, EnvRng};
-use super::{sum_sq, Data, Task, Version};
+use super::{state_dim, sum_sq, Data, Task, Version};
 use crate::env::Info;
 use mujoco_rs::prelude::*;
 
@@ -42,11 +42,11 @@ impl Task for Hopper {
     }
 
     fn obs_dim(&self, model: &MjModel) -> usize {
-        (model.ffi().nq + model.ffi().nv) as usize - 1
+        state_dim(model, 1)
     }
 
     fn clips_action(&self) -> bool {
-        self.version == Version::D4rlV2
+        self.version.clips_action()
     }
 
     fn reset_noise(&self, rng: &mut EnvRng, qpos: &mut [f64], qvel: &mut [f64]) {
@@ -88,10 +88,7 @@ pub(crate) fn planar_reward(
     let x = data.qpos()[0];
     let x_velocity = (x - before[0]) / dt;
     let forward = FORWARD_WEIGHT * x_velocity;
-    let survive = match version {
-        Version::V5 if !healthy => 0.0,
-        _ => HEALTHY_REWARD,
-    };
+    let survive = version.survive_reward(healthy, HEALTHY_REWARD);
     let ctrl_cost = ctrl_cost_weight * sum_sq(action);
     info.set("x_position", x);
     // Height relative to the initial pose, qpos0[1] (1.25 for Hopper and Walker2d).

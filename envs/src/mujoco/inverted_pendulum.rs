@@ -8,7 +8,7 @@
 //! - reset: qpos, qvel += U(−0.01, 0.01).
 
 use super::noise::{add_uniform, EnvRng};
-use super::{Data, Task};
+use super::{observe_state, state_dim, state_is_finite, Data, Task};
 use crate::env::Info;
 use mujoco_rs::prelude::*;
 
@@ -26,7 +26,7 @@ impl Task for InvertedPendulum {
     }
 
     fn obs_dim(&self, model: &MjModel) -> usize {
-        (model.ffi().nq + model.ffi().nv) as usize
+        state_dim(model, 0)
     }
 
     fn reset_noise(&self, rng: &mut EnvRng, qpos: &mut [f64], qvel: &mut [f64]) {
@@ -35,14 +35,11 @@ impl Task for InvertedPendulum {
     }
 
     fn observe(&self, data: &Data, out: &mut [f64]) {
-        let nq = data.qpos().len();
-        out[..nq].copy_from_slice(data.qpos());
-        out[nq..].copy_from_slice(data.qvel());
+        observe_state(data, 0, out);
     }
 
     fn reward(&self, data: &Data, _before: [f64; 2], _action: &[f64], _dt: f64, info: &mut Info) -> (f64, bool) {
-        let finite = data.qpos().iter().chain(data.qvel()).all(|v| v.is_finite());
-        let terminated = !finite || data.qpos()[1].abs() > 0.2;
+        let terminated = !state_is_finite(data) || data.qpos()[1].abs() > 0.2;
         let reward = if terminated { 0.0 } else { 1.0 };
         info.set("reward_survive", reward);
         (reward, terminated)

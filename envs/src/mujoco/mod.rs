@@ -46,6 +46,23 @@ pub enum Version {
     D4rlV2,
 }
 
+impl Version {
+    /// Whether the action is clipped to the bounds before the step: D4RL's `NormalizedBoxEnv`
+    /// did, so the `-v2` control cost sees the clipped action.
+    pub(crate) fn clips_action(self) -> bool {
+        self == Version::D4rlV2
+    }
+
+    /// The healthy reward a step earns: v5 pays `healthy_reward` only while healthy, gym v2 on
+    /// every step, the terminal one included.
+    pub(crate) fn survive_reward(self, healthy: bool, healthy_reward: f64) -> f64 {
+        match self {
+            Version::V5 if !healthy => 0.0,
+            _ => healthy_reward,
+        }
+    }
+}
+
 /// What one MuJoCo task defines on top of the shared stepping.
 pub trait Task: Send + Sync {
     /// Gymnasium's asset file name, e.g. `hopper.xml`.
@@ -284,6 +301,25 @@ impl Env for MujocoEnv {
         self.needs_reset = terminated;
         Ok(Step { obs: self.obs.iter().map(|v| *v as f32).collect(), reward, terminated, truncated: false, info })
     }
+}
+
+/// nq + nv − `skip`: the length of [`observe_state`]'s part of an observation.
+pub(crate) fn state_dim(model: &MjModel, skip: usize) -> usize {
+    (model.ffi().nq + model.ffi().nv) as usize - skip
+}
+
+/// The state part most observations start with: qpos[skip..] then qvel, written to the front
+/// of `out` (`skip` = the root coordinates the task leaves out). Returns how many it wrote.
+pub(crate) fn observe_state(data: &Data, skip: usize, out: &mut [f64]) -> usize {
+    let (qpos, qvel) = (&data.qpos()[skip..], data.qvel());
+    out[..qpos.len()].copy_from_slice(qpos);
+    out[qpos.len()..qpos.len() + qvel.len()].copy_from_slice(qvel);
+    qpos.len() + qvel.len()
+}
+
+/// Whether every number of [qpos, qvel] is finite.
+pub(crate) fn state_is_finite(data: &Data) -> bool {
+    data.qpos().iter().chain(data.qvel()).all(|v| v.is_finite())
 }
 
 /// Σ aᵢ², the squared norm every control cost uses.

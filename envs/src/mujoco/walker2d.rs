@@ -10,7 +10,7 @@
 
 use super::hopper::{observe_planar, planar_reward};
 use super::noise::{add_uniform, EnvRng};
-use super::{Data, Task, Version};
+use super::{state_dim, Data, Task, Version};
 use crate::env::Info;
 use mujoco_rs::prelude::*;
 
@@ -42,11 +42,11 @@ impl Task for Walker2d {
     }
 
     fn obs_dim(&self, model: &MjModel) -> usize {
-        (model.ffi().nq + model.ffi().nv) as usize - 1
+        state_dim(model, 1)
     }
 
     fn clips_action(&self) -> bool {
-        self.version == Version::D4rlV2
+        self.version.clips_action()
     }
 
     fn reset_noise(&self, rng: &mut EnvRng, qpos: &mut [f64], qvel: &mut [f64]) {

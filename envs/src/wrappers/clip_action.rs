@@ -1,6 +1,6 @@
 //! Clip the action into the action box before the step (Gymnasium's `ClipAction`).
 
-use crate::env::{BoxSpace, Env, EnvSpec, Step};
+use crate::env::{Env, Step};
 use crate::error::EnvError;
 
 /// Clips every action to `env.action_space()`; the wrapped space stays the same.
@@ -22,18 +22,7 @@ impl<E: Env> ClipAction<E> {
 }
 
 impl<E: Env> Env for ClipAction<E> {
-    fn spec(&self) -> &EnvSpec {
-        self.env.spec()
-    }
-    fn observation_space(&self) -> &BoxSpace {
-        self.env.observation_space()
-    }
-    fn action_space(&self) -> &BoxSpace {
-        self.env.action_space()
-    }
-    fn reset(&mut self, seed: Option<u64>) -> Result<Vec<f32>, EnvError> {
-        self.env.reset(seed)
-    }
+    forward_to_inner!(spec, observation_space, action_space, reset);
     fn step(&mut self, action: &[f32]) -> Result<Step, EnvError> {
         // Length and finiteness are checked by the env; NaN stays NaN through clamp.
         self.buf.clear();

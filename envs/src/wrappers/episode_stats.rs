@@ -4,7 +4,7 @@
 //! The return is of the rewards this wrapper sees, so place it where the return you want to
 //! log is (inside reward transforms for the task's own return).
 
-use crate::env::{BoxSpace, Env, EnvSpec, Step};
+use crate::env::{Env, Step};
 use crate::error::EnvError;
 
 /// One finished episode.
@@ -47,15 +47,7 @@ impl<E: Env> EpisodeStats<E> {
 }
 
 impl<E: Env> Env for EpisodeStats<E> {
-    fn spec(&self) -> &EnvSpec {
-        self.env.spec()
-    }
-    fn observation_space(&self) -> &BoxSpace {
-        self.env.observation_space()
-    }
-    fn action_space(&self) -> &BoxSpace {
-        self.env.action_space()
-    }
+    forward_to_inner!(spec, observation_space, action_space);
     fn reset(&mut self, seed: Option<u64>) -> Result<Vec<f32>, EnvError> {
         let obs = self.env.reset(seed)?;
         (self.ret, self.len, self.success) = (0.0, 0, None);

@@ -9,6 +9,35 @@
 //! | [`TransformReward`] | scale · r + shift |
 //! | [`EpisodeStats`] | return, length and success of each episode, in `info` at its end |
 
+/// Inside `impl Env for Wrapper<E>`, where the wrapped env is the field `env`: write the named
+/// methods as plain calls to it, for the parts a wrapper leaves as they are
+/// (`forward_to_inner!(spec, observation_space, action_space, reset);`).
+macro_rules! forward_to_inner {
+    (spec) => {
+        fn spec(&self) -> &crate::env::EnvSpec {
+            self.env.spec()
+        }
+    };
+    (observation_space) => {
+        fn observation_space(&self) -> &crate::env::BoxSpace {
+            self.env.observation_space()
+        }
+    };
+    (action_space) => {
+        fn action_space(&self) -> &crate::env::BoxSpace {
+            self.env.action_space()
+        }
+    };
+    (reset) => {
+        fn reset(&mut self, seed: Option<u64>) -> Result<Vec<f32>, crate::error::EnvError> {
+            self.env.reset(seed)
+        }
+    };
+    ($($method:ident),+ $(,)?) => {
+        $(forward_to_inner!($method);)+
+    };
+}
+
 mod clip_action;
 mod episode_stats;
 mod normalize_observation;

@@ -3,7 +3,7 @@
 //! Gymnasium's running `NormalizeObservation`, so a policy trained on normalized dataset rows
 //! sees the same mapping online.
 
-use crate::env::{BoxSpace, Env, EnvSpec, Step};
+use crate::env::{Env, Step};
 use crate::error::EnvError;
 
 /// Normalizes observations with a fixed mean and standard deviation.
@@ -47,15 +47,7 @@ impl<E: Env> NormalizeObservation<E> {
 }
 
 impl<E: Env> Env for NormalizeObservation<E> {
-    fn spec(&self) -> &EnvSpec {
-        self.env.spec()
-    }
-    fn observation_space(&self) -> &BoxSpace {
-        self.env.observation_space()
-    }
-    fn action_space(&self) -> &BoxSpace {
-        self.env.action_space()
-    }
+    forward_to_inner!(spec, observation_space, action_space);
     fn reset(&mut self, seed: Option<u64>) -> Result<Vec<f32>, EnvError> {
         let mut obs = self.env.reset(seed)?;
         self.normalize(&mut obs);

@@ -1,7 +1,7 @@
 //! Rescale actions from a box [min, max] (default [−1, 1]) to the env's bounds (Gymnasium's
 //! `RescaleAction`): a = low + (a' − min) · (high − low) / (max − min), per dimension.
 
-use crate::env::{BoxSpace, Env, EnvSpec, Step};
+use crate::env::{BoxSpace, Env, Step};
 use crate::error::EnvError;
 
 /// Takes actions in `[min, max]` and maps them affinely onto the env's action box.
@@ -33,17 +33,9 @@ impl<E: Env> RescaleAction<E> {
 }
 
 impl<E: Env> Env for RescaleAction<E> {
-    fn spec(&self) -> &EnvSpec {
-        self.env.spec()
-    }
-    fn observation_space(&self) -> &BoxSpace {
-        self.env.observation_space()
-    }
+    forward_to_inner!(spec, observation_space, reset);
     fn action_space(&self) -> &BoxSpace {
         &self.space
-    }
-    fn reset(&mut self, seed: Option<u64>) -> Result<Vec<f32>, EnvError> {
-        self.env.reset(seed)
     }
     fn step(&mut self, action: &[f32]) -> Result<Step, EnvError> {
         let target = self.env.action_space();

@@ -2,7 +2,7 @@
 //! `max_episode_steps`. `terminated` passes through untouched; when both happen on the same
 //! step both are true, never merged into one flag.
 
-use crate::env::{BoxSpace, Env, EnvSpec, Step};
+use crate::env::{Env, EnvSpec, Step};
 use crate::error::EnvError;
 
 /// Truncates episodes after `max_episode_steps` steps.
@@ -47,12 +47,7 @@ impl<E: Env> Env for TimeLimit<E> {
     fn spec(&self) -> &EnvSpec {
         &self.spec
     }
-    fn observation_space(&self) -> &BoxSpace {
-        self.env.observation_space()
-    }
-    fn action_space(&self) -> &BoxSpace {
-        self.env.action_space()
-    }
+    forward_to_inner!(observation_space, action_space);
     fn reset(&mut self, seed: Option<u64>) -> Result<Vec<f32>, EnvError> {
         let obs = self.env.reset(seed)?;
         self.elapsed = 0;

@@ -1,7 +1,7 @@
 //! Reward scale and shift: r' = scale · r + shift (e.g. IQL's locomotion reward scaling, or
 //! AntMaze's r − 1).
 
-use crate::env::{BoxSpace, Env, EnvSpec, Step};
+use crate::env::{Env, Step};
 use crate::error::EnvError;
 
 /// Maps every reward to `scale · r + shift`.
@@ -27,18 +27,7 @@ impl<E: Env> TransformReward<E> {
 }
 
 impl<E: Env> Env for TransformReward<E> {
-    fn spec(&self) -> &EnvSpec {
-        self.env.spec()
-    }
-    fn observation_space(&self) -> &BoxSpace {
-        self.env.observation_space()
-    }
-    fn action_space(&self) -> &BoxSpace {
-        self.env.action_space()
-    }
-    fn reset(&mut self, seed: Option<u64>) -> Result<Vec<f32>, EnvError> {
-        self.env.reset(seed)
-    }
+    forward_to_inner!(spec, observation_space, action_space, reset);
     fn step(&mut self, action: &[f32]) -> Result<Step, EnvError> {
         let mut step = self.env.step(action)?;
         step.reward = self.scale * step.reward + self.shift;
