@@ -103,7 +103,13 @@ pub fn open(path: &Path) -> Result<File> {
 
 /// Creates (truncates) `path` for writing, marked close-on-exec like [`open`].
 pub fn create(path: &Path) -> Result<File> {
-    let file = options().create(path).map_err(|e| DatasetError::Corrupt { path: path.to_path_buf(), message: e.to_string() })?;
+    // A write that cannot even start is the folder's fault, not a corrupt input: say so with
+    // the OS's own reason, found by creating the file plainly first.
+    if let Err(e) = std::fs::File::create(path) {
+        let why = std::io::Error::new(e.kind(), format!("cannot create this file for writing: {e}"));
+        return Err(DatasetError::io(path, why));
+    }
+    let file = options().create(path).map_err(|e| DatasetError::Io { path: path.to_path_buf(), source: std::io::Error::other(format!("cannot write HDF5 here: {e}")) })?;
     close_on_exec(&file);
     Ok(file)
 }

@@ -14,7 +14,7 @@ use crate::run::checkpoint::{self, AGENT};
 use crate::run::config::RunConfig;
 use crate::run::rundir::{self, write_atomic};
 use crate::run::runner::build_agent;
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use o2o_envs::{BoxSpace, Env};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -78,32 +78,12 @@ pub struct Exported {
     pub spec: PolicySpec,
 }
 
-/// The checkpoint folder `name` (`step-N`, `step-0000001000`, or a path) of the run in
-/// `run_dir`, or its newest complete one.
-pub fn find_checkpoint(run_dir: &Path, name: Option<&str>) -> Result<PathBuf> {
-    let Some(name) = name else { return checkpoint::latest(run_dir) };
-    let all = checkpoint::list(run_dir)?;
-    let wanted = name.trim_end_matches('/').rsplit('/').next().unwrap_or(name);
-    let step = wanted.strip_prefix("step-").and_then(|n| n.parse::<u64>().ok());
-    let found = all.iter().find(|p| {
-        let file = p.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default();
-        file == wanted || step.is_some_and(|s| file.strip_prefix("step-").and_then(|n| n.parse::<u64>().ok()) == Some(s))
-    });
-    match found {
-        Some(p) => Ok(p.clone()),
-        None => {
-            let names: Vec<String> = all.iter().filter_map(|p| p.file_name().map(|f| f.to_string_lossy().to_string())).collect();
-            bail!("--checkpoint {name}: {} has no such complete checkpoint; it has: {}", run_dir.display(), if names.is_empty() { "none".into() } else { names.join(", ") })
-        }
-    }
-}
-
 /// Write the deterministic policy of the run in `run_dir` (its checkpoint `checkpoint`, or the
 /// newest) to `out` as TorchScript, and `out` with the extension `.json` beside it. `env`
 /// gives the observation and action spaces; `None` makes the run's env from the registry.
 pub fn export_torchscript(run_dir: &Path, checkpoint: Option<&str>, out: &Path, env: Option<&dyn Env>) -> Result<Exported> {
     let config = RunConfig::read(&run_dir.join(rundir::CONFIG)).with_context(|| format!("{} is not a run directory", run_dir.display()))?;
-    let ckpt = find_checkpoint(run_dir, checkpoint)?;
+    let ckpt = checkpoint::find(run_dir, checkpoint)?;
     let state = checkpoint::read_state(&ckpt)?;
     let made;
     let env: &dyn Env = match env {

@@ -34,6 +34,7 @@
 
 #![warn(missing_docs)]
 
+pub mod errors;
 pub mod export;
 pub mod logging;
 pub mod paths;

@@ -39,6 +39,8 @@ enum Command {
     Experiment(commands::experiment::ExperimentArgs),
     /// Write a run's deterministic policy as TorchScript (runs in Python or Rust without o2o).
     Export(commands::export::ExportArgs),
+    /// Evaluate a run's checkpoint: `o2o eval runs/<run> --episodes 20 --seed 7`.
+    Eval(commands::eval::EvalArgs),
     /// Continue a killed run from its newest checkpoint.
     Resume(commands::run::ResumeArgs),
     /// Offline datasets: download, info, convert, make-benchmark, view.
@@ -50,7 +52,14 @@ enum Command {
 }
 
 fn main() {
+    // `o2o env list | head -1`: a closed pipe ends the process quietly, as it does for other
+    // command-line tools, instead of panicking in println!.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cli = Cli::parse();
+    if matches!(cli.command, Command::Train(_) | Command::Run(_) | Command::Finetune(_) | Command::Resume(_)) {
+        // Ctrl-C and SIGTERM: a checkpoint at the next safe point, then the resume command.
+        o2o_experiments::run::interrupt::install();
+    }
     let result = match cli.command {
         Command::Doctor(args) => commands::doctor::run(args),
         Command::Bench(args) => commands::bench::run(args),
@@ -59,6 +68,7 @@ fn main() {
         Command::Run(args) => commands::run::run(args),
         Command::Finetune(args) => commands::run::finetune(args),
         Command::Resume(args) => commands::run::resume(args),
+        Command::Eval(args) => commands::eval::run(args),
         Command::Export(args) => commands::export::run(args),
         Command::Experiment(args) => commands::experiment::run(args),
         Command::Dataset(args) => commands::dataset::run(args),
@@ -70,9 +80,16 @@ fn main() {
         if err.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)) {
             std::process::exit(0);
         }
-        eprintln!("error: {err}");
+        if let Some(stop) = err.downcast_ref::<o2o_experiments::run::interrupt::Interrupted>() {
+            eprintln!("o2o: stopped at step {} with a checkpoint ({}); continue with:", stop.step, stop.checkpoint.display());
+            eprintln!("  o2o resume {}", stop.dir.display());
+            std::process::exit(130);
+        }
+        // libtorch's C++ backtraces stay out of what users read.
+        use o2o_experiments::errors::without_cpp_frames;
+        eprintln!("error: {}", without_cpp_frames(&err.to_string()));
         for cause in err.chain().skip(1) {
-            eprintln!("  caused by: {cause}");
+            eprintln!("  caused by: {}", without_cpp_frames(&cause.to_string()));
         }
         std::process::exit(2);
     }

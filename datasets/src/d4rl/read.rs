@@ -232,10 +232,43 @@ impl D4rlDataset {
         Ok(())
     }
 
+    /// Actions outside an env's action box `[low, high]` (which training clips to the box): for
+    /// each dimension with any, the fraction of rows outside and the range found. Empty when
+    /// every action fits.
+    pub fn action_range_warnings(&self, low: &[f32], high: &[f32]) -> Vec<String> {
+        let n = self.len();
+        if n == 0 || low.len() != self.act_dim || high.len() != self.act_dim {
+            return Vec::new();
+        }
+        let mut w = Vec::new();
+        for j in 0..self.act_dim {
+            let col = (0..n).map(|i| self.actions[i * self.act_dim + j]);
+            let (mut outside, mut lo, mut hi) = (0usize, f32::INFINITY, f32::NEG_INFINITY);
+            for a in col {
+                outside += usize::from(a < low[j] || a > high[j]);
+                lo = lo.min(a);
+                hi = hi.max(a);
+            }
+            if outside > 0 {
+                w.push(format!(
+                    "actions[:, {j}]: {:.1}% of rows ({outside} of {n}) lie outside the env's action range [{}, {}] (found [{lo}, {hi}]); training clips them to the range",
+                    100.0 * outside as f64 / n as f64,
+                    low[j],
+                    high[j]
+                ));
+            }
+        }
+        w
+    }
+
     /// Data-quality warnings that are not errors (e.g. an unflagged trailing episode, the
     /// timeout-and-terminal overlap, constant columns like Ant's zero contact forces).
     pub fn warnings(&self) -> Vec<String> {
         let mut w = Vec::new();
+        if self.is_empty() {
+            w.push("the dataset has 0 rows: nothing to train on".into());
+            return w;
+        }
         let eps = self.episodes(None);
         if let Some(last) = eps.last() {
             if !last.terminated && !last.truncated {

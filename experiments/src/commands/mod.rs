@@ -4,6 +4,7 @@ pub mod bench;
 pub mod dataset;
 pub mod doctor;
 pub mod env;
+pub mod eval;
 pub mod experiment;
 pub mod export;
 pub mod run;

@@ -16,10 +16,14 @@
 use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
 use o2o_experiments::logging::RerunArgs;
+use o2o_experiments::run::progress::{ProgressMode, ProgressOptions};
 use o2o_experiments::run::{presets, stages};
 use o2o_experiments::{Outcome, Run};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 use tch::Device;
+
+mod sweep;
 
 /// Where to compute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -51,12 +55,30 @@ pub struct CommonArgs {
     /// Torch intra-op threads (default: libtorch's choice, usually the number of cores).
     #[arg(long)]
     pub threads: Option<i32>,
-    /// `--rerun save|spawn|connect [ADDR]|off`.
+    /// `--rerun save|spawn|connect[=ADDR]|off`.
     #[command(flatten)]
     pub rerun: RerunArgs,
+    /// Progress on stderr: `bar` (a terminal), `plain` (a line every --progress-every
+    /// seconds: nohup, schedulers, `2>log`), `off`; `auto` picks bar or plain.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub progress: ProgressMode,
+    /// Seconds between two plain progress lines.
+    #[arg(long, default_value_t = 30.0)]
+    pub progress_every: f64,
+    /// Print the run's summary as one JSON line on stdout (instead of the human-readable end).
+    #[arg(long)]
+    pub json: bool,
 }
 
 impl CommonArgs {
+    /// The progress options.
+    pub fn progress(&self) -> Result<ProgressOptions> {
+        if !(self.progress_every.is_finite() && self.progress_every > 0.0) {
+            bail!("--progress-every: expected a positive number of seconds, found {}", self.progress_every);
+        }
+        Ok(ProgressOptions { mode: self.progress, every: Duration::from_secs_f64(self.progress_every) })
+    }
+
     /// Set the thread count; the device to run on.
     pub fn apply(&self) -> Result<Device> {
         if let Some(n) = self.threads {
@@ -87,8 +109,24 @@ pub struct TrainArgs {
     /// Print the preset names and exit.
     #[arg(long)]
     pub list_presets: bool,
+    /// Print the resolved config (preset + overrides, every default filled in) and exit.
+    #[arg(long)]
+    pub print_config: bool,
+    #[command(flatten)]
+    pub sweep: SweepArgs,
     #[command(flatten)]
     pub common: CommonArgs,
+}
+
+/// A seed sweep: the same command once per seed, each its own run directory.
+#[derive(Args, Debug, Clone)]
+pub struct SweepArgs {
+    /// Run once per seed, each in its own run directory: `0..5` (0 to 4), `0..=4`, or `0,3,7`.
+    #[arg(long, value_name = "SEEDS", conflicts_with = "seed")]
+    pub seeds: Option<String>,
+    /// With --seeds: how many runs at once (each a separate process).
+    #[arg(long, default_value_t = 1, requires = "seeds")]
+    pub jobs: usize,
 }
 
 /// `o2o run`.
@@ -115,9 +153,12 @@ pub struct FinetuneArgs {
     /// Env to fine-tune in (default: the parent's env).
     #[arg(long)]
     pub env: Option<String>,
-    /// Online env steps (default: 1,000,000, or the parent's train.online_steps when set).
+    /// Online env steps (default: the parent's train.online_steps; required when it has none).
     #[arg(long)]
     pub steps: Option<u64>,
+    /// The parent's checkpoint to start from (`step-N`); default: its newest.
+    #[arg(long)]
+    pub checkpoint: Option<String>,
     /// Fraction of each batch drawn from the parent's offline dataset (0 = online data only).
     #[arg(long)]
     pub offline_ratio: Option<f64>,
@@ -131,6 +172,8 @@ pub struct FinetuneArgs {
     #[arg(long, default_value = "runs")]
     pub runs_dir: PathBuf,
     #[command(flatten)]
+    pub sweep: SweepArgs,
+    #[command(flatten)]
     pub common: CommonArgs,
 }
 
@@ -139,25 +182,38 @@ pub struct FinetuneArgs {
 pub struct ResumeArgs {
     /// The run directory to continue.
     pub run_dir: PathBuf,
+    /// Continue from this checkpoint (`step-N`) instead of the newest; newer ones are moved
+    /// aside (`checkpoints/.discarded-step-…`).
+    #[arg(long)]
+    pub checkpoint: Option<String>,
     #[command(flatten)]
     pub common: CommonArgs,
 }
 
 /// `o2o train`.
 pub fn train(args: TrainArgs) -> Result<()> {
+    if args.sweep.seeds.is_some() {
+        return sweep::run(&args.sweep, &args.common);
+    }
     run_preset(&args, None, false).map(|_| ())
 }
 
 /// `o2o run`: `train`, or from an offline parent with `--from`; then the phase table.
 pub fn run(args: RunArgs) -> Result<()> {
+    if args.train.sweep.seeds.is_some() {
+        return sweep::run(&args.train.sweep, &args.train.common);
+    }
     if let Some(done) = run_preset(&args.train, args.from.as_deref(), args.reuse)? {
-        stages::print(&done.dir, &done.summary)?;
+        if !args.train.common.json {
+            stages::print(&done.dir, &done.summary)?;
+        }
     }
     Ok(())
 }
 
 /// Resolve a preset (plus overrides) and run it in a new run directory; `from` starts from
-/// that run's newest checkpoint without the offline phase. `None` when only listing presets.
+/// that run's newest checkpoint without the offline phase. `None` when only listing presets
+/// or printing the config.
 fn run_preset(args: &TrainArgs, from: Option<&Path>, reuse: bool) -> Result<Option<Outcome>> {
     if args.list_presets {
         for name in presets::names() {
@@ -173,22 +229,49 @@ fn run_preset(args: &TrainArgs, from: Option<&Path>, reuse: bool) -> Result<Opti
     if let Some(parent) = from {
         run = run.starting_from(parent).map_err(|e| e.context(format!("--from {}", parent.display())))?;
     }
+    if args.print_config {
+        print!("{}", run.config()?.to_toml_string()?);
+        return Ok(None);
+    }
     let run = run.runs_dir(&args.runs_dir).reuse_finished(reuse);
     // The config is checked (and a finished run found) before the device is touched.
     run.config()?;
-    let device = args.common.apply()?;
-    let done = run.device(device).rerun(args.common.rerun.clone()).run()?;
-    if !done.reused {
+    let done = launch(run, &args.common)?;
+    Ok(Some(done))
+}
+
+/// Device, threads, Rerun and progress from the common options; run; the end as one line or JSON.
+fn launch(run: Run, common: &CommonArgs) -> Result<Outcome> {
+    let progress = common.progress()?;
+    let device = common.apply()?;
+    let done = run.device(device).rerun(common.rerun.clone()).progress(progress).run()?;
+    if common.json {
+        let mut v = serde_json::to_value(&done.summary)?;
+        v["run_dir"] = done.dir.display().to_string().into();
+        v["reused"] = done.reused.into();
+        println!("{v}");
+    } else if !done.reused {
         report(&done);
     }
-    Ok(Some(done))
+    Ok(done)
 }
 
 /// `o2o finetune`.
 pub fn finetune(args: FinetuneArgs) -> Result<()> {
-    let mut run = Run::finetune(&args.from)?;
+    if args.sweep.seeds.is_some() {
+        return sweep::run(&args.sweep, &args.common);
+    }
+    let parent_path = match &args.checkpoint {
+        Some(name) => o2o_experiments::run::checkpoint::find(&args.from, Some(name))?,
+        None => args.from.clone(),
+    };
+    let mut run = Run::finetune(&parent_path)?;
     let parent = run.draft_config()?;
-    let steps = args.steps.unwrap_or(if parent.train.online_steps > 0 { parent.train.online_steps } else { 1_000_000 });
+    let steps = match (args.steps, parent.train.online_steps) {
+        (Some(s), _) => s,
+        (None, s) if s > 0 => s,
+        (None, _) => bail!("--steps is required: {} has no online steps of its own to reuse (train.online_steps = 0)", args.from.display()),
+    };
     let mut overrides = vec![format!("train.online_steps={steps}")];
     if let Some(r) = args.offline_ratio {
         overrides.push(format!("train.offline_ratio={r}"));
@@ -202,21 +285,19 @@ pub fn finetune(args: FinetuneArgs) -> Result<()> {
     overrides.extend(args.set.iter().cloned());
     run = run.set(&overrides)?;
     run.config()?;
-    let device = args.common.apply()?;
-    let done = run.runs_dir(&args.runs_dir).device(device).rerun(args.common.rerun.clone()).run()?;
-    report(&done);
+    launch(run.runs_dir(&args.runs_dir), &args.common)?;
     Ok(())
 }
 
 /// `o2o resume`.
 pub fn resume(args: ResumeArgs) -> Result<()> {
-    let run = Run::resume(&args.run_dir)?;
-    let device = args.common.apply()?;
-    let done = run.device(device).rerun(args.common.rerun.clone()).run()?;
-    if done.reused {
+    let mut run = Run::resume(&args.run_dir)?;
+    if let Some(c) = &args.checkpoint {
+        run = run.from_checkpoint(c);
+    }
+    let done = launch(run, &args.common)?;
+    if done.reused && !args.common.json {
         println!("{} already finished (checkpoint {}); nothing to do", done.dir.display(), done.dir.join(&done.summary.checkpoint).display());
-    } else {
-        report(&done);
     }
     Ok(())
 }

@@ -3,10 +3,15 @@
 //!
 //! ```text
 //! --rerun save           recording.rrd in the run directory (the default)
-//! --rerun spawn          start the set-up's viewer (`rerun` from the venv) and stream to it
-//! --rerun connect [ADDR] stream to a running viewer, ADDR = host:port (default 127.0.0.1:9876)
-//!                        or a full rerun+http://…/proxy URL
+//! --rerun spawn          start the set-up's viewer (`rerun` from the venv) and stream to it;
+//!                        on a machine without a display, save instead (with a warning)
+//! --rerun connect        stream to a running viewer at 127.0.0.1:9876
+//! --rerun connect=ADDR   … at ADDR = host:port, or a full rerun+http://…/proxy URL
+//!                        (also --rerun connect --rerun-addr ADDR)
 //! --rerun off            no recording
+//!
+//! `--rerun` takes exactly one value, so it never swallows the positional argument after it
+//! (`o2o resume --rerun off runs/x`).
 //! ```
 
 use super::rerun_sink::{save_stream, EpisodeLogger, RerunSink, DEFAULT_QUEUE, FILE_FLUSH_TIMEOUT, STREAM_FLUSH_TIMEOUT};
@@ -19,10 +24,13 @@ use std::path::{Path, PathBuf};
 #[derive(Args, Debug, Clone)]
 pub struct RerunArgs {
     /// Rerun output: `save` (recording.rrd in the run directory), `spawn` (start the venv's
-    /// viewer and stream to it), `connect [ADDR]` (stream to a running viewer, default
-    /// 127.0.0.1:9876), or `off`. Write `--rerun=spawn` if a positional argument follows.
-    #[arg(long = "rerun", num_args = 1..=2, value_names = ["MODE", "ADDR"], default_value = "save")]
-    pub rerun: Vec<String>,
+    /// viewer and stream to it; saves instead without a display), `connect` or
+    /// `connect=ADDR` (stream to a running viewer, default 127.0.0.1:9876), or `off`.
+    #[arg(long = "rerun", value_name = "MODE", default_value = "save")]
+    pub rerun: String,
+    /// The viewer to stream to with `--rerun connect`: host:port or a rerun+http://…/proxy URL.
+    #[arg(long = "rerun-addr", value_name = "ADDR")]
+    pub rerun_addr: Option<String>,
     /// How many messages may wait for the Rerun thread; beyond that new ones are dropped (and
     /// counted) so that logging never slows the run.
     #[arg(long = "rerun-queue", default_value_t = DEFAULT_QUEUE)]
@@ -31,29 +39,35 @@ pub struct RerunArgs {
 
 impl Default for RerunArgs {
     fn default() -> Self {
-        Self { rerun: vec!["save".into()], rerun_queue: DEFAULT_QUEUE }
+        Self { rerun: "save".into(), rerun_addr: None, rerun_queue: DEFAULT_QUEUE }
     }
 }
 
 impl RerunArgs {
     /// No recording (tests, benchmarks).
     pub fn off() -> Self {
-        Self { rerun: vec!["off".into()], ..Self::default() }
+        Self { rerun: "off".into(), ..Self::default() }
     }
 
     /// The parsed `--rerun` value.
     pub fn target(&self) -> Result<RerunTarget> {
-        let mode = self.rerun.first().map(String::as_str).unwrap_or("save");
-        let extra = self.rerun.get(1);
+        let (mode, inline_addr) = match self.rerun.split_once('=') {
+            Some((m, a)) => (m, Some(a)),
+            None => (self.rerun.as_str(), None),
+        };
+        let addr = match (inline_addr, self.rerun_addr.as_deref()) {
+            (Some(_), Some(_)) => bail!("--rerun {} and --rerun-addr both give an address; give one", self.rerun),
+            (a, b) => a.or(b),
+        };
         let target = match mode {
             "save" => RerunTarget::Save,
             "spawn" => RerunTarget::Spawn,
             "off" => RerunTarget::Off,
-            "connect" => RerunTarget::Connect(proxy_url(extra.map(String::as_str).unwrap_or("127.0.0.1:9876"))),
-            other => bail!("--rerun: unknown mode {other:?}; expected save, spawn, connect [ADDR] or off"),
+            "connect" => RerunTarget::Connect(proxy_url(addr.unwrap_or("127.0.0.1:9876"))),
+            other => bail!("--rerun: unknown mode {other:?}; expected save, spawn, connect, connect=ADDR or off"),
         };
-        if let (Some(v), false) = (extra, matches!(target, RerunTarget::Connect(_))) {
-            bail!("--rerun {mode} takes no address, found {v:?} (write --rerun={mode} when a positional argument follows)");
+        if let (Some(a), false) = (addr, matches!(target, RerunTarget::Connect(_))) {
+            bail!("--rerun {mode} takes no address, found {a:?} (the address goes with --rerun connect)");
         }
         Ok(target)
     }
@@ -61,6 +75,7 @@ impl RerunArgs {
 
 /// Where the Rerun data goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[allow(missing_docs)] // see the module's table
 pub enum RerunTarget {
     /// `recording.rrd` in the run directory.
     Save,
@@ -136,6 +151,13 @@ pub fn open_stream(
     Ok(match target {
         RerunTarget::Off => None,
         RerunTarget::Save => Some(save_stream(save_path, recording_id, blueprint())?),
+        RerunTarget::Spawn if !has_display() => {
+            eprintln!(
+                "warning: --rerun spawn: no display here (DISPLAY and WAYLAND_DISPLAY are unset); saving the recording to {} instead (open it with `o2o view --web`)",
+                save_path.display()
+            );
+            Some(save_stream(save_path, recording_id, blueprint())?)
+        }
         RerunTarget::Spawn => {
             let mut opts = rerun::SpawnOptions::default();
             let venv_rerun = crate::paths::venv_dir().join("bin/rerun");
@@ -148,6 +170,11 @@ pub fn open_stream(
             Some(builder().connect_grpc_opts(url.clone()).with_context(|| format!("--rerun connect: cannot stream to {url}"))?)
         }
     })
+}
+
+/// Whether a viewer window could open here.
+fn has_display() -> bool {
+    ["DISPLAY", "WAYLAND_DISPLAY"].iter().any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()))
 }
 
 /// Open the Rerun sink that `args` asks for, for the run in `run_dir`.
@@ -195,12 +222,15 @@ mod tests {
         assert_eq!(parse(&["--rerun", "off"]).unwrap(), RerunTarget::Off);
         assert_eq!(parse(&["--rerun=spawn", "hopper"]).unwrap(), RerunTarget::Spawn);
         assert_eq!(parse(&["--rerun", "connect"]).unwrap(), RerunTarget::Connect("rerun+http://127.0.0.1:9876/proxy".into()));
-        assert_eq!(
-            parse(&["--rerun", "connect", "10.1.2.3:9000"]).unwrap(),
-            RerunTarget::Connect("rerun+http://10.1.2.3:9000/proxy".into())
-        );
-        assert!(parse(&["--rerun", "spawn", "hopper"]).unwrap_err().to_string().contains("--rerun=spawn"));
+        assert_eq!(parse(&["--rerun", "connect=10.1.2.3:9000"]).unwrap(), RerunTarget::Connect("rerun+http://10.1.2.3:9000/proxy".into()));
+        assert_eq!(parse(&["--rerun", "connect", "--rerun-addr", "h:1"]).unwrap(), RerunTarget::Connect("rerun+http://h:1/proxy".into()));
+        assert!(parse(&["--rerun", "off", "--rerun-addr", "h:1"]).unwrap_err().to_string().contains("takes no address"));
         assert!(parse(&["--rerun", "tensorboard"]).unwrap_err().to_string().contains("unknown mode"));
+        // A positional after the mode is never taken as an address (issue 17, item 4).
+        for mode in ["off", "save", "spawn", "connect"] {
+            let cli = Cli::try_parse_from(["o2o", "--rerun", mode, "runs/x"]).unwrap();
+            assert_eq!(cli.rest, ["runs/x"], "--rerun {mode}");
+        }
     }
 
     #[test]

@@ -1,11 +1,13 @@
 //! `o2o report <run-dir ...> [--out dir]`: scores over seeds, with confidence intervals.
 //!
-//! Runs are grouped by preset and task. For each run, the final and the best value of the score
-//! (`eval/normalized_score` by default) are read from `metrics.jsonl`; for each group, the mean
-//! and the interquartile mean (IQM) over seeds with 95 % stratified-bootstrap confidence
-//! intervals, computed as rliable does (`stats.rs`). Presets run on several tasks also get an
-//! aggregate over tasks (runs resampled within each task). Output: `report.md` (also printed) and
-//! one `curves-<task>.png` per task in `--out`.
+//! Runs are grouped by what makes them comparable: algorithm, env, dataset (with its sha256 from
+//! the manifest) and budget (the four step counts); settings that still differ inside a group
+//! are named in its notes. A group counts finished runs only (stopped or running ones are listed
+//! and left out) and each seed once (the newest run of a repeated seed). For each run, the final
+//! and the best value of the score (`eval/normalized_score` by default) are read from
+//! `metrics.jsonl`; for each group, the mean and the interquartile mean (IQM) over seeds with
+//! 95 % stratified-bootstrap confidence intervals, computed as rliable does (`stats.rs`).
+//! Output: `report.md` (also printed) and one `curves-<n>.png` per group in `--out`.
 
 pub mod plot;
 pub mod runs;
@@ -104,138 +106,169 @@ fn fmt_opt(v: Option<f64>) -> String {
     v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "—".into())
 }
 
-/// A file-name-safe version of a task name.
-fn file_stem(task: &str) -> String {
-    task.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' { c } else { '_' }).collect()
-}
-
 /// Mean curve over runs: the mean at every x that all runs logged, or, if the runs share fewer
-/// than two x values, at every x any run logged (averaging the runs that have it).
+/// than two x values, at every x any run logged (averaging the runs that have it). A run with
+/// two evaluations at one x (WSRL's end of pre-training and end of warm-up share a gradient
+/// step) keeps both: points are matched by x and by their order at that x.
 fn mean_curve(runs: &[&Run]) -> Vec<(f64, f64)> {
-    let mut by_x: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
+    let mut by_x: BTreeMap<(u64, usize), Vec<f64>> = BTreeMap::new();
     for r in runs {
+        let mut seen: BTreeMap<u64, usize> = BTreeMap::new();
         for (x, y) in &r.curve {
-            by_x.entry(x.to_bits()).or_default().push(*y);
+            let k = seen.entry(x.to_bits()).or_default();
+            by_x.entry((x.to_bits(), *k)).or_default().push(*y);
+            *k += 1;
         }
     }
-    let all: Vec<(f64, f64)> = by_x.iter().map(|(x, ys)| (f64::from_bits(*x), stats::mean(ys))).collect();
-    let shared: Vec<(f64, f64)> =
-        by_x.iter().filter(|(_, ys)| ys.len() == runs.len()).map(|(x, ys)| (f64::from_bits(*x), stats::mean(ys))).collect();
+    let point = |((x, _), ys): (&(u64, usize), &Vec<f64>)| (f64::from_bits(*x), stats::mean(ys));
+    let all: Vec<(f64, f64)> = by_x.iter().map(point).collect();
+    let shared: Vec<(f64, f64)> = by_x.iter().filter(|(_, ys)| ys.len() == runs.len()).map(point).collect();
     let mut curve = if shared.len() >= 2 { shared } else { all };
     curve.sort_by(|a, b| a.0.total_cmp(&b.0));
     curve
 }
 
+/// One group of comparable runs: which are counted, and why others are not.
+struct Group<'a> {
+    name: &'a str,
+    /// Counted: finished, one per seed (the newest when a seed repeats).
+    counted: Vec<&'a Run>,
+    notes: Vec<String>,
+}
+
+/// Group runs by [`Run::group`], count finished runs once per seed, and say what differs.
+fn groups<'a>(runs: &'a [Run], metric: &str) -> Vec<Group<'a>> {
+    let mut by: BTreeMap<&str, Vec<&Run>> = BTreeMap::new();
+    for r in runs {
+        by.entry(&r.group).or_default().push(r);
+    }
+    by.into_iter()
+        .map(|(name, rs)| {
+            let mut notes = Vec::new();
+            let unfinished: Vec<&&Run> = rs.iter().filter(|r| r.status != "finished").collect();
+            if !unfinished.is_empty() {
+                let list: Vec<String> = unfinished.iter().map(|r| format!("{} ({})", r.dir.display(), r.status)).collect();
+                notes.push(format!("left out {} unfinished: {}", unfinished.len(), list.join(", ")));
+            }
+            // One run per seed: the newest (run directories sort by creation time).
+            let mut per_seed: BTreeMap<Option<i64>, Vec<&Run>> = BTreeMap::new();
+            for r in rs.iter().filter(|r| r.status == "finished") {
+                per_seed.entry(r.seed).or_default().push(r);
+            }
+            let mut counted = Vec::new();
+            for (seed, mut same) in per_seed {
+                same.sort_by(|a, b| a.dir.cmp(&b.dir));
+                let keep = same.pop().expect("non-empty");
+                if !same.is_empty() {
+                    let seed = seed.map_or("unknown".to_string(), |s| s.to_string());
+                    let dropped: Vec<String> = same.iter().map(|r| r.dir.display().to_string()).collect();
+                    notes.push(format!("duplicate seed {seed}: counted {}, left out {}", keep.dir.display(), dropped.join(", ")));
+                }
+                counted.push(keep);
+            }
+            // Settings that differ between counted runs make them less comparable: say which.
+            let mut differ = Vec::new();
+            if counted.len() > 1 {
+                let keys: std::collections::BTreeSet<&String> = counted.iter().flat_map(|r| r.settings.keys()).collect();
+                for k in keys {
+                    let values: std::collections::BTreeSet<String> = counted.iter().map(|r| r.settings.get(k).cloned().unwrap_or_else(|| "unset".into())).collect();
+                    if values.len() > 1 {
+                        differ.push(format!("{k} ({})", values.into_iter().collect::<Vec<_>>().join(" | ")));
+                    }
+                }
+            }
+            if !differ.is_empty() {
+                notes.push(format!("settings differ: {}", differ.join(", ")));
+            }
+            let without: Vec<String> = counted.iter().filter(|r| r.curve.is_empty()).map(|r| r.dir.display().to_string()).collect();
+            if !without.is_empty() {
+                notes.push(format!("no {metric} in {}", without.join(", ")));
+            }
+            Group { name, counted, notes }
+        })
+        .collect()
+}
+
 /// Build the report for `runs` (already loaded): the markdown text and the curves' PNG files.
 pub fn build_report(runs: &[Run], args: &ReportArgs) -> Result<String> {
     std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
-    // preset → task → runs, in name order.
-    let mut groups: BTreeMap<&str, BTreeMap<&str, Vec<&Run>>> = BTreeMap::new();
-    for r in runs {
-        groups.entry(&r.preset).or_default().entry(&r.task).or_default().push(r);
-    }
+    let groups = groups(runs, &args.metric);
     let mut md = String::new();
     writeln!(md, "# o2o report\n")?;
     writeln!(
         md,
         "Score: `{}` from each run's metrics.jsonl; *final* is its last value, *best* its highest. \
+         Runs are grouped by what makes them comparable (algorithm · env · dataset (sha256) · budget); \
+         a group counts finished runs only, one per seed. \
          Intervals are 95% stratified percentile-bootstrap confidence intervals (rliable's method: \
          runs resampled within each task), {} replicates, seed {}. IQM is the 25% trimmed mean.\n",
         args.metric, args.reps, args.seed
     )?;
-    writeln!(md, "## By preset and task\n")?;
-    writeln!(md, "| preset | task | runs | final: mean [CI] | final: IQM [CI] | best: mean [CI] | best: IQM [CI] |")?;
-    writeln!(md, "|---|---|---:|---|---|---|---|")?;
-    let mut multi_task = Vec::new();
-    for (preset, tasks) in &groups {
-        let (mut finals_all, mut bests_all) = (Vec::new(), Vec::new());
-        for (task, rs) in tasks {
-            let finals: Vec<f64> = rs.iter().filter_map(|r| r.final_score()).collect();
-            let bests: Vec<f64> = rs.iter().filter_map(|r| r.best_score()).collect();
-            if finals.is_empty() {
-                writeln!(md, "| {preset} | {task} | 0 | — | — | — | — |")?;
-                continue;
-            }
-            let g = group_stats(&[finals.clone()], &[bests.clone()], args.reps, args.seed);
-            writeln!(
-                md,
-                "| {preset} | {task} | {} | {} | {} | {} | {} |",
-                g.runs,
-                fmt_est(&g.final_mean),
-                fmt_est(&g.final_iqm),
-                fmt_est(&g.best_mean),
-                fmt_est(&g.best_iqm)
-            )?;
-            finals_all.push(finals);
-            bests_all.push(bests);
+    writeln!(md, "## By group\n")?;
+    writeln!(md, "| group | presets | runs | final: mean [CI] | final: IQM [CI] | best: mean [CI] | best: IQM [CI] | notes |")?;
+    writeln!(md, "|---|---|---:|---|---|---|---|---|")?;
+    for g in &groups {
+        let presets: std::collections::BTreeSet<&str> = g.counted.iter().map(|r| r.preset.as_str()).collect();
+        let presets = presets.into_iter().collect::<Vec<_>>().join(", ");
+        let notes = if g.notes.is_empty() { "—".to_string() } else { g.notes.join("; ") };
+        let finals: Vec<f64> = g.counted.iter().filter_map(|r| r.final_score()).collect();
+        let bests: Vec<f64> = g.counted.iter().filter_map(|r| r.best_score()).collect();
+        if finals.is_empty() {
+            writeln!(md, "| {} | {presets} | 0 | — | — | — | — | {notes} |", g.name)?;
+            continue;
         }
-        if finals_all.len() > 1 {
-            multi_task.push((preset, group_stats(&finals_all, &bests_all, args.reps, args.seed), finals_all.len()));
-        }
-    }
-    if !multi_task.is_empty() {
-        writeln!(md, "\n## By preset, over tasks\n")?;
-        writeln!(md, "Mean = mean of per-task means; IQM over all runs of all tasks; runs resampled within each task.\n")?;
-        writeln!(md, "| preset | tasks | runs | final: mean [CI] | final: IQM [CI] | best: mean [CI] | best: IQM [CI] |")?;
-        writeln!(md, "|---|---:|---:|---|---|---|---|")?;
-        for (preset, g, n_tasks) in &multi_task {
-            writeln!(
-                md,
-                "| {preset} | {n_tasks} | {} | {} | {} | {} | {} |",
-                g.runs,
-                fmt_est(&g.final_mean),
-                fmt_est(&g.final_iqm),
-                fmt_est(&g.best_mean),
-                fmt_est(&g.best_iqm)
-            )?;
-        }
+        let st = group_stats(&[finals], &[bests], args.reps, args.seed);
+        writeln!(
+            md,
+            "| {} | {presets} | {} | {} | {} | {} | {} | {notes} |",
+            g.name,
+            st.runs,
+            fmt_est(&st.final_mean),
+            fmt_est(&st.final_iqm),
+            fmt_est(&st.best_mean),
+            fmt_est(&st.best_iqm)
+        )?;
     }
     writeln!(md, "\n## Runs\n")?;
-    writeln!(md, "| run | preset | task | seed | final | best | evaluations |")?;
-    writeln!(md, "|---|---|---|---:|---:|---:|---:|")?;
+    writeln!(md, "| run | group | seed | status | counted | final | best | evaluations |")?;
+    writeln!(md, "|---|---|---:|---|---|---:|---:|---:|")?;
+    let counted: std::collections::BTreeSet<&Path> = groups.iter().flat_map(|g| g.counted.iter().map(|r| r.dir.as_path())).collect();
     for r in runs {
         let seed = r.seed.map(|s| s.to_string()).unwrap_or_else(|| "—".into());
         writeln!(
             md,
-            "| {} | {} | {} | {seed} | {} | {} | {} |",
+            "| {} | {} | {seed} | {} | {} | {} | {} | {} |",
             r.dir.display(),
-            r.preset,
-            r.task,
+            r.group,
+            r.status,
+            if counted.contains(r.dir.as_path()) { "yes" } else { "no" },
             fmt_opt(r.final_score()),
             fmt_opt(r.best_score()),
             r.curve.len()
         )?;
     }
-    // One plot per task: a bold mean line per preset over its seeds' faint lines.
-    let mut by_task: BTreeMap<&str, Vec<(&str, Vec<&Run>)>> = BTreeMap::new();
-    for (preset, tasks) in &groups {
-        for (task, rs) in tasks {
-            by_task.entry(task).or_default().push((preset, rs.clone()));
-        }
-    }
+    // One plot per group: the mean over its counted runs, bold, over each run's faint line.
     let mut pictures = String::new();
-    for (task, presets) in &by_task {
+    for (i, g) in groups.iter().enumerate() {
         let mut lines = Vec::new();
-        for (i, (preset, rs)) in presets.iter().enumerate() {
-            for r in rs.iter().filter(|r| !r.curve.is_empty()) {
-                lines.push(plot::Line { label: None, color: i, points: r.curve.clone(), faint: true });
-            }
-            let mean = mean_curve(rs);
-            if !mean.is_empty() {
-                lines.push(plot::Line { label: Some(format!("{preset} ({} runs)", rs.len())), color: i, points: mean, faint: false });
-            }
+        for r in g.counted.iter().filter(|r| !r.curve.is_empty()) {
+            lines.push(plot::Line { label: None, color: 0, points: r.curve.clone(), faint: true });
+        }
+        let mean = mean_curve(&g.counted);
+        if !mean.is_empty() {
+            lines.push(plot::Line { label: Some(format!("mean of {} runs", g.counted.len())), color: 0, points: mean, faint: false });
         }
         if lines.is_empty() {
             continue;
         }
-        let name = format!("curves-{}.png", file_stem(task));
-        match plot::plot_curves(&args.out.join(&name), task, &args.x, &args.metric, &lines, (900, 560)) {
-            Ok(()) => writeln!(pictures, "![{task}]({name})\n")?,
-            Err(e) => eprintln!("o2o report: no curves for {task}: {e:#}"),
+        let name = format!("curves-{}.png", i + 1);
+        match plot::plot_curves(&args.out.join(&name), g.name, &args.x, &args.metric, &lines, (900, 560)) {
+            Ok(()) => writeln!(pictures, "![{}]({name})\n", g.name)?,
+            Err(e) => eprintln!("o2o report: no curves for {}: {e:#}", g.name),
         }
     }
     if !pictures.is_empty() {
-        writeln!(md, "\n## Curves\n\nBold: mean over runs; faint: each run.\n\n{pictures}")?;
+        writeln!(md, "\n## Curves\n\nBold: mean over counted runs; faint: each run.\n\n{pictures}")?;
     }
     Ok(md)
 }
@@ -256,7 +289,15 @@ pub fn run(args: ReportArgs) -> Result<()> {
     let dirs = expand_run_dirs(&args.runs)?;
     let runs = dirs.iter().map(|d| load_run(d, &args.metric, &args.x)).collect::<Result<Vec<_>>>()?;
     if runs.iter().all(|r| r.curve.is_empty()) {
-        bail!("none of the {} runs logged {}", runs.len(), args.metric);
+        let hint = if args.metric == "eval/normalized_score" {
+            " (their envs have no D4RL score); use --metric eval/return, or --metric eval/success_rate for tasks with a success flag"
+        } else {
+            "; check the key in their metrics.jsonl (eval/return, eval/normalized_score, eval/success_rate, …)"
+        };
+        bail!("none of the {} runs logged {}{hint}", runs.len(), args.metric);
+    }
+    if args.metric == "eval/normalized_score" && runs.iter().any(|r| r.curve.is_empty()) {
+        eprintln!("o2o report: some runs have no eval/normalized_score (envs without a D4RL score); --metric eval/return compares them all");
     }
     let md = build_report(&runs, &args)?;
     let path = args.out.join("report.md");
@@ -270,33 +311,58 @@ pub fn run(args: ReportArgs) -> Result<()> {
 mod tests {
     use super::*;
 
-    fn run(preset: &str, task: &str, seed: i64, curve: &[(f64, f64)]) -> Run {
-        Run { dir: PathBuf::from(format!("runs/{preset}-{task}-{seed}")), preset: preset.into(), task: task.into(), seed: Some(seed), curve: curve.to_vec() }
+    fn run(group: &str, seed: i64, curve: &[(f64, f64)]) -> Run {
+        Run {
+            dir: PathBuf::from(format!("runs/{group}-{seed}")),
+            preset: "iql".into(),
+            task: "hopper-medium-v2".into(),
+            seed: Some(seed),
+            curve: curve.to_vec(),
+            group: group.into(),
+            status: "finished".into(),
+            settings: BTreeMap::new(),
+        }
     }
 
     #[test]
-    fn mean_curve_uses_shared_steps() {
-        let a = run("p", "t", 0, &[(0.0, 0.0), (10.0, 10.0), (20.0, 30.0)]);
-        let b = run("p", "t", 1, &[(0.0, 2.0), (10.0, 20.0)]);
+    fn mean_curve_uses_shared_steps_and_keeps_two_evaluations_at_one_step() {
+        let a = run("p", 0, &[(0.0, 0.0), (10.0, 10.0), (20.0, 30.0)]);
+        let b = run("p", 1, &[(0.0, 2.0), (10.0, 20.0)]);
         assert_eq!(mean_curve(&[&a, &b]), vec![(0.0, 1.0), (10.0, 15.0)]);
+        // WSRL: evaluations at the end of pre-training and of the warm-up share a step.
+        let a = run("p", 0, &[(0.0, 1.0), (100.0, 2.0), (100.0, 4.0), (200.0, 6.0)]);
+        let b = run("p", 1, &[(0.0, 3.0), (100.0, 4.0), (100.0, 6.0), (200.0, 8.0)]);
+        assert_eq!(mean_curve(&[&a, &b]), vec![(0.0, 2.0), (100.0, 3.0), (100.0, 5.0), (200.0, 7.0)]);
     }
 
     #[test]
     fn report_table_holds_hand_computed_numbers() {
         let d = tempfile::tempdir().unwrap();
         // Final scores 0, 1, 2, 10 (see stats.rs for the hand enumeration); best scores 20, 20, 20, 20.
-        let runs: Vec<Run> = [0.0, 1.0, 2.0, 10.0]
-            .iter()
-            .enumerate()
-            .map(|(i, f)| run("iql", "hopper-medium-v2", i as i64, &[(0.0, 20.0), (100.0, *f)]))
-            .collect();
+        let runs: Vec<Run> = [0.0, 1.0, 2.0, 10.0].iter().enumerate().map(|(i, f)| run("iql · hopper-v2", i as i64, &[(0.0, 20.0), (100.0, *f)])).collect();
         let args = ReportArgs { runs: vec![], out: d.path().to_path_buf(), metric: "eval/normalized_score".into(), x: "grad_step".into(), reps: DEFAULT_REPS, seed: 1 };
         let md = build_report(&runs, &args).unwrap();
-        assert!(
-            md.contains("| iql | hopper-medium-v2 | 4 | 3.2 [0.5, 7.8] | 1.5 [0.0, 10.0] | 20.0 [20.0, 20.0] | 20.0 [20.0, 20.0] |"),
-            "{md}"
-        );
-        assert!(md.contains("| runs/iql-hopper-medium-v2-3 | iql | hopper-medium-v2 | 3 | 10.0 | 20.0 | 2 |"), "{md}");
-        assert!(d.path().join("curves-hopper-medium-v2.png").exists());
+        assert!(md.contains("| iql · hopper-v2 | iql | 4 | 3.2 [0.5, 7.8] | 1.5 [0.0, 10.0] | 20.0 [20.0, 20.0] | 20.0 [20.0, 20.0] | — |"), "{md}");
+        assert!(md.contains("| runs/iql · hopper-v2-3 | iql · hopper-v2 | 3 | finished | yes | 10.0 | 20.0 | 2 |"), "{md}");
+        assert!(d.path().join("curves-1.png").exists());
+    }
+
+    #[test]
+    fn unfinished_runs_and_repeated_seeds_are_left_out_and_named() {
+        let d = tempfile::tempdir().unwrap();
+        let mut stopped = run("g", 2, &[(0.0, 99.0)]);
+        stopped.status = "stopped".into();
+        let mut again = run("g", 0, &[(0.0, 7.0)]);
+        again.dir = PathBuf::from("runs/g-0-later");
+        let mut other_lr = run("g", 1, &[(0.0, 5.0)]);
+        other_lr.settings.insert("agent.actor_lr".into(), "0.001".into());
+        let runs = vec![run("g", 0, &[(0.0, 1.0)]), again, other_lr, stopped];
+        let args = ReportArgs { runs: vec![], out: d.path().to_path_buf(), metric: "eval/normalized_score".into(), x: "grad_step".into(), reps: 100, seed: 1 };
+        let md = build_report(&runs, &args).unwrap();
+        let row = md.lines().find(|l| l.starts_with("| g |")).unwrap();
+        assert!(row.contains("| g | iql | 2 | 6.0 "), "two counted runs (seed 0's newest: 7, seed 1: 5): {row}");
+        assert!(row.contains("left out 1 unfinished: runs/g-2 (stopped)"), "{row}");
+        assert!(row.contains("duplicate seed 0: counted runs/g-0-later, left out runs/g-0"), "{row}");
+        assert!(row.contains("settings differ: agent.actor_lr (0.001 | unset)"), "{row}");
     }
 }

@@ -2,6 +2,7 @@
 //! each run is, and its score curve from `metrics.jsonl`.
 
 use anyhow::{bail, Context, Result};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Keys tried, in order, for each identifying field (dotted paths into `config.toml`, then
@@ -24,6 +25,13 @@ pub struct Run {
     pub seed: Option<i64>,
     /// `(x, score)` for every line of `metrics.jsonl` carrying a finite score.
     pub curve: Vec<(f64, f64)>,
+    /// What makes runs comparable: algorithm, env, dataset (and its sha256), budget.
+    pub group: String,
+    /// `finished`, `running` (a live process holds its lock) or `stopped` (killed or failed).
+    pub status: String,
+    /// Its config flattened to `key = value`, without what differs by design between seeds of
+    /// one experiment (`seed`, `preset`, `parent.*`, the dataset's path).
+    pub settings: BTreeMap<String, String>,
 }
 
 impl Run {
@@ -35,6 +43,28 @@ impl Run {
     pub fn best_score(&self) -> Option<f64> {
         self.curve.iter().map(|p| p.1).reduce(f64::max)
     }
+}
+
+/// `key = value` for every leaf of a JSON value (dotted keys).
+fn flatten(prefix: &str, v: &serde_json::Value, out: &mut BTreeMap<String, String>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, v) in m {
+                let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                flatten(&key, v, out);
+            }
+        }
+        other => {
+            out.insert(prefix.to_string(), other.to_string());
+        }
+    }
+}
+
+/// Whether a process named in a run's `.lock` is alive (the run is being trained now).
+fn locked_by_live_process(dir: &Path) -> bool {
+    let text = std::fs::read_to_string(dir.join(crate::run::rundir::LOCK)).unwrap_or_default();
+    let pid = text.strip_prefix("pid ").and_then(|r| r.split_whitespace().next()).and_then(|p| p.parse::<i32>().ok());
+    pid.is_some_and(crate::run::rundir::process_alive)
 }
 
 /// Look up a dotted key in a JSON value.
@@ -84,7 +114,27 @@ pub fn load_run(dir: &Path, metric: &str, x_key: &str) -> Result<Run> {
     let seed = find(&docs, SEED_KEYS, |v| v.as_i64());
     let metrics = dir.join("metrics.jsonl");
     let curve = read_curve(&metrics, metric, x_key)?;
-    Ok(Run { dir: dir.to_path_buf(), preset, task, seed, curve })
+
+    // Comparability: the algorithm, env, data (with its hash) and budget.
+    let get = |k: &str| find(&docs, &[k], as_label);
+    let algo = get("algo").unwrap_or_else(|| preset.clone());
+    let env = get("env").unwrap_or_else(|| task.clone());
+    let data = match (get("dataset.id").or_else(|| get("dataset.path").map(|p| p.rsplit('/').next().unwrap_or(&p).to_string())), docs.get(1).and_then(|m| lookup(m, "dataset.sha256")).and_then(as_label)) {
+        (Some(name), Some(sha)) => format!(" · {name} ({})", &sha[..sha.len().min(8)]),
+        (Some(name), None) => format!(" · {name}"),
+        (None, _) => String::new(),
+    };
+    let steps = |k: &str| get(&format!("train.{k}")).unwrap_or_else(|| "0".into());
+    let budget = format!("offline {} · random {} · warm-up {} · online {}", steps("offline_steps"), steps("random_steps"), steps("warmup_steps"), steps("online_steps"));
+    let group = if docs.is_empty() { format!("{preset} · {task}") } else { format!("{algo} · {env}{data} · {budget}") };
+    let finished = std::fs::read_to_string(dir.join("summary.json")).ok().and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok()).and_then(|v| v.get("finished").and_then(|f| f.as_bool())).unwrap_or(false);
+    let status = if finished { "finished" } else if locked_by_live_process(dir) { "running" } else { "stopped" }.to_string();
+    let mut settings = BTreeMap::new();
+    if let Some(config) = docs.first().filter(|_| config.exists()) {
+        flatten("", config, &mut settings);
+    }
+    settings.retain(|k, _| !(k == "seed" || k == "preset" || k.starts_with("parent.") || k == "dataset.path"));
+    Ok(Run { dir: dir.to_path_buf(), preset, task, seed, curve, group, status, settings })
 }
 
 /// `(x, score)` pairs from a metrics file; lines without a finite score are skipped, and a

@@ -20,11 +20,11 @@
 
 use super::checkpoint::{self, RunnerState};
 use super::config::{self, RunConfig};
-use super::data;
 use super::eval::EvalResult;
 use super::parent::ParentRun;
 use super::presets;
-use super::rundir::{self, Manifest, ParentInfo, ResumeInfo, Seeds};
+use super::progress::ProgressOptions;
+use super::rundir::{self, DatasetInfo, Manifest, ParentInfo, ResumeInfo, Seeds};
 pub use super::runner::EnvFactory;
 use super::runner::{self, Hooks, Start, Summary};
 use crate::logging::{MetricSink, RerunArgs};
@@ -73,6 +73,8 @@ pub struct Run<'a> {
     on_checkpoint: Option<Box<runner::OnCheckpoint<'a>>>,
     parent: Option<ParentRun>,
     reuse: bool,
+    progress: ProgressOptions,
+    resume_from: Option<String>,
 }
 
 impl<'a> Run<'a> {
@@ -92,6 +94,8 @@ impl<'a> Run<'a> {
             on_checkpoint: None,
             parent: None,
             reuse: false,
+            progress: ProgressOptions::default(),
+            resume_from: None,
         })
     }
 
@@ -258,6 +262,19 @@ impl<'a> Run<'a> {
         self
     }
 
+    /// How progress is shown (a bar on a terminal, plain lines otherwise, by default).
+    pub fn progress(mut self, progress: ProgressOptions) -> Self {
+        self.progress = progress;
+        self
+    }
+
+    /// For [`Run::resume`]: continue from this checkpoint (`step-N`) instead of the newest;
+    /// the newer ones are moved aside (`checkpoints/.discarded-step-…`).
+    pub fn from_checkpoint(mut self, name: &str) -> Self {
+        self.resume_from = Some(name.to_string());
+        self
+    }
+
     /// When `runs_dir` already holds a finished run of exactly this resolved config, return it
     /// instead of running again (`o2o run --reuse`, `make demo`).
     pub fn reuse_finished(mut self, reuse: bool) -> Self {
@@ -297,6 +314,9 @@ impl<'a> Run<'a> {
                 self.table.insert("env".into(), toml::Value::String(id));
             }
         }
+        if !matches!(self.mode, Mode::Resume { .. }) {
+            absolute_dataset_path(&mut self.table)?;
+        }
         let config = self.config()?;
         match std::mem::replace(&mut self.mode, Mode::New { name: String::new() }) {
             Mode::Resume { dir } => self.continue_run(&dir, &config),
@@ -304,19 +324,8 @@ impl<'a> Run<'a> {
         }
     }
 
-    fn hooks<'h>(&'h mut self, on_eval: &'h mut Option<Box<runner::OnEval<'a>>>, on_checkpoint: &'h mut Option<Box<runner::OnCheckpoint<'a>>>) -> Hooks<'h>
-    where
-        'a: 'h,
-    {
-        Hooks {
-            env: self.env.clone(),
-            actor_env: None,
-            dataset: self.dataset.take(),
-            on_eval: on_eval.as_mut().map(|f| &mut **f as &mut runner::OnEval<'h>),
-            on_checkpoint: on_checkpoint.as_mut().map(|f| &mut **f as &mut runner::OnCheckpoint<'h>),
-        }
-    }
-
+    /// A new run: everything made and checked first, then the run directory created whole
+    /// (config and manifest in place, locked), then the loop.
     fn start(mut self, name: &str, config: &RunConfig) -> Result<Outcome> {
         if self.reuse {
             if let Some((dir, summary)) = finished_run_with(&self.runs_dir, config) {
@@ -324,68 +333,162 @@ impl<'a> Run<'a> {
                 return Ok(Outcome { dir, summary, reused: true });
             }
         }
-        // Fail before creating a run directory when a needed dataset file is not there.
         match &config.dataset {
-            Some(d) if !d.in_memory && (config.train.offline_steps > 0 || config.train.offline_ratio > 0.0) => {
-                data::resolve_path(d)?;
-            }
             Some(d) if d.in_memory && self.dataset.is_none() => bail!("the config says `dataset.in_memory = true` but no dataset was given (Run::dataset)"),
             _ => {}
         }
-        let dir = rundir::create(&self.runs_dir, name, config.seed)?;
         let (start, parent) = match self.parent.take() {
             Some(p) => (Start::FromParent { checkpoint: p.checkpoint }, Some(p.info)),
             None => (Start::Fresh, None),
         };
-        eprintln!("run directory: {}", dir.display());
-        rundir::write_config(&dir, config)?;
-        let manifest = new_manifest(config, self.device, parent);
-        let mut sinks = crate::logging::sinks_for_run(&dir, &self.rerun)?;
-        sinks.append(&mut self.sinks);
         let (mut on_eval, mut on_checkpoint) = (self.on_eval.take(), self.on_checkpoint.take());
         let device = self.device;
-        let hooks = self.hooks(&mut on_eval, &mut on_checkpoint);
-        let summary = runner::execute_with(&dir, config, device, start, sinks, Some(manifest), hooks)?;
+        let hooks = hooks(&self.env, self.dataset.take(), &mut on_eval, &mut on_checkpoint);
+        let prepared = runner::prepare(config, device, start, hooks)?;
+        warn(prepared.warnings());
+        let mut manifest = new_manifest(config, device, parent);
+        manifest.dataset = prepared.dataset_info().cloned();
+        let (dir, _lock) = rundir::create(&self.runs_dir, name, config.seed, |tmp| {
+            rundir::write_config(tmp, config)?;
+            rundir::write_json(&tmp.join(rundir::MANIFEST), &manifest)
+        })?;
+        eprintln!("run directory: {}", dir.display());
+        let mut sinks = crate::logging::sinks_for_run(&dir, &self.rerun)?;
+        sinks.append(&mut self.sinks);
+        let summary = prepared.run(&dir, sinks, self.progress)?;
         Ok(Outcome { dir, summary, reused: false })
     }
 
+    /// Continue the run in `dir`: locked first; the newest checkpoint that loads (a damaged one
+    /// is moved aside with a note), or the one [`Run::from_checkpoint`] chose (newer ones
+    /// moved aside); a run killed before its first checkpoint starts over from step 0.
     fn continue_run(mut self, dir: &Path, config: &RunConfig) -> Result<Outcome> {
+        let _lock = rundir::RunLock::acquire(dir)?;
         checkpoint::remove_partial(dir)?;
-        // Killed before its first checkpoint: start over from step 0 (from the parent's agent
-        // for a fine-tuning run), which is exactly what the uninterrupted run did.
-        let (start, from) = match checkpoint::list(dir)?.pop() {
-            Some(checkpoint) => {
-                let state = checkpoint::read_state(&checkpoint)?;
-                if state.finished {
-                    let summary = read_summary(dir)?;
-                    return Ok(Outcome { dir: dir.to_path_buf(), summary, reused: true });
-                }
-                eprintln!("resuming {} from {} (step {})", dir.display(), checkpoint.display(), state.step);
-                let from = checkpoint.display().to_string();
-                (Start::Resume { checkpoint }, from)
+        let manifest_path = dir.join(rundir::MANIFEST);
+        let text = std::fs::read_to_string(&manifest_path).with_context(|| format!("cannot read {}: the run directory is incomplete", manifest_path.display()))?;
+        let mut manifest: Manifest = serde_json::from_str(&text).with_context(|| format!("{} is not a run manifest", manifest_path.display()))?;
+        let mut candidates = checkpoint::list(dir)?;
+        if let Some(name) = self.resume_from.clone() {
+            let chosen = checkpoint::find(dir, Some(&name))?;
+            let newer: Vec<PathBuf> = candidates.iter().filter(|c| **c > chosen).cloned().collect();
+            for c in newer {
+                let aside = checkpoint::set_aside(&c, "discarded")?;
+                eprintln!("note: resuming from {}: moved the newer {} to {}", chosen.display(), c.display(), aside.display());
             }
-            None => {
+            candidates = checkpoint::list(dir)?;
+        }
+        let (mut on_eval, mut on_checkpoint) = (self.on_eval.take(), self.on_checkpoint.take());
+        let device = self.device;
+        let mut damaged: Vec<String> = Vec::new();
+        let (prepared, from) = loop {
+            let Some(checkpoint) = candidates.pop() else {
+                if !damaged.is_empty() {
+                    eprintln!("note: no checkpoint of {} loads; restarting it from step 0", dir.display());
+                }
                 eprintln!("{} has no checkpoint yet; restarting it from step 0", dir.display());
-                std::fs::write(dir.join(rundir::METRICS), b"").with_context(|| format!("cannot reset {}/{}", dir.display(), rundir::METRICS))?;
-                match &config.parent {
+                let (start, from) = match &config.parent {
                     Some(p) => (Start::FromParent { checkpoint: p.checkpoint.clone() }, format!("step 0 (parent {})", p.checkpoint.display())),
                     None => (Start::Fresh, "step 0".to_string()),
+                };
+                let hooks = hooks(&self.env, self.dataset.take(), &mut on_eval, &mut on_checkpoint);
+                break (runner::prepare(config, device, start, hooks)?, from);
+            };
+            let state = checkpoint::read_state(&checkpoint);
+            if let Ok(s) = &state {
+                if s.finished && damaged.is_empty() {
+                    let summary = match read_summary(dir) {
+                        Ok(summary) => summary,
+                        // Killed between the final checkpoint and the summary: write it now.
+                        Err(_) => finish_from_checkpoint(dir, config, &checkpoint, s)?,
+                    };
+                    return Ok(Outcome { dir: dir.to_path_buf(), summary, reused: true });
                 }
             }
+            let hooks = hooks(&self.env, self.dataset.take(), &mut on_eval, &mut on_checkpoint);
+            match runner::prepare(config, device, Start::Resume { checkpoint: checkpoint.clone() }, hooks) {
+                Ok(p) => {
+                    eprintln!("resuming {} from {} (step {})", dir.display(), checkpoint.display(), p.state().step);
+                    break (p, checkpoint.display().to_string());
+                }
+                Err(e) if e.downcast_ref::<runner::DamagedCheckpoint>().is_some() => {
+                    let aside = checkpoint::set_aside(&checkpoint, "damaged")?;
+                    eprintln!("note: {} is damaged ({}); moved it to {} and trying the one before", checkpoint.display(), crate::errors::first_lines(&e), aside.display());
+                    damaged.push(checkpoint.display().to_string());
+                    // The in-memory dataset went into the failed attempt: it is gone.
+                    if config.dataset.as_ref().is_some_and(|d| d.in_memory) {
+                        bail!("{} is damaged and the run's in-memory dataset was consumed by the attempt; resume again (Run::resume) with the data", checkpoint.display());
+                    }
+                }
+                Err(e) => return Err(e),
+            }
         };
-        // Record the resume in the manifest.
-        let manifest_path = dir.join(rundir::MANIFEST);
-        let text = std::fs::read_to_string(&manifest_path).with_context(|| format!("cannot read {}", manifest_path.display()))?;
-        let mut manifest: Manifest = serde_json::from_str(&text).with_context(|| format!("{} is not a run manifest", manifest_path.display()))?;
+        if from.starts_with("step 0") {
+            std::fs::write(dir.join(rundir::METRICS), b"").with_context(|| format!("cannot reset {}/{}", dir.display(), rundir::METRICS))?;
+        }
+        // A resumed run must see the data it started with, or it would not continue exactly.
+        check_same_dataset(&manifest_path, manifest.dataset.as_ref(), prepared.dataset_info())?;
+        warn(prepared.warnings());
         manifest.resumes.push(ResumeInfo { at_utc: rundir::utc_timestamp(), checkpoint: from, device: format!("{:?}", self.device) });
+        if manifest.dataset.is_none() {
+            manifest.dataset = prepared.dataset_info().cloned();
+        }
         rundir::write_json(&manifest_path, &manifest)?;
         let mut sinks = crate::logging::sinks_for_run(dir, &self.rerun)?;
         sinks.append(&mut self.sinks);
-        let (mut on_eval, mut on_checkpoint) = (self.on_eval.take(), self.on_checkpoint.take());
-        let device = self.device;
-        let hooks = self.hooks(&mut on_eval, &mut on_checkpoint);
-        let summary = runner::execute_with(dir, config, device, start, sinks, None, hooks)?;
+        let summary = prepared.run(dir, sinks, self.progress)?;
         Ok(Outcome { dir: dir.to_path_buf(), summary, reused: false })
+    }
+}
+
+/// A relative `dataset.path` made absolute, so the run (and runs started from it elsewhere)
+/// finds its file from any folder.
+fn absolute_dataset_path(table: &mut toml::Table) -> Result<()> {
+    let Some(toml::Value::Table(d)) = table.get_mut("dataset") else { return Ok(()) };
+    let Some(toml::Value::String(p)) = d.get("path") else { return Ok(()) };
+    let path = PathBuf::from(p);
+    if path.is_relative() {
+        let abs = std::fs::canonicalize(&path).with_context(|| format!("dataset.path {} does not exist (relative to {})", path.display(), std::env::current_dir().map(|c| c.display().to_string()).unwrap_or_default()))?;
+        d.insert("path".into(), toml::Value::String(abs.display().to_string()));
+    }
+    Ok(())
+}
+
+/// The runner's hooks from a builder's parts.
+fn hooks<'h, 'a: 'h>(
+    env: &Option<EnvFactory>,
+    dataset: Option<D4rlDataset>,
+    on_eval: &'h mut Option<Box<runner::OnEval<'a>>>,
+    on_checkpoint: &'h mut Option<Box<runner::OnCheckpoint<'a>>>,
+) -> Hooks<'h> {
+    Hooks {
+        env: env.clone(),
+        actor_env: None,
+        dataset,
+        on_eval: on_eval.as_mut().map(|f| &mut **f as &mut runner::OnEval<'h>),
+        on_checkpoint: on_checkpoint.as_mut().map(|f| &mut **f as &mut runner::OnCheckpoint<'h>),
+    }
+}
+
+/// Budget warnings on stderr.
+fn warn(warnings: &[String]) {
+    for w in warnings {
+        eprintln!("warning: {w}");
+    }
+}
+
+/// On resume: the offline data loaded now is the data the run's manifest recorded (same sha256).
+fn check_same_dataset(manifest: &Path, then: Option<&DatasetInfo>, now: Option<&DatasetInfo>) -> Result<()> {
+    match (then, now) {
+        (Some(then), Some(now)) if then.sha256 != now.sha256 => bail!(
+            "the offline data changed since the run started: {} records {} with sha256 {}, found {} with sha256 {}; resume with the same data",
+            manifest.display(),
+            then.path,
+            then.sha256,
+            now.path,
+            now.sha256
+        ),
+        _ => Ok(()),
     }
 }
 
@@ -413,6 +516,33 @@ fn new_manifest(config: &RunConfig, device: Device, parent: Option<ParentInfo>) 
         machine: rundir::Machine::current(),
         resumes: Vec::new(),
     }
+}
+
+/// The end of a run whose final checkpoint was written but whose `summary.json` (and recorded
+/// dataset) were not: both from that checkpoint, as the run would have written them.
+fn finish_from_checkpoint(dir: &Path, config: &RunConfig, ckpt: &Path, state: &RunnerState) -> Result<Summary> {
+    let recorded = ckpt.join(checkpoint::DATASET);
+    if config.train.record_dataset && recorded.is_file() {
+        let dest = dir.join(rundir::DATASET);
+        let tmp = dir.join(".dataset.hdf5.tmp");
+        std::fs::copy(&recorded, &tmp).with_context(|| format!("cannot copy {}", recorded.display()))?;
+        std::fs::rename(&tmp, &dest).with_context(|| format!("cannot write {}", dest.display()))?;
+    }
+    let summary = Summary {
+        finished: true,
+        steps: state.step,
+        grad_steps: state.grad_step,
+        env_steps: state.env_step,
+        episodes: state.episode,
+        wall_s: 0.0,
+        final_eval: state.last_eval,
+        best_eval: state.best_eval,
+        phase_evals: state.phase_evals.clone(),
+        checkpoint: ckpt.strip_prefix(dir).unwrap_or(ckpt).display().to_string(),
+        warnings: runner::budget_warnings(config),
+    };
+    rundir::write_json(&dir.join(rundir::SUMMARY), &summary)?;
+    Ok(summary)
 }
 
 /// A run directory's `summary.json`.

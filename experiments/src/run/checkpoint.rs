@@ -134,6 +134,7 @@ pub fn write(run_dir: &Path, state: &RunnerState, keep: usize, write_parts: impl
     std::fs::create_dir(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
     write_parts(&tmp)?;
     write_atomic(&tmp.join(STATE), serde_json::to_string_pretty(state)?.as_bytes())?;
+    super::fault::point("checkpoint");
     let dest = root.join(&name);
     if dest.exists() {
         // Same step written twice (the final checkpoint right after a periodic one).
@@ -175,6 +176,26 @@ pub fn latest(run_dir: &Path) -> Result<PathBuf> {
     }
 }
 
+/// The checkpoint folder `name` (`step-N`, `step-0000001000`, or a path) of the run in
+/// `run_dir`, or its newest complete one.
+pub fn find(run_dir: &Path, name: Option<&str>) -> Result<PathBuf> {
+    let Some(name) = name else { return latest(run_dir) };
+    let all = list(run_dir)?;
+    let wanted = name.trim_end_matches('/').rsplit('/').next().unwrap_or(name);
+    let step = wanted.strip_prefix("step-").and_then(|n| n.parse::<u64>().ok());
+    let found = all.iter().find(|p| {
+        let file = p.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default();
+        file == wanted || step.is_some_and(|s| file.strip_prefix("step-").and_then(|n| n.parse::<u64>().ok()) == Some(s))
+    });
+    match found {
+        Some(p) => Ok(p.clone()),
+        None => {
+            let names: Vec<String> = all.iter().filter_map(|p| p.file_name().map(|f| f.to_string_lossy().to_string())).collect();
+            bail!("checkpoint {name}: {} has no such complete checkpoint; it has: {}", run_dir.display(), if names.is_empty() { "none".into() } else { names.join(", ") })
+        }
+    }
+}
+
 /// Remove half-written `.tmp-*` checkpoint folders left by a killed run.
 pub fn remove_partial(run_dir: &Path) -> Result<()> {
     let root = run_dir.join(CHECKPOINTS);
@@ -185,6 +206,21 @@ pub fn remove_partial(run_dir: &Path) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Move a checkpoint out of the way (`checkpoints/.<why>-step-N`, numbered if taken), so the
+/// newest complete checkpoint is again the one to continue from; returns where it went.
+pub fn set_aside(checkpoint: &Path, why: &str) -> Result<PathBuf> {
+    let name = checkpoint.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+    let parent = checkpoint.parent().with_context(|| format!("{} has no parent folder", checkpoint.display()))?;
+    let mut dest = parent.join(format!(".{why}-{name}"));
+    let mut k = 2;
+    while dest.exists() {
+        dest = parent.join(format!(".{why}-{name}-{k}"));
+        k += 1;
+    }
+    std::fs::rename(checkpoint, &dest).with_context(|| format!("cannot move {} to {}", checkpoint.display(), dest.display()))?;
+    Ok(dest)
 }
 
 /// Read a checkpoint's `state.json`.

@@ -61,6 +61,9 @@ pub fn load(cfg: &DatasetConfig, given: Option<D4rlDataset>, action_space: &BoxS
         (ds, path, sha)
     };
     ds.check_env(env_id, obs_dim, act_dim)?;
+    for w in ds.action_range_warnings(&action_space.low, &action_space.high) {
+        eprintln!("warning: dataset {}: {w}", path.display());
+    }
     let opts = BuildOptions { max_episode_steps, mc: None };
     let mut t = match cfg.transitions.as_str() {
         "qlearning" => ds.qlearning_dataset(&opts)?,

@@ -15,6 +15,8 @@ pub mod checkpoint;
 pub mod config;
 pub mod data;
 pub mod eval;
+pub mod fault;
+pub mod interrupt;
 pub mod learner;
 pub mod parent;
 pub mod phases;

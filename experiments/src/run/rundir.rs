@@ -23,23 +23,139 @@ pub const CHECKPOINTS: &str = "checkpoints";
 /// The run's env transitions as a D4RL-format file (`train.record_dataset`).
 pub const DATASET: &str = "dataset.hdf5";
 
-/// Create a new, empty run directory under `runs_dir` named `<name>-<seed>-<UTC timestamp>`
-/// (a `-2`, `-3`, ... suffix if that exists already) with its `checkpoints/` folder.
-pub fn create(runs_dir: &Path, name: &str, seed: u64) -> Result<PathBuf> {
+/// The lock file inside a run directory (see [`RunLock`]).
+pub const LOCK: &str = ".lock";
+
+/// Prefix of a run directory being created (renamed into place once complete).
+pub const CREATING: &str = ".creating-";
+
+/// Create a run directory under `runs_dir` named `<name>-<seed>-<UTC timestamp>` (a `-2`,
+/// `-3`, … suffix if that exists already) atomically: `fill` writes its files (config,
+/// manifest) into a hidden `.creating-…` folder, which is renamed into place only when `fill`
+/// succeeded. So a run directory, once it exists, always has its config and manifest, and a
+/// failure or a kill before that leaves no run directory (a killed creation's folder is removed
+/// by the next one). The returned lock is held on the new directory.
+pub fn create(runs_dir: &Path, name: &str, seed: u64, fill: impl FnOnce(&Path) -> Result<()>) -> Result<(PathBuf, RunLock)> {
     std::fs::create_dir_all(runs_dir).with_context(|| format!("cannot create the runs folder {}", runs_dir.display()))?;
+    remove_abandoned_creations(runs_dir);
     let base = format!("{name}-{seed}-{}", utc_timestamp_compact());
+    let tmp = runs_dir.join(format!("{CREATING}{base}-{}", std::process::id()));
+    if tmp.exists() {
+        std::fs::remove_dir_all(&tmp).with_context(|| format!("cannot remove the stale {}", tmp.display()))?;
+    }
+    std::fs::create_dir(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+    let filled = (|| {
+        std::fs::create_dir(tmp.join(CHECKPOINTS)).with_context(|| format!("cannot create {}/{CHECKPOINTS}", tmp.display()))?;
+        let lock = RunLock::acquire(&tmp)?;
+        fill(&tmp)?;
+        Ok(lock)
+    })();
+    let lock = match filled {
+        Ok(lock) => lock,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&tmp);
+            return Err(e);
+        }
+    };
     for k in 1..1000 {
         let dir = if k == 1 { runs_dir.join(&base) } else { runs_dir.join(format!("{base}-{k}")) };
-        match std::fs::create_dir(&dir) {
+        match rename_noreplace(&tmp, &dir) {
             Ok(()) => {
-                std::fs::create_dir(dir.join(CHECKPOINTS)).with_context(|| format!("cannot create {}/{CHECKPOINTS}", dir.display()))?;
-                return Ok(dir);
+                if let Ok(d) = std::fs::File::open(runs_dir) {
+                    let _ = d.sync_all();
+                }
+                super::fault::point("created");
+                return Ok((dir, lock));
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e).with_context(|| format!("cannot create the run directory {}", dir.display())),
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&tmp);
+                return Err(e).with_context(|| format!("cannot move {} to {}", tmp.display(), dir.display()));
+            }
         }
     }
+    let _ = std::fs::remove_dir_all(&tmp);
     bail!("cannot find a free run directory name for {base} in {}", runs_dir.display())
+}
+
+/// `rename(from, to)` that fails with `AlreadyExists` instead of replacing `to`.
+fn rename_noreplace(from: &Path, to: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let (f, t) = (std::ffi::CString::new(from.as_os_str().as_bytes())?, std::ffi::CString::new(to.as_os_str().as_bytes())?);
+    let rc = unsafe { libc::renameat2(libc::AT_FDCWD, f.as_ptr(), libc::AT_FDCWD, t.as_ptr(), libc::RENAME_NOREPLACE) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let err = std::io::Error::last_os_error();
+    match err.raw_os_error() {
+        // A file system without RENAME_NOREPLACE: check, then rename (not atomic, but runs
+        // directories are named by the second and the pid-named temp folder).
+        Some(libc::EINVAL) | Some(libc::ENOSYS) if !to.exists() => std::fs::rename(from, to),
+        Some(libc::EINVAL) | Some(libc::ENOSYS) => Err(std::io::Error::new(std::io::ErrorKind::AlreadyExists, "exists")),
+        _ => Err(err),
+    }
+}
+
+/// Remove `.creating-*` folders whose creating process is gone (killed mid-creation).
+fn remove_abandoned_creations(runs_dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(runs_dir) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        let Some(pid) = name.strip_prefix(CREATING).and_then(|r| r.rsplit('-').next()).and_then(|p| p.parse::<i32>().ok()) else { continue };
+        if !process_alive(pid) {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
+/// Whether a process with this pid exists on this machine.
+pub fn process_alive(pid: i32) -> bool {
+    pid > 0 && (unsafe { libc::kill(pid, 0) } == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM))
+}
+
+/// An exclusive hold on a run directory while a process trains in it: an advisory `flock` on
+/// `<dir>/.lock`, released by the kernel when the process ends however it ends, so a lock left
+/// by a killed process is taken over (with a note naming it) and a live one is refused.
+#[derive(Debug)]
+pub struct RunLock {
+    file: std::fs::File,
+}
+
+impl RunLock {
+    /// Take the lock of the run in `dir`, or fail naming the process that holds it.
+    pub fn acquire(dir: &Path) -> Result<Self> {
+        use std::io::{Read, Seek, Write};
+        use std::os::unix::io::AsRawFd;
+        let path = dir.join(LOCK);
+        let mut file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).with_context(|| format!("cannot open the lock file {}", path.display()))?;
+        let mut holder = String::new();
+        let _ = file.read_to_string(&mut holder);
+        let holder = holder.trim().to_string();
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let err = std::io::Error::last_os_error();
+            if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                let who = if holder.is_empty() { "another o2o process".to_string() } else { holder };
+                bail!("{} is in use by {who}; wait for it to end (or stop it) before running it again", dir.display());
+            }
+            return Err(err).with_context(|| format!("cannot lock {}", path.display()));
+        }
+        if !holder.is_empty() {
+            eprintln!("note: {}: taking over the lock left by {holder}, which is no longer running", dir.display());
+        }
+        let me = format!("pid {} on {} since {}", std::process::id(), Machine::hostname(), utc_timestamp());
+        file.set_len(0)?;
+        file.rewind()?;
+        file.write_all(me.as_bytes())?;
+        file.sync_all()?;
+        Ok(Self { file })
+    }
+}
+
+impl Drop for RunLock {
+    fn drop(&mut self) {
+        // A clean end leaves an empty lock file: only a killed holder's name stays behind.
+        let _ = self.file.set_len(0);
+    }
 }
 
 /// Write `bytes` to `path` atomically: a temp file beside it, synced, then renamed over it.
@@ -168,6 +284,12 @@ pub struct Machine {
 }
 
 impl Machine {
+    /// This machine's host name.
+    pub fn hostname() -> String {
+        let read = |p: &str| std::fs::read_to_string(p).ok().map(|s| s.trim().to_string());
+        read("/proc/sys/kernel/hostname").or_else(|| read("/etc/hostname")).unwrap_or_else(|| "unknown".into())
+    }
+
     /// Describe this machine; anything unreadable is "unknown".
     pub fn current() -> Self {
         let read = |p: &str| std::fs::read_to_string(p).ok().map(|s| s.trim().to_string());
@@ -175,7 +297,7 @@ impl Machine {
             .and_then(|s| s.lines().find_map(|l| l.strip_prefix("model name").map(|r| r.trim_start_matches([' ', '\t', ':']).trim().to_string())))
             .unwrap_or_else(|| "unknown".into());
         Self {
-            hostname: read("/proc/sys/kernel/hostname").or_else(|| read("/etc/hostname")).unwrap_or_else(|| "unknown".into()),
+            hostname: Self::hostname(),
             cpu_model,
             cores: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
             os: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
@@ -263,11 +385,29 @@ mod tests {
     #[test]
     fn run_dirs_are_unique_and_complete() {
         let tmp = tempfile::tempdir().unwrap();
-        let a = create(tmp.path(), "sac-x", 3).unwrap();
-        let b = create(tmp.path(), "sac-x", 3).unwrap();
+        let fill = |d: &Path| Ok(std::fs::write(d.join(CONFIG), b"x")?);
+        let (a, _la) = create(tmp.path(), "sac-x", 3, fill).unwrap();
+        let (b, _lb) = create(tmp.path(), "sac-x", 3, fill).unwrap();
         assert_ne!(a, b);
-        assert!(a.join(CHECKPOINTS).is_dir() && b.join(CHECKPOINTS).is_dir());
+        assert!(a.join(CHECKPOINTS).is_dir() && b.join(CHECKPOINTS).is_dir() && a.join(CONFIG).is_file());
         assert!(a.file_name().unwrap().to_string_lossy().starts_with("sac-x-3-"));
+        // A failed fill leaves nothing behind.
+        assert!(create(tmp.path(), "sac-y", 3, |_| anyhow::bail!("bad dataset")).is_err());
+        let names: Vec<String> = std::fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().to_string()).collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+    }
+
+    #[test]
+    fn a_held_lock_is_refused_and_a_dead_holders_lock_taken_over() {
+        let tmp = tempfile::tempdir().unwrap();
+        let held = RunLock::acquire(tmp.path()).unwrap();
+        let err = RunLock::acquire(tmp.path()).unwrap_err().to_string();
+        assert!(err.contains("is in use by pid") && err.contains(&std::process::id().to_string()), "{err}");
+        drop(held);
+        assert_eq!(std::fs::read_to_string(tmp.path().join(LOCK)).unwrap(), "", "a clean end clears the lock file");
+        // A holder killed without cleaning up leaves its name; the lock itself is free.
+        std::fs::write(tmp.path().join(LOCK), "pid 999999 on elsewhere since 2026-01-01T00:00:00Z").unwrap();
+        let _taken = RunLock::acquire(tmp.path()).unwrap();
     }
 
     #[test]

@@ -1,6 +1,7 @@
-//! One run, read top to bottom: build the env, data and agent; restore or start the state; loop
-//! over the phases (act, learn, log, evaluate, checkpoint); finish with a last evaluation, a
-//! final checkpoint and `summary.json`.
+//! One run, read top to bottom: [`prepare`] builds the envs, data and agent and restores or
+//! starts the state (everything that can fail on bad input, before the run directory exists);
+//! [`Prepared::run`] loops over the phases (act, learn, log, evaluate, checkpoint) and finishes
+//! with a last evaluation, a final checkpoint and `summary.json`.
 //!
 //! Exact resume: everything random goes through the runner RNG (batch draws, random actions),
 //! the agent's own RNG (inside its checkpoint) or per-episode env seeds derived from the run
@@ -15,8 +16,9 @@ use super::data::{self, OfflineData, Recorder, Tee};
 use super::eval::{self, EvalResult};
 use super::learner::{self, ReplaySink, RewardTransform, Source};
 use super::phases::{self, PhaseKind};
-use super::progress::Progress;
-use super::rundir::{self, Manifest, DATASET, MANIFEST, METRICS, SUMMARY};
+use super::progress::{Progress, ProgressOptions};
+use super::rundir::{self, DatasetInfo, Manifest, DATASET, MANIFEST, METRICS, SUMMARY};
+use super::{fault, interrupt};
 use crate::logging::{JsonlSink, Logger, MetricSink};
 use anyhow::{bail, Context, Result};
 use o2o_agents::{Agent, Metrics, Phase};
@@ -71,6 +73,9 @@ pub struct Summary {
     pub phase_evals: Vec<PhaseEval>,
     /// The final checkpoint, relative to the run directory.
     pub checkpoint: String,
+    /// What the budget made useless (e.g. a fine-tuning phase with no updates).
+    #[serde(default)]
+    pub warnings: Vec<String>,
 }
 
 /// A function that makes a fresh env of the run: called once for the env the agent acts in and
@@ -136,42 +141,52 @@ pub fn build_agent(config: &RunConfig, obs_dim: usize, act_dim: usize, device: D
         .with_context(|| format!("building the {} agent from [agent] in the config", config.algo))
 }
 
-/// Run (or continue) the run in `dir` to its end.
-/// `manifest` is written (with the dataset's details filled in) for a new run; a resumed run
-/// passes `None` and keeps its manifest.
-pub fn execute(
-    dir: &Path,
-    config: &RunConfig,
-    device: Device,
-    start: Start,
-    extra_sinks: Vec<Box<dyn MetricSink>>,
-    manifest: Option<Manifest>,
-) -> Result<Summary> {
-    execute_with(dir, config, device, start, extra_sinks, manifest, Hooks::default())
+/// A checkpoint that could not be loaded (truncated, missing a file, not this agent's): the
+/// context of the error [`prepare`] returns, so a caller can fall back to an older checkpoint.
+#[derive(Debug, Clone)]
+pub struct DamagedCheckpoint {
+    /// The checkpoint folder.
+    pub path: PathBuf,
 }
 
-/// [`execute`] with [`Hooks`].
-pub fn execute_with(
-    dir: &Path,
-    config: &RunConfig,
+impl std::fmt::Display for DamagedCheckpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "checkpoint {} cannot be loaded", self.path.display())
+    }
+}
+
+/// Everything a run needs, made and checked before its run directory is created (a new run) or
+/// touched (a resumed one): the envs, the offline data, the agent with its starting state, the
+/// replay buffer and the runner's counters. A bad env id, dataset, parent checkpoint or agent
+/// config fails here, leaving nothing behind.
+pub struct Prepared<'a> {
+    config: RunConfig,
     device: Device,
     start: Start,
-    extra_sinks: Vec<Box<dyn MetricSink>>,
-    manifest: Option<Manifest>,
-    mut hooks: Hooks,
-) -> Result<Summary> {
-    let t0 = Instant::now();
+    eval_env: Box<dyn Env>,
+    /// The eval env is the registry's (so a Rerun sink may record it in 3D).
+    registry_env: bool,
+    actor: Option<Actor>,
+    offline: Option<OfflineData>,
+    reward: RewardTransform,
+    agent: Box<dyn Agent>,
+    replay: Option<ReplayBuffer>,
+    recorder: Option<Recorder>,
+    state: RunnerState,
+    on_eval: Option<&'a mut OnEval<'a>>,
+    on_checkpoint: Option<&'a mut OnCheckpoint<'a>>,
+    warnings: Vec<String>,
+}
+
+/// Make and check everything the run `config` needs (see [`Prepared`]).
+pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: Hooks<'a>) -> Result<Prepared<'a>> {
     let plan = phases::plan(&config.train);
-    let total = phases::total_steps(&plan);
     let needs_env = plan.iter().any(|p| p.kind.steps_env());
 
     // Envs: one to act in, one to evaluate on (never the same, so evaluation cannot disturb
     // the training episode).
-    // (issue 8) With a Rerun sink, the evaluation env also records episode 0 of each evaluation in 3D.
-    let mut eval_env = match &hooks.env {
-        Some(_) => hooks.make_env(&config.env)?,
-        None => crate::logging::eval_env(&config.env, &extra_sinks).with_context(|| format!("making the evaluation env {}{}", config.env, custom_env_hint(&config.env)))?,
-    };
+    let registry_env = hooks.env.is_none();
+    let eval_env = hooks.make_env(&config.env).context("making the evaluation env")?;
     let obs_dim = eval_env.observation_space().dim();
     let act_dim = eval_env.action_space().dim();
 
@@ -200,14 +215,6 @@ pub fn execute_with(
         },
     };
     let reward = offline.as_ref().map_or(RewardTransform::IDENTITY, |o| o.reward);
-    match manifest {
-        Some(mut m) => {
-            m.dataset = offline.as_ref().map(|o| o.info.clone());
-            rundir::write_json(&dir.join(MANIFEST), &m)?;
-        }
-        // A resumed run must see the data it started with, or it would not continue exactly.
-        None => check_same_dataset(dir, offline.as_ref())?,
-    }
 
     // Agent, replay buffer, runner state.
     let mut agent = build_agent(config, obs_dim, act_dim, device)?;
@@ -217,42 +224,38 @@ pub fn execute_with(
     } else {
         None
     };
-    let metrics_path = dir.join(METRICS);
-    let mut state = match &start {
-        Start::Fresh | Start::FromParent { .. } => {
-            if let Start::FromParent { checkpoint } = &start {
-                let p = checkpoint.join(checkpoint::AGENT);
-                agent.load(&p).with_context(|| format!("loading the parent agent from {}", p.display()))?;
-            }
-            let rng = ChaCha8Rng::seed_from_u64(derive_seed(config.seed, stream::RUNNER_RNG, 0));
-            checkpoint::initial_state(&rng)
+    let state = match &start {
+        Start::Fresh => initial_state(config),
+        Start::FromParent { checkpoint } => {
+            let p = checkpoint.join(checkpoint::AGENT);
+            agent.load(&p).with_context(|| format!("loading the parent agent from {}", p.display()))?;
+            initial_state(config)
         }
         Start::Resume { checkpoint } => {
-            let state = checkpoint::read_state(checkpoint)?;
+            let damaged = || DamagedCheckpoint { path: checkpoint.clone() };
+            let state = checkpoint::read_state(checkpoint).context(damaged())?;
             let p = checkpoint.join(checkpoint::AGENT);
-            agent.load(&p).with_context(|| format!("loading the agent from {}", p.display()))?;
+            agent.load(&p).with_context(|| format!("loading the agent from {}", p.display())).context(damaged())?;
             if let Some(r) = replay.as_mut() {
                 let p = checkpoint.join(checkpoint::REPLAY);
-                if p.exists() {
-                    *r = ReplayBuffer::load(&p).with_context(|| format!("loading the replay buffer from {}", p.display()))?;
+                if state.env_step > 0 || p.exists() {
+                    *r = ReplayBuffer::load(&p).with_context(|| format!("loading the replay buffer from {}", p.display())).context(damaged())?;
                 }
             }
-            truncate_metrics(&metrics_path, state.metrics_len)?;
             state
         }
     };
     // The run's own experience as a D4RL dataset, when asked for (continued on resume).
-    let mut recorder = if config.train.record_dataset && needs_env {
+    let recorder = if config.train.record_dataset && needs_env {
         let scale = ActionScale::new(eval_env.action_space(), &config.env)?;
         Some(match &start {
-            Start::Resume { checkpoint } => Recorder::resume(&checkpoint.join(checkpoint::DATASET), scale)?,
+            Start::Resume { checkpoint } => Recorder::resume(&checkpoint.join(checkpoint::DATASET), scale).context(DamagedCheckpoint { path: checkpoint.clone() })?,
             _ => Recorder::new(obs_dim, scale),
         })
     } else {
         None
     };
-    let mut rng = state.rng()?;
-    let mut actor = if needs_env {
+    let actor = if needs_env {
         let env = match hooks.actor_env.take() {
             Some(env) => env,
             None => hooks.make_env(&config.env)?,
@@ -261,155 +264,266 @@ pub fn execute_with(
     } else {
         None
     };
+    let warnings = budget_warnings(config);
+    Ok(Prepared {
+        config: config.clone(),
+        device,
+        start,
+        eval_env,
+        registry_env,
+        actor,
+        offline,
+        reward,
+        agent,
+        replay,
+        recorder,
+        state,
+        on_eval: hooks.on_eval,
+        on_checkpoint: hooks.on_checkpoint,
+        warnings,
+    })
+}
 
-    let mut sinks: Vec<Box<dyn MetricSink>> = vec![Box::new(JsonlSink::append(&metrics_path)?)];
-    sinks.extend(extra_sinks);
-    let mut logger = Logger::new(sinks);
-    let progress = Progress::new(total, state.step);
-    let mut last_episode_return = None;
+/// The runner's state at step 0.
+fn initial_state(config: &RunConfig) -> RunnerState {
+    checkpoint::initial_state(&ChaCha8Rng::seed_from_u64(derive_seed(config.seed, stream::RUNNER_RNG, 0)))
+}
 
-    // The offline→online switch: the first env step after offline training (step 0 for a run
-    // that starts from an offline parent or learns online from scratch).
-    let switch_step = plan.iter().position(|p| p.kind.steps_env()).map(|i| phases::total_steps(&plan[..i]));
-    let wall = |t0: Instant| t0.elapsed().as_secs_f64();
-    if config.eval.at_start && state.step == 0 {
-        let r = evaluate(&mut *eval_env, &mut *agent, device, config, &mut state, &mut logger, &mut hooks)?;
-        state.phase_evals.push(PhaseEval { phase: "start".into(), eval: r, env_step: state.env_step, wall_s: wall(t0) });
-        diagnose(&mut *agent, offline.as_ref(), replay.as_ref(), config, &state, &mut logger, device)?;
+/// What a budget makes silently useless: an online phase whose batch never fills makes no
+/// update at all (e.g. WSRL's 1024-row online batch with fewer env steps than that).
+pub fn budget_warnings(config: &RunConfig) -> Vec<String> {
+    let t = &config.train;
+    let mut w = Vec::new();
+    if t.online_steps > 0 {
+        let collected = t.random_steps + t.warmup_steps + t.online_steps;
+        let need = (t.online_batch() as u64).min(t.replay_capacity as u64);
+        if collected < need {
+            w.push(format!(
+                "fine-tuning makes no updates: an online batch needs {need} transitions in the replay buffer, and the run collects only {collected} (random {}, warm-up {}, online {}); lower train.online_batch_size / train.batch_size or raise train.online_steps",
+                t.random_steps, t.warmup_steps, t.online_steps
+            ));
+        }
+    }
+    w
+}
+
+impl Prepared<'_> {
+    /// The offline data's details, as the manifest records them.
+    pub fn dataset_info(&self) -> Option<&DatasetInfo> {
+        self.offline.as_ref().map(|o| &o.info)
     }
 
-    // The loop: one iteration is one gradient step (offline) or one env step (online).
-    let mut pending_checkpoint = false;
-    let mut last_log = (Instant::now(), state.step);
-    let mut agent_phase = None;
-    while state.step < total {
-        let phase = phases::phase_at(&plan, state.step).expect("step < total");
-        // The agent applies its phase-paired settings (Cal-QL's online calibration switch).
-        let now = if phase.kind == PhaseKind::Offline { Phase::Offline } else { Phase::Online };
-        if agent_phase != Some(now) {
-            agent.set_phase(now);
-            agent_phase = Some(now);
-        }
-        if Some(state.step) == switch_step {
-            agent.begin_online();
-        }
-        let mut metrics: Option<Metrics> = None;
-        match phase.kind {
-            PhaseKind::Offline => {
-                let data = offline.as_ref().context("an offline phase needs [dataset]")?;
-                metrics = Some(learner::learn(&mut *agent, &Source::Offline(&data.buffer), config.train.batch_size, 1, &mut rng, device)?);
-                state.grad_step += 1;
-            }
-            PhaseKind::Random | PhaseKind::Warmup | PhaseKind::Online => {
-                let (actor, replay) = (actor.as_mut().expect("env phases have an actor"), replay.as_mut().expect("and a replay buffer"));
-                let mut replay_sink = ReplaySink { replay, reward };
-                let mut sink: &mut dyn TransitionSink = &mut replay_sink;
-                let mut tee;
-                if let Some(rec) = recorder.as_mut() {
-                    tee = Tee { first: sink, second: rec };
-                    sink = &mut tee;
-                }
-                let ended = if phase.kind == PhaseKind::Random {
-                    let dim = actor.act_dim();
-                    actor.step(&mut UniformPolicy { rng: &mut rng, dim }, sink)?
-                } else {
-                    actor.step(&mut AgentPolicy { agent: &mut *agent, device, deterministic: false } as &mut dyn Policy, sink)?
-                };
-                let replay = replay_sink.replay;
-                state.env_step += 1;
-                state.episode = actor.episode();
-                if let Some(ep) = ended {
-                    let mut values = vec![("train/episode_return", ep.ret), ("train/episode_length", ep.length as f64)];
-                    if let Some(s) = ep.success {
-                        values.push(("train/episode_success", if s { 1.0 } else { 0.0 }));
-                    }
-                    logger.log(state.grad_step, state.env_step, &values)?;
-                    last_episode_return = Some(ep.ret);
-                }
-                let batch_size = config.train.online_batch();
-                if phase.kind == PhaseKind::Online && replay.len() >= batch_size.min(replay.capacity()) {
-                    let source = match offline.as_ref() {
-                        Some(o) if config.train.offline_ratio > 0.0 => {
-                            Source::Mixed { offline: &o.buffer, online: replay, sampler: MixedSampler::new(config.train.offline_ratio)? }
-                        }
-                        _ => Source::Online(replay),
-                    };
-                    let n = config.train.updates_per_step;
-                    metrics = Some(learner::learn(&mut *agent, &source, batch_size, n, &mut rng, device)?);
-                    state.grad_step += n as u64;
-                }
-            }
-        }
-        state.step += 1;
-        progress.set(state.step, phase.kind.name());
+    /// Budget warnings (see [`budget_warnings`]); they also go into `summary.json`.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
 
-        if state.step % config.train.log_every == 0 {
-            let secs = last_log.0.elapsed().as_secs_f64().max(1e-9);
-            let mut values: Vec<(&str, f64)> = vec![("perf/steps_per_s", (state.step - last_log.1) as f64 / secs)];
-            // Only metrics of an update made at this very step, so the log depends on nothing
-            // but the step (and a resumed run logs exactly the same).
-            let named: Vec<(String, f64)> = metrics.iter().flatten().map(|(k, v)| (namespaced(k), *v)).collect();
-            values.extend(named.iter().map(|(k, v)| (k.as_str(), *v)));
-            logger.log(state.grad_step, state.env_step, &values)?;
-            last_log = (Instant::now(), state.step);
-            progress.show(last_episode_return, state.last_eval.as_ref());
+    /// The runner's counters the run starts from.
+    pub fn state(&self) -> &RunnerState {
+        &self.state
+    }
+
+    /// Run (or continue) the run in `dir` to its end, logging to `metrics.jsonl` and
+    /// `extra_sinks`. Stops early with [`Interrupted`] (a checkpoint written) when a stop was
+    /// requested ([`super::interrupt`]).
+    pub fn run(self, dir: &Path, extra_sinks: Vec<Box<dyn MetricSink>>, progress: ProgressOptions) -> Result<Summary> {
+        let Prepared { config, device, start, mut eval_env, registry_env, mut actor, offline, reward, mut agent, mut replay, mut recorder, mut state, mut on_eval, mut on_checkpoint, warnings } = self;
+        let config = &config;
+        let t0 = Instant::now();
+        let plan = phases::plan(&config.train);
+        let total = phases::total_steps(&plan);
+        let metrics_path = dir.join(METRICS);
+        if matches!(start, Start::Resume { .. }) {
+            truncate_metrics(&metrics_path, state.metrics_len)?;
         }
-        let phase_ended = phases::phase_at(&plan, state.step).map(|p| p.kind) != Some(phase.kind);
-        let periodic = config.eval.every > 0 && state.step % config.eval.every == 0;
-        if periodic || (phase_ended && config.eval.at_phase_end) {
+        // With a Rerun sink, the evaluation env also records episode 0 of each evaluation in 3D.
+        if registry_env && extra_sinks.iter().any(|s| s.episode_logger().is_some()) {
+            eval_env = crate::logging::eval_env(&config.env, &extra_sinks).with_context(|| format!("making the evaluation env {}", config.env))?;
+        }
+        let mut rng = state.rng()?;
+        let mut sinks: Vec<Box<dyn MetricSink>> = vec![Box::new(JsonlSink::append(&metrics_path)?)];
+        sinks.extend(extra_sinks);
+        let mut logger = Logger::new(sinks);
+        let progress = Progress::new(total, state.step, progress);
+        let mut last_episode_return = None;
+        let mut hooks = EvalHooks { on_eval: on_eval.take() };
+
+        // The offline→online switch: the first env step after offline training (step 0 for a run
+        // that starts from an offline parent or learns online from scratch).
+        let switch_step = plan.iter().position(|p| p.kind.steps_env()).map(|i| phases::total_steps(&plan[..i]));
+        let wall = |t0: Instant| t0.elapsed().as_secs_f64();
+        if config.eval.at_start && state.step == 0 {
             let r = evaluate(&mut *eval_env, &mut *agent, device, config, &mut state, &mut logger, &mut hooks)?;
-            if phase_ended {
-                state.phase_evals.push(PhaseEval { phase: phase.kind.name().into(), eval: r, env_step: state.env_step, wall_s: wall(t0) });
-            }
-            progress.show(last_episode_return, state.last_eval.as_ref());
-        }
-        let d = &config.diagnostics;
-        let near_switch = switch_step.is_some_and(|s| state.step.abs_diff(s) <= d.window);
-        if d.every > 0 && (state.step % d.every == 0 || (near_switch && state.step % d.dense_every == 0) || periodic) {
+            state.phase_evals.push(PhaseEval { phase: "start".into(), eval: r, env_step: state.env_step, wall_s: wall(t0) });
             diagnose(&mut *agent, offline.as_ref(), replay.as_ref(), config, &state, &mut logger, device)?;
         }
-        if config.checkpoint.every > 0 && state.step % config.checkpoint.every == 0 {
-            pending_checkpoint = true;
-        }
-        // Online, wait for the episode to end: the env's mid-episode state is never saved.
-        let at_boundary = actor.as_ref().is_none_or(|a| a.at_episode_boundary()) || phase.kind == PhaseKind::Offline;
-        if pending_checkpoint && at_boundary && state.step < total {
-            let ckpt = save_checkpoint(dir, config, &mut state, &rng, &*agent, replay.as_ref(), recorder.as_ref(), &mut logger)?;
-            if let Some(on_checkpoint) = hooks.on_checkpoint.as_mut() {
-                on_checkpoint(&ckpt, &state)?;
-            }
-            pending_checkpoint = false;
-        }
-    }
 
-    // The end: a last evaluation unless one just ran, the final checkpoint, the summary.
-    if state.last_eval.as_ref().is_none_or(|e| e.step != state.step) {
-        evaluate(&mut *eval_env, &mut *agent, device, config, &mut state, &mut logger, &mut hooks)?;
-        diagnose(&mut *agent, offline.as_ref(), replay.as_ref(), config, &state, &mut logger, device)?;
+        // The loop: one iteration is one gradient step (offline) or one env step (online).
+        let mut pending_checkpoint = false;
+        let mut last_log = (Instant::now(), state.step);
+        let mut agent_phase = None;
+        while state.step < total {
+            let phase = phases::phase_at(&plan, state.step).expect("step < total");
+            // The agent applies its phase-paired settings (Cal-QL's online calibration switch).
+            let now = if phase.kind == PhaseKind::Offline { Phase::Offline } else { Phase::Online };
+            if agent_phase != Some(now) {
+                agent.set_phase(now);
+                agent_phase = Some(now);
+            }
+            if Some(state.step) == switch_step {
+                agent.begin_online();
+            }
+            let mut metrics: Option<Metrics> = None;
+            match phase.kind {
+                PhaseKind::Offline => {
+                    let data = offline.as_ref().context("an offline phase needs [dataset]")?;
+                    metrics = Some(learner::learn(&mut *agent, &Source::Offline(&data.buffer), config.train.batch_size, 1, &mut rng, device)?);
+                    state.grad_step += 1;
+                }
+                PhaseKind::Random | PhaseKind::Warmup | PhaseKind::Online => {
+                    let (actor, replay) = (actor.as_mut().expect("env phases have an actor"), replay.as_mut().expect("and a replay buffer"));
+                    let mut replay_sink = ReplaySink { replay, reward };
+                    let mut sink: &mut dyn TransitionSink = &mut replay_sink;
+                    let mut tee;
+                    if let Some(rec) = recorder.as_mut() {
+                        tee = Tee { first: sink, second: rec };
+                        sink = &mut tee;
+                    }
+                    let ended = if phase.kind == PhaseKind::Random {
+                        let dim = actor.act_dim();
+                        actor.step(&mut UniformPolicy { rng: &mut rng, dim }, sink)?
+                    } else {
+                        actor.step(&mut AgentPolicy { agent: &mut *agent, device, deterministic: false } as &mut dyn Policy, sink)?
+                    };
+                    let replay = replay_sink.replay;
+                    state.env_step += 1;
+                    state.episode = actor.episode();
+                    if let Some(ep) = ended {
+                        let mut values = vec![("train/episode_return", ep.ret), ("train/episode_length", ep.length as f64)];
+                        if let Some(s) = ep.success {
+                            values.push(("train/episode_success", if s { 1.0 } else { 0.0 }));
+                        }
+                        logger.log(state.grad_step, state.env_step, &values)?;
+                        last_episode_return = Some(ep.ret);
+                    }
+                    let batch_size = config.train.online_batch();
+                    if phase.kind == PhaseKind::Online && replay.len() >= batch_size.min(replay.capacity()) {
+                        let source = match offline.as_ref() {
+                            Some(o) if config.train.offline_ratio > 0.0 => {
+                                Source::Mixed { offline: &o.buffer, online: replay, sampler: MixedSampler::new(config.train.offline_ratio)? }
+                            }
+                            _ => Source::Online(replay),
+                        };
+                        let n = config.train.updates_per_step;
+                        metrics = Some(learner::learn(&mut *agent, &source, batch_size, n, &mut rng, device)?);
+                        state.grad_step += n as u64;
+                    }
+                }
+            }
+            state.step += 1;
+            progress.set(state.step, phase.kind.name());
+
+            if state.step % config.train.log_every == 0 {
+                let secs = last_log.0.elapsed().as_secs_f64().max(1e-9);
+                let mut values: Vec<(&str, f64)> = vec![("perf/steps_per_s", (state.step - last_log.1) as f64 / secs)];
+                // Only metrics of an update made at this very step, so the log depends on nothing
+                // but the step (and a resumed run logs exactly the same).
+                let named: Vec<(String, f64)> = metrics.iter().flatten().map(|(k, v)| (namespaced(k), *v)).collect();
+                values.extend(named.iter().map(|(k, v)| (k.as_str(), *v)));
+                logger.log(state.grad_step, state.env_step, &values)?;
+                last_log = (Instant::now(), state.step);
+                progress.show(last_episode_return, state.last_eval.as_ref());
+            }
+            let phase_ended = phases::phase_at(&plan, state.step).map(|p| p.kind) != Some(phase.kind);
+            let periodic = config.eval.every > 0 && state.step % config.eval.every == 0;
+            if periodic || (phase_ended && config.eval.at_phase_end) {
+                let r = evaluate(&mut *eval_env, &mut *agent, device, config, &mut state, &mut logger, &mut hooks)?;
+                if phase_ended {
+                    state.phase_evals.push(PhaseEval { phase: phase.kind.name().into(), eval: r, env_step: state.env_step, wall_s: wall(t0) });
+                }
+                progress.show(last_episode_return, state.last_eval.as_ref());
+            }
+            let d = &config.diagnostics;
+            let near_switch = switch_step.is_some_and(|s| state.step.abs_diff(s) <= d.window);
+            if d.every > 0 && (state.step % d.every == 0 || (near_switch && state.step % d.dense_every == 0) || periodic) {
+                diagnose(&mut *agent, offline.as_ref(), replay.as_ref(), config, &state, &mut logger, device)?;
+            }
+            if config.checkpoint.every > 0 && state.step % config.checkpoint.every == 0 {
+                pending_checkpoint = true;
+            }
+            // Online, wait for the episode to end: the env's mid-episode state is never saved.
+            let at_boundary = actor.as_ref().is_none_or(|a| a.at_episode_boundary()) || phase.kind == PhaseKind::Offline;
+            let stop = interrupt::requested();
+            if (pending_checkpoint || stop) && at_boundary && state.step < total {
+                let ckpt = save_checkpoint(dir, config, &mut state, &rng, &*agent, replay.as_ref(), recorder.as_ref(), &mut logger)?;
+                if let Some(f) = on_checkpoint.as_mut() {
+                    f(&ckpt, &state)?;
+                }
+                pending_checkpoint = false;
+                if stop {
+                    progress.finish();
+                    return Err(interrupt::Interrupted { dir: dir.to_path_buf(), checkpoint: ckpt, step: state.step }.into());
+                }
+            }
+            fault::point("step");
+        }
+
+        // The end: a last evaluation unless one just ran, the final checkpoint, the summary.
+        if state.last_eval.as_ref().is_none_or(|e| e.step != state.step) {
+            evaluate(&mut *eval_env, &mut *agent, device, config, &mut state, &mut logger, &mut hooks)?;
+            diagnose(&mut *agent, offline.as_ref(), replay.as_ref(), config, &state, &mut logger, device)?;
+        }
+        state.finished = true;
+        let ckpt = save_checkpoint(dir, config, &mut state, &rng, &*agent, replay.as_ref(), recorder.as_ref(), &mut logger)?;
+        if let Some(f) = on_checkpoint.as_mut() {
+            f(&ckpt, &state)?;
+        }
+        if let Some(rec) = &recorder {
+            rec.write(&dir.join(DATASET))?;
+        }
+        progress.finish();
+        let summary = Summary {
+            finished: true,
+            steps: state.step,
+            grad_steps: state.grad_step,
+            env_steps: state.env_step,
+            episodes: state.episode,
+            wall_s: t0.elapsed().as_secs_f64(),
+            final_eval: state.last_eval,
+            best_eval: state.best_eval,
+            phase_evals: state.phase_evals.clone(),
+            checkpoint: ckpt.strip_prefix(dir).unwrap_or(&ckpt).display().to_string(),
+            warnings,
+        };
+        fault::point("summary");
+        rundir::write_json(&dir.join(SUMMARY), &summary)?;
+        Ok(summary)
     }
-    state.finished = true;
-    let ckpt = save_checkpoint(dir, config, &mut state, &rng, &*agent, replay.as_ref(), recorder.as_ref(), &mut logger)?;
-    if let Some(on_checkpoint) = hooks.on_checkpoint.as_mut() {
-        on_checkpoint(&ckpt, &state)?;
+}
+
+/// Run (or continue) the run in `dir` to its end: [`prepare`], then [`Prepared::run`].
+/// `manifest` is written (with the dataset's details filled in) for a new run; a resumed run
+/// passes `None` and keeps its manifest.
+pub fn execute_with(
+    dir: &Path,
+    config: &RunConfig,
+    device: Device,
+    start: Start,
+    extra_sinks: Vec<Box<dyn MetricSink>>,
+    manifest: Option<Manifest>,
+    hooks: Hooks,
+) -> Result<Summary> {
+    let prepared = prepare(config, device, start, hooks)?;
+    if let Some(mut m) = manifest {
+        m.dataset = prepared.dataset_info().cloned();
+        rundir::write_json(&dir.join(MANIFEST), &m)?;
     }
-    if let Some(rec) = &recorder {
-        rec.write(&dir.join(DATASET))?;
-    }
-    progress.finish();
-    let summary = Summary {
-        finished: true,
-        steps: state.step,
-        grad_steps: state.grad_step,
-        env_steps: state.env_step,
-        episodes: state.episode,
-        wall_s: t0.elapsed().as_secs_f64(),
-        final_eval: state.last_eval,
-        best_eval: state.best_eval,
-        phase_evals: state.phase_evals.clone(),
-        checkpoint: ckpt.strip_prefix(dir).unwrap_or(&ckpt).display().to_string(),
-    };
-    rundir::write_json(&dir.join(SUMMARY), &summary)?;
-    Ok(summary)
+    prepared.run(dir, extra_sinks, ProgressOptions::default())
+}
+
+/// The evaluation callback, where [`evaluate`] can reach it.
+struct EvalHooks<'a> {
+    on_eval: Option<&'a mut OnEval<'a>>,
 }
 
 /// Evaluate, log under `eval/`, remember the last and best results, and call the hook.
@@ -420,7 +534,7 @@ fn evaluate(
     config: &RunConfig,
     state: &mut RunnerState,
     logger: &mut Logger,
-    hooks: &mut Hooks,
+    hooks: &mut EvalHooks,
 ) -> Result<EvalResult> {
     let r = eval::evaluate(env, agent, device, config.seed, config.eval.episodes, state.step)?;
     logger.log(state.grad_step, state.env_step, &r.values())?;
@@ -491,25 +605,6 @@ fn save_checkpoint(
         }
         Ok(())
     })
-}
-
-/// On resume: the offline data loaded now is the data the run's manifest recorded (same sha256).
-fn check_same_dataset(dir: &Path, offline: Option<&OfflineData>) -> Result<()> {
-    let path = dir.join(MANIFEST);
-    let Some(now) = offline else { return Ok(()) };
-    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
-    let manifest: Manifest = serde_json::from_str(&text).with_context(|| format!("{} is not a run manifest", path.display()))?;
-    match manifest.dataset {
-        Some(then) if then.sha256 != now.info.sha256 => bail!(
-            "the offline data changed since the run started: {} records {} with sha256 {}, found {} with sha256 {}; resume with the same data",
-            path.display(),
-            then.path,
-            then.sha256,
-            now.info.path,
-            now.info.sha256
-        ),
-        _ => Ok(()),
-    }
 }
 
 /// Cut `metrics.jsonl` back to `len` bytes (what it held at the checkpoint being resumed).

@@ -84,6 +84,9 @@ pub fn print(run_dir: &Path, summary: &Summary) -> Result<()> {
     let rows = stages(summary, &evaluations(run_dir)?);
     println!();
     print!("{}", table(&rows));
+    for w in &summary.warnings {
+        println!("warning: {w}");
+    }
     println!("total wall time: {:.0} s", summary.wall_s);
     let rrd = run_dir.join("recording.rrd");
     if rrd.exists() {
@@ -116,6 +119,7 @@ mod tests {
             best_eval: None,
             phase_evals: vec![pe("offline", 100, 0, 200.0), pe("warmup", 150, 50, 200.0), pe("online", 300, 200, 500.0)],
             checkpoint: String::new(),
+            warnings: Vec::new(),
         };
         let evals = vec![(0, 200.0, None), (50, 200.0, None), (100, 120.0, Some(12.0)), (150, 300.0, None), (200, 500.0, None)];
         let rows = stages(&summary, &evals);

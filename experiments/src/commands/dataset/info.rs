@@ -12,6 +12,7 @@ use o2o_datasets::imaginebench::ImagineBenchDataset;
 use o2o_datasets::minari::MinariDataset;
 use o2o_datasets::registry::{self, RegistryEntry};
 use o2o_datasets::scores;
+use o2o_envs::Env;
 
 /// Arguments of `o2o dataset info`.
 #[derive(Args, Debug)]
@@ -96,6 +97,9 @@ pub fn run(args: InfoArgs) -> Result<()> {
         println!("registry: {} (env {}, obs {}, act {}, time limit {}, score family {})", e.id, e.env_id, e.obs_dim, e.act_dim, e.max_episode_steps, e.family);
         if let Err(err) = d4rl.check_env(&e.env_id, e.obs_dim, e.act_dim) {
             warnings.push(format!("does not fit the env: {err}"));
+        } else if let Ok(env) = o2o_envs::make(&e.env_id) {
+            let space = env.action_space();
+            warnings.extend(d4rl.action_range_warnings(&space.low, &space.high));
         }
     }
     let max_steps = entry.as_ref().map(|e| e.max_episode_steps).filter(|_| d4rl.timeouts.is_none());

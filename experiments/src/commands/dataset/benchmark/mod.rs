@@ -385,7 +385,7 @@ fn rollout(env_id: &str, policy: &mut dyn Policy, rows: usize, seed: u64, label:
     let scale = ActionScale::new(env.action_space(), env_id)?;
     let mut actor = Actor::new(env, seed, 0)?;
     let mut recorder = Recorder::new(obs_dim, scale);
-    let progress = Progress::new(rows as u64, 0);
+    let progress = Progress::new(rows as u64, 0, Default::default());
     for i in 0..rows {
         actor.step(policy, &mut recorder)?;
         if i % 1000 == 0 {

@@ -1,0 +1,54 @@
+//! Stopping a run cleanly: SIGINT (Ctrl-C) and SIGTERM (a scheduler, a supervisor) ask the
+//! runner to stop; it writes a checkpoint at the next safe point (any offline step, the next
+//! episode end online) and returns [`Interrupted`], and the CLI prints the `o2o resume` command.
+//! A second signal before that ends the process at once.
+//!
+//! Only the CLI installs the handlers ([`install`]); a program using the library can install
+//! them too, or call [`request`] from another thread (a GUI's stop button, a robot's e-stop
+//! supervisor) to get the same clean stop.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static REQUESTED: AtomicBool = AtomicBool::new(false);
+
+/// A run stopped on request, with a checkpoint to continue from.
+#[derive(Debug, thiserror::Error)]
+#[error("stopped on request at step {step}; checkpoint {}", checkpoint.display())]
+pub struct Interrupted {
+    /// The run directory.
+    pub dir: PathBuf,
+    /// The checkpoint written when it stopped.
+    pub checkpoint: PathBuf,
+    /// The loop step it stopped at.
+    pub step: u64,
+}
+
+extern "C" fn on_signal(_: libc::c_int) {
+    if REQUESTED.swap(true, Ordering::SeqCst) {
+        // The second signal: the user wants out now (async-signal-safe exit).
+        unsafe { libc::_exit(130) };
+    }
+    // Only async-signal-safe calls here: a fixed message with write(2).
+    let msg = b"\no2o: stopping at the next safe point (writing a checkpoint); signal again to quit at once\n";
+    unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
+}
+
+/// Route SIGINT and SIGTERM to [`request`].
+pub fn install() {
+    let handler = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    unsafe {
+        libc::signal(libc::SIGINT, handler);
+        libc::signal(libc::SIGTERM, handler);
+    }
+}
+
+/// Ask the running loop to stop at its next safe point.
+pub fn request() {
+    REQUESTED.store(true, Ordering::SeqCst);
+}
+
+/// Whether a stop was asked for.
+pub fn requested() -> bool {
+    REQUESTED.load(Ordering::SeqCst)
+}
