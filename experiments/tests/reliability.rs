@@ -114,7 +114,7 @@ fn fifty_kills_at_random_moments_end_in_the_uninterrupted_metrics() {
     while kills < 50 {
         // A new run, killed at once after its directory appeared (or mid-step), then resumed
         // under random faults until it finishes.
-        let start_fault = if rng.uniform_vec(1)[0] < 0.5 { "created:1".to_string() } else { format!("step:{}", 1 + (rng.uniform_vec(1)[0] * 40.0) as u64) };
+        let start_fault = if rng.uniform() < 0.5 { "created:1".to_string() } else { format!("step:{}", 1 + (rng.uniform() * 40.0) as u64) };
         let before = run_dirs(&runs);
         let o = o2o(&["train"]).args(SAC).arg("--runs-dir").arg(&runs).env("O2O_FAULT", &start_fault).output().unwrap();
         assert!(killed_by_sigkill(&o), "train with O2O_FAULT={start_fault} was not killed: {}", text(&o));
@@ -123,7 +123,7 @@ fn fifty_kills_at_random_moments_end_in_the_uninterrupted_metrics() {
         let dir = run_dirs(&runs).into_iter().find(|d| !before.contains(d)).expect("the killed run's directory exists");
         assert!(dir.join("config.toml").is_file() && dir.join("manifest.json").is_file(), "{} lacks its config or manifest", dir.display());
         loop {
-            let u = rng.uniform_vec(2);
+            let u = [rng.uniform(), rng.uniform()];
             let (point, n) = match u[0] {
                 x if x < 0.55 => ("step", 1 + (u[1] * 60.0) as u64),
                 x if x < 0.75 => ("checkpoint", 1 + (u[1] * 3.0) as u64),
@@ -285,7 +285,7 @@ fn relative_dataset_paths_and_plain_progress() {
 fn sigint_checkpoints_and_says_how_to_resume() {
     let want = metrics(&reference("sigint-ref-"));
     let runs = scratch("sigint-");
-    let mut child = o2o(&["train"]).args(SAC).arg("--runs-dir").arg(&runs).spawn().unwrap();
+    let child = o2o(&["train"]).args(SAC).arg("--runs-dir").arg(&runs).spawn().unwrap();
     // Wait until the run is under way (its directory holds a metrics file).
     let t0 = Instant::now();
     while run_dirs(&runs).first().is_none_or(|d| !d.join("metrics.jsonl").exists()) && t0.elapsed() < Duration::from_secs(30) {
@@ -315,7 +315,8 @@ fn sigint_checkpoints_and_says_how_to_resume() {
 #[test]
 fn shrunk_budgets_headless_spawn_and_finetune_steps() {
     let runs = scratch("budget-");
-    let o = o2o(&["run"]).args(SAC).args(["--set", "train.online_batch_size=4096", "--rerun", "spawn", "--runs-dir"]).arg(&runs).env_remove("DISPLAY").env_remove("WAYLAND_DISPLAY").output().unwrap();
+    let sac: Vec<&str> = SAC.iter().copied().filter(|a| *a != "--rerun=off").collect();
+    let o = o2o(&["run"]).args(&sac).args(["--set", "train.online_batch_size=4096", "--rerun", "spawn", "--runs-dir"]).arg(&runs).env_remove("DISPLAY").env_remove("WAYLAND_DISPLAY").output().unwrap();
     assert!(o.status.success(), "{}", text(&o));
     let out = text(&o);
     assert!(out.matches("fine-tuning makes no updates").count() >= 2, "the warning goes to stderr and under the stage table: {out}");
@@ -389,6 +390,9 @@ fn json_print_config_eval_and_seed_sweeps() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("seed 0:") && out.contains("seed 1:"), "{out}");
     assert_eq!(run_dirs(&sweep).len(), 2);
+    // The default metric is empty for an env without a D4RL score: report says what to use.
+    let o = o2o(&["report"]).arg(&sweep).arg("--out").arg(scratch("sweep-report-default-")).output().unwrap();
+    assert!(!o.status.success() && text(&o).contains("use --metric eval/return"), "{}", text(&o));
     let rep = scratch("sweep-report-");
     let o = o2o(&["report"]).arg(&sweep).arg("--out").arg(&rep).args(["--metric", "eval/return", "--reps", "100"]).output().unwrap();
     assert!(o.status.success(), "{}", text(&o));
@@ -405,7 +409,8 @@ fn dataset_warnings_write_failures_and_minari_view() {
     let work = scratch("data-");
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/inverted-pendulum-sac-replay.hdf5");
     let mut ds = D4rlDataset::read(&src).unwrap();
-    for a in ds.actions.iter_mut().take(ds.len() / 2) {
+    let half = ds.len() / 2;
+    for a in ds.actions.iter_mut().take(half) {
         *a *= 50.0;
     }
     let wide = work.join("wide.hdf5");

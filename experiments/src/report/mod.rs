@@ -347,6 +347,36 @@ mod tests {
         assert!(d.path().join("curves-1.png").exists());
     }
 
+    /// Runs that differ in algorithm, env, dataset bytes or budget land in different groups;
+    /// seeds of one experiment (and a fine-tune's parent pointer) do not split a group.
+    #[test]
+    fn runs_group_by_algorithm_env_dataset_and_budget() {
+        let d = tempfile::tempdir().unwrap();
+        let make = |name: &str, algo: &str, env: &str, sha: &str, online: u64, seed: u64| {
+            let dir = d.path().join(name);
+            std::fs::create_dir(&dir).unwrap();
+            let config = format!("preset = \"p\"\nalgo = \"{algo}\"\nenv = \"{env}\"\nseed = {seed}\n[dataset]\npath = \"/data/{sha}.hdf5\"\n[train]\noffline_steps = 100\nonline_steps = {online}\n");
+            std::fs::write(dir.join("config.toml"), config).unwrap();
+            std::fs::write(dir.join("manifest.json"), format!(r#"{{"seeds": {{"run": {seed}}}, "dataset": {{"sha256": "{sha}"}}}}"#)).unwrap();
+            std::fs::write(dir.join("metrics.jsonl"), "{\"grad_step\":100,\"env_step\":0,\"eval/return\":1.0}\n").unwrap();
+            std::fs::write(dir.join("summary.json"), r#"{"finished": true}"#).unwrap();
+            load_run(&dir, "eval/return", "grad_step").unwrap()
+        };
+        let runs = vec![
+            make("a0", "iql", "hopper-v2", "aaaaaaaa11", 0, 0),
+            make("a1", "iql", "hopper-v2", "aaaaaaaa11", 0, 1),
+            make("algo", "cql", "hopper-v2", "aaaaaaaa11", 0, 0),
+            make("env", "iql", "walker2d-v2", "aaaaaaaa11", 0, 0),
+            make("data", "iql", "hopper-v2", "bbbbbbbb22", 0, 0),
+            make("budget", "iql", "hopper-v2", "aaaaaaaa11", 5000, 0),
+        ];
+        let g = groups(&runs, "eval/return");
+        assert_eq!(g.len(), 5, "{:?}", g.iter().map(|g| g.name).collect::<Vec<_>>());
+        let together = g.iter().find(|g| g.counted.len() == 2).expect("the two seeds share a group");
+        assert_eq!(together.name, "iql · hopper-v2 · aaaaaaaa11.hdf5 (aaaaaaaa) · offline 100 · random 0 · warm-up 0 · online 0");
+        assert!(together.notes.is_empty(), "the dataset path and seed are not differences: {:?}", together.notes);
+    }
+
     #[test]
     fn unfinished_runs_and_repeated_seeds_are_left_out_and_named() {
         let d = tempfile::tempdir().unwrap();

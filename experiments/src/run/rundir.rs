@@ -134,7 +134,16 @@ impl RunLock {
         if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
             let err = std::io::Error::last_os_error();
             if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
-                let who = if holder.is_empty() { "another o2o process".to_string() } else { holder };
+                // The holder writes its name right after taking the lock: read it again.
+                let mut who = String::new();
+                for _ in 0..50 {
+                    who = std::fs::read_to_string(&path).unwrap_or_default().trim().to_string();
+                    if !who.is_empty() {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                let who = if who.is_empty() { "another o2o process".to_string() } else { who };
                 bail!("{} is in use by {who}; wait for it to end (or stop it) before running it again", dir.display());
             }
             return Err(err).with_context(|| format!("cannot lock {}", path.display()));
