@@ -23,7 +23,7 @@ pub struct ExportArgs {
     /// The format.
     #[arg(long = "to", value_enum, default_value = "torchscript")]
     pub to: ExportFormat,
-    /// The file to write (default: <run-dir>/export/policy.pt); a JSON description is written
+    /// The file to write (default: `<run-dir>/export/policy.pt`); a JSON description is written
     /// beside it with the extension .json.
     #[arg(long)]
     pub out: Option<PathBuf>,

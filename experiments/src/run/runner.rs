@@ -324,7 +324,7 @@ impl Prepared<'_> {
     }
 
     /// Run (or continue) the run in `dir` to its end, logging to `metrics.jsonl` and
-    /// `extra_sinks`. Stops early with [`Interrupted`] (a checkpoint written) when a stop was
+    /// `extra_sinks`. Stops early with [`Interrupted`](super::interrupt::Interrupted) (a checkpoint written) when a stop was
     /// requested ([`super::interrupt`]).
     pub fn run(self, dir: &Path, extra_sinks: Vec<Box<dyn MetricSink>>, progress: ProgressOptions) -> Result<Summary> {
         let Prepared { config, device, start, mut eval_env, registry_env, mut actor, offline, reward, mut agent, mut replay, mut recorder, mut state, mut on_eval, mut on_checkpoint, warnings } = self;
