@@ -340,7 +340,7 @@ impl<'a> Run<'a> {
         eprintln!("run directory: {}", dir.display());
         rundir::write_config(&dir, config)?;
         let manifest = new_manifest(config, self.device, parent);
-        let mut sinks = crate::logging::sinks_for_run(&dir, &self.rerun)?;
+        let mut sinks = crate::logging::sinks_for_run(&dir, &self.rerun, config)?;
         sinks.append(&mut self.sinks);
         let (mut on_eval, mut on_checkpoint) = (self.on_eval.take(), self.on_checkpoint.take());
         let device = self.device;
@@ -379,7 +379,7 @@ impl<'a> Run<'a> {
         let mut manifest: Manifest = serde_json::from_str(&text).with_context(|| format!("{} is not a run manifest", manifest_path.display()))?;
         manifest.resumes.push(ResumeInfo { at_utc: rundir::utc_timestamp(), checkpoint: from, device: format!("{:?}", self.device) });
         rundir::write_json(&manifest_path, &manifest)?;
-        let mut sinks = crate::logging::sinks_for_run(dir, &self.rerun)?;
+        let mut sinks = crate::logging::sinks_for_run(dir, &self.rerun, config)?;
         sinks.append(&mut self.sinks);
         let (mut on_eval, mut on_checkpoint) = (self.on_eval.take(), self.on_checkpoint.take());
         let device = self.device;
