@@ -1,48 +1,560 @@
-//! The viewer layouts (Rerun blueprints) sent with o2o recordings, so a recording opens on the
-//! moving body and the curves that matter instead of one panel per metric key.
+//! The viewer layouts (Rerun blueprints) sent with o2o recordings, chosen by the kind of run, so
+//! a recording opens on the run's story instead of one panel per metric key.
 //!
-//! They are *default* blueprints: a layout the user rearranged in the viewer is kept.
+//! A layout is plain data first ([`Layout`]: panels with a title, a kind and the entity paths
+//! they show), turned into a Rerun blueprint only when it is sent. That keeps the choice of
+//! panels testable without a viewer: the tests check that every entity a panel names is in the
+//! recording. The kinds of run today:
+//!
+//! - **offline → online** (WSRL, Cal-QL, IQL fine-tuning, any run with offline steps or a parent
+//!   and then env steps): evaluation return and normalized score across the phases with the
+//!   phase ends marked, the recalibration panels (Q on online and offline batches against their
+//!   Monte-Carlo returns, and `q − mc`), critic and actor losses in plots of their own,
+//!   temperature and entropy, steps per second and dropped records;
+//! - **online only** and **offline only**: the same without what does not apply (no phase
+//!   marks without a phase change, no online recalibration without online data);
+//! - **`o2o dataset view`**: the replayed body, the episodes' returns, actions and rewards.
+//!
+//! Kinds still to come (robot runs: commands before and after the safety layer, interventions,
+//! loop timing; fleet learners: actors and throughput; shaped runs: potential and shaped reward;
+//! FamO2O: the chosen β) add a [`RunKind`] and their panels here.
+//!
+//! The x axis of every curve is the `run_step` timeline: loop steps, i.e. offline gradient steps
+//! and then env steps, so one axis holds all phases (on `env_step` the whole offline phase sits
+//! at 0; on `grad_step` a warm-up without updates has no width).
+//!
+//! What the Rust SDK (0.36) cannot say, and what is used instead:
+//! - *vertical lines at the phase ends*: time series have no markers across the plot; the
+//!   evaluations at the phase ends are drawn as large labelled points instead (`phases/…`);
+//! - *a 3D camera*: `Spatial3DView` has no camera setter; the view's `EyeControls3D` (target,
+//!   position, tracked entity) and `LineGrid3D` properties are logged into the blueprint store
+//!   next to the SDK's own blueprint messages ([`Layout::send`]);
+//! - *where the time cursor starts*: the time panel takes no cursor position; it opens
+//!   *following*, which puts the cursor at the end of the data (the end of the run);
+//! - *a per-view timeline*: every view follows the one time cursor, so the curves (on
+//!   `run_step`) and the moving body (on `eval_step`) cannot play at once; on `run_step` the 3D
+//!   view shows each evaluation's body as that evaluation left it, with its title, rewards and
+//!   actions; select `eval_step` and press play to watch the episodes move.
+//!
+//! They are *default* blueprints: a layout the user rearranged in the viewer is kept, and
+//! *Reset to default blueprint* brings this one back. Recordings made before these layouts keep
+//! the layout they were written with.
 
+use super::shapes::{entity_name, rotate, GeomKind, ModelGeometry, Pose};
+use crate::run::config::RunConfig;
+use crate::run::phases::{self, PhaseKind};
+use anyhow::Result;
 use rerun::blueprint::components::{PanelState, PlayState};
-use rerun::blueprint::{Blueprint, BlueprintPanel, Horizontal, SelectionPanel, Spatial3DView, TimePanel, TimeSeriesView, Vertical};
+use rerun::blueprint::{
+    BarChartView, Blueprint, BlueprintActivation, BlueprintPanel, ContainerLike, Horizontal, SelectionPanel, Spatial3DView, TextDocumentView, TimePanel,
+    TimeSeriesView, Vertical,
+};
+use rerun::external::re_log_types::{BlueprintActivationCommand, LogMsg};
+use rerun::external::re_sdk_types::blueprint::archetypes::{EyeControls3D, LineGrid3D, TimeAxis};
+use rerun::external::re_sdk_types::datatypes::{TimeInt, TimeRange, TimeRangeBoundary};
+use rerun::external::re_sdk_types::blueprint::components::{Eye3DKind, LinkAxis};
 
-/// The 3D view of the bodies. The floor (the world body's geoms) is left out of the default
-/// view: MuJoCo floors are tens of metres wide and would shrink the body to a speck; the
-/// viewer's own grid marks the ground plane z = 0.
-fn bodies_view(name: &str) -> Spatial3DView {
-    Spatial3DView::new(name).with_origin("/episode/world").with_contents(["+ $origin/**", "- /episode/world/world/**"])
+/// The training timeline of the run layouts: loop steps (offline gradient steps, then env steps).
+pub const RUN_STEP: &str = "run_step";
+
+/// What a panel draws.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PanelKind {
+    /// Scalars against the selected timeline.
+    TimeSeries,
+    /// The bodies in 3D.
+    Spatial3D,
+    /// A text entry (which evaluation the body belongs to).
+    Text,
+    /// Bar charts (one evaluation episode's rewards or actions, step by step).
+    BarChart,
 }
 
-/// A training run: the evaluation body on the left; evaluation returns, normalized scores and
-/// the training losses on the right; the `grad_step` timeline selected (choose `eval_step` and
-/// press play to watch the evaluation episodes); the side panels collapsed to leave the room to
-/// the views (their toggles are at the top right).
-pub fn run_blueprint() -> Blueprint {
-    Blueprint::new(Horizontal::new([
-        bodies_view("evaluation episode").into(),
-        Vertical::new([
-            TimeSeriesView::new("eval/return").with_contents(["/eval/return"]).into(),
-            TimeSeriesView::new("eval/normalized_score").with_contents(["/eval/normalized_score"]).into(),
-            TimeSeriesView::new("train").with_origin("/train").into(),
-            TimeSeriesView::new("episode: action and reward").with_contents(["/episode/action", "/episode/reward"]).into(),
-        ])
-        .into(),
-    ]))
-    .with_time_panel(TimePanel::new().with_timeline("grad_step").with_play_state(PlayState::Paused))
-    .with_blueprint_panel(BlueprintPanel::from_state(PanelState::Collapsed))
-    .with_selection_panel(SelectionPanel::from_state(PanelState::Collapsed))
+/// Where a 3D view looks: at `target`, from `position`, following the entity `tracking`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Camera {
+    /// The entity the camera follows (the model's root body).
+    pub tracking: String,
+    /// The point looked at, in world coordinates (the root body at reset).
+    pub target: [f32; 3],
+    /// The eye, in world coordinates: beside the target at a distance from the model's extent.
+    pub position: [f32; 3],
 }
 
-/// `o2o dataset view`: the replayed body, and observations, actions and rewards on `dataset_step`.
-pub fn dataset_blueprint() -> Blueprint {
-    Blueprint::new(Horizontal::new([
-        bodies_view("dataset episode").into(),
-        Vertical::new([
-            TimeSeriesView::new("observation").with_contents(["/episode/observation"]).into(),
-            TimeSeriesView::new("action").with_contents(["/episode/action"]).into(),
-            TimeSeriesView::new("reward").with_contents(["/episode/reward"]).into(),
-        ])
-        .into(),
-    ]))
-    .with_time_panel(TimePanel::new().with_timeline("dataset_step").with_play_state(PlayState::Paused))
+/// One panel: its title, what it draws and the entities it shows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Panel {
+    /// The title shown on the panel, in words a user reads.
+    pub title: String,
+    /// What it draws.
+    pub kind: PanelKind,
+    /// The entity paths it shows (each one logged by the recording it is sent with).
+    pub entities: Vec<String>,
+    /// The 3D camera, for a [`PanelKind::Spatial3D`] panel.
+    pub camera: Option<Camera>,
+}
+
+impl Panel {
+    fn new(title: &str, kind: PanelKind, entities: &[&str]) -> Self {
+        Self { title: title.into(), kind, entities: entities.iter().map(|e| e.to_string()).collect(), camera: None }
+    }
+
+    fn series(title: &str, entities: &[&str]) -> Node {
+        Node::Panel(Self::new(title, PanelKind::TimeSeries, entities))
+    }
+}
+
+/// A layout tree: panels in rows and columns, with relative sizes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Node {
+    /// One panel.
+    Panel(Panel),
+    /// Children side by side, with their width shares.
+    Row(Vec<Node>, Vec<f32>),
+    /// Children one above the other, with their height shares.
+    Column(Vec<Node>, Vec<f32>),
+}
+
+impl Node {
+    fn row(nodes: Vec<Node>) -> Self {
+        let n = nodes.len();
+        Node::Row(nodes, vec![1.0; n])
+    }
+
+    fn column(nodes: Vec<Node>) -> Self {
+        let n = nodes.len();
+        Node::Column(nodes, vec![1.0; n])
+    }
+
+    fn panels<'a>(&'a self, out: &mut Vec<&'a Panel>) {
+        match self {
+            Node::Panel(p) => out.push(p),
+            Node::Row(c, _) | Node::Column(c, _) => c.iter().for_each(|n| n.panels(out)),
+        }
+    }
+}
+
+/// A whole viewer layout: the panels, the timeline selected and whether it plays.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Layout {
+    /// The panels.
+    pub root: Node,
+    /// The timeline the time panel opens on.
+    pub timeline: &'static str,
+    /// Play the timeline (a replay) instead of following the end of the data (a run).
+    pub play: bool,
+    /// The x range of every time series, on `timeline` (a run: all its loop steps), so the
+    /// curves open on the whole run; `None`: the viewer's default.
+    pub x_range: Option<(i64, i64)>,
+}
+
+/// The kind of a run, which decides its panels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunKind {
+    /// Offline training (or an offline parent), then env steps.
+    OfflineToOnline,
+    /// Env steps only.
+    Online,
+    /// Offline gradient steps only.
+    Offline,
+}
+
+impl RunKind {
+    /// The kind of the run `config` describes.
+    pub fn of(config: &RunConfig) -> Self {
+        let t = &config.train;
+        let offline = t.offline_steps > 0 || config.parent.is_some();
+        let online = t.random_steps + t.warmup_steps + t.online_steps > 0;
+        match (offline, online) {
+            (true, true) => RunKind::OfflineToOnline,
+            (true, false) => RunKind::Offline,
+            (false, _) => RunKind::Online,
+        }
+    }
+}
+
+/// A marked evaluation: the one at the end of a phase, or the starting point of a fine-tuning run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PhaseMark {
+    /// The loop step (`run_step`) of the evaluation.
+    pub run_step: u64,
+    /// The entity name under `phases/`: `offline_end`, `warmup_end`, `random_end`, `start`.
+    pub name: &'static str,
+    /// Its legend label.
+    pub label: &'static str,
+}
+
+/// What the Rerun sink of a run needs to know about the run: its kind, how to turn
+/// `(grad_step, env_step)` into `run_step`, and which evaluations mark a phase end.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunPlan {
+    /// The kind of run.
+    pub kind: RunKind,
+    /// The run's offline gradient steps: `run_step = env_step + min(grad_step, offline_steps)`.
+    pub offline_steps: u64,
+    /// The marked evaluations.
+    pub marks: Vec<PhaseMark>,
+}
+
+impl RunPlan {
+    /// The plan of the run `config` describes.
+    pub fn of(config: &RunConfig) -> Self {
+        let plan = phases::plan(&config.train);
+        let mut marks = Vec::new();
+        if config.parent.is_some() && config.eval.at_start {
+            marks.push(PhaseMark { run_step: 0, name: "start", label: "start (the parent's agent)" });
+        }
+        if config.eval.at_phase_end {
+            let mut at = 0;
+            // The last phase ends with the run: its evaluation is the final one, not a boundary.
+            for p in plan.iter().take(plan.len().saturating_sub(1)) {
+                at += p.steps;
+                let (name, label) = match p.kind {
+                    PhaseKind::Offline => ("offline_end", "end of offline training"),
+                    PhaseKind::Random => ("random_end", "end of random exploration"),
+                    PhaseKind::Warmup => ("warmup_end", "end of warm-up"),
+                    PhaseKind::Online => continue,
+                };
+                marks.push(PhaseMark { run_step: at, name, label });
+            }
+        }
+        Self { kind: RunKind::of(config), offline_steps: config.train.offline_steps, marks }
+    }
+
+    /// The loop step of a record made after `grad_step` updates and `env_step` env steps.
+    pub fn run_step(&self, grad_step: u64, env_step: u64) -> u64 {
+        env_step + grad_step.min(self.offline_steps)
+    }
+}
+
+/// The 3D framing of a model: the root body's entity and a camera on it.
+pub fn camera_for(geometry: &ModelGeometry, poses_at_reset: &[Pose]) -> Option<Camera> {
+    // Body 0 is MuJoCo's world; bodies are numbered depth-first, so body 1 is the first body
+    // on the world: the root of the model (a locomotion task's torso).
+    let root = 1;
+    let name = geometry.body_names.get(root)?;
+    let root_pos = poses_at_reset.get(root)?.pos;
+    // The model's extent: the farthest geom surface from the root at reset.
+    let mut extent: f64 = 0.1;
+    for g in geometry.geoms.iter().filter(|g| g.body != 0 && g.kind != GeomKind::Plane) {
+        let Some(p) = poses_at_reset.get(g.body) else { continue };
+        let off = rotate(p.quat_wxyz, g.pos);
+        let centre = [p.pos[0] + off[0], p.pos[1] + off[1], p.pos[2] + off[2]];
+        let r = match g.kind {
+            GeomKind::Capsule | GeomKind::Cylinder => g.size[0] + g.size[1],
+            _ => g.size.iter().cloned().fold(0.0, f64::max),
+        };
+        let d = ((centre[0] - root_pos[0]).powi(2) + (centre[1] - root_pos[1]).powi(2) + (centre[2] - root_pos[2]).powi(2)).sqrt();
+        extent = extent.max(d + r);
+    }
+    // From the side (−y, the locomotion tasks move along +x) and a little above, far enough to
+    // hold the whole model with room to move.
+    let dir = [0.0, -1.0, 0.35];
+    let norm = (dir[0] * dir[0] + dir[1] * dir[1] + dir[2] * dir[2]) as f64;
+    let dist = (2.2 * extent).max(1.0) / norm.sqrt();
+    let target = root_pos.map(|x| x as f32);
+    let position = [0, 1, 2].map(|i| (root_pos[i] + dist * dir[i]) as f32);
+    Some(Camera { tracking: format!("/episode/world/{}", entity_name(name, root)), target, position })
+}
+
+/// The 3D view of the bodies (floor included: the camera frames the body, not the scene).
+fn body_panel(title: &str, camera: Camera) -> Node {
+    let mut p = Panel::new(title, PanelKind::Spatial3D, &["/episode/world"]);
+    p.camera = Some(camera);
+    Node::Panel(p)
+}
+
+/// Which metrics an algorithm logs, as far as the layout needs to know.
+struct Metrics {
+    /// `train/alpha`, `train/entropy` (a learned temperature: the SAC family).
+    temperature: bool,
+    /// `train/value_loss` (IQL).
+    value_loss: bool,
+    /// `diag/…/q`, `mc_return`, `q_minus_mc` from `Agent::diagnose`.
+    diagnostics: bool,
+}
+
+fn metrics_of(algo: &str) -> Metrics {
+    let sac_family = matches!(algo, "sac" | "cql" | "calql" | "rlpd" | "wsrl");
+    Metrics { temperature: sac_family, value_loss: algo == "iql", diagnostics: sac_family }
+}
+
+/// The layout of a run: `config` decides the kind and the panels; `camera` is the framing of
+/// the evaluation env's model (`None`: no 3D evaluation episodes, e.g. a non-MuJoCo env);
+/// `normalized` says whether the env has a normalized score.
+pub fn run_layout(config: &RunConfig, camera: Option<Camera>, normalized: bool) -> Layout {
+    let plan = RunPlan::of(config);
+    let m = metrics_of(&config.algo);
+    let marks = |metric: &str| -> Vec<String> { plan.marks.iter().map(|k| format!("/phases/{}/{metric}", k.name)).collect() };
+    let with_marks = |title: &str, metric: &str| {
+        let mut e = vec![format!("/eval/{metric}")];
+        e.extend(marks(metric));
+        Node::Panel(Panel { title: title.into(), kind: PanelKind::TimeSeries, entities: e, camera: None })
+    };
+
+    let mut story = vec![with_marks("evaluation return", "return")];
+    if normalized {
+        story.push(with_marks("normalized score", "normalized_score"));
+    }
+    // Recalibration: Q against Monte-Carlo returns on online batches (once there are any) and on
+    // dataset batches (when the run has a dataset).
+    let diag = m.diagnostics && config.diagnostics.every > 0;
+    let sources: Vec<&str> = [("online", plan.kind != RunKind::Offline), ("offline", config.dataset.is_some())]
+        .into_iter()
+        .filter_map(|(s, has)| (diag && has).then_some(s))
+        .collect();
+    if !sources.is_empty() {
+        let q: Vec<String> = sources.iter().flat_map(|s| [format!("/diag/{s}/q"), format!("/diag/{s}/mc_return")]).collect();
+        let gap: Vec<String> = sources.iter().map(|s| format!("/diag/{s}/q_minus_mc")).collect();
+        let title = match plan.kind {
+            RunKind::OfflineToOnline => "recalibration: Q against Monte-Carlo return",
+            _ => "Q against Monte-Carlo return",
+        };
+        story.push(Node::row(vec![
+            Node::Panel(Panel { title: title.into(), kind: PanelKind::TimeSeries, entities: q, camera: None }),
+            Node::Panel(Panel { title: "Q − Monte-Carlo return".into(), kind: PanelKind::TimeSeries, entities: gap, camera: None }),
+        ]));
+    }
+    let mut training = vec![Panel::series("critic loss", &["/train/critic_loss"]), Panel::series("actor loss", &["/train/actor_loss"])];
+    if m.value_loss {
+        training.push(Panel::series("value loss", &["/train/value_loss"]));
+    }
+    if m.temperature {
+        training.push(Panel::series("temperature α and policy entropy", &["/train/alpha", "/train/entropy"]));
+    }
+    story.push(Node::row(training));
+    story.push(Node::row(vec![Panel::series("steps per second", &["/perf/steps_per_s"]), Panel::series("dropped records", &["/perf/rerun_dropped"])]));
+    let n = story.len();
+    let mut shares = vec![1.0; n];
+    shares[0] = 1.3;
+    let right = Node::Column(story, shares);
+
+    let root = match camera {
+        Some(camera) => {
+            let left = Node::Column(
+                vec![
+                    Node::Panel(Panel::new("which evaluation", PanelKind::Text, &["/episode/title"])),
+                    body_panel("evaluation episode", camera),
+                    Node::Panel(Panel::new("its rewards, step by step", PanelKind::BarChart, &["/episode/last/reward"])),
+                    Node::Panel(Panel::new("its actions, step by step", PanelKind::BarChart, &["/episode/last/action"])),
+                ],
+                vec![0.5, 3.0, 1.0, 1.0],
+            );
+            Node::Row(vec![left, right], vec![1.0, 1.2])
+        }
+        None => right,
+    };
+    let total = phases::total_steps(&phases::plan(&config.train)) as i64;
+    Layout { root, timeline: RUN_STEP, play: false, x_range: Some((0, total)) }
+}
+
+/// `o2o dataset view`: the replayed body (when the env's model is known), each episode's return,
+/// and its actions and rewards, on `dataset_step`, playing.
+pub fn dataset_layout(camera: Option<Camera>, observations: bool) -> Layout {
+    let mut series = vec![
+        Panel::series("episode return", &["/episode/return"]),
+        Panel::series("actions", &["/episode/action"]),
+        Panel::series("rewards", &["/episode/reward"]),
+    ];
+    if observations {
+        series.push(Panel::series("observations", &["/episode/observation"]));
+    }
+    let right = Node::column(series);
+    let root = match camera {
+        Some(camera) => Node::Row(
+            vec![Node::Column(vec![Node::Panel(Panel::new("which episode", PanelKind::Text, &["/episode/title"])), body_panel("dataset episode", camera)], vec![0.45, 3.0]), right],
+            vec![1.2, 1.0],
+        ),
+        None => right,
+    };
+    Layout { root, timeline: "dataset_step", play: true, x_range: None }
+}
+
+impl Layout {
+    /// Every panel, depth-first.
+    pub fn panels(&self) -> Vec<&Panel> {
+        let mut out = Vec::new();
+        self.root.panels(&mut out);
+        out
+    }
+
+    /// Every entity path a panel names.
+    pub fn entities(&self) -> Vec<String> {
+        let mut e: Vec<String> = self.panels().iter().flat_map(|p| p.entities.iter().cloned()).collect();
+        e.sort();
+        e.dedup();
+        e
+    }
+
+    /// The SDK's blueprint, and the 3D views' cameras and the time series views, by their
+    /// blueprint paths.
+    fn blueprint(&self) -> (Blueprint, Views) {
+        let mut views = Views::default();
+        let root = container(&self.root, &mut views);
+        let time = TimePanel::new().with_timeline(self.timeline);
+        let time = if self.play { time.with_play_state(PlayState::Playing).with_loop_mode(rerun::blueprint::components::LoopMode::All) } else { time.with_play_state(PlayState::Following) };
+        let bp = Blueprint::new(root)
+            .with_auto_views(false)
+            .with_time_panel(time)
+            .with_blueprint_panel(BlueprintPanel::from_state(PanelState::Collapsed))
+            .with_selection_panel(SelectionPanel::from_state(PanelState::Collapsed));
+        (bp, views)
+    }
+
+    /// Send the layout to `rec` as its default, active blueprint: the SDK's blueprint messages
+    /// plus the 3D views' camera and grid properties (which the SDK's `Spatial3DView` cannot
+    /// set), logged into the same blueprint store.
+    pub fn send(&self, rec: &rerun::RecordingStream) -> Result<()> {
+        let (bp, views) = self.blueprint();
+        // The SDK's messages for the blueprint, captured in memory.
+        let (mem, storage) = rerun::RecordingStreamBuilder::new("o2o").memory()?;
+        bp.send(&mem, BlueprintActivation { make_active: true, make_default: true })?;
+        let msgs = storage.take();
+        let mut activation = None;
+        let mut blueprint = Vec::new();
+        for msg in msgs {
+            match msg {
+                LogMsg::BlueprintActivationCommand(cmd) => activation = Some(cmd),
+                other => blueprint.push(other),
+            }
+        }
+        let activation: BlueprintActivationCommand = activation.ok_or_else(|| anyhow::anyhow!("the Rerun SDK made no blueprint activation"))?;
+        blueprint.retain(|m| *m.store_id() == activation.blueprint_id);
+        // The properties, into the same blueprint store at the same blueprint time.
+        if !views.cameras.is_empty() || (self.x_range.is_some() && !views.series.is_empty()) {
+            let id = &activation.blueprint_id;
+            let (extra, extra_storage) = rerun::RecordingStreamBuilder::new(id.application_id().clone()).recording_id(id.recording_id().clone()).blueprint().memory()?;
+            extra.set_time_sequence("blueprint", 0);
+            if let Some((lo, hi)) = self.x_range {
+                let range = TimeRange { start: TimeRangeBoundary::Absolute(TimeInt(lo)), end: TimeRangeBoundary::Absolute(TimeInt(hi)) };
+                for path in &views.series {
+                    // Not linked to the other plots: a linked axis ignores its own range.
+                    extra.log(format!("{path}/TimeAxis"), &TimeAxis::new().with_link(LinkAxis::Independent).with_view_range(range.clone()))?;
+                }
+            }
+            for (path, c) in &views.cameras {
+                let eye = EyeControls3D::new()
+                    .with_kind(Eye3DKind::Orbital)
+                    .with_look_target(c.target)
+                    .with_position(c.position)
+                    .with_eye_up([0.0, 0.0, 1.0])
+                    .with_tracking_entity(c.tracking.as_str());
+                extra.log(format!("{path}/EyeControls3D"), &eye)?;
+                // The drawn floor is the ground; the viewer's grid would fight with its surface.
+                extra.log(format!("{path}/LineGrid3D"), &LineGrid3D::new().with_visible(false))?;
+            }
+            blueprint.extend(extra_storage.take().into_iter().filter(|m| *m.store_id() == *id && !matches!(m, LogMsg::SetStoreInfo(_))));
+        }
+        rec.send_blueprint(blueprint, activation);
+        Ok(())
+    }
+}
+
+/// The blueprint paths of the views that get properties the SDK cannot set.
+#[derive(Default)]
+struct Views {
+    cameras: Vec<(String, Camera)>,
+    series: Vec<String>,
+}
+
+fn container(node: &Node, views: &mut Views) -> ContainerLike {
+    match node {
+        Node::Panel(p) => {
+            let contents = p.entities.iter().map(|e| if p.kind == PanelKind::Spatial3D { format!("+ {e}/**") } else { format!("+ {e}") });
+            let view: ContainerLike = match p.kind {
+                PanelKind::TimeSeries => TimeSeriesView::new(&p.title).with_contents(contents).into(),
+                PanelKind::Text => TextDocumentView::new(&p.title).with_contents(contents).into(),
+                PanelKind::BarChart => BarChartView::new(&p.title).with_contents(contents.chain(p.entities.iter().map(|e| format!("+ {e}/**")))).into(),
+                PanelKind::Spatial3D => Spatial3DView::new(&p.title).with_origin(p.entities[0].as_str()).with_contents(contents).into(),
+            };
+            if let ContainerLike::View(v) = &view {
+                if let Some(c) = &p.camera {
+                    views.cameras.push((v.blueprint_path().to_string(), c.clone()));
+                }
+                if p.kind == PanelKind::TimeSeries {
+                    views.series.push(v.blueprint_path().to_string());
+                }
+            }
+            view
+        }
+        Node::Row(children, shares) => Horizontal::new(children.iter().map(|c| container(c, views))).with_column_shares(shares.clone()).into(),
+        Node::Column(children, shares) => Vertical::new(children.iter().map(|c| container(c, views))).with_row_shares(shares.clone()).into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::logging::scene::{body_poses, model_geometry};
+    use o2o_envs::Env;
+
+    fn config(toml: &str) -> RunConfig {
+        toml::from_str(toml).unwrap()
+    }
+
+    const WSRL: &str = r#"
+        preset = "t"
+        algo = "wsrl"
+        env = "hopper-v2"
+        [dataset]
+        path = "x.hdf5"
+        [train]
+        offline_steps = 100
+        warmup_steps = 50
+        online_steps = 200
+    "#;
+
+    #[test]
+    fn kinds_and_phase_marks_follow_the_config() {
+        let c = config(WSRL);
+        let plan = RunPlan::of(&c);
+        assert_eq!(plan.kind, RunKind::OfflineToOnline);
+        let marks: Vec<(u64, &str)> = plan.marks.iter().map(|m| (m.run_step, m.name)).collect();
+        assert_eq!(marks, [(100, "offline_end"), (150, "warmup_end")]);
+        assert_eq!(plan.run_step(37, 0), 37);
+        assert_eq!(plan.run_step(100, 0), 100);
+        assert_eq!(plan.run_step(160, 60), 160); // 60 env steps after the offline 100
+        let online = config("preset = 't'\nalgo = 'sac'\nenv = 'Hopper-v5'\n[train]\nrandom_steps = 10\nonline_steps = 20\n");
+        assert_eq!(RunKind::of(&online), RunKind::Online);
+        assert_eq!(RunPlan::of(&online).marks.iter().map(|m| m.name).collect::<Vec<_>>(), ["random_end"]);
+        let offline = config("preset = 't'\nalgo = 'iql'\nenv = 'hopper-v2'\n[dataset]\npath = 'x'\n[train]\noffline_steps = 10\n");
+        assert_eq!(RunKind::of(&offline), RunKind::Offline);
+        assert!(RunPlan::of(&offline).marks.is_empty());
+    }
+
+    #[test]
+    fn each_kind_gets_only_the_panels_that_apply() {
+        let titles = |l: &Layout| l.panels().iter().map(|p| p.title.clone()).collect::<Vec<_>>();
+        let wsrl = run_layout(&config(WSRL), None, true);
+        let e = wsrl.entities();
+        for want in ["/eval/return", "/phases/offline_end/return", "/phases/warmup_end/normalized_score", "/diag/online/q_minus_mc", "/diag/offline/mc_return", "/train/alpha", "/perf/rerun_dropped"] {
+            assert!(e.iter().any(|x| x == want), "{want} missing from {e:?}");
+        }
+        assert!(titles(&wsrl).iter().any(|t| t.starts_with("recalibration")));
+        let iql = run_layout(&config("preset = 't'\nalgo = 'iql'\nenv = 'hopper-v2'\n[dataset]\npath = 'x'\n[train]\noffline_steps = 10\n"), None, true);
+        let e = iql.entities();
+        assert!(e.iter().all(|x| !x.starts_with("/phases") && !x.starts_with("/diag") && x != "/train/alpha"), "{e:?}");
+        assert!(e.iter().any(|x| x == "/train/value_loss"));
+        let sac = run_layout(&config("preset = 't'\nalgo = 'sac'\nenv = 'InvertedPendulum-v5'\n[train]\nonline_steps = 20\n"), None, false);
+        let e = sac.entities();
+        assert!(e.iter().all(|x| !x.contains("normalized") && !x.starts_with("/diag/offline")), "{e:?}");
+        assert!(e.iter().any(|x| x == "/diag/online/q"));
+    }
+
+    /// The camera follows the model's root body (Hopper's torso) and stands back by its size.
+    #[test]
+    fn the_camera_tracks_the_root_body() {
+        let mut env = o2o_envs::make_unwrapped("hopper-v2").unwrap();
+        env.reset(Some(0)).unwrap();
+        let c = camera_for(&model_geometry(&env), &body_poses(&env)).unwrap();
+        assert_eq!(c.tracking, "/episode/world/torso");
+        assert!((c.target[2] - 1.25).abs() < 0.05, "{:?}", c.target);
+        let d = (0..3).map(|i| (c.position[i] - c.target[i]).powi(2)).sum::<f32>().sqrt();
+        assert!((2.0..8.0).contains(&d), "camera {d} m from the torso");
+        let layout = run_layout(&config(WSRL), Some(c), true);
+        let (_, views) = layout.blueprint();
+        assert_eq!(views.cameras.len(), 1);
+        assert!(views.cameras[0].0.starts_with("/view/"), "{}", views.cameras[0].0);
+        assert_eq!(views.series.len(), layout.panels().iter().filter(|p| p.kind == PanelKind::TimeSeries).count());
+    }
 }

@@ -8,17 +8,29 @@
 //!
 //! Entity layout of a recording:
 //! - `<key>` for every metric key (`train/critic_loss`, `eval/return`, …), timelines
-//!   `grad_step`, `env_step` (sequences) and `wall_time` (seconds since the logger started);
+//!   `grad_step`, `env_step` (sequences), `wall_time` (seconds since the logger started) and,
+//!   for a run's sink ([`RerunSink::with_plan`]), `run_step` (loop steps: offline gradient steps,
+//!   then env steps — the x axis of the run layouts in `layout.rs`);
+//! - `phases/<phase>_end/return` and `…/normalized_score`: the evaluation at the end of a phase
+//!   again, drawn as a large labelled point (`phases/start/…`: a fine-tuning run's start);
 //! - `episode/world/<body>/geom<i>` (static) the model's geoms in their body's frame, and
 //!   `episode/world/<body>` a `Transform3D` per evaluation step (the body's world pose);
 //! - `episode/action` (one series per action dimension), `episode/reward`, `episode/grad_step`
 //!   on the timelines `eval_step` (counts every logged evaluation step of the run, so episodes
 //!   play one after another) and `episode_step` (step within the episode); `o2o dataset view`
-//!   uses the same layout with `dataset_step` for `eval_step`, plus `episode/observation`;
-//! - `perf/rerun_dropped`, logged once at the end: how many messages the queue dropped.
+//!   uses the same layout with `dataset_step` for `eval_step`, plus `episode/observation` and
+//!   `episode/return` (each episode's return, from its first row);
+//! - `episode/title` (markdown): which evaluation (or dataset episode) the body belongs to;
+//! - at each evaluation's result (`eval/return`), on the training timelines: the bodies' last
+//!   poses of the recorded episode (`episode/world/<body>`), its title, and its rewards and
+//!   actions step by step as bar charts (`episode/last/reward`, `episode/last/action/a<i>`), so
+//!   the training timelines show the body next to the curves as that evaluation left it;
+//! - `perf/rerun_dropped`: how many messages the queue dropped so far, with every
+//!   `perf/steps_per_s` record and once at the end.
 
+use super::layout::{RunPlan, RUN_STEP};
 use super::queue::{DroppingQueue, QueueSender, QueueStats};
-use super::shapes::{entity_name, shape_of, ModelGeometry, Pose, Shape};
+use super::shapes::{entity_name, rotate, shape_of, GeomKind, ModelGeometry, Pose, Shape, INFINITE_PLANE_HALF, PLANE_THICKNESS};
 use super::{MetricSink, Record};
 use anyhow::{Context, Result};
 use rerun::RecordingStream;
@@ -30,8 +42,11 @@ use std::time::Duration;
 pub(crate) enum Msg {
     Scalars { grad_step: u64, env_step: u64, wall_s: f64, values: Vec<(String, f64)> },
     Geometry(ModelGeometry),
-    /// `grad_step: None`: the last `grad_step` the metrics carried.
-    EpisodeStart { timeline: &'static str, eval_step: u64, grad_step: Option<u64>, episode: u64 },
+    /// `grad_step: None`: the last `grad_step` the metrics carried. `summary`: the return and
+    /// length of a replayed episode, known before it is logged.
+    EpisodeStart { timeline: &'static str, eval_step: u64, grad_step: Option<u64>, episode: u64, summary: Option<(f64, usize)> },
+    /// The run's plan (sent first by [`RerunSink::with_plan`]).
+    Plan(RunPlan),
     EpisodeStep { timeline: &'static str, eval_step: u64, episode_step: u64, poses: Vec<Pose>, obs: Vec<f32>, action: Vec<f32>, reward: f64 },
     Flush,
     Shutdown,
@@ -68,6 +83,15 @@ impl RerunSink {
             .context("cannot start the Rerun logging thread")?;
         let stats = queue.sender().map(|s| s.stats().clone()).unwrap_or_default();
         Ok(Self { queue, stats, flush_timeout, finished: false })
+    }
+
+    /// Tell the sink which run it records: records then also go on the `run_step` timeline, and
+    /// the evaluations at the plan's phase ends are marked.
+    pub fn with_plan(self, plan: RunPlan) -> Self {
+        if let Some(s) = self.sender() {
+            s.send_blocking(Msg::Plan(plan));
+        }
+        self
     }
 
     fn sender(&self) -> Option<&QueueSender<Msg>> {
@@ -180,13 +204,23 @@ impl EpisodeLogger {
     /// A new evaluation episode, run after `grad_step` gradient updates (`None`: the last
     /// `grad_step` logged as a metric).
     pub fn begin_episode(&mut self, grad_step: Option<u64>) {
+        self.start(grad_step, None);
+    }
+
+    /// A replayed episode whose return and length are known up front (`o2o dataset view`): they
+    /// are logged as `episode/return` and in `episode/title`.
+    pub fn begin_replayed_episode(&mut self, ret: f64, length: usize) {
+        self.start(Some(0), Some((ret, length)));
+    }
+
+    fn start(&mut self, grad_step: Option<u64>, summary: Option<(f64, usize)>) {
         if let Some(g) = self.geometry.take() {
             if !self.push(Msg::Geometry(g.clone())) {
                 self.geometry = Some(g);
             }
         }
         self.episode_step = 0;
-        self.push(Msg::EpisodeStart { timeline: self.timeline, eval_step: self.eval_step, grad_step, episode: self.episodes });
+        self.push(Msg::EpisodeStart { timeline: self.timeline, eval_step: self.eval_step, grad_step, episode: self.episodes, summary });
         self.episodes += 1;
     }
 
@@ -226,7 +260,19 @@ fn run_worker(
     flush_timeout: Duration,
     stall: Option<Box<dyn FnOnce() + Send>>,
 ) {
-    let mut w = Worker { rec, body_paths: Vec::new(), action_names_sent: false, obs_names_sent: false, last_grad_step: 0, episode_grad_step: 0 };
+    let mut w = Worker {
+        rec,
+        stats: stats.clone(),
+        plan: None,
+        body_paths: Vec::new(),
+        action_names_sent: false,
+        obs_names_sent: false,
+        last_grad_step: 0,
+        last_time: None,
+        episode: None,
+        evaluations: 0,
+        marks_styled: Vec::new(),
+    };
     w.log_static_setup();
     let mut stall = stall;
     for msg in rx.iter() {
@@ -241,25 +287,67 @@ fn run_worker(
             other => w.handle(other),
         }
     }
+    // The final drop count, at the last record's time (at no time for a recording without one).
     let dropped = stats.dropped();
-    w.rec.reset_time();
-    let _ = w.rec.log_static("perf/rerun_dropped", &rerun::Scalars::single(dropped as f64));
+    match w.last_time {
+        Some((g, e, s)) => w.set_training_time(g, e, s),
+        None => w.rec.reset_time(),
+    }
+    let _ = w.rec.log("perf/rerun_dropped", &rerun::Scalars::single(dropped as f64));
     // Bounded, so a viewer that stopped reading cannot keep a finished run from exiting.
     if let Err(e) = w.rec.flush_with_timeout(flush_timeout) {
         eprintln!("o2o: the Rerun recording could not be flushed within {flush_timeout:?}: {e}");
     }
 }
 
+/// The evaluation episode being recorded, kept until its evaluation's result arrives.
+struct Episode {
+    /// Its first `eval_step`.
+    start: u64,
+    /// The bodies' latest poses.
+    poses: Vec<Pose>,
+    rewards: Vec<f64>,
+    /// One row per step.
+    actions: Vec<Vec<f32>>,
+}
+
 struct Worker {
     rec: RecordingStream,
+    stats: Arc<QueueStats>,
+    plan: Option<RunPlan>,
     /// Entity path per body id, filled by the geometry message.
     body_paths: Vec<String>,
     action_names_sent: bool,
     obs_names_sent: bool,
     /// The `grad_step` of the latest metrics record (for episodes that do not know theirs).
     last_grad_step: u64,
-    /// The `grad_step` of the evaluation episode being logged.
-    episode_grad_step: u64,
+    /// `(grad_step, env_step, wall_s)` of the latest metrics record.
+    last_time: Option<(u64, u64, f64)>,
+    /// The evaluation episode awaiting its result.
+    episode: Option<Episode>,
+    /// Evaluations whose result arrived.
+    evaluations: u64,
+    /// Phase marks whose series style was logged.
+    marks_styled: Vec<&'static str>,
+}
+
+/// `1234567.8` as `1 234 567.8` (`decimals` after the point).
+fn thousands(x: f64, decimals: usize) -> String {
+    let s = format!("{:.*}", decimals, x.abs());
+    let (int, frac) = s.split_once('.').map_or((s.as_str(), ""), |(a, b)| (a, b));
+    let mut out = String::new();
+    for (i, c) in int.chars().enumerate() {
+        if i > 0 && (int.len() - i) % 3 == 0 {
+            out.push('\u{2009}');
+        }
+        out.push(c);
+    }
+    let sign = if x < 0.0 { "−" } else { "" };
+    if frac.is_empty() {
+        format!("{sign}{out}")
+    } else {
+        format!("{sign}{out}.{frac}")
+    }
 }
 
 impl Worker {
@@ -273,7 +361,11 @@ impl Worker {
         let _ = match msg {
             Msg::Scalars { grad_step, env_step, wall_s, values } => self.scalars(grad_step, env_step, wall_s, &values),
             Msg::Geometry(g) => self.geometry(&g),
-            Msg::EpisodeStart { timeline, eval_step, grad_step, episode } => self.episode_start(timeline, eval_step, grad_step, episode),
+            Msg::Plan(p) => {
+                self.plan = Some(p);
+                Ok(())
+            }
+            Msg::EpisodeStart { timeline, eval_step, grad_step, episode, summary } => self.episode_start(timeline, eval_step, grad_step, episode, summary),
             Msg::EpisodeStep { timeline, eval_step, episode_step, poses, obs, action, reward } => {
                 self.episode_step(timeline, eval_step, episode_step, &poses, &obs, &action, reward)
             }
@@ -281,18 +373,98 @@ impl Worker {
         };
     }
 
-    fn scalars(&mut self, grad_step: u64, env_step: u64, wall_s: f64, values: &[(String, f64)]) -> Result<()> {
-        self.last_grad_step = grad_step;
+    /// Set the training timelines (`run_step` too when the plan is known) and nothing else.
+    fn set_training_time(&self, grad_step: u64, env_step: u64, wall_s: f64) {
         self.rec.reset_time();
+        if let Some(p) = &self.plan {
+            self.rec.set_time_sequence(RUN_STEP, p.run_step(grad_step, env_step) as i64);
+        }
         self.rec.set_time_sequence("grad_step", grad_step as i64);
         self.rec.set_time_sequence("env_step", env_step as i64);
         self.rec.set_duration_secs("wall_time", wall_s);
+    }
+
+    fn scalars(&mut self, grad_step: u64, env_step: u64, wall_s: f64, values: &[(String, f64)]) -> Result<()> {
+        self.last_grad_step = grad_step;
+        self.last_time = Some((grad_step, env_step, wall_s));
+        self.set_training_time(grad_step, env_step, wall_s);
+        let get = |key: &str| values.iter().find(|(k, v)| k == key && v.is_finite()).map(|(_, v)| *v);
         for (k, v) in values {
             // A NaN or infinity is skipped: it is null in metrics.jsonl too.
             if v.is_finite() {
                 self.rec.log(k.as_str(), &rerun::Scalars::single(*v))?;
             }
         }
+        if values.iter().any(|(k, _)| k == "perf/steps_per_s") {
+            self.rec.log("perf/rerun_dropped", &rerun::Scalars::single(self.stats.dropped() as f64))?;
+        }
+        if let Some(ret) = get("eval/return") {
+            self.evaluations += 1;
+            self.mark_phase(grad_step, env_step, ret, get("eval/normalized_score"))?;
+            if let Some(ep) = self.episode.take() {
+                self.evaluated_episode(&ep, grad_step, env_step, ret)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// An evaluation at a phase end of the plan: its return and score again, as a labelled point.
+    fn mark_phase(&mut self, grad_step: u64, env_step: u64, ret: f64, score: Option<f64>) -> Result<()> {
+        let Some(plan) = &self.plan else { return Ok(()) };
+        let run_step = plan.run_step(grad_step, env_step);
+        let Some(mark) = plan.marks.iter().find(|m| m.run_step == run_step).cloned() else { return Ok(()) };
+        for (metric, v) in [("return", Some(ret)), ("normalized_score", score)] {
+            let Some(v) = v else { continue };
+            let path = format!("phases/{}/{metric}", mark.name);
+            if !self.marks_styled.contains(&mark.name) {
+                let style = rerun::SeriesPoints::new()
+                    .with_names([mark.label])
+                    .with_markers([if mark.name == "offline_end" { rerun::components::MarkerShape::Diamond } else { rerun::components::MarkerShape::Square }])
+                    .with_marker_sizes([8.0]);
+                self.rec.log_static(path.as_str(), &style)?;
+            }
+            self.rec.log(path.as_str(), &rerun::Scalars::single(v))?;
+        }
+        if !self.marks_styled.contains(&mark.name) {
+            self.marks_styled.push(mark.name);
+        }
+        Ok(())
+    }
+
+    /// The recorded episode of an evaluation whose result just arrived (the training timelines
+    /// are set to the result's): its last poses, its title, its rewards and actions.
+    fn evaluated_episode(&mut self, ep: &Episode, grad_step: u64, env_step: u64, mean_return: f64) -> Result<()> {
+        for (body, pose) in ep.poses.iter().enumerate().skip(1) {
+            self.rec.log(self.body_path(body), &transform(pose))?;
+        }
+        let own: f64 = ep.rewards.iter().sum();
+        let at = match &self.plan {
+            Some(p) => format!("run step {} ({} gradient, {} env steps)", thousands(p.run_step(grad_step, env_step) as f64, 0), thousands(grad_step as f64, 0), thousands(env_step as f64, 0)),
+            None => format!("{} gradient steps, {} env steps", thousands(grad_step as f64, 0), thousands(env_step as f64, 0)),
+        };
+        let title = format!(
+            "**Evaluation {}** at {at} · mean return {} · the body: its first episode, {} steps, return {}",
+            self.evaluations,
+            thousands(mean_return, 1),
+            ep.rewards.len(),
+            thousands(own, 1)
+        );
+        let doc = rerun::TextDocument::new(title).with_media_type(rerun::MediaType::markdown());
+        self.rec.log("episode/title", &doc)?;
+        if !ep.rewards.is_empty() {
+            let rewards: Vec<f32> = ep.rewards.iter().map(|r| *r as f32).collect();
+            self.rec.log("episode/last/reward", &rerun::BarChart::new(rewards.as_slice()))?;
+        }
+        let dims = ep.actions.first().map_or(0, Vec::len);
+        for d in 0..dims {
+            let column: Vec<f32> = ep.actions.iter().map(|a| a.get(d).copied().unwrap_or(0.0)).collect();
+            self.rec.log(format!("episode/last/action/a{d}"), &rerun::BarChart::new(column.as_slice()))?;
+        }
+        // The same title on the evaluation timeline, over the episode's start entry.
+        self.rec.reset_time();
+        self.rec.set_time_sequence("eval_step", ep.start as i64);
+        self.rec.set_time_sequence("episode_step", 0);
+        self.rec.log("episode/title", &doc)?;
         Ok(())
     }
 
@@ -301,6 +473,39 @@ impl Worker {
             Some(p) => p.clone(),
             None => format!("episode/world/body{body}"),
         }
+    }
+
+    /// A floor plane as a checkerboard of tiles, so a camera that follows the body still shows
+    /// it moving over the ground.
+    fn floor(&self, path: &str, geom: &super::shapes::Geom) -> Result<()> {
+        let half = |h: f64| if h > 0.0 { h } else { INFINITE_PLANE_HALF };
+        let (hx, hy) = (half(geom.size[0]), half(geom.size[1]));
+        let tile = if hx.min(hy) >= 2.0 { 1.0 } else { hx.min(hy) / 2.0 };
+        let (nx, ny) = (((2.0 * hx) / tile).ceil() as i64, ((2.0 * hy) / tile).ceil() as i64);
+        let shade = |k: f32| {
+            let c = geom.rgba.map(|x| (x.clamp(0.0, 1.0) * k * 255.0).round().min(255.0) as u8);
+            rerun::Color::from_unmultiplied_rgba(c[0], c[1], c[2], 255)
+        };
+        let (light, dark) = (shade(1.0), shade(0.75));
+        let (mut centers, mut colors) = (Vec::new(), Vec::new());
+        for i in 0..nx {
+            for j in 0..ny {
+                let local = [-hx + tile * (i as f64 + 0.5), -hy + tile * (j as f64 + 0.5), -PLANE_THICKNESS / 2.0];
+                let off = rotate(geom.quat_wxyz, local);
+                centers.push([0, 1, 2].map(|k| (geom.pos[k] + off[k]) as f32));
+                colors.push(if (i + j) % 2 == 0 { light } else { dark });
+            }
+        }
+        let n = centers.len();
+        let q = super::shapes::xyzw_from_wxyz(geom.quat_wxyz);
+        self.rec.log_static(
+            path,
+            &rerun::Boxes3D::from_centers_and_half_sizes(centers, vec![[tile as f32 / 2.0, tile as f32 / 2.0, PLANE_THICKNESS as f32 / 2.0]; n])
+                .with_quaternions(vec![rerun::Quaternion::from_xyzw(q); n])
+                .with_colors(colors)
+                .with_fill_mode(rerun::components::FillMode::Solid),
+        )?;
+        Ok(())
     }
 
     fn geometry(&mut self, g: &ModelGeometry) -> Result<()> {
@@ -313,6 +518,10 @@ impl Worker {
             let c = geom.rgba.map(|x| (x.clamp(0.0, 1.0) * 255.0).round() as u8);
             let color = rerun::Color::from_unmultiplied_rgba(c[0], c[1], c[2], c[3]);
             let path = format!("{}/geom{i}", self.body_path(geom.body));
+            if geom.kind == GeomKind::Plane {
+                self.floor(&path, geom)?;
+                continue;
+            }
             let solid = rerun::components::FillMode::Solid;
             match shape {
                 Shape::Box { center, half_size, quat_xyzw } => self.rec.log_static(
@@ -350,14 +559,22 @@ impl Worker {
         Ok(())
     }
 
-    fn episode_start(&mut self, timeline: &'static str, eval_step: u64, grad_step: Option<u64>, episode: u64) -> Result<()> {
+    fn episode_start(&mut self, timeline: &'static str, eval_step: u64, grad_step: Option<u64>, episode: u64, summary: Option<(f64, usize)>) -> Result<()> {
         let grad_step = grad_step.unwrap_or(self.last_grad_step);
-        self.episode_grad_step = grad_step;
         self.rec.reset_time();
         self.rec.set_time_sequence(timeline, eval_step as i64);
         self.rec.set_time_sequence("episode_step", 0);
         self.rec.log("episode/grad_step", &rerun::Scalars::single(grad_step as f64))?;
-        self.rec.log("episode/log", &rerun::TextLog::new(format!("evaluation episode {episode} after {grad_step} gradient steps")))?;
+        let title = match summary {
+            Some((ret, len)) => {
+                self.rec.log("episode/return", &rerun::Scalars::single(ret))?;
+                format!("**Dataset episode {}**: {len} steps, return {}.", episode + 1, thousands(ret, 1))
+            }
+            // Completed with the evaluation's result when it arrives (`evaluated_episode`).
+            None => format!("**Evaluation episode** after {} gradient steps.", thousands(grad_step as f64, 0)),
+        };
+        self.rec.log("episode/title", &rerun::TextDocument::new(title).with_media_type(rerun::MediaType::markdown()))?;
+        self.episode = (timeline == "eval_step").then(|| Episode { start: eval_step, poses: Vec::new(), rewards: Vec::new(), actions: Vec::new() });
         Ok(())
     }
 
@@ -385,20 +602,10 @@ impl Worker {
         self.rec.reset_time();
         self.rec.set_time_sequence(timeline, eval_step as i64);
         self.rec.set_time_sequence("episode_step", episode_step as i64);
-        // Evaluation poses also go on `grad_step`, so that the training timeline shows the body
-        // as the latest evaluation left it; the series below do not (1000 values at one step).
-        if timeline == "eval_step" {
-            self.rec.set_time_sequence("grad_step", self.episode_grad_step as i64);
-        }
         // Body 0 is MuJoCo's world body: it never moves, so it gets no transform.
         for (body, pose) in poses.iter().enumerate().skip(1) {
-            let t = rerun::Transform3D::from_translation_rotation(
-                pose.pos.map(|x| x as f32),
-                rerun::Quaternion::from_xyzw(super::shapes::xyzw_from_wxyz(pose.quat_wxyz)),
-            );
-            self.rec.log(self.body_path(body), &t)?;
+            self.rec.log(self.body_path(body), &transform(pose))?;
         }
-        self.rec.disable_timeline("grad_step");
         if !obs.is_empty() {
             self.rec.log("episode/observation", &rerun::Scalars::new(obs.iter().map(|o| *o as f64)))?;
         }
@@ -406,21 +613,34 @@ impl Worker {
             self.rec.log("episode/action", &rerun::Scalars::new(action.iter().map(|a| *a as f64)))?;
             self.rec.log("episode/reward", &rerun::Scalars::single(reward))?;
         }
+        if let Some(ep) = self.episode.as_mut() {
+            ep.poses = poses.to_vec();
+            if !action.is_empty() {
+                ep.rewards.push(reward);
+                ep.actions.push(action.to_vec());
+            }
+        }
         Ok(())
     }
 }
 
+/// A body's world pose as a Rerun transform.
+fn transform(pose: &Pose) -> rerun::Transform3D {
+    rerun::Transform3D::from_translation_rotation(pose.pos.map(|x| x as f32), rerun::Quaternion::from_xyzw(super::shapes::xyzw_from_wxyz(pose.quat_wxyz)))
+}
+
 /// Open a recording that saves to `path`, with an application id shared by all o2o recordings
 /// and `recording_id`, so files of one run (a resumed run writes a second file) merge in the
-/// viewer, and `blueprint` as its default layout.
-pub fn save_stream(path: &std::path::Path, recording_id: &str, blueprint: rerun::blueprint::Blueprint) -> Result<RecordingStream> {
-    rerun::RecordingStreamBuilder::new("o2o")
+/// viewer, and `layout` as its default, active blueprint.
+pub fn save_stream(path: &std::path::Path, recording_id: &str, layout: &super::layout::Layout) -> Result<RecordingStream> {
+    let rec = rerun::RecordingStreamBuilder::new("o2o")
         .recording_id(recording_id.to_string())
         .recording_name(recording_id.to_string())
         .default_enabled(true)
-        .with_blueprint(blueprint)
         .save(path)
-        .with_context(|| format!("cannot create the Rerun recording {}", path.display()))
+        .with_context(|| format!("cannot create the Rerun recording {}", path.display()))?;
+    layout.send(&rec).context("cannot send the viewer layout")?;
+    Ok(rec)
 }
 
 #[cfg(test)]
@@ -428,6 +648,10 @@ mod tests {
     use super::super::inspect::{chunks, rrd, Chunk};
     use super::super::shapes::{Geom, GeomKind};
     use super::*;
+
+    fn test_layout() -> crate::logging::layout::Layout {
+        crate::logging::layout::dataset_layout(None, false)
+    }
 
     fn two_body_geometry() -> ModelGeometry {
         let geom = |kind, body, size: [f64; 3]| Geom { kind, size, rgba: [0.8, 0.6, 0.4, 1.0], body, pos: [0.0; 3], quat_wxyz: [1.0, 0.0, 0.0, 0.0] };
@@ -445,7 +669,7 @@ mod tests {
     fn recording_has_metric_and_episode_entities_on_all_timelines() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("recording.rrd");
-        let mut sink = RerunSink::new(save_stream(&path, "test-run", crate::logging::layout::run_blueprint()).unwrap(), 1024, FILE_FLUSH_TIMEOUT).unwrap();
+        let mut sink = RerunSink::new(save_stream(&path, "test-run", &test_layout()).unwrap(), 1024, FILE_FLUSH_TIMEOUT).unwrap();
         let mut episodes = sink.episode_logger().unwrap();
         for i in 0..5u64 {
             let values = [("train/critic_loss", 1.0 / (i + 1) as f64), ("eval/normalized_score", 10.0 * i as f64)];
@@ -477,17 +701,16 @@ mod tests {
         let episode_timelines = vec!["episode_step".to_string(), "eval_step".into()];
         assert_eq!(timelines("/train/critic_loss"), (5, scalar_timelines.clone()));
         assert_eq!(timelines("/eval/normalized_score"), (5, scalar_timelines));
-        // Poses are also on grad_step (the body as the latest evaluation left it); series are not.
-        let pose_timelines = vec!["episode_step".to_string(), "eval_step".into(), "grad_step".into()];
-        assert_eq!(timelines("/episode/world/torso"), (10, pose_timelines.clone()));
-        assert_eq!(timelines("/episode/world/front_foot"), (10, pose_timelines));
+        // No evaluation result followed the episode: its poses are on the episode timelines only.
+        assert_eq!(timelines("/episode/world/torso"), (10, episode_timelines.clone()));
+        assert_eq!(timelines("/episode/world/front_foot"), (10, episode_timelines.clone()));
         assert_eq!(timelines("/episode/reward"), (10, episode_timelines.clone()));
         assert_eq!(timelines("/episode/action").1, episode_timelines); // plus its static series names
         // Geometry is static: one row, no timeline.
         for geom in ["/episode/world/world/geom0", "/episode/world/torso/geom1", "/episode/world/front_foot/geom2"] {
             assert_eq!(timelines(geom), (1, vec![]), "{geom}");
         }
-        assert_eq!(timelines("/perf/rerun_dropped"), (1, vec![]));
+        assert_eq!(timelines("/perf/rerun_dropped"), (1, vec!["env_step".to_string(), "grad_step".into(), "wall_time".into()]));
         let stats = rrd("stats", &path).unwrap();
         assert!(!stats.trim().is_empty());
     }
@@ -516,7 +739,7 @@ mod tests {
             release_rx.recv().unwrap();
         });
         let capacity = 8;
-        let mut sink = RerunSink::spawn(save_stream(&path, "stalled", crate::logging::layout::run_blueprint()).unwrap(), capacity, FILE_FLUSH_TIMEOUT, Some(stall))
+        let mut sink = RerunSink::spawn(save_stream(&path, "stalled", &test_layout()).unwrap(), capacity, FILE_FLUSH_TIMEOUT, Some(stall))
             .unwrap();
         let values = [("train/actor_loss", 0.5)];
         let rec = |i: u64| Record { grad_step: i, env_step: 0, wall_s: 0.0, values: &values };

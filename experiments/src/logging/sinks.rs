@@ -15,7 +15,9 @@
 //! ```
 
 use super::rerun_sink::{save_stream, EpisodeLogger, RerunSink, DEFAULT_QUEUE, FILE_FLUSH_TIMEOUT, STREAM_FLUSH_TIMEOUT};
+use super::layout::{self, Layout, RunPlan};
 use super::MetricSink;
+use crate::run::config::RunConfig;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -134,29 +136,20 @@ pub fn recording_files(run_dir: &Path) -> Vec<PathBuf> {
 }
 
 /// Open a recording stream for `target`: `Save` writes `save_path`; `recording_id` groups files
-/// of one run in the viewer; `blueprint` is the default viewer layout. `Off` gives `None`.
-pub fn open_stream(
-    target: &RerunTarget,
-    save_path: &Path,
-    recording_id: &str,
-    blueprint: fn() -> rerun::blueprint::Blueprint,
-) -> Result<Option<rerun::RecordingStream>> {
+/// of one run in the viewer; `layout` is the default viewer layout. `Off` gives `None`.
+pub fn open_stream(target: &RerunTarget, save_path: &Path, recording_id: &str, layout: &Layout) -> Result<Option<rerun::RecordingStream>> {
     let builder = || {
-        rerun::RecordingStreamBuilder::new("o2o")
-            .recording_id(recording_id.to_string())
-            .recording_name(recording_id.to_string())
-            .default_enabled(true)
-            .with_blueprint(blueprint())
+        rerun::RecordingStreamBuilder::new("o2o").recording_id(recording_id.to_string()).recording_name(recording_id.to_string()).default_enabled(true)
     };
-    Ok(match target {
+    let rec = match target {
         RerunTarget::Off => None,
-        RerunTarget::Save => Some(save_stream(save_path, recording_id, blueprint())?),
+        RerunTarget::Save => return Ok(Some(save_stream(save_path, recording_id, layout)?)),
         RerunTarget::Spawn if !has_display() => {
             eprintln!(
                 "warning: --rerun spawn: no display here (DISPLAY and WAYLAND_DISPLAY are unset); saving the recording to {} instead (open it with `o2o view --web`)",
                 save_path.display()
             );
-            Some(save_stream(save_path, recording_id, blueprint())?)
+            return Ok(Some(save_stream(save_path, recording_id, layout)?));
         }
         RerunTarget::Spawn => {
             let mut opts = rerun::SpawnOptions::default();
@@ -169,7 +162,11 @@ pub fn open_stream(
         RerunTarget::Connect(url) => {
             Some(builder().connect_grpc_opts(url.clone()).with_context(|| format!("--rerun connect: cannot stream to {url}"))?)
         }
-    })
+    };
+    if let Some(rec) = &rec {
+        layout.send(rec).context("cannot send the viewer layout")?;
+    }
+    Ok(rec)
 }
 
 /// Whether a viewer window could open here.
@@ -177,26 +174,40 @@ fn has_display() -> bool {
     ["DISPLAY", "WAYLAND_DISPLAY"].iter().any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()))
 }
 
-/// Open the Rerun sink that `args` asks for, for the run in `run_dir`.
-pub fn open_run_sinks(run_dir: &Path, args: &RerunArgs) -> Result<RunSinks> {
+/// The layout and plan of the run `config` describes: its kind's panels, and the 3D framing of
+/// its env's model when it is a MuJoCo task (whose evaluation episodes the sink draws).
+pub fn run_layout(config: &RunConfig) -> (Layout, RunPlan) {
+    let camera = o2o_envs::make_unwrapped(&config.env).ok().and_then(|mut env| {
+        use o2o_envs::Env;
+        env.reset(Some(0)).ok()?;
+        layout::camera_for(&super::scene::model_geometry(&env), &super::scene::body_poses(&env))
+    });
+    let normalized = o2o_envs::registry::spec(&config.env).is_ok_and(|s| s.normalization_family.is_some());
+    (layout::run_layout(config, camera, normalized), RunPlan::of(config))
+}
+
+/// Open the Rerun sink that `args` asks for, for the run in `run_dir` that `config` describes
+/// (its kind chooses the viewer layout).
+pub fn open_run_sinks(run_dir: &Path, args: &RerunArgs, config: &RunConfig) -> Result<RunSinks> {
     let mut sinks: Vec<Box<dyn MetricSink>> = Vec::new();
     // The run directory's name identifies the recording across resumed sessions.
     let run_id = run_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "o2o-run".into());
     let mut episodes = None;
     let target = args.target()?;
-    if let Some(stream) = open_stream(&target, &recording_path(run_dir), &run_id, super::layout::run_blueprint)? {
-        let sink = RerunSink::new(stream, args.rerun_queue, target.flush_timeout())?;
+    let (layout, plan) = run_layout(config);
+    if let Some(stream) = open_stream(&target, &recording_path(run_dir), &run_id, &layout)? {
+        let sink = RerunSink::new(stream, args.rerun_queue, target.flush_timeout())?.with_plan(plan);
         episodes = sink.episode_logger();
         sinks.push(Box::new(sink));
     }
     Ok(RunSinks { sinks, episodes })
 }
 
-/// The extra sinks for a run in `run_dir` (the runner's `extra_sinks`: `metrics.jsonl` is not
-/// among them): the Rerun sink chosen by `args`, or none. Use [`open_run_sinks`] to also get the
-/// evaluation-episode logger.
-pub fn sinks_for_run(run_dir: &Path, args: &RerunArgs) -> Result<Vec<Box<dyn MetricSink>>> {
-    Ok(open_run_sinks(run_dir, args)?.sinks)
+/// The extra sinks for a run in `run_dir` that `config` describes (the runner's `extra_sinks`:
+/// `metrics.jsonl` is not among them): the Rerun sink chosen by `args`, or none. Use
+/// [`open_run_sinks`] to also get the evaluation-episode logger.
+pub fn sinks_for_run(run_dir: &Path, args: &RerunArgs, config: &RunConfig) -> Result<Vec<Box<dyn MetricSink>>> {
+    Ok(open_run_sinks(run_dir, args, config)?.sinks)
 }
 
 #[cfg(test)]
@@ -238,12 +249,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let run = dir.path().join("run-a");
         std::fs::create_dir(&run).unwrap();
-        let s = open_run_sinks(&run, &RerunArgs::off()).unwrap();
+        let config: RunConfig = toml::from_str("preset = 't'\nalgo = 'sac'\nenv = 'InvertedPendulum-v5'\n[train]\nonline_steps = 10\n").unwrap();
+        let s = open_run_sinks(&run, &RerunArgs::off(), &config).unwrap();
         assert_eq!(s.sinks.len(), 0);
         assert!(s.episodes.is_none());
         drop(s);
         for expect in ["recording.rrd", "recording.1.rrd"] {
-            let mut s = open_run_sinks(&run, &RerunArgs::default()).unwrap();
+            let mut s = open_run_sinks(&run, &RerunArgs::default(), &config).unwrap();
             assert_eq!(s.sinks.len(), 1);
             let mut logger = crate::logging::Logger::new(std::mem::take(&mut s.sinks));
             logger.log(1, 0, &[("train/critic_loss", 0.25)]).unwrap();

@@ -353,7 +353,7 @@ impl<'a> Run<'a> {
             rundir::write_json(&tmp.join(rundir::MANIFEST), &manifest)
         })?;
         eprintln!("run directory: {}", dir.display());
-        let mut sinks = crate::logging::sinks_for_run(&dir, &self.rerun)?;
+        let mut sinks = crate::logging::sinks_for_run(&dir, &self.rerun, config)?;
         sinks.append(&mut self.sinks);
         let summary = prepared.run(&dir, sinks, self.progress)?;
         Ok(Outcome { dir, summary, reused: false })
@@ -434,7 +434,7 @@ impl<'a> Run<'a> {
             manifest.dataset = prepared.dataset_info().cloned();
         }
         rundir::write_json(&manifest_path, &manifest)?;
-        let mut sinks = crate::logging::sinks_for_run(dir, &self.rerun)?;
+        let mut sinks = crate::logging::sinks_for_run(dir, &self.rerun, config)?;
         sinks.append(&mut self.sinks);
         let summary = prepared.run(dir, sinks, self.progress)?;
         Ok(Outcome { dir: dir.to_path_buf(), summary, reused: false })

@@ -7,6 +7,7 @@
 //! evaluation episodes (entity layout in `logging/rerun_sink.rs`).
 
 use o2o_experiments::logging::rerun_sink::RerunSink;
+use o2o_experiments::logging::layout::{camera_for, dataset_layout};
 use o2o_experiments::logging::scene::{body_poses, model_geometry};
 use o2o_experiments::logging::sinks::{open_stream, RerunArgs, RerunTarget};
 use anyhow::{bail, Context, Result};
@@ -73,19 +74,18 @@ pub fn run(args: ViewArgs) -> Result<()> {
     if target == RerunTarget::Off {
         bail!("--rerun off: nothing to do");
     }
-    let stream = open_stream(&target, &out, &format!("dataset-{stem}"), o2o_experiments::logging::layout::dataset_blueprint)?.context("no recording stream")?;
-    let mut sink = RerunSink::new(stream, args.rerun.rerun_queue, target.flush_timeout())?;
-    let mut log = sink.episode_logger().context("the Rerun sink has stopped")?.for_replay("dataset_step");
-
     // 3D replay needs the env's model and the recorded simulator states.
     let mut scene = None;
+    let mut camera = None;
     if let Some(id) = &env_id {
         match o2o_envs::make_unwrapped(id) {
-            Ok(env) => {
+            Ok(mut env) => {
                 let (nq, nv) = (env.qpos().len(), env.qvel().len());
                 match (info_rows(&ds, "infos/qpos", nq)?, info_rows(&ds, "infos/qvel", nv)?) {
-                    (Some(qpos), Some(qvel)) => {
-                        log.set_geometry(model_geometry(&env));
+                    (Some(qpos), Some(qvel)) if !ds.is_empty() => {
+                        // The camera frames the model in the file's first recorded state.
+                        env.set_state(&qpos[..nq], &qvel[..nv]).with_context(|| format!("{} row 0: setting the recorded state", path.display()))?;
+                        camera = camera_for(&model_geometry(&env), &body_poses(&env));
                         scene = Some((env, qpos, qvel, nq, nv));
                     }
                     _ => eprintln!("o2o dataset view: {} has no infos/qpos and infos/qvel; logging series only", path.display()),
@@ -94,11 +94,19 @@ pub fn run(args: ViewArgs) -> Result<()> {
             Err(e) => eprintln!("o2o dataset view: no 3D replay ({id}: {e})"),
         }
     }
+    let layout = dataset_layout(camera, true);
+    let stream = open_stream(&target, &out, &format!("dataset-{stem}"), &layout)?.context("no recording stream")?;
+    let mut sink = RerunSink::new(stream, args.rerun.rerun_queue, target.flush_timeout())?;
+    let mut log = sink.episode_logger().context("the Rerun sink has stopped")?.for_replay("dataset_step");
+    if let Some((env, ..)) = &scene {
+        log.set_geometry(model_geometry(env));
+    }
 
     let episodes = ds.episodes(None);
     let mut steps = 0usize;
     for ep in episodes.iter().take(args.episodes) {
-        log.begin_episode(Some(0));
+        let ret: f64 = ep.rows.clone().map(|i| ds.rewards[i] as f64).sum();
+        log.begin_replayed_episode(ret, ep.rows.len());
         for i in ep.rows.clone() {
             let poses = match scene.as_mut() {
                 Some((env, qpos, qvel, nq, nv)) => {
@@ -189,5 +197,14 @@ mod tests {
         assert_eq!(rows("/episode/world/torso"), 5);
         assert!(chunks.iter().any(|c| c.entity == "/episode/world/torso" && c.timelines.iter().any(|t| t == "dataset_step")));
         assert!(chunks.iter().any(|c| c.entity.starts_with("/episode/world/thigh/geom")), "thigh geometry missing");
+        // The dataset layout's panels show only what was logged; its camera follows the torso.
+        let mut env = o2o_envs::make_unwrapped("hopper-v2").unwrap();
+        env.reset(Some(0)).unwrap();
+        let layout = dataset_layout(camera_for(&model_geometry(&env), &body_poses(&env)), true);
+        for e in layout.entities() {
+            assert!(chunks.iter().any(|c| c.entity == e || c.entity.starts_with(&format!("{e}/"))), "the dataset layout shows {e}, never logged");
+        }
+        assert_eq!(rows("/episode/return"), 1);
+        assert!(chunks.iter().any(|c| c.entity.ends_with("/EyeControls3D")), "no camera in the blueprint");
     }
 }
