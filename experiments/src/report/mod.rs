@@ -372,6 +372,17 @@ mod tests {
         ];
         let g = groups(&runs, "eval/return");
         assert_eq!(g.len(), 5, "{:?}", g.iter().map(|g| g.name).collect::<Vec<_>>());
+        // Data in memory (no id, no path) is told apart by its content hash.
+        let mem = |name: &str, sha: &str| {
+            let dir = d.path().join(name);
+            std::fs::create_dir(&dir).unwrap();
+            std::fs::write(dir.join("config.toml"), "preset = \"p\"\nalgo = \"iql\"\nenv = \"e\"\n[dataset]\nin_memory = true\n").unwrap();
+            std::fs::write(dir.join("manifest.json"), format!(r#"{{"dataset": {{"sha256": "{sha}"}}}}"#)).unwrap();
+            std::fs::write(dir.join("metrics.jsonl"), "").unwrap();
+            load_run(&dir, "eval/return", "grad_step").unwrap().group
+        };
+        assert_ne!(mem("m1", "1111111199"), mem("m2", "2222222299"));
+        assert!(mem("m3", "3333333399").contains("in-memory data (33333333)"));
         let together = g.iter().find(|g| g.counted.len() == 2).expect("the two seeds share a group");
         assert_eq!(together.name, "iql · hopper-v2 · aaaaaaaa11.hdf5 (aaaaaaaa) · offline 100 · random 0 · warm-up 0 · online 0");
         assert!(together.notes.is_empty(), "the dataset path and seed are not differences: {:?}", together.notes);

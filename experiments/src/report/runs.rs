@@ -122,7 +122,9 @@ pub fn load_run(dir: &Path, metric: &str, x_key: &str) -> Result<Run> {
     let data = match (get("dataset.id").or_else(|| get("dataset.path").map(|p| p.rsplit('/').next().unwrap_or(&p).to_string())), docs.get(1).and_then(|m| lookup(m, "dataset.sha256")).and_then(as_label)) {
         (Some(name), Some(sha)) => format!(" · {name} ({})", &sha[..sha.len().min(8)]),
         (Some(name), None) => format!(" · {name}"),
-        (None, _) => String::new(),
+        // Data handed over in memory has no name: its content hash tells runs apart.
+        (None, Some(sha)) => format!(" · in-memory data ({})", &sha[..sha.len().min(8)]),
+        (None, None) => String::new(),
     };
     let steps = |k: &str| get(&format!("train.{k}")).unwrap_or_else(|| "0".into());
     let budget = format!("offline {} · random {} · warm-up {} · online {}", steps("offline_steps"), steps("random_steps"), steps("warmup_steps"), steps("online_steps"));
