@@ -10,10 +10,8 @@
 //! on detached copies of its weights, so the weights are constants of the module.
 
 use crate::run::actor::ActionScale;
-use crate::run::checkpoint::{self, AGENT};
-use crate::run::config::RunConfig;
-use crate::run::rundir::{self, write_atomic};
-use crate::run::runner::build_agent;
+use crate::run::rundir::write_atomic;
+use crate::run::runner::{load_checkpoint_agent, CheckpointAgent};
 use anyhow::{Context, Result};
 use o2o_envs::{BoxSpace, Env};
 use serde::{Deserialize, Serialize};
@@ -81,24 +79,11 @@ pub struct Exported {
 /// Write the deterministic policy of the run in `run_dir` (its checkpoint `checkpoint`, or the
 /// newest) to `out` as TorchScript, and `out` with the extension `.json` beside it. `env`
 /// gives the observation and action spaces; `None` makes the run's env from the registry.
-pub fn export_torchscript(run_dir: &Path, checkpoint: Option<&str>, out: &Path, env: Option<&dyn Env>) -> Result<Exported> {
-    let config = RunConfig::read(&run_dir.join(rundir::CONFIG)).with_context(|| format!("{} is not a run directory", run_dir.display()))?;
-    let ckpt = checkpoint::find(run_dir, checkpoint)?;
-    let state = checkpoint::read_state(&ckpt)?;
-    let made;
-    let env: &dyn Env = match env {
-        Some(e) => e,
-        None => {
-            made = o2o_envs::make(&config.env).with_context(|| format!("making the run's env {} for its spaces (an env of your own: export from Rust with o2o_experiments::export::export_torchscript and Some(&env))", config.env))?;
-            &*made
-        }
-    };
+pub fn export_torchscript(run_dir: &Path, checkpoint: Option<&str>, out: &Path, env: Option<Box<dyn Env>>) -> Result<Exported> {
+    let CheckpointAgent { config, folder: ckpt, state, env, agent } = load_checkpoint_agent(run_dir, checkpoint, env, Device::Cpu)?;
     let (obs_space, act_space) = (env.observation_space().clone(), env.action_space().clone());
     let scale = ActionScale::new(&act_space, &config.env)?;
     let (obs_dim, act_dim) = (obs_space.dim(), act_space.dim());
-    let mut agent = build_agent(&config, obs_dim, act_dim, Device::Cpu)?;
-    let agent_file = ckpt.join(AGENT);
-    agent.load(&agent_file).with_context(|| format!("loading the agent from {}", agent_file.display()))?;
     let policy = agent.deterministic_policy().with_context(|| format!("the {} agent cannot give a deterministic policy to export", config.algo))?;
 
     // a_env = low + (clip(a, −1, 1) + 1) / 2 · (high − low), as ActionScale::to_env does.

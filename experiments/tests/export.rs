@@ -8,7 +8,7 @@ use o2o_envs::Env;
 use o2o_experiments::logging::RerunArgs;
 use o2o_experiments::run::actor::{ActionScale, AgentPolicy, Policy};
 use o2o_experiments::run::{checkpoint, runner};
-use o2o_experiments::{Run, RunConfig};
+use o2o_experiments::Run;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use tch::{Device, Tensor};
@@ -27,13 +27,9 @@ fn observations(dim: usize) -> Vec<Vec<f32>> {
 
 /// o2o's deterministic actions in env units, one observation at a time (as evaluation acts).
 fn o2o_actions(run: &Path, obs: &[Vec<f32>]) -> Vec<Vec<f32>> {
-    let config = RunConfig::read(&run.join("config.toml")).unwrap();
-    let env = o2o_envs::make(&config.env).unwrap();
-    let (od, ad) = (env.observation_space().dim(), env.action_space().dim());
-    let mut agent = runner::build_agent(&config, od, ad, Device::Cpu).unwrap();
-    agent.load(&checkpoint::latest(run).unwrap().join(checkpoint::AGENT)).unwrap();
-    let scale = ActionScale::new(env.action_space(), &config.env).unwrap();
-    let mut policy = AgentPolicy { agent: &mut *agent, device: Device::Cpu, deterministic: true };
+    let mut loaded = runner::load_checkpoint_agent(run, None, None, Device::Cpu).unwrap();
+    let scale = ActionScale::new(loaded.env.action_space(), &loaded.config.env).unwrap();
+    let mut policy = AgentPolicy { agent: &mut *loaded.agent, device: Device::Cpu, deterministic: true };
     obs.iter().map(|o| scale.to_env(&policy.act(o).unwrap())).collect()
 }
 

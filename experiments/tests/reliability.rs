@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::O2O;
+use common::{metrics_without_time, O2O};
 
 /// A short SAC run: 200 random steps, 300 online; a checkpoint every 25 steps (at episode ends).
 const SAC: &[&str] = &[
@@ -70,19 +70,6 @@ fn run_dirs(runs: &Path) -> Vec<PathBuf> {
     d
 }
 
-/// `metrics.jsonl` without the wall-clock fields.
-fn metrics(dir: &Path) -> Vec<BTreeMap<String, serde_json::Value>> {
-    std::fs::read_to_string(dir.join("metrics.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| {
-            let mut m: BTreeMap<String, serde_json::Value> = serde_json::from_str(l).unwrap();
-            m.retain(|k, _| k != "wall_s" && !k.starts_with("perf/"));
-            m
-        })
-        .collect()
-}
-
 fn resume(dir: &Path, extra: &[&str]) -> Output {
     o2o(&["resume"]).arg(dir).args(["--device", "cpu", "--threads", "1", "--rerun=off"]).args(extra).output().unwrap()
 }
@@ -106,7 +93,7 @@ fn killed_by_sigkill(o: &Output) -> bool {
 /// half-started run is never left without its manifest; `o2o report` counts what finished.
 #[test]
 fn fifty_kills_at_random_moments_end_in_the_uninterrupted_metrics() {
-    let want = metrics(&reference("kill-ref-"));
+    let want = metrics_without_time(&reference("kill-ref-"));
     let runs = scratch("kill-");
     let mut rng = o2o_agents::rng::AgentRng::new(2024);
     let (mut kills, mut finished_runs) = (0, 0);
@@ -139,7 +126,7 @@ fn fifty_kills_at_random_moments_end_in_the_uninterrupted_metrics() {
             assert!(o.status.success(), "resume of {} after a kill failed: {}", dir.display(), text(&o));
             break;
         }
-        assert_eq!(metrics(&dir), want, "{} ended with other metrics than the uninterrupted run", dir.display());
+        assert_eq!(metrics_without_time(&dir), want, "{} ended with other metrics than the uninterrupted run", dir.display());
         finished_runs += 1;
     }
     assert!(points.len() >= 4, "kills should hit start-up, steps, checkpoints and evaluations: {points:?}");
@@ -171,10 +158,10 @@ fn two_resumes_of_one_run_one_refuses() {
     assert!(err.contains("is in use by pid") && err.contains(&dir.display().to_string()), "{err}");
     assert!(text(ok[0]).contains("taking over the lock left by pid"), "{}", text(ok[0]));
     // No duplicated rows, no step going backwards.
-    let m = metrics(&dir);
+    let m = metrics_without_time(&dir);
     let steps: Vec<(u64, u64)> = m.iter().map(|r| (r["grad_step"].as_u64().unwrap(), r["env_step"].as_u64().unwrap())).collect();
     assert!(steps.windows(2).all(|w| w[1].1 >= w[0].1), "env_step went backwards");
-    assert_eq!(m, metrics(&reference("lock-ref-")));
+    assert_eq!(m, metrics_without_time(&reference("lock-ref-")));
 }
 
 /// Item 3: errors found before the run starts leave no run directory behind.
@@ -227,7 +214,7 @@ fn bad_input_leaves_no_run_directory() {
 /// before, exactly; `--checkpoint step-N` resumes from an older one on purpose.
 #[test]
 fn a_damaged_newest_checkpoint_falls_back_to_the_one_before() {
-    let want = metrics(&reference("damage-ref-"));
+    let want = metrics_without_time(&reference("damage-ref-"));
     let runs = scratch("damage-");
     let o = o2o(&["train"]).args(SAC).arg("--runs-dir").arg(&runs).env("O2O_FAULT", "step:400").output().unwrap();
     assert!(killed_by_sigkill(&o));
@@ -241,7 +228,7 @@ fn a_damaged_newest_checkpoint_falls_back_to_the_one_before() {
     let out = text(&o);
     assert!(out.contains("is damaged") && out.contains(".damaged-step-"), "{out}");
     assert!(!out.contains("frame #"), "{out}");
-    assert_eq!(metrics(&dir), want);
+    assert_eq!(metrics_without_time(&dir), want);
 
     // On purpose: continue from the first checkpoint of a finished run; newer ones move aside.
     let first = o2o_experiments::run::checkpoint::list(&dir).unwrap()[0].clone();
@@ -249,7 +236,7 @@ fn a_damaged_newest_checkpoint_falls_back_to_the_one_before() {
     std::fs::remove_file(dir.join("summary.json")).unwrap();
     let o = resume(&dir, &["--checkpoint", &name]);
     assert!(o.status.success() && text(&o).contains(".discarded-step-"), "{}", text(&o));
-    assert_eq!(metrics(&dir), want);
+    assert_eq!(metrics_without_time(&dir), want);
 }
 
 /// Items 7 and 11: a relative dataset path is stored absolute (fine-tuning from another folder
@@ -283,7 +270,7 @@ fn relative_dataset_paths_and_plain_progress() {
 /// command; resuming ends exactly as a run never stopped.
 #[test]
 fn sigint_checkpoints_and_says_how_to_resume() {
-    let want = metrics(&reference("sigint-ref-"));
+    let want = metrics_without_time(&reference("sigint-ref-"));
     let runs = scratch("sigint-");
     let child = o2o(&["train"]).args(SAC).arg("--runs-dir").arg(&runs).spawn().unwrap();
     // Wait until the run is under way (its directory holds a metrics file).
@@ -306,7 +293,7 @@ fn sigint_checkpoints_and_says_how_to_resume() {
     assert!(!o2o_experiments::run::checkpoint::list(&dir).unwrap().is_empty());
     let o = resume(&dir, &[]);
     assert!(o.status.success(), "{}", text(&o));
-    assert_eq!(metrics(&dir), want);
+    assert_eq!(metrics_without_time(&dir), want);
 }
 
 /// Items 12 and 13: a budget whose online batch never fills says so (and in the stage table);

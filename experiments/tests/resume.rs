@@ -4,14 +4,13 @@
 //! Both runs use the real `o2o` binary on InvertedPendulum-v5 with small networks, one torch
 //! thread and the CPU, so they are bit-for-bit reproducible.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
 
-use common::O2O;
+use common::{metrics_without_time, O2O};
 
 /// A short SAC run: 150 random steps, then 1,650 online steps; a checkpoint every 300 steps.
 const RUN: &[&str] = &[
@@ -65,19 +64,6 @@ fn checkpoints(run: &Path) -> Vec<PathBuf> {
         .unwrap_or_default();
     v.sort();
     v
-}
-
-/// metrics.jsonl without the wall-clock fields.
-fn metrics_without_time(run: &Path) -> Vec<BTreeMap<String, serde_json::Value>> {
-    std::fs::read_to_string(run.join("metrics.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| {
-            let mut m: BTreeMap<String, serde_json::Value> = serde_json::from_str(l).unwrap();
-            m.retain(|k, _| k != "wall_s" && !k.starts_with("perf/"));
-            m
-        })
-        .collect()
 }
 
 fn assert_same_tensors(a: &Path, b: &Path) {

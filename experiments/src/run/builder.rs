@@ -307,14 +307,12 @@ impl<'a> Run<'a> {
 
     /// Run the config's phases to the end (or continue a resumed run to its end).
     pub fn run(mut self) -> Result<Outcome> {
-        if let Some(make) = &self.env {
-            // The config names the env the factory makes.
-            let id = make().context("making the env with the run's env factory")?.spec().id.clone();
-            if !matches!(self.mode, Mode::Resume { .. }) {
+        if !matches!(self.mode, Mode::Resume { .. }) {
+            if let Some(make) = &self.env {
+                // The config names the env the factory makes (a resumed run's config already does).
+                let id = make().context("making the env with the run's env factory")?.spec().id.clone();
                 self.table.insert("env".into(), toml::Value::String(id));
             }
-        }
-        if !matches!(self.mode, Mode::Resume { .. }) {
             absolute_dataset_path(&mut self.table)?;
         }
         let config = self.config()?;
@@ -380,10 +378,11 @@ impl<'a> Run<'a> {
         }
         let (mut on_eval, mut on_checkpoint) = (self.on_eval.take(), self.on_checkpoint.take());
         let device = self.device;
-        let mut damaged: Vec<String> = Vec::new();
-        let (prepared, from) = loop {
+        let mut any_damaged = false;
+        // `restart`: no checkpoint to continue from, so the run starts over from step 0.
+        let (prepared, from, restart) = loop {
             let Some(checkpoint) = candidates.pop() else {
-                if !damaged.is_empty() {
+                if any_damaged {
                     eprintln!("note: no checkpoint of {} loads; restarting it from step 0", dir.display());
                 }
                 eprintln!("{} has no checkpoint yet; restarting it from step 0", dir.display());
@@ -392,11 +391,11 @@ impl<'a> Run<'a> {
                     None => (Start::Fresh, "step 0".to_string()),
                 };
                 let hooks = hooks(&self.env, self.dataset.take(), &mut on_eval, &mut on_checkpoint);
-                break (runner::prepare(config, device, start, hooks)?, from);
+                break (runner::prepare(config, device, start, hooks)?, from, true);
             };
             let state = checkpoint::read_state(&checkpoint);
             if let Ok(s) = &state {
-                if s.finished && damaged.is_empty() {
+                if s.finished && !any_damaged {
                     let summary = match read_summary(dir) {
                         Ok(summary) => summary,
                         // Killed between the final checkpoint and the summary: write it now.
@@ -409,12 +408,12 @@ impl<'a> Run<'a> {
             match runner::prepare(config, device, Start::Resume { checkpoint: checkpoint.clone() }, hooks) {
                 Ok(p) => {
                     eprintln!("resuming {} from {} (step {})", dir.display(), checkpoint.display(), p.state().step);
-                    break (p, checkpoint.display().to_string());
+                    break (p, checkpoint.display().to_string(), false);
                 }
                 Err(e) if e.downcast_ref::<runner::DamagedCheckpoint>().is_some() => {
                     let aside = checkpoint::set_aside(&checkpoint, "damaged")?;
                     eprintln!("note: {} is damaged ({}); moved it to {} and trying the one before", checkpoint.display(), crate::errors::first_lines(&e), aside.display());
-                    damaged.push(checkpoint.display().to_string());
+                    any_damaged = true;
                     // The in-memory dataset went into the failed attempt: it is gone.
                     if config.dataset.as_ref().is_some_and(|d| d.in_memory) {
                         bail!("{} is damaged and the run's in-memory dataset was consumed by the attempt; resume again (Run::resume) with the data", checkpoint.display());
@@ -423,7 +422,7 @@ impl<'a> Run<'a> {
                 Err(e) => return Err(e),
             }
         };
-        if from.starts_with("step 0") {
+        if restart {
             std::fs::write(dir.join(rundir::METRICS), b"").with_context(|| format!("cannot reset {}/{}", dir.display(), rundir::METRICS))?;
         }
         // A resumed run must see the data it started with, or it would not continue exactly.
@@ -528,19 +527,8 @@ fn finish_from_checkpoint(dir: &Path, config: &RunConfig, ckpt: &Path, state: &R
         std::fs::copy(&recorded, &tmp).with_context(|| format!("cannot copy {}", recorded.display()))?;
         std::fs::rename(&tmp, &dest).with_context(|| format!("cannot write {}", dest.display()))?;
     }
-    let summary = Summary {
-        finished: true,
-        steps: state.step,
-        grad_steps: state.grad_step,
-        env_steps: state.env_step,
-        episodes: state.episode,
-        wall_s: 0.0,
-        final_eval: state.last_eval,
-        best_eval: state.best_eval,
-        phase_evals: state.phase_evals.clone(),
-        checkpoint: ckpt.strip_prefix(dir).unwrap_or(ckpt).display().to_string(),
-        warnings: runner::budget_warnings(config),
-    };
+    // (its wall time is unknown: the process that ran it was killed)
+    let summary = Summary::finished(dir, ckpt, state, 0.0, runner::budget_warnings(config));
     rundir::write_json(&dir.join(rundir::SUMMARY), &summary)?;
     Ok(summary)
 }

@@ -94,23 +94,12 @@ pub fn evaluate(env: &mut dyn Env, agent: &mut dyn Agent, device: Device, run_se
 /// or the newest), `episodes` deterministic episodes on `env` (default: a new registry env of
 /// the run) with reset seeds derived from `seed`. Returns the checkpoint used and the result.
 pub fn evaluate_checkpoint(run_dir: &Path, checkpoint: Option<&str>, episodes: usize, seed: u64, env: Option<Box<dyn Env>>, device: Device) -> Result<(PathBuf, EvalResult)> {
-    use super::checkpoint as ckpt;
     if episodes == 0 {
         anyhow::bail!("--episodes: expected at least 1, found 0");
     }
-    let config = super::config::RunConfig::read(&run_dir.join(super::rundir::CONFIG)).with_context(|| format!("{} is not a run directory", run_dir.display()))?;
-    let folder = ckpt::find(run_dir, checkpoint)?;
-    let state = ckpt::read_state(&folder)?;
-    let mut env = match env {
-        Some(e) => e,
-        None => o2o_envs::make(&config.env).with_context(|| format!("making the run's env {}", config.env))?,
-    };
-    let (od, ad) = (env.observation_space().dim(), env.action_space().dim());
-    let mut agent = super::runner::build_agent(&config, od, ad, device)?;
-    let file = folder.join(ckpt::AGENT);
-    agent.load(&file).with_context(|| format!("loading the agent from {}", file.display()))?;
-    let r = evaluate(&mut *env, &mut *agent, device, seed, episodes, state.step)?;
-    Ok((folder, r))
+    let mut loaded = super::runner::load_checkpoint_agent(run_dir, checkpoint, env, device)?;
+    let r = evaluate(&mut *loaded.env, &mut *loaded.agent, device, seed, episodes, loaded.state.step)?;
+    Ok((loaded.folder, r))
 }
 
 /// D4RL normalized score ×100 (algorithms.md §7.1), from the datasets crate's table.

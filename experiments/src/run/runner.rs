@@ -78,6 +78,25 @@ pub struct Summary {
     pub warnings: Vec<String>,
 }
 
+impl Summary {
+    /// The summary of a run that finished with the checkpoint `ckpt` holding `state`.
+    pub fn finished(dir: &Path, ckpt: &Path, state: &RunnerState, wall_s: f64, warnings: Vec<String>) -> Self {
+        Self {
+            finished: true,
+            steps: state.step,
+            grad_steps: state.grad_step,
+            env_steps: state.env_step,
+            episodes: state.episode,
+            wall_s,
+            final_eval: state.last_eval,
+            best_eval: state.best_eval,
+            phase_evals: state.phase_evals.clone(),
+            checkpoint: ckpt.strip_prefix(dir).unwrap_or(ckpt).display().to_string(),
+            warnings,
+        }
+    }
+}
+
 /// A function that makes a fresh env of the run: called once for the env the agent acts in and
 /// once for the evaluation env (never the same env, so evaluation cannot disturb a training
 /// episode), and again whenever the run is resumed.
@@ -482,23 +501,42 @@ impl Prepared<'_> {
             rec.write(&dir.join(DATASET))?;
         }
         progress.finish();
-        let summary = Summary {
-            finished: true,
-            steps: state.step,
-            grad_steps: state.grad_step,
-            env_steps: state.env_step,
-            episodes: state.episode,
-            wall_s: t0.elapsed().as_secs_f64(),
-            final_eval: state.last_eval,
-            best_eval: state.best_eval,
-            phase_evals: state.phase_evals.clone(),
-            checkpoint: ckpt.strip_prefix(dir).unwrap_or(&ckpt).display().to_string(),
-            warnings,
-        };
+        let summary = Summary::finished(dir, &ckpt, &state, t0.elapsed().as_secs_f64(), warnings);
         fault::point("summary");
         rundir::write_json(&dir.join(SUMMARY), &summary)?;
         Ok(summary)
     }
+}
+
+/// A run's agent as one of its checkpoints left it, with what it was loaded from.
+pub struct CheckpointAgent {
+    /// The run's config.
+    pub config: RunConfig,
+    /// The checkpoint folder.
+    pub folder: PathBuf,
+    /// The runner's counters in that checkpoint.
+    pub state: RunnerState,
+    /// The env whose spaces the agent was built for.
+    pub env: Box<dyn Env>,
+    /// The agent, its whole state loaded.
+    pub agent: Box<dyn Agent>,
+}
+
+/// Load the agent of the run in `run_dir` from its checkpoint `checkpoint` (`step-N`, or the
+/// newest), built for `env` (default: a new registry env of the run) on `device` — what
+/// `o2o eval` and `o2o export` start from.
+pub fn load_checkpoint_agent(run_dir: &Path, checkpoint: Option<&str>, env: Option<Box<dyn Env>>, device: Device) -> Result<CheckpointAgent> {
+    let config = RunConfig::read(&run_dir.join(rundir::CONFIG)).with_context(|| format!("{} is not a run directory", run_dir.display()))?;
+    let folder = checkpoint::find(run_dir, checkpoint)?;
+    let state = checkpoint::read_state(&folder)?;
+    let env = match env {
+        Some(e) => e,
+        None => o2o_envs::make(&config.env).with_context(|| format!("making the run's env {} (an env of your own: pass it from Rust)", config.env))?,
+    };
+    let mut agent = build_agent(&config, env.observation_space().dim(), env.action_space().dim(), device)?;
+    let file = folder.join(checkpoint::AGENT);
+    agent.load(&file).with_context(|| format!("loading the agent from {}", file.display()))?;
+    Ok(CheckpointAgent { config, folder, state, env, agent })
 }
 
 /// Run (or continue) the run in `dir` to its end: [`prepare`], then [`Prepared::run`].

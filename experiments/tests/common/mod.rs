@@ -27,6 +27,20 @@ pub fn run_o2o<S: AsRef<str>>(prefix: &str, args: &[&str], sets: &[S]) -> PathBu
     dirs.pop().unwrap()
 }
 
+/// A run's `metrics.jsonl` without the wall-clock fields (`wall_s`, `perf/*`): what an exact
+/// resume must reproduce.
+pub fn metrics_without_time(run: &Path) -> Vec<std::collections::BTreeMap<String, serde_json::Value>> {
+    std::fs::read_to_string(run.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut m: std::collections::BTreeMap<String, serde_json::Value> = serde_json::from_str(l).unwrap();
+            m.retain(|k, _| k != "wall_s" && !k.starts_with("perf/"));
+            m
+        })
+        .collect()
+}
+
 /// Every value of metric `key` in a run's `metrics.jsonl`, in order.
 pub fn metric(run: &Path, key: &str) -> Vec<f64> {
     std::fs::read_to_string(run.join("metrics.jsonl"))
