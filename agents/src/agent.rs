@@ -85,6 +85,14 @@ pub trait Agent: Send {
     fn deterministic_policy(&self) -> Option<DeterministicPolicy> {
         None
     }
+    /// `Q_i(s, a)` of every critic member, `[E, B]`, for observations `[B, obs_dim]` and
+    /// actions `[B, act_dim]`, without gradients, dropout or a draw from the agent's random
+    /// stream: what SERA's bonus conditions on ([`crate::sera`]). `None` when the agent has no
+    /// state-action critic.
+    fn critic_values(&self, obs: &Tensor, action: &Tensor) -> Option<Tensor> {
+        let _ = (obs, action);
+        None
+    }
     /// Read-only diagnostics on `batch` (no update, no draw from the agent's random stream):
     /// e.g. `q` (ensemble-mean Q(s, a) on the batch's actions), `mc_return` and `q_minus_mc`
     /// (on rows with a finite Monte-Carlo return), `entropy` (−E log π(ã|s)) and `alpha`.

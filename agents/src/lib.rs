@@ -9,6 +9,7 @@
 //!   algorithm per file; CQL, Cal-QL, RLPD and WSRL reuse SAC's update and add or change one
 //!   piece.
 //! - [`nn`]: MLP, batched critic ensemble, actors, Polyak, temperature, Adam.
+//! - [`sera`]: SERA's Q-conditioned state-entropy bonus, added by the runner to online batches.
 //! - [`checkpoint`]: the one-file checkpoint format; [`rng`]: the agent's random stream.
 //!
 //! The key design decision is that an agent owns *all* of its state — including Adam's moments
@@ -26,6 +27,7 @@ pub mod checkpoint;
 pub mod config;
 pub mod nn;
 pub mod rng;
+pub mod sera;
 
 pub use agent::{Agent, AgentError, DeterministicPolicy, Metrics, Phase};
 pub use algos::{calql, cql, iql, rlpd, sac, wsrl};

@@ -592,6 +592,10 @@ impl Agent for Cql {
     fn diagnose(&mut self, batch: &TransitionBatch) -> Metrics {
         self.sac.diagnostics(batch)
     }
+
+    fn critic_values(&self, obs: &Tensor, action: &Tensor) -> Option<Tensor> {
+        self.sac.critic_values(obs, action)
+    }
 }
 
 #[cfg(test)]

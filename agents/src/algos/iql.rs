@@ -311,6 +311,12 @@ impl Agent for Iql {
     fn load_parts(&mut self, path: &Path, parts: &[&str]) -> Result<(), AgentError> {
         self.load_impl(path, Some(parts))
     }
+
+    /// The twin Q critics (not the target, not V).
+    fn critic_values(&self, obs: &Tensor, action: &Tensor) -> Option<Tensor> {
+        let sa = Self::sa(&obs.to_device(self.device), &action.to_device(self.device));
+        Some(tch::no_grad(|| self.m.critic.forward(&sa, None).squeeze_dim(-1)))
+    }
 }
 
 #[cfg(test)]

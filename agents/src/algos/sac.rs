@@ -539,6 +539,10 @@ impl Agent for Sac {
     fn diagnose(&mut self, batch: &TransitionBatch) -> Metrics {
         self.diagnostics(batch)
     }
+
+    fn critic_values(&self, obs: &Tensor, action: &Tensor) -> Option<Tensor> {
+        Some(tch::no_grad(|| self.q_values(&obs.to_device(self.device), &action.to_device(self.device))))
+    }
 }
 
 /// Minibatch `i` of `k`: rows `i, i + k, i + 2k, …` (a strided view of every column).

@@ -234,6 +234,10 @@ impl Agent for Wsrl {
     fn diagnose(&mut self, batch: &TransitionBatch) -> Metrics {
         self.cql.diagnose(batch)
     }
+
+    fn critic_values(&self, obs: &Tensor, action: &Tensor) -> Option<Tensor> {
+        self.cql.critic_values(obs, action)
+    }
 }
 
 #[cfg(test)]
