@@ -233,7 +233,7 @@ impl Sera {
 
     /// Add λ·tanh(r_int) to `batch.reward` (in place), with Q̂ from `agent`'s critic and the
     /// neighbours in the batch plus `extra` (the online sample, with `neighbours =
-    /// "online-sample"`). Returns `sera/r_int_mean`, `sera/r_int_std` and `sera/bonus_share`
+    /// "online-sample"`). Returns `train/sera/r_int_mean`, `train/sera/r_int_std` and `train/sera/bonus_share`
     /// (Σ|bonus| / (Σ|r_ext| + Σ|bonus|) over the batch).
     pub fn augment(&self, agent: &dyn Agent, batch: &mut TransitionBatch, extra: Option<&TransitionBatch>) -> Result<Metrics, AgentError> {
         let q = self.q_hat(agent, batch)?;
@@ -252,9 +252,9 @@ impl Sera {
         batch.reward = &batch.reward + bonus.to_kind(batch.reward.kind());
         let share = if ext + added > 0.0 { added / (ext + added) } else { 0.0 };
         Ok(vec![
-            ("sera/r_int_mean", r_int.mean(Kind::Double).double_value(&[])),
-            ("sera/r_int_std", if r_int.size()[0] > 1 { r_int.std(false).double_value(&[]) } else { 0.0 }),
-            ("sera/bonus_share", share),
+            ("train/sera/r_int_mean", r_int.mean(Kind::Double).double_value(&[])),
+            ("train/sera/r_int_std", if r_int.size()[0] > 1 { r_int.std(false).double_value(&[]) } else { 0.0 }),
+            ("train/sera/bonus_share", share),
         ])
     }
 }

@@ -58,6 +58,11 @@ impl OfflineBuffer {
         self.cols.mc_return.is_some()
     }
 
+    /// The observation column, row-major `[len, obs_dim]` (e.g. for per-dimension statistics).
+    pub fn observations(&self) -> &[f32] {
+        &self.cols.obs[..self.len * self.cols.obs_dim]
+    }
+
     /// The reward column (e.g. for statistics).
     pub fn rewards(&self) -> &[f32] {
         &self.cols.reward

@@ -7,6 +7,7 @@
 //! `o2o_agents`); it is validated by the agents crate when the run is resolved.
 
 use anyhow::{bail, Context, Result};
+use o2o_agents::sera::SeraConfig;
 use o2o_agents::AgentConfig;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -39,6 +40,10 @@ pub struct RunConfig {
     /// Read-only diagnostics around the offline→online switch.
     #[serde(default)]
     pub diagnostics: DiagnosticsConfig,
+    /// SERA's Q-conditioned state-entropy bonus on online batches (off by default; see
+    /// [`o2o_agents::sera::SeraConfig`] for every field).
+    #[serde(default)]
+    pub sera: SeraConfig,
     /// Where this run starts from, for fine-tuning runs.
     #[serde(default)]
     pub parent: Option<ParentConfig>,
@@ -317,6 +322,9 @@ impl RunConfig {
         }
         if self.checkpoint.keep == 0 {
             bail!("key `checkpoint.keep`: expected at least 1, found 0");
+        }
+        if self.sera.enabled {
+            self.sera.validate(t.online_batch())?;
         }
         let needs_data = t.offline_steps > 0 || t.offline_ratio > 0.0;
         match &self.dataset {

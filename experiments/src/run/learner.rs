@@ -7,6 +7,7 @@
 
 use super::actor::{Transition, TransitionSink};
 use anyhow::{Context, Result};
+use o2o_agents::sera::{Neighbours, Sera};
 use o2o_agents::{Agent, Metrics};
 use o2o_datasets::{MixedSampler, OfflineBuffer, ReplayBuffer, TransitionBatch};
 use rand_chacha::ChaCha8Rng;
@@ -53,19 +54,41 @@ impl Source<'_> {
         };
         batch.context("sampling a training batch")
     }
+
+    /// The online replay buffer, where the source has one.
+    fn online(&self) -> Option<&ReplayBuffer> {
+        match self {
+            Source::Offline(_) => None,
+            Source::Online(b) | Source::Mixed { online: b, .. } => Some(b),
+        }
+    }
 }
 
 /// `updates` gradient steps, each on a fresh batch; returns the last update's metrics plus
 /// `offline_fraction`, the share of that batch's rows drawn from the offline dataset (0 when
 /// online data only: WSRL's claim that it retains no offline data is visible in the log).
-pub fn learn(agent: &mut dyn Agent, source: &Source<'_>, batch_size: usize, updates: usize, rng: &mut ChaCha8Rng, device: Device) -> Result<Metrics> {
+///
+/// With `sera`, every batch's reward gets SERA's bonus before the update, computed with the
+/// agent's critic as it is at that update (the one place where it is applied, for every
+/// algorithm); its `train/sera/…` statistics of the last batch join the metrics.
+pub fn learn(agent: &mut dyn Agent, source: &Source<'_>, batch_size: usize, updates: usize, rng: &mut ChaCha8Rng, device: Device, sera: Option<&Sera>) -> Result<Metrics> {
     let mut metrics = Metrics::new();
     let mut last = None;
+    let mut bonus = Metrics::new();
     for _ in 0..updates {
-        let batch = source.sample(batch_size, rng, device)?;
+        let mut batch = source.sample(batch_size, rng, device)?;
+        if let Some(sera) = sera {
+            let extra = match (sera.config().neighbours, source.online()) {
+                (Neighbours::OnlineSample, Some(online)) => Some(online.sample(sera.config().neighbour_samples, rng, device).context("sampling SERA's neighbour set from the online buffer")?),
+                (Neighbours::OnlineSample, None) => anyhow::bail!("sera.neighbours = \"online-sample\" needs an online replay buffer"),
+                (Neighbours::Batch, _) => None,
+            };
+            bonus = sera.augment(&*agent, &mut batch, extra.as_ref())?;
+        }
         metrics = agent.update(&batch);
         last = Some(batch);
     }
+    metrics.extend(bonus);
     let offline_fraction = match (source, &last) {
         (_, None) => 0.0,
         (Source::Offline(_), _) => 1.0,

@@ -33,6 +33,13 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("wsrl-hopper-medium", include_str!("../../presets/wsrl-hopper-medium.toml")),
     ("wsrl-halfcheetah-medium", include_str!("../../presets/wsrl-halfcheetah-medium.toml")),
     ("wsrl-walker2d-medium", include_str!("../../presets/wsrl-walker2d-medium.toml")),
+    ("sera-calql-hopper-small", include_str!("../../presets/sera-calql-hopper-small.toml")),
+    ("sera-calql-hopper-medium", include_str!("../../presets/sera-calql-hopper-medium.toml")),
+    ("sera-calql-halfcheetah-medium", include_str!("../../presets/sera-calql-halfcheetah-medium.toml")),
+    ("sera-calql-walker2d-medium", include_str!("../../presets/sera-calql-walker2d-medium.toml")),
+    ("sera-cql-hopper-medium", include_str!("../../presets/sera-cql-hopper-medium.toml")),
+    ("sera-cql-halfcheetah-medium", include_str!("../../presets/sera-cql-halfcheetah-medium.toml")),
+    ("sera-cql-walker2d-medium", include_str!("../../presets/sera-cql-walker2d-medium.toml")),
 ];
 
 /// Preset names, in the order above.
@@ -77,7 +84,16 @@ mod tests {
             assert_eq!(n, name);
             table.insert("preset".into(), toml::Value::String(n.clone()));
             let c = RunConfig::from_table(table, name).unwrap_or_else(|e| panic!("{name}: {e:#}"));
-            assert!(name.starts_with(&format!("{}-", c.algo)), "{name} names algo {}", c.algo);
+            // A method layered on a base algorithm is named `<method>-<algo>-…` and switched on
+            // in its own section.
+            let base = match name.strip_prefix("sera-") {
+                Some(rest) => {
+                    assert!(c.sera.enabled, "{name} must enable [sera]");
+                    rest
+                }
+                None => name,
+            };
+            assert!(base.starts_with(&format!("{}-", c.algo)), "{name} names algo {}", c.algo);
             assert_eq!(c.agent_config().unwrap().algo(), c.algo);
         }
     }

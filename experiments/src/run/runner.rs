@@ -21,6 +21,7 @@ use super::rundir::{self, DatasetInfo, Manifest, DATASET, MANIFEST, METRICS, SUM
 use super::{fault, interrupt};
 use crate::logging::{JsonlSink, Logger, MetricSink};
 use anyhow::{bail, Context, Result};
+use o2o_agents::sera::Sera;
 use o2o_agents::{Agent, Metrics, Phase};
 use o2o_datasets::mc_returns::McConfig;
 use o2o_datasets::d4rl::D4rlDataset;
@@ -31,7 +32,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use tch::Device;
+use tch::{Device, Kind, Tensor};
 
 /// How a run begins.
 pub enum Start {
@@ -189,6 +190,8 @@ pub struct Prepared<'a> {
     offline: Option<OfflineData>,
     reward: RewardTransform,
     agent: Box<dyn Agent>,
+    /// SERA's bonus for online batches, when `[sera] enabled`.
+    sera: Option<Sera>,
     replay: Option<ReplayBuffer>,
     recorder: Option<Recorder>,
     state: RunnerState,
@@ -283,6 +286,7 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
     } else {
         None
     };
+    let sera = if config.sera.enabled { Some(sera_for(config, &*agent, offline.as_ref(), obs_dim, act_dim, device)?) } else { None };
     let warnings = budget_warnings(config);
     Ok(Prepared {
         config: config.clone(),
@@ -294,6 +298,7 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
         offline,
         reward,
         agent,
+        sera,
         replay,
         recorder,
         state,
@@ -301,6 +306,18 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
         on_checkpoint: hooks.on_checkpoint,
         warnings,
     })
+}
+
+/// SERA's bonus for this run: the `[sera]` config, the dataset's state statistics when it
+/// standardizes states, and a check that the agent has a critic to condition on.
+fn sera_for(config: &RunConfig, agent: &dyn Agent, offline: Option<&OfflineData>, obs_dim: usize, act_dim: usize, device: Device) -> Result<Sera> {
+    let obs = offline.map(|o| Tensor::from_slice(o.buffer.observations()).view([o.buffer.len() as i64, obs_dim as i64]));
+    let sera = Sera::new(config.sera.clone(), obs.as_ref())?;
+    let probe = (Tensor::zeros([1, obs_dim as i64], (Kind::Float, device)), Tensor::zeros([1, act_dim as i64], (Kind::Float, device)));
+    if agent.critic_values(&probe.0, &probe.1).is_none() {
+        bail!("[sera] is enabled, but algorithm `{}` has no critic Q(s, a) for its bonus to condition on", config.algo);
+    }
+    Ok(sera)
 }
 
 /// The runner's state at step 0.
@@ -313,6 +330,9 @@ fn initial_state(config: &RunConfig) -> RunnerState {
 pub fn budget_warnings(config: &RunConfig) -> Vec<String> {
     let t = &config.train;
     let mut w = Vec::new();
+    if config.sera.enabled && t.online_steps == 0 {
+        w.push("[sera] is enabled, but the run has no online steps: SERA's bonus applies to online batches only".into());
+    }
     if t.online_steps > 0 {
         let collected = t.random_steps + t.warmup_steps + t.online_steps;
         let need = (t.online_batch() as u64).min(t.replay_capacity as u64);
@@ -346,7 +366,7 @@ impl Prepared<'_> {
     /// `extra_sinks`. Stops early with [`Interrupted`](super::interrupt::Interrupted) (a checkpoint written) when a stop was
     /// requested ([`super::interrupt`]).
     pub fn run(self, dir: &Path, extra_sinks: Vec<Box<dyn MetricSink>>, progress: ProgressOptions) -> Result<Summary> {
-        let Prepared { config, device, start, mut eval_env, registry_env, mut actor, offline, reward, mut agent, mut replay, mut recorder, mut state, mut on_eval, mut on_checkpoint, warnings } = self;
+        let Prepared { config, device, start, mut eval_env, registry_env, mut actor, offline, reward, mut agent, sera, mut replay, mut recorder, mut state, mut on_eval, mut on_checkpoint, warnings } = self;
         let config = &config;
         let t0 = Instant::now();
         let plan = phases::plan(&config.train);
@@ -396,7 +416,7 @@ impl Prepared<'_> {
             match phase.kind {
                 PhaseKind::Offline => {
                     let data = offline.as_ref().context("an offline phase needs [dataset]")?;
-                    metrics = Some(learner::learn(&mut *agent, &Source::Offline(&data.buffer), config.train.batch_size, 1, &mut rng, device)?);
+                    metrics = Some(learner::learn(&mut *agent, &Source::Offline(&data.buffer), config.train.batch_size, 1, &mut rng, device, None)?);
                     state.grad_step += 1;
                 }
                 PhaseKind::Random | PhaseKind::Warmup | PhaseKind::Online => {
@@ -434,7 +454,7 @@ impl Prepared<'_> {
                             _ => Source::Online(replay),
                         };
                         let n = config.train.updates_per_step;
-                        metrics = Some(learner::learn(&mut *agent, &source, batch_size, n, &mut rng, device)?);
+                        metrics = Some(learner::learn(&mut *agent, &source, batch_size, n, &mut rng, device, sera.as_ref())?);
                         state.grad_step += n as u64;
                     }
                 }
