@@ -164,23 +164,76 @@ pub struct Intrinsic {
 /// r_int for `states` `[N, d]` with values `q` `[N]`, the neighbours searched among
 /// `ref_states` `[M, d]` / `ref_q` `[M]`, which must contain the N samples themselves (self
 /// counted, as in VCSE; pass the batch itself for `neighbours = "batch"`). No gradient.
+///
+/// The state distances come from one float64 Gram matrix (states centred first, so
+/// ‖s_i‖² + ‖s_j‖² − 2 s_i·s_j loses nothing that matters at float32 precision); the k-th
+/// smallest joint distance and the counts run on the CPU in [`knn`]: libtorch's
+/// `topk`/`kthvalue` over the N × M matrix cost more than the update they serve.
 pub fn intrinsic_reward(states: &Tensor, q: &Tensor, ref_states: &Tensor, ref_q: &Tensor, k: i64, log_form: LogForm) -> Intrinsic {
     tch::no_grad(|| {
-        let d_s = states.size()[1] as f64;
-        // Exact pairwise distances (compute mode 2: no ‖x‖² + ‖y‖² − 2xy expansion, whose
-        // cancellation would put ~1e-3 noise on coincident states).
-        let d_state = Tensor::cdist(states, ref_states, 2.0, 2);
-        let d_value = (q.unsqueeze(1) - ref_q.unsqueeze(0)).abs();
-        let joint = d_state.maximum(&d_value);
-        let (epsilon, _) = joint.kthvalue(k, 1, false);
-        let n_v = d_value.lt_tensor(&epsilon.unsqueeze(1)).sum_dim_intlist(1, false, Kind::Int64);
-        let count_term = (n_v.to_kind(Kind::Double) + 1.0).digamma() / d_s;
+        let device = states.device();
+        let d_s = states.size()[1];
+        let centre = ref_states.to_kind(Kind::Double).mean_dim(0, true, Kind::Double);
+        let (s, r) = (states.to_kind(Kind::Double) - &centre, ref_states.to_kind(Kind::Double) - &centre);
+        let vec64 = |t: Tensor| Vec::<f64>::try_from(t.to_device(tch::Device::Cpu).contiguous().view(-1)).expect("a double tensor");
+        let vec32 = |t: &Tensor| Vec::<f32>::try_from(t.to_device(tch::Device::Cpu).to_kind(Kind::Float).contiguous().view(-1)).expect("a float tensor");
+        let norms = |t: &Tensor| vec64(t.square().sum_dim_intlist(1, false, Kind::Double));
+        let gram = vec64(s.matmul(&r.transpose(0, 1)));
+        let (eps_sq, n_v) = knn(&gram, &norms(&s), &norms(&r), &vec32(q), &vec32(ref_q), k as usize);
+        let epsilon = Tensor::from_slice(&eps_sq).sqrt();
+        let n_v = Tensor::from_slice(&n_v);
+        let count_term = (n_v.to_kind(Kind::Double) + 1.0).digamma() / d_s as f64;
         let distance_term = match log_form {
-            LogForm::Ksg => (epsilon.to_kind(Kind::Double) * 2.0 + LOG_GUARD).log(),
-            LogForm::Log2Max => epsilon.to_kind(Kind::Double) * std::f64::consts::LN_2,
+            LogForm::Ksg => (&epsilon * 2.0 + LOG_GUARD).log(),
+            LogForm::Log2Max => &epsilon * std::f64::consts::LN_2,
         };
-        Intrinsic { reward: (count_term + distance_term).to_kind(states.kind()), epsilon, n_v }
+        let reward = (count_term + distance_term).to_kind(states.kind()).to_device(device);
+        Intrinsic { reward, epsilon: epsilon.to_kind(Kind::Float).to_device(device), n_v: n_v.to_device(device) }
     })
+}
+
+/// The k-NN of the estimator on plain slices, for N samples against a reference set of M:
+/// `gram` `[N, M]` (s_i · s_j), the squared norms ‖s_i‖² `[N]` and ‖s_j‖² `[M]`, the values
+/// `q` `[N]` and `ref_q` `[M]`. Returns, per row i, ε_i² = the k-th smallest over j of
+/// max(‖s_i − s_j‖², (q_i − q_j)²), and n_v(i) = #{j : (q_i − q_j)² < ε_i²}. Squared distances
+/// throughout (the order is the same, and no square root is taken per pair). Rows are split
+/// over libtorch's thread count when the matrix is large enough to pay for the threads.
+pub fn knn(gram: &[f64], norms: &[f64], ref_norms: &[f64], q: &[f32], ref_q: &[f32], k: usize) -> (Vec<f64>, Vec<i64>) {
+    let (n, m) = (q.len(), ref_q.len());
+    assert!(gram.len() == n * m && norms.len() == n && ref_norms.len() == m && (1..=m).contains(&k), "knn: gram [{n}, {m}], k = {k}");
+    let mut eps_sq = vec![0f64; n];
+    let mut n_v = vec![0i64; n];
+    let threads = if n * m >= 1 << 18 { (tch::get_num_threads().max(1) as usize).min(n) } else { 1 };
+    let per = n.div_ceil(threads);
+    let rows = |first: usize, eps: &mut [f64], counts: &mut [i64]| {
+        // Each row as the bit patterns of its (non-negative) f64 values, whose integer order
+        // is their numeric order: `select_nth_unstable` on u64 is the fastest selection here.
+        let mut row = vec![0u64; m];
+        for (o, (e, c)) in eps.iter_mut().zip(counts.iter_mut()).enumerate() {
+            let i = first + o;
+            let (qi, ni) = (q[i] as f64, norms[i]);
+            for (((r, &g), &nj), &qj) in row.iter_mut().zip(&gram[i * m..(i + 1) * m]).zip(ref_norms).zip(ref_q) {
+                let ds = ni + nj - 2.0 * g;
+                let dv = (qj as f64 - qi) * (qj as f64 - qi);
+                // dv ≥ +0, so the max is never negative (a rounding-negative ds loses).
+                *r = (if ds > dv { ds } else { dv }).to_bits();
+            }
+            let kth = f64::from_bits(*row.select_nth_unstable(k - 1).1);
+            *e = kth;
+            *c = ref_q.iter().map(|&qj| ((qj as f64 - qi) * (qj as f64 - qi) < *e) as i64).sum();
+        }
+    };
+    if threads == 1 {
+        rows(0, &mut eps_sq, &mut n_v);
+    } else {
+        std::thread::scope(|scope| {
+            for (t, (e, c)) in eps_sq.chunks_mut(per).zip(n_v.chunks_mut(per)).enumerate() {
+                let rows = &rows;
+                scope.spawn(move || rows(t * per, e, c));
+            }
+        });
+    }
+    (eps_sq, n_v)
 }
 
 /// The bonus applied to batches: the config plus the state scaling taken from the dataset.
@@ -381,6 +434,31 @@ mod tests {
         assert!(dense.mean(Kind::Float).double_value(&[]) < 0.6 * alone.mean(Kind::Float).double_value(&[]));
     }
 
+    /// The same quantities with libtorch's dense ops (cdist without the mm expansion, kthvalue).
+    fn dense_reference(s: &Tensor, q: &Tensor, rs: &Tensor, rq: &Tensor, k: i64) -> (Tensor, Tensor) {
+        let joint = Tensor::cdist(s, rs, 2.0, 2).maximum(&(q.unsqueeze(1) - rq.unsqueeze(0)).abs());
+        let (eps, _) = joint.kthvalue(k, 1, false);
+        let n_v = (q.unsqueeze(1) - rq.unsqueeze(0)).abs().lt_tensor(&eps.unsqueeze(1)).sum_dim_intlist(1, false, Kind::Int64);
+        (eps, n_v)
+    }
+
+    #[test]
+    fn the_knn_kernel_matches_dense_libtorch_ops() {
+        let mut rng = crate::rng::AgentRng::new(11);
+        for (n, extra, d, k) in [(256, 0, 17, 10), (64, 300, 5, 25), (33, 0, 1, 1)] {
+            let s = rng.normal(&[n, d], Device::Cpu) * 3.0;
+            // Q on a coarse grid, so ties in |Δq| occur.
+            let q = (rng.normal(&[n], Device::Cpu) * 4.0).round();
+            let (rs, rq) = if extra > 0 { (Tensor::cat(&[&s, &rng.normal(&[extra, d], Device::Cpu)], 0), Tensor::cat(&[&q, &rng.normal(&[extra], Device::Cpu).round()], 0)) } else { (s.shallow_clone(), q.shallow_clone()) };
+            let ours = intrinsic_reward(&s, &q, &rs, &rq, k, LogForm::Ksg);
+            let (eps, n_v) = dense_reference(&s, &q, &rs, &rq, k);
+            let diff = (&ours.epsilon - &eps).abs().max().double_value(&[]);
+            assert!(diff < 1e-5, "n {n} d {d} k {k}: ε differs by {diff}");
+            let counts_differ = ours.n_v.ne_tensor(&n_v).sum(Kind::Int64).int64_value(&[]);
+            assert_eq!(counts_differ, 0, "n {n} d {d} k {k}: n_v differs in {counts_differ} rows");
+        }
+    }
+
     #[test]
     fn bad_settings_are_rejected_naming_the_key() {
         let err = |c: SeraConfig| c.validate(256).unwrap_err().to_string();
@@ -394,3 +472,4 @@ mod tests {
         assert_eq!((parsed.log_form, parsed.neighbours, parsed.q_reduction), (LogForm::Log2Max, Neighbours::OnlineSample, QReduction::Mean));
     }
 }
+

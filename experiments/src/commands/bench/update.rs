@@ -26,6 +26,7 @@ use o2o_agents::iql::{Iql, IqlConfig};
 use o2o_agents::rlpd::{self, RlpdConfig};
 use o2o_agents::rng::AgentRng;
 use o2o_agents::sac::{Sac, SacConfig};
+use o2o_agents::sera::{Sera, SeraConfig};
 use o2o_agents::{Agent, Metrics};
 use o2o_datasets::TransitionBatch;
 use serde_json::{json, Value};
@@ -210,35 +211,93 @@ const COST_PAIRS: usize = 25;
 /// from different minutes and move by ±10%; two blocks side by side see the same machine, and
 /// the median drops the pairs that a burst of other load split.
 fn interleaved_cost_ratio(two: (&Variant, &TransitionBatch), ten: (&Variant, &TransitionBatch), device: Device, warmup: usize, pairs: usize) -> anyhow::Result<f64> {
-    let mut agents = Vec::new();
-    for (v, batch) in [two, ten] {
-        let (mut ours, b) = warmed_up(v, batch, device, warmup.max(1))?;
-        // Block length from a few timed updates.
+    let (mut a, b2) = warmed_up(two.0, two.1, device, warmup.max(1))?;
+    let (mut c, b10) = warmed_up(ten.0, ten.1, device, warmup.max(1))?;
+    Ok(interleaved_ratio(&mut || drop(a.agent().update(&b2)), &mut || drop(c.agent().update(&b10)), pairs))
+}
+
+/// The median over `pairs` of (time per call of `second`) / (time per call of `first`), each
+/// pair a block of each in turn (about 60 ms, its length from three timed calls).
+fn interleaved_ratio<'a>(first: &'a mut dyn FnMut(), second: &'a mut dyn FnMut(), pairs: usize) -> f64 {
+    let mut blocks: Vec<(&'a mut dyn FnMut(), usize)> = Vec::new();
+    for f in [first, second] {
         let t0 = Instant::now();
         for _ in 0..3 {
-            ours.agent().update(&b);
+            f();
         }
         let n = ((0.06 * 3.0 / t0.elapsed().as_secs_f64().max(1e-6)) as usize).clamp(2, 1000);
-        agents.push((ours, b, n));
+        blocks.push((f, n));
     }
     let mut ratios: Vec<f64> = (0..pairs.max(1))
         .map(|_| {
-            let per_update: Vec<f64> = agents
+            let per_call: Vec<f64> = blocks
                 .iter_mut()
-                .map(|(ours, b, n)| {
+                .map(|(f, n)| {
                     let t0 = Instant::now();
                     for _ in 0..*n {
-                        ours.agent().update(b);
+                        f();
                     }
                     t0.elapsed().as_secs_f64() / *n as f64
                 })
                 .collect();
-            per_update[1] / per_update[0]
+            per_call[1] / per_call[0]
         })
         .collect();
     ratios.sort_by(f64::total_cmp);
-    Ok(ratios[ratios.len() / 2])
+    ratios[ratios.len() / 2]
 }
+
+/// One SERA row: the cost of an update with SERA's bonus (the runner's `Sera::augment` on the
+/// batch with the agent's critic, k = 10, then the update) over the same update without it,
+/// for two agents of `v` built alike, interleaved as in [`interleaved_ratio`]; and the time
+/// of its parts: the update, the Q̂ pass and the k-NN estimator (ms, best of 20 each).
+struct SeraRow {
+    ratio: f64,
+    update_ms: f64,
+    q_ms: f64,
+    knn_ms: f64,
+}
+
+fn sera_overhead(v: &Variant, batch: &TransitionBatch, device: Device, warmup: usize) -> anyhow::Result<SeraRow> {
+    let sera = Sera::new(SeraConfig { enabled: true, ..SeraConfig::default() }, None)?;
+    let (mut plain, b) = warmed_up(v, batch, device, warmup.max(1))?;
+    let (mut with, _) = warmed_up(v, batch, device, warmup.max(1))?;
+    let mut failed = None;
+    let ratio = interleaved_ratio(
+        &mut || drop(plain.agent().update(&b)),
+        &mut || {
+            let mut x = b.map_columns(|t| t.shallow_clone());
+            match sera.augment(with.agent(), &mut x, None) {
+                Ok(_) => drop(with.agent().update(&x)),
+                Err(e) => failed = Some(e),
+            }
+        },
+        COST_PAIRS,
+    );
+    if let Some(e) = failed {
+        return Err(e.into());
+    }
+    let best_ms = |f: &mut dyn FnMut()| {
+        (0..20)
+            .map(|_| {
+                let t0 = Instant::now();
+                f();
+                t0.elapsed().as_secs_f64() * 1e3
+            })
+            .fold(f64::INFINITY, f64::min)
+    };
+    let agent = with.agent();
+    let q = agent.critic_values(&b.obs, &b.action).context("the agent has a critic")?.amin(0, false);
+    Ok(SeraRow {
+        ratio,
+        update_ms: best_ms(&mut || drop(plain.agent().update(&b))),
+        q_ms: best_ms(&mut || drop(agent.critic_values(&b.obs, &b.action))),
+        knn_ms: best_ms(&mut || drop(o2o_agents::sera::intrinsic_reward(&b.obs, &q, &b.obs, &q, 10, o2o_agents::sera::LogForm::Ksg))),
+    })
+}
+
+/// The SERA rows `bench update` can print, with the variant each one adds the bonus to.
+const SERA_ROWS: [(&str, &str); 2] = [("sera-sac", "sac"), ("sera-calql", "calql")];
 
 /// A fresh agent of variant `v` and the batch on `device`, after `warmup` untimed updates.
 fn warmed_up(v: &Variant, batch: &TransitionBatch, device: Device, warmup: usize) -> anyhow::Result<(Ours, TransitionBatch)> {
@@ -264,6 +323,28 @@ fn time_ours(v: &Variant, batch: &TransitionBatch, device: Device, warmup: usize
         _ => 0.0,
     };
     Ok((wall, cpu))
+}
+
+/// Measure and print the SERA rows at `--batch` and at 1024 rows; their JSON entries.
+fn sera_table(all: &[Variant], rows: &[(&str, &str)], args: &UpdateArgs, device: Device) -> anyhow::Result<Vec<Value>> {
+    let mut out = Vec::new();
+    if rows.is_empty() {
+        return Ok(out);
+    }
+    let mut batches = vec![args.batch, 1024];
+    batches.dedup();
+    println!("SERA's bonus (k = 10, neighbours in the batch): update with it / the same update without it, median of {COST_PAIRS} interleaved pairs of blocks");
+    println!("{:<14} {:>7} {:>12} {:>10} {:>8} {:>8}", "row", "batch", "cost ratio", "update ms", "Q̂ ms", "k-NN ms");
+    for (row, base) in rows {
+        let v = all.iter().find(|v| v.name == *base).expect("SERA rows name variants");
+        for &b in &batches {
+            let batch = random_batch(&mut AgentRng::new(2024), b, args.obs, args.act);
+            let r = sera_overhead(v, &batch, device, args.warmup)?;
+            println!("{row:<14} {b:>7} {:>11.3}x {:>10.2} {:>8.2} {:>8.2}", r.ratio, r.update_ms, r.q_ms, r.knn_ms);
+            out.push(json!({"algo": row, "batch": b, "cost_ratio": r.ratio, "update_ms": r.update_ms, "q_ms": r.q_ms, "knn_ms": r.knn_ms}));
+        }
+    }
+    Ok(out)
 }
 
 /// GFLOP/s of a 1024³ float32 matmul on the current threads.
@@ -326,12 +407,22 @@ pub fn run(args: UpdateArgs) -> anyhow::Result<()> {
     println!("o2o bench update: batch {}, obs {}, act {}, {} updates after {} warm-up, device {:?}, {threads} threads, load average {load}", args.batch, args.obs, args.act, args.updates, args.warmup, device);
 
     let dir = TempDir::new()?;
+    let all = variants(&args);
     let mut vs = variants(&args);
+    let sera_rows: Vec<(&str, &str)> = SERA_ROWS.iter().copied().filter(|(row, _)| args.only.is_empty() || args.only.iter().any(|o| o == row)).collect();
     if !args.only.is_empty() {
-        if let Some(bad) = args.only.iter().find(|o| !vs.iter().any(|v| v.name == o.as_str())) {
-            bail!("--only: unknown algorithm `{bad}` (known: {})", vs.iter().map(|v| v.name).collect::<Vec<_>>().join(", "));
+        if let Some(bad) = args.only.iter().find(|o| !vs.iter().any(|v| v.name == o.as_str()) && !SERA_ROWS.iter().any(|(row, _)| row == o)) {
+            let known: Vec<&str> = vs.iter().map(|v| v.name).chain(SERA_ROWS.iter().map(|(row, _)| *row)).collect();
+            bail!("--only: unknown algorithm `{bad}` (known: {})", known.join(", "));
         }
         vs.retain(|v| args.only.iter().any(|o| o == v.name));
+    }
+    let sera = sera_table(&all, &sera_rows, &args, device)?;
+    if vs.is_empty() {
+        if args.json {
+            println!("{}", json!({"results": [], "sera_overhead": sera}));
+        }
+        return Ok(());
     }
     let batches: Vec<TransitionBatch> = vs.iter().map(|v| random_batch(&mut AgentRng::new(2024), args.batch * v.rows, args.obs, args.act)).collect();
     let mut manifest = Vec::new();
@@ -416,7 +507,7 @@ pub fn run(args: UpdateArgs) -> anyhow::Result<()> {
         eprintln!("warning: losses differ from PyTorch by {worst:.2e} (> 1e-5)");
     }
     if args.json {
-        println!("{}", json!({"results": results, "matmul_peak_gflops": peak, "ensemble_cost_ratio": interleaved}));
+        println!("{}", json!({"results": results, "matmul_peak_gflops": peak, "ensemble_cost_ratio": interleaved, "sera_overhead": sera}));
     }
     Ok(())
 }
