@@ -17,6 +17,22 @@ pub type Metrics = Vec<(&'static str, f64)>;
 /// `act(obs, true)`. Made of plain libtorch ops, so tracing it gives a TorchScript module.
 pub type DeterministicPolicy = Box<dyn Fn(&Tensor) -> Tensor + Send>;
 
+/// Paired per-row values of a diagnostic batch, drawn as a scatter plot of `y` against `x`
+/// (FamO2O: the balance model's β(s) against Q(s, a) and against the return-to-go).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scatter {
+    /// Short name, e.g. `beta_vs_q` (the recording's entity under `diag/<source>/`).
+    pub name: &'static str,
+    /// What `x` holds, e.g. `Q(s, a)`.
+    pub x_name: &'static str,
+    /// What `y` holds, e.g. `β(s)`.
+    pub y_name: &'static str,
+    /// One value per row.
+    pub x: Vec<f32>,
+    /// One value per row, as many as `x`.
+    pub y: Vec<f32>,
+}
+
 /// Errors from saving, loading or building agents.
 #[derive(Debug, thiserror::Error)]
 #[allow(missing_docs)] // variant fields (path, name, expected, found) are self-describing
@@ -100,5 +116,18 @@ pub trait Agent: Send {
     fn diagnose(&mut self, batch: &TransitionBatch) -> Metrics {
         let _ = batch;
         Metrics::new()
+    }
+    /// Read-only per-row diagnostics on `batch` for scatter plots (no update, no draw from the
+    /// agent's random stream); the runner draws them under `diag/<source>/<name>` at every
+    /// evaluation. Empty for most algorithms.
+    fn diagnose_rows(&mut self, batch: &TransitionBatch) -> Vec<Scatter> {
+        let _ = batch;
+        Vec::new()
+    }
+    /// What the last `act` call chose besides the actions, one value per row (FamO2O: `beta`,
+    /// the balance coefficient of each state); the runner draws it along evaluation episodes.
+    /// Empty for most algorithms.
+    fn act_info(&self) -> Vec<(&'static str, Vec<f32>)> {
+        Vec::new()
     }
 }

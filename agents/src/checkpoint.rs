@@ -9,7 +9,7 @@
 //! crash never leaves a half-written checkpoint. Loading validates every name and shape before
 //! it copies anything, so a bad file leaves the agent untouched and returns a typed error.
 
-use crate::nn::Adam;
+use crate::nn::{Adam, ParamSet};
 use crate::rng::AgentRng;
 use crate::AgentError;
 use std::collections::HashMap;
@@ -124,6 +124,19 @@ impl Checkpoint {
         });
         Ok(selected.len())
     }
+}
+
+/// The live tensors of an agent made of parameter `sets` and `optimizers` (`(prefix, Adam, the
+/// set it updates)`): every parameter by name, then each optimizer's moments under its prefix.
+pub(crate) fn state_tensors(sets: &[&ParamSet], optimizers: &[(&str, &Adam, &ParamSet)]) -> Vec<(String, Tensor)> {
+    let mut v: Vec<(String, Tensor)> = Vec::new();
+    for set in sets {
+        v.extend(set.named().iter().map(|(n, t)| (n.clone(), t.shallow_clone())));
+    }
+    for (prefix, opt, params) in optimizers {
+        v.extend(opt.state(prefix, params));
+    }
+    v
 }
 
 /// Write an agent's state: its live tensors (weights, targets, temperature, optimizer moments),

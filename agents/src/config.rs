@@ -11,13 +11,15 @@
 //! critic = { hidden = [256, 256], layer_norm = true }
 //! ```
 
+use crate::algos::famo2o_cql::{Famo2oCql, Famo2oCqlConfig};
+use crate::algos::famo2o_iql::{Famo2oIql, Famo2oIqlConfig};
 use crate::algos::{calql, calql::CalQlConfig, cql::Cql, cql::CqlConfig, iql::Iql, iql::IqlConfig, rlpd, rlpd::RlpdConfig, sac::Sac, sac::SacConfig, wsrl::Wsrl, wsrl::WsrlConfig};
 use crate::{Agent, AgentError};
 use serde::{Deserialize, Serialize};
 use tch::Device;
 
 /// Any algorithm's configuration, tagged by `algo` (`"sac"`, `"iql"`, `"cql"`, `"calql"`,
-/// `"rlpd"`, `"wsrl"`).
+/// `"rlpd"`, `"wsrl"`, `"famo2o-iql"`, `"famo2o-cql"`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "algo", rename_all = "lowercase")]
 pub enum AgentConfig {
@@ -33,6 +35,12 @@ pub enum AgentConfig {
     Rlpd(RlpdConfig),
     /// WSRL (CQL / Cal-QL offline, frozen-policy warm-up, then SAC on online data only).
     Wsrl(WsrlConfig),
+    /// FamO2O over IQL (a β-conditioned AWR family and a per-state balance model; AntMaze).
+    #[serde(rename = "famo2o-iql")]
+    Famo2oIql(Famo2oIqlConfig),
+    /// FamO2O over CQL (a β-conditioned SAC family and a per-state balance model; locomotion).
+    #[serde(rename = "famo2o-cql")]
+    Famo2oCql(Famo2oCqlConfig),
 }
 
 impl AgentConfig {
@@ -45,6 +53,8 @@ impl AgentConfig {
             AgentConfig::Calql(_) => "calql",
             AgentConfig::Rlpd(_) => "rlpd",
             AgentConfig::Wsrl(_) => "wsrl",
+            AgentConfig::Famo2oIql(_) => "famo2o-iql",
+            AgentConfig::Famo2oCql(_) => "famo2o-cql",
         }
     }
 
@@ -55,6 +65,8 @@ impl AgentConfig {
             AgentConfig::Iql(c) => c.validate(),
             AgentConfig::Cql(c) | AgentConfig::Calql(CalQlConfig { cql: c, .. }) => c.validate(),
             AgentConfig::Wsrl(c) => c.validate(),
+            AgentConfig::Famo2oIql(c) => c.validate(),
+            AgentConfig::Famo2oCql(c) => c.validate(),
         }
     }
 
@@ -91,6 +103,8 @@ pub fn build(config: &AgentConfig, obs_dim: usize, act_dim: usize, device: Devic
         AgentConfig::Calql(c) => Box::new(calql::new(c.clone(), o, a, device, seed)?),
         AgentConfig::Rlpd(c) => Box::new(rlpd::new(c.clone(), o, a, device, seed)?),
         AgentConfig::Wsrl(c) => Box::new(Wsrl::new(c.clone(), o, a, device, seed)?),
+        AgentConfig::Famo2oIql(c) => Box::new(Famo2oIql::new(c.clone(), o, a, device, seed)?),
+        AgentConfig::Famo2oCql(c) => Box::new(Famo2oCql::new(c.clone(), o, a, device, seed)?),
     })
 }
 
@@ -125,6 +139,9 @@ mod tests {
             AgentConfig::Calql(CalQlConfig::default()),
             AgentConfig::Rlpd(RlpdConfig::default()),
             AgentConfig::Wsrl(WsrlConfig::default()),
+            AgentConfig::Famo2oIql(Famo2oIqlConfig::default()),
+            AgentConfig::Famo2oCql(Famo2oCqlConfig::default()),
+            AgentConfig::Famo2oCql(Famo2oCqlConfig { fixed_beta: Some(1.0), ..Famo2oCqlConfig::default() }),
         ];
         for c in all {
             c.validate().unwrap();

@@ -4,10 +4,12 @@
 //! - [`build`] / [`AgentConfig`] (in [`config`]): the runner's one constructor. A preset's
 //!   `[agent]` table is TOML of `AgentConfig` (`algo = "sac"` or `"iql"` plus that
 //!   algorithm's fields, see [`sac::SacConfig`] and [`iql::IqlConfig`]); call
-//!   `build(&cfg, obs_dim, act_dim, device, seed)`. Also `"cql"`, `"calql"`, `"rlpd"`, `"wsrl"`.
+//!   `build(&cfg, obs_dim, act_dim, device, seed)`. Also `"cql"`, `"calql"`, `"rlpd"`, `"wsrl"`,
+//!   `"famo2o-iql"`, `"famo2o-cql"`.
 //! - [`sac`], [`iql`], [`cql`], [`calql`], [`rlpd`], [`wsrl`] (files under `algos/`): one
 //!   algorithm per file; CQL, Cal-QL, RLPD and WSRL reuse SAC's update and add or change one
-//!   piece.
+//!   piece. [`famo2o_iql`] and [`famo2o_cql`] (FamO2O over IQL and CQL): a β-conditioned
+//!   universal policy and a per-state balance model on top of each base algorithm's critic.
 //! - [`nn`]: MLP, batched critic ensemble, actors, Polyak, temperature, Adam.
 //! - [`sera`]: SERA's Q-conditioned state-entropy bonus, added by the runner to online batches.
 //! - [`checkpoint`]: the one-file checkpoint format; [`rng`]: the agent's random stream.
@@ -29,6 +31,6 @@ pub mod nn;
 pub mod rng;
 pub mod sera;
 
-pub use agent::{Agent, AgentError, DeterministicPolicy, Metrics, Phase};
-pub use algos::{calql, cql, iql, rlpd, sac, wsrl};
+pub use agent::{Agent, AgentError, DeterministicPolicy, Metrics, Phase, Scatter};
+pub use algos::{calql, cql, famo2o_cql, famo2o_iql, iql, rlpd, sac, wsrl};
 pub use config::{build, AgentConfig};

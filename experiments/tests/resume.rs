@@ -227,6 +227,42 @@ fn sigkill_then_resume_is_exact_through_wsrls_switch_and_warmup() {
     assert_kill_resume_is_exact(&args, "step-0000000900", None);
 }
 
+/// FamO2O over CQL and over IQL (issue 19), offline then online in one run: killed after its
+/// first checkpoint (offline), resumed through the switch to online updates, where the universal
+/// policy's β changes from random draws to the balance model's; both policies, the balance
+/// model, every optimizer and temperature are in the checkpoint.
+#[test]
+fn sigkill_then_resume_is_exact_for_famo2o_cql_and_iql() {
+    let data = tempfile::tempdir().unwrap();
+    let (dataset, _) = common::pd_dataset(data.path(), 2, 0.3);
+    for (preset, extra) in [("famo2o-cql-hopper-small", vec!["agent.cql_n_actions=2", "agent.balance.mlp.hidden=[32, 32]"]), ("famo2o-iql-hopper-small", vec!["agent.value.hidden=[32, 32]", "agent.balance.mlp.hidden=[32, 32]"])] {
+        let mut sets = vec![
+            "env=InvertedPendulum-v5".to_string(),
+            format!("dataset.path={:?}", dataset.display().to_string()),
+            "dataset.transitions=corrected".into(),
+            "train.offline_steps=300".into(),
+            "train.online_steps=600".into(),
+            "train.batch_size=64".into(),
+            "train.log_every=50".into(),
+            "eval.every=300".into(),
+            "eval.episodes=2".into(),
+            "diagnostics.every=300".into(),
+            "checkpoint.every=200".into(),
+            "agent.critic.hidden=[32, 32]".into(),
+            "agent.actor.mlp.hidden=[32, 32]".into(),
+        ];
+        if preset.contains("iql") {
+            sets.push("dataset.reward=none".into());
+        }
+        sets.extend(extra.iter().map(|s| s.to_string()));
+        let mut args = vec!["run", "--preset", preset, "--device", "cpu", "--threads", "1", "--seed", "2"];
+        for s in &sets {
+            args.extend(["--set", s.as_str()]);
+        }
+        assert_kill_resume_is_exact(&args, "step-0000000900", None);
+    }
+}
+
 #[test]
 fn bad_overrides_fail_before_creating_a_run() {
     let tmp = tempfile::tempdir().unwrap();

@@ -294,7 +294,7 @@ pub fn sampled_q(sac: &mut Sac, obs: &Tensor, a: &SampledActions, first: i64, le
 
 impl SampledQ {
     /// The groups of `q` `[E, len·3N]`, the Q-values of states `first .. first + len`.
-    fn split(q: &Tensor, a: &SampledActions, first: i64, len: i64) -> Self {
+    pub(crate) fn split(q: &Tensor, a: &SampledActions, first: i64, len: i64) -> Self {
         let n = a.logp_current.size()[1];
         let q = q.view([q.size()[0], len, 3, n]);
         SampledQ {

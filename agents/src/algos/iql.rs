@@ -213,9 +213,7 @@ impl Iql {
     /// L_V = E[|τ − 1(u < 0)| u²], u = q̄ − V(s).
     fn value_loss(&mut self, obs: &Tensor, q_target: &Tensor) -> Tensor {
         let v = self.m.value.forward(obs, Some(&mut self.rng)).squeeze_dim(-1);
-        let u = q_target - v;
-        let weight = u.lt(0.0).to_kind(Kind::Float) * (1.0 - 2.0 * self.cfg.expectile) + self.cfg.expectile;
-        (weight * u.square()).mean(Kind::Float)
+        expectile_loss(&(q_target - v), self.cfg.expectile)
     }
 
     /// L_π = −E[min(exp(β (q̄ − V(s))), max_weight) · log π(a|s)].
@@ -229,11 +227,40 @@ impl Iql {
     /// Polyak step θ̄ ← (1 − τ) θ̄ + τ θ ([`CriticPass`]); returns `(L_Q, mean Q)`.
     fn critic_step(&mut self, b: &TransitionBatch, y: &Tensor) -> (Tensor, Tensor) {
         let m = &mut self.m;
-        let pass = CriticPass::new(&m.critic, &Self::sa(&b.obs, &b.action), &mut self.rng);
-        let loss = (&pass.q - y.unsqueeze(0)).square().sum_dim_intlist(0, false, Kind::Float).mean(Kind::Float);
-        let q = pass.step(&m.critic, &mut m.critic_opt, &m.critic_params, &m.target_params, self.cfg.tau, &loss, None);
-        (loss.detach(), q.mean(Kind::Float))
+        let critic = CriticParts { critic: &m.critic, opt: &mut m.critic_opt, params: &m.critic_params, target: &m.target_params };
+        q_step(critic, &Self::sa(&b.obs, &b.action), y, self.cfg.tau, &mut self.rng)
     }
+}
+
+/// The expectile loss `E[|τ − 1(u < 0)| u²]` of residuals `u` `[B]`.
+pub(crate) fn expectile_loss(u: &Tensor, expectile: f64) -> Tensor {
+    let weight = u.lt(0.0).to_kind(Kind::Float) * (1.0 - 2.0 * expectile) + expectile;
+    (weight * u.square()).mean(Kind::Float)
+}
+
+/// `q̄ = min_j Q̄_j(s, a)` of the target critics at `sa = [s, a]`, without gradients.
+pub(crate) fn target_min_q(target: &EnsembleMlp, sa: &Tensor) -> Tensor {
+    match target.tape_applies(sa) {
+        true => target.forward_fused(sa, None).amin(0, false),
+        false => tch::no_grad(|| target.forward(sa, None).squeeze_dim(-1).amin(0, false)),
+    }
+}
+
+/// A critic ensemble, its optimizer and its Polyak target, borrowed for one step.
+pub(crate) struct CriticParts<'a> {
+    pub critic: &'a EnsembleMlp,
+    pub opt: &'a mut Adam,
+    pub params: &'a ParamSet,
+    pub target: &'a ParamSet,
+}
+
+/// IQL's Q step on `sa = [s, a]` towards `y` `[B]`: `L_Q = E[Σ_j (y − Q_j(s, a))²]`, then
+/// `θ̄ ← (1 − τ) θ̄ + τ θ`; returns `(L_Q, mean Q)`, detached.
+pub(crate) fn q_step(c: CriticParts<'_>, sa: &Tensor, y: &Tensor, tau: f64, rng: &mut AgentRng) -> (Tensor, Tensor) {
+    let pass = CriticPass::new(c.critic, sa, rng);
+    let loss = (&pass.q - y.unsqueeze(0)).square().sum_dim_intlist(0, false, Kind::Float).mean(Kind::Float);
+    let q = pass.step(c.critic, c.opt, c.params, c.target, tau, &loss, None);
+    (loss.detach(), q.mean(Kind::Float))
 }
 
 impl Agent for Iql {
@@ -269,11 +296,7 @@ impl Agent for Iql {
             &moved
         };
         // q̄ = min_j Q̄_j(s, a) from the target critics.
-        let sa = Self::sa(&b.obs, &b.action);
-        let q_target = match self.m.target.tape_applies(&sa) {
-            true => self.m.target.forward_fused(&sa, None).amin(0, false),
-            false => tch::no_grad(|| self.m.target.forward(&sa, None).squeeze_dim(-1).amin(0, false)),
-        };
+        let q_target = target_min_q(&self.m.target, &Self::sa(&b.obs, &b.action));
         // 1. value step.
         let value_loss = self.value_loss(&b.obs, &q_target);
         self.m.value_opt.minimize(&self.m.value_params, &value_loss);

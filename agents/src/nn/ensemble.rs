@@ -62,6 +62,17 @@ impl EnsembleMlp {
         Self { layers, members, dropout: cfg.dropout }
     }
 
+    /// A handle on the same tensors (shared storage: in-place updates such as Polyak steps are
+    /// seen by both), e.g. for a closure that evaluates the target critic.
+    pub fn shallow(&self) -> Self {
+        let layers = self
+            .layers
+            .iter()
+            .map(|l| Layer { weight: l.weight.shallow_clone(), bias: l.bias.shallow_clone(), norm: l.norm.as_ref().map(|(g, b)| (g.shallow_clone(), b.shallow_clone())) })
+            .collect();
+        Self { layers, members: self.members, dropout: self.dropout }
+    }
+
     /// Number of members `E`.
     pub fn members(&self) -> i64 {
         self.members

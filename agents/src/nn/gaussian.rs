@@ -67,6 +67,12 @@ impl GaussianActor {
         (z.square() * (-0.5) - log_std - LOG_SQRT_2PI).sum_dim_intlist(-1, false, Kind::Float)
     }
 
+    /// A reparameterized sample `tanh μ + σ ε`, not clipped (differentiable everywhere: a loss
+    /// that backpropagates through the action, FamO2O's balance model).
+    pub fn rsample(&self, obs: &Tensor, eps: &Tensor) -> Tensor {
+        self.mean(obs, None) + self.log_std().exp() * eps
+    }
+
     /// A sample `clip(tanh μ + σ ε, −1, 1)`.
     pub fn sample(&self, obs: &Tensor, eps: &Tensor) -> Tensor {
         (self.mean(obs, None) + self.log_std().exp() * eps).clamp(-1.0, 1.0)

@@ -5,11 +5,14 @@
 //! - [`EnsembleMlp`]: `E` MLPs as one module, weights `[E, in, out]`, one `baddbmm` per layer;
 //! - [`TanhGaussianActor`] (SAC) and [`GaussianActor`] (IQL, tanh'd mean);
 //! - [`polyak_update`], [`Temperature`] (log-α or softplus), [`Adam`] with checkpointable moments;
+//! - [`BetaEncoding`], [`Conditioned`], [`BalanceModel`]: FamO2O's β encoding, β-conditioned
+//!   policies and per-state balance model;
 //! - `critic`: a critic ensemble with its Polyak target, built together, and one critic step.
 
 pub mod adam;
 pub(crate) mod critic;
 pub mod ensemble;
+pub mod family;
 pub mod gaussian;
 pub mod init;
 pub mod mlp;
@@ -22,6 +25,7 @@ pub mod temperature;
 
 pub use adam::Adam;
 pub use ensemble::EnsembleMlp;
+pub use family::{BalanceModel, BetaEncoding, BetaMap, BetaRange, Conditioned};
 pub use gaussian::{GaussianActor, GaussianConfig};
 pub use init::WeightInit;
 pub use mlp::{Dense, Mlp, MlpConfig};

@@ -28,12 +28,17 @@ pub struct TanhGaussianConfig {
     pub log_std_min: f64,
     /// Upper clamp of log σ.
     pub log_std_max: f64,
+    /// JaxCQL's learnable log-σ affine (FamO2O-CQL): `log σ = m · raw + o` with two learned
+    /// scalars, `m` starting at 1 and `o` at `log_std_offset` (state-dependent σ only).
+    pub log_std_affine: bool,
+    /// The offset `o`'s initial value (JaxCQL: −1).
+    pub log_std_offset: f64,
 }
 
 impl Default for TanhGaussianConfig {
     fn default() -> Self {
         // log σ ∈ [−20, 2]: the SAC / jaxrl tanh-normal defaults (algorithms.md §6.5).
-        Self { mlp: MlpConfig::default(), state_dependent_std: true, log_std_min: -20.0, log_std_max: 2.0 }
+        Self { mlp: MlpConfig::default(), state_dependent_std: true, log_std_min: -20.0, log_std_max: 2.0, log_std_affine: false, log_std_offset: -1.0 }
     }
 }
 
@@ -42,6 +47,8 @@ impl Default for TanhGaussianConfig {
 pub struct TanhGaussianActor {
     net: Mlp,
     log_std: Option<Tensor>,
+    /// `(m, o)` of `log σ = m · raw + o` (`log_std_affine`).
+    affine: Option<(Tensor, Tensor)>,
     act_dim: i64,
     cfg: TanhGaussianConfig,
 }
@@ -52,12 +59,18 @@ impl TanhGaussianActor {
         let out = if cfg.state_dependent_std { 2 * act_dim } else { act_dim };
         let net = Mlp::new(params, prefix, obs_dim, out, &cfg.mlp, 1.0, rng, device);
         let log_std = (!cfg.state_dependent_std).then(|| params.add(format!("{prefix}/log_std"), Tensor::zeros([act_dim], (Kind::Float, Device::Cpu)), device));
-        Self { net, log_std, act_dim, cfg: cfg.clone() }
+        let affine = (cfg.state_dependent_std && cfg.log_std_affine).then(|| {
+            let m = params.add(format!("{prefix}/log_std_mult"), Tensor::from_slice(&[1.0f32]), device);
+            let o = params.add(format!("{prefix}/log_std_offset"), Tensor::from_slice(&[cfg.log_std_offset as f32]), device);
+            (m, o)
+        });
+        Self { net, log_std, affine, act_dim, cfg: cfg.clone() }
     }
 
     /// A copy with detached weights, for inference outside training (TorchScript export).
     pub fn detached(&self) -> Self {
-        Self { net: self.net.detached(), log_std: self.log_std.as_ref().map(|t| t.detach().copy()), act_dim: self.act_dim, cfg: self.cfg.clone() }
+        let affine = self.affine.as_ref().map(|(m, o)| (m.detach().copy(), o.detach().copy()));
+        Self { net: self.net.detached(), log_std: self.log_std.as_ref().map(|t| t.detach().copy()), affine, act_dim: self.act_dim, cfg: self.cfg.clone() }
     }
 
     /// `(μ, log σ)`, each `[B, A]`, log σ clamped.
@@ -66,7 +79,12 @@ impl TanhGaussianActor {
         let (mean, log_std) = match &self.log_std {
             None => {
                 let parts = out.split(self.act_dim, -1);
-                (parts[0].shallow_clone(), parts[1].shallow_clone())
+                let raw = parts[1].shallow_clone();
+                let log_std = match &self.affine {
+                    Some((m, o)) => raw * m + o,
+                    None => raw,
+                };
+                (parts[0].shallow_clone(), log_std)
             }
             Some(ls) => {
                 let ls = ls.expand_as(&out);

@@ -275,8 +275,8 @@ struct Metrics {
 }
 
 fn metrics_of(algo: &str) -> Metrics {
-    let sac_family = matches!(algo, "sac" | "cql" | "calql" | "rlpd" | "wsrl");
-    Metrics { temperature: sac_family, value_loss: algo == "iql", diagnostics: sac_family }
+    let sac_family = matches!(algo, "sac" | "cql" | "calql" | "rlpd" | "wsrl" | "famo2o-cql");
+    Metrics { temperature: sac_family, value_loss: matches!(algo, "iql" | "famo2o-iql"), diagnostics: sac_family }
 }
 
 /// The layout of a run: `config` decides the kind and the panels; `camera` is the framing of

@@ -17,7 +17,7 @@ pub mod sinks;
 
 pub use rerun_sink::{EpisodeLogger, RerunSink};
 pub use shapes::{Geom, GeomKind, ModelGeometry, Pose};
-pub use record_env::eval_env;
+pub use record_env::{eval_env, StepNotes};
 pub use sinks::{open_run_sinks, sinks_for_run, RerunArgs, RunSinks};
 
 use anyhow::{Context, Result};
@@ -66,6 +66,12 @@ pub trait MetricSink: Send {
     /// A logger for evaluation episodes feeding this sink, if it draws them (the Rerun sink).
     fn episode_logger(&self) -> Option<EpisodeLogger> {
         None
+    }
+    /// Paired per-row values `(x_i, y_i)` to draw as points at `path` (the Rerun sink; others
+    /// keep only scalars).
+    fn scatter(&mut self, grad_step: u64, env_step: u64, path: &str, x: &[f32], y: &[f32]) -> Result<()> {
+        let _ = (grad_step, env_step, path, x, y);
+        Ok(())
     }
 }
 
@@ -124,6 +130,14 @@ impl Logger {
         let record = Record { grad_step, env_step, wall_s: self.start.elapsed().as_secs_f64(), values };
         for s in &mut self.sinks {
             s.record(&record)?;
+        }
+        Ok(())
+    }
+
+    /// Draw `(x_i, y_i)` as points at `path` in the sinks that draw (see [`MetricSink::scatter`]).
+    pub fn scatter(&mut self, grad_step: u64, env_step: u64, path: &str, x: &[f32], y: &[f32]) -> Result<()> {
+        for s in &mut self.sinks {
+            s.scatter(grad_step, env_step, path, x, y)?;
         }
         Ok(())
     }

@@ -12,6 +12,25 @@ use super::MetricSink;
 use o2o_envs::mujoco::MujocoEnv;
 use o2o_envs::wrappers::TimeLimit;
 use o2o_envs::{BoxSpace, Env, EnvError, EnvSpec, Step};
+use std::sync::{Arc, Mutex};
+
+/// What the agent chose besides the action for the next step (FamO2O's β), handed from the
+/// evaluation loop to the [`RecordingEnv`], which logs it with the step it belongs to.
+#[derive(Clone, Default)]
+pub struct StepNotes(Arc<Mutex<Vec<(String, f64)>>>);
+
+impl StepNotes {
+    /// Set the values for the next step.
+    pub fn set(&self, values: Vec<(String, f64)>) {
+        if let Ok(mut v) = self.0.lock() {
+            *v = values;
+        }
+    }
+
+    fn take(&self) -> Vec<(String, f64)> {
+        self.0.lock().map(|mut v| std::mem::take(&mut *v)).unwrap_or_default()
+    }
+}
 
 /// A MuJoCo env in its time limit that logs chosen episodes to an [`EpisodeLogger`].
 pub struct RecordingEnv {
@@ -20,13 +39,14 @@ pub struct RecordingEnv {
     /// The seed whose episodes are recorded (set by the first reset).
     record_seed: Option<Option<u64>>,
     recording: bool,
+    notes: StepNotes,
 }
 
 impl RecordingEnv {
     /// Wrap `env`; its geometry is sent with the first recorded episode.
-    pub fn new(env: TimeLimit<MujocoEnv>, mut log: EpisodeLogger) -> Self {
+    pub fn new(env: TimeLimit<MujocoEnv>, mut log: EpisodeLogger, notes: StepNotes) -> Self {
         log.set_geometry(model_geometry(env.inner()));
-        Self { env, log, record_seed: None, recording: false }
+        Self { env, log, record_seed: None, recording: false, notes }
     }
 }
 
@@ -53,18 +73,23 @@ impl Env for RecordingEnv {
     }
     fn step(&mut self, action: &[f32]) -> Result<Step, EnvError> {
         let s = self.env.step(action)?;
+        let values = self.notes.take();
         if self.recording {
-            self.log.step(&body_poses(self.env.inner()), action, s.reward);
+            self.log.step_with_values(&body_poses(self.env.inner()), &[], action, s.reward, values);
         }
         Ok(s)
     }
 }
 
 /// The env to evaluate on: `id` recording its episodes when one of `sinks` offers an episode
-/// logger (a Rerun sink) and `id` is a MuJoCo task, else plain `o2o_envs::make(id)`.
-pub fn eval_env(id: &str, sinks: &[Box<dyn MetricSink>]) -> Result<Box<dyn Env>, EnvError> {
+/// logger (a Rerun sink) and `id` is a MuJoCo task, else plain `o2o_envs::make(id)`; with the
+/// recording env, the notes it logs with each step.
+pub fn eval_env(id: &str, sinks: &[Box<dyn MetricSink>]) -> Result<(Box<dyn Env>, Option<StepNotes>), EnvError> {
     match sinks.iter().find_map(|s| s.episode_logger()) {
-        Some(log) => Ok(Box::new(RecordingEnv::new(o2o_envs::make_mujoco(id)?, log))),
-        None => o2o_envs::make(id),
+        Some(log) => {
+            let notes = StepNotes::default();
+            Ok((Box::new(RecordingEnv::new(o2o_envs::make_mujoco(id)?, log, notes.clone())), Some(notes)))
+        }
+        None => Ok((o2o_envs::make(id)?, None)),
     }
 }

@@ -25,6 +25,10 @@
 //!   poses of the recorded episode (`episode/world/<body>`), its title, and its rewards and
 //!   actions step by step as bar charts (`episode/last/reward`, `episode/last/action/a<i>`), so
 //!   the training timelines show the body next to the curves as that evaluation left it;
+//! - `diag/<source>/<name>` (2-D points): an agent's per-row diagnostics at each evaluation
+//!   (`Agent::diagnose_rows`; FamO2O's `beta_vs_q`, `beta_vs_return`), on the training timelines;
+//! - `episode/<name>` beside `episode/action`: what the agent chose with each action
+//!   (`Agent::act_info`; FamO2O's `episode/beta`), and `episode/last/<name>` as a bar chart;
 //! - `perf/rerun_dropped`: how many messages the queue dropped so far, with every
 //!   `perf/steps_per_s` record and once at the end.
 
@@ -47,7 +51,10 @@ pub(crate) enum Msg {
     EpisodeStart { timeline: &'static str, eval_step: u64, grad_step: Option<u64>, episode: u64, summary: Option<(f64, usize)> },
     /// The run's plan (sent first by [`RerunSink::with_plan`]).
     Plan(RunPlan),
-    EpisodeStep { timeline: &'static str, eval_step: u64, episode_step: u64, poses: Vec<Pose>, obs: Vec<f32>, action: Vec<f32>, reward: f64 },
+    /// `values`: what the agent chose besides the action at this step (FamO2O's β).
+    EpisodeStep { timeline: &'static str, eval_step: u64, episode_step: u64, poses: Vec<Pose>, obs: Vec<f32>, action: Vec<f32>, reward: f64, values: Vec<(String, f64)> },
+    /// Paired per-row values drawn as 2-D points at `path` (x, y).
+    Scatter { grad_step: u64, env_step: u64, path: String, x: Vec<f32>, y: Vec<f32> },
     Flush,
     Shutdown,
 }
@@ -150,6 +157,13 @@ impl MetricSink for RerunSink {
         }
         Ok(())
     }
+
+    fn scatter(&mut self, grad_step: u64, env_step: u64, path: &str, x: &[f32], y: &[f32]) -> Result<()> {
+        if let Some(s) = self.sender() {
+            s.push(Msg::Scatter { grad_step, env_step, path: path.to_string(), x: x.to_vec(), y: y.to_vec() });
+        }
+        Ok(())
+    }
 }
 
 impl Drop for RerunSink {
@@ -232,6 +246,12 @@ impl EpisodeLogger {
 
     /// [`EpisodeLogger::step`] plus the observation (logged as `episode/observation` when not empty).
     pub fn step_with_obs(&mut self, poses: &[Pose], obs: &[f32], action: &[f32], reward: f64) {
+        self.step_with_values(poses, obs, action, reward, Vec::new());
+    }
+
+    /// [`EpisodeLogger::step_with_obs`] plus named values the agent chose with the action
+    /// (FamO2O's β), logged as `episode/<name>` on the episode's timelines.
+    pub fn step_with_values(&mut self, poses: &[Pose], obs: &[f32], action: &[f32], reward: f64, values: Vec<(String, f64)>) {
         self.push(Msg::EpisodeStep {
             timeline: self.timeline,
             eval_step: self.eval_step,
@@ -240,6 +260,7 @@ impl EpisodeLogger {
             obs: obs.to_vec(),
             action: action.to_vec(),
             reward,
+            values,
         });
         self.eval_step += 1;
         self.episode_step += 1;
@@ -309,6 +330,8 @@ struct Episode {
     rewards: Vec<f64>,
     /// One row per step.
     actions: Vec<Vec<f32>>,
+    /// The agent's named values per step (FamO2O's β), each a column.
+    values: Vec<(String, Vec<f32>)>,
 }
 
 struct Worker {
@@ -366,9 +389,10 @@ impl Worker {
                 Ok(())
             }
             Msg::EpisodeStart { timeline, eval_step, grad_step, episode, summary } => self.episode_start(timeline, eval_step, grad_step, episode, summary),
-            Msg::EpisodeStep { timeline, eval_step, episode_step, poses, obs, action, reward } => {
-                self.episode_step(timeline, eval_step, episode_step, &poses, &obs, &action, reward)
+            Msg::EpisodeStep { timeline, eval_step, episode_step, poses, obs, action, reward, values } => {
+                self.episode_step(timeline, eval_step, episode_step, &poses, &obs, &action, reward, &values)
             }
+            Msg::Scatter { grad_step, env_step, path, x, y } => self.scatter(grad_step, env_step, &path, &x, &y),
             Msg::Flush | Msg::Shutdown => Ok(()),
         };
     }
@@ -459,6 +483,9 @@ impl Worker {
         for d in 0..dims {
             let column: Vec<f32> = ep.actions.iter().map(|a| a.get(d).copied().unwrap_or(0.0)).collect();
             self.rec.log(format!("episode/last/action/a{d}"), &rerun::BarChart::new(column.as_slice()))?;
+        }
+        for (k, column) in &ep.values {
+            self.rec.log(format!("episode/last/{k}"), &rerun::BarChart::new(column.as_slice()))?;
         }
         // The same title on the evaluation timeline, over the episode's start entry.
         self.rec.reset_time();
@@ -574,7 +601,7 @@ impl Worker {
             None => format!("**Evaluation episode** after {} gradient steps.", thousands(grad_step as f64, 0)),
         };
         self.rec.log("episode/title", &rerun::TextDocument::new(title).with_media_type(rerun::MediaType::markdown()))?;
-        self.episode = (timeline == "eval_step").then(|| Episode { start: eval_step, poses: Vec::new(), rewards: Vec::new(), actions: Vec::new() });
+        self.episode = (timeline == "eval_step").then(|| Episode { start: eval_step, poses: Vec::new(), rewards: Vec::new(), actions: Vec::new(), values: Vec::new() });
         Ok(())
     }
 
@@ -588,6 +615,7 @@ impl Worker {
         obs: &[f32],
         action: &[f32],
         reward: f64,
+        values: &[(String, f64)],
     ) -> Result<()> {
         if !self.action_names_sent && !action.is_empty() {
             self.action_names_sent = true;
@@ -613,13 +641,30 @@ impl Worker {
             self.rec.log("episode/action", &rerun::Scalars::new(action.iter().map(|a| *a as f64)))?;
             self.rec.log("episode/reward", &rerun::Scalars::single(reward))?;
         }
+        for (k, v) in values {
+            self.rec.log(format!("episode/{k}"), &rerun::Scalars::single(*v))?;
+        }
         if let Some(ep) = self.episode.as_mut() {
             ep.poses = poses.to_vec();
             if !action.is_empty() {
                 ep.rewards.push(reward);
                 ep.actions.push(action.to_vec());
             }
+            for (k, v) in values {
+                match ep.values.iter_mut().find(|(n, _)| n == k) {
+                    Some((_, column)) => column.push(*v as f32),
+                    None => ep.values.push((k.clone(), vec![*v as f32])),
+                }
+            }
         }
+        Ok(())
+    }
+
+    /// Points `(x_i, y_i)` at `path`, on the training timelines of the record they belong to.
+    fn scatter(&mut self, grad_step: u64, env_step: u64, path: &str, x: &[f32], y: &[f32]) -> Result<()> {
+        self.set_training_time(grad_step, env_step, self.last_time.map_or(0.0, |t| t.2));
+        let points: Vec<[f32; 2]> = x.iter().zip(y).map(|(a, b)| [*a, *b]).collect();
+        self.rec.log(path, &rerun::Points2D::new(points).with_radii([0.02]))?;
         Ok(())
     }
 }

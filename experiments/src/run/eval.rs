@@ -5,6 +5,7 @@
 //! env or the runner's RNG (so it cannot perturb an exact resume).
 
 use super::actor::{derive_seed, stream, ActionScale, AgentPolicy, Policy};
+use crate::logging::StepNotes;
 use crate::report::stats::{mean, std_dev};
 use anyhow::{Context, Result};
 use o2o_agents::Agent;
@@ -50,6 +51,12 @@ impl EvalResult {
 
 /// Run `episodes` deterministic episodes of `agent` on `env`.
 pub fn evaluate(env: &mut dyn Env, agent: &mut dyn Agent, device: Device, run_seed: u64, episodes: usize, step: u64) -> Result<EvalResult> {
+    evaluate_noted(env, agent, device, run_seed, episodes, step, None)
+}
+
+/// [`evaluate`], handing what the agent chose with each action (`Agent::act_info`: FamO2O's β)
+/// to `notes` before the step, for a recording env to draw along the episode.
+pub fn evaluate_noted(env: &mut dyn Env, agent: &mut dyn Agent, device: Device, run_seed: u64, episodes: usize, step: u64, notes: Option<&StepNotes>) -> Result<EvalResult> {
     let scale = ActionScale::new(env.action_space(), &env.spec().id)?;
     let mut policy = AgentPolicy { agent, device, deterministic: true };
     let mut returns = Vec::with_capacity(episodes);
@@ -62,6 +69,9 @@ pub fn evaluate(env: &mut dyn Env, agent: &mut dyn Agent, device: Device, run_se
         let (mut ret, mut len) = (0.0, 0u64);
         loop {
             let action = policy.act(&obs)?;
+            if let Some(n) = notes {
+                n.set(policy.agent.act_info().into_iter().filter_map(|(k, v)| v.first().map(|x| (k.to_string(), *x as f64))).collect());
+            }
             let s = env.step(&scale.to_env(&action)).with_context(|| format!("stepping {} in evaluation", env.spec().id))?;
             ret += s.reward;
             len += 1;

@@ -40,6 +40,23 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("sera-cql-hopper-medium", include_str!("../../presets/sera-cql-hopper-medium.toml")),
     ("sera-cql-halfcheetah-medium", include_str!("../../presets/sera-cql-halfcheetah-medium.toml")),
     ("sera-cql-walker2d-medium", include_str!("../../presets/sera-cql-walker2d-medium.toml")),
+    ("famo2o-cql-halfcheetah-medium", include_str!("../../presets/famo2o-cql-halfcheetah-medium.toml")),
+    ("famo2o-cql-halfcheetah-medium-expert", include_str!("../../presets/famo2o-cql-halfcheetah-medium-expert.toml")),
+    ("famo2o-cql-halfcheetah-medium-replay", include_str!("../../presets/famo2o-cql-halfcheetah-medium-replay.toml")),
+    ("famo2o-cql-hopper-medium", include_str!("../../presets/famo2o-cql-hopper-medium.toml")),
+    ("famo2o-cql-hopper-medium-expert", include_str!("../../presets/famo2o-cql-hopper-medium-expert.toml")),
+    ("famo2o-cql-hopper-medium-replay", include_str!("../../presets/famo2o-cql-hopper-medium-replay.toml")),
+    ("famo2o-cql-walker2d-medium", include_str!("../../presets/famo2o-cql-walker2d-medium.toml")),
+    ("famo2o-cql-walker2d-medium-expert", include_str!("../../presets/famo2o-cql-walker2d-medium-expert.toml")),
+    ("famo2o-cql-walker2d-medium-replay", include_str!("../../presets/famo2o-cql-walker2d-medium-replay.toml")),
+    ("famo2o-cql-hopper-small", include_str!("../../presets/famo2o-cql-hopper-small.toml")),
+    ("famo2o-iql-antmaze-large-diverse", include_str!("../../presets/famo2o-iql-antmaze-large-diverse.toml")),
+    ("famo2o-iql-antmaze-large-play", include_str!("../../presets/famo2o-iql-antmaze-large-play.toml")),
+    ("famo2o-iql-antmaze-medium-diverse", include_str!("../../presets/famo2o-iql-antmaze-medium-diverse.toml")),
+    ("famo2o-iql-antmaze-medium-play", include_str!("../../presets/famo2o-iql-antmaze-medium-play.toml")),
+    ("famo2o-iql-antmaze-umaze", include_str!("../../presets/famo2o-iql-antmaze-umaze.toml")),
+    ("famo2o-iql-antmaze-umaze-diverse", include_str!("../../presets/famo2o-iql-antmaze-umaze-diverse.toml")),
+    ("famo2o-iql-hopper-small", include_str!("../../presets/famo2o-iql-hopper-small.toml")),
 ];
 
 /// Preset names, in the order above.

@@ -147,6 +147,9 @@ impl Hooks<'_> {
 
 /// For an id the registry does not know: how a run on an env of one's own continues.
 fn custom_env_hint(id: &str) -> String {
+    if id.to_ascii_lowercase().starts_with("antmaze") {
+        return " — env not available: AntMaze is not in o2o-envs yet (the famo2o-iql-antmaze-* presets run once it is)".into();
+    }
     if o2o_envs::make(id).is_err() {
         format!(" (if {id} is an env of your own, continue the run from Rust: Run::resume(dir)?.env(make_env).run())")
     } else {
@@ -376,8 +379,9 @@ impl Prepared<'_> {
             truncate_metrics(&metrics_path, state.metrics_len)?;
         }
         // With a Rerun sink, the evaluation env also records episode 0 of each evaluation in 3D.
+        let mut notes = None;
         if registry_env && extra_sinks.iter().any(|s| s.episode_logger().is_some()) {
-            eval_env = crate::logging::eval_env(&config.env, &extra_sinks).with_context(|| format!("making the evaluation env {}", config.env))?;
+            (eval_env, notes) = crate::logging::eval_env(&config.env, &extra_sinks).with_context(|| format!("making the evaluation env {}", config.env))?;
         }
         let mut rng = state.rng()?;
         let mut sinks: Vec<Box<dyn MetricSink>> = vec![Box::new(JsonlSink::append(&metrics_path)?)];
@@ -385,7 +389,7 @@ impl Prepared<'_> {
         let mut logger = Logger::new(sinks);
         let progress = Progress::new(total, state.step, progress);
         let mut last_episode_return = None;
-        let mut hooks = EvalHooks { on_eval: on_eval.take() };
+        let mut hooks = EvalHooks { on_eval: on_eval.take(), notes };
 
         // The offline→online switch: the first env step after offline training (step 0 for a run
         // that starts from an offline parent or learns online from scratch).
@@ -582,6 +586,8 @@ pub fn execute_with(
 /// The evaluation callback, where [`evaluate`] can reach it.
 struct EvalHooks<'a> {
     on_eval: Option<&'a mut OnEval<'a>>,
+    /// Where the agent's per-step choices go for the recorded evaluation episode.
+    notes: Option<crate::logging::StepNotes>,
 }
 
 /// Evaluate, log under `eval/`, remember the last and best results, and call the hook.
@@ -594,7 +600,7 @@ fn evaluate(
     logger: &mut Logger,
     hooks: &mut EvalHooks,
 ) -> Result<EvalResult> {
-    let r = eval::evaluate(env, agent, device, config.seed, config.eval.episodes, state.step)?;
+    let r = eval::evaluate_noted(env, agent, device, config.seed, config.eval.episodes, state.step, hooks.notes.as_ref())?;
     logger.log(state.grad_step, state.env_step, &r.values())?;
     // Someone may be following metrics.jsonl (`tail -f`, `o2o report` on a live run).
     logger.flush()?;
@@ -626,10 +632,16 @@ fn diagnose(
     if let Some(r) = replay.filter(|r| !r.is_empty()) {
         let b = r.sample(rows.min(r.len()), &mut rng, device).context("sampling a diagnostic batch of online data")?;
         values.extend(agent.diagnose(&b).into_iter().map(|(k, v)| (format!("diag/online/{k}"), v)));
+        for s in agent.diagnose_rows(&b) {
+            logger.scatter(state.grad_step, state.env_step, &format!("diag/online/{}", s.name), &s.x, &s.y)?;
+        }
     }
     if let Some(o) = offline {
         let b = o.buffer.sample(rows, &mut rng, device).context("sampling a diagnostic batch of the dataset")?;
         values.extend(agent.diagnose(&b).into_iter().map(|(k, v)| (format!("diag/offline/{k}"), v)));
+        for s in agent.diagnose_rows(&b) {
+            logger.scatter(state.grad_step, state.env_step, &format!("diag/offline/{}", s.name), &s.x, &s.y)?;
+        }
     }
     if !values.is_empty() {
         let named: Vec<(&str, f64)> = values.iter().map(|(k, v)| (k.as_str(), *v)).collect();

@@ -1,6 +1,7 @@
 //! `o2o experiment <name>`: multi-run experiments that answer one question each, written to one
 //! output folder (runs, logs, a markdown table, PNG curves).
 
+pub mod famo2o_ablation;
 pub mod wsrl_ablation;
 
 use anyhow::Result;
@@ -19,11 +20,15 @@ pub enum Which {
     /// WSRL, WSRL without warm-up, Cal-QL keeping offline data (50/50) and RLPD from scratch, on
     /// one dataset and online budget, over seeds.
     WsrlAblation(wsrl_ablation::AblationArgs),
+    /// FamO2O-CQL against the same agent with one fixed β = 1 (CQL with a fixed balance), on
+    /// one preset's data and budget, over seeds.
+    Famo2oAblation(famo2o_ablation::AblationArgs),
 }
 
 /// Dispatch.
 pub fn run(args: ExperimentArgs) -> Result<()> {
     match args.which {
         Which::WsrlAblation(a) => wsrl_ablation::run(a),
+        Which::Famo2oAblation(a) => famo2o_ablation::run(a),
     }
 }

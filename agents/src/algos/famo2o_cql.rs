@@ -1,0 +1,652 @@
+//! FamO2O over CQL (Wang et al., "Train Once, Get a Family: State-Adaptive Balances for
+//! Offline-to-Online Reinforcement Learning", NeurIPS 2023, arXiv 2310.17966), the MuJoCo
+//! locomotion variant.
+//!
+//! Facts: ../shared/reference/algorithms-next.md §2.3 (checked against the official
+//! `LeapLabTHU/FamO2O@ea9cb01` `jax_cql/JaxCQL/family_conservative_sac.py`,
+//! `hierarchical_policy.py`, `family_model.py`; read, not copied) and algorithms.md §3.3.
+//!
+//! A universal policy `π_u(a | s, e(β))` (SAC's tanh-Gaussian on `[s, e(β)]`) is a family of
+//! SAC policies in which β multiplies Q (larger β: more improvement against the CQL-regularized
+//! critic, smaller: more entropy-regularized, data-near behaviour); a balance model
+//! `π_b(β | s)` (1-D tanh-Gaussian) picks β per state. One forward pass builds every loss at the
+//! *current* parameters; each model gets the gradient of its own loss only, and all steps are
+//! applied together, then Polyak:
+//! - `β_b(s) ~ π_b(·|s)`, reparameterized, `β = map(u)` (see [`BetaMap`]);
+//! - universal: `L_u = E[α log π_u(ã|s, e(β)) − β · min_j Q_j(s, ã)]` with the online critic,
+//!   `ã ~ π_u(·|s, e(β))`; offline `β ~ U[β_min, β_max]` per row, online `β = β_b(s)`;
+//! - balance: `L_b = −E[min_j Q_j(s, ã_b)]`, `ã_b ~ π_u(·|s, e(β_b(s)))` (offline a separate
+//!   draw, online the same ã), no entropy term; the gradient reaches π_b through β and ã;
+//! - SAC temperature: `L_α = −α (E[log π_u(ã)] + H̄)`, H̄ = −|A|;
+//! - Q: `y = r + γ (1 − d) min_j Q̄_j(s', a')`, `a' ~ π_u(·|s', e(β_b(s)))` — β of the *current*
+//!   state, in both phases; no entropy in the backup; `L_Q = mean_j (Q_j(s, a) − y)² + w Δ`,
+//!   with CQL's importance-sampled gap `Δ` ([`super::cql::conservative_gap`]) over N uniform
+//!   actions, N from `π_u(·|s, e(β))` (the universal loss's β: random offline, β_b online) and N
+//!   from `π_u(·|s', e(β_b(s)))`, kept on online; w = 1, T = 1, N = 10, no Lagrange form;
+//! - Polyak `θ̄ ← (1 − τ) θ̄ + τ θ`.
+//!
+//! The Q-networks carry LayerNorm after every hidden layer; the policies do not. Both policies'
+//! log σ is JaxCQL's `m · raw + o` with learned scalars (m = 1, o = −1 at the start), clipped
+//! to [−20, 2]. Acting: β = the balance model's mode, then π_u's mode (evaluation) or a sample
+//! (collection).
+//!
+//! `fixed_beta = b` turns the balance model off: β = b everywhere, offline and online (the
+//! ablation's "CQL with one fixed β").
+//!
+//! Deviations: the critic loss is the mean over the two heads (the reference sums them, a
+//! constant factor Adam does not see); the temperature loss is SAC's `−α (log π + H̄)`, as in
+//! [`super::cql`], not JaxCQL's `−log α (log π + H̄)`; weights start orthogonal (JaxCQL: Flax's
+//! defaults, the Q head at variance scale 1e-2).
+
+use super::cql::{conservative_gap, SampledActions, SampledQ};
+use crate::checkpoint::{load_agent, save_agent};
+use crate::nn::critic::critic_and_target;
+use crate::nn::family::{beta_scatters, beta_stats};
+use crate::nn::{polyak_update, Adam, BalanceModel, BetaEncoding, BetaMap, BetaRange, Conditioned, EnsembleMlp, MlpConfig, ParamSet, TanhGaussianActor, TanhGaussianConfig, Temperature, TemperatureForm};
+use crate::rng::AgentRng;
+use crate::{Agent, AgentError, DeterministicPolicy, Metrics, Phase, Scatter};
+use o2o_datasets::TransitionBatch;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use tch::{Device, Kind, Tensor};
+
+/// FamO2O-CQL hyperparameters; defaults are the official locomotion values (algorithms-next.md
+/// §2.3–2.4).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Famo2oCqlConfig {
+    /// Universal policy π_u (tanh-Gaussian on `[s, e(β)]`).
+    pub actor: TanhGaussianConfig,
+    /// Balance model π_b (1-D tanh-Gaussian).
+    pub balance: TanhGaussianConfig,
+    /// Q network (each head), with LayerNorm.
+    pub critic: MlpConfig,
+    /// Number of Q heads.
+    pub num_critics: i64,
+    /// β_min of the nominal range (0.5).
+    pub beta_min: f64,
+    /// β_max of the nominal range (1.5).
+    pub beta_max: f64,
+    /// How the balance model's u ∈ (−1, 1) becomes β: `code` (the official code's
+    /// β = β_min + u (β_max − β_min), β ∈ (−0.5, 1.5); the default, which reproduces the paper's
+    /// runs) or `paper` (the nominal β ∈ (0.5, 1.5)). The offline random β is U[β_min, β_max]
+    /// under both.
+    pub beta_map: BetaMap,
+    /// Hold β at this value offline and online and leave the balance model out (the fixed-β
+    /// ablation); absent: FamO2O.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fixed_beta: Option<f64>,
+    /// The β encoding e(β) (d, n).
+    pub encoding: BetaEncoding,
+    /// Discount γ.
+    pub gamma: f64,
+    /// Polyak rate τ.
+    pub tau: f64,
+    /// Universal policy learning rate.
+    pub actor_lr: f64,
+    /// Q learning rate.
+    pub critic_lr: f64,
+    /// Balance model learning rate.
+    pub balance_lr: f64,
+    /// SAC temperature learning rate.
+    pub temperature_lr: f64,
+    /// Initial α.
+    pub init_temperature: f64,
+    /// Target entropy per action dimension: H̄ = this · |A|.
+    pub target_entropy_per_dim: f64,
+    /// CQL min-Q weight w (`cql_min_q_weight`; 1.0 in the family config, 5.0 in CQL's base).
+    pub cql_alpha: f64,
+    /// N, actions sampled per state from each of the three proposals.
+    pub cql_n_actions: i64,
+    /// Temperature T of the logsumexp.
+    pub cql_temperature: f64,
+}
+
+impl Default for Famo2oCqlConfig {
+    fn default() -> Self {
+        let policy = TanhGaussianConfig { log_std_affine: true, log_std_offset: -1.0, log_std_min: -20.0, log_std_max: 2.0, ..TanhGaussianConfig::default() };
+        Self {
+            actor: policy.clone(),
+            balance: policy,
+            critic: MlpConfig { layer_norm: true, ..MlpConfig::default() },
+            num_critics: 2,
+            beta_min: 0.5,
+            beta_max: 1.5,
+            beta_map: BetaMap::Code,
+            fixed_beta: None,
+            encoding: BetaEncoding::default(),
+            gamma: 0.99,
+            tau: 5e-3,
+            actor_lr: 3e-4,
+            critic_lr: 3e-4,
+            balance_lr: 3e-4,
+            temperature_lr: 3e-4,
+            init_temperature: 1.0,
+            target_entropy_per_dim: -1.0,
+            cql_alpha: 1.0,
+            cql_n_actions: 10,
+            cql_temperature: 1.0,
+        }
+    }
+}
+
+impl Famo2oCqlConfig {
+    /// Reject settings that cannot work, naming the field.
+    pub fn validate(&self) -> Result<(), AgentError> {
+        let bad = |m: String| Err(AgentError::Config(m));
+        if self.num_critics < 1 {
+            return bad(format!("famo2o-cql.num_critics must be ≥ 1, found {}", self.num_critics));
+        }
+        if !(self.beta_min.is_finite() && self.beta_max.is_finite() && self.beta_min < self.beta_max) {
+            return bad(format!("famo2o-cql.beta_min must be below famo2o-cql.beta_max, found {} and {}", self.beta_min, self.beta_max));
+        }
+        if self.fixed_beta.is_some_and(|b| !b.is_finite()) {
+            return bad(format!("famo2o-cql.fixed_beta must be a finite number, found {:?}", self.fixed_beta));
+        }
+        if !(0.0..=1.0).contains(&self.tau) || !(0.0..=1.0).contains(&self.gamma) {
+            return bad(format!("famo2o-cql.tau and famo2o-cql.gamma must be in [0, 1], found {} and {}", self.tau, self.gamma));
+        }
+        if self.init_temperature <= 0.0 {
+            return bad(format!("famo2o-cql.init_temperature must be > 0, found {}", self.init_temperature));
+        }
+        if self.cql_alpha < 0.0 || self.cql_n_actions < 1 || self.cql_temperature <= 0.0 {
+            return bad(format!("famo2o-cql.cql_alpha must be ≥ 0, cql_n_actions ≥ 1 and cql_temperature > 0, found {}, {} and {}", self.cql_alpha, self.cql_n_actions, self.cql_temperature));
+        }
+        self.encoding.validate("famo2o-cql.encoding").map_err(AgentError::Config)
+    }
+
+    fn range(&self) -> BetaRange {
+        BetaRange { min: self.beta_min, max: self.beta_max, map: self.beta_map }
+    }
+}
+
+/// Networks and optimizers.
+struct Modules {
+    actor: Conditioned<TanhGaussianActor>,
+    actor_params: ParamSet,
+    actor_opt: Adam,
+    balance: BalanceModel,
+    balance_params: ParamSet,
+    balance_opt: Adam,
+    critic: EnsembleMlp,
+    critic_params: ParamSet,
+    critic_opt: Adam,
+    target: EnsembleMlp,
+    target_params: ParamSet,
+    temperature: Temperature,
+    temperature_params: ParamSet,
+    temperature_opt: Adam,
+}
+
+impl Modules {
+    fn sets(&self) -> [&ParamSet; 5] {
+        [&self.actor_params, &self.balance_params, &self.critic_params, &self.target_params, &self.temperature_params]
+    }
+
+    fn optimizers(&self) -> [(&'static str, &Adam, &ParamSet); 4] {
+        [
+            ("actor_opt", &self.actor_opt, &self.actor_params),
+            ("balance_opt", &self.balance_opt, &self.balance_params),
+            ("critic_opt", &self.critic_opt, &self.critic_params),
+            ("temperature_opt", &self.temperature_opt, &self.temperature_params),
+        ]
+    }
+}
+
+/// Every loss of one update, built at the same parameters.
+pub(crate) struct Losses {
+    universal: Tensor,
+    /// `None` with `fixed_beta`.
+    balance: Option<Tensor>,
+    temperature: Tensor,
+    critic: Tensor,
+    logs: Vec<(&'static str, Tensor)>,
+    /// β_b(s) of the update's draw, `[B]`.
+    beta: Tensor,
+}
+
+/// Which losses reach their model (all in an update; tests switch one off).
+#[derive(Clone, Copy)]
+pub(crate) struct Terms {
+    universal: bool,
+    balance: bool,
+}
+
+impl Terms {
+    const ALL: Terms = Terms { universal: true, balance: true };
+}
+
+/// A FamO2O-CQL agent.
+pub struct Famo2oCql {
+    cfg: Famo2oCqlConfig,
+    m: Modules,
+    act_dim: i64,
+    target_entropy: f64,
+    device: Device,
+    rng: AgentRng,
+    step: i64,
+    phase: Phase,
+    /// β of the last `act` call, one per row.
+    last_beta: Vec<f32>,
+}
+
+impl Famo2oCql {
+    /// A new agent for `obs_dim` observations and `act_dim` actions in `[-1, 1]`.
+    pub fn new(cfg: Famo2oCqlConfig, obs_dim: i64, act_dim: i64, device: Device, seed: u64) -> Result<Self, AgentError> {
+        cfg.validate()?;
+        super::prepare("famo2o-cql", obs_dim, act_dim, device)?;
+        let mut rng = AgentRng::new(seed);
+        let mut actor_params = ParamSet::new();
+        let actor = Conditioned::new(obs_dim, cfg.encoding, |d| TanhGaussianActor::new(&mut actor_params, "actor", d, act_dim, &cfg.actor, &mut rng, device));
+        let mut balance_params = ParamSet::new();
+        let balance = BalanceModel::new(&mut balance_params, "balance", obs_dim, &cfg.balance, cfg.range(), &mut rng, device);
+        let (critic, critic_params, target, target_params) = critic_and_target(cfg.num_critics, obs_dim + act_dim, &cfg.critic, &mut rng, device);
+        let mut temperature_params = ParamSet::new();
+        let temperature = Temperature::new(&mut temperature_params, "temperature", cfg.init_temperature, TemperatureForm::LogAlpha, device);
+        let m = Modules {
+            actor_opt: Adam::new(&actor_params, cfg.actor_lr),
+            balance_opt: Adam::new(&balance_params, cfg.balance_lr),
+            critic_opt: Adam::new(&critic_params, cfg.critic_lr),
+            temperature_opt: Adam::new(&temperature_params, cfg.temperature_lr),
+            actor,
+            actor_params,
+            balance,
+            balance_params,
+            critic,
+            critic_params,
+            target,
+            target_params,
+            temperature,
+            temperature_params,
+        };
+        let target_entropy = cfg.target_entropy_per_dim * act_dim as f64;
+        Ok(Self { cfg, m, act_dim, target_entropy, device, rng, step: 0, phase: Phase::Offline, last_beta: Vec::new() })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Famo2oCqlConfig {
+        &self.cfg
+    }
+
+    /// Updates done so far.
+    pub fn steps(&self) -> i64 {
+        self.step
+    }
+
+    /// The β the agent acts with for states `[B, obs]`, `[B]`: the balance model's mode, or
+    /// `fixed_beta`.
+    pub fn beta(&self, obs: &Tensor) -> Tensor {
+        let obs = obs.to_device(self.device).to_kind(Kind::Float);
+        match self.cfg.fixed_beta {
+            Some(b) => Tensor::full([obs.size()[0]], b, (Kind::Float, self.device)),
+            None => tch::no_grad(|| self.m.balance.mode(&obs)),
+        }
+    }
+
+    /// Every live tensor of the agent's state, by checkpoint name.
+    pub fn named_tensors(&self) -> Vec<(String, Tensor)> {
+        crate::checkpoint::state_tensors(&self.m.sets(), &self.m.optimizers())
+    }
+
+    fn load_impl(&mut self, path: &Path, parts: Option<&[&str]>) -> Result<(), AgentError> {
+        let live = self.named_tensors();
+        let m = &mut self.m;
+        let mut opts: [(&str, &mut Adam); 4] = [("actor_opt", &mut m.actor_opt), ("balance_opt", &mut m.balance_opt), ("critic_opt", &mut m.critic_opt), ("temperature_opt", &mut m.temperature_opt)];
+        if let Some(meta) = load_agent(path, "famo2o-cql", &live, &mut opts, parts)? {
+            self.step = meta.step;
+            self.rng = meta.rng;
+        }
+        Ok(())
+    }
+
+    fn sa(obs: &Tensor, action: &Tensor) -> Tensor {
+        Tensor::cat(&[obs, action], 1)
+    }
+
+    /// `min_j Q_j(s, a)` of the online critic, `[B]`, differentiable in `a` and the weights.
+    fn min_q(&self, obs: &Tensor, action: &Tensor) -> Tensor {
+        self.m.critic.forward(&Self::sa(obs, action), None).squeeze_dim(-1).amin(0, false)
+    }
+
+    /// A reparameterized draw `ã ~ π_u(·|s, e(β))` and its log-probability.
+    fn universal_sample(&mut self, obs: &Tensor, beta: &Tensor) -> (Tensor, Tensor) {
+        let eps = self.rng.normal(&[obs.size()[0], self.act_dim], self.device);
+        self.m.actor.policy.sample(&self.m.actor.input(obs, beta), &eps)
+    }
+
+    /// `k` draws per state of `π_u(·|s, e(β))` without gradients (`[B·k]` rows, state-major).
+    fn universal_draws(&mut self, obs: &Tensor, beta: &Tensor, k: i64) -> (Tensor, Tensor) {
+        let eps = self.rng.normal(&[obs.size()[0] * k, self.act_dim], self.device);
+        tch::no_grad(|| self.m.actor.policy.sample_repeated(&self.m.actor.input(obs, beta), &eps, k))
+    }
+
+    /// L_u = E[α log π_u(ã|s, e(β)) − β · min_j Q_j(s, ã)], β held fixed in the product.
+    fn universal_loss(&self, alpha: &Tensor, log_prob: &Tensor, beta: &Tensor, q: &Tensor) -> Tensor {
+        (alpha * log_prob - beta.detach() * q).mean(Kind::Float)
+    }
+
+    /// L_b = −E[min_j Q_j(s, ã_b)], ã_b ~ π_u(·|s, e(β_b(s))).
+    fn balance_loss(q_b: &Tensor) -> Tensor {
+        -q_b.mean(Kind::Float)
+    }
+
+    /// The TD target `y = r + γ (1 − d) min_j Q̄_j(s', a')`, `a' ~ π_u(·|s', e(β_b(s)))`, no
+    /// entropy backup, without gradients.
+    fn td_target(&mut self, b: &TransitionBatch, beta_b: &Tensor) -> Tensor {
+        let eps = self.rng.normal(&[b.obs.size()[0], self.act_dim], self.device);
+        tch::no_grad(|| {
+            let (next_a, _) = self.m.actor.policy.sample(&self.m.actor.input(&b.next_obs, beta_b), &eps);
+            let q_next = self.m.target.forward(&Self::sa(&b.next_obs, &next_a), None).squeeze_dim(-1).amin(0, false);
+            &b.reward + (1.0 - &b.terminal) * self.cfg.gamma * q_next
+        })
+    }
+
+    /// CQL's gap per head `Δ_j` `[E]` at the data's `Q_j(s, a)` `[E, B]`, over N uniform actions,
+    /// N from `π_u(·|s, e(β_cur))` and N from `π_u(·|s', e(β_b(s)))`, all evaluated at s.
+    fn conservative_gap(&mut self, b: &TransitionBatch, q_data: &Tensor, beta_cur: &Tensor, beta_b: &Tensor) -> Tensor {
+        let (rows, n) = (b.obs.size()[0], self.cfg.cql_n_actions);
+        let rand = self.rng.uniform_tensor(&[rows * n, self.act_dim], self.device) * 2.0 - 1.0;
+        let (current, logp_current) = self.universal_draws(&b.obs, beta_cur, n);
+        let (next, logp_next) = self.universal_draws(&b.next_obs, beta_b, n);
+        let actions = Tensor::stack(&[rand.view([rows, n, -1]), current.view([rows, n, -1]), next.view([rows, n, -1])], 1).view([rows * 3 * n, -1]);
+        let a = SampledActions { actions, logp_current: logp_current.view([rows, n]), logp_next: logp_next.view([rows, n]) };
+        let q = self.m.critic.forward_paired(&b.obs, &a.actions, None).squeeze_dim(-1);
+        let s = SampledQ::split(&q, &a, 0, rows);
+        conservative_gap(q_data, &s, self.act_dim, self.cfg.cql_temperature, true)
+    }
+
+    /// Every loss at the current parameters.
+    pub(crate) fn losses(&mut self, b: &TransitionBatch) -> Losses {
+        let n = b.obs.size()[0];
+        let alpha = self.m.temperature.alpha().detach();
+        // β_b(s) ~ π_b(·|s), reparameterized (or the fixed β).
+        let beta_b = match self.cfg.fixed_beta {
+            Some(v) => Tensor::full([n], v, (Kind::Float, self.device)),
+            None => {
+                let eps = self.rng.normal(&[n, 1], self.device);
+                self.m.balance.sample(&b.obs, &eps).0
+            }
+        };
+        let beta_bd = beta_b.detach();
+        // The universal policy's β: random offline (FamO2O), β_b(s) online.
+        let random_beta = self.phase == Phase::Offline && self.cfg.fixed_beta.is_none();
+        let beta_u = if random_beta { self.rng.uniform_tensor(&[n], self.device) * (self.cfg.beta_max - self.cfg.beta_min) + self.cfg.beta_min } else { beta_b.shallow_clone() };
+        let (a_u, logp_u) = self.universal_sample(&b.obs, &beta_u);
+        let q_u = self.min_q(&b.obs, &a_u);
+        let universal = self.universal_loss(&alpha, &logp_u, &beta_u, &q_u);
+        // The balance loss: online through the same ã, offline through a draw of its own.
+        let balance = self.cfg.fixed_beta.is_none().then(|| {
+            let q_b = if random_beta {
+                let (a_b, _) = self.universal_sample(&b.obs, &beta_b);
+                self.min_q(&b.obs, &a_b)
+            } else {
+                q_u.shallow_clone()
+            };
+            Self::balance_loss(&q_b)
+        });
+        let temperature = self.m.temperature.loss(&logp_u, self.target_entropy);
+        // Q: TD towards y with s' actions conditioned on β_b(s), plus w Δ.
+        let y = self.td_target(b, &beta_bd);
+        let q_data = self.m.critic.forward(&Self::sa(&b.obs, &b.action), None).squeeze_dim(-1);
+        let td = (&q_data - y.unsqueeze(0)).square().mean(Kind::Float);
+        let gap = self.conservative_gap(b, &q_data, &beta_u.detach(), &beta_bd);
+        let critic = &td + gap.mean(Kind::Float) * self.cfg.cql_alpha;
+        let logs = vec![
+            ("critic_loss", td.detach()),
+            ("cql_gap", gap.mean(Kind::Float).detach()),
+            ("q_mean", q_data.mean(Kind::Float).detach()),
+            ("target_q_mean", y.mean(Kind::Float)),
+            ("actor_loss", universal.detach()),
+            ("alpha", alpha.squeeze()),
+            ("alpha_loss", temperature.detach()),
+            ("entropy", -logp_u.mean(Kind::Float).detach()),
+        ];
+        Losses { universal, balance, temperature, critic, logs, beta: beta_bd }
+    }
+
+    /// Gradients of every loss for its own model only, then every step together, then Polyak.
+    pub(crate) fn apply(&mut self, l: &Losses, terms: Terms) {
+        let grads = |loss: &Tensor, params: &ParamSet, keep: bool| Tensor::run_backward(&[loss], &params.tensors(), keep, false);
+        let m = &self.m;
+        // The universal and balance losses share the online draw's graph: keep it for the second.
+        let g_u = terms.universal.then(|| grads(&l.universal, &m.actor_params, true));
+        let g_b = l.balance.as_ref().filter(|_| terms.balance).map(|loss| grads(loss, &m.balance_params, false));
+        let g_t = grads(&l.temperature, &m.temperature_params, false);
+        let g_q = grads(&l.critic, &m.critic_params, false);
+        let m = &mut self.m;
+        if let Some(g) = g_u {
+            m.actor_opt.apply(&m.actor_params, &g);
+        }
+        if let Some(g) = g_b {
+            m.balance_opt.apply(&m.balance_params, &g);
+        }
+        m.temperature_opt.apply(&m.temperature_params, &g_t);
+        m.critic_opt.apply(&m.critic_params, &g_q);
+        polyak_update(&m.target_params, &m.critic_params, self.cfg.tau);
+    }
+
+    fn update_terms(&mut self, batch: &TransitionBatch, terms: Terms) -> Metrics {
+        let moved;
+        let b = if batch.obs.device() == self.device {
+            batch
+        } else {
+            moved = batch.to_device(self.device);
+            &moved
+        };
+        let l = self.losses(b);
+        self.apply(&l, terms);
+        self.step += 1;
+        let mut out: Metrics = l.logs.iter().map(|(k, t)| (*k, t.double_value(&[]))).collect();
+        if let Some(loss) = &l.balance {
+            out.push(("balance_loss", loss.double_value(&[])));
+        }
+        // The β the agent now chooses for the batch's states (the update's draw: `beta_draw_mean`).
+        out.push(("beta_draw_mean", l.beta.mean(Kind::Float).double_value(&[])));
+        out.extend(beta_stats(&self.beta(&b.obs)));
+        out
+    }
+}
+
+impl Agent for Famo2oCql {
+    fn name(&self) -> &'static str {
+        "famo2o-cql"
+    }
+
+    fn act(&mut self, obs: &Tensor, deterministic: bool) -> Tensor {
+        let out_device = obs.device();
+        let obs = obs.to_device(self.device).to_kind(Kind::Float);
+        let beta = self.beta(&obs);
+        tch::no_grad(|| {
+            let input = self.m.actor.input(&obs, &beta);
+            let a = if deterministic {
+                self.m.actor.policy.mode(&input)
+            } else {
+                let eps = self.rng.normal(&[obs.size()[0], self.act_dim], self.device);
+                self.m.actor.policy.sample(&input, &eps).0
+            };
+            self.last_beta = Vec::<f32>::try_from(beta.to_device(Device::Cpu)).unwrap_or_default();
+            a.to_device(out_device)
+        })
+    }
+
+    fn act_info(&self) -> Vec<(&'static str, Vec<f32>)> {
+        vec![("beta", self.last_beta.clone())]
+    }
+
+    fn deterministic_policy(&self) -> Option<DeterministicPolicy> {
+        let balance = self.m.balance.detached();
+        let fixed = self.cfg.fixed_beta;
+        let actor = Conditioned { policy: self.m.actor.policy.detached(), encoding: self.m.actor.encoding };
+        Some(Box::new(move |obs| {
+            let beta = match fixed {
+                Some(b) => Tensor::full([obs.size()[0]], b, (Kind::Float, obs.device())),
+                None => balance.mode(obs),
+            };
+            actor.policy.mode(&actor.input(obs, &beta))
+        }))
+    }
+
+    fn update(&mut self, batch: &TransitionBatch) -> Metrics {
+        self.update_terms(batch, Terms::ALL)
+    }
+
+    fn save(&self, path: &Path) -> Result<(), AgentError> {
+        let opts: Vec<(&str, &Adam)> = self.m.optimizers().iter().map(|(p, o, _)| (*p, *o)).collect();
+        save_agent(path, "famo2o-cql", &self.named_tensors(), &opts, self.step, &self.rng)
+    }
+
+    fn load(&mut self, path: &Path) -> Result<(), AgentError> {
+        self.load_impl(path, None)
+    }
+
+    fn load_parts(&mut self, path: &Path, parts: &[&str]) -> Result<(), AgentError> {
+        self.load_impl(path, Some(parts))
+    }
+
+    fn set_phase(&mut self, phase: Phase) {
+        self.phase = phase;
+    }
+
+    fn diagnose(&mut self, batch: &TransitionBatch) -> Metrics {
+        let b = batch.to_device(self.device);
+        let beta = self.beta(&b.obs);
+        tch::no_grad(|| {
+            let q = self.m.critic.forward(&Self::sa(&b.obs, &b.action), None).squeeze_dim(-1).mean_dim(0, false, Kind::Float);
+            let mut out = vec![("q", q.mean(Kind::Float).double_value(&[])), ("alpha", self.m.temperature.alpha().double_value(&[0]))];
+            out.extend(beta_stats(&beta));
+            out
+        })
+    }
+
+    fn diagnose_rows(&mut self, batch: &TransitionBatch) -> Vec<Scatter> {
+        let b = batch.to_device(self.device);
+        let beta = self.beta(&b.obs);
+        let q = tch::no_grad(|| self.min_q(&b.obs, &b.action));
+        beta_scatters(&beta, &q, b.mc_return.as_ref())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small() -> Famo2oCqlConfig {
+        let mlp = MlpConfig { hidden: vec![32, 32], ..MlpConfig::default() };
+        let d = Famo2oCqlConfig::default();
+        Famo2oCqlConfig {
+            actor: TanhGaussianConfig { mlp: mlp.clone(), ..d.actor.clone() },
+            balance: TanhGaussianConfig { mlp: mlp.clone(), ..d.balance.clone() },
+            critic: MlpConfig { layer_norm: true, ..mlp },
+            cql_n_actions: 3,
+            ..d
+        }
+    }
+
+    fn batch(rng: &mut AgentRng, n: i64) -> TransitionBatch {
+        TransitionBatch {
+            obs: rng.normal(&[n, 3], Device::Cpu),
+            action: rng.normal(&[n, 2], Device::Cpu).tanh(),
+            reward: rng.normal(&[n], Device::Cpu),
+            next_obs: rng.normal(&[n, 3], Device::Cpu),
+            terminal: rng.uniform_tensor(&[n], Device::Cpu).ge(0.9).to_kind(Kind::Float),
+            mc_return: Some(rng.normal(&[n], Device::Cpu)),
+            is_offline: None,
+        }
+    }
+
+    /// The code's map (the default) sends the balance model's u = 0 to 0.5 and spans (−0.5, 1.5);
+    /// the paper's sends it to 1.0 and spans (0.5, 1.5). Pinned through an agent whose balance
+    /// mean is zeroed.
+    #[test]
+    fn beta_range_code_by_default_and_paper_by_option() {
+        assert_eq!(Famo2oCqlConfig::default().beta_map, BetaMap::Code);
+        for (map, want, bounds) in [(BetaMap::Code, 0.5, (-0.5, 1.5)), (BetaMap::Paper, 1.0, (0.5, 1.5))] {
+            let agent = Famo2oCql::new(Famo2oCqlConfig { beta_map: map, ..small() }, 3, 2, Device::Cpu, 0).unwrap();
+            // Zero the balance model's head: μ_b(s) = 0, so the mode is u = tanh(0) = 0.
+            tch::no_grad(|| {
+                for (n, t) in agent.m.balance_params.named() {
+                    if n.starts_with("balance/head") {
+                        let _ = t.shallow_clone().zero_();
+                    }
+                }
+            });
+            let beta = agent.beta(&Tensor::ones([4, 3], (Kind::Float, Device::Cpu)));
+            assert!((beta - want).abs().max().double_value(&[]) < 1e-6, "{map:?}");
+            assert_eq!(agent.m.balance.range().bounds(), bounds);
+        }
+        let t: Famo2oCqlConfig = toml::from_str("beta_map = \"paper\"").unwrap();
+        assert_eq!(t.beta_map, BetaMap::Paper);
+        assert!(toml::from_str::<Famo2oCqlConfig>("beta_map = \"nominal\"").is_err());
+    }
+
+    /// The balance loss moves only the balance model and the universal loss only the universal
+    /// policy: an update with one of them switched off changes exactly that model's parameters
+    /// (and its optimizer's moments) relative to a full update, in both phases. Both losses'
+    /// graphs do reach the other models (checked), so only the routing keeps them apart.
+    #[test]
+    fn each_policy_loss_moves_only_its_own_model() {
+        let mut rng = AgentRng::new(1);
+        let b = batch(&mut rng, 16);
+        for phase in [Phase::Offline, Phase::Online] {
+            let fresh = || {
+                let mut a = Famo2oCql::new(small(), 3, 2, Device::Cpu, 4).unwrap();
+                a.set_phase(phase);
+                a.update(&b);
+                a
+            };
+            // The graphs cross models: ∂L_b/∂actor ≠ 0 and, online, ∂L_u/∂balance ≠ 0.
+            let mut probe = fresh();
+            let l = probe.losses(&b);
+            let touches = |loss: &Tensor, params: &ParamSet| Tensor::run_backward(&[loss], &params.tensors(), true, false).iter().any(|g| g.defined() && g.abs().sum(Kind::Float).double_value(&[]) > 0.0);
+            assert!(touches(l.balance.as_ref().unwrap(), &probe.m.actor_params), "{phase:?}: L_b reaches π_u");
+            assert!(touches(&l.universal, &probe.m.critic_params), "{phase:?}: L_u reaches Q");
+            if phase == Phase::Online {
+                assert!(touches(&l.universal, &probe.m.balance_params), "online: L_u reaches π_b");
+            }
+            for (off, owner) in [(Terms { universal: true, balance: false }, "balance"), (Terms { universal: false, balance: true }, "actor")] {
+                let (mut full, mut masked) = (fresh(), fresh());
+                full.update(&b);
+                masked.update_terms(&b, off);
+                let differ: Vec<String> = full.named_tensors().iter().zip(masked.named_tensors()).filter(|((_, x), (_, y))| !x.equal(y)).map(|((n, _), _)| n.clone()).collect();
+                assert!(!differ.is_empty(), "{phase:?}: switching off the {owner} loss changed nothing");
+                for n in &differ {
+                    assert!(n.starts_with(&format!("{owner}/")) || n.starts_with(&format!("{owner}_opt/")), "{phase:?}: switching off the {owner} loss changed {n}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn updates_are_finite_in_both_phases_and_with_a_fixed_beta() {
+        let mut rng = AgentRng::new(2);
+        for fixed in [None, Some(1.0)] {
+            let mut a = Famo2oCql::new(Famo2oCqlConfig { fixed_beta: fixed, ..small() }, 3, 2, Device::Cpu, 0).unwrap();
+            for phase in [Phase::Offline, Phase::Online] {
+                a.set_phase(phase);
+                for _ in 0..3 {
+                    let m = a.update(&batch(&mut rng, 16));
+                    assert!(m.iter().all(|(_, v)| v.is_finite()), "{m:?}");
+                    assert_eq!(m.iter().any(|(k, _)| *k == "balance_loss"), fixed.is_none());
+                }
+            }
+            let obs = rng.normal(&[4, 3], Device::Cpu);
+            let act = a.act(&obs, true);
+            assert!(act.abs().max().double_value(&[]) <= 1.0);
+            let info = a.act_info();
+            assert_eq!(info[0].1.len(), 4);
+            if let Some(v) = fixed {
+                assert!(info[0].1.iter().all(|b| *b == v as f32));
+            }
+            assert!(act.equal(&a.deterministic_policy().unwrap()(&obs)));
+        }
+    }
+
+    #[test]
+    fn save_load_continue_equals_an_uninterrupted_run() {
+        let mut rng = AgentRng::new(11);
+        let batches: Vec<TransitionBatch> = (0..8).map(|_| batch(&mut rng, 16)).collect();
+        let obs = rng.normal(&[5, 3], Device::Cpu);
+        let make = |seed| Famo2oCql::new(small(), 3, 2, Device::Cpu, seed).unwrap();
+        crate::algos::testing::assert_exact_resume(make, Famo2oCql::named_tensors, &batches, 4, 6, &obs);
+    }
+}

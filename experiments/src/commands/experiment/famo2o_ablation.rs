@@ -1,0 +1,173 @@
+//! `o2o experiment famo2o-ablation`: does a state-adaptive balance help FamO2O-CQL (issue 19)?
+//!
+//! | variant | universal policy trained on | acting β |
+//! |---|---|---|
+//! | `famo2o` | β ~ U[0.5, 1.5] offline, the balance model's β(s) online | β(s) of the balance model |
+//! | `fixed-beta` | β = 1 offline and online (CQL with one fixed β) | 1 |
+//!
+//! Both run the same preset (`famo2o-cql-<task>`: the same data, networks, offline and online
+//! budget and seeds), the second with `agent.fixed_beta = 1.0`, so they differ only in the
+//! family and the balance model. Runs are `o2o run` processes, one at a time, in
+//! `<out>/runs/<variant>/seed-<s>/`; a finished run found there is reused. The output folder
+//! gets `table.md` (mean ± std over seeds of the normalized score at the end of the offline
+//! phase and at the end, and the last chosen β), `curves.png` and `results.json`.
+
+use crate::commands::run::DeviceArg;
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use o2o_experiments::report::plot::{plot_curves, Line};
+use o2o_experiments::report::runs::read_curve;
+use o2o_experiments::report::stats::{mean, std_dev};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+/// The variants, in table order, with the overrides each adds to the preset.
+const VARIANTS: [(&str, &[&str]); 2] = [("famo2o", &[]), ("fixed-beta", &["agent.fixed_beta=1.0"])];
+
+/// Arguments of `o2o experiment famo2o-ablation`.
+#[derive(Args, Debug)]
+pub struct AblationArgs {
+    /// The preset suffix: `famo2o-cql-<task>`, e.g. `hopper-small` (the shipped data) or
+    /// `hopper-medium` (D4RL, the paper's budget).
+    #[arg(long, default_value = "hopper-small")]
+    pub task: String,
+    /// Seeds 0..N.
+    #[arg(long, default_value_t = 3)]
+    pub seeds: u64,
+    /// Output folder (default `experiments-out/famo2o-ablation-<task>`).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Torch threads per run.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// Where the runs compute.
+    #[arg(long, value_enum, default_value = "cpu")]
+    pub device: DeviceArg,
+    /// Extra `--set key=value` for every run (e.g. `train.online_steps=2000`).
+    #[arg(long = "set")]
+    pub set: Vec<String>,
+}
+
+/// Run the experiment.
+pub fn run(args: AblationArgs) -> Result<()> {
+    if args.seeds == 0 || args.threads < 1 {
+        bail!("--seeds and --threads must be at least 1");
+    }
+    let preset = format!("famo2o-cql-{}", args.task);
+    let (_, table) = o2o_experiments::run::presets::load(&preset).with_context(|| format!("--task {}: no preset {preset}", args.task))?;
+    let offline = table.get("train").and_then(|t| t.get("offline_steps")).and_then(|v| v.as_integer()).unwrap_or(0) as f64;
+    let out = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("experiments-out/famo2o-ablation-{}", args.task)));
+    std::fs::create_dir_all(out.join("logs")).with_context(|| format!("cannot create {}", out.display()))?;
+    let exe = std::env::current_exe().context("cannot find the o2o executable")?;
+    let t0 = Instant::now();
+    // Per variant, per seed: (normalized-score curve over run steps, last chosen β).
+    let mut results: Vec<(&str, Vec<(Vec<(f64, f64)>, Option<f64>)>)> = Vec::new();
+    for (variant, extra) in VARIANTS {
+        let mut seeds = Vec::new();
+        for seed in 0..args.seeds {
+            let dir = run_one(&exe, &preset, variant, extra, seed, &args, &out)?;
+            eprintln!("[{:>5.0} s] {variant} seed {seed}: {}", t0.elapsed().as_secs_f64(), dir.display());
+            let metrics = dir.join("metrics.jsonl");
+            let curve = read_curve(&metrics, "eval/normalized_score", "grad_step")?;
+            let beta = read_curve(&metrics, "train/beta_mean", "grad_step")?.last().map(|(_, b)| *b);
+            seeds.push((curve, beta));
+        }
+        results.push((variant, seeds));
+    }
+    let end = results.iter().flat_map(|(_, s)| s.iter().filter_map(|(c, _)| c.last().map(|(x, _)| *x))).fold(0.0, f64::max);
+    let command = std::iter::once("o2o experiment famo2o-ablation".to_string()).chain(std::env::args().skip(3)).collect::<Vec<_>>().join(" ");
+    let md = markdown(&results, offline, end, &preset, args.seeds, &command, t0.elapsed().as_secs_f64());
+    std::fs::write(out.join("table.md"), &md)?;
+    plot(&out.join("curves.png"), &results, offline, &format!("FamO2O-CQL vs fixed β = 1 on {} ({} seeds)", args.task, args.seeds))?;
+    let json: Vec<serde_json::Value> = results
+        .iter()
+        .map(|(v, s)| serde_json::json!({"variant": v, "seeds": s.iter().map(|(c, b)| serde_json::json!({"normalized_score": c, "last_beta_mean": b})).collect::<Vec<_>>()}))
+        .collect();
+    std::fs::write(out.join("results.json"), serde_json::to_string_pretty(&serde_json::json!({"command": command, "preset": preset, "variants": json}))?)?;
+    println!("{md}");
+    println!("wrote {}", out.display());
+    Ok(())
+}
+
+/// One `o2o run` of `variant` (or the finished run already there); returns its run directory.
+fn run_one(exe: &Path, preset: &str, variant: &str, extra: &[&str], seed: u64, args: &AblationArgs, out: &Path) -> Result<PathBuf> {
+    let runs = out.join("runs").join(variant).join(format!("seed-{seed}"));
+    let finished = || std::fs::read_dir(&runs).ok()?.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.join("summary.json").is_file()).max();
+    if let Some(done) = finished() {
+        return Ok(done);
+    }
+    let log_path = out.join("logs").join(format!("{variant}-seed{seed}.log"));
+    let log = std::fs::File::create(&log_path).with_context(|| format!("cannot create {}", log_path.display()))?;
+    let mut c = Command::new(exe);
+    c.args(["run", "--preset", preset, "--seed", &seed.to_string(), "--threads", &args.threads.to_string(), "--rerun=off"]);
+    c.args(["--device", &format!("{:?}", args.device).to_lowercase(), "--runs-dir"]).arg(&runs);
+    for s in extra.iter().map(|s| s.to_string()).chain(args.set.iter().cloned()) {
+        c.args(["--set", &s]);
+    }
+    c.stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
+    let status = c.status().with_context(|| format!("cannot start {}", exe.display()))?;
+    if !status.success() {
+        bail!("{variant} seed {seed} exited with {status}; see {}", log_path.display());
+    }
+    finished().with_context(|| format!("no finished run in {}", runs.display()))
+}
+
+/// The value of `curve` at run step `x` (the last evaluation there).
+fn at(curve: &[(f64, f64)], x: f64) -> Option<f64> {
+    curve.iter().rev().find(|(s, _)| *s == x).map(|(_, y)| *y)
+}
+
+fn cell(v: &[f64]) -> String {
+    if v.is_empty() {
+        "–".into()
+    } else {
+        format!("{:.1} ± {:.1}", mean(v), std_dev(v))
+    }
+}
+
+/// `table.md`: normalized score at the end of the offline phase and at the end, and β.
+fn markdown(results: &[(&str, Vec<(Vec<(f64, f64)>, Option<f64>)>)], offline: f64, end: f64, preset: &str, seeds: u64, command: &str, wall_s: f64) -> String {
+    let mut s = format!(
+        "# FamO2O ablation: {preset}\n\nD4RL normalized score (×100), mean ± std over {seeds} seeds, at the end of offline training (run step {offline}) \
+         and at the end (run step {end}: one gradient step per env step online); last logged batch-mean β chosen by the agent.\n\n\
+         Command: `{command}` ({wall_s:.0} s wall)\n\n| variant | offline end | final | final β |\n|---|---|---|---|\n"
+    );
+    for (variant, runs) in results {
+        let pick = |x: f64| runs.iter().filter_map(|(c, _)| at(c, x)).collect::<Vec<_>>();
+        let betas: Vec<f64> = runs.iter().filter_map(|(_, b)| *b).collect();
+        let beta = if betas.is_empty() { "1 (fixed)".into() } else { format!("{:.2} ± {:.2}", mean(&betas), std_dev(&betas)) };
+        s.push_str(&format!("| {variant} | {} | {} | {beta} |\n", cell(&pick(offline)), cell(&pick(end))));
+    }
+    s
+}
+
+/// `curves.png`: each variant's mean over seeds (bold) and its seeds (faint).
+fn plot(path: &Path, results: &[(&str, Vec<(Vec<(f64, f64)>, Option<f64>)>)], offline: f64, title: &str) -> Result<()> {
+    let mut lines = Vec::new();
+    for (color, (variant, runs)) in results.iter().enumerate() {
+        for (c, _) in runs {
+            lines.push(Line { label: None, color, points: c.clone(), faint: true });
+        }
+        let xs: Vec<f64> = runs[0].0.iter().map(|(x, _)| *x).collect();
+        let mean_curve = xs.iter().filter_map(|&x| {
+            let v: Vec<f64> = runs.iter().filter_map(|(c, _)| at(c, x)).collect();
+            (v.len() == runs.len()).then(|| (x, mean(&v)))
+        });
+        lines.push(Line { label: Some(variant.to_string()), color, points: mean_curve.collect(), faint: false });
+    }
+    plot_curves(path, title, &format!("run step (offline until {offline}, then env steps)"), "normalized score", &lines, (900, 560))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_takes_mean_and_std_at_the_phase_end_and_the_end() {
+        let runs = vec![(vec![(3.0, 10.0), (6.0, 20.0)], Some(1.5)), (vec![(3.0, 14.0), (6.0, 30.0)], Some(1.3))];
+        let md = markdown(&[("famo2o", runs), ("fixed-beta", vec![(vec![(3.0, 1.0), (6.0, 2.0)], None)])], 3.0, 6.0, "p", 2, "cmd", 1.0);
+        assert!(md.contains("| famo2o | 12.0 ± 2.0 | 25.0 ± 5.0 | 1.40 ± 0.10 |"), "{md}");
+        assert!(md.contains("| fixed-beta | 1.0 ± 0.0 | 2.0 ± 0.0 | 1 (fixed) |"), "{md}");
+    }
+}
