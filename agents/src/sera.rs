@@ -197,13 +197,13 @@ pub fn intrinsic_reward(states: &Tensor, q: &Tensor, ref_states: &Tensor, ref_q:
 /// `q` `[N]` and `ref_q` `[M]`. Returns, per row i, ε_i² = the k-th smallest over j of
 /// max(‖s_i − s_j‖², (q_i − q_j)²), and n_v(i) = #{j : (q_i − q_j)² < ε_i²}. Squared distances
 /// throughout (the order is the same, and no square root is taken per pair). Rows are split
-/// over libtorch's thread count when the matrix is large enough to pay for the threads.
+/// over libtorch's OpenMP team when the matrix is large enough to pay for it.
 pub fn knn(gram: &[f64], norms: &[f64], ref_norms: &[f64], q: &[f32], ref_q: &[f32], k: usize) -> (Vec<f64>, Vec<i64>) {
     let (n, m) = (q.len(), ref_q.len());
     assert!(gram.len() == n * m && norms.len() == n && ref_norms.len() == m && (1..=m).contains(&k), "knn: gram [{n}, {m}], k = {k}");
     let mut eps_sq = vec![0f64; n];
     let mut n_v = vec![0i64; n];
-    let threads = if n * m >= 1 << 18 { (tch::get_num_threads().max(1) as usize).min(n) } else { 1 };
+    let threads = if n * m >= 1 << 14 { (tch::get_num_threads().max(1) as usize).min(n) } else { 1 };
     let per = n.div_ceil(threads);
     let rows = |first: usize, eps: &mut [f64], counts: &mut [i64]| {
         // Each row as the bit patterns of its (non-negative) f64 values, whose integer order
@@ -223,16 +223,10 @@ pub fn knn(gram: &[f64], norms: &[f64], ref_norms: &[f64], q: &[f32], ref_q: &[f
             *c = ref_q.iter().map(|&qj| ((qj as f64 - qi) * (qj as f64 - qi) < *e) as i64).sum();
         }
     };
-    if threads == 1 {
-        rows(0, &mut eps_sq, &mut n_v);
-    } else {
-        std::thread::scope(|scope| {
-            for (t, (e, c)) in eps_sq.chunks_mut(per).zip(n_v.chunks_mut(per)).enumerate() {
-                let rows = &rows;
-                scope.spawn(move || rows(t * per, e, c));
-            }
-        });
-    }
+    // On libtorch's own OpenMP team (`nn::team`): threads of ours would share their cores with
+    // the team's threads spinning after the update's last op.
+    let pieces: Vec<(usize, &mut [f64], &mut [i64])> = eps_sq.chunks_mut(per).zip(n_v.chunks_mut(per)).enumerate().map(|(t, (e, c))| (t * per, e, c)).collect();
+    crate::nn::team::run(pieces, |(first, e, c)| rows(first, e, c));
     (eps_sq, n_v)
 }
 

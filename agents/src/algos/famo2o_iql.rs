@@ -417,6 +417,12 @@ impl Agent for Famo2oIql {
         self.phase = phase;
     }
 
+    /// The Q critics at (s, a), every member (what SERA conditions on).
+    fn critic_values(&self, obs: &Tensor, action: &Tensor) -> Option<Tensor> {
+        let sa = Self::sa(&obs.to_device(self.device), &action.to_device(self.device));
+        Some(tch::no_grad(|| self.m.critic.forward(&sa, None).squeeze_dim(-1)))
+    }
+
     fn diagnose(&mut self, batch: &TransitionBatch) -> Metrics {
         let b = batch.to_device(self.device);
         tch::no_grad(|| {

@@ -2,6 +2,8 @@
 //! output folder (runs, logs, a markdown table, PNG curves).
 
 pub mod famo2o_ablation;
+pub mod jobs;
+pub mod sera_ablation;
 pub mod wsrl_ablation;
 
 use anyhow::Result;
@@ -23,6 +25,9 @@ pub enum Which {
     /// FamO2O-CQL against the same agent with one fixed β = 1 (CQL with a fixed balance), on
     /// one preset's data and budget, over seeds.
     Famo2oAblation(famo2o_ablation::AblationArgs),
+    /// Cal-QL fine-tuning with and without SERA's bonus, from the same offline checkpoint per
+    /// seed, on one preset's data and budget.
+    SeraAblation(sera_ablation::AblationArgs),
 }
 
 /// Dispatch.
@@ -30,5 +35,6 @@ pub fn run(args: ExperimentArgs) -> Result<()> {
     match args.which {
         Which::WsrlAblation(a) => wsrl_ablation::run(a),
         Which::Famo2oAblation(a) => famo2o_ablation::run(a),
+        Which::SeraAblation(a) => sera_ablation::run(a),
     }
 }

@@ -21,16 +21,12 @@
 //! (mean ± std over seeds of the normalized score at fixed env steps), `curves.png` and
 //! `results.json`.
 
-use o2o_experiments::report::plot::{plot_curves, Line};
+use super::jobs::{children_cpu_seconds, command_line, plot, run_jobs, score_rows, sets, Curves, Job, Processes};
 use o2o_experiments::report::runs::read_curve;
-use o2o_experiments::report::stats::{mean, std_dev};
 use crate::commands::run::DeviceArg;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::{Arc, Condvar, Mutex};
+use std::path::PathBuf;
 use std::time::Instant;
 
 /// Budget scale.
@@ -82,16 +78,6 @@ struct Budget {
     warmup: u64,
     online: u64,
     eval_every: u64,
-}
-
-/// One process to run.
-struct Job {
-    variant: &'static str,
-    seed: u64,
-    args: Vec<String>,
-    /// Index of the job whose run directory this one starts from (`--from`).
-    parent: Option<usize>,
-    runs_dir: PathBuf,
 }
 
 /// `o2o experiment wsrl-ablation`.
@@ -195,12 +181,12 @@ pub fn run(args: AblationArgs) -> Result<()> {
         out.display()
     );
     let t0 = Instant::now();
-    let dirs = run_jobs(&jobs, &args, &out)?;
+    let dirs = run_jobs(&jobs, &Processes { jobs: args.jobs, threads: args.threads, device: args.device }, &out)?;
     let cpu_s = children_cpu_seconds();
     eprintln!("all runs done in {:.0} s ({cpu_s:.0} s of CPU in the runs this process started)", t0.elapsed().as_secs_f64());
 
     // Curves: normalized score against env steps, per variant and seed.
-    let mut curves: BTreeMap<&str, Vec<Vec<(f64, f64)>>> = BTreeMap::new();
+    let mut curves = Curves::new();
     for (job, dir) in jobs.iter().zip(&dirs) {
         if job.variant == "pretrain" {
             continue;
@@ -214,10 +200,10 @@ pub fn run(args: AblationArgs) -> Result<()> {
     if steps.last() != Some(&total) {
         steps.push(total);
     }
-    let command = std::iter::once("o2o".to_string()).chain(std::env::args().skip(1)).collect::<Vec<_>>().join(" ");
+    let command = command_line();
     let table = table(&curves, &steps, &args.task, scale, args.seeds, &budget, &command, t0.elapsed().as_secs_f64(), cpu_s);
     std::fs::write(out.join("table.md"), &table).with_context(|| format!("cannot write {}/table.md", out.display()))?;
-    plot(&out.join("curves.png"), &curves, &format!("WSRL ablation, {} ({scale}), {} seeds", args.task, args.seeds))?;
+    plot(&out.join("curves.png"), &curves, &VARIANTS, &format!("WSRL ablation, {} ({scale}), {} seeds", args.task, args.seeds), "env steps (warm-up included)")?;
     let json = serde_json::json!({
         "task": args.task, "scale": scale, "seeds": args.seeds, "command": command,
         "budget": {"offline_steps": budget.offline, "warmup_steps": k, "online_steps": n, "eval_every": budget.eval_every},
@@ -228,14 +214,6 @@ pub fn run(args: AblationArgs) -> Result<()> {
     println!("{table}");
     println!("written: {}/table.md, {}/curves.png, {}/results.json", out.display(), out.display(), out.display());
     Ok(())
-}
-
-/// Append `--set s` for each override.
-fn sets(args: &mut Vec<String>, overrides: &[String]) {
-    for s in overrides {
-        args.push("--set".into());
-        args.push(s.clone());
-    }
 }
 
 /// The step counts a preset table plus overrides resolve to.
@@ -250,169 +228,19 @@ fn budget_of(base: &toml::Table, overrides: &[String]) -> Result<Budget> {
     Ok(b)
 }
 
-/// A finished run in `runs_dir` (one with `summary.json`), if any.
-fn finished_run(runs_dir: &Path) -> Option<PathBuf> {
-    let entries = std::fs::read_dir(runs_dir).ok()?;
-    entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.join("summary.json").is_file()).max()
-}
-
-/// Run every job (parents before children, `--jobs` at a time); returns each job's run dir.
-fn run_jobs(jobs: &[Job], args: &AblationArgs, out: &Path) -> Result<Vec<PathBuf>> {
-    let exe = std::env::current_exe().context("cannot find the o2o executable")?;
-    // Per job: None = not started, Some(Ok(dir)) done, Some(Err) failed.
-    type Slot = Option<std::result::Result<PathBuf, String>>;
-    let state: Arc<(Mutex<(Vec<Slot>, Vec<bool>)>, Condvar)> = Arc::new((Mutex::new((vec![None; jobs.len()], vec![false; jobs.len()])), Condvar::new()));
-    let t0 = Instant::now();
-    std::thread::scope(|scope| {
-        for _ in 0..args.jobs.min(jobs.len()) {
-            let state = Arc::clone(&state);
-            let exe = exe.clone();
-            scope.spawn(move || loop {
-                // Pick the first job not taken whose parent is done; stop when none is left.
-                let (i, parent_dir) = {
-                    let (lock, cv) = &*state;
-                    let mut g = lock.lock().expect("job table");
-                    loop {
-                        let (slots, taken) = &mut *g;
-                        if taken.iter().all(|t| *t) {
-                            return;
-                        }
-                        let ready = (0..jobs.len()).find(|&i| !taken[i] && jobs[i].parent.is_none_or(|p| slots[p].is_some()));
-                        if let Some(i) = ready {
-                            taken[i] = true;
-                            let parent = jobs[i].parent.map(|p| slots[p].clone().expect("checked"));
-                            break (i, parent);
-                        }
-                        g = cv.wait(g).expect("job table");
-                    }
-                };
-                let job = &jobs[i];
-                let result = match parent_dir {
-                    Some(Err(e)) => Err(format!("its pre-training failed: {e}")),
-                    parent => run_one(&exe, job, parent.and_then(|p| p.ok()).as_deref(), args, out),
-                };
-                match &result {
-                    Ok(dir) => eprintln!("[{:>5.0} s] {} seed {} done: {}", t0.elapsed().as_secs_f64(), job.variant, job.seed, dir.display()),
-                    Err(e) => eprintln!("[{:>5.0} s] {} seed {} FAILED: {e}", t0.elapsed().as_secs_f64(), job.variant, job.seed),
-                }
-                let (lock, cv) = &*state;
-                lock.lock().expect("job table").0[i] = Some(result);
-                cv.notify_all();
-            });
-        }
-    });
-    let (lock, _) = &*state;
-    let slots = std::mem::take(&mut lock.lock().expect("job table").0);
-    let mut dirs = Vec::new();
-    let mut failed = Vec::new();
-    for (job, slot) in jobs.iter().zip(slots) {
-        match slot {
-            Some(Ok(d)) => dirs.push(d),
-            Some(Err(e)) => failed.push(format!("{} seed {}: {e}", job.variant, job.seed)),
-            None => failed.push(format!("{} seed {}: not run", job.variant, job.seed)),
-        }
-    }
-    if !failed.is_empty() {
-        bail!("{} of {} runs failed (logs in {}/logs):\n  {}", failed.len(), jobs.len(), out.display(), failed.join("\n  "));
-    }
-    Ok(dirs)
-}
-
-/// One `o2o` process for `job` (or the finished run already there).
-fn run_one(exe: &Path, job: &Job, parent: Option<&Path>, args: &AblationArgs, out: &Path) -> std::result::Result<PathBuf, String> {
-    if let Some(done) = finished_run(&job.runs_dir) {
-        return Ok(done);
-    }
-    let log_path = out.join("logs").join(format!("{}-seed{}.log", job.variant, job.seed));
-    let log = std::fs::File::create(&log_path).map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
-    let mut c = Command::new(exe);
-    c.args(&job.args);
-    if let Some(p) = parent {
-        c.arg("--from").arg(p);
-    }
-    let device = format!("{:?}", args.device).to_lowercase();
-    c.args(["--device", &device, "--threads", &args.threads.to_string(), "--rerun=off", "--runs-dir"]).arg(&job.runs_dir);
-    c.stdin(Stdio::null()).stdout(log.try_clone().map_err(|e| e.to_string())?).stderr(log);
-    let status = c.status().map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
-    if !status.success() {
-        return Err(format!("exited with {status}; see {}", log_path.display()));
-    }
-    finished_run(&job.runs_dir).ok_or_else(|| format!("no finished run in {}", job.runs_dir.display()))
-}
-
-/// User + system CPU seconds of this process's finished child processes (the runs).
-fn children_cpu_seconds() -> f64 {
-    // SAFETY: getrusage only writes the struct it is given.
-    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) } != 0 {
-        return f64::NAN;
-    }
-    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
-    secs(u.ru_utime) + secs(u.ru_stime)
-}
-
-/// Mean and population standard deviation.
-fn mean_std(v: &[f64]) -> (f64, f64) {
-    (mean(v), std_dev(v))
-}
-
-/// The value of `curve` at env step `x` (the evaluation taken exactly there, the last if two).
-fn at(curve: &[(f64, f64)], x: u64) -> Option<f64> {
-    curve.iter().rev().find(|(s, _)| *s as u64 == x).map(|(_, y)| *y)
-}
-
 /// The markdown table: mean ± std over seeds at each of `steps`.
 #[allow(clippy::too_many_arguments)]
-fn table(curves: &BTreeMap<&str, Vec<Vec<(f64, f64)>>>, steps: &[u64], task: &str, scale: &str, seeds: u64, b: &Budget, command: &str, wall_s: f64, cpu_s: f64) -> String {
-    let mut s = format!(
+fn table(curves: &Curves, steps: &[u64], task: &str, scale: &str, seeds: u64, b: &Budget, command: &str, wall_s: f64, cpu_s: f64) -> String {
+    format!(
         "# WSRL ablation: {task} ({scale})\n\nD4RL normalized score (×100), mean ± std over {seeds} seeds, at fixed env steps of the online budget \
          ({} warm-up or random steps + {} online steps; step 0 is the offline policy). Pre-training: {} Cal-QL gradient steps, shared by the \
          three pre-trained variants of a seed.\n\nCommand: `{command}` ({wall_s:.0} s wall; {cpu_s:.0} s of CPU in the runs it started, \
-         finished runs it reused not counted)\n\n| variant |",
-        b.warmup, b.online, b.offline
-    );
-    for x in steps {
-        s.push_str(&format!(" {x} |"));
-    }
-    s.push_str("\n|---|");
-    s.push_str(&"---|".repeat(steps.len()));
-    s.push('\n');
-    for v in VARIANTS {
-        let Some(runs) = curves.get(v) else { continue };
-        s.push_str(&format!("| {v} |"));
-        for &x in steps {
-            let vals: Vec<f64> = runs.iter().filter_map(|c| at(c, x)).collect();
-            if vals.is_empty() {
-                s.push_str(" – |");
-            } else {
-                let (m, sd) = mean_std(&vals);
-                s.push_str(&format!(" {m:.1} ± {sd:.1} |"));
-            }
-        }
-        s.push('\n');
-    }
-    s
-}
-
-/// `curves.png`: each variant's mean over seeds (bold) and its seeds (faint).
-fn plot(path: &Path, curves: &BTreeMap<&str, Vec<Vec<(f64, f64)>>>, title: &str) -> Result<()> {
-    let mut lines = Vec::new();
-    for (color, v) in VARIANTS.iter().enumerate() {
-        let Some(runs) = curves.get(v) else { continue };
-        for c in runs {
-            lines.push(Line { label: None, color, points: c.clone(), faint: true });
-        }
-        let xs: Vec<f64> = runs[0].iter().map(|(x, _)| *x).collect();
-        let mean: Vec<(f64, f64)> = xs
-            .iter()
-            .filter_map(|&x| {
-                let vals: Vec<f64> = runs.iter().filter_map(|c| at(c, x as u64)).collect();
-                (vals.len() == runs.len()).then(|| (x, mean_std(&vals).0))
-            })
-            .collect();
-        lines.push(Line { label: Some(v.to_string()), color, points: mean, faint: false });
-    }
-    plot_curves(path, title, "env steps (warm-up included)", "normalized score", &lines, (900, 560))
+         finished runs it reused not counted)\n\n{}",
+        b.warmup,
+        b.online,
+        b.offline,
+        score_rows(curves, steps, &VARIANTS)
+    )
 }
 
 #[cfg(test)]
@@ -420,16 +248,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn table_takes_mean_and_std_at_fixed_steps() {
-        let mut curves = BTreeMap::new();
-        curves.insert("wsrl", vec![vec![(0.0, 10.0), (100.0, 20.0)], vec![(0.0, 20.0), (100.0, 40.0)]]);
-        curves.insert("rlpd", vec![vec![(0.0, 1.0)], vec![(0.0, 3.0), (100.0, 5.0)]]);
+    fn table_names_the_budget_and_holds_the_rows() {
+        let mut curves = Curves::new();
+        curves.insert("wsrl", vec![vec![(0.0, 10.0), (100.0, 20.0)]]);
         let b = Budget { offline: 5, warmup: 50, online: 50, eval_every: 100 };
-        let t = table(&curves, &[0, 100], "hopper-medium", "small", 2, &b, "o2o experiment", 1.0, 2.0);
-        assert!(t.contains("| wsrl | 15.0 ± 5.0 | 30.0 ± 10.0 |"), "{t}");
-        assert!(t.contains("| rlpd | 2.0 ± 1.0 | 5.0 ± 0.0 |"), "{t}");
-        let wsrl = t.find("| wsrl |").unwrap();
-        assert!(wsrl < t.find("| rlpd |").unwrap(), "variants in table order");
+        let t = table(&curves, &[0, 100], "hopper-medium", "small", 1, &b, "o2o experiment", 1.0, 2.0);
+        assert!(t.contains("50 warm-up or random steps + 50 online steps") && t.contains("5 Cal-QL gradient steps"), "{t}");
+        assert!(t.contains("| wsrl | 10.0 ± 0.0 | 20.0 ± 0.0 |"), "{t}");
     }
 
     #[test]

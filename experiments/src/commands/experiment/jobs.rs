@@ -1,0 +1,230 @@
+//! What every `o2o experiment` shares: jobs that are `o2o` processes (children started from
+//! their parent's run directory with `--from`), run `--jobs` at a time and reused when a
+//! finished run is already in their folder (so an interrupted experiment continues where it
+//! stopped); the score table at fixed env steps and the curves plot.
+
+use crate::commands::run::DeviceArg;
+use anyhow::{bail, Context, Result};
+use o2o_experiments::report::plot::{plot_curves, Line};
+use o2o_experiments::report::stats::{mean, std_dev};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Instant;
+
+/// How the jobs' processes run.
+pub struct Processes {
+    /// Runs at a time.
+    pub jobs: usize,
+    /// Torch threads per run.
+    pub threads: i32,
+    /// cpu, cuda or auto.
+    pub device: DeviceArg,
+}
+
+/// Curves per variant: one `(env step, score)` list per seed.
+pub type Curves = BTreeMap<&'static str, Vec<Vec<(f64, f64)>>>;
+
+/// One process to run.
+pub struct Job {
+    /// Variant name (the table row and the runs folder).
+    pub variant: &'static str,
+    /// The run seed.
+    pub seed: u64,
+    /// `o2o` arguments (`run --preset … --set …`).
+    pub args: Vec<String>,
+    /// Index of the job whose run directory this one starts from (`--from`).
+    pub parent: Option<usize>,
+    /// Where the run's directory goes.
+    pub runs_dir: PathBuf,
+}
+
+/// Append `--set s` for each override.
+pub fn sets(args: &mut Vec<String>, overrides: &[String]) {
+    for s in overrides {
+        args.push("--set".into());
+        args.push(s.clone());
+    }
+}
+
+/// A finished run in `runs_dir` (one with `summary.json`), if any.
+pub fn finished_run(runs_dir: &Path) -> Option<PathBuf> {
+    let entries = std::fs::read_dir(runs_dir).ok()?;
+    entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.join("summary.json").is_file()).max()
+}
+
+/// Run every job (parents before children, `--jobs` at a time); returns each job's run dir.
+pub fn run_jobs(jobs: &[Job], args: &Processes, out: &Path) -> Result<Vec<PathBuf>> {
+    let exe = std::env::current_exe().context("cannot find the o2o executable")?;
+    // Per job: None = not started, Some(Ok(dir)) done, Some(Err) failed.
+    type Slot = Option<std::result::Result<PathBuf, String>>;
+    let state: Arc<(Mutex<(Vec<Slot>, Vec<bool>)>, Condvar)> = Arc::new((Mutex::new((vec![None; jobs.len()], vec![false; jobs.len()])), Condvar::new()));
+    let t0 = Instant::now();
+    std::thread::scope(|scope| {
+        for _ in 0..args.jobs.min(jobs.len()) {
+            let state = Arc::clone(&state);
+            let exe = exe.clone();
+            scope.spawn(move || loop {
+                // Pick the first job not taken whose parent is done; stop when none is left.
+                let (i, parent_dir) = {
+                    let (lock, cv) = &*state;
+                    let mut g = lock.lock().expect("job table");
+                    loop {
+                        let (slots, taken) = &mut *g;
+                        if taken.iter().all(|t| *t) {
+                            return;
+                        }
+                        let ready = (0..jobs.len()).find(|&i| !taken[i] && jobs[i].parent.is_none_or(|p| slots[p].is_some()));
+                        if let Some(i) = ready {
+                            taken[i] = true;
+                            let parent = jobs[i].parent.map(|p| slots[p].clone().expect("checked"));
+                            break (i, parent);
+                        }
+                        g = cv.wait(g).expect("job table");
+                    }
+                };
+                let job = &jobs[i];
+                let result = match parent_dir {
+                    Some(Err(e)) => Err(format!("its pre-training failed: {e}")),
+                    parent => run_one(&exe, job, parent.and_then(|p| p.ok()).as_deref(), args, out),
+                };
+                match &result {
+                    Ok(dir) => eprintln!("[{:>5.0} s] {} seed {} done: {}", t0.elapsed().as_secs_f64(), job.variant, job.seed, dir.display()),
+                    Err(e) => eprintln!("[{:>5.0} s] {} seed {} FAILED: {e}", t0.elapsed().as_secs_f64(), job.variant, job.seed),
+                }
+                let (lock, cv) = &*state;
+                lock.lock().expect("job table").0[i] = Some(result);
+                cv.notify_all();
+            });
+        }
+    });
+    let (lock, _) = &*state;
+    let slots = std::mem::take(&mut lock.lock().expect("job table").0);
+    let mut dirs = Vec::new();
+    let mut failed = Vec::new();
+    for (job, slot) in jobs.iter().zip(slots) {
+        match slot {
+            Some(Ok(d)) => dirs.push(d),
+            Some(Err(e)) => failed.push(format!("{} seed {}: {e}", job.variant, job.seed)),
+            None => failed.push(format!("{} seed {}: not run", job.variant, job.seed)),
+        }
+    }
+    if !failed.is_empty() {
+        bail!("{} of {} runs failed (logs in {}/logs):\n  {}", failed.len(), jobs.len(), out.display(), failed.join("\n  "));
+    }
+    Ok(dirs)
+}
+
+/// One `o2o` process for `job` (or the finished run already there).
+fn run_one(exe: &Path, job: &Job, parent: Option<&Path>, args: &Processes, out: &Path) -> std::result::Result<PathBuf, String> {
+    if let Some(done) = finished_run(&job.runs_dir) {
+        return Ok(done);
+    }
+    let log_path = out.join("logs").join(format!("{}-seed{}.log", job.variant, job.seed));
+    let log = std::fs::File::create(&log_path).map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
+    let mut c = Command::new(exe);
+    c.args(&job.args);
+    if let Some(p) = parent {
+        c.arg("--from").arg(p);
+    }
+    let device = format!("{:?}", args.device).to_lowercase();
+    c.args(["--device", &device, "--threads", &args.threads.to_string(), "--rerun=off", "--runs-dir"]).arg(&job.runs_dir);
+    c.stdin(Stdio::null()).stdout(log.try_clone().map_err(|e| e.to_string())?).stderr(log);
+    let status = c.status().map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
+    if !status.success() {
+        return Err(format!("exited with {status}; see {}", log_path.display()));
+    }
+    finished_run(&job.runs_dir).ok_or_else(|| format!("no finished run in {}", job.runs_dir.display()))
+}
+
+/// User + system CPU seconds of this process's finished child processes (the runs).
+pub fn children_cpu_seconds() -> f64 {
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) } != 0 {
+        return f64::NAN;
+    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    secs(u.ru_utime) + secs(u.ru_stime)
+}
+
+/// Mean and population standard deviation.
+pub fn mean_std(v: &[f64]) -> (f64, f64) {
+    (mean(v), std_dev(v))
+}
+
+/// The value of `curve` at env step `x` (the evaluation taken exactly there, the last if two).
+pub fn at(curve: &[(f64, f64)], x: u64) -> Option<f64> {
+    curve.iter().rev().find(|(s, _)| *s as u64 == x).map(|(_, y)| *y)
+}
+
+
+/// The markdown rows of the score table: mean ± std over seeds at each of `steps`, one row per
+/// variant in `order` (variants without curves left out).
+pub fn score_rows(curves: &Curves, steps: &[u64], order: &[&str]) -> String {
+    let mut s = String::from("| variant |");
+    for x in steps {
+        s.push_str(&format!(" {x} |"));
+    }
+    s.push_str("\n|---|");
+    s.push_str(&"---|".repeat(steps.len()));
+    s.push('\n');
+    for v in order {
+        let Some(runs) = curves.get(v) else { continue };
+        s.push_str(&format!("| {v} |"));
+        for &x in steps {
+            let vals: Vec<f64> = runs.iter().filter_map(|c| at(c, x)).collect();
+            if vals.is_empty() {
+                s.push_str(" – |");
+            } else {
+                let (m, sd) = mean_std(&vals);
+                s.push_str(&format!(" {m:.1} ± {sd:.1} |"));
+            }
+        }
+        s.push('\n');
+    }
+    s
+}
+
+/// `curves.png`: each variant's mean over seeds (bold) and its seeds (faint), in `order`.
+pub fn plot(path: &Path, curves: &Curves, order: &[&str], title: &str, x_label: &str) -> Result<()> {
+    let mut lines = Vec::new();
+    for (color, v) in order.iter().enumerate() {
+        let Some(runs) = curves.get(v) else { continue };
+        for c in runs {
+            lines.push(Line { label: None, color, points: c.clone(), faint: true });
+        }
+        let xs: Vec<f64> = runs[0].iter().map(|(x, _)| *x).collect();
+        let mean: Vec<(f64, f64)> = xs
+            .iter()
+            .filter_map(|&x| {
+                let vals: Vec<f64> = runs.iter().filter_map(|c| at(c, x as u64)).collect();
+                (vals.len() == runs.len()).then(|| (x, mean_std(&vals).0))
+            })
+            .collect();
+        lines.push(Line { label: Some(v.to_string()), color, points: mean, faint: false });
+    }
+    plot_curves(path, title, x_label, "normalized score", &lines, (900, 560))
+}
+
+/// The command line this process was started with, for the record.
+pub fn command_line() -> String {
+    std::iter::once("o2o".to_string()).chain(std::env::args().skip(1)).collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn score_rows_take_mean_and_std_at_fixed_steps_in_order() {
+        let mut curves = Curves::new();
+        curves.insert("wsrl", vec![vec![(0.0, 10.0), (100.0, 20.0)], vec![(0.0, 20.0), (100.0, 40.0)]]);
+        curves.insert("rlpd", vec![vec![(0.0, 1.0)], vec![(0.0, 3.0), (100.0, 5.0)]]);
+        let t = score_rows(&curves, &[0, 100], &["wsrl", "rlpd"]);
+        assert!(t.contains("| wsrl | 15.0 ± 5.0 | 30.0 ± 10.0 |"), "{t}");
+        assert!(t.contains("| rlpd | 2.0 ± 1.0 | 5.0 ± 0.0 |"), "{t}");
+        assert!(t.find("| wsrl |").unwrap() < t.find("| rlpd |").unwrap(), "variants in the given order");
+    }
+}

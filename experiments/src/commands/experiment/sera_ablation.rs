@@ -1,0 +1,151 @@
+//! `o2o experiment sera-ablation`: does SERA's bonus help Cal-QL fine-tuning (issue 18)?
+//!
+//! | variant | start | online |
+//! |---|---|---|
+//! | `calql` | the seed's Cal-QL pre-training | Cal-QL on 50/50 offline/online batches |
+//! | `sera-calql` | the same checkpoint | the same, with r + λ·tanh(r_int) on every batch |
+//!
+//! Pre-training runs once per seed (`sera-calql-<task>` with its online steps set to 0 and SERA
+//! off), and both variants start from that one checkpoint (`o2o run --from`), so they differ
+//! only in the bonus. Runs are `o2o run` processes (`--jobs` at a time, `--threads` torch
+//! threads each) in `<out>/runs/<variant>/seed-<s>/`; a finished run found there is reused, so an
+//! interrupted experiment continues where it stopped. The output folder gets `table.md` (mean ±
+//! std over seeds of the normalized score at fixed env steps, and the IQM over seeds at the end),
+//! `curves.png` and `results.json`.
+
+use super::jobs::{children_cpu_seconds, command_line, plot, run_jobs, score_rows, sets, Curves, Job, Processes};
+use crate::commands::run::DeviceArg;
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use o2o_experiments::report::runs::read_curve;
+use o2o_experiments::report::stats::{iqm, mean, std_dev};
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// The variants, in table order, with the overrides each adds to the preset.
+pub const VARIANTS: [(&str, &[&str]); 2] = [("calql", &["sera.enabled=false"]), ("sera-calql", &[])];
+
+/// Arguments of `o2o experiment sera-ablation`.
+#[derive(Args, Debug)]
+pub struct AblationArgs {
+    /// The preset suffix: `sera-calql-<task>`, e.g. `hopper-small` (the shipped data, a 2-core
+    /// budget) or `hopper-medium` (D4RL, the paper's budget: a GPU job).
+    #[arg(long, default_value = "hopper-small")]
+    pub task: String,
+    /// Seeds 0..N.
+    #[arg(long, default_value_t = 3)]
+    pub seeds: u64,
+    /// Output folder (default `experiments-out/sera-ablation-<task>`).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Runs at a time.
+    #[arg(long, default_value_t = 2)]
+    pub jobs: usize,
+    /// Torch threads per run.
+    #[arg(long, default_value_t = 1)]
+    pub threads: i32,
+    /// cpu, cuda, or auto.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub device: DeviceArg,
+    /// A config override for every run (e.g. a shorter budget), as in `o2o run --set`.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+}
+
+/// `o2o experiment sera-ablation`.
+pub fn run(args: AblationArgs) -> Result<()> {
+    if args.seeds == 0 || args.jobs == 0 || args.threads < 1 {
+        bail!("--seeds, --jobs and --threads must be at least 1");
+    }
+    let preset = format!("sera-calql-{}", args.task);
+    let (_, base) = o2o_experiments::run::presets::load(&preset).with_context(|| format!("--task {}: no preset {preset}", args.task))?;
+    let out = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("experiments-out/sera-ablation-{}", args.task)));
+    std::fs::create_dir_all(out.join("logs")).with_context(|| format!("cannot create {}", out.display()))?;
+
+    // A preset's relative data path is made absolute (the runs record where their data was).
+    let mut shared = Vec::new();
+    if let Some(path) = base.get("dataset").and_then(|d| d.get("path")).and_then(|p| p.as_str()) {
+        let file = std::fs::canonicalize(path).with_context(|| format!("the dataset {path} of preset {preset} is missing (run from the repository root, or pass --set dataset.path=…)"))?;
+        shared.push(format!("dataset.path={:?}", file.display().to_string()));
+    }
+    shared.extend(args.set.iter().cloned());
+    let mut resolved = base.clone();
+    o2o_experiments::run::config::apply_overrides(&mut resolved, &shared)?;
+    let get = |section: &str, key: &str| resolved.get(section).and_then(|s| s.get(key)).and_then(|v| v.as_integer()).unwrap_or(0).max(0) as u64;
+    let (offline, online, eval_every) = (get("train", "offline_steps"), get("train", "online_steps"), get("eval", "every"));
+    if offline == 0 || online == 0 || eval_every == 0 {
+        bail!("the ablation needs train.offline_steps, train.online_steps and eval.every above 0 (found {offline}, {online}, {eval_every})");
+    }
+
+    // Jobs: per seed, the pre-training, then both variants from it.
+    let runs_dir = |variant: &str, seed: u64| out.join("runs").join(variant).join(format!("seed-{seed}"));
+    let mut jobs: Vec<Job> = Vec::new();
+    for seed in 0..args.seeds {
+        let p = jobs.len();
+        let mut a = vec!["run".to_string(), "--preset".into(), preset.clone(), "--seed".into(), seed.to_string()];
+        sets(&mut a, &shared);
+        sets(&mut a, &["train.online_steps=0".into(), "sera.enabled=false".into()]);
+        jobs.push(Job { variant: "pretrain", seed, args: a, parent: None, runs_dir: runs_dir("pretrain", seed) });
+        for (variant, extra) in VARIANTS {
+            let mut a = vec!["run".to_string(), "--preset".into(), preset.clone(), "--seed".into(), seed.to_string()];
+            sets(&mut a, &shared);
+            sets(&mut a, &["eval.at_start=true".into()]);
+            sets(&mut a, &extra.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+            jobs.push(Job { variant, seed, args: a, parent: Some(p), runs_dir: runs_dir(variant, seed) });
+        }
+    }
+    eprintln!(
+        "sera-ablation: preset {preset}, seeds 0..{}, {} runs, {} at a time; budget: {offline} offline steps, {online} online env steps; output {}",
+        args.seeds,
+        jobs.len(),
+        args.jobs,
+        out.display()
+    );
+    let t0 = Instant::now();
+    let dirs = run_jobs(&jobs, &Processes { jobs: args.jobs, threads: args.threads, device: args.device }, &out)?;
+    let cpu_s = children_cpu_seconds();
+    let wall_s = t0.elapsed().as_secs_f64();
+    eprintln!("all runs done in {wall_s:.0} s ({cpu_s:.0} s of CPU in the runs this process started)");
+
+    let mut curves = Curves::new();
+    for (job, dir) in jobs.iter().zip(&dirs) {
+        if job.variant != "pretrain" {
+            let metrics = dir.join("metrics.jsonl");
+            let curve = read_curve(&metrics, "eval/normalized_score", "env_step").or_else(|_| read_curve(&metrics, "eval/return", "env_step"))?;
+            curves.entry(job.variant).or_default().push(curve);
+        }
+    }
+    let mut steps: Vec<u64> = (0..=online).step_by(eval_every as usize).collect();
+    if steps.last() != Some(&online) {
+        steps.push(online);
+    }
+    let order: Vec<&str> = VARIANTS.iter().map(|(v, _)| *v).collect();
+    let command = command_line();
+    let finals: Vec<(&str, Vec<f64>)> = order.iter().map(|v| (*v, curves.get(v).map(|runs| runs.iter().filter_map(|c| super::jobs::at(c, online)).collect()).unwrap_or_default())).collect();
+    let mut table = format!(
+        "# SERA ablation: {preset}\n\nD4RL normalized score (×100), mean ± std over {} seeds, at fixed env steps of the online budget (step 0 is the \
+         pre-trained policy, shared by both variants of a seed). Pre-training: {offline} Cal-QL gradient steps; online: {online} env steps.\n\n\
+         Command: `{command}` ({wall_s:.0} s wall; {cpu_s:.0} s of CPU in the runs it started, finished runs it reused not counted)\n\n{}\n\
+         | variant | final mean ± std | final IQM | seeds |\n|---|---|---|---|\n",
+        args.seeds,
+        score_rows(&curves, &steps, &order)
+    );
+    for (v, vals) in &finals {
+        if !vals.is_empty() {
+            table.push_str(&format!("| {v} | {:.1} ± {:.1} | {:.1} | {} |\n", mean(vals), std_dev(vals), iqm(vals), vals.len()));
+        }
+    }
+    std::fs::write(out.join("table.md"), &table).with_context(|| format!("cannot write {}/table.md", out.display()))?;
+    plot(&out.join("curves.png"), &curves, &order, &format!("SERA ablation, {preset}, {} seeds", args.seeds), "online env steps")?;
+    let json = serde_json::json!({
+        "preset": preset, "seeds": args.seeds, "command": command,
+        "budget": {"offline_steps": offline, "online_steps": online, "eval_every": eval_every},
+        "curves": curves.iter().map(|(v, c)| (v.to_string(), serde_json::json!(c))).collect::<serde_json::Map<_, _>>(),
+        "final": finals.iter().map(|(v, x)| (v.to_string(), serde_json::json!(x))).collect::<serde_json::Map<_, _>>(),
+        "runs": jobs.iter().zip(&dirs).map(|(j, d)| serde_json::json!({"variant": j.variant, "seed": j.seed, "run_dir": d})).collect::<Vec<_>>(),
+    });
+    std::fs::write(out.join("results.json"), serde_json::to_string_pretty(&json)?)?;
+    println!("{table}");
+    println!("written: {}/table.md, {}/curves.png, {}/results.json", out.display(), out.display(), out.display());
+    Ok(())
+}
