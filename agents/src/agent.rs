@@ -33,6 +33,11 @@ pub struct Scatter {
     pub y: Vec<f32>,
 }
 
+/// A reward bonus formed from the critic's own values on a batch: given `Q_i(s, a)` of every
+/// member, `[E, B]` (no gradient), the bonus `[B]` to add to the batch's rewards before the TD
+/// target (SERA's, [`crate::sera`]).
+pub type RewardBonus<'a> = &'a mut dyn FnMut(&Tensor) -> Tensor;
+
 /// Errors from saving, loading or building agents.
 #[derive(Debug, thiserror::Error)]
 #[allow(missing_docs)] // variant fields (path, name, expected, found) are self-describing
@@ -108,6 +113,17 @@ pub trait Agent: Send {
     fn critic_values(&self, obs: &Tensor, action: &Tensor) -> Option<Tensor> {
         let _ = (obs, action);
         None
+    }
+    /// One update on `batch` with `bonus(Q(s, a))` added to its rewards, `Q` being the critic
+    /// before this update (so the bonus conditions on the critic being fine-tuned, as of this
+    /// step). `None` when the agent has no critic ([`Agent::critic_values`]). The default makes
+    /// one extra critic pass; SAC and its variants take `Q` from the critic step's own forward
+    /// pass instead (the same values, one pass fewer).
+    fn update_with_bonus(&mut self, batch: &TransitionBatch, bonus: RewardBonus<'_>) -> Option<Metrics> {
+        let q = self.critic_values(&batch.obs, &batch.action)?;
+        let mut augmented = batch.map_columns(|t| t.shallow_clone());
+        augmented.reward = &batch.reward + bonus(&q).to_device(batch.reward.device()).to_kind(batch.reward.kind());
+        Some(self.update(&augmented))
     }
     /// Read-only diagnostics on `batch` (no update, no draw from the agent's random stream):
     /// e.g. `q` (ensemble-mean Q(s, a) on the batch's actions), `mc_return` and `q_minus_mc`

@@ -261,14 +261,12 @@ impl Sera {
         &self.cfg
     }
 
-    /// Q̂(s, a) of `agent`'s critic on rows of `b`, reduced over the ensemble, `[B]`.
-    fn q_hat(&self, agent: &dyn Agent, b: &TransitionBatch) -> Result<Tensor, AgentError> {
-        let q = tch::no_grad(|| agent.critic_values(&b.obs, &b.action))
-            .ok_or_else(|| AgentError::Config(format!("[sera] is enabled but agent `{}` exposes no critic Q(s, a) to condition on", agent.name())))?;
-        Ok(match self.cfg.q_reduction {
+    /// Q̂ from every member's `Q_i(s, a)` `[E, B]`: the ensemble reduced, `[B]`.
+    fn reduce(&self, q: &Tensor) -> Tensor {
+        match self.cfg.q_reduction {
             QReduction::Min => q.amin(0, false),
             QReduction::Mean => q.mean_dim(0, false, Kind::Float),
-        })
+        }
     }
 
     fn scaled(&self, obs: &Tensor) -> Tensor {
@@ -278,15 +276,21 @@ impl Sera {
         }
     }
 
-    /// Add λ·tanh(r_int) to `batch.reward` (in place), with Q̂ from `agent`'s critic and the
-    /// neighbours in the batch plus `extra` (the online sample, with `neighbours =
-    /// "online-sample"`). Returns `train/sera/r_int_mean`, `train/sera/r_int_std` and `train/sera/bonus_share`
-    /// (Σ|bonus| / (Σ|r_ext| + Σ|bonus|) over the batch).
-    pub fn augment(&self, agent: &dyn Agent, batch: &mut TransitionBatch, extra: Option<&TransitionBatch>) -> Result<Metrics, AgentError> {
-        let q = self.q_hat(agent, batch)?;
+    /// The extra neighbours of `neighbours = "online-sample"`: `extra`'s scaled states and their
+    /// Q̂ under `agent`'s critic.
+    pub fn neighbourhood(&self, agent: &dyn Agent, extra: &TransitionBatch) -> Result<Neighbourhood, AgentError> {
+        let q = tch::no_grad(|| agent.critic_values(&extra.obs, &extra.action)).ok_or_else(|| no_critic(agent))?;
+        Ok(Neighbourhood { states: self.scaled(&extra.obs), q: self.reduce(&q) })
+    }
+
+    /// The bonus λ·tanh(r_int) `[B]` for `batch`, given its critic values `q` `[E, B]`, the
+    /// neighbours searched in the batch plus `extra`; and `train/sera/r_int_mean`,
+    /// `train/sera/r_int_std` and `train/sera/bonus_share` (Σ|bonus| / (Σ|r| + Σ|bonus|)).
+    pub fn bonus(&self, q: &Tensor, batch: &TransitionBatch, extra: Option<&Neighbourhood>) -> (Tensor, Metrics) {
+        let q = self.reduce(q);
         let states = self.scaled(&batch.obs);
         let (ref_states, ref_q) = match extra {
-            Some(e) => (Tensor::cat(&[&states, &self.scaled(&e.obs)], 0), Tensor::cat(&[&q, &self.q_hat(agent, e)?], 0)),
+            Some(e) => (Tensor::cat(&[&states, &e.states.to_device(states.device())], 0), Tensor::cat(&[&q, &e.q.to_device(q.device())], 0)),
             None => (states.shallow_clone(), q.shallow_clone()),
         };
         let r_int = intrinsic_reward(&states, &q, &ref_states, &ref_q, self.cfg.k, self.cfg.log_form).reward;
@@ -296,14 +300,43 @@ impl Sera {
         };
         let bonus = normalized * self.cfg.lambda;
         let (ext, added) = (batch.reward.abs().sum(Kind::Double).double_value(&[]), bonus.abs().sum(Kind::Double).double_value(&[]));
-        batch.reward = &batch.reward + bonus.to_kind(batch.reward.kind());
         let share = if ext + added > 0.0 { added / (ext + added) } else { 0.0 };
-        Ok(vec![
+        let stats = vec![
             ("train/sera/r_int_mean", r_int.mean(Kind::Double).double_value(&[])),
             ("train/sera/r_int_std", if r_int.size()[0] > 1 { r_int.std(false).double_value(&[]) } else { 0.0 }),
             ("train/sera/bonus_share", share),
-        ])
+        ];
+        (bonus, stats)
     }
+
+    /// One update of `agent` on `batch` with the bonus on its rewards (computed with the
+    /// critic as it is before this update, [`Agent::update_with_bonus`]), the neighbours in
+    /// the batch plus `extra` (the online sample of `neighbours = "online-sample"`). Returns the
+    /// update's metrics followed by the `train/sera/…` statistics. The runner's one call.
+    pub fn update(&self, agent: &mut dyn Agent, batch: &TransitionBatch, extra: Option<&TransitionBatch>) -> Result<Metrics, AgentError> {
+        let hood = extra.map(|e| self.neighbourhood(&*agent, e)).transpose()?;
+        let mut stats = Metrics::new();
+        let name = agent.name();
+        let mut metrics = agent
+            .update_with_bonus(batch, &mut |q| {
+                let (bonus, s) = self.bonus(q, batch, hood.as_ref());
+                stats = s;
+                bonus
+            })
+            .ok_or_else(|| AgentError::Config(format!("[sera] is enabled but agent `{name}` exposes no critic Q(s, a) to condition on")))?;
+        metrics.extend(stats);
+        Ok(metrics)
+    }
+}
+
+/// Scaled states and Q̂ of extra neighbours (see [`Sera::neighbourhood`]).
+pub struct Neighbourhood {
+    states: Tensor,
+    q: Tensor,
+}
+
+fn no_critic(agent: &dyn Agent) -> AgentError {
+    AgentError::Config(format!("[sera] is enabled but agent `{}` exposes no critic Q(s, a) to condition on", agent.name()))
 }
 
 #[cfg(test)]
@@ -450,6 +483,47 @@ mod tests {
             assert!(diff < 1e-5, "n {n} d {d} k {k}: ε differs by {diff}");
             let counts_differ = ours.n_v.ne_tensor(&n_v).sum(Kind::Int64).int64_value(&[]);
             assert_eq!(counts_differ, 0, "n {n} d {d} k {k}: n_v differs in {counts_differ} rows");
+        }
+    }
+
+    /// SAC's and Cal-QL's bonus from the critic step's own pass equals the default path (one
+    /// extra critic pass, then the update on the augmented batch).
+    #[test]
+    fn the_critic_steps_own_q_gives_the_default_paths_update() {
+        use crate::calql::{self, CalQlConfig};
+        use crate::sac::{Sac, SacConfig};
+        let mut rng = crate::rng::AgentRng::new(5);
+        let n = 64;
+        let batch = TransitionBatch {
+            obs: rng.normal(&[n, 5], Device::Cpu),
+            action: rng.normal(&[n, 2], Device::Cpu).tanh(),
+            reward: rng.normal(&[n], Device::Cpu),
+            next_obs: rng.normal(&[n, 5], Device::Cpu),
+            terminal: Tensor::zeros([n], (Kind::Float, Device::Cpu)),
+            mc_return: Some(rng.normal(&[n], Device::Cpu)),
+            is_offline: None,
+        };
+        let sera = Sera::new(SeraConfig { enabled: true, k: 5, ..SeraConfig::default() }, None).unwrap();
+        let build: [&dyn Fn() -> Box<dyn Agent>; 3] = [
+            &|| Box::new(Sac::new(SacConfig::default(), 5, 2, Device::Cpu, 1).unwrap()),
+            &|| Box::new(Sac::new(SacConfig { critic_steps: 2, ..SacConfig::default() }, 5, 2, Device::Cpu, 1).unwrap()),
+            &|| Box::new(calql::new(CalQlConfig::default(), 5, 2, Device::Cpu, 1).unwrap()),
+        ];
+        for make in build {
+            let (mut fast, mut plain) = (make(), make());
+            for _ in 0..3 {
+                let ours = sera.update(&mut *fast, &batch, None).unwrap();
+                let q = plain.critic_values(&batch.obs, &batch.action).unwrap();
+                let (bonus, _) = sera.bonus(&q, &batch, None);
+                let mut augmented = batch.map_columns(|t| t.shallow_clone());
+                augmented.reward = &batch.reward + bonus;
+                let reference = plain.update(&augmented);
+                for (name, x) in &reference {
+                    let y = ours.iter().find(|(k, _)| k == name).unwrap().1;
+                    assert!((x - y).abs() <= 1e-5 * (1.0 + x.abs()), "{}: {name} {x} vs {y}", fast.name());
+                }
+                assert!(ours.iter().any(|(k, v)| *k == "train/sera/bonus_share" && *v > 0.0));
+            }
         }
     }
 

@@ -34,7 +34,7 @@ use super::flat::{join, overlay, split, table_of};
 use super::sac::{CriticTerm, Sac, SacConfig};
 use crate::agent::Phase;
 use crate::nn::{Adam, ParamSet, Temperature, TemperatureForm};
-use crate::{Agent, AgentError, DeterministicPolicy, Metrics};
+use crate::{Agent, AgentError, DeterministicPolicy, Metrics, RewardBonus};
 use o2o_datasets::TransitionBatch;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -209,8 +209,15 @@ impl Cql {
     }
 
     /// One update of the SAC core alone: the TD loss without the conservative term (WSRL online).
-    pub(crate) fn update_without_term(&mut self, batch: &TransitionBatch) -> Metrics {
-        self.sac.update(batch)
+    pub(crate) fn update_without_term(&mut self, batch: &TransitionBatch, bonus: Option<RewardBonus<'_>>) -> Metrics {
+        self.sac.update_with(batch, |_, _, _| CriticTerm::default(), bonus)
+    }
+
+    /// SAC's update with the conservative term in the critic step (and a reward bonus).
+    fn update_conservative(&mut self, batch: &TransitionBatch, bonus: Option<RewardBonus<'_>>) -> Metrics {
+        let calibrate = self.calibrating();
+        let (term, lagrange) = (&self.term, &mut self.lagrange);
+        self.sac.update_with(batch, |sac, b, q| conservative_term(sac, term, lagrange.as_mut(), calibrate, b, q), bonus)
     }
 
     /// Reset every optimizer, the Lagrange multiplier's included.
@@ -567,9 +574,11 @@ impl Agent for Cql {
     }
 
     fn update(&mut self, batch: &TransitionBatch) -> Metrics {
-        let calibrate = self.calibrating();
-        let (term, lagrange) = (&self.term, &mut self.lagrange);
-        self.sac.update_with(batch, |sac, b, q| conservative_term(sac, term, lagrange.as_mut(), calibrate, b, q))
+        self.update_conservative(batch, None)
+    }
+
+    fn update_with_bonus(&mut self, batch: &TransitionBatch, bonus: RewardBonus<'_>) -> Option<Metrics> {
+        Some(self.update_conservative(batch, Some(bonus)))
     }
 
     fn save(&self, path: &Path) -> Result<(), AgentError> {

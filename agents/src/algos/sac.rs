@@ -34,7 +34,7 @@ use crate::checkpoint::{load_agent, save_agent};
 use crate::nn::critic::{critic_and_target, CriticPass};
 use crate::nn::{Adam, EnsembleMlp, MlpConfig, ParamSet, TanhGaussianActor, TanhGaussianConfig, Temperature, TemperatureForm};
 use crate::rng::AgentRng;
-use crate::{Agent, AgentError, DeterministicPolicy, Metrics};
+use crate::{Agent, AgentError, DeterministicPolicy, Metrics, RewardBonus};
 use o2o_datasets::TransitionBatch;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -435,12 +435,25 @@ impl Sac {
     /// One critic step on `b`: `L = mean_{i,b} (Q_i(s, a) − y)² + extra`, where
     /// `extra(self, b, Q)` is a variant's added term (CQL's regularizer; nothing for SAC), then
     /// Polyak ([`CriticPass`]: the taped pass on the CPU, autograd elsewhere).
-    fn critic_step<F>(&mut self, b: &TransitionBatch, alpha: &Tensor, extra: &mut F) -> CriticOut
+    ///
+    /// With `bonus`, the critic's pass comes first and `y` is formed with `r + bonus(Q(s, a))`
+    /// (SERA without a second critic pass).
+    fn critic_step<F>(&mut self, b: &TransitionBatch, alpha: &Tensor, extra: &mut F, bonus: Option<RewardBonus<'_>>) -> CriticOut
     where
         F: FnMut(&mut Sac, &TransitionBatch, &Tensor) -> CriticTerm,
     {
-        let y = self.td_target(b, alpha);
-        let pass = CriticPass::new(&self.m.critic, &Self::critic_input(&b.obs, &b.action), &mut self.rng);
+        let (y, pass) = match bonus {
+            None => {
+                let y = self.td_target(b, alpha);
+                (y, CriticPass::new(&self.m.critic, &Self::critic_input(&b.obs, &b.action), &mut self.rng))
+            }
+            Some(f) => {
+                let pass = CriticPass::new(&self.m.critic, &Self::critic_input(&b.obs, &b.action), &mut self.rng);
+                let mut augmented = b.map_columns(|t| t.shallow_clone());
+                augmented.reward = &b.reward + f(&pass.q.detach()).to_kind(b.reward.kind());
+                (self.td_target(&augmented, alpha), pass)
+            }
+        };
         // L_Q = mean over members and batch of (Q_i(s, a) − y)².
         let td_loss = (&pass.q - y.unsqueeze(0)).square().mean(Kind::Float);
         let term = extra(self, b, &pass.q);
@@ -521,7 +534,11 @@ impl Agent for Sac {
     }
 
     fn update(&mut self, batch: &TransitionBatch) -> Metrics {
-        self.update_with(batch, |_, _, _| CriticTerm::default())
+        self.update_with(batch, |_, _, _| CriticTerm::default(), None)
+    }
+
+    fn update_with_bonus(&mut self, batch: &TransitionBatch, bonus: RewardBonus<'_>) -> Option<Metrics> {
+        Some(self.update_with(batch, |_, _, _| CriticTerm::default(), Some(bonus)))
     }
 
     fn save(&self, path: &Path) -> Result<(), AgentError> {
@@ -557,7 +574,7 @@ impl Sac {
     /// One update (the module docs' steps 1–3) with `extra(sac, minibatch, Q)` added to every
     /// critic step's loss; `extra` returns the term (or `None`) and values to log, of which the
     /// last critic step's are returned after SAC's own metrics.
-    pub(crate) fn update_with<F>(&mut self, batch: &TransitionBatch, mut extra: F) -> Metrics
+    pub(crate) fn update_with<F>(&mut self, batch: &TransitionBatch, mut extra: F, bonus: Option<RewardBonus<'_>>) -> Metrics
     where
         F: FnMut(&mut Sac, &TransitionBatch, &Tensor) -> CriticTerm,
     {
@@ -570,12 +587,24 @@ impl Sac {
         };
         let n = b.len() as i64;
         let k = self.cfg.critic_steps.min(n.max(1));
+        // A reward bonus is formed once on the whole batch with the critic before this update:
+        // inside the one critic step, or (UTD > 1, several critic steps on slices) up front.
+        let (augmented, mut bonus) = match bonus {
+            Some(f) if k > 1 => {
+                let q = tch::no_grad(|| self.q_values(&b.obs, &b.action));
+                let mut a = b.map_columns(|t| t.shallow_clone());
+                a.reward = &b.reward + f(&q).to_kind(b.reward.kind());
+                (Some(a), None)
+            }
+            other => (None, other),
+        };
+        let b = augmented.as_ref().unwrap_or(b);
         let alpha = self.m.temperature.alpha().detach();
         let mut critic = None;
         let mut last_obs = b.obs.shallow_clone();
         for i in 0..k {
             let part = minibatch(b, i, k);
-            critic = Some(self.critic_step(&part, &alpha, &mut extra));
+            critic = Some(self.critic_step(&part, &alpha, &mut extra, bonus.take()));
             last_obs = part.obs;
         }
         let actor_obs = match self.cfg.actor_batch {

@@ -34,7 +34,7 @@ use super::sac::SacConfig;
 use crate::agent::Phase;
 use crate::checkpoint::Checkpoint;
 use crate::nn::{MlpConfig, TanhGaussianConfig, TemperatureForm};
-use crate::{Agent, AgentError, DeterministicPolicy, Metrics};
+use crate::{Agent, AgentError, DeterministicPolicy, Metrics, RewardBonus};
 use o2o_datasets::TransitionBatch;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -198,8 +198,15 @@ impl Agent for Wsrl {
     /// `online_conservative`).
     fn update(&mut self, batch: &TransitionBatch) -> Metrics {
         match self.phase {
-            Phase::Online if !self.term.online_conservative => self.cql.update_without_term(batch),
+            Phase::Online if !self.term.online_conservative => self.cql.update_without_term(batch, None),
             _ => self.cql.update(batch),
+        }
+    }
+
+    fn update_with_bonus(&mut self, batch: &TransitionBatch, bonus: RewardBonus<'_>) -> Option<Metrics> {
+        match self.phase {
+            Phase::Online if !self.term.online_conservative => Some(self.cql.update_without_term(batch, Some(bonus))),
+            _ => self.cql.update_with_bonus(batch, bonus),
         }
     }
 

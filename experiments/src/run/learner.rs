@@ -74,21 +74,21 @@ impl Source<'_> {
 pub fn learn(agent: &mut dyn Agent, source: &Source<'_>, batch_size: usize, updates: usize, rng: &mut ChaCha8Rng, device: Device, sera: Option<&Sera>) -> Result<Metrics> {
     let mut metrics = Metrics::new();
     let mut last = None;
-    let mut bonus = Metrics::new();
     for _ in 0..updates {
-        let mut batch = source.sample(batch_size, rng, device)?;
-        if let Some(sera) = sera {
-            let extra = match (sera.config().neighbours, source.online()) {
-                (Neighbours::OnlineSample, Some(online)) => Some(online.sample(sera.config().neighbour_samples, rng, device).context("sampling SERA's neighbour set from the online buffer")?),
-                (Neighbours::OnlineSample, None) => anyhow::bail!("sera.neighbours = \"online-sample\" needs an online replay buffer"),
-                (Neighbours::Batch, _) => None,
-            };
-            bonus = sera.augment(&*agent, &mut batch, extra.as_ref())?;
-        }
-        metrics = agent.update(&batch);
+        let batch = source.sample(batch_size, rng, device)?;
+        metrics = match sera {
+            Some(sera) => {
+                let extra = match (sera.config().neighbours, source.online()) {
+                    (Neighbours::OnlineSample, Some(online)) => Some(online.sample(sera.config().neighbour_samples, rng, device).context("sampling SERA's neighbour set from the online buffer")?),
+                    (Neighbours::OnlineSample, None) => anyhow::bail!("sera.neighbours = \"online-sample\" needs an online replay buffer"),
+                    (Neighbours::Batch, _) => None,
+                };
+                sera.update(agent, &batch, extra.as_ref())?
+            }
+            None => agent.update(&batch),
+        };
         last = Some(batch);
     }
-    metrics.extend(bonus);
     let offline_fraction = match (source, &last) {
         (_, None) => 0.0,
         (Source::Offline(_), _) => 1.0,

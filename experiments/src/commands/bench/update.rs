@@ -247,10 +247,11 @@ fn interleaved_ratio<'a>(first: &'a mut dyn FnMut(), second: &'a mut dyn FnMut()
     ratios[ratios.len() / 2]
 }
 
-/// One SERA row: the cost of an update with SERA's bonus (the runner's `Sera::augment` on the
-/// batch with the agent's critic, k = 10, then the update) over the same update without it,
+/// One SERA row: the cost of an update with SERA's bonus (the runner's `Sera::update`: the
+/// bonus from the critic step's own Q(s, a), k = 10) over the same update without it,
 /// for two agents of `v` built alike, interleaved as in [`interleaved_ratio`]; and the time
-/// of its parts: the update, the Q̂ pass and the k-NN estimator (ms, best of 20 each).
+/// of its parts: the update, a separate Q̂ pass (what agents without the shared critic step pay:
+/// IQL, FamO2O) and the k-NN estimator (ms, best of 20 each).
 struct SeraRow {
     ratio: f64,
     update_ms: f64,
@@ -266,10 +267,8 @@ fn sera_overhead(v: &Variant, batch: &TransitionBatch, device: Device, warmup: u
     let ratio = interleaved_ratio(
         &mut || drop(plain.agent().update(&b)),
         &mut || {
-            let mut x = b.map_columns(|t| t.shallow_clone());
-            match sera.augment(with.agent(), &mut x, None) {
-                Ok(_) => drop(with.agent().update(&x)),
-                Err(e) => failed = Some(e),
+            if let Err(e) = sera.update(with.agent(), &b, None) {
+                failed = Some(e);
             }
         },
         COST_PAIRS,
