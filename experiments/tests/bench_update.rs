@@ -9,7 +9,7 @@ use std::process::Command;
 fn bench_update_matches_pytorch_and_prints_its_json() {
     let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts");
     let out = Command::new(env!("CARGO_BIN_EXE_o2o"))
-        .args(["bench", "update", "--json", "--rounds", "1", "--updates", "2", "--warmup", "1", "--threads", "1"])
+        .args(["bench", "update", "--json", "--rounds", "1", "--updates", "2", "--warmup", "1", "--threads", "1", "--only", "sac,sac_ens10_ln,iql,cql,calql,rlpd"])
         .env("O2O_SCRIPTS", &scripts)
         .output()
         .expect("run o2o");
@@ -31,4 +31,28 @@ fn bench_update_matches_pytorch_and_prints_its_json() {
     // Ten critics cost more than two (about 3x by FLOPs); the bound only guards the measurement.
     let ratio = json["ensemble_cost_ratio"].as_f64().expect("ensemble_cost_ratio");
     assert!(ratio > 1.5 && ratio < 10.0, "10/2-critic cost ratio {ratio}");
+}
+
+/// The SERA rows: the cost of the update with the bonus over the same update without it, at
+/// both batch sizes, with its parts (small batches here; the figures are in BENCHMARKS.md).
+#[test]
+fn bench_update_prints_the_sera_rows() {
+    let out = Command::new(env!("CARGO_BIN_EXE_o2o"))
+        .args(["bench", "update", "--json", "--warmup", "1", "--threads", "1", "--only", "sera-sac,sera-calql", "--batch", "32", "--sera-large-batch", "64"])
+        .output()
+        .expect("run o2o");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "o2o bench update failed:\n{stderr}");
+    let json: serde_json::Value = serde_json::from_str(stdout.lines().last().expect("output")).expect("JSON last line");
+    let rows = json["sera_overhead"].as_array().expect("sera_overhead");
+    let seen: Vec<(String, i64)> = rows.iter().map(|r| (r["algo"].as_str().unwrap().to_string(), r["batch"].as_i64().unwrap())).collect();
+    assert_eq!(seen, [("sera-sac".to_string(), 32), ("sera-sac".into(), 64), ("sera-calql".into(), 32), ("sera-calql".into(), 64)]);
+    for r in rows {
+        // The bonus adds work; the bound only guards the measurement.
+        let ratio = r["cost_ratio"].as_f64().unwrap();
+        assert!(ratio > 0.8 && ratio < 5.0, "{r}");
+        for key in ["update_ms", "q_ms", "knn_ms"] {
+            assert!(r[key].as_f64().is_some_and(|x| x > 0.0), "{r}");
+        }
+    }
 }

@@ -65,7 +65,11 @@ pub struct UpdateArgs {
     /// Intra-op threads for both sides (default: libtorch's default).
     #[arg(long)]
     pub threads: Option<i32>,
-    /// Only these algorithms (comma-separated, e.g. `cql,rlpd`; default: all).
+    /// The larger batch of the SERA rows (they run at `--batch` and at this).
+    #[arg(long, default_value_t = 1024)]
+    pub sera_large_batch: i64,
+    /// Only these algorithms (comma-separated, e.g. `cql,rlpd`, or `sera-sac,sera-calql` for
+    /// the SERA rows; default: all).
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
 }
@@ -324,13 +328,14 @@ fn time_ours(v: &Variant, batch: &TransitionBatch, device: Device, warmup: usize
     Ok((wall, cpu))
 }
 
-/// Measure and print the SERA rows at `--batch` and at 1024 rows; their JSON entries.
+/// Measure and print the SERA rows at `--batch` and at `--sera-large-batch` rows; their JSON
+/// entries.
 fn sera_table(all: &[Variant], rows: &[(&str, &str)], args: &UpdateArgs, device: Device) -> anyhow::Result<Vec<Value>> {
     let mut out = Vec::new();
     if rows.is_empty() {
         return Ok(out);
     }
-    let mut batches = vec![args.batch, 1024];
+    let mut batches = vec![args.batch, args.sera_large_batch];
     batches.dedup();
     println!("SERA's bonus (k = 10, neighbours in the batch): update with it / the same update without it, median of {COST_PAIRS} interleaved pairs of blocks");
     println!("{:<14} {:>7} {:>12} {:>10} {:>8} {:>8}", "row", "batch", "cost ratio", "update ms", "Q̂ ms", "k-NN ms");
