@@ -40,7 +40,7 @@
 
 use super::cql::{conservative_gap, SampledActions, SampledQ};
 use crate::checkpoint::{load_agent, save_agent};
-use crate::nn::critic::critic_and_target;
+use crate::nn::critic::{critic_and_target, critic_values, state_action};
 use crate::nn::family::{beta_scatters, beta_stats};
 use crate::nn::{polyak_update, Adam, BalanceModel, BetaEncoding, BetaMap, BetaRange, Conditioned, EnsembleMlp, MlpConfig, ParamSet, TanhGaussianActor, TanhGaussianConfig, Temperature, TemperatureForm};
 use crate::rng::AgentRng;
@@ -299,13 +299,9 @@ impl Famo2oCql {
         Ok(())
     }
 
-    fn sa(obs: &Tensor, action: &Tensor) -> Tensor {
-        Tensor::cat(&[obs, action], 1)
-    }
-
     /// `min_j Q_j(s, a)` of the online critic, `[B]`, differentiable in `a` and the weights.
     fn min_q(&self, obs: &Tensor, action: &Tensor) -> Tensor {
-        self.m.critic.forward(&Self::sa(obs, action), None).squeeze_dim(-1).amin(0, false)
+        self.m.critic.forward(&state_action(obs, action), None).squeeze_dim(-1).amin(0, false)
     }
 
     /// A reparameterized draw `ã ~ π_u(·|s, e(β))` and its log-probability.
@@ -336,7 +332,7 @@ impl Famo2oCql {
         let eps = self.rng.normal(&[b.obs.size()[0], self.act_dim], self.device);
         tch::no_grad(|| {
             let (next_a, _) = self.m.actor.policy.sample(&self.m.actor.input(&b.next_obs, beta_b), &eps);
-            let q_next = self.m.target.forward(&Self::sa(&b.next_obs, &next_a), None).squeeze_dim(-1).amin(0, false);
+            let q_next = self.m.target.forward(&state_action(&b.next_obs, &next_a), None).squeeze_dim(-1).amin(0, false);
             &b.reward + (1.0 - &b.terminal) * self.cfg.gamma * q_next
         })
     }
@@ -387,7 +383,7 @@ impl Famo2oCql {
         let temperature = self.m.temperature.loss(&logp_u, self.target_entropy);
         // Q: TD towards y with s' actions conditioned on β_b(s), plus w Δ.
         let y = self.td_target(b, &beta_bd);
-        let q_data = self.m.critic.forward(&Self::sa(&b.obs, &b.action), None).squeeze_dim(-1);
+        let q_data = self.m.critic.forward(&state_action(&b.obs, &b.action), None).squeeze_dim(-1);
         let td = (&q_data - y.unsqueeze(0)).square().mean(Kind::Float);
         let gap = self.conservative_gap(b, &q_data, &beta_u.detach(), &beta_bd);
         let critic = &td + gap.mean(Kind::Float) * self.cfg.cql_alpha;
@@ -509,15 +505,14 @@ impl Agent for Famo2oCql {
 
     /// The Q critics at (s, a), every member (what SERA conditions on).
     fn critic_values(&self, obs: &Tensor, action: &Tensor) -> Option<Tensor> {
-        let sa = Self::sa(&obs.to_device(self.device), &action.to_device(self.device));
-        Some(tch::no_grad(|| self.m.critic.forward(&sa, None).squeeze_dim(-1)))
+        Some(critic_values(&self.m.critic, obs, action, self.device))
     }
 
     fn diagnose(&mut self, batch: &TransitionBatch) -> Metrics {
         let b = batch.to_device(self.device);
         let beta = self.beta(&b.obs);
         tch::no_grad(|| {
-            let q = self.m.critic.forward(&Self::sa(&b.obs, &b.action), None).squeeze_dim(-1).mean_dim(0, false, Kind::Float);
+            let q = self.m.critic.forward(&state_action(&b.obs, &b.action), None).squeeze_dim(-1).mean_dim(0, false, Kind::Float);
             let mut out = vec![("q", q.mean(Kind::Float).double_value(&[])), ("alpha", self.m.temperature.alpha().double_value(&[0]))];
             out.extend(beta_stats(&beta));
             out

@@ -32,7 +32,7 @@
 
 use super::iql::{expectile_loss, q_step, target_min_q, CriticParts};
 use crate::checkpoint::{load_agent, save_agent};
-use crate::nn::critic::critic_and_target;
+use crate::nn::critic::{critic_and_target, critic_values, state_action};
 use crate::nn::family::beta_stats;
 use crate::nn::{Adam, BalanceModel, BetaEncoding, BetaMap, BetaRange, Conditioned, EnsembleMlp, GaussianActor, GaussianConfig, Mlp, MlpConfig, ParamSet, TanhGaussianConfig, Temperature, TemperatureForm};
 use crate::rng::AgentRng;
@@ -277,10 +277,6 @@ impl Famo2oIql {
         Ok(())
     }
 
-    fn sa(obs: &Tensor, action: &Tensor) -> Tensor {
-        Tensor::cat(&[obs, action], 1)
-    }
-
     /// (1) L_V = E[|τ − 1(u < 0)| u²], u = q̄ − V(s).
     fn value_loss(&mut self, obs: &Tensor, q_target: &Tensor) -> Tensor {
         let v = self.m.value.forward(obs, Some(&mut self.rng)).squeeze_dim(-1);
@@ -360,13 +356,13 @@ impl Agent for Famo2oIql {
             &moved
         };
         // q̄ = min_j Q̄_j(s, a) from the target critics.
-        let q_target = target_min_q(&self.m.target, &Self::sa(&b.obs, &b.action));
+        let q_target = target_min_q(&self.m.target, &state_action(&b.obs, &b.action));
         // 1. V.
         let value_loss = self.value_loss(&b.obs, &q_target);
         self.m.value_opt.minimize(&self.m.value_params, &value_loss);
         // 2. Balance model, against the target critics' min, with the universal policy not yet updated.
         let target = self.m.target.shallow();
-        let q = move |obs: &Tensor, a: &Tensor| target.forward(&Self::sa(obs, a), None).squeeze_dim(-1).amin(0, false);
+        let q = move |obs: &Tensor, a: &Tensor| target.forward(&state_action(obs, a), None).squeeze_dim(-1).amin(0, false);
         let balance = self.balance_loss(&b.obs, &q);
         self.m.balance_opt.minimize(&self.m.balance_params, &balance.loss);
         // 3. α_b towards the entropy target.
@@ -382,7 +378,7 @@ impl Agent for Famo2oIql {
         let y = &b.reward + (1.0 - &b.terminal) * self.cfg.gamma * v_next;
         let m = &mut self.m;
         let critic = CriticParts { critic: &m.critic, opt: &mut m.critic_opt, params: &m.critic_params, target: &m.target_params };
-        let (critic_loss, q_mean) = q_step(critic, &Self::sa(&b.obs, &b.action), &y, self.cfg.tau, &mut self.rng);
+        let (critic_loss, q_mean) = q_step(critic, &state_action(&b.obs, &b.action), &y, self.cfg.tau, &mut self.rng);
         self.step += 1;
         let mut out = vec![
             ("value_loss", value_loss.double_value(&[])),
@@ -419,14 +415,13 @@ impl Agent for Famo2oIql {
 
     /// The Q critics at (s, a), every member (what SERA conditions on).
     fn critic_values(&self, obs: &Tensor, action: &Tensor) -> Option<Tensor> {
-        let sa = Self::sa(&obs.to_device(self.device), &action.to_device(self.device));
-        Some(tch::no_grad(|| self.m.critic.forward(&sa, None).squeeze_dim(-1)))
+        Some(critic_values(&self.m.critic, obs, action, self.device))
     }
 
     fn diagnose(&mut self, batch: &TransitionBatch) -> Metrics {
         let b = batch.to_device(self.device);
         tch::no_grad(|| {
-            let q = self.m.critic.forward(&Self::sa(&b.obs, &b.action), None).squeeze_dim(-1).mean_dim(0, false, Kind::Float);
+            let q = self.m.critic.forward(&state_action(&b.obs, &b.action), None).squeeze_dim(-1).mean_dim(0, false, Kind::Float);
             let mut out = vec![("q", q.mean(Kind::Float).double_value(&[])), ("balance_alpha", self.m.balance_temperature.alpha().double_value(&[0]))];
             out.extend(beta_stats(&self.m.balance.mode(&b.obs)));
             out
@@ -435,7 +430,7 @@ impl Agent for Famo2oIql {
 
     fn diagnose_rows(&mut self, batch: &TransitionBatch) -> Vec<crate::Scatter> {
         let b = batch.to_device(self.device);
-        let (beta, q) = tch::no_grad(|| (self.m.balance.mode(&b.obs), self.m.critic.forward(&Self::sa(&b.obs, &b.action), None).squeeze_dim(-1).amin(0, false)));
+        let (beta, q) = tch::no_grad(|| (self.m.balance.mode(&b.obs), self.m.critic.forward(&state_action(&b.obs, &b.action), None).squeeze_dim(-1).amin(0, false)));
         crate::nn::family::beta_scatters(&beta, &q, b.mc_return.as_ref())
     }
 }

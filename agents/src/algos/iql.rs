@@ -16,7 +16,7 @@
 //! dataset-action clipping are data preprocessing, done by the runner, not here.
 
 use crate::checkpoint::{load_agent, save_agent};
-use crate::nn::critic::{critic_and_target, CriticPass};
+use crate::nn::critic::{critic_and_target, critic_values, state_action, CriticPass};
 use crate::nn::{Adam, EnsembleMlp, GaussianActor, GaussianConfig, Mlp, MlpConfig, ParamSet};
 use crate::rng::AgentRng;
 use crate::{Agent, AgentError, DeterministicPolicy, Metrics};
@@ -206,10 +206,6 @@ impl Iql {
         Ok(())
     }
 
-    fn sa(obs: &Tensor, action: &Tensor) -> Tensor {
-        Tensor::cat(&[obs, action], 1)
-    }
-
     /// L_V = E[|τ − 1(u < 0)| u²], u = q̄ − V(s).
     fn value_loss(&mut self, obs: &Tensor, q_target: &Tensor) -> Tensor {
         let v = self.m.value.forward(obs, Some(&mut self.rng)).squeeze_dim(-1);
@@ -228,7 +224,7 @@ impl Iql {
     fn critic_step(&mut self, b: &TransitionBatch, y: &Tensor) -> (Tensor, Tensor) {
         let m = &mut self.m;
         let critic = CriticParts { critic: &m.critic, opt: &mut m.critic_opt, params: &m.critic_params, target: &m.target_params };
-        q_step(critic, &Self::sa(&b.obs, &b.action), y, self.cfg.tau, &mut self.rng)
+        q_step(critic, &state_action(&b.obs, &b.action), y, self.cfg.tau, &mut self.rng)
     }
 }
 
@@ -296,7 +292,7 @@ impl Agent for Iql {
             &moved
         };
         // q̄ = min_j Q̄_j(s, a) from the target critics.
-        let q_target = target_min_q(&self.m.target, &Self::sa(&b.obs, &b.action));
+        let q_target = target_min_q(&self.m.target, &state_action(&b.obs, &b.action));
         // 1. value step.
         let value_loss = self.value_loss(&b.obs, &q_target);
         self.m.value_opt.minimize(&self.m.value_params, &value_loss);
@@ -337,8 +333,7 @@ impl Agent for Iql {
 
     /// The twin Q critics (not the target, not V).
     fn critic_values(&self, obs: &Tensor, action: &Tensor) -> Option<Tensor> {
-        let sa = Self::sa(&obs.to_device(self.device), &action.to_device(self.device));
-        Some(tch::no_grad(|| self.m.critic.forward(&sa, None).squeeze_dim(-1)))
+        Some(critic_values(&self.m.critic, obs, action, self.device))
     }
 }
 

@@ -26,6 +26,17 @@ pub(crate) fn critic_and_target(members: i64, in_dim: i64, cfg: &MlpConfig, rng:
     (critic, critic_params, target, target_params)
 }
 
+/// The critic's input `[s, a]` `[B, obs + act]`.
+pub(crate) fn state_action(obs: &Tensor, action: &Tensor) -> Tensor {
+    Tensor::cat(&[obs, action], 1)
+}
+
+/// `Q_i(s, a)` of every member, `[E, B]`, without gradients or dropout, the inputs moved to
+/// `device` first (what [`crate::Agent::critic_values`] returns).
+pub(crate) fn critic_values(critic: &EnsembleMlp, obs: &Tensor, action: &Tensor, device: Device) -> Tensor {
+    tch::no_grad(|| critic.forward(&state_action(&obs.to_device(device), &action.to_device(device)), None).squeeze_dim(-1))
+}
+
 /// The Q-values one critic step differentiates, and how.
 pub(crate) struct CriticPass {
     /// `Q_i(s, a)` of every member, `[E, B]`: a leaf with a tape on the CPU, part of autograd's
