@@ -537,14 +537,14 @@ mod tests {
         // Replay the update's first steps by hand on a twin agent.
         let mut twin = Famo2oIql::new(small(), 3, 2, Device::Cpu, 2).unwrap();
         twin.set_phase(Phase::Online);
-        let q_target = target_min_q(&twin.m.target, &Famo2oIql::sa(&b.obs, &b.action));
+        let q_target = target_min_q(&twin.m.target, &state_action(&b.obs, &b.action));
         let v_old = twin.m.value.forward(&b.obs, None).detach();
         let l = twin.value_loss(&b.obs, &q_target);
         twin.m.value_opt.minimize(&twin.m.value_params, &l);
         let v_new = twin.m.value.forward(&b.obs, None).detach();
         assert!((&v_new - &v_old).abs().max().double_value(&[]) > 0.0, "V moved");
         let target = twin.m.target.shallow();
-        let q = move |obs: &Tensor, a: &Tensor| target.forward(&Famo2oIql::sa(obs, a), None).squeeze_dim(-1).amin(0, false);
+        let q = move |obs: &Tensor, a: &Tensor| target.forward(&state_action(obs, a), None).squeeze_dim(-1).amin(0, false);
         let balance = twin.balance_loss(&b.obs, &q);
         // The pre-update draw is a deterministic function of the balance model before its step:
         // β = map(tanh(μ + σ ε)) with the ε the step drew.
