@@ -7,7 +7,7 @@
 //!
 //! Both run the same preset (`famo2o-cql-<task>`: the same data, networks, offline and online
 //! budget and seeds), the second with `agent.fixed_beta = 1.0`, so they differ only in the
-//! family and the balance model. Runs are `o2o run` processes, one at a time, in
+//! family and the balance model. Runs are `o2o run` processes (`--jobs` at a time) in
 //! `<out>/runs/<variant>/seed-<s>/`; a finished run found there is reused. The output folder
 //! gets `table.md` (mean ± std over seeds of the normalized score at the end of the offline
 //! phase and at the end, and the last chosen β), `curves.png` and `results.json`.
@@ -15,11 +15,10 @@
 use crate::commands::run::DeviceArg;
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use o2o_experiments::report::plot::{plot_curves, Line};
+use super::jobs::{plot, run_jobs, sets, Curves, Job, Processes};
 use o2o_experiments::report::runs::read_curve;
 use o2o_experiments::report::stats::{mean, std_dev};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::PathBuf;
 use std::time::Instant;
 
 /// The variants, in table order, with the overrides each adds to the preset.
@@ -38,9 +37,12 @@ pub struct AblationArgs {
     /// Output folder (default `experiments-out/famo2o-ablation-<task>`).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Runs at a time.
+    #[arg(long, default_value_t = 2)]
+    pub jobs: usize,
     /// Torch threads per run.
     #[arg(long, default_value_t = 1)]
-    pub threads: usize,
+    pub threads: i32,
     /// Where the runs compute.
     #[arg(long, value_enum, default_value = "cpu")]
     pub device: DeviceArg,
@@ -51,35 +53,41 @@ pub struct AblationArgs {
 
 /// Run the experiment.
 pub fn run(args: AblationArgs) -> Result<()> {
-    if args.seeds == 0 || args.threads < 1 {
-        bail!("--seeds and --threads must be at least 1");
+    if args.seeds == 0 || args.jobs == 0 || args.threads < 1 {
+        bail!("--seeds, --jobs and --threads must be at least 1");
     }
     let preset = format!("famo2o-cql-{}", args.task);
-    let (_, table) = o2o_experiments::run::presets::load(&preset).with_context(|| format!("--task {}: no preset {preset}", args.task))?;
+    let (_, mut table) = o2o_experiments::run::presets::load(&preset).with_context(|| format!("--task {}: no preset {preset}", args.task))?;
+    // The budget the runs get: the preset with the experiment's overrides.
+    o2o_experiments::run::config::apply_overrides(&mut table, &args.set)?;
     let offline = table.get("train").and_then(|t| t.get("offline_steps")).and_then(|v| v.as_integer()).unwrap_or(0) as f64;
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("experiments-out/famo2o-ablation-{}", args.task)));
     std::fs::create_dir_all(out.join("logs")).with_context(|| format!("cannot create {}", out.display()))?;
-    let exe = std::env::current_exe().context("cannot find the o2o executable")?;
     let t0 = Instant::now();
-    // Per variant, per seed: (normalized-score curve over run steps, last chosen β).
-    let mut results: Vec<(&str, Vec<(Vec<(f64, f64)>, Option<f64>)>)> = Vec::new();
+    let mut jobs = Vec::new();
     for (variant, extra) in VARIANTS {
-        let mut seeds = Vec::new();
         for seed in 0..args.seeds {
-            let dir = run_one(&exe, &preset, variant, extra, seed, &args, &out)?;
-            eprintln!("[{:>5.0} s] {variant} seed {seed}: {}", t0.elapsed().as_secs_f64(), dir.display());
-            let metrics = dir.join("metrics.jsonl");
-            let curve = read_curve(&metrics, "eval/normalized_score", "grad_step")?;
-            let beta = read_curve(&metrics, "train/beta_mean", "grad_step")?.last().map(|(_, b)| *b);
-            seeds.push((curve, beta));
+            let mut a = vec!["run".to_string(), "--preset".into(), preset.clone(), "--seed".into(), seed.to_string()];
+            sets(&mut a, &extra.iter().map(|s| s.to_string()).chain(args.set.iter().cloned()).collect::<Vec<_>>());
+            jobs.push(Job { variant, seed, args: a, parent: None, runs_dir: out.join("runs").join(variant).join(format!("seed-{seed}")) });
         }
-        results.push((variant, seeds));
+    }
+    let dirs = run_jobs(&jobs, &Processes { jobs: args.jobs, threads: args.threads, device: args.device }, &out)?;
+    // Per variant, per seed: (normalized-score curve over run steps, last chosen β).
+    let mut results: Vec<(&str, Vec<(Vec<(f64, f64)>, Option<f64>)>)> = VARIANTS.iter().map(|(v, _)| (*v, Vec::new())).collect();
+    for (job, dir) in jobs.iter().zip(&dirs) {
+        let metrics = dir.join("metrics.jsonl");
+        let curve = read_curve(&metrics, "eval/normalized_score", "grad_step")?;
+        let beta = read_curve(&metrics, "train/beta_mean", "grad_step")?.last().map(|(_, b)| *b);
+        results.iter_mut().find(|(v, _)| *v == job.variant).expect("a variant of the table").1.push((curve, beta));
     }
     let end = results.iter().flat_map(|(_, s)| s.iter().filter_map(|(c, _)| c.last().map(|(x, _)| *x))).fold(0.0, f64::max);
     let command = std::iter::once("o2o experiment famo2o-ablation".to_string()).chain(std::env::args().skip(3)).collect::<Vec<_>>().join(" ");
     let md = markdown(&results, offline, end, &preset, args.seeds, &command, t0.elapsed().as_secs_f64());
     std::fs::write(out.join("table.md"), &md)?;
-    plot(&out.join("curves.png"), &results, offline, &format!("FamO2O-CQL vs fixed β = 1 on {} ({} seeds)", args.task, args.seeds))?;
+    let curves: Curves = results.iter().map(|(v, runs)| (*v, runs.iter().map(|(c, _)| c.clone()).collect())).collect();
+    let order: Vec<&str> = VARIANTS.iter().map(|(v, _)| *v).collect();
+    plot(&out.join("curves.png"), &curves, &order, &format!("FamO2O-CQL vs fixed β = 1 on {} ({} seeds)", args.task, args.seeds), &format!("gradient step (offline until {offline}, then one per env step)"))?;
     let json: Vec<serde_json::Value> = results
         .iter()
         .map(|(v, s)| serde_json::json!({"variant": v, "seeds": s.iter().map(|(c, b)| serde_json::json!({"normalized_score": c, "last_beta_mean": b})).collect::<Vec<_>>()}))
@@ -88,29 +96,6 @@ pub fn run(args: AblationArgs) -> Result<()> {
     println!("{md}");
     println!("wrote {}", out.display());
     Ok(())
-}
-
-/// One `o2o run` of `variant` (or the finished run already there); returns its run directory.
-fn run_one(exe: &Path, preset: &str, variant: &str, extra: &[&str], seed: u64, args: &AblationArgs, out: &Path) -> Result<PathBuf> {
-    let runs = out.join("runs").join(variant).join(format!("seed-{seed}"));
-    let finished = || std::fs::read_dir(&runs).ok()?.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.join("summary.json").is_file()).max();
-    if let Some(done) = finished() {
-        return Ok(done);
-    }
-    let log_path = out.join("logs").join(format!("{variant}-seed{seed}.log"));
-    let log = std::fs::File::create(&log_path).with_context(|| format!("cannot create {}", log_path.display()))?;
-    let mut c = Command::new(exe);
-    c.args(["run", "--preset", preset, "--seed", &seed.to_string(), "--threads", &args.threads.to_string(), "--rerun=off"]);
-    c.args(["--device", &format!("{:?}", args.device).to_lowercase(), "--runs-dir"]).arg(&runs);
-    for s in extra.iter().map(|s| s.to_string()).chain(args.set.iter().cloned()) {
-        c.args(["--set", &s]);
-    }
-    c.stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
-    let status = c.status().with_context(|| format!("cannot start {}", exe.display()))?;
-    if !status.success() {
-        bail!("{variant} seed {seed} exited with {status}; see {}", log_path.display());
-    }
-    finished().with_context(|| format!("no finished run in {}", runs.display()))
 }
 
 /// The value of `curve` at run step `x` (the last evaluation there).
@@ -140,23 +125,6 @@ fn markdown(results: &[(&str, Vec<(Vec<(f64, f64)>, Option<f64>)>)], offline: f6
         s.push_str(&format!("| {variant} | {} | {} | {beta} |\n", cell(&pick(offline)), cell(&pick(end))));
     }
     s
-}
-
-/// `curves.png`: each variant's mean over seeds (bold) and its seeds (faint).
-fn plot(path: &Path, results: &[(&str, Vec<(Vec<(f64, f64)>, Option<f64>)>)], offline: f64, title: &str) -> Result<()> {
-    let mut lines = Vec::new();
-    for (color, (variant, runs)) in results.iter().enumerate() {
-        for (c, _) in runs {
-            lines.push(Line { label: None, color, points: c.clone(), faint: true });
-        }
-        let xs: Vec<f64> = runs[0].0.iter().map(|(x, _)| *x).collect();
-        let mean_curve = xs.iter().filter_map(|&x| {
-            let v: Vec<f64> = runs.iter().filter_map(|(c, _)| at(c, x)).collect();
-            (v.len() == runs.len()).then(|| (x, mean(&v)))
-        });
-        lines.push(Line { label: Some(variant.to_string()), color, points: mean_curve.collect(), faint: false });
-    }
-    plot_curves(path, title, &format!("run step (offline until {offline}, then env steps)"), "normalized score", &lines, (900, 560))
 }
 
 #[cfg(test)]
