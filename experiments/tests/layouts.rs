@@ -103,4 +103,28 @@ fn every_kind_of_run_records_the_entities_its_layout_shows() {
         ),
     );
     check(&iql, RunKind::Offline);
+    // FamO2O-CQL with SERA on: the β panels (over the batch, the two scatters, along the
+    // evaluation episode) and SERA's statistics are recorded too.
+    let famo2o = run(
+        "famo2o-cql-hopper-small",
+        &sets(
+            true,
+            &[
+                "dataset.transitions=corrected",
+                "agent.critic.hidden=[16, 16]",
+                "agent.actor.mlp.hidden=[16, 16]",
+                "agent.balance.mlp.hidden=[16, 16]",
+                "train.offline_steps=100",
+                "train.online_steps=200",
+                "eval.every=100",
+                "diagnostics.every=100",
+                "diagnostics.dense_every=100",
+                "sera.enabled=true",
+            ],
+        ),
+    );
+    let c = check(&famo2o, RunKind::OfflineToOnline);
+    for e in ["/diag/online/beta_vs_q", "/train/sera/bonus_share", "/episode/last/beta"] {
+        assert!(c.iter().any(|x| x.entity == e || x.entity.starts_with(&format!("{e}/"))), "{e} missing");
+    }
 }

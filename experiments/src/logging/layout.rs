@@ -46,7 +46,7 @@ use crate::run::phases::{self, PhaseKind};
 use anyhow::Result;
 use rerun::blueprint::components::{PanelState, PlayState};
 use rerun::blueprint::{
-    BarChartView, Blueprint, BlueprintActivation, BlueprintPanel, ContainerLike, Horizontal, SelectionPanel, Spatial3DView, TextDocumentView, TimePanel,
+    BarChartView, Blueprint, BlueprintActivation, BlueprintPanel, ContainerLike, Horizontal, SelectionPanel, Spatial2DView, Spatial3DView, TextDocumentView, TimePanel,
     TimeSeriesView, Vertical,
 };
 use rerun::external::re_log_types::{BlueprintActivationCommand, LogMsg};
@@ -68,6 +68,8 @@ pub enum PanelKind {
     Text,
     /// Bar charts (one evaluation episode's rewards or actions, step by step).
     BarChart,
+    /// 2-D points (a scatter of one quantity against another, e.g. FamO2O's β(s) against Q).
+    Scatter,
 }
 
 /// Where a 3D view looks: at `target`, from `position`, following the entity `tracking`.
@@ -276,7 +278,8 @@ struct Metrics {
 
 fn metrics_of(algo: &str) -> Metrics {
     let sac_family = matches!(algo, "sac" | "cql" | "calql" | "rlpd" | "wsrl" | "famo2o-cql");
-    Metrics { temperature: sac_family, value_loss: matches!(algo, "iql" | "famo2o-iql"), diagnostics: sac_family }
+    // FamO2O's diagnostics are Q, α and β (no Monte-Carlo comparison): its β panels instead.
+    Metrics { temperature: sac_family, value_loss: matches!(algo, "iql" | "famo2o-iql"), diagnostics: sac_family && algo != "famo2o-cql" }
 }
 
 /// The layout of a run: `config` decides the kind and the panels; `camera` is the framing of
@@ -322,7 +325,27 @@ pub fn run_layout(config: &RunConfig, camera: Option<Camera>, normalized: bool) 
     if m.temperature {
         training.push(Panel::series("temperature α and policy entropy", &["/train/alpha", "/train/entropy"]));
     }
+    if config.sera.enabled {
+        training.push(Panel::series("SERA: r_int mean and std, bonus share of the reward", &["/train/sera/r_int_mean", "/train/sera/r_int_std", "/train/sera/bonus_share"]));
+    }
     story.push(Node::row(training));
+    // FamO2O: the balance chosen over the batch, and β(s) against Q(s, a) and return-to-go at
+    // the latest diagnostics (the scatters come from `Agent::diagnose_rows`).
+    let family = config.algo.starts_with("famo2o-");
+    if family {
+        let mut beta = vec![Panel::series("balance β(s) over the batch: mean, 10% and 90%", &["/train/beta_mean", "/train/beta_q10", "/train/beta_q90"])];
+        let diag_sources: Vec<&str> = [("online", plan.kind != RunKind::Offline), ("offline", config.dataset.is_some())]
+            .into_iter()
+            .filter_map(|(s, has)| (config.diagnostics.every > 0 && has).then_some(s))
+            .collect();
+        for (title, name) in [("β(s) against Q(s, a)", "beta_vs_q"), ("β(s) against return-to-go", "beta_vs_return")] {
+            if !diag_sources.is_empty() {
+                let e: Vec<String> = diag_sources.iter().map(|s| format!("/diag/{s}/{name}")).collect();
+                beta.push(Node::Panel(Panel { title: title.into(), kind: PanelKind::Scatter, entities: e, camera: None }));
+            }
+        }
+        story.push(Node::row(beta));
+    }
     story.push(Node::row(vec![Panel::series("steps per second", &["/perf/steps_per_s"]), Panel::series("dropped records", &["/perf/rerun_dropped"])]));
     let n = story.len();
     let mut shares = vec![1.0; n];
@@ -331,15 +354,18 @@ pub fn run_layout(config: &RunConfig, camera: Option<Camera>, normalized: bool) 
 
     let root = match camera {
         Some(camera) => {
-            let left = Node::Column(
-                vec![
-                    Node::Panel(Panel::new("which evaluation", PanelKind::Text, &["/episode/title"])),
-                    body_panel("evaluation episode", camera),
-                    Node::Panel(Panel::new("its rewards, step by step", PanelKind::BarChart, &["/episode/last/reward"])),
-                    Node::Panel(Panel::new("its actions, step by step", PanelKind::BarChart, &["/episode/last/action"])),
-                ],
-                vec![0.5, 3.0, 1.0, 1.0],
-            );
+            let mut panels = vec![
+                Node::Panel(Panel::new("which evaluation", PanelKind::Text, &["/episode/title"])),
+                body_panel("evaluation episode", camera),
+                Node::Panel(Panel::new("its rewards, step by step", PanelKind::BarChart, &["/episode/last/reward"])),
+                Node::Panel(Panel::new("its actions, step by step", PanelKind::BarChart, &["/episode/last/action"])),
+            ];
+            let mut shares = vec![0.5, 3.0, 1.0, 1.0];
+            if family {
+                panels.push(Node::Panel(Panel::new("the β it chose, step by step", PanelKind::BarChart, &["/episode/last/beta"])));
+                shares.push(1.0);
+            }
+            let left = Node::Column(panels, shares);
             Node::Row(vec![left, right], vec![1.0, 1.2])
         }
         None => right,
@@ -466,6 +492,7 @@ fn container(node: &Node, views: &mut Views) -> ContainerLike {
                 PanelKind::Text => TextDocumentView::new(&p.title).with_contents(contents).into(),
                 PanelKind::BarChart => BarChartView::new(&p.title).with_contents(contents.chain(p.entities.iter().map(|e| format!("+ {e}/**")))).into(),
                 PanelKind::Spatial3D => Spatial3DView::new(&p.title).with_origin(p.entities[0].as_str()).with_contents(contents).into(),
+                PanelKind::Scatter => Spatial2DView::new(&p.title).with_contents(contents).into(),
             };
             if let ContainerLike::View(v) = &view {
                 if let Some(c) = &p.camera {
@@ -539,6 +566,16 @@ mod tests {
         let e = sac.entities();
         assert!(e.iter().all(|x| !x.contains("normalized") && !x.starts_with("/diag/offline")), "{e:?}");
         assert!(e.iter().any(|x| x == "/diag/online/q"));
+        // SERA's statistics when it is on; FamO2O's β over the batch and its two scatters.
+        let sera = run_layout(&config(&format!("{WSRL}\n[sera]\nenabled = true\n")), None, true);
+        assert!(sera.entities().iter().any(|x| x == "/train/sera/bonus_share"));
+        assert!(wsrl.entities().iter().all(|x| !x.contains("sera") && !x.contains("beta")));
+        let famo2o = run_layout(&config("preset = 't'\nalgo = 'famo2o-cql'\nenv = 'hopper-v2'\n[dataset]\npath = 'x'\n[train]\noffline_steps = 10\nonline_steps = 10\n"), None, true);
+        let e = famo2o.entities();
+        for want in ["/train/beta_mean", "/train/beta_q90", "/diag/online/beta_vs_q", "/diag/offline/beta_vs_return"] {
+            assert!(e.iter().any(|x| x == want), "{want} missing from {e:?}");
+        }
+        assert_eq!(famo2o.panels().iter().filter(|p| p.kind == PanelKind::Scatter).count(), 2);
     }
 
     /// The camera follows the model's root body (Hopper's torso) and stands back by its size.
