@@ -279,7 +279,7 @@ impl Sera {
     /// The extra neighbours of `neighbours = "online-sample"`: `extra`'s scaled states and their
     /// Q̂ under `agent`'s critic.
     pub fn neighbourhood(&self, agent: &dyn Agent, extra: &TransitionBatch) -> Result<Neighbourhood, AgentError> {
-        let q = tch::no_grad(|| agent.critic_values(&extra.obs, &extra.action)).ok_or_else(|| no_critic(agent))?;
+        let q = tch::no_grad(|| agent.critic_values(&extra.obs, &extra.action)).ok_or_else(|| no_critic(agent.name()))?;
         Ok(Neighbourhood { states: self.scaled(&extra.obs), q: self.reduce(&q) })
     }
 
@@ -323,7 +323,7 @@ impl Sera {
                 stats = s;
                 bonus
             })
-            .ok_or_else(|| AgentError::Config(format!("[sera] is enabled but agent `{name}` exposes no critic Q(s, a) to condition on")))?;
+            .ok_or_else(|| no_critic(name))?;
         metrics.extend(stats);
         Ok(metrics)
     }
@@ -335,8 +335,8 @@ pub struct Neighbourhood {
     q: Tensor,
 }
 
-fn no_critic(agent: &dyn Agent) -> AgentError {
-    AgentError::Config(format!("[sera] is enabled but agent `{}` exposes no critic Q(s, a) to condition on", agent.name()))
+fn no_critic(agent: &str) -> AgentError {
+    AgentError::Config(format!("[sera] is enabled but agent `{agent}` exposes no critic Q(s, a) to condition on"))
 }
 
 #[cfg(test)]

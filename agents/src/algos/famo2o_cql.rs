@@ -512,7 +512,7 @@ impl Agent for Famo2oCql {
         let b = batch.to_device(self.device);
         let beta = self.beta(&b.obs);
         tch::no_grad(|| {
-            let q = self.m.critic.forward(&state_action(&b.obs, &b.action), None).squeeze_dim(-1).mean_dim(0, false, Kind::Float);
+            let q = critic_values(&self.m.critic, &b.obs, &b.action, self.device).mean_dim(0, false, Kind::Float);
             let mut out = vec![("q", q.mean(Kind::Float).double_value(&[])), ("alpha", self.m.temperature.alpha().double_value(&[0]))];
             out.extend(beta_stats(&beta));
             out

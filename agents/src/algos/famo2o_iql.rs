@@ -421,7 +421,7 @@ impl Agent for Famo2oIql {
     fn diagnose(&mut self, batch: &TransitionBatch) -> Metrics {
         let b = batch.to_device(self.device);
         tch::no_grad(|| {
-            let q = self.m.critic.forward(&state_action(&b.obs, &b.action), None).squeeze_dim(-1).mean_dim(0, false, Kind::Float);
+            let q = critic_values(&self.m.critic, &b.obs, &b.action, self.device).mean_dim(0, false, Kind::Float);
             let mut out = vec![("q", q.mean(Kind::Float).double_value(&[])), ("balance_alpha", self.m.balance_temperature.alpha().double_value(&[0]))];
             out.extend(beta_stats(&self.m.balance.mode(&b.obs)));
             out
@@ -430,7 +430,7 @@ impl Agent for Famo2oIql {
 
     fn diagnose_rows(&mut self, batch: &TransitionBatch) -> Vec<crate::Scatter> {
         let b = batch.to_device(self.device);
-        let (beta, q) = tch::no_grad(|| (self.m.balance.mode(&b.obs), self.m.critic.forward(&state_action(&b.obs, &b.action), None).squeeze_dim(-1).amin(0, false)));
+        let (beta, q) = (tch::no_grad(|| self.m.balance.mode(&b.obs)), critic_values(&self.m.critic, &b.obs, &b.action, self.device).amin(0, false));
         crate::nn::family::beta_scatters(&beta, &q, b.mc_return.as_ref())
     }
 }

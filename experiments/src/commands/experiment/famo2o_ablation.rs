@@ -15,7 +15,7 @@
 use crate::commands::run::DeviceArg;
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use super::jobs::{plot, run_jobs, sets, Curves, Job, Processes};
+use super::jobs::{at, plot, run_jobs, sets, Curves, Job, Processes};
 use o2o_experiments::report::runs::read_curve;
 use o2o_experiments::report::stats::{mean, std_dev};
 use std::path::PathBuf;
@@ -98,11 +98,6 @@ pub fn run(args: AblationArgs) -> Result<()> {
     Ok(())
 }
 
-/// The value of `curve` at run step `x` (the last evaluation there).
-fn at(curve: &[(f64, f64)], x: f64) -> Option<f64> {
-    curve.iter().rev().find(|(s, _)| *s == x).map(|(_, y)| *y)
-}
-
 fn cell(v: &[f64]) -> String {
     if v.is_empty() {
         "–".into()
@@ -119,7 +114,7 @@ fn markdown(results: &[(&str, Vec<(Vec<(f64, f64)>, Option<f64>)>)], offline: f6
          Command: `{command}` ({wall_s:.0} s wall)\n\n| variant | offline end | final | final β |\n|---|---|---|---|\n"
     );
     for (variant, runs) in results {
-        let pick = |x: f64| runs.iter().filter_map(|(c, _)| at(c, x)).collect::<Vec<_>>();
+        let pick = |x: f64| runs.iter().filter_map(|(c, _)| at(c, x as u64)).collect::<Vec<_>>();
         let betas: Vec<f64> = runs.iter().filter_map(|(_, b)| *b).collect();
         let beta = if betas.is_empty() { "1 (fixed)".into() } else { format!("{:.2} ± {:.2}", mean(&betas), std_dev(&betas)) };
         s.push_str(&format!("| {variant} | {} | {} | {beta} |\n", cell(&pick(offline)), cell(&pick(end))));
