@@ -102,3 +102,43 @@ fn cql_and_calql_train_offline_then_online_through_the_runner() {
     let summary: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(calql.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["env_steps"].as_u64(), Some(300));
 }
+
+/// IQL's fine-tuning data (fidelity-audit D16): with `train.offline_mix = "proportional"` (the
+/// `iql-*` presets' setting) online batches sample the dataset and the online data as one
+/// buffer, so the logged offline share follows N / (N + t) down as t online rows arrive; and a
+/// fixed `offline_ratio` beside it is refused with the key named.
+#[test]
+fn iql_fine_tuning_offline_share_decays_as_one_buffer() {
+    let (data, _) = pd_dataset(&data_dir(), 1, 0.3);
+    let s = vec![
+        "env=InvertedPendulum-v5".to_string(),
+        format!("dataset.path={:?}", data.display().to_string()),
+        "dataset.reward=\"none\"".into(),
+        "dataset.transitions=corrected".into(),
+        "train.offline_steps=50".into(),
+        "train.online_steps=1500".into(),
+        "train.batch_size=256".into(),
+        "train.log_every=250".into(),
+        "eval.every=0".into(),
+        "eval.episodes=1".into(),
+        "checkpoint.every=0".into(),
+        "agent.critic.hidden=[32, 32]".into(),
+        "agent.value.hidden=[32, 32]".into(),
+        "agent.actor.mlp.hidden=[32, 32]".into(),
+    ];
+    let run = o2o(&["train", "--preset", "iql-hopper-medium", "--seed", "0"], &s);
+    let records: Vec<serde_json::Value> = std::fs::read_to_string(run.join("metrics.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let shares: Vec<(f64, f64)> = records.iter().filter_map(|r| Some((r.get("env_step")?.as_f64()?, r.get("train/offline_fraction")?.as_f64()?))).filter(|(t, _)| *t > 0.0).collect();
+    assert!(shares.len() >= 5, "{shares:?}");
+    let n = 1000.0;
+    for &(t, share) in &shares {
+        // Binomial noise of a 256-row batch: σ ≤ 0.032.
+        assert!((share - n / (n + t)).abs() < 0.12, "offline share {share} at {t} online rows, expected about {}", n / (n + t));
+    }
+    assert!(shares.last().unwrap().1 < shares[0].1 - 0.2, "{shares:?}");
+    let mut bad = s.clone();
+    bad.push("train.offline_ratio=0.5".into());
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_o2o")).args(["train", "--preset", "iql-hopper-medium", "--print-config"]).args(bad.iter().flat_map(|s| ["--set", s.as_str()])).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("train.offline_ratio") && err.contains("proportional"), "{err}");
+}

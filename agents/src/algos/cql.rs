@@ -16,8 +16,9 @@
 //! `π(·|s)` and N from `π(·|s')` (both evaluated as `Q(s, ·)`, `log q = log π`), temperature
 //! T = 1, N = 10 (importance-sampled form). Without importance sampling the data action joins
 //! the set and the log-mean-exp is used: `T log(1/(3N+1) Σ_k exp(Q_i(s, a_k)/T))` (WSRL
-//! Kitchen). The critic loss is the mean over members (SAC's `L_Q`; the reference sums two
-//! heads, a constant factor Adam does not see).
+//! Kitchen). The critic loss is the mean over members (SAC's `L_Q`); the reference has two
+//! separate Q-networks, each with its own plain-mean loss and its own optimizer, which is the
+//! same per-member gradient up to a constant factor Adam does not see.
 //!
 //! Lagrange form (`cql_lagrange`): `w · Δ_i` becomes `α' · w · (Δ_i − τ_gap)` with α' ≥ 0
 //! learned by `L_α' = −α' · w · mean_i(Δ_i − τ_gap)` and clipped to `[0, cql_lagrange_max]`.
@@ -57,7 +58,8 @@ pub struct CqlTerm {
     pub cql_lagrange: bool,
     /// τ_gap, the target value of Δ for the Lagrange form (0.8 AntMaze).
     pub cql_target_action_gap: f64,
-    /// α'₀, the Lagrange multiplier's initial value.
+    /// α'₀, the Lagrange multiplier's initial value: e (log α' = 1, Cal-QL's and CORL's
+    /// `Scalar(1.0)`, fidelity-audit D11); WSRL's softplus multiplier starts at 1 instead.
     pub cql_lagrange_init: f64,
     /// The Lagrange multiplier's learning rate.
     pub cql_lagrange_lr: f64,
@@ -74,7 +76,7 @@ impl Default for CqlTerm {
             cql_importance_sample: true,
             cql_lagrange: false,
             cql_target_action_gap: 0.8,
-            cql_lagrange_init: 1.0,
+            cql_lagrange_init: std::f64::consts::E,
             cql_lagrange_lr: 3e-4,
             cql_lagrange_max: 1e6,
         }
@@ -596,6 +598,7 @@ impl Agent for Cql {
 
     fn set_phase(&mut self, phase: Phase) {
         self.phase = phase;
+        self.sac.enter_phase(phase);
     }
 
     fn diagnose(&mut self, batch: &TransitionBatch) -> Metrics {
@@ -658,6 +661,11 @@ mod tests {
             cfg.cql.cql_n_actions = 3;
             cfg.sac.max_target_backup = true;
             let mut a = Cql::new(cfg, 3, 2, Device::Cpu, 1).unwrap();
+            let log_alpha_prime = |a: &Cql| a.named_tensors().into_iter().find(|(n, _)| n == "cql_lagrange/param").map(|(_, t)| t.double_value(&[0]));
+            if lagrange {
+                // α'₀ = e, as Cal-QL's and CORL's log α' = Scalar(1.0) (fidelity-audit D11).
+                assert!((log_alpha_prime(&a).unwrap() - 1.0).abs() < 1e-6);
+            }
             for _ in 0..3 {
                 let m = a.update(&batch(&mut rng, 16));
                 assert!(m.iter().all(|(_, v)| v.is_finite()), "{m:?}");
@@ -665,8 +673,7 @@ mod tests {
                 assert_eq!(m.iter().any(|(k, _)| *k == "cql_alpha_prime"), lagrange);
             }
             if lagrange {
-                let lp = a.named_tensors().into_iter().find(|(n, _)| n == "cql_lagrange/param").unwrap().1;
-                assert!((lp.double_value(&[0]) - 0.0).abs() > 1e-5, "α' did not move");
+                assert!((log_alpha_prime(&a).unwrap() - 1.0).abs() > 1e-5, "α' did not move");
             }
         }
     }

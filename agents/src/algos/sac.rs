@@ -34,7 +34,7 @@ use crate::checkpoint::{load_agent, save_agent};
 use crate::nn::critic::{critic_and_target, CriticPass};
 use crate::nn::{Adam, EnsembleMlp, MlpConfig, ParamSet, TanhGaussianActor, TanhGaussianConfig, Temperature, TemperatureForm};
 use crate::rng::AgentRng;
-use crate::{Agent, AgentError, DeterministicPolicy, Metrics, RewardBonus};
+use crate::{Agent, AgentError, DeterministicPolicy, Metrics, Phase, RewardBonus};
 use o2o_datasets::TransitionBatch;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -104,6 +104,33 @@ pub struct SacConfig {
     pub max_target_backup: bool,
     /// K, the next actions sampled per state for `max_target_backup`.
     pub max_target_backup_samples: i64,
+    /// In updates with several critic steps, give the optimizers without a loss a
+    /// zero-gradient Adam step ([`Adam::idle_step`]) as the official WSRL code does (optax
+    /// applies every optimizer on every call, fidelity-audit D2): after each critic step the
+    /// actor's and the temperature's, after the actor step the critic's (no Polyak then).
+    /// The actor and α then move about √5 ≈ 2.2× farther per env step at UTD 4.
+    pub zero_grad_adam_steps: bool,
+    /// Values of some of the fields above while the agent learns offline (`[agent.offline]`).
+    pub offline: PhaseSettings,
+    /// Values of some of the fields above once the agent learns online (`[agent.online]`).
+    pub online: PhaseSettings,
+}
+
+/// Fields of [`SacConfig`] that may take another value in one phase of an offline-to-online
+/// run; unset ones keep the agent's own. WSRL's locomotion recipe is CQL with max-target
+/// backup offline and plain SAC backups online (fidelity-audit D1):
+/// `offline = { max_target_backup = true }`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PhaseSettings {
+    /// [`SacConfig::max_target_backup`] in this phase.
+    pub max_target_backup: Option<bool>,
+    /// [`SacConfig::backup_entropy`] in this phase.
+    pub backup_entropy: Option<bool>,
+    /// [`SacConfig::critic_steps`] in this phase.
+    pub critic_steps: Option<i64>,
+    /// [`SacConfig::zero_grad_adam_steps`] in this phase.
+    pub zero_grad_adam_steps: Option<bool>,
 }
 
 impl Default for SacConfig {
@@ -129,6 +156,9 @@ impl Default for SacConfig {
             actor_batch: ActorBatch::Whole,
             max_target_backup: false,
             max_target_backup_samples: 10,
+            zero_grad_adam_steps: false,
+            offline: PhaseSettings::default(),
+            online: PhaseSettings::default(),
         }
     }
 }
@@ -150,6 +180,11 @@ impl SacConfig {
         }
         if self.critic_steps < 1 {
             return bad(format!("sac.critic_steps must be ≥ 1, found {}", self.critic_steps));
+        }
+        for (name, p) in [("offline", &self.offline), ("online", &self.online)] {
+            if let Some(k) = p.critic_steps.filter(|k| *k < 1) {
+                return bad(format!("sac.{name}.critic_steps must be ≥ 1, found {k}"));
+            }
         }
         if self.max_target_backup_samples < 1 {
             return bad(format!("sac.max_target_backup_samples must be ≥ 1, found {}", self.max_target_backup_samples));
@@ -211,6 +246,8 @@ pub(crate) struct CriticTerm {
 pub struct Sac {
     name: &'static str,
     cfg: SacConfig,
+    /// The phase-switchable fields as configured, before any [`PhaseSettings`].
+    own: PhaseSettings,
     m: Modules,
     act_dim: i64,
     target_entropy: f64,
@@ -256,7 +293,8 @@ impl Sac {
             temperature_params,
         };
         let target_entropy = cfg.target_entropy_per_dim * act_dim as f64;
-        Ok(Self { name, cfg, m, act_dim, target_entropy, device, rng, step: 0 })
+        let own = PhaseSettings { max_target_backup: Some(cfg.max_target_backup), backup_entropy: Some(cfg.backup_entropy), critic_steps: Some(cfg.critic_steps), zero_grad_adam_steps: Some(cfg.zero_grad_adam_steps) };
+        Ok(Self { name, cfg, own, m, act_dim, target_entropy, device, rng, step: 0 })
     }
 
     /// The configuration.
@@ -314,6 +352,20 @@ impl Sac {
 
     fn critic_input(obs: &Tensor, action: &Tensor) -> Tensor {
         Tensor::cat(&[obs, action], 1)
+    }
+
+    /// Take `phase`'s [`PhaseSettings`] over the agent's own values (idempotent).
+    pub(crate) fn enter_phase(&mut self, phase: Phase) {
+        let over = match phase {
+            Phase::Offline => self.cfg.offline.clone(),
+            Phase::Online => self.cfg.online.clone(),
+        };
+        let own = &self.own;
+        let pick = |o: Option<bool>, base: Option<bool>| o.or(base).unwrap_or(false);
+        self.cfg.max_target_backup = pick(over.max_target_backup, own.max_target_backup);
+        self.cfg.backup_entropy = pick(over.backup_entropy, own.backup_entropy);
+        self.cfg.zero_grad_adam_steps = pick(over.zero_grad_adam_steps, own.zero_grad_adam_steps);
+        self.cfg.critic_steps = over.critic_steps.or(own.critic_steps).unwrap_or(1);
     }
 
     /// Critic steps per update from now on (WSRL: 1 offline, 4 online).
@@ -557,8 +609,23 @@ impl Agent for Sac {
         self.diagnostics(batch)
     }
 
+    fn set_phase(&mut self, phase: Phase) {
+        self.enter_phase(phase);
+    }
+
     fn critic_values(&self, obs: &Tensor, action: &Tensor) -> Option<Tensor> {
         Some(tch::no_grad(|| self.q_values(&obs.to_device(self.device), &action.to_device(self.device))))
+    }
+}
+
+impl Sac {
+    /// The zero-gradient Adam steps of the actor and the temperature that follow each critic
+    /// step with [`SacConfig::zero_grad_adam_steps`].
+    fn idle_actor_and_temperature(&mut self) {
+        self.m.actor_opt.idle_step(&self.m.actor_params);
+        if self.cfg.learn_temperature {
+            self.m.temperature_opt.idle_step(&self.m.temperature_params);
+        }
     }
 }
 
@@ -599,19 +666,29 @@ impl Sac {
             other => (None, other),
         };
         let b = augmented.as_ref().unwrap_or(b);
-        let alpha = self.m.temperature.alpha().detach();
+        let idle = self.cfg.zero_grad_adam_steps && k > 1;
+        let mut alpha = self.m.temperature.alpha().detach();
         let mut critic = None;
         let mut last_obs = b.obs.shallow_clone();
         for i in 0..k {
             let part = minibatch(b, i, k);
             critic = Some(self.critic_step(&part, &alpha, &mut extra, bonus.take()));
             last_obs = part.obs;
+            if idle {
+                // The reference's critic-only call also applies the actor's and α's optimizers.
+                self.idle_actor_and_temperature();
+                alpha = self.m.temperature.alpha().detach();
+            }
         }
         let actor_obs = match self.cfg.actor_batch {
             ActorBatch::Whole => b.obs.shallow_clone(),
             ActorBatch::LastSlice => last_obs,
         };
         let (actor_loss, alpha_loss, logp) = self.actor_step(&actor_obs, &alpha);
+        if idle {
+            // ... and its actor call the critic's (the target is not updated on that call).
+            self.m.critic_opt.idle_step(&self.m.critic_params);
+        }
         self.step += 1;
         let c = critic.expect("at least one critic step");
         let mut out = vec![
@@ -683,5 +760,57 @@ mod tests {
         b.terminal = Tensor::zeros([8], (Kind::Float, Device::Cpu));
         let y = agent.td_target(&b, &alpha).mean(Kind::Float);
         assert!((y.double_value(&[]) - b.reward.mean(Kind::Float).double_value(&[])).abs() > 1e-4);
+    }
+
+    /// `[agent.offline]` / `[agent.online]` values apply in their phase and the agent's own
+    /// ones come back in the other.
+    #[test]
+    fn phase_settings_switch_with_the_phase() {
+        let cfg: SacConfig = toml::from_str("critic_steps = 2\noffline = { max_target_backup = true }\nonline = { backup_entropy = false, critic_steps = 4 }").unwrap();
+        let mut a = Sac::new(cfg, 3, 1, Device::Cpu, 0).unwrap();
+        let now = |a: &Sac| (a.cfg.max_target_backup, a.cfg.backup_entropy, a.cfg.critic_steps);
+        a.set_phase(Phase::Offline);
+        assert_eq!(now(&a), (true, true, 2));
+        a.set_phase(Phase::Online);
+        assert_eq!(now(&a), (false, false, 4));
+        a.set_phase(Phase::Offline);
+        assert_eq!(now(&a), (true, true, 2));
+        let bad: Result<SacConfig, _> = toml::from_str("online = { max_target_backupp = true }");
+        assert!(bad.unwrap_err().to_string().contains("max_target_backupp"));
+        let e = Sac::new(SacConfig { online: PhaseSettings { critic_steps: Some(0), ..Default::default() }, ..SacConfig::default() }, 3, 1, Device::Cpu, 0).err().unwrap();
+        assert!(e.to_string().contains("sac.online.critic_steps"), "{e}");
+    }
+
+    /// With `zero_grad_adam_steps`, one update with k = 4 critic steps advances every
+    /// optimizer 5 times (the reference applies all three on each of its 5 calls), and its
+    /// state equals the reference's order spelled out step by step: (critic step, idle actor,
+    /// idle α) × 4, then the actor and α step and an idle critic step. Without it, the counts
+    /// are 4 / 1 / 1.
+    #[test]
+    fn zero_grad_adam_steps_follow_the_reference_order() {
+        let cfg = SacConfig { critic_steps: 4, zero_grad_adam_steps: true, subset_with_replacement: true, backup_entropy: true, ..SacConfig::ensemble10() };
+        let mut rng = AgentRng::new(5);
+        let b = batch(&mut rng, 32, 3, 2);
+        let mut a = Sac::new(cfg.clone(), 3, 2, Device::Cpu, 1).unwrap();
+        a.update(&b);
+        assert_eq!((a.m.critic_opt.steps(), a.m.actor_opt.steps(), a.m.temperature_opt.steps()), (5, 5, 5));
+        let mut r = Sac::new(SacConfig { zero_grad_adam_steps: false, ..cfg.clone() }, 3, 2, Device::Cpu, 1).unwrap();
+        for i in 0..4 {
+            let alpha = r.m.temperature.alpha().detach();
+            r.critic_step(&minibatch(&b, i, 4), &alpha, &mut |_: &mut Sac, _: &TransitionBatch, _: &Tensor| CriticTerm::default(), None);
+            r.m.actor_opt.idle_step(&r.m.actor_params);
+            r.m.temperature_opt.idle_step(&r.m.temperature_params);
+        }
+        let alpha = r.m.temperature.alpha().detach();
+        let _ = r.actor_step(&b.obs, &alpha);
+        r.m.critic_opt.idle_step(&r.m.critic_params);
+        for ((n, x), (_, y)) in a.named_tensors().iter().zip(r.named_tensors()) {
+            assert!(x.equal(&y), "{n} differs from the spelled-out reference order");
+        }
+        let mut plain = Sac::new(SacConfig { zero_grad_adam_steps: false, ..cfg }, 3, 2, Device::Cpu, 1).unwrap();
+        plain.update(&b);
+        assert_eq!((plain.m.critic_opt.steps(), plain.m.actor_opt.steps(), plain.m.temperature_opt.steps()), (4, 1, 1));
+        let actor = |s: &Sac| s.m.actor_params.named()[0].1.copy();
+        assert!(!actor(&a).equal(&actor(&plain)), "the idle steps move the actor");
     }
 }

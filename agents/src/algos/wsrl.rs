@@ -113,6 +113,10 @@ impl WsrlConfig {
     /// Reject settings that cannot work, naming the field.
     pub fn validate(&self) -> Result<(), AgentError> {
         self.calql.cql.validate()?;
+        let sac = &self.calql.cql.sac;
+        if sac.offline.critic_steps.is_some() || sac.online.critic_steps.is_some() {
+            return Err(AgentError::Config("wsrl sets its critic steps per phase with `critic_steps` (offline) and `online_critic_steps`; remove `offline.critic_steps` / `online.critic_steps`".into()));
+        }
         if self.wsrl.online_critic_steps < 1 {
             return Err(AgentError::Config(format!("wsrl.online_critic_steps must be ≥ 1, found {}", self.wsrl.online_critic_steps)));
         }
@@ -305,6 +309,31 @@ mod tests {
         let mut b = Wsrl::new(cfg, 3, 2, Device::Cpu, 0).unwrap();
         b.set_phase(Phase::Online);
         assert!(b.update(&batch(&mut rng, 16)).iter().any(|(k, _)| *k == "cql_gap"));
+    }
+
+    /// WSRL's locomotion recipe (fidelity-audit D1, D2): max-target backup while pre-training
+    /// only, the reference's zero-gradient Adam steps online only; the flat TOML round-trips the
+    /// phase tables, and per-phase critic steps are refused (WSRL has its own keys for them).
+    #[test]
+    fn per_phase_backup_and_adam_steps() {
+        let cfg: WsrlConfig = toml::Value::Table(toml::from_str("cql_n_actions = 2\ncritic = { hidden = [16, 16] }\nactor = { mlp = { hidden = [16, 16] } }\noffline = { max_target_backup = true }\nonline = { zero_grad_adam_steps = true }").unwrap()).try_into().unwrap();
+        let back: WsrlConfig = toml::Value::Table(toml::Table::from(cfg.clone())).try_into().unwrap();
+        assert_eq!(back, cfg);
+        let mut a = Wsrl::new(cfg.clone(), 3, 2, Device::Cpu, 0).unwrap();
+        let now = |a: &Wsrl| {
+            let c = a.cql.sac().config();
+            (c.max_target_backup, c.zero_grad_adam_steps, c.critic_steps)
+        };
+        a.set_phase(Phase::Offline);
+        assert_eq!(now(&a), (true, false, 1));
+        let mut rng = AgentRng::new(4);
+        assert!(a.update(&batch(&mut rng, 16)).iter().all(|(_, v)| v.is_finite()));
+        a.set_phase(Phase::Online);
+        assert_eq!(now(&a), (false, true, 4));
+        assert!(a.update(&batch(&mut rng, 16)).iter().all(|(_, v)| v.is_finite()));
+        let mut bad = cfg;
+        bad.calql.cql.sac.online.critic_steps = Some(2);
+        assert!(Wsrl::new(bad, 3, 2, Device::Cpu, 0).err().unwrap().to_string().contains("online_critic_steps"));
     }
 
     fn moments(a: &Wsrl) -> Vec<(String, Tensor)> {

@@ -54,6 +54,15 @@ impl Adam {
         self.apply_tracked(params, grads, None);
     }
 
+    /// One Adam step with a zero gradient: `m ← β₁ m`, `v ← β₂ v`, `t ← t + 1`, and the weights
+    /// still move by `lr · m̂ / (√v̂ + ε)`. This is what optax does to an optimizer whose loss
+    /// is the constant 0 when every optimizer is applied on every call (WSRL's high-UTD update,
+    /// fidelity-audit D2); PyTorch would skip such an optimizer instead.
+    pub fn idle_step(&mut self, params: &ParamSet) {
+        let zeros: Vec<Tensor> = params.named().iter().map(|(_, t)| t.detach().zeros_like()).collect();
+        self.apply_tracked(params, &zeros, None);
+    }
+
     /// [`Adam::apply`], then the Polyak step `θ̄ ← θ̄ + τ (θ − θ̄)` of `target` (a copy of
     /// `params`' layout: same tensors in the same order) towards the new weights, as
     /// [`super::polyak_update`] would do after it; on the CPU both run in the same pass over
@@ -245,6 +254,29 @@ mod tests {
         assert_eq!(adam.steps(), 2);
         let st = adam.state("opt", &p);
         assert_eq!(st[0].0, "opt/m/w");
+        assert!((st[0].1.double_value(&[0]) - m).abs() < 1e-7);
+        assert!((st[1].1.double_value(&[0]) - v).abs() < 1e-9);
+    }
+
+    /// A zero-gradient step decays both moments and still moves the weight by the decayed first
+    /// moment: one real step with g = 0.5, then an idle one, against the formulas by hand.
+    #[test]
+    fn idle_step_decays_moments_and_moves_weights() {
+        let mut p = ParamSet::new();
+        let th = p.add("w", Tensor::from_slice(&[1.0f32]), Device::Cpu);
+        let lr = 0.1;
+        let mut adam = Adam::new(&p, lr);
+        adam.apply(&p, &[Tensor::from_slice(&[0.5f32])]);
+        let after1 = th.double_value(&[0]);
+        adam.idle_step(&p);
+        // t=2: m = 0.9·0.05 = 0.045, v = 0.999·0.00025 = 0.00024975.
+        let (m, v) = (0.045f64, 0.00024975f64);
+        let (mh, vh) = (m / (1.0 - 0.81), v / (1.0 - 0.999f64.powi(2)));
+        let want = after1 - lr * mh / (vh.sqrt() + 1e-8);
+        assert!((th.double_value(&[0]) - want).abs() < 1e-6, "{} vs {want}", th.double_value(&[0]));
+        assert!(want < after1 - 0.05, "an idle step moves the weight by about lr");
+        assert_eq!(adam.steps(), 2);
+        let st = adam.state("opt", &p);
         assert!((st[0].1.double_value(&[0]) - m).abs() < 1e-7);
         assert!((st[1].1.double_value(&[0]) - v).abs() < 1e-9);
     }

@@ -23,6 +23,10 @@ pub enum WeightInit {
     /// first 50k steps of the seeds tried (BENCHMARKS.md, "SAC's learning curve against a
     /// reference SAC").
     FanInUniform,
+    /// Glorot/Xavier uniform (flax `xavier_uniform`, RLPD's `default_init` for every layer,
+    /// heads included; fidelity-audit D20): weights uniform on `±√(6 / (fan_in + fan_out))`,
+    /// zero biases, gains ignored.
+    XavierUniform,
 }
 
 /// A dense layer's `([fan_in, fan_out]` weight, `[fan_out]` bias`)` drawn per `init`.
@@ -33,6 +37,10 @@ pub fn dense(rng: &mut AgentRng, fan_in: i64, fan_out: i64, gain: f64, init: Wei
             let bound = 1.0 / (fan_in as f64).sqrt();
             let mut uniform = |shape: &[i64]| rng.uniform_tensor(shape, Device::Cpu) * (2.0 * bound) - bound;
             (uniform(&[fan_in, fan_out]), uniform(&[fan_out]))
+        }
+        WeightInit::XavierUniform => {
+            let bound = (6.0 / (fan_in + fan_out) as f64).sqrt();
+            (rng.uniform_tensor(&[fan_in, fan_out], Device::Cpu) * (2.0 * bound) - bound, Tensor::zeros([fan_out], (Kind::Float, Device::Cpu)))
         }
     }
 }
@@ -64,6 +72,11 @@ mod tests {
         // Uniform on ±b has standard deviation b/√3.
         let sd = w.std(true).double_value(&[]);
         assert!((sd - bound / 3f64.sqrt()).abs() < 0.005, "{sd}");
+        // Xavier: ±√(6 / (64 + 256)), zero bias.
+        let (w, b) = dense(&mut rng, 64, 256, 2.0, WeightInit::XavierUniform);
+        let bound = (6.0f64 / 320.0).sqrt();
+        assert!(w.abs().max().double_value(&[]) <= bound && b.abs().max().double_value(&[]) == 0.0);
+        assert!((w.std(true).double_value(&[]) - bound / 3f64.sqrt()).abs() < 0.005);
         let (w, b) = dense(&mut rng, 64, 256, 2.0, WeightInit::Orthogonal);
         assert_eq!(b.abs().max().double_value(&[]), 0.0);
         assert!((w.tr().matmul(&w).diagonal(0, 0, 1).mean(Kind::Float).double_value(&[]) - 4.0 * 64.0 / 256.0).abs() < 1e-3);

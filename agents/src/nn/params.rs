@@ -71,7 +71,7 @@ mod tests {
         let mut p = ParamSet::new();
         let h = p.add("a/w", Tensor::zeros([2, 3], (tch::Kind::Float, Device::Cpu)), Device::Cpu);
         let mut q = ParamSet::new();
-        q.add("a/w", Tensor::ones([2, 3], (tch::Kind::Float, Device::Cpu)), Device::Cpu);
+        let _ = q.add("a/w", Tensor::ones([2, 3], (tch::Kind::Float, Device::Cpu)), Device::Cpu);
         p.copy_from(&q);
         assert_eq!(h.sum(tch::Kind::Float).double_value(&[]), 6.0);
         assert!(h.requires_grad());

@@ -32,7 +32,7 @@ mod tests {
         let mut t = ParamSet::new();
         let mut o = ParamSet::new();
         let th = t.add("target/w", Tensor::from_slice(&[1.0f32, -2.0]), Device::Cpu);
-        o.add("critic/w", Tensor::from_slice(&[3.0f32, 2.0]), Device::Cpu);
+        let _ = o.add("critic/w", Tensor::from_slice(&[3.0f32, 2.0]), Device::Cpu);
         polyak_update(&t, &o, 0.25);
         let v = Vec::<f32>::try_from(&th.detach()).unwrap();
         assert_eq!(v, vec![0.75 * 1.0 + 0.25 * 3.0, 0.75 * -2.0 + 0.25 * 2.0]);

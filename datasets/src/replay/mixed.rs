@@ -99,6 +99,25 @@ pub fn sample_weighted<R: Rng + ?Sized>(
     Ok(sample_parts(&parts, first.obs_dim(), first.act_dim(), true, rng, device))
 }
 
+/// One batch drawn uniformly from the union of `offline` and `online`, as from one replay buffer
+/// pre-filled with the dataset that online transitions are appended to (IQL's and CORL's
+/// fine-tuning, fidelity-audit D16): each row is offline with probability N / (N + t) for N
+/// dataset rows and t online ones, so the offline share decays as the online data grows. The
+/// offline count is that binomial draw (B uniform indices over the union, those below N), then
+/// each part is drawn uniformly within its buffer, which is the same distribution.
+pub fn sample_union<R: Rng + ?Sized>(offline: &OfflineBuffer, online: &ReplayBuffer, batch: usize, rng: &mut R, device: Device) -> Result<TransitionBatch> {
+    if offline.obs_dim() != online.obs_dim() || offline.act_dim() != online.act_dim() {
+        return Err(DatasetError::Dimension { what: "union sampler: online buffer obs_dim + act_dim (offline buffer's)".into(), expected: offline.obs_dim() + offline.act_dim(), found: online.obs_dim() + online.act_dim() });
+    }
+    let (n, t) = (offline.len(), online.len());
+    if n + t == 0 {
+        return Err(DatasetError::EmptyBuffer { what: "both buffers of the union sampler".into() });
+    }
+    let n_off = (0..batch).filter(|_| rng.gen_range(0..n + t) < n).count();
+    let parts = [(offline.source(), n_off), (online.source(), batch - n_off)];
+    Ok(sample_parts(&parts, offline.obs_dim(), offline.act_dim(), true, rng, device))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,5 +172,27 @@ mod tests {
         let imag = offline(50, 0.0);
         let b = sample_weighted(&real, &imag, 0.75, 100, &mut ChaCha8Rng::seed_from_u64(0), Device::Cpu).unwrap();
         assert_eq!(f64::try_from(b.reward.sum(tch::Kind::Float)).unwrap(), 75.0);
+    }
+
+    /// The offline share of union batches is N / (N + t): 1 with no online data, about 0.2 with
+    /// 40 dataset rows and 160 online ones (200 batches of 256 rows: within 0.01).
+    #[test]
+    fn union_share_decays_with_the_online_data() {
+        let off = offline(40, 1.0);
+        let mut on = ReplayBuffer::new(1000, 2, 1, 0.99).unwrap();
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let share = |on: &ReplayBuffer, rng: &mut ChaCha8Rng| {
+            let rows: f64 = (0..200).map(|_| f64::try_from(sample_union(&off, on, 256, rng, Device::Cpu).unwrap().is_offline.unwrap().sum(tch::Kind::Float)).unwrap()).sum();
+            rows / (200.0 * 256.0)
+        };
+        assert_eq!(share(&on, &mut rng), 1.0);
+        for _ in 0..160 {
+            on.push(&[2.0, 2.0], &[2.0], -1.0, &[2.0, 2.0], false, false).unwrap();
+        }
+        let s = share(&on, &mut rng);
+        assert!((s - 0.2).abs() < 0.01, "{s}");
+        let empty = offline(0, 1.0);
+        let none = ReplayBuffer::new(10, 2, 1, 0.99).unwrap();
+        assert!(sample_union(&empty, &none, 8, &mut rng, Device::Cpu).is_err());
     }
 }

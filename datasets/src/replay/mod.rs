@@ -9,6 +9,6 @@ mod mixed;
 mod offline;
 mod ring;
 
-pub use mixed::{sample_weighted, MixedSampler};
+pub use mixed::{sample_union, sample_weighted, MixedSampler};
 pub use offline::OfflineBuffer;
 pub use ring::{ReplayBuffer, MC_PENDING};

@@ -159,7 +159,9 @@ pub struct FinetuneArgs {
     /// The parent's checkpoint to start from (`step-N`); default: its newest.
     #[arg(long)]
     pub checkpoint: Option<String>,
-    /// Fraction of each batch drawn from the parent's offline dataset (0 = online data only).
+    /// Fraction of each batch drawn from the parent's offline dataset (0 = online data only);
+    /// replaces the parent's `train.offline_mix = "proportional"` (the `iql-*` presets') with
+    /// this fixed ratio.
     #[arg(long)]
     pub offline_ratio: Option<f64>,
     /// Override a config key of the fine-tuning run.
@@ -274,7 +276,9 @@ pub fn finetune(args: FinetuneArgs) -> Result<()> {
     };
     let mut overrides = vec![format!("train.online_steps={steps}")];
     if let Some(r) = args.offline_ratio {
+        // A fixed ratio asked for on the command line replaces a parent's proportional mix.
         overrides.push(format!("train.offline_ratio={r}"));
+        overrides.push("train.offline_mix=\"fixed\"".into());
     }
     if let Some(e) = &args.env {
         overrides.push(format!("env={e:?}"));

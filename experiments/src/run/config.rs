@@ -110,8 +110,14 @@ pub struct TrainConfig {
     pub online_batch_size: usize,
     /// Gradient steps per online env step (update-to-data ratio).
     pub updates_per_step: usize,
-    /// Fraction of each online batch drawn from the offline dataset (0 = online data only).
+    /// Fraction of each online batch drawn from the offline dataset (0 = online data only),
+    /// with `offline_mix = "fixed"`.
     pub offline_ratio: f64,
+    /// How online batches mix in the dataset: `fixed` (`offline_ratio` of every batch, RLPD,
+    /// Cal-QL) or `proportional` (uniform over the dataset and the online data together, as one
+    /// replay buffer pre-filled with the dataset: the offline share decays from 1 to N/(N+t);
+    /// IQL's and CORL's fine-tuning).
+    pub offline_mix: OfflineMix,
     /// Online replay capacity (transitions).
     pub replay_capacity: usize,
     /// Also write every env transition of the run to `dataset.hdf5` (D4RL format) in the run
@@ -119,6 +125,24 @@ pub struct TrainConfig {
     pub record_dataset: bool,
     /// Log training metrics every this many loop steps.
     pub log_every: u64,
+}
+
+/// How online batches mix in the offline dataset ([`TrainConfig::offline_mix`]).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum OfflineMix {
+    /// `offline_ratio` of every batch.
+    #[default]
+    Fixed,
+    /// Uniform over the union of the dataset and the online buffer.
+    Proportional,
+}
+
+impl TrainConfig {
+    /// Whether online batches draw on the offline dataset.
+    pub fn mixes_offline_data(&self) -> bool {
+        self.offline_mix == OfflineMix::Proportional || self.offline_ratio > 0.0
+    }
 }
 
 impl Default for TrainConfig {
@@ -132,6 +156,7 @@ impl Default for TrainConfig {
             online_batch_size: 0,
             updates_per_step: 1,
             offline_ratio: 0.0,
+            offline_mix: OfflineMix::Fixed,
             replay_capacity: 1_000_000,
             record_dataset: false,
             log_every: 1000,
@@ -308,6 +333,9 @@ impl RunConfig {
         if !(0.0..=1.0).contains(&t.offline_ratio) {
             bail!("key `train.offline_ratio`: expected a number in [0, 1], found {}", t.offline_ratio);
         }
+        if t.offline_mix == OfflineMix::Proportional && t.offline_ratio > 0.0 {
+            bail!("key `train.offline_ratio` = {} applies to train.offline_mix = \"fixed\" only; with \"proportional\" the offline share is N / (N + online rows)", t.offline_ratio);
+        }
         if t.replay_capacity == 0 && t.online_steps + t.random_steps + t.warmup_steps > 0 {
             bail!("key `train.replay_capacity`: expected at least 1 for a run with online steps, found 0");
         }
@@ -326,12 +354,13 @@ impl RunConfig {
         if self.sera.enabled {
             self.sera.validate(t.online_batch())?;
         }
-        let needs_data = t.offline_steps > 0 || t.offline_ratio > 0.0;
+        let needs_data = t.offline_steps > 0 || t.mixes_offline_data();
         match &self.dataset {
             None if needs_data => bail!(
-                "the run needs offline data (train.offline_steps = {}, train.offline_ratio = {}) but has no [dataset] section",
+                "the run needs offline data (train.offline_steps = {}, train.offline_ratio = {}, train.offline_mix = {:?}) but has no [dataset] section",
                 t.offline_steps,
-                t.offline_ratio
+                t.offline_ratio,
+                t.offline_mix
             ),
             Some(d) if d.in_memory && (d.id.is_some() || d.path.is_some()) => {
                 bail!("section [dataset]: `in_memory = true` takes no `id` or `path`")

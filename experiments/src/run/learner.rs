@@ -42,6 +42,9 @@ pub enum Source<'a> {
     /// `round(ratio · B)` offline rows and the rest online.
     #[allow(missing_docs)] // the two buffers and the sampler that mixes them
     Mixed { offline: &'a OfflineBuffer, online: &'a ReplayBuffer, sampler: MixedSampler },
+    /// Uniform over both, as one buffer pre-filled with the dataset (the offline share decays).
+    #[allow(missing_docs)] // the two buffers
+    Union { offline: &'a OfflineBuffer, online: &'a ReplayBuffer },
 }
 
 impl Source<'_> {
@@ -51,6 +54,7 @@ impl Source<'_> {
             Source::Offline(b) => b.sample(size, rng, device),
             Source::Online(b) => b.sample(size, rng, device),
             Source::Mixed { offline, online, sampler } => sampler.sample(offline, online, size, rng, device),
+            Source::Union { offline, online } => o2o_datasets::replay::sample_union(offline, online, size, rng, device),
         };
         batch.context("sampling a training batch")
     }
@@ -59,7 +63,7 @@ impl Source<'_> {
     fn online(&self) -> Option<&ReplayBuffer> {
         match self {
             Source::Offline(_) => None,
-            Source::Online(b) | Source::Mixed { online: b, .. } => Some(b),
+            Source::Online(b) | Source::Mixed { online: b, .. } | Source::Union { online: b, .. } => Some(b),
         }
     }
 }
@@ -93,7 +97,7 @@ pub fn learn(agent: &mut dyn Agent, source: &Source<'_>, batch_size: usize, upda
         (_, None) => 0.0,
         (Source::Offline(_), _) => 1.0,
         (Source::Online(_), _) => 0.0,
-        (Source::Mixed { .. }, Some(b)) => match &b.is_offline {
+        (Source::Mixed { .. } | Source::Union { .. }, Some(b)) => match &b.is_offline {
             Some(flags) => flags.mean(tch::Kind::Float).double_value(&[]),
             None => anyhow::bail!("a mixed batch without its is_offline column"),
         },

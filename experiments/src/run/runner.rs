@@ -11,7 +11,7 @@
 
 use super::actor::{derive_seed, stream, ActionScale, Actor, AgentPolicy, Policy, TransitionSink, UniformPolicy};
 use super::checkpoint::{self, PhaseEval, RunnerState};
-use super::config::RunConfig;
+use super::config::{OfflineMix, RunConfig};
 use super::data::{self, OfflineData, Recorder, Tee};
 use super::eval::{self, EvalResult};
 use super::learner::{self, ReplaySink, RewardTransform, Source};
@@ -223,7 +223,7 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
     // returns (for Cal-QL, and for diagnostics). A run that trains on online data only still
     // loads the dataset when it can, for the reward transform and the `diag/offline/` values;
     // without the file it goes on unless the reward preset needs the data.
-    let needs_data = config.train.offline_steps > 0 || config.train.offline_ratio > 0.0;
+    let needs_data = config.train.offline_steps > 0 || config.train.mixes_offline_data();
     let offline: Option<OfflineData> = match &config.dataset {
         None => None,
         Some(d) => match data::load(d, hooks.dataset.take(), eval_env.action_space(), &config.env, obs_dim, act_dim, eval_env.spec().max_episode_steps, Some(data::dataset_mc_config(config, gamma)?)) {
@@ -324,6 +324,21 @@ fn sera_for(config: &RunConfig, agent: &dyn Agent, offline: Option<&OfflineData>
 }
 
 /// The runner's state at step 0.
+/// Online rows the replay buffer needs before the first online update: the online share of a
+/// batch (RLPD and WSRL wait for `batch · (1 − ratio)` online rows, fidelity-audit D21), one row
+/// when the dataset and the online data are sampled as one buffer, the whole batch otherwise.
+fn online_rows_needed(train: &super::config::TrainConfig, has_offline_data: bool) -> usize {
+    let batch = train.online_batch();
+    match (has_offline_data, train.offline_mix) {
+        (true, OfflineMix::Proportional) => 1,
+        (true, OfflineMix::Fixed) if train.offline_ratio > 0.0 => {
+            let offline_rows = MixedSampler::new(train.offline_ratio).map_or(0, |m| m.offline_count(batch));
+            (batch - offline_rows).max(1)
+        }
+        _ => batch,
+    }
+}
+
 fn initial_state(config: &RunConfig) -> RunnerState {
     checkpoint::initial_state(&ChaCha8Rng::seed_from_u64(derive_seed(config.seed, stream::RUNNER_RNG, 0)))
 }
@@ -450,8 +465,9 @@ impl Prepared<'_> {
                         last_episode_return = Some(ep.ret);
                     }
                     let batch_size = config.train.online_batch();
-                    if phase.kind == PhaseKind::Online && replay.len() >= batch_size.min(replay.capacity()) {
+                    if phase.kind == PhaseKind::Online && replay.len() >= online_rows_needed(&config.train, offline.is_some()).min(replay.capacity()) {
                         let source = match offline.as_ref() {
+                            Some(o) if config.train.offline_mix == OfflineMix::Proportional => Source::Union { offline: &o.buffer, online: replay },
                             Some(o) if config.train.offline_ratio > 0.0 => {
                                 Source::Mixed { offline: &o.buffer, online: replay, sampler: MixedSampler::new(config.train.offline_ratio)? }
                             }
@@ -695,5 +711,23 @@ fn namespaced(name: &str) -> String {
         name.to_string()
     } else {
         format!("train/{name}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::config::TrainConfig;
+
+    /// The first online update waits for the online share of a batch only (fidelity-audit D21):
+    /// RLPD's 20 × 256 rows half offline need 2560 online rows, not 5120.
+    #[test]
+    fn first_update_waits_for_the_online_share_only() {
+        let t = |ratio: f64, mix: OfflineMix| TrainConfig { batch_size: 5120, offline_ratio: ratio, offline_mix: mix, ..TrainConfig::default() };
+        assert_eq!(online_rows_needed(&t(0.5, OfflineMix::Fixed), true), 2560);
+        assert_eq!(online_rows_needed(&t(0.5, OfflineMix::Fixed), false), 5120);
+        assert_eq!(online_rows_needed(&t(0.0, OfflineMix::Fixed), true), 5120);
+        assert_eq!(online_rows_needed(&t(1.0, OfflineMix::Fixed), true), 1);
+        assert_eq!(online_rows_needed(&t(0.0, OfflineMix::Proportional), true), 1);
     }
 }

@@ -12,8 +12,11 @@
 //! once per seed, and the three pre-trained variants start from that one checkpoint, so they
 //! differ only in what they do online. Pre-training uses Cal-QL (WSRL's recipe on AntMaze,
 //! Adroit and Kitchen) so that the `calql-retain` baseline is Cal-QL proper; the `wsrl-*`
-//! presets use CQL for locomotion, as the paper does. RLPD runs with UTD 4 on 1024-row batches
-//! (WSRL's re-implementation of it, §1.6) rather than its own UTD 20, to match WSRL's compute.
+//! presets use CQL for locomotion, as the paper does. The `rlpd` variant is "RLPD (UTD 4)":
+//! RLPD's own settings (mean actor, subset without replacement, backup entropy, H̄ = −|A|/2,
+//! LRs 3e-4) with UTD 4 on 1024-row batches after K uniformly random steps, to match WSRL's
+//! compute. It is neither RLPD's UTD 20 nor WSRL's re-implementation, which runs WSRL's own SAC
+//! agent with a policy warm-up (fidelity-audit D22).
 //!
 //! Runs are separate `o2o run` / `o2o train` processes (`--jobs` at a time, `--threads` torch
 //! threads each) in `<out>/runs/<variant>/seed-<s>/`; a finished run found there is reused, so
