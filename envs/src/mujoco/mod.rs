@@ -12,6 +12,7 @@
 //! `Send` and a vector env can move it into a worker thread.
 
 mod ant;
+pub mod fetch;
 mod half_cheetah;
 mod hopper;
 mod inverted_pendulum;
@@ -20,6 +21,7 @@ mod scene;
 mod walker2d;
 
 pub use ant::Ant;
+pub use fetch::{FetchEnv, FetchTask, GoalLayout};
 pub use half_cheetah::HalfCheetah;
 pub use hopper::Hopper;
 pub use inverted_pendulum::InvertedPendulum;
