@@ -2,6 +2,7 @@
 //! `info.success`, the 50-step time limit, and seeded resets.
 
 use o2o_envs::registry::{make, make_fetch};
+use o2o_envs::mujoco::{FetchScript, FetchTask};
 use o2o_envs::Env;
 
 #[test]
@@ -45,4 +46,34 @@ fn reach_is_solvable_by_moving_toward_the_goal() {
     assert_eq!((layout.achieved, layout.desired, layout.observation), ([0, 3], [3, 6], [6, 16]));
     let g = env.inner().goal();
     assert!((g[0] - obs[3] as f64).abs() < 1e-6);
+}
+
+/// Final-step success rate of the scripted controller over `n` seeded episodes.
+fn scripted_success(id: &str, task: FetchTask, n: u64) -> f64 {
+    let mut env = make_fetch(id).unwrap();
+    let mut ok = 0;
+    for seed in 0..n {
+        let mut obs = env.reset(Some(1000 + seed)).unwrap();
+        let mut script = FetchScript::new(task);
+        let mut last;
+        loop {
+            let s = env.step(&script.act(&obs)).unwrap();
+            last = s.info.success == Some(true);
+            obs = s.obs;
+            if s.truncated {
+                break;
+            }
+        }
+        ok += last as usize;
+    }
+    ok as f64 / n as f64
+}
+
+#[test]
+fn scripted_controllers_succeed_on_at_least_95_percent_of_seeds() {
+    for (id, task) in [("FetchReach-v4", FetchTask::Reach), ("FetchPush-v4", FetchTask::Push), ("FetchPickAndPlace-v4", FetchTask::PickAndPlace)] {
+        let rate = scripted_success(id, task, 20);
+        eprintln!("{id}: scripted success {rate:.3} over 20 seeds");
+        assert!(rate >= 0.95, "{id}: {rate}");
+    }
 }

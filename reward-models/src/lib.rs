@@ -11,6 +11,8 @@
 //!   the consistency-weighted update) and success detection Φ ≥ 1 − δ;
 //! - [`shaping`]: potential-based shaping r' = r + γΦ(s') − Φ(s), the policy-invariant way to
 //!   use Φ as a dense reward;
+//! - [`demos`]: scripted Fetch demonstrations with their keyframes, D4RL datasets plus a
+//!   keyframe sidecar as training demos;
 //! - [`grm`]: a client for the released vision-language reward model served behind an
 //!   OpenAI-compatible chat endpoint (vLLM), with a bounded queue.
 //!
@@ -19,6 +21,7 @@
 //! to −Φ(s₀) over every terminated episode, so the optimal policy of the sparse task is kept.
 #![deny(missing_docs)]
 
+pub mod demos;
 pub mod error;
 pub mod grm;
 pub mod labels;

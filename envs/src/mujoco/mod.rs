@@ -13,6 +13,7 @@
 
 mod ant;
 pub mod fetch;
+pub mod fetch_script;
 mod half_cheetah;
 mod hopper;
 mod inverted_pendulum;
@@ -22,6 +23,7 @@ mod walker2d;
 
 pub use ant::Ant;
 pub use fetch::{FetchEnv, FetchTask, GoalLayout};
+pub use fetch_script::{FetchScript, Stage};
 pub use half_cheetah::HalfCheetah;
 pub use hopper::Hopper;
 pub use inverted_pendulum::InvertedPendulum;
