@@ -9,6 +9,7 @@
 //!   trained with libtorch, saved to one file with its config;
 //! - [`reconstruct`]: Φ from hops (incremental, forward- and backward-anchored, their mean,
 //!   the consistency-weighted update) and success detection Φ ≥ 1 − δ;
+//! - [`evaluate`]: progress curves against the label ground truth and VOC per mode;
 //! - [`shaping`]: potential-based shaping r' = r + γΦ(s') − Φ(s), the policy-invariant way to
 //!   use Φ as a dense reward;
 //! - [`demos`]: scripted Fetch demonstrations with their keyframes, D4RL datasets plus a
@@ -23,6 +24,7 @@
 
 pub mod demos;
 pub mod error;
+pub mod evaluate;
 pub mod grm;
 pub mod labels;
 pub mod progress;
