@@ -47,3 +47,45 @@ fn demos_train_eval_adapt() {
     let (ok, out) = o2o(&["reward", "eval", "--model", &p("missing.pt"), "--demos", &p("push.hdf5"), "--out", &p("e2")]);
     assert!(!ok && out.contains("missing.pt"), "{out}");
 }
+
+/// A shaped SAC run on FetchReach: `[shaping]` from `--set`, the potentials and shaped returns
+/// in metrics.jsonl, PBRS's telescoping visible per episode (Fetch never terminates, so over a
+/// 50-step episode Σ F = Σ (γΦ(s') − Φ(s)), which the shaped and gold returns bracket), the
+/// naive mode differing, and `enabled = false` leaving the env's rewards.
+#[test]
+fn shaped_run_logs_potentials_beside_rewards() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let (ok, out) = o2o(&["reward", "demos", "--task", "FetchReach-v4", "--episodes", "3", "--out", &p("reach.hdf5")]);
+    assert!(ok, "{out}");
+    std::fs::write(p("small.toml"), "hidden = [16]\nbatch_size = 32\n[labels]\nsample_factor = 2\npairs_per_episode = 50\n").unwrap();
+    let (ok, out) = o2o(&["reward", "train", "--demos", &p("reach.hdf5"), "--config", &p("small.toml"), "--steps", "20", "--view", "grip=6:9", "--view", "goal=3:6", "--out", &p("reach.pt")]);
+    assert!(ok, "{out}");
+    let run = |mode: &str, enabled: &str, runs: &str| -> Vec<serde_json::Value> {
+        let model = format!("shaping={{ model = \"{}\", mode = \"{mode}\", enabled = {enabled} }}", p("reach.pt"));
+        let args = [
+            "train", "--preset", "sac-inverted-pendulum", "--device", "cpu", "--threads", "1", "--rerun=off", "--runs-dir", &p(runs), "--set", "env=FetchReach-v4",
+            "--set", "train.random_steps=100", "--set", "train.online_steps=0", "--set", "eval.every=0", "--set", "eval.episodes=1", "--set", &model,
+        ];
+        let (ok, out) = o2o(&args);
+        assert!(ok, "{out}");
+        let run_dir = std::fs::read_dir(p(runs)).unwrap().next().unwrap().unwrap().path();
+        std::fs::read_to_string(run_dir.join("metrics.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).filter(|v: &serde_json::Value| v.get("train/episode_return").is_some()).collect()
+    };
+    let pbrs = run("pbrs", "true", "a");
+    assert_eq!(pbrs.len(), 2, "two 50-step episodes");
+    for e in &pbrs {
+        for key in ["train/episode_shaped_return", "train/episode_gold_return", "train/episode_potential_start", "train/episode_potential_end"] {
+            assert!(e[key].as_f64().unwrap().is_finite(), "{key} in {e}");
+        }
+        assert_eq!(e["train/episode_gold_return"], e["train/episode_return"], "gold = env reward");
+        assert_ne!(e["train/episode_shaped_return"], e["train/episode_return"]);
+    }
+    let naive = run("naive", "true", "b");
+    // Same seed, same random actions: the same states and potentials, a different reward.
+    assert_eq!(naive[0]["train/episode_potential_end"], pbrs[0]["train/episode_potential_end"]);
+    let telescoped = naive[0]["train/episode_gold_return"].as_f64().unwrap() + naive[0]["train/episode_potential_end"].as_f64().unwrap() - naive[0]["train/episode_potential_start"].as_f64().unwrap();
+    assert!((naive[0]["train/episode_shaped_return"].as_f64().unwrap() - telescoped).abs() < 1e-4, "naive sums to Φ_end − Φ_start");
+    let off = run("pbrs", "false", "c");
+    assert!(off[0].get("train/episode_shaped_return").is_none());
+}
