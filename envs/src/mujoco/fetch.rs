@@ -141,6 +141,29 @@ pub struct FetchEnv {
     needs_reset: bool,
 }
 
+/// The model at `path` with its mocap welds reset (`reset_mocap_welds`: the weld's anchor and
+/// relative pose cleared so the gripper body is pulled onto the mocap itself). Parsed and
+/// modified once per process and then shared read-only, like the other tasks' models.
+fn fetch_model(path: &Path) -> Result<Arc<MjModel>, EnvError> {
+    super::quiet_log_file();
+    let key = path.with_extension("xml#welds-reset");
+    let mut cache = super::model_cache().lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(m) = cache.get(&key) {
+        return Ok(m.clone());
+    }
+    let mut model = MjModel::from_xml(path).map_err(|e| EnvError::ModelLoad { path: path.to_path_buf(), message: e.to_string() })?;
+    let weld_rows: Vec<usize> = (0..model.ffi().neq as usize).filter(|&i| model.eq_type()[i] == MjtEq::mjEQ_WELD).collect();
+    // SAFETY: the model is not shared yet and no MjData exists for it; eq_data is plain numbers.
+    unsafe {
+        for &i in &weld_rows {
+            model.eq_data_mut()[i][..7].copy_from_slice(&[0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]);
+        }
+    }
+    let model = Arc::new(model);
+    cache.insert(key, model.clone());
+    Ok(model)
+}
+
 fn id_of(model: &MjModel, kind: MjtObjBase, name: &str, xml: &str) -> Result<usize, EnvError> {
     model.name_to_id(kind, name).ok_or_else(|| EnvError::Other(format!("{xml}: the model has no {kind:?} named `{name}`")))
 }
@@ -158,18 +181,9 @@ impl FetchEnv {
         if !path.is_file() {
             return Err(EnvError::MissingAsset { path, hint: ROBOTICS_HINT.into() });
         }
-        super::quiet_log_file();
-        let mut model = MjModel::from_xml(&path).map_err(|e| EnvError::ModelLoad { path: path.clone(), message: e.to_string() })?;
-        // reset_mocap_welds: clear the weld's anchor and relative pose so the gripper body is
-        // pulled onto the mocap itself. The model is private to this env (not the shared cache).
-        let weld_rows: Vec<usize> = (0..model.ffi().neq as usize).filter(|&i| model.eq_type()[i] == MjtEq::mjEQ_WELD).collect();
-        // SAFETY: the model is not shared yet and no MjData exists for it; eq_data is plain numbers.
-        unsafe {
-            for &i in &weld_rows {
-                model.eq_data_mut()[i][..7].copy_from_slice(&[0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]);
-            }
-        }
+        let model = fetch_model(&path)?;
         let xml = params.xml;
+        let weld_rows: Vec<usize> = (0..model.ffi().neq as usize).filter(|&i| model.eq_type()[i] == MjtEq::mjEQ_WELD).collect();
         let mut welds = Vec::new();
         for &i in &weld_rows {
             let (b1, b2) = (model.eq_obj1id()[i] as usize, model.eq_obj2id()[i] as usize);
@@ -193,7 +207,6 @@ impl FetchEnv {
             let j = id_of(&model, MjtObjBase::mjOBJ_JOINT, name, xml)?;
             joints.push((model.jnt_qposadr()[j] as usize, *value));
         }
-        let model = Arc::new(model);
         let data = MjData::try_new(model).map_err(|e| EnvError::Other(format!("{}: MuJoCo could not allocate data: {e}", spec.id)))?;
         let obs_dim = 6 + task.observation_len();
         let mut env = Self {
