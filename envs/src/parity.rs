@@ -20,7 +20,7 @@
 
 use crate::env::Env;
 use crate::error::EnvError;
-use crate::mujoco::MujocoEnv;
+use crate::mujoco::{FetchEnv, MujocoEnv};
 use crate::wrappers::TimeLimit;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -70,20 +70,51 @@ pub fn reference_for(id: &str) -> Option<Reference> {
         "hopper-v2" => ("Hopper-v4", true, None),
         "walker2d-v2" => ("Walker2d-v4", true, None),
         "ant-v2" => ("Ant-v4", true, Some(27)),
+        id if crate::registry::is_fetch(id) => (crate::registry::known_ids().into_iter().find(|k| *k == id)?, false, None),
         _ => return None,
     };
     Some(Reference { gym_id, clip_action, compared_obs_dims })
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, Clone)]
 struct RequestEpisode {
     qpos: Vec<f64>,
     qvel: Vec<f64>,
+    /// The desired goal of a goal-conditioned (Fetch) episode.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    goal: Option<Vec<f64>>,
     actions: Vec<Vec<f32>>,
+}
+
+/// What parity needs from an env beside [`Env`]: the state an episode starts from and the
+/// observation in `f64`.
+trait Replay: Env {
+    fn start(&self) -> RequestEpisode;
+    fn observation(&self) -> Vec<f64>;
+}
+
+impl Replay for MujocoEnv {
+    fn start(&self) -> RequestEpisode {
+        RequestEpisode { qpos: self.qpos().to_vec(), qvel: self.qvel().to_vec(), goal: None, actions: Vec::new() }
+    }
+    fn observation(&self) -> Vec<f64> {
+        self.observation_f64()
+    }
+}
+
+impl Replay for FetchEnv {
+    fn start(&self) -> RequestEpisode {
+        RequestEpisode { qpos: self.qpos().to_vec(), qvel: self.qvel().to_vec(), goal: Some(self.goal().to_vec()), actions: Vec::new() }
+    }
+    fn observation(&self) -> Vec<f64> {
+        self.observation_f64()
+    }
 }
 
 #[derive(Serialize)]
 struct Request<'a> {
+    /// gymnasium-robotics ids: register them and apply the MuJoCo 3.17 joint-type shim.
+    robotics: bool,
     gym_id: &'a str,
     clip_action: bool,
     max_episode_steps: usize,
@@ -101,6 +132,9 @@ struct ReplyEpisode {
 
 #[derive(Deserialize)]
 struct Reply {
+    /// The Python env's settled start state (Fetch: after `_env_setup`).
+    #[serde(default)]
+    initial_qpos: Option<Vec<f64>>,
     gymnasium: String,
     mujoco: String,
     episodes: Vec<ReplyEpisode>,
@@ -147,6 +181,9 @@ pub struct ParityReport {
     pub first_flag_mismatch: Option<usize>,
     /// Observation numbers beyond the reference's length that were not exactly 0 (ant-v2).
     pub nonzero_padding: usize,
+    /// Largest |ours − theirs| over the settled start state (Fetch's reset settling), when
+    /// the task has one.
+    pub max_initial_state_diff: Option<f64>,
     /// The tolerance the verdict uses.
     pub tolerance: f64,
 }
@@ -159,11 +196,12 @@ impl ParityReport {
             && self.terminated_mismatches == 0
             && self.truncated_mismatches == 0
             && self.nonzero_padding == 0
+            && self.max_initial_state_diff.is_none_or(|d| d <= self.tolerance)
     }
 }
 
 /// Run our env for `opts.steps` steps and record every episode.
-fn run_ours(env: &mut TimeLimit<MujocoEnv>, opts: &ParityOptions) -> Result<Vec<OurEpisode>, EnvError> {
+fn run_ours<E: Replay>(env: &mut TimeLimit<E>, opts: &ParityOptions) -> Result<Vec<OurEpisode>, EnvError> {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(opts.seed);
     let space = env.action_space().clone();
     let mut episodes = Vec::new();
@@ -172,9 +210,9 @@ fn run_ours(env: &mut TimeLimit<MujocoEnv>, opts: &ParityOptions) -> Result<Vec<
     while done < opts.steps {
         env.reset(seed.take())?;
         let raw = env.inner();
-        let obs0 = raw.observation_f64();
+        let obs0 = raw.observation();
         let mut ep = OurEpisode {
-            request: RequestEpisode { qpos: raw.qpos().to_vec(), qvel: raw.qvel().to_vec(), actions: Vec::new() },
+            request: raw.start(),
             obs0,
             obs: Vec::new(),
             reward: Vec::new(),
@@ -195,7 +233,7 @@ fn run_ours(env: &mut TimeLimit<MujocoEnv>, opts: &ParityOptions) -> Result<Vec<
             let step = env.step(&action)?;
             done += 1;
             ep.request.actions.push(action);
-            let obs64 = env.inner().observation_f64();
+            let obs64 = env.inner().observation();
             // The f32 observation the agent sees must be the rounding of the one compared here.
             if obs64.iter().zip(&step.obs).any(|(x, y)| (*x as f32).to_bits() != y.to_bits()) {
                 return Err(EnvError::Other(format!("{}: step() observation is not the f32 rounding of observation_f64()", env.spec().id)));
@@ -279,13 +317,17 @@ pub fn check(id: &str, opts: &ParityOptions, python: &Path, script: &Path) -> Re
     }
     let spec = crate::registry::spec(id)?;
     let max_steps = opts.max_episode_steps.or(spec.max_episode_steps).unwrap_or(1000);
-    let mut env = TimeLimit::new(crate::registry::make_unwrapped(id)?, max_steps);
-    let ours = run_ours(&mut env, opts)?;
-    let requests: Vec<RequestEpisode> = ours
-        .iter()
-        .map(|e| RequestEpisode { qpos: e.request.qpos.clone(), qvel: e.request.qvel.clone(), actions: e.request.actions.clone() })
-        .collect();
-    let req = Request { gym_id: reference.gym_id, clip_action: reference.clip_action, max_episode_steps: max_steps, episodes: &requests };
+    let robotics = crate::registry::is_fetch(id);
+    let (ours, settled) = if robotics {
+        let mut env = TimeLimit::new(crate::registry::make_fetch_unwrapped(id)?, max_steps);
+        let settled = env.inner().initial_qpos().to_vec();
+        (run_ours(&mut env, opts)?, Some(settled))
+    } else {
+        let mut env = TimeLimit::new(crate::registry::make_unwrapped(id)?, max_steps);
+        (run_ours(&mut env, opts)?, None)
+    };
+    let requests: Vec<RequestEpisode> = ours.iter().map(|e| e.request.clone()).collect();
+    let req = Request { robotics, gym_id: reference.gym_id, clip_action: reference.clip_action, max_episode_steps: max_steps, episodes: &requests };
     let reply = run_reference(python, script, &req)?;
     if reply.episodes.len() != ours.len() {
         return Err(EnvError::Reference {
@@ -315,8 +357,16 @@ pub fn check(id: &str, opts: &ParityOptions, python: &Path, script: &Path) -> Re
         truncated_mismatches: 0,
         first_flag_mismatch: None,
         nonzero_padding: 0,
+        max_initial_state_diff: None,
         tolerance: DEFAULT_TOLERANCE,
     };
+    if let Some(ours) = &settled {
+        let theirs = reply.initial_qpos.as_ref().ok_or_else(|| EnvError::Reference { python: python.to_path_buf(), message: "the reply has no initial_qpos for a Fetch task".into() })?;
+        if theirs.len() != ours.len() {
+            return Err(EnvError::Shape { what: format!("{id}: reference initial_qpos"), expected: ours.len(), found: theirs.len() });
+        }
+        report.max_initial_state_diff = Some(ours.iter().zip(theirs).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max));
+    }
     let mut obs_diff = Diff::default();
     let mut rew_diff = Diff::default();
     let mut compare_obs = |ours: &[f64], theirs: &[f64], report: &mut ParityReport| -> Result<(), EnvError> {

@@ -47,6 +47,8 @@ enum Command {
     Dataset(commands::dataset::DatasetArgs),
     /// Scores over seeds: mean, IQM and 95% bootstrap CIs per preset and task, plus PNG curves.
     Report(o2o_experiments::report::ReportArgs),
+    /// Progress reward models from demonstrations: record demos, train, evaluate, adapt.
+    Reward(commands::reward::RewardArgs),
     /// Open a run's Rerun recording in the viewer (or print how to serve it to a remote browser).
     View(commands::view::ViewArgs),
 }
@@ -74,6 +76,7 @@ fn main() {
         Command::Dataset(args) => commands::dataset::run(args),
         Command::Report(args) => o2o_experiments::report::run(args),
         Command::View(args) => commands::view::run(args),
+        Command::Reward(args) => commands::reward::run(args),
     };
     if let Err(err) = result {
         // A closed pipe (`o2o ... | head`) is not an error worth reporting.

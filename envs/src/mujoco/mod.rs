@@ -12,6 +12,8 @@
 //! `Send` and a vector env can move it into a worker thread.
 
 mod ant;
+pub mod fetch;
+pub mod fetch_script;
 mod half_cheetah;
 mod hopper;
 mod inverted_pendulum;
@@ -20,6 +22,8 @@ mod scene;
 mod walker2d;
 
 pub use ant::Ant;
+pub use fetch::{FetchEnv, FetchTask, GoalLayout};
+pub use fetch_script::{FetchScript, Stage};
 pub use half_cheetah::HalfCheetah;
 pub use hopper::Hopper;
 pub use inverted_pendulum::InvertedPendulum;

@@ -44,6 +44,9 @@ pub struct RunConfig {
     /// [`o2o_agents::sera::SeraConfig`] for every field).
     #[serde(default)]
     pub sera: SeraConfig,
+    /// Dopamine-style shaping of online rewards with a progress model (off when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shaping: Option<ShapingConfig>,
     /// Where this run starts from, for fine-tuning runs.
     #[serde(default)]
     pub parent: Option<ParentConfig>,
@@ -236,6 +239,45 @@ impl Default for CheckpointConfig {
     fn default() -> Self {
         Self { every: 10_000, keep: 2 }
     }
+}
+
+/// `[shaping]`: online transitions get r' = r_gold + γΦ(s') − Φ(s) (`mode = "pbrs"`, Φ := 0
+/// after a true termination, kept at truncation, γ = the agent's `gamma`) or the naive
+/// r_gold + Φ(s') − Φ(s) (`mode = "naive"`, for comparison), as they are stored; Φ is a
+/// progress model from `o2o reward train`. Offline data and evaluation are not shaped. Use it
+/// with `[dataset] reward = "none"`: a reward shift applied after shaping would break the
+/// invariance.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ShapingConfig {
+    /// Shape at all (`false`: the section is kept but rewards are the env's, the sparse
+    /// baseline of a comparison).
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// The progress-model file.
+    pub model: PathBuf,
+    /// `pbrs` or `naive`.
+    #[serde(default = "default_shaping_mode")]
+    pub mode: o2o_reward_models::ShapingMode,
+    /// r_gold: `env` (the env's reward) or `success` (1 when Φ(s') ≥ 1 − δ).
+    #[serde(default = "default_gold")]
+    pub gold: o2o_reward_models::GoldReward,
+    /// Which estimate is Φ (`incremental`, `forward`, `backward`, `mean`, `weighted`); default:
+    /// the model's own.
+    #[serde(default)]
+    pub fusion: Option<o2o_reward_models::Fusion>,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+fn default_shaping_mode() -> o2o_reward_models::ShapingMode {
+    o2o_reward_models::ShapingMode::Pbrs
+}
+
+fn default_gold() -> o2o_reward_models::GoldReward {
+    o2o_reward_models::GoldReward::Env
 }
 
 /// The run a fine-tuning run starts from.

@@ -24,4 +24,5 @@ pub mod presets;
 pub mod progress;
 pub mod rundir;
 pub mod runner;
+pub mod shaping;
 pub mod stages;

@@ -57,6 +57,8 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("famo2o-iql-antmaze-umaze", include_str!("../../presets/famo2o-iql-antmaze-umaze.toml")),
     ("famo2o-iql-antmaze-umaze-diverse", include_str!("../../presets/famo2o-iql-antmaze-umaze-diverse.toml")),
     ("famo2o-iql-hopper-small", include_str!("../../presets/famo2o-iql-hopper-small.toml")),
+    ("rlpd-fetch-push-dopamine", include_str!("../../presets/rlpd-fetch-push-dopamine.toml")),
+    ("calql-fetch-push-dopamine", include_str!("../../presets/calql-fetch-push-dopamine.toml")),
 ];
 
 /// Preset names, in the order above.

@@ -17,6 +17,7 @@ use super::eval::{self, EvalResult};
 use super::learner::{self, ReplaySink, RewardTransform, Source};
 use super::phases::{self, PhaseKind};
 use super::progress::{Progress, ProgressOptions};
+use super::shaping::{self, ShapedEpisode, ShapingSink};
 use super::rundir::{self, DatasetInfo, Manifest, DATASET, MANIFEST, METRICS, SUMMARY};
 use super::{fault, interrupt};
 use crate::logging::{JsonlSink, Logger, MetricSink};
@@ -27,6 +28,7 @@ use o2o_datasets::mc_returns::McConfig;
 use o2o_datasets::d4rl::D4rlDataset;
 use o2o_datasets::{MixedSampler, ReplayBuffer};
 use o2o_envs::Env;
+use o2o_reward_models::Shaper;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -197,6 +199,8 @@ pub struct Prepared<'a> {
     sera: Option<Sera>,
     replay: Option<ReplayBuffer>,
     recorder: Option<Recorder>,
+    /// The `[shaping]` reward of online transitions.
+    shaper: Option<Shaper>,
     state: RunnerState,
     on_eval: Option<&'a mut OnEval<'a>>,
     on_checkpoint: Option<&'a mut OnCheckpoint<'a>>,
@@ -290,6 +294,10 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
         None
     };
     let sera = if config.sera.enabled { Some(sera_for(config, &*agent, offline.as_ref(), obs_dim, act_dim, device)?) } else { None };
+    let shaper = match &config.shaping {
+        Some(s) if needs_env && s.enabled => Some(shaping::shaper(s, gamma as f64, obs_dim)?),
+        _ => None,
+    };
     let warnings = budget_warnings(config);
     Ok(Prepared {
         config: config.clone(),
@@ -304,6 +312,7 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
         sera,
         replay,
         recorder,
+        shaper,
         state,
         on_eval: hooks.on_eval,
         on_checkpoint: hooks.on_checkpoint,
@@ -384,7 +393,7 @@ impl Prepared<'_> {
     /// `extra_sinks`. Stops early with [`Interrupted`](super::interrupt::Interrupted) (a checkpoint written) when a stop was
     /// requested ([`super::interrupt`]).
     pub fn run(self, dir: &Path, extra_sinks: Vec<Box<dyn MetricSink>>, progress: ProgressOptions) -> Result<Summary> {
-        let Prepared { config, device, start, mut eval_env, registry_env, mut actor, offline, reward, mut agent, sera, mut replay, mut recorder, mut state, mut on_eval, mut on_checkpoint, warnings } = self;
+        let Prepared { config, device, start, mut eval_env, registry_env, mut actor, offline, reward, mut agent, sera, mut replay, mut recorder, mut shaper, mut state, mut on_eval, mut on_checkpoint, warnings } = self;
         let config = &config;
         let t0 = Instant::now();
         let plan = phases::plan(&config.train);
@@ -404,6 +413,7 @@ impl Prepared<'_> {
         let mut logger = Logger::new(sinks);
         let progress = Progress::new(total, state.step, progress);
         let mut last_episode_return = None;
+        let mut shaped_episode = ShapedEpisode::default();
         let mut hooks = EvalHooks { on_eval: on_eval.take(), notes };
 
         // The offline→online switch: the first env step after offline training (step 0 for a run
@@ -442,6 +452,11 @@ impl Prepared<'_> {
                     let (actor, replay) = (actor.as_mut().expect("env phases have an actor"), replay.as_mut().expect("and a replay buffer"));
                     let mut replay_sink = ReplaySink { replay, reward };
                     let mut sink: &mut dyn TransitionSink = &mut replay_sink;
+                    let mut shaped;
+                    if let Some(shaper) = shaper.as_mut() {
+                        shaped = ShapingSink { inner: sink, shaper, episode: &mut shaped_episode };
+                        sink = &mut shaped;
+                    }
                     let mut tee;
                     if let Some(rec) = recorder.as_mut() {
                         tee = Tee { first: sink, second: rec };
@@ -460,6 +475,9 @@ impl Prepared<'_> {
                         let mut values = vec![("train/episode_return", ep.ret), ("train/episode_length", ep.length as f64)];
                         if let Some(s) = ep.success {
                             values.push(("train/episode_success", if s { 1.0 } else { 0.0 }));
+                        }
+                        if shaper.is_some() {
+                            values.extend(shaped_episode.take_metrics());
                         }
                         logger.log(state.grad_step, state.env_step, &values)?;
                         last_episode_return = Some(ep.ret);
