@@ -6,6 +6,7 @@ pub mod famo2o_cql;
 pub mod famo2o_iql;
 mod flat;
 pub mod iql;
+pub mod ppo;
 pub mod rlpd;
 pub mod sac;
 pub mod wsrl;

@@ -18,6 +18,7 @@ pub mod eval;
 pub mod fault;
 pub mod interrupt;
 pub mod learner;
+pub mod onpolicy;
 pub mod parent;
 pub mod phases;
 pub mod presets;

@@ -57,6 +57,9 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("famo2o-iql-antmaze-umaze", include_str!("../../presets/famo2o-iql-antmaze-umaze.toml")),
     ("famo2o-iql-antmaze-umaze-diverse", include_str!("../../presets/famo2o-iql-antmaze-umaze-diverse.toml")),
     ("famo2o-iql-hopper-small", include_str!("../../presets/famo2o-iql-hopper-small.toml")),
+    ("ppo-inverted-pendulum", include_str!("../../presets/ppo-inverted-pendulum.toml")),
+    ("ppo-hopper", include_str!("../../presets/ppo-hopper.toml")),
+    ("ppo-halfcheetah", include_str!("../../presets/ppo-halfcheetah.toml")),
 ];
 
 /// Preset names, in the order above.
