@@ -15,6 +15,7 @@ use crate::algos::famo2o_cql::{Famo2oCql, Famo2oCqlConfig};
 use crate::algos::famo2o_iql::{Famo2oIql, Famo2oIqlConfig};
 use crate::algos::{calql, calql::CalQlConfig, cql::Cql, cql::CqlConfig, iql::Iql, iql::IqlConfig, rlpd, rlpd::RlpdConfig, sac::Sac, sac::SacConfig, wsrl::Wsrl, wsrl::WsrlConfig};
 use crate::algos::ppo::{Ppo, PpoConfig};
+use crate::algos::unio4::Unio4Config;
 use crate::{Agent, AgentError};
 use serde::{Deserialize, Serialize};
 use tch::Device;
@@ -44,6 +45,9 @@ pub enum AgentConfig {
     Famo2oCql(Famo2oCqlConfig),
     /// PPO (online, on-policy: the runner collects rollouts from a vector env).
     Ppo(PpoConfig),
+    /// Uni-O4: its offline pipeline (run by the runner's `unio4` stages), then PPO online; the
+    /// agent built is the online PPO.
+    Unio4(Unio4Config),
 }
 
 impl AgentConfig {
@@ -59,6 +63,7 @@ impl AgentConfig {
             AgentConfig::Famo2oIql(_) => "famo2o-iql",
             AgentConfig::Famo2oCql(_) => "famo2o-cql",
             AgentConfig::Ppo(_) => "ppo",
+            AgentConfig::Unio4(_) => "unio4",
         }
     }
 
@@ -72,13 +77,14 @@ impl AgentConfig {
             AgentConfig::Famo2oIql(c) => c.validate(),
             AgentConfig::Famo2oCql(c) => c.validate(),
             AgentConfig::Ppo(c) => c.validate(),
+            AgentConfig::Unio4(c) => c.validate(),
         }
     }
 
     /// Whether the algorithm learns on-policy from rollouts of a vector env (PPO) rather than
     /// from a replay buffer.
     pub fn is_on_policy(&self) -> bool {
-        matches!(self, AgentConfig::Ppo(_))
+        matches!(self, AgentConfig::Ppo(_) | AgentConfig::Unio4(_))
     }
 
     /// Whether every training batch must carry `mc_return` (Monte-Carlo returns-to-go, in the
@@ -117,6 +123,7 @@ pub fn build(config: &AgentConfig, obs_dim: usize, act_dim: usize, device: Devic
         AgentConfig::Famo2oIql(c) => Box::new(Famo2oIql::new(c.clone(), o, a, device, seed)?),
         AgentConfig::Famo2oCql(c) => Box::new(Famo2oCql::new(c.clone(), o, a, device, seed)?),
         AgentConfig::Ppo(c) => Box::new(Ppo::new(c.clone(), o, a, device, seed)?),
+        AgentConfig::Unio4(c) => Box::new(Ppo::new(c.online_config(), o, a, device, seed)?.named("unio4")),
     })
 }
 
@@ -155,6 +162,7 @@ mod tests {
             AgentConfig::Famo2oCql(Famo2oCqlConfig::default()),
             AgentConfig::Famo2oCql(Famo2oCqlConfig { fixed_beta: Some(1.0), ..Famo2oCqlConfig::default() }),
             AgentConfig::Ppo(PpoConfig::default()),
+            AgentConfig::Unio4(Unio4Config::default()),
         ];
         for c in all {
             c.validate().unwrap();

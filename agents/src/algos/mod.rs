@@ -9,6 +9,7 @@ pub mod iql;
 pub mod ppo;
 pub mod rlpd;
 pub mod sac;
+pub mod unio4;
 pub mod wsrl;
 
 /// What every constructor checks and sets up first: sizes of at least 1 (the message names

@@ -176,6 +176,9 @@ pub struct Ppo {
     rng: AgentRng,
     /// Rollouts learned from.
     step: i64,
+    /// The name it reports and writes into checkpoints (`ppo`, or `unio4` for Uni-O4's online
+    /// phase).
+    name: &'static str,
 }
 
 /// `L_clip = E[ max(−Â ρ, −Â clip(ρ, 1 − ε, 1 + ε)) ]` (the negated clipped surrogate, so it is
@@ -219,7 +222,13 @@ impl Ppo {
             critic,
             critic_params,
         };
-        Ok(Self { cfg, m, act_dim, device, rng, step: 0 })
+        Ok(Self { cfg, m, act_dim, device, rng, step: 0, name: "ppo" })
+    }
+
+    /// The same agent reporting (and checkpointing as) `name`.
+    pub fn named(mut self, name: &'static str) -> Self {
+        self.name = name;
+        self
     }
 
     /// The configuration.
@@ -244,7 +253,7 @@ impl Ppo {
         let live = self.named_tensors();
         let m = &mut self.m;
         let mut opts: [(&str, &mut Adam); 2] = [("actor_opt", &mut m.actor_opt), ("critic_opt", &mut m.critic_opt)];
-        if let Some(meta) = load_agent(path, "ppo", &live, &mut opts, parts)? {
+        if let Some(meta) = load_agent(path, self.name, &live, &mut opts, parts)? {
             self.step = meta.step;
             self.rng = meta.rng;
         }
@@ -392,7 +401,7 @@ impl OnPolicy for Ppo {
 
 impl Agent for Ppo {
     fn name(&self) -> &'static str {
-        "ppo"
+        self.name
     }
 
     /// The policy's mean (deterministic) or a sample, clipped to `[-1, 1]`, on raw observations
@@ -420,7 +429,7 @@ impl Agent for Ppo {
 
     fn save(&self, path: &Path) -> Result<(), AgentError> {
         let m = &self.m;
-        save_agent(path, "ppo", &self.named_tensors(), &[("actor_opt", &m.actor_opt), ("critic_opt", &m.critic_opt)], self.step, &self.rng)
+        save_agent(path, self.name, &self.named_tensors(), &[("actor_opt", &m.actor_opt), ("critic_opt", &m.critic_opt)], self.step, &self.rng)
     }
 
     fn load(&mut self, path: &Path) -> Result<(), AgentError> {

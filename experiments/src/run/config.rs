@@ -338,6 +338,9 @@ impl RunConfig {
         if t.record_dataset || self.sera.enabled {
             bail!("algo `{}` is on-policy: train.record_dataset and [sera] are not supported", self.algo);
         }
+        if self.algo == "unio4" && self.dataset.is_none() {
+            bail!("algo `unio4` trains offline on a dataset first: add a [dataset] section");
+        }
         let r = &self.rollout;
         if r.num_envs == 0 || r.steps == 0 || r.threads == 0 {
             bail!("section [rollout]: num_envs, steps and threads must be at least 1, found {}, {}, {}", r.num_envs, r.steps, r.threads);
@@ -348,7 +351,8 @@ impl RunConfig {
     /// The run has at least one step of some kind.
     fn check_has_steps(&self) -> Result<()> {
         let t = &self.train;
-        if t.offline_steps + t.random_steps + t.warmup_steps + t.online_steps == 0 {
+        // Uni-O4's offline stages count their own steps in [agent]: an offline-only run is one.
+        if t.offline_steps + t.random_steps + t.warmup_steps + t.online_steps == 0 && self.algo != "unio4" {
             bail!("the run has no steps: set train.offline_steps or train.online_steps");
         }
         Ok(())

@@ -26,3 +26,4 @@ pub mod progress;
 pub mod rundir;
 pub mod runner;
 pub mod stages;
+pub mod unio4;

@@ -27,7 +27,7 @@ use super::{fault, interrupt};
 use crate::logging::{JsonlSink, Logger, MetricSink};
 use super::progress::{Progress, ProgressOptions};
 use anyhow::{bail, Context, Result};
-use o2o_agents::{Agent, OnPolicy, Phase};
+use o2o_agents::{Agent, AgentConfig, OnPolicy, Phase};
 use o2o_datasets::RolloutBuffer;
 use o2o_envs::env::{BoxSpace, EnvSpec, Step};
 use o2o_envs::{Env, EnvError, VecEnv};
@@ -140,7 +140,8 @@ fn on_policy(agent: &mut dyn Agent) -> &mut dyn OnPolicy {
     agent.on_policy().expect("the on-policy loop runs on-policy agents only")
 }
 
-/// Per-dimension mean and std of `obs` rows of width `dim` (float64 sums).
+/// Per-dimension mean and std of `obs` rows of width `dim` (float64 sums; the std floored at
+/// 1e-3, as Uni-O4's offline stages standardize, so a constant dimension does not blow up).
 pub fn column_stats(obs: &[f32], dim: usize) -> (Vec<f32>, Vec<f32>) {
     let n = (obs.len() / dim.max(1)).max(1) as f64;
     let mut mean = vec![0.0f64; dim];
@@ -151,7 +152,7 @@ pub fn column_stats(obs: &[f32], dim: usize) -> (Vec<f32>, Vec<f32>) {
     for row in obs.chunks(dim) {
         row.iter().zip(var.iter_mut()).zip(&mean).for_each(|((x, v), m)| *v += (*x as f64 - m).powi(2) / n);
     }
-    (mean.iter().map(|m| *m as f32).collect(), var.iter().map(|v| v.sqrt() as f32).collect())
+    (mean.iter().map(|m| *m as f32).collect(), var.iter().map(|v| v.sqrt().max(1e-3) as f32).collect())
 }
 
 /// Run (or continue) an on-policy run to its end; see the module docs.
@@ -181,6 +182,16 @@ pub(super) fn run(p: Prepared<'_>, dir: &Path, extra_sinks: Vec<Box<dyn MetricSi
         on_policy(&mut *agent).use_dataset_stats(&mean, &std);
     }
 
+    // Uni-O4: its offline stages (cached in the run directory) and the hand-over first.
+    if let (Start::Fresh, Ok(AgentConfig::Unio4(c))) = (&start, config.agent_config()) {
+        let data = offline.as_ref().context("algo `unio4` needs a [dataset]")?;
+        agent.set_phase(Phase::Offline);
+        state.grad_step = super::unio4::offline(dir, &c, data, &config.env, &mut *eval_env, &mut *agent, config.eval.episodes, config.seed, device, &mut logger)?;
+        if config.eval.at_phase_end {
+            let r = evaluate(&mut *eval_env, &mut *agent, device, config, &mut state, &mut logger, &mut hooks)?;
+            state.phase_evals.push(PhaseEval { phase: "offline".into(), eval: r, env_step: 0, wall_s: t0.elapsed().as_secs_f64() });
+        }
+    }
     // The vector env of replayable envs, at the episodes the checkpoint left (or fresh ones).
     let n = rollout_envs.len();
     let saved = match &start {
@@ -357,6 +368,6 @@ mod tests {
     fn column_stats_of_two_rows() {
         let (m, s) = column_stats(&[1.0, 10.0, 3.0, 10.0], 2);
         assert_eq!(m, vec![2.0, 10.0]);
-        assert_eq!(s, vec![1.0, 0.0]);
+        assert_eq!(s, vec![1.0, 1e-3]);
     }
 }

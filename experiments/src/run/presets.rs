@@ -60,6 +60,7 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("ppo-inverted-pendulum", include_str!("../../presets/ppo-inverted-pendulum.toml")),
     ("ppo-hopper", include_str!("../../presets/ppo-hopper.toml")),
     ("ppo-halfcheetah", include_str!("../../presets/ppo-halfcheetah.toml")),
+    ("unio4-hopper-small", include_str!("../../presets/unio4-hopper-small.toml")),
 ];
 
 /// Preset names, in the order above.
