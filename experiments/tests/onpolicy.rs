@@ -94,3 +94,46 @@ fn sigkill_then_resume_of_an_on_policy_run_is_exact() {
         assert_eq!(x, y, "metrics.jsonl line {} differs", i + 1);
     }
 }
+
+/// Uni-O4 end to end on the shipped small hopper data (its medium-replay file, the smallest),
+/// every stage shortened: critic, dynamics, BC, BPPO with AM-Q gating, the hand-over, then PPO
+/// online; the diagnostics are in `metrics.jsonl` and the stages cached in the run directory.
+#[test]
+fn unio4_runs_offline_to_online_with_its_diagnostics() {
+    let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../data/hopper-small/hopper-medium-replay-v2.hdf5");
+    let sets = [
+        format!("dataset.path={:?}", data.display().to_string()),
+        "agent.critic.steps=200".into(),
+        "agent.policy.bc_steps=200".into(),
+        "agent.policy.bppo_steps=200".into(),
+        "agent.save_every=100".into(),
+        "agent.log_every=100".into(),
+        "agent.dynamics.max_epochs=2".into(),
+        "agent.ope.horizon=20".into(),
+        "agent.ope.start_states=128".into(),
+        "train.online_steps=2048".into(),
+        "eval.episodes=1".into(),
+        "checkpoint.every=0".into(),
+    ];
+    let run = common::run_o2o("o2o-unio4-", &["train", "--preset", "unio4-hopper-small", "--seed", "0"], &sets);
+    let h: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(run.join("unio4/handover.json")).unwrap()).unwrap();
+    let candidates: Vec<u64> = h["candidates"].as_array().unwrap().iter().map(|c| c.as_u64().unwrap()).collect();
+    assert!(candidates.len() >= 3 && candidates.contains(&h["chosen"].as_u64().unwrap()), "{h}");
+    for stage in ["critic.ot", "dynamics.ot", "bc.ot", "bppo.ot", "bppo.json"] {
+        assert!(run.join("unio4").join(stage).is_file(), "stage file {stage} missing");
+    }
+    for e in 0..4 {
+        // The initial (BC) score and two gated evaluations per member.
+        assert_eq!(common::metric(&run, &format!("unio4/ope/score/{e}")).len(), 3, "member {e}");
+        assert_eq!(common::metric(&run, &format!("unio4/ope/accepted/{e}")).len(), 2);
+        assert_eq!(common::metric(&run, &format!("unio4/handover/real_return/{e}")).len(), 1);
+    }
+    let holdout = common::metric(&run, "unio4/dynamics/holdout/0");
+    assert!(holdout.len() == 2 && holdout.iter().all(|l| l.is_finite() && *l > 0.0), "{holdout:?}");
+    assert!(common::metric(&run, "unio4/ope/disagreement").iter().all(|d| *d > 0.0), "independently initialized members disagree");
+    // The offline evaluation is the chosen member's, and the online phase ran after it.
+    let evals = common::metric(&run, "eval/return");
+    let chosen = h["chosen"].as_u64().unwrap() as usize;
+    assert_eq!(evals[0], h["real_return"][chosen].as_f64().unwrap(), "the run continues from the chosen member");
+    assert!(evals.len() >= 2 && !common::metric(&run, "train/policy_loss").is_empty());
+}
