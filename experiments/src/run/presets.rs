@@ -59,6 +59,19 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("famo2o-iql-hopper-small", include_str!("../../presets/famo2o-iql-hopper-small.toml")),
     ("rlpd-fetch-push-dopamine", include_str!("../../presets/rlpd-fetch-push-dopamine.toml")),
     ("calql-fetch-push-dopamine", include_str!("../../presets/calql-fetch-push-dopamine.toml")),
+    ("ppo-inverted-pendulum", include_str!("../../presets/ppo-inverted-pendulum.toml")),
+    ("ppo-hopper", include_str!("../../presets/ppo-hopper.toml")),
+    ("ppo-halfcheetah", include_str!("../../presets/ppo-halfcheetah.toml")),
+    ("unio4-hopper-small", include_str!("../../presets/unio4-hopper-small.toml")),
+    ("unio4-hopper-medium", include_str!("../../presets/unio4-hopper-medium.toml")),
+    ("unio4-hopper-medium-replay", include_str!("../../presets/unio4-hopper-medium-replay.toml")),
+    ("unio4-hopper-medium-expert", include_str!("../../presets/unio4-hopper-medium-expert.toml")),
+    ("unio4-halfcheetah-medium", include_str!("../../presets/unio4-halfcheetah-medium.toml")),
+    ("unio4-halfcheetah-medium-replay", include_str!("../../presets/unio4-halfcheetah-medium-replay.toml")),
+    ("unio4-halfcheetah-medium-expert", include_str!("../../presets/unio4-halfcheetah-medium-expert.toml")),
+    ("unio4-walker2d-medium", include_str!("../../presets/unio4-walker2d-medium.toml")),
+    ("unio4-walker2d-medium-replay", include_str!("../../presets/unio4-walker2d-medium-replay.toml")),
+    ("unio4-walker2d-medium-expert", include_str!("../../presets/unio4-walker2d-medium-expert.toml")),
 ];
 
 /// Preset names, in the order above.
