@@ -16,6 +16,10 @@ pub trait Clock: Send + Sync {
     fn sleep_until(&self, t: Duration);
     /// Whether time passes by itself (false for a [`FakeClock`]).
     fn is_real(&self) -> bool;
+    /// Block for `d` (a fake clock jumps by `d`: how a simulated driver's latency takes time).
+    fn sleep_for(&self, d: Duration) {
+        self.sleep_until(self.now() + d)
+    }
 }
 
 /// The machine's monotonic clock ([`Instant`]), shared by clones.

@@ -5,6 +5,9 @@
 //! - [`guard::Guarded`]: the safety layer that owns a driver and is the only maker of checked
 //!   commands (bounds, step and velocity limits, NaN rejection, watchdog, latched e-stop);
 //! - [`clock`]: the real monotonic clock and a fake one for tests;
+//! - [`env::RobotEnv`]: an [`o2o_envs::Env`] over any guarded driver at a fixed control rate,
+//!   with loop timing, operator interventions and labels ([`intervention`]), a reaching task
+//!   ([`task`]) and a D4RL-format recording of every transition ([`recording`]);
 //! - [`SafetyEnvelope`]: the older action/observation envelope around any [`o2o_envs::Env`].
 //!
 //! Design choice: the safety layer cannot be bypassed because of a type, not a convention.
@@ -18,11 +21,19 @@
 
 pub mod clock;
 pub mod driver;
+pub mod env;
 pub mod guard;
+pub mod intervention;
+pub mod recording;
 pub mod safety;
+pub mod task;
 pub mod testing;
 
 pub use clock::{Clock, FakeClock, RealClock};
 pub use driver::{Capabilities, CheckedCommand, ControlMode, DriverError, Fault, Robot, RobotState};
+pub use env::{LoopConfig, LoopStats, RobotEnv, RobotEnvError};
 pub use guard::{EnvelopeConfig, GuardError, Guarded, Latch, SafetyCounters, Sent};
+pub use intervention::{Operator, ResetDecision, ScriptedOperator, Unattended};
+pub use recording::Recording;
 pub use safety::{SafetyEnvelope, SafetyError, SafetyLimits};
+pub use task::ReachTask;
