@@ -395,10 +395,7 @@ impl<R: Robot + 'static> Env for RobotEnv<R> {
         self.clock.sleep_until(self.next_tick);
 
         // 5. Read the arm (one retry on a dropped read), reward, labels.
-        let read = match self.guard().read_state() {
-            Err(GuardError::Driver(crate::driver::DriverError::Dropped { .. })) => self.guard().read_state(),
-            r => r,
-        };
+        let read = self.guard().read_state_retry(2);
         let state = match read {
             Ok(s) => s,
             Err(GuardError::Latched(latch)) => return Ok(self.finish_stopped(&latch, info, &obs, &executed_env, intervened)),

@@ -318,6 +318,19 @@ impl<R: Robot> Guarded<R> {
         Ok(state)
     }
 
+    /// [`Guarded::read_state`], read again (up to `attempts` times in all) while the driver
+    /// reports the reading dropped.
+    pub fn read_state_retry(&mut self, attempts: u32) -> Result<RobotState, GuardError> {
+        let mut last = self.read_state();
+        for _ in 1..attempts {
+            match last {
+                Err(GuardError::Driver(DriverError::Dropped { .. })) => last = self.read_state(),
+                _ => break,
+            }
+        }
+        last
+    }
+
     /// Offer one command (joint targets, or an end-effector delta, per the envelope's mode).
     /// See the module docs for what is checked; the outcome says what reached the driver.
     pub fn command(&mut self, command: &[f64]) -> Result<Sent, GuardError> {
@@ -425,7 +438,14 @@ impl<R: Robot> Guarded<R> {
         if let Some(fault) = self.driver.fault() {
             return Err(GuardError::Latched(Latch::DriverFault { message: fault.message }));
         }
-        let state = self.driver.read_state()?;
+        let mut state = self.driver.read_state();
+        for _ in 1..3 {
+            match state {
+                Err(DriverError::Dropped { .. }) => state = self.driver.read_state(),
+                _ => break,
+            }
+        }
+        let state = state?;
         self.check_inside(&state)?;
         self.state = Some(state);
         self.latch = None;
@@ -441,7 +461,7 @@ impl<R: Robot> Guarded<R> {
         }
         self.motion = Motion::Idle;
         self.driver.home().map_err(|e| self.on_driver_error(e, false))?;
-        self.read_state()
+        self.read_state_retry(3)
     }
 
     /// Length of a command in the envelope's mode.
