@@ -35,6 +35,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+/// Attempts of one `reset` when the link drops or the arm faults during it.
+pub const RESET_ATTEMPTS: u32 = 3;
+
 /// The `[loop]` table of a robot config.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -103,6 +106,22 @@ impl LoopStats {
     }
 }
 
+/// What an env did, handed to its report sink when it is dropped.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct EnvReport {
+    /// The env's id.
+    pub id: String,
+    /// Safety counters.
+    pub safety: SafetyCounters,
+    /// Loop timing.
+    pub timing: LoopStats,
+    /// The latch in effect at the end, if any.
+    pub latch: Option<String>,
+}
+
+/// Where dropped envs leave their [`EnvReport`]s.
+pub type ReportSink = Arc<Mutex<Vec<EnvReport>>>;
+
 /// A watchdog thread polling the guard four times a period (real clocks only).
 struct WatchdogThread {
     stop: Arc<AtomicBool>,
@@ -133,7 +152,8 @@ pub struct RobotEnv<R: Robot + 'static> {
     goal: Vec<f64>,
     operator: Box<dyn Operator>,
     rng: ChaCha8Rng,
-    recording: Option<Recording>,
+    recording: Option<Arc<Mutex<Recording>>>,
+    reports: Option<ReportSink>,
     next_tick: Duration,
     last_command_at: Option<Duration>,
     missed_in_a_row: u32,
@@ -186,6 +206,7 @@ impl<R: Robot + 'static> RobotEnv<R> {
             operator,
             rng: ChaCha8Rng::seed_from_u64(0),
             recording: None,
+            reports: None,
             next_tick: Duration::ZERO,
             last_command_at: None,
             missed_in_a_row: 0,
@@ -197,15 +218,23 @@ impl<R: Robot + 'static> RobotEnv<R> {
         })
     }
 
-    /// Record every transition into `recording` (see [`Recording`]).
-    pub fn with_recording(mut self, recording: Recording) -> Self {
+    /// Record every transition into `recording` (see [`Recording`]); several envs on one
+    /// robot (acting and evaluating) may share one.
+    pub fn with_recording(mut self, recording: Arc<Mutex<Recording>>) -> Self {
         self.recording = Some(recording);
         self
     }
 
-    /// The recording, when attached.
-    pub fn recording(&self) -> Option<&Recording> {
-        self.recording.as_ref()
+    /// Leave this env's [`EnvReport`] in `sink` when it is dropped.
+    pub fn with_report_sink(mut self, sink: ReportSink) -> Self {
+        self.reports = Some(sink);
+        self
+    }
+
+    /// What the env did so far.
+    pub fn report(&self) -> EnvReport {
+        let g = self.guard();
+        EnvReport { id: self.spec.id.clone(), safety: g.counters().clone(), timing: self.stats.clone(), latch: g.latch().map(|l| l.to_string()) }
     }
 
     /// The safety layer (locked): counters, latch, the driver read-only, operator actions.
@@ -288,30 +317,22 @@ impl<R: Robot + 'static> Env for RobotEnv<R> {
         &self.action_space
     }
 
-    /// Ask the operator (who alone can clear a latch), home the arm, draw a goal.
+    /// Ask the operator (who alone can clear a latch), home the arm, draw a goal. A lost link
+    /// or a fault during the reset is tried again (asking the operator again) up to
+    /// [`RESET_ATTEMPTS`] times; the operator's abort is final.
     fn reset(&mut self, seed: Option<u64>) -> Result<Vec<f32>, EnvError> {
-        let id = self.spec.id.clone();
         if let Some(seed) = seed {
             self.rng = ChaCha8Rng::seed_from_u64(seed);
         }
-        let episode = self.stats.episodes;
-        let latch = self.guard().latch().cloned();
-        match self.operator.confirm_reset(episode, latch.as_ref()) {
-            ResetDecision::Go if latch.is_some() => return Err(env_err(&id, format!("safety latch set ({}); the operator went on without clearing it", latch.unwrap_or(Latch::EStop { reason: String::new() })))),
-            ResetDecision::Go => {}
-            ResetDecision::ClearLatch => self.guard().clear_latch().map_err(|e| env_err(&id, e))?,
-            ResetDecision::Abort(why) => return Err(env_err(&id, format!("the operator stopped the run: {why}"))),
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.try_reset() {
+                Ok(obs) => return Ok(obs),
+                Err((e, retry)) if !retry || attempt >= RESET_ATTEMPTS => return Err(e),
+                Err(_) => {}
+            }
         }
-        let state = self.guard().home().map_err(|e| env_err(&id, e))?;
-        self.goal = self.task.sample_goal(&mut self.rng);
-        self.stats.episodes += 1;
-        self.episode_steps = 0;
-        self.missed_in_a_row = 0;
-        self.next_tick = self.clock.now();
-        self.last_command_at = None;
-        let obs = self.obs_of(&state);
-        self.obs = Some(obs.clone());
-        Ok(obs)
     }
 
     fn step(&mut self, action: &[f32]) -> Result<Step, EnvError> {
@@ -434,6 +455,36 @@ impl<R: Robot + 'static> Env for RobotEnv<R> {
 }
 
 impl<R: Robot + 'static> RobotEnv<R> {
+    /// One reset attempt; the error says whether another attempt may succeed.
+    fn try_reset(&mut self) -> Result<Vec<f32>, (EnvError, bool)> {
+        let id = self.spec.id.clone();
+        let episode = self.stats.episodes;
+        let latch = self.guard().latch().cloned();
+        match self.operator.confirm_reset(episode, latch.as_ref()) {
+            ResetDecision::Go if latch.is_some() => {
+                let l = latch.map(|l| l.to_string()).unwrap_or_default();
+                return Err((env_err(&id, format!("safety latch set ({l}); the operator went on without clearing it")), false));
+            }
+            ResetDecision::Go => {}
+            ResetDecision::ClearLatch => {
+                let cleared = self.guard().clear_latch();
+                cleared.map_err(|e| (env_err(&id, e), true))?;
+            }
+            ResetDecision::Abort(why) => return Err((env_err(&id, format!("the operator stopped the run: {why}")), false)),
+        }
+        let homed = self.guard().home();
+        let state = homed.map_err(|e| (env_err(&id, e), true))?;
+        self.goal = self.task.sample_goal(&mut self.rng);
+        self.stats.episodes += 1;
+        self.episode_steps = 0;
+        self.missed_in_a_row = 0;
+        self.next_tick = self.clock.now();
+        self.last_command_at = None;
+        let obs = self.obs_of(&state);
+        self.obs = Some(obs.clone());
+        Ok(obs)
+    }
+
     /// End the episode with a safety stop (the latch is set), recording the transition.
     /// The arm is held where it was, so the next observation is the last one, `truncated`
     /// (not a task end: learners still bootstrap), info `safety/latched = 1`.
@@ -450,8 +501,8 @@ impl<R: Robot + 'static> RobotEnv<R> {
     }
 
     fn record(&mut self, obs: &[f32], action: &[f32], step: &Step, intervention: bool, label: Option<bool>) {
-        if let Some(rec) = self.recording.as_mut() {
-            rec.push(&StepRecord { obs, action, step, intervention, label });
+        if let Some(rec) = &self.recording {
+            rec.lock().unwrap_or_else(|p| p.into_inner()).push(&StepRecord { obs, action, step, intervention, label });
         }
     }
 }
@@ -460,8 +511,12 @@ impl<R: Robot + 'static> Drop for RobotEnv<R> {
     /// The arm stops when the env goes away (end of run, error, panic unwinding).
     fn drop(&mut self) {
         let _ = self.guard().stop();
-        if let Some(rec) = self.recording.as_mut() {
-            if let Err(e) = rec.flush() {
+        if let Some(sink) = &self.reports {
+            let report = self.report();
+            sink.lock().unwrap_or_else(|p| p.into_inner()).push(report);
+        }
+        if let Some(rec) = &self.recording {
+            if let Err(e) = rec.lock().unwrap_or_else(|p| p.into_inner()).flush() {
                 eprintln!("warning: {}: could not write the robot recording: {e}", self.spec.id);
             }
         }

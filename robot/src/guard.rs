@@ -335,8 +335,47 @@ impl<R: Robot> Guarded<R> {
     /// See the module docs for what is checked; the outcome says what reached the driver.
     pub fn command(&mut self, command: &[f64]) -> Result<Sent, GuardError> {
         self.counters.commands += 1;
+        let (mut out, checked) = match self.screen(command) {
+            Err(GuardError::Latched(latch)) => {
+                self.counters.refused_latched += 1;
+                return Err(GuardError::Latched(latch));
+            }
+            r => r?,
+        };
+        let Some(checked) = checked else {
+            self.counters.rejected_nonfinite += 1;
+            return Ok(out);
+        };
+        match self.driver.send(&checked) {
+            Ok(()) => {
+                self.counters.sent += 1;
+                if out.clipped > 0 {
+                    self.counters.clipped_commands += 1;
+                    self.counters.clipped_dims += u64::from(out.clipped);
+                }
+                self.last_fresh = Some(self.clock.now());
+                self.motion = Motion::Moving;
+                Ok(out)
+            }
+            Err(DriverError::Dropped { .. }) => {
+                self.counters.dropped_commands += 1;
+                (out.sent, out.dropped) = (None, true);
+                Ok(out)
+            }
+            Err(e) => Err(self.on_driver_error(e, false)),
+        }
+    }
+
+    /// What [`Guarded::command`] would send for `command`, without sending it or counting it
+    /// (`o2o robot check` dry-runs the envelope with this).
+    pub fn preview(&mut self, command: &[f64]) -> Result<Sent, GuardError> {
+        self.screen(command).map(|(sent, _)| sent)
+    }
+
+    /// The checks of a command, in order: latch, length, finiteness, bounds and step window
+    /// around a fresh measurement. The checked command is `None` when rejected.
+    fn screen(&mut self, command: &[f64]) -> Result<(Sent, Option<CheckedCommand>), GuardError> {
         if let Some(latch) = &self.latch {
-            self.counters.refused_latched += 1;
             return Err(GuardError::Latched(latch.clone()));
         }
         let expected = self.command_dim();
@@ -345,32 +384,14 @@ impl<R: Robot> Guarded<R> {
         }
         let mut out = Sent { requested: command.to_vec(), sent: None, clipped: 0, rejected: false, dropped: false };
         if command.iter().any(|v| !v.is_finite()) {
-            self.counters.rejected_nonfinite += 1;
             out.rejected = true;
-            return Ok(out);
+            return Ok((out, None));
         }
         let measured = self.fresh_reference()?;
         let (checked, clipped) = self.checked(command, &measured);
-        match self.driver.send(&checked) {
-            Ok(()) => {
-                self.counters.sent += 1;
-                if clipped > 0 {
-                    self.counters.clipped_commands += 1;
-                    self.counters.clipped_dims += u64::from(clipped);
-                }
-                self.last_fresh = Some(self.clock.now());
-                self.motion = Motion::Moving;
-                out.clipped = clipped;
-                out.sent = Some(checked.values().to_vec());
-                Ok(out)
-            }
-            Err(DriverError::Dropped { .. }) => {
-                self.counters.dropped_commands += 1;
-                out.dropped = true;
-                Ok(out)
-            }
-            Err(e) => Err(self.on_driver_error(e, false)),
-        }
+        out.clipped = clipped;
+        out.sent = Some(checked.values().to_vec());
+        Ok((out, Some(checked)))
     }
 
     /// The watchdog: stop the arm when it is moving and no fresh command arrived within

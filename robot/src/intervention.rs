@@ -57,7 +57,7 @@ impl Operator for Unattended {
 /// steps with a fixed action, labels success on the listed steps, presses the e-stop on the
 /// listed steps, and clears latches at resets when `clears_latches` (as a person who checked the
 /// arm would), at most `max_clears` times.
-#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ScriptedOperator {
     /// `[first, last]` global step ranges (inclusive) in which the operator takes over.
@@ -105,6 +105,52 @@ impl Operator for ScriptedOperator {
                 ResetDecision::ClearLatch
             }
             Some(l) => ResetDecision::Abort(format!("safety latch set ({l}); the scripted operator clears at most {} latches", self.max_clears)),
+        }
+    }
+}
+
+/// A scripted teleoperator: takes over at every step and moves the arm toward the goal with
+/// a proportional controller, a = clip(gain · (g − p), ±max_action), where the goal g is the
+/// observation's tail and p the end effector (3-D goals, end-effector mode) or the first
+/// joints (joint goals, joint mode). It stands in for a person with a spacemouse when
+/// recording demonstrations on the sim (`o2o robot record`), and assumes drivers that add no
+/// extra observation (the sim adds none).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Reacher {
+    /// Proportional gain.
+    pub gain: f32,
+    /// Largest action per dimension (env units).
+    pub max_action: f32,
+    /// Goal dimensions (3 for an end-effector goal).
+    pub goal_dim: usize,
+}
+
+impl Default for Reacher {
+    fn default() -> Self {
+        Self { gain: 2.0, max_action: 0.03, goal_dim: 3 }
+    }
+}
+
+impl Operator for Reacher {
+    fn intervene(&mut self, _step: u64, obs: &[f32], proposed: &[f32]) -> Option<Vec<f32>> {
+        let g = self.goal_dim;
+        if obs.len() < 2 * g {
+            return None;
+        }
+        let goal = &obs[obs.len() - g..];
+        let pos = if proposed.len() == g && g == 3 { &obs[obs.len() - 2 * g..obs.len() - g] } else { &obs[..g] };
+        let mut a = vec![0.0; proposed.len()];
+        for i in 0..g.min(a.len()) {
+            a[i] = (self.gain * (goal[i] - pos[i])).clamp(-self.max_action, self.max_action);
+        }
+        Some(a)
+    }
+
+    fn confirm_reset(&mut self, _: u64, latch: Option<&Latch>) -> ResetDecision {
+        match latch {
+            None => ResetDecision::Go,
+            Some(l) => ResetDecision::Abort(format!("safety latch set ({l}) while recording; check the arm and start again")),
         }
     }
 }

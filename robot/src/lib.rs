@@ -20,6 +20,7 @@
 #![deny(missing_docs)]
 
 pub mod clock;
+pub mod config;
 pub mod driver;
 pub mod env;
 pub mod guard;
@@ -32,9 +33,10 @@ pub mod testing;
 
 pub use clock::{Clock, FakeClock, RealClock};
 pub use driver::{Capabilities, CheckedCommand, ControlMode, DriverError, Fault, Robot, RobotState};
-pub use env::{LoopConfig, LoopStats, RobotEnv, RobotEnvError};
+pub use env::{EnvReport, LoopConfig, LoopStats, ReportSink, RobotEnv, RobotEnvError};
 pub use guard::{EnvelopeConfig, GuardError, Guarded, Latch, SafetyCounters, Sent};
-pub use intervention::{Operator, ResetDecision, ScriptedOperator, Unattended};
+pub use config::{ConfigError, RobotConfig};
+pub use intervention::{Operator, Reacher, ResetDecision, ScriptedOperator, Unattended};
 pub use recording::Recording;
 pub use safety::{SafetyEnvelope, SafetyError, SafetyLimits};
 pub use task::ReachTask;

@@ -36,7 +36,7 @@ pub struct StepRecord<'a> {
 
 /// A dataset being recorded, with its intervention-only twin.
 pub struct Recording {
-    path: PathBuf,
+    path: Option<PathBuf>,
     all: D4rlDataset,
     interventions: D4rlDataset,
 }
@@ -45,6 +45,40 @@ pub struct Recording {
 pub fn interventions_path(path: &Path) -> PathBuf {
     let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "robot".into());
     path.with_file_name(format!("{stem}.interventions.hdf5"))
+}
+
+/// Rows of `src` appended to `dst` (same shapes and info keys).
+fn append(dst: &mut D4rlDataset, src: &D4rlDataset) {
+    dst.observations.extend_from_slice(&src.observations);
+    dst.actions.extend_from_slice(&src.actions);
+    dst.rewards.extend_from_slice(&src.rewards);
+    dst.terminals.extend_from_slice(&src.terminals);
+    dst.timeouts.get_or_insert_with(Vec::new).extend(src.timeouts.iter().flatten());
+    dst.next_observations.get_or_insert_with(Vec::new).extend(src.next_observations.iter().flatten());
+    for k in INFO_KEYS {
+        if let (Some(d), Some(s)) = (dst.infos.get_mut(k), src.infos.get(k)) {
+            d.data.extend_from_slice(&s.data);
+            d.shape = vec![d.data.len()];
+        }
+    }
+}
+
+/// The recording at `p`: read when the file exists (shapes checked), else empty.
+fn load(p: &Path, obs_dim: usize, act_dim: usize) -> Result<D4rlDataset, o2o_datasets::DatasetError> {
+    if !p.is_file() {
+        return Ok(empty(p, obs_dim, act_dim));
+    }
+    let d = D4rlDataset::read(p)?;
+    if d.obs_dim != obs_dim || d.act_dim != act_dim || INFO_KEYS.iter().any(|k| !d.infos.contains_key(*k)) {
+        return Err(o2o_datasets::DatasetError::Invalid(format!(
+            "{}: cannot continue this robot recording: it has {} observation and {} action dims and infos {:?}; the robot has {obs_dim} and {act_dim} and needs {INFO_KEYS:?}",
+            p.display(),
+            d.obs_dim,
+            d.act_dim,
+            d.infos.keys().collect::<Vec<_>>()
+        )));
+    }
+    Ok(d)
 }
 
 fn empty(path: &Path, obs_dim: usize, act_dim: usize) -> D4rlDataset {
@@ -59,28 +93,35 @@ impl Recording {
     /// A new recording at `path` (continued when the file exists and has the same shapes, so a
     /// resumed run appends to its own log).
     pub fn open(path: &Path, obs_dim: usize, act_dim: usize) -> Result<Self, o2o_datasets::DatasetError> {
-        let load = |p: &Path| -> Result<D4rlDataset, o2o_datasets::DatasetError> {
-            if !p.is_file() {
-                return Ok(empty(p, obs_dim, act_dim));
-            }
-            let d = D4rlDataset::read(p)?;
-            if d.obs_dim != obs_dim || d.act_dim != act_dim || INFO_KEYS.iter().any(|k| !d.infos.contains_key(*k)) {
-                return Err(o2o_datasets::DatasetError::Invalid(format!(
-                    "{}: cannot continue this robot recording: it has {} observation and {} action dims and infos {:?}; the robot has {obs_dim} and {act_dim} and needs {INFO_KEYS:?}",
-                    p.display(),
-                    d.obs_dim,
-                    d.act_dim,
-                    d.infos.keys().collect::<Vec<_>>()
-                )));
-            }
-            Ok(d)
-        };
-        Ok(Self { path: path.to_path_buf(), all: load(path)?, interventions: load(&interventions_path(path))? })
+        Ok(Self { path: Some(path.to_path_buf()), all: load(path, obs_dim, act_dim)?, interventions: load(&interventions_path(path), obs_dim, act_dim)? })
     }
 
-    /// Where the whole run is written.
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// A recording kept in memory until [`Recording::adopt`] gives it a file (a run whose
+    /// directory does not exist yet when the robot connects).
+    pub fn in_memory(obs_dim: usize, act_dim: usize) -> Self {
+        let p = Path::new("robot.hdf5");
+        Self { path: None, all: empty(p, obs_dim, act_dim), interventions: empty(p, obs_dim, act_dim) }
+    }
+
+    /// Write to `path` from now on: rows already in that file come first (a resumed run), the
+    /// rows recorded so far after them; then both files are written. No-op when `path` is
+    /// already the file.
+    pub fn adopt(&mut self, path: &Path) -> Result<(), o2o_datasets::DatasetError> {
+        if self.path.as_deref() == Some(path) {
+            return Ok(());
+        }
+        let (o, a) = (self.all.obs_dim, self.all.act_dim);
+        let mut all = load(path, o, a)?;
+        let mut interventions = load(&interventions_path(path), o, a)?;
+        append(&mut all, &self.all);
+        append(&mut interventions, &self.interventions);
+        (self.all, self.interventions, self.path) = (all, interventions, Some(path.to_path_buf()));
+        self.flush()
+    }
+
+    /// Where the whole run is written (`None` while in memory).
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
     }
 
     /// Transitions recorded.
@@ -141,18 +182,19 @@ impl Recording {
         }
         if r.step.done() {
             if let Err(e) = self.flush() {
-                eprintln!("warning: could not write the robot recording {}: {e}", self.path.display());
+                eprintln!("warning: could not write the robot recording {}: {e}", self.path.as_deref().unwrap_or(Path::new("(in memory)")).display());
             }
         }
     }
 
-    /// Write both files (atomically), when they have rows.
+    /// Write both files (atomically), when they have rows and the recording has a file.
     pub fn flush(&mut self) -> Result<(), o2o_datasets::DatasetError> {
+        let Some(path) = &self.path else { return Ok(()) };
         if !self.all.rewards.is_empty() {
-            self.all.write(&self.path)?;
+            self.all.write(path)?;
         }
         if !self.interventions.rewards.is_empty() {
-            self.interventions.write(&interventions_path(&self.path))?;
+            self.interventions.write(&interventions_path(path))?;
         }
         Ok(())
     }

@@ -111,7 +111,7 @@ fn interventions_are_executed_flagged_and_recorded() {
     let op = ScriptedOperator { takeover: vec![[2, 4]], action: vec![0.0, 0.03, 0.0], success_at: vec![6], ..Default::default() };
     let e = env(&clock, ControlMode::EndEffectorDelta, Box::new(op));
     let (obs_dim, act_dim) = (e.observation_space().dim(), e.action_space().dim());
-    let mut e = e.with_recording(Recording::open(&path, obs_dim, act_dim).unwrap());
+    let mut e = e.with_recording(Arc::new(std::sync::Mutex::new(Recording::open(&path, obs_dim, act_dim).unwrap())));
     e.reset(Some(3)).unwrap();
     let mut flags = Vec::new();
     for k in 0..7 {
@@ -149,7 +149,7 @@ fn interventions_are_executed_flagged_and_recorded() {
     assert!(i.infos["infos/intervention"].data.iter().all(|v| *v == 1.0));
     // a second env continues the same recording
     let e = env(&clock, ControlMode::EndEffectorDelta, Box::new(Unattended));
-    let mut e = e.with_recording(Recording::open(&path, obs_dim, act_dim).unwrap());
+    let mut e = e.with_recording(Arc::new(std::sync::Mutex::new(Recording::open(&path, obs_dim, act_dim).unwrap())));
     e.reset(Some(4)).unwrap();
     e.step(&[0.0; 3]).unwrap();
     drop(e);

@@ -7,5 +7,6 @@ pub mod env;
 pub mod eval;
 pub mod experiment;
 pub mod export;
+pub mod robot;
 pub mod run;
 pub mod view;

@@ -57,6 +57,9 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("famo2o-iql-antmaze-umaze", include_str!("../../presets/famo2o-iql-antmaze-umaze.toml")),
     ("famo2o-iql-antmaze-umaze-diverse", include_str!("../../presets/famo2o-iql-antmaze-umaze-diverse.toml")),
     ("famo2o-iql-hopper-small", include_str!("../../presets/famo2o-iql-hopper-small.toml")),
+    ("sac-robot-sim", include_str!("../../presets/sac-robot-sim.toml")),
+    ("rlpd-robot-sim", include_str!("../../presets/rlpd-robot-sim.toml")),
+    ("wsrl-robot-sim", include_str!("../../presets/wsrl-robot-sim.toml")),
 ];
 
 /// Preset names, in the order above.
