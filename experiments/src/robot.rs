@@ -97,7 +97,6 @@ impl RobotSession {
     pub fn make_env(&self) -> Result<o2o_robot::RobotEnv<Box<dyn o2o_robot::Robot>>> {
         let k = self.made.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut config = self.config.clone();
-        #[allow(irrefutable_let_patterns)] // more driver kinds than `sim` come with hardware drivers
         if let o2o_robot::config::DriverConfig::Sim(sim) = &mut config.driver {
             sim.faults.seed = sim.faults.seed.wrapping_add(k);
         }

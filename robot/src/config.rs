@@ -49,6 +49,8 @@ pub enum ClockKind {
 pub enum DriverConfig {
     /// The MuJoCo arm ([`crate::sim`]).
     Sim(SimConfig),
+    /// A SERL robot server over HTTP ([`crate::serl`]: Franka with its impedance controller).
+    SerlHttp(crate::serl::SerlConfig),
 }
 
 impl DriverConfig {
@@ -56,6 +58,7 @@ impl DriverConfig {
     pub fn kind(&self) -> &'static str {
         match self {
             DriverConfig::Sim(_) => "sim",
+            DriverConfig::SerlHttp(_) => "serl-http",
         }
     }
 }
@@ -161,6 +164,7 @@ impl RobotConfig {
     pub fn make_driver(&self, clock: Arc<dyn Clock>) -> Result<Box<dyn Robot>, crate::driver::DriverError> {
         Ok(match &self.driver {
             DriverConfig::Sim(c) => Box::new(SimArm::new(c.clone(), clock)?),
+            DriverConfig::SerlHttp(c) => Box::new(crate::serl::SerlClient::new(c.clone(), clock)),
         })
     }
 
@@ -200,6 +204,21 @@ max_velocity = 0.5
 goal_low = [0.0, 0.3]
 goal_high = [0.2, 0.5]
 "#;
+
+    #[test]
+    fn every_example_config_parses() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs");
+        let mut n = 0;
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "toml") {
+                let c = RobotConfig::read(&p).unwrap_or_else(|e| panic!("{e}"));
+                c.task.check(7, true).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+                n += 1;
+            }
+        }
+        assert!(n >= 3, "{n} configs in {}", dir.display());
+    }
 
     #[test]
     fn a_config_parses_with_defaults_and_names_bad_keys() {

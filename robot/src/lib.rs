@@ -27,6 +27,7 @@ pub mod guard;
 pub mod intervention;
 pub mod recording;
 pub mod safety;
+pub mod serl;
 pub mod sim;
 pub mod task;
 pub mod testing;
