@@ -49,6 +49,8 @@ pub enum ClockKind {
 pub enum DriverConfig {
     /// The MuJoCo arm ([`crate::sim`]).
     Sim(SimConfig),
+    /// Feetech STS3215 servos on a serial bus ([`crate::feetech`]: SO-100/101).
+    Feetech(crate::feetech::FeetechConfig),
     /// A SERL robot server over HTTP ([`crate::serl`]: Franka with its impedance controller).
     SerlHttp(crate::serl::SerlConfig),
 }
@@ -58,6 +60,7 @@ impl DriverConfig {
     pub fn kind(&self) -> &'static str {
         match self {
             DriverConfig::Sim(_) => "sim",
+            DriverConfig::Feetech(_) => "feetech",
             DriverConfig::SerlHttp(_) => "serl-http",
         }
     }
@@ -146,6 +149,12 @@ impl RobotConfig {
             c.id = path.file_stem().map(|s| format!("robot-{}", s.to_string_lossy()));
         }
         c.control.period().map_err(invalid)?;
+        // A relative calibration file is next to the config.
+        if let (DriverConfig::Feetech(f), Some(dir)) = (&mut c.driver, path.parent()) {
+            if f.calibration.is_relative() {
+                f.calibration = dir.join(&f.calibration);
+            }
+        }
         if c.clock == ClockKind::Simulated && !matches!(c.driver, DriverConfig::Sim(_)) {
             return Err(invalid(format!("clock: `simulated` runs only the sim driver, found driver kind `{}`; use clock = \"real\"", c.driver.kind())));
         }
@@ -164,6 +173,7 @@ impl RobotConfig {
     pub fn make_driver(&self, clock: Arc<dyn Clock>) -> Result<Box<dyn Robot>, crate::driver::DriverError> {
         Ok(match &self.driver {
             DriverConfig::Sim(c) => Box::new(SimArm::new(c.clone(), clock)?),
+            DriverConfig::Feetech(c) => Box::new(crate::feetech::FeetechArm::new(c.clone(), clock)?),
             DriverConfig::SerlHttp(c) => Box::new(crate::serl::SerlClient::new(c.clone(), clock)),
         })
     }
@@ -213,7 +223,8 @@ goal_high = [0.2, 0.5]
             let p = e.unwrap().path();
             if p.extension().is_some_and(|x| x == "toml") {
                 let c = RobotConfig::read(&p).unwrap_or_else(|e| panic!("{e}"));
-                c.task.check(7, true).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+                let joints = c.envelope.joint_low.len().max(3);
+                c.task.check(joints, c.envelope.mode == crate::driver::ControlMode::EndEffectorDelta).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
                 n += 1;
             }
         }

@@ -23,6 +23,7 @@ pub mod clock;
 pub mod config;
 pub mod driver;
 pub mod env;
+pub mod feetech;
 pub mod guard;
 pub mod intervention;
 pub mod recording;
