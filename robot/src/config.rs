@@ -109,7 +109,7 @@ pub struct RobotConfig {
 #[non_exhaustive]
 pub enum ConfigError {
     /// The file cannot be read.
-    #[error("cannot read the robot config {}: {source}", path.display())]
+    #[error("cannot read the robot config {}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
@@ -125,7 +125,7 @@ pub enum ConfigError {
         message: String,
     },
     /// The robot could not be brought up.
-    #[error("robot config {}: {source}", path.display())]
+    #[error("robot config {}: the robot did not come up", path.display())]
     Build {
         /// The file.
         path: PathBuf,

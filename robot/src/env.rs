@@ -444,6 +444,11 @@ impl<R: Robot + 'static> Env for RobotEnv<R> {
         let truncated = !terminated && self.episode_steps >= self.config.max_episode_steps;
         let step = Step { obs: next_obs.clone(), reward, terminated, truncated, info };
         self.record(&obs, &executed_env, &step, intervened, label);
+        if step.done() {
+            // Hold at the episode's end: an env that is not stepped again (the evaluation env
+            // between evaluations) then never has its watchdog act on the arm.
+            let _ = self.guard().stop();
+        }
         self.executed = Some(executed_env);
         self.obs = if step.done() { None } else { Some(next_obs) };
         Ok(step)
