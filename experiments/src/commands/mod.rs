@@ -8,5 +8,6 @@ pub mod eval;
 pub mod experiment;
 pub mod export;
 pub mod reward;
+pub mod robot;
 pub mod run;
 pub mod view;

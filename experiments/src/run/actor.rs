@@ -207,6 +207,12 @@ impl Actor {
         };
         let action = policy.act(&obs)?;
         let step = self.env.step(&self.scale.to_env(&action)).with_context(|| format!("stepping {}", self.env.spec().id))?;
+        // A robot stores what it executed (an operator's takeover, a clipped command), not
+        // what the policy proposed.
+        let action = match self.env.executed_action() {
+            Some(executed) => self.scale.to_agent(executed),
+            None => action,
+        };
         self.ep_return += step.reward;
         self.ep_length += 1;
         sink.push(&Transition {

@@ -72,6 +72,9 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("unio4-walker2d-medium", include_str!("../../presets/unio4-walker2d-medium.toml")),
     ("unio4-walker2d-medium-replay", include_str!("../../presets/unio4-walker2d-medium-replay.toml")),
     ("unio4-walker2d-medium-expert", include_str!("../../presets/unio4-walker2d-medium-expert.toml")),
+    ("sac-robot-sim", include_str!("../../presets/sac-robot-sim.toml")),
+    ("rlpd-robot-sim", include_str!("../../presets/rlpd-robot-sim.toml")),
+    ("wsrl-robot-sim", include_str!("../../presets/wsrl-robot-sim.toml")),
 ];
 
 /// Preset names, in the order above.
