@@ -37,14 +37,17 @@ pub fn known_ids() -> Vec<&'static str> {
 }
 
 fn entry(id: &str) -> Result<&'static Entry, EnvError> {
-    ENTRIES
-        .iter()
-        .find(|e| e.id == id)
-        .ok_or_else(|| EnvError::UnknownId { id: id.to_string(), known: known_ids().iter().map(|s| s.to_string()).collect() })
+    ENTRIES.iter().find(|e| e.id == id).ok_or_else(|| EnvError::UnknownId {
+        id: id.to_string(),
+        known: known_ids().into_iter().chain(crate::imaginebench::env_ids()).map(str::to_string).collect(),
+    })
 }
 
 /// The spec of a registered id (no model is loaded).
 pub fn spec(id: &str) -> Result<EnvSpec, EnvError> {
+    if crate::imaginebench::Level::from_env_id(id).is_some() {
+        return Ok(EnvSpec { id: id.to_string(), max_episode_steps: Some(crate::imaginebench::MAX_EPISODE_STEPS), normalization_family: None });
+    }
     let e = entry(id)?;
     Ok(EnvSpec {
         id: e.id.to_string(),
@@ -74,7 +77,18 @@ pub fn make_mujoco(id: &str) -> Result<TimeLimit<MujocoEnv>, EnvError> {
 
 /// The task `id`, truncated at its `max_episode_steps` (as `gymnasium.make(id)`).
 pub fn make(id: &str) -> Result<Box<dyn Env>, EnvError> {
+    if let Some(level) = crate::imaginebench::Level::from_env_id(id) {
+        return make_imaginebench(crate::imaginebench::ImagineBenchOptions { level: Some(level), ..Default::default() });
+    }
     Ok(Box::new(make_mujoco(id)?))
+}
+
+/// An ImagineBench env (`imaginebench-mujoco-<level>-v0`) with `opts` (instruction pairing,
+/// encoder, tasks) in its 200-step time limit. [`make`] gives the defaults: the level's tasks,
+/// the jump sentences as named, the built-in encoding.
+pub fn make_imaginebench(opts: crate::imaginebench::ImagineBenchOptions) -> Result<Box<dyn Env>, EnvError> {
+    let env = crate::imaginebench::ImagineBenchEnv::new(opts)?;
+    Ok(Box::new(TimeLimit::new(env, crate::imaginebench::MAX_EPISODE_STEPS)))
 }
 
 #[cfg(test)]
