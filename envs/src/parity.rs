@@ -274,7 +274,7 @@ impl Diff {
 /// (`scripts/gym_parity.py`; for the ImagineBench ids `scripts/imaginebench_parity.py`, see
 /// [`crate::imaginebench::parity`]).
 pub fn check(id: &str, opts: &ParityOptions, python: &Path, script: &Path) -> Result<ParityReport, EnvError> {
-    if crate::imaginebench::Level::from_env_id(id).is_some() {
+    if crate::imaginebench::is_env_id(id) {
         return crate::imaginebench::parity::check(id, opts, python, script);
     }
     let reference = reference_for(id).ok_or_else(|| EnvError::UnknownId {

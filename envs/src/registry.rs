@@ -45,7 +45,7 @@ fn entry(id: &str) -> Result<&'static Entry, EnvError> {
 
 /// The spec of a registered id (no model is loaded).
 pub fn spec(id: &str) -> Result<EnvSpec, EnvError> {
-    if crate::imaginebench::Level::from_env_id(id).is_some() {
+    if crate::imaginebench::is_env_id(id) {
         return Ok(EnvSpec { id: id.to_string(), max_episode_steps: Some(crate::imaginebench::MAX_EPISODE_STEPS), normalization_family: None });
     }
     let e = entry(id)?;
@@ -77,13 +77,13 @@ pub fn make_mujoco(id: &str) -> Result<TimeLimit<MujocoEnv>, EnvError> {
 
 /// The task `id`, truncated at its `max_episode_steps` (as `gymnasium.make(id)`).
 pub fn make(id: &str) -> Result<Box<dyn Env>, EnvError> {
-    if let Some(level) = crate::imaginebench::Level::from_env_id(id) {
-        return make_imaginebench(crate::imaginebench::ImagineBenchOptions { level: Some(level), ..Default::default() });
+    if let Some(level) = crate::imaginebench::level_of_env_id(id) {
+        return make_imaginebench(crate::imaginebench::ImagineBenchOptions { level, ..Default::default() });
     }
     Ok(Box::new(make_mujoco(id)?))
 }
 
-/// An ImagineBench env (`imaginebench-mujoco-<level>-v0`) with `opts` (instruction pairing,
+/// An ImagineBench env (`imaginebench-mujoco-<level>-v0`, or `-all-v0` for every level) with `opts` (instruction pairing,
 /// encoder, tasks) in its 200-step time limit. [`make`] gives the defaults: the level's tasks,
 /// the jump sentences as named, the built-in encoding.
 pub fn make_imaginebench(opts: crate::imaginebench::ImagineBenchOptions) -> Result<Box<dyn Env>, EnvError> {

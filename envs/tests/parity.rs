@@ -80,7 +80,7 @@ fn imaginebench_script() -> PathBuf {
 /// after ~5 steps) or at the time limit.
 #[test]
 fn imaginebench_levels() {
-    for (level, steps, limit) in [("real", 400, 120), ("easy", 240, 110), ("hard", 420, 205)] {
+    for (level, steps, limit) in [("real", 400, 120), ("easy", 240, 110), ("hard", 420, 205), ("all", 300, 60)] {
         let id = format!("imaginebench-mujoco-{level}-v0");
         let opts = ParityOptions { steps, seed: 3, max_episode_steps: Some(limit) };
         let r = check(&id, &opts, &python(), &imaginebench_script()).unwrap_or_else(|e| panic!("{id}: {e}"));

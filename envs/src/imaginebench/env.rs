@@ -26,7 +26,8 @@ const SENTENCE_STREAM: u64 = 0x1a6_14e_be7c;
 /// How to build an [`ImagineBenchEnv`].
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ImagineBenchOptions {
-    /// Which level's tasks to cycle through (default `real`).
+    /// Which level's tasks to cycle through; `None`: every level's
+    /// ([`super::ALL_LEVELS_ID`]).
     pub level: Option<Level>,
     /// Cycle through these tasks instead of the level's (e.g. one task, to collect its data).
     pub tasks: Option<Vec<TaskKind>>,
@@ -58,17 +59,17 @@ pub struct ImagineBenchEnv {
 impl ImagineBenchEnv {
     /// Build the env; a table encoder must cover every sentence of its tasks.
     pub fn new(opts: ImagineBenchOptions) -> Result<Self, EnvError> {
-        let level = opts.level.unwrap_or(Level::Real);
-        let tasks = opts.tasks.clone().unwrap_or_else(|| level.tasks().to_vec());
+        let id = opts.level.map_or(super::ALL_LEVELS_ID, Level::env_id);
+        let tasks = opts.tasks.clone().unwrap_or_else(|| opts.level.map_or_else(super::all_tasks, |l| l.tasks().to_vec()));
         if tasks.is_empty() {
-            return Err(EnvError::Other(format!("{}: the task list is empty", level.env_id())));
+            return Err(EnvError::Other(format!("{id}: the task list is empty")));
         }
         let mut vectors = Vec::new();
         for t in &tasks {
             let per: Result<Vec<Vec<f32>>, String> = t.instructions(opts.instructions).iter().map(|s| opts.encoder.encode(s)).collect();
-            vectors.push(per.map_err(|message| EnvError::Other(format!("{}: {message}", level.env_id())))?);
+            vectors.push(per.map_err(|message| EnvError::Other(format!("{id}: {message}")))?);
         }
-        let spec = EnvSpec { id: level.env_id().to_string(), max_episode_steps: Some(super::MAX_EPISODE_STEPS), normalization_family: None };
+        let spec = EnvSpec { id: id.to_string(), max_episode_steps: Some(super::MAX_EPISODE_STEPS), normalization_family: None };
         let physics = MujocoEnv::new(EnvSpec { id: "HalfCheetah-v5".into(), max_episode_steps: None, normalization_family: None }, Box::new(HalfCheetah { version: Version::V5 }))?;
         let dim = STATE_DIM + opts.encoder.dim();
         Ok(Self {
@@ -193,11 +194,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn options_default_to_real_level_fixed_builtin() {
+    fn options_default_to_every_level_fixed_builtin() {
         let env = ImagineBenchEnv::new(ImagineBenchOptions::default()).unwrap();
-        assert_eq!(env.spec().id, "imaginebench-mujoco-real-v0");
+        assert_eq!(env.spec().id, "imaginebench-mujoco-all-v0");
         assert_eq!(env.observation_space().dim(), 18 + 768);
-        assert_eq!(env.tasks().len(), 4);
+        assert_eq!(env.tasks().len(), 13);
         assert_eq!(env.instruction_pairing(), Instructions::Fixed);
+        let real = ImagineBenchEnv::new(ImagineBenchOptions { level: Some(Level::Real), ..Default::default() }).unwrap();
+        assert_eq!((real.spec().id.as_str(), real.tasks().len()), ("imaginebench-mujoco-real-v0", 4));
     }
 }

@@ -88,9 +88,32 @@ impl Level {
     }
 }
 
-/// Every ImagineBench env id.
+/// The env that cycles through the tasks of every level (13 tasks, real → hard), so one
+/// evaluation reports the success of every level and task.
+pub const ALL_LEVELS_ID: &str = "imaginebench-mujoco-all-v0";
+
+/// Every ImagineBench env id: one per level, then [`ALL_LEVELS_ID`].
 pub fn env_ids() -> Vec<&'static str> {
-    Level::ALL.iter().map(|l| l.env_id()).collect()
+    Level::ALL.iter().map(|l| l.env_id()).chain([ALL_LEVELS_ID]).collect()
+}
+
+/// Whether `id` is an ImagineBench env id.
+pub fn is_env_id(id: &str) -> bool {
+    env_ids().contains(&id)
+}
+
+/// The level of an env id: `Some(Some(level))` for a level's env, `Some(None)` for
+/// [`ALL_LEVELS_ID`], `None` for any other id.
+pub fn level_of_env_id(id: &str) -> Option<Option<Level>> {
+    if id == ALL_LEVELS_ID {
+        return Some(None);
+    }
+    Level::from_env_id(id).map(Some)
+}
+
+/// Every task of every level, in level order.
+pub fn all_tasks() -> Vec<TaskKind> {
+    Level::ALL.iter().flat_map(|l| l.tasks()).copied().collect()
 }
 
 /// Which sentences the two real jump tasks are shown.

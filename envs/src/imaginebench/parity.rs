@@ -11,7 +11,7 @@
 
 use crate::env::Env;
 use crate::error::EnvError;
-use crate::imaginebench::{ImagineBenchEnv, ImagineBenchOptions, Level};
+use crate::imaginebench::{ImagineBenchEnv, ImagineBenchOptions};
 use crate::parity::{compare, run_reference, widened_action, ParityOptions, ParityReport, Trace};
 use crate::wrappers::TimeLimit;
 use rand::SeedableRng;
@@ -41,12 +41,12 @@ struct Reply {
 
 /// Compare the ImagineBench env `id` with the Python oracle `script`, run by `python`.
 pub fn check(id: &str, opts: &ParityOptions, python: &Path, script: &Path) -> Result<ParityReport, EnvError> {
-    let level = Level::from_env_id(id).ok_or_else(|| EnvError::UnknownId { id: id.into(), known: super::env_ids().iter().map(|s| s.to_string()).collect() })?;
+    let level = super::level_of_env_id(id).ok_or_else(|| EnvError::UnknownId { id: id.into(), known: super::env_ids().iter().map(|s| s.to_string()).collect() })?;
     if opts.steps == 0 || opts.max_episode_steps == Some(0) {
         return Err(EnvError::Other(format!("parity of {id}: steps ({}) and max_episode_steps ({:?}) must be at least 1", opts.steps, opts.max_episode_steps)));
     }
     let max_steps = opts.max_episode_steps.unwrap_or(super::MAX_EPISODE_STEPS);
-    let mut env = TimeLimit::new(ImagineBenchEnv::new(ImagineBenchOptions { level: Some(level), ..Default::default() })?, max_steps);
+    let mut env = TimeLimit::new(ImagineBenchEnv::new(ImagineBenchOptions { level, ..Default::default() })?, max_steps);
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(opts.seed);
     let space = env.action_space().clone();
     let (mut requests, mut ours) = (Vec::new(), Vec::new());

@@ -84,7 +84,7 @@ fn list() -> Result<()> {
 fn parity(a: ParityArgs) -> Result<()> {
     let python = o2o_experiments::paths::venv_python();
     // ImagineBench's tasks are checked against a Python implementation of their documented rules.
-    let oracle = if o2o_envs::imaginebench::Level::from_env_id(&a.id).is_some() { "imaginebench_parity.py" } else { "gym_parity.py" };
+    let oracle = if o2o_envs::imaginebench::is_env_id(&a.id) { "imaginebench_parity.py" } else { "gym_parity.py" };
     let script = o2o_experiments::paths::scripts_dir().join(oracle);
     let opts = ParityOptions { steps: a.steps, seed: a.seed, max_episode_steps: a.max_episode_steps };
     let r = check(&a.id, &opts, &python, &script).with_context(|| format!("parity check of {}", a.id))?;

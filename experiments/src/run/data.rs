@@ -5,7 +5,7 @@
 
 use super::actor::{ActionScale, Transition, TransitionSink};
 use super::config::{DatasetConfig, RunConfig};
-use super::learner::RewardTransform;
+use super::learner::{RewardTransform, Source};
 use super::rundir::DatasetInfo;
 use anyhow::{bail, Context, Result};
 use o2o_datasets::d4rl::{BuildOptions, D4rlDataset};
@@ -23,6 +23,27 @@ pub struct OfflineData {
     pub reward: RewardTransform,
     /// What the manifest records about it.
     pub info: DatasetInfo,
+    /// A second offline buffer drawn at a fixed share of each offline batch (ImagineBench's
+    /// imaginary rows at `1 − real_fraction`, `buffer` then holding the real rows).
+    pub second: Option<SecondBuffer>,
+}
+
+/// The second buffer of a weighted offline mix.
+pub struct SecondBuffer {
+    /// Its transitions.
+    pub buffer: OfflineBuffer,
+    /// The fraction of each offline batch drawn from the first buffer (`OfflineData::buffer`).
+    pub first_fraction: f64,
+}
+
+impl OfflineData {
+    /// Where offline batches come from: the buffer, or the weighted mix of both.
+    pub fn source(&self) -> Source<'_> {
+        match &self.second {
+            None => Source::Offline(&self.buffer),
+            Some(s) => Source::Weighted { first: &self.buffer, second: &s.buffer, first_fraction: s.first_fraction },
+        }
+    }
 }
 
 /// How Monte-Carlo returns are computed when the run's algorithm needs them (Cal-QL): the rule
@@ -92,7 +113,7 @@ pub fn load(cfg: &DatasetConfig, given: Option<D4rlDataset>, action_space: &BoxS
     }
     let info = DatasetInfo { id: cfg.id.clone(), path: path.display().to_string(), sha256, transitions: t.len() };
     let buffer = OfflineBuffer::new(t).with_context(|| format!("dataset {}", path.display()))?;
-    Ok(OfflineData { buffer, reward, info })
+    Ok(OfflineData { buffer, reward, info, second: None })
 }
 
 /// The file a dataset config points at: `path`, or the registry id's file in the cache.
@@ -191,7 +212,7 @@ mod tests {
         }
         let path = tmp.path().join("d.hdf5");
         rec.write(&path).unwrap();
-        let cfg = DatasetConfig { id: None, path: Some(path.clone()), reward: "iql-locomotion".into(), transitions: "corrected".into(), in_memory: false };
+        let cfg = DatasetConfig { id: None, path: Some(path.clone()), reward: "iql-locomotion".into(), transitions: "corrected".into(), in_memory: false, format: None, rows: None, real_fraction: None };
         let data = load(&cfg, None, &space, "t", 2, 1, None, Some(McConfig::dense(0.5))).unwrap();
         assert_eq!(data.buffer.len(), 3);
         // R_max − R_min = 5 − 3 = 2, so rewards scale by 1000 / 2.

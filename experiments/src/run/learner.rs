@@ -42,6 +42,10 @@ pub enum Source<'a> {
     /// `round(ratio · B)` offline rows and the rest online.
     #[allow(missing_docs)] // the two buffers and the sampler that mixes them
     Mixed { offline: &'a OfflineBuffer, online: &'a ReplayBuffer, sampler: MixedSampler },
+    /// `round(first_fraction · B)` rows from `first` and the rest from `second`, two offline
+    /// buffers (ImagineBench's real and imaginary rollouts).
+    #[allow(missing_docs)]
+    Weighted { first: &'a OfflineBuffer, second: &'a OfflineBuffer, first_fraction: f64 },
 }
 
 impl Source<'_> {
@@ -51,6 +55,7 @@ impl Source<'_> {
             Source::Offline(b) => b.sample(size, rng, device),
             Source::Online(b) => b.sample(size, rng, device),
             Source::Mixed { offline, online, sampler } => sampler.sample(offline, online, size, rng, device),
+            Source::Weighted { first, second, first_fraction } => o2o_datasets::replay::sample_weighted(first, second, *first_fraction, size, rng, device),
         };
         batch.context("sampling a training batch")
     }
@@ -58,7 +63,7 @@ impl Source<'_> {
     /// The online replay buffer, where the source has one.
     fn online(&self) -> Option<&ReplayBuffer> {
         match self {
-            Source::Offline(_) => None,
+            Source::Offline(_) | Source::Weighted { .. } => None,
             Source::Online(b) | Source::Mixed { online: b, .. } => Some(b),
         }
     }
@@ -91,7 +96,7 @@ pub fn learn(agent: &mut dyn Agent, source: &Source<'_>, batch_size: usize, upda
     }
     let offline_fraction = match (source, &last) {
         (_, None) => 0.0,
-        (Source::Offline(_), _) => 1.0,
+        (Source::Offline(_) | Source::Weighted { .. }, _) => 1.0,
         (Source::Online(_), _) => 0.0,
         (Source::Mixed { .. }, Some(b)) => match &b.is_offline {
             Some(flags) => flags.mean(tch::Kind::Float).double_value(&[]),
@@ -99,6 +104,12 @@ pub fn learn(agent: &mut dyn Agent, source: &Source<'_>, batch_size: usize, upda
         },
     };
     metrics.push(("offline_fraction", offline_fraction));
+    // A weighted offline mix: the share of the last batch from the first buffer (ImagineBench:
+    // the real rollouts), from the batch's `is_offline` flags.
+    if let (Source::Weighted { .. }, Some(b)) = (source, &last) {
+        let flags = b.is_offline.as_ref().context("a weighted batch without its is_offline column")?;
+        metrics.push(("real_fraction", flags.mean(tch::Kind::Float).double_value(&[])));
+    }
     Ok(metrics)
 }
 

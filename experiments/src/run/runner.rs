@@ -201,12 +201,27 @@ pub struct Prepared<'a> {
     on_eval: Option<&'a mut OnEval<'a>>,
     on_checkpoint: Option<&'a mut OnCheckpoint<'a>>,
     warnings: Vec<String>,
+    /// ImagineBench: where the instruction vectors came from, in words.
+    instruction_embeddings: Option<String>,
 }
 
 /// Make and check everything the run `config` needs (see [`Prepared`]).
 pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: Hooks<'a>) -> Result<Prepared<'a>> {
     let plan = phases::plan(&config.train);
     let needs_env = plan.iter().any(|p| p.kind.steps_env());
+
+    // ImagineBench: the env is built from `[imaginebench]` with the run's instruction encoder,
+    // which the dataset's rows get their vectors from too.
+    let ib_encoder = match super::imaginebench::env_options(config)? {
+        Some(opts) => {
+            if hooks.env.is_none() {
+                hooks.env = super::imaginebench::env_factory(config)?;
+            }
+            Some(opts.encoder)
+        }
+        None => None,
+    };
+    let instruction_embeddings = ib_encoder.as_ref().map(|e| e.describe());
 
     // Envs: one to act in, one to evaluate on (never the same, so evaluation cannot disturb
     // the training episode).
@@ -226,6 +241,13 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
     let needs_data = config.train.offline_steps > 0 || config.train.offline_ratio > 0.0;
     let offline: Option<OfflineData> = match &config.dataset {
         None => None,
+        Some(d) if d.is_imaginebench() => {
+            let encoder = match &ib_encoder {
+                Some(e) => e.clone(),
+                None => super::imaginebench::encoder(config)?,
+            };
+            Some(super::imaginebench::load(d, &encoder, eval_env.action_space(), &config.env, obs_dim, act_dim, Some(data::dataset_mc_config(config, gamma)?))?)
+        }
         Some(d) => match data::load(d, hooks.dataset.take(), eval_env.action_space(), &config.env, obs_dim, act_dim, eval_env.spec().max_episode_steps, Some(data::dataset_mc_config(config, gamma)?)) {
             Ok(o) => Some(o),
             // Data handed over in memory is part of the run (its diagnostics too): never optional.
@@ -308,6 +330,7 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
         on_eval: hooks.on_eval,
         on_checkpoint: hooks.on_checkpoint,
         warnings,
+        instruction_embeddings,
     })
 }
 
@@ -355,6 +378,12 @@ impl Prepared<'_> {
         self.offline.as_ref().map(|o| &o.info)
     }
 
+    /// ImagineBench runs: where the instruction vectors came from (built-in encoding or which
+    /// table), as the manifest records it.
+    pub fn instruction_embeddings(&self) -> Option<&str> {
+        self.instruction_embeddings.as_deref()
+    }
+
     /// Budget warnings (see [`budget_warnings`]); they also go into `summary.json`.
     pub fn warnings(&self) -> &[String] {
         &self.warnings
@@ -369,7 +398,7 @@ impl Prepared<'_> {
     /// `extra_sinks`. Stops early with [`Interrupted`](super::interrupt::Interrupted) (a checkpoint written) when a stop was
     /// requested ([`super::interrupt`]).
     pub fn run(self, dir: &Path, extra_sinks: Vec<Box<dyn MetricSink>>, progress: ProgressOptions) -> Result<Summary> {
-        let Prepared { config, device, start, mut eval_env, registry_env, mut actor, offline, reward, mut agent, sera, mut replay, mut recorder, mut state, mut on_eval, mut on_checkpoint, warnings } = self;
+        let Prepared { config, device, start, mut eval_env, registry_env, mut actor, offline, reward, mut agent, sera, mut replay, mut recorder, mut state, mut on_eval, mut on_checkpoint, warnings, instruction_embeddings: _ } = self;
         let config = &config;
         let t0 = Instant::now();
         let plan = phases::plan(&config.train);
@@ -420,7 +449,7 @@ impl Prepared<'_> {
             match phase.kind {
                 PhaseKind::Offline => {
                     let data = offline.as_ref().context("an offline phase needs [dataset]")?;
-                    metrics = Some(learner::learn(&mut *agent, &Source::Offline(&data.buffer), config.train.batch_size, 1, &mut rng, device, None)?);
+                    metrics = Some(learner::learn(&mut *agent, &data.source(), config.train.batch_size, 1, &mut rng, device, None)?);
                     state.grad_step += 1;
                 }
                 PhaseKind::Random | PhaseKind::Warmup | PhaseKind::Online => {
@@ -555,6 +584,10 @@ pub fn load_checkpoint_agent(run_dir: &Path, checkpoint: Option<&str>, env: Opti
     let state = checkpoint::read_state(&folder)?;
     let env = match env {
         Some(e) => e,
+        None if super::imaginebench::is_imaginebench_env(&config.env) => {
+            let make = super::imaginebench::env_factory(&config)?.context("an ImagineBench env factory")?;
+            make()?
+        }
         None => o2o_envs::make(&config.env).with_context(|| format!("making the run's env {} (an env of your own: pass it from Rust)", config.env))?,
     };
     let mut agent = build_agent(&config, env.observation_space().dim(), env.action_space().dim(), device)?;
@@ -578,6 +611,7 @@ pub fn execute_with(
     let prepared = prepare(config, device, start, hooks)?;
     if let Some(mut m) = manifest {
         m.dataset = prepared.dataset_info().cloned();
+        m.instruction_embeddings = prepared.instruction_embeddings().map(str::to_string);
         rundir::write_json(&dir.join(MANIFEST), &m)?;
     }
     prepared.run(dir, extra_sinks, ProgressOptions::default())
@@ -600,8 +634,10 @@ fn evaluate(
     logger: &mut Logger,
     hooks: &mut EvalHooks,
 ) -> Result<EvalResult> {
-    let r = eval::evaluate_noted(env, agent, device, config.seed, config.eval.episodes, state.step, hooks.notes.as_ref())?;
-    logger.log(state.grad_step, state.env_step, &r.values())?;
+    let (r, per_task) = eval::evaluate_per_task(env, agent, device, config.seed, config.eval.episodes, state.step, hooks.notes.as_ref())?;
+    let mut values = r.values();
+    values.extend(per_task.iter().map(|(k, v)| (k.as_str(), *v)));
+    logger.log(state.grad_step, state.env_step, &values)?;
     // Someone may be following metrics.jsonl (`tail -f`, `o2o report` on a live run).
     logger.flush()?;
     if state.best_eval.as_ref().is_none_or(|b| r.mean_return > b.mean_return) {
