@@ -67,11 +67,14 @@ pub struct ImagineBenchRunConfig {
     /// the built-in encoding), `builtin`, `dataset` (the dataset file's table, required), or the
     /// path of a converted table (`scripts/imaginebench_convert.py --encodings …`).
     pub embeddings: String,
+    /// Size of the built-in encoding, when it is used (768 = the release table's size; the
+    /// small presets use 64, so CPU runs spend less on the first layer).
+    pub builtin_dim: usize,
 }
 
 impl Default for ImagineBenchRunConfig {
     fn default() -> Self {
-        Self { instructions: "fixed".into(), embeddings: "auto".into() }
+        Self { instructions: "fixed".into(), embeddings: "auto".into(), builtin_dim: o2o_envs::imaginebench::EMBED_DIM }
     }
 }
 

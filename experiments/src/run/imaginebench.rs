@@ -38,6 +38,9 @@ pub fn validate_section(ib: &ImagineBenchRunConfig) -> Result<()> {
     if !matches!(ib.instructions.as_str(), "fixed" | "released") {
         bail!("key `imaginebench.instructions`: expected \"fixed\" or \"released\", found {:?}", ib.instructions);
     }
+    if ib.builtin_dim == 0 {
+        bail!("key `imaginebench.builtin_dim`: expected at least 1, found 0");
+    }
     if ib.embeddings.is_empty() {
         bail!("key `imaginebench.embeddings`: expected \"auto\", \"builtin\", \"dataset\" or a file path, found an empty string");
     }
@@ -87,15 +90,16 @@ fn table_encoder(path: &Path) -> Result<InstructionEncoder> {
 pub fn encoder(config: &RunConfig) -> Result<InstructionEncoder> {
     let ib = section(config);
     let data_file = config.dataset.as_ref().filter(|d| d.is_imaginebench()).and_then(|d| d.path.clone());
+    let builtin = InstructionEncoder::BuiltIn { dim: ib.builtin_dim };
     match ib.embeddings.as_str() {
-        "builtin" => Ok(InstructionEncoder::default()),
+        "builtin" => Ok(builtin),
         "dataset" => {
             let p = data_file.context("key `imaginebench.embeddings` = \"dataset\" needs a [dataset] with format = \"imaginebench\" and a path")?;
             table_encoder(&p).context("key `imaginebench.embeddings` = \"dataset\"")
         }
         "auto" => match data_file {
             Some(p) if p.is_file() && read_instruction_table(&p).is_ok_and(|(_, dim, _)| dim > 0) => table_encoder(&p),
-            _ => Ok(InstructionEncoder::default()),
+            _ => Ok(builtin),
         },
         path => table_encoder(Path::new(path)).with_context(|| format!("key `imaginebench.embeddings` = {path:?}")),
     }

@@ -57,6 +57,10 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("famo2o-iql-antmaze-umaze", include_str!("../../presets/famo2o-iql-antmaze-umaze.toml")),
     ("famo2o-iql-antmaze-umaze-diverse", include_str!("../../presets/famo2o-iql-antmaze-umaze-diverse.toml")),
     ("famo2o-iql-hopper-small", include_str!("../../presets/famo2o-iql-hopper-small.toml")),
+    ("cql-imaginebench-mujoco-real", include_str!("../../presets/cql-imaginebench-mujoco-real.toml")),
+    ("cql-imaginebench-mujoco-real+imagined", include_str!("../../presets/cql-imaginebench-mujoco-real+imagined.toml")),
+    ("iql-imaginebench-mujoco-real", include_str!("../../presets/iql-imaginebench-mujoco-real.toml")),
+    ("iql-imaginebench-mujoco-real+imagined", include_str!("../../presets/iql-imaginebench-mujoco-real+imagined.toml")),
 ];
 
 /// Preset names, in the order above.
