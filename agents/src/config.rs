@@ -11,7 +11,9 @@
 //! critic = { hidden = [256, 256], layer_norm = true }
 //! ```
 
+use crate::algos::bc::{Bc, BcConfig};
 use crate::algos::famo2o_cql::{Famo2oCql, Famo2oCqlConfig};
+use crate::algos::td3bc::{Td3Bc, Td3BcConfig};
 use crate::algos::famo2o_iql::{Famo2oIql, Famo2oIqlConfig};
 use crate::algos::{calql, calql::CalQlConfig, cql::Cql, cql::CqlConfig, iql::Iql, iql::IqlConfig, rlpd, rlpd::RlpdConfig, sac::Sac, sac::SacConfig, wsrl::Wsrl, wsrl::WsrlConfig};
 use crate::{Agent, AgentError};
@@ -19,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use tch::Device;
 
 /// Any algorithm's configuration, tagged by `algo` (`"sac"`, `"iql"`, `"cql"`, `"calql"`,
-/// `"rlpd"`, `"wsrl"`, `"famo2o-iql"`, `"famo2o-cql"`).
+/// `"rlpd"`, `"wsrl"`, `"famo2o-iql"`, `"famo2o-cql"`, `"bc"`, `"td3bc"`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "algo", rename_all = "lowercase")]
 pub enum AgentConfig {
@@ -41,6 +43,10 @@ pub enum AgentConfig {
     /// FamO2O over CQL (a β-conditioned SAC family and a per-state balance model; locomotion).
     #[serde(rename = "famo2o-cql")]
     Famo2oCql(Famo2oCqlConfig),
+    /// Behaviour cloning (offline baseline).
+    Bc(BcConfig),
+    /// TD3+BC (offline).
+    Td3bc(Td3BcConfig),
 }
 
 impl AgentConfig {
@@ -55,6 +61,8 @@ impl AgentConfig {
             AgentConfig::Wsrl(_) => "wsrl",
             AgentConfig::Famo2oIql(_) => "famo2o-iql",
             AgentConfig::Famo2oCql(_) => "famo2o-cql",
+            AgentConfig::Bc(_) => "bc",
+            AgentConfig::Td3bc(_) => "td3bc",
         }
     }
 
@@ -67,6 +75,8 @@ impl AgentConfig {
             AgentConfig::Wsrl(c) => c.validate(),
             AgentConfig::Famo2oIql(c) => c.validate(),
             AgentConfig::Famo2oCql(c) => c.validate(),
+            AgentConfig::Bc(c) => c.validate(),
+            AgentConfig::Td3bc(c) => c.validate(),
         }
     }
 
@@ -105,6 +115,8 @@ pub fn build(config: &AgentConfig, obs_dim: usize, act_dim: usize, device: Devic
         AgentConfig::Wsrl(c) => Box::new(Wsrl::new(c.clone(), o, a, device, seed)?),
         AgentConfig::Famo2oIql(c) => Box::new(Famo2oIql::new(c.clone(), o, a, device, seed)?),
         AgentConfig::Famo2oCql(c) => Box::new(Famo2oCql::new(c.clone(), o, a, device, seed)?),
+        AgentConfig::Bc(c) => Box::new(Bc::new(c.clone(), o, a, device, seed)?),
+        AgentConfig::Td3bc(c) => Box::new(Td3Bc::new(c.clone(), o, a, device, seed)?),
     })
 }
 
@@ -142,6 +154,8 @@ mod tests {
             AgentConfig::Famo2oIql(Famo2oIqlConfig::default()),
             AgentConfig::Famo2oCql(Famo2oCqlConfig::default()),
             AgentConfig::Famo2oCql(Famo2oCqlConfig { fixed_beta: Some(1.0), ..Famo2oCqlConfig::default() }),
+            AgentConfig::Bc(BcConfig::default()),
+            AgentConfig::Td3bc(Td3BcConfig::default()),
         ];
         for c in all {
             c.validate().unwrap();

@@ -124,7 +124,7 @@ fn cql_preset_reports_success_per_level_and_task_and_report_tables_it() {
 
 #[test]
 fn bad_imaginebench_settings_name_the_key() {
-    let base = |extra: &str| format!("preset = \"p\"\nalgo = \"cql\"\nenv = \"imaginebench-mujoco-real-v0\"\n[train]\noffline_steps = 10\n[dataset]\nformat = \"imaginebench\"\npath = \"x.hdf5\"\n{extra}");
+    let base = |extra: &str| format!("preset = \"p\"\nalgo = \"bc\"\nenv = \"imaginebench-mujoco-real-v0\"\n[train]\noffline_steps = 10\n[dataset]\nformat = \"imaginebench\"\npath = \"x.hdf5\"\n{extra}");
     let err = |extra: &str| format!("{:#}", RunConfig::from_toml_str(&base(extra), "t").unwrap_err());
     assert!(err("rows = \"dreamt\"").contains("dataset.rows"));
     assert!(err("rows = \"real\"\nreal_fraction = 0.5").contains("real_fraction"));
@@ -147,4 +147,27 @@ fn bad_imaginebench_settings_name_the_key() {
         Err(e) => format!("{e:#}"),
     };
     assert!(e.contains("Run forward."), "{e}");
+}
+
+/// A short BC run on the small data (real rows only) reports success per level, and its state
+/// normalization took the dataset's statistics (the checkpoint's `obs_norm/*` are not the
+/// identity). BC learns the real jumps quickly: their sentences' episodes succeed more often
+/// than chance would make the level's rate 0.
+#[test]
+fn short_bc_run_reports_per_level_success() {
+    let data = format!("dataset.path={:?}", small_file().display().to_string());
+    let sets = ["train.offline_steps=300", "train.log_every=10", "eval.every=0", "eval.episodes=13", "checkpoint.every=0", &data];
+    let run = common::run_o2o("o2o-imaginebench-bc-", &["train", "--preset", "bc-imaginebench-mujoco-real"], &sets);
+    let levels: Vec<f64> = Level::ALL.iter().map(|l| common::metric(&run, &format!("eval/success/{}", l.name()))[0]).collect();
+    assert!(levels.iter().all(|v| (0.0..=1.0).contains(v)), "{levels:?}");
+    let bc = common::metric(&run, "train/bc_loss");
+    let late = bc[25..].iter().sum::<f64>() / 5.0;
+    assert!(bc.len() == 30 && bc[0] > 1.3 * late, "the BC loss falls: {bc:?}");
+    let summary: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap();
+    let ckpt = run.join(summary["checkpoint"].as_str().unwrap()).join("agent.ot");
+    let t = tch::Tensor::load_multi(&ckpt).unwrap();
+    let scale = &t.iter().find(|(n, _)| n == "obs_norm/scale").unwrap().1;
+    let s: Vec<f32> = Vec::try_from(scale.view([-1])).unwrap();
+    assert_eq!(s.len(), 18 + 64);
+    assert!(s[1..18].iter().any(|v| (v - 1.0).abs() > 0.05), "dataset statistics were set: {:?}", &s[..18]);
 }

@@ -37,6 +37,16 @@ pub struct SecondBuffer {
 }
 
 impl OfflineData {
+    /// Per-number mean and standard deviation of the observations of every offline row (both
+    /// buffers), for agents that normalize states (`Agent::set_state_stats`).
+    pub fn state_stats(&self) -> (Vec<f32>, Vec<f32>) {
+        let dim = self.buffer.obs_dim();
+        match &self.second {
+            None => o2o_agents::nn::state_norm::column_stats(self.buffer.observations(), dim),
+            Some(s) => o2o_agents::nn::state_norm::column_stats(&[self.buffer.observations(), s.buffer.observations()].concat(), dim),
+        }
+    }
+
     /// Where offline batches come from: the buffer, or the weighted mix of both.
     pub fn source(&self) -> Source<'_> {
         match &self.second {

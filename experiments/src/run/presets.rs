@@ -61,6 +61,10 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("cql-imaginebench-mujoco-real+imagined", include_str!("../../presets/cql-imaginebench-mujoco-real+imagined.toml")),
     ("iql-imaginebench-mujoco-real", include_str!("../../presets/iql-imaginebench-mujoco-real.toml")),
     ("iql-imaginebench-mujoco-real+imagined", include_str!("../../presets/iql-imaginebench-mujoco-real+imagined.toml")),
+    ("bc-imaginebench-mujoco-real", include_str!("../../presets/bc-imaginebench-mujoco-real.toml")),
+    ("bc-imaginebench-mujoco-real+imagined", include_str!("../../presets/bc-imaginebench-mujoco-real+imagined.toml")),
+    ("td3bc-imaginebench-mujoco-real", include_str!("../../presets/td3bc-imaginebench-mujoco-real.toml")),
+    ("td3bc-imaginebench-mujoco-real+imagined", include_str!("../../presets/td3bc-imaginebench-mujoco-real+imagined.toml")),
 ];
 
 /// Preset names, in the order above.

@@ -272,7 +272,14 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
         None
     };
     let state = match &start {
-        Start::Fresh => initial_state(config),
+        Start::Fresh => {
+            // Algorithms that normalize states take the offline data's statistics (TD3+BC, BC).
+            if let Some(o) = &offline {
+                let (mean, std) = o.state_stats();
+                agent.set_state_stats(&mean, &std).context("handing the dataset's state statistics to the agent")?;
+            }
+            initial_state(config)
+        }
         Start::FromParent { checkpoint } => {
             let p = checkpoint.join(checkpoint::AGENT);
             agent.load(&p).with_context(|| format!("loading the parent agent from {}", p.display()))?;
