@@ -171,3 +171,34 @@ fn short_bc_run_reports_per_level_success() {
     assert_eq!(s.len(), 18 + 64);
     assert!(s[1..18].iter().any(|v| (v - 1.0).abs() > 0.05), "dataset statistics were set: {:?}", &s[..18]);
 }
+
+/// Offline-to-online on the unseen hard level through `o2o run`: Cal-QL pre-trained on real +
+/// imagined rows fine-tunes online in imaginebench-mujoco-hard-v0 and logs the hard level's
+/// success at the end of pre-training and during fine-tuning, against env steps.
+#[test]
+fn finetune_on_the_hard_level_reports_success_against_env_steps() {
+    let data = format!("dataset.path={:?}", small_file().display().to_string());
+    let sets = [
+        "train.offline_steps=30",
+        "train.online_steps=400",
+        "train.batch_size=64",
+        "train.log_every=100",
+        "eval.every=200",
+        "eval.episodes=3",
+        "checkpoint.every=0",
+        "agent.critic.hidden=[32, 32]",
+        "agent.actor.mlp.hidden=[32, 32]",
+        &data,
+    ];
+    let run = common::run_o2o("o2o-imaginebench-ft-", &["run", "--preset", "calql-imaginebench-mujoco-hard-finetune"], &sets);
+    let rows: Vec<serde_json::Value> = std::fs::read_to_string(run.join("metrics.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let evals: Vec<(f64, f64)> = rows.iter().filter_map(|r| Some((r.get("env_step")?.as_f64()?, r.get("eval/success/hard")?.as_f64()?))).collect();
+    let steps: Vec<f64> = evals.iter().map(|e| e.0).collect();
+    assert!(steps.len() >= 3, "evaluations before and during fine-tuning: {evals:?}");
+    assert!(steps.iter().any(|s| *s > 0.0) && steps.contains(&0.0), "{evals:?}");
+    assert!(evals.iter().all(|(_, v)| (0.0..=1.0).contains(v)));
+    for t in Level::Hard.tasks() {
+        assert!(!common::metric(&run, &format!("eval/success/{}", t.key())).is_empty(), "{}", t.key());
+    }
+    assert!(!common::metric(&run, "train/episode_success").is_empty(), "online episodes report success");
+}

@@ -65,6 +65,7 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("bc-imaginebench-mujoco-real+imagined", include_str!("../../presets/bc-imaginebench-mujoco-real+imagined.toml")),
     ("td3bc-imaginebench-mujoco-real", include_str!("../../presets/td3bc-imaginebench-mujoco-real.toml")),
     ("td3bc-imaginebench-mujoco-real+imagined", include_str!("../../presets/td3bc-imaginebench-mujoco-real+imagined.toml")),
+    ("calql-imaginebench-mujoco-hard-finetune", include_str!("../../presets/calql-imaginebench-mujoco-hard-finetune.toml")),
 ];
 
 /// Preset names, in the order above.
