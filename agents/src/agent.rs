@@ -151,6 +151,13 @@ pub trait Agent: Send {
     fn on_policy(&mut self) -> Option<&mut dyn OnPolicy> {
         None
     }
+    /// The offline data's per-number observation mean and standard deviation, given once by the
+    /// runner before the first update of a fresh agent, for algorithms that normalize states
+    /// with them (TD3+BC, BC). Others ignore it.
+    fn set_state_stats(&mut self, mean: &[f32], std: &[f32]) -> Result<(), AgentError> {
+        let _ = (mean, std);
+        Ok(())
+    }
     /// Read-only diagnostics on `batch` (no update, no draw from the agent's random stream):
     /// e.g. `q` (ensemble-mean Q(s, a) on the batch's actions), `mc_return` and `q_minus_mc`
     /// (on rows with a finite Monte-Carlo return), `entropy` (−E log π(ã|s)) and `alpha`.

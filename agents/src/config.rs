@@ -11,7 +11,9 @@
 //! critic = { hidden = [256, 256], layer_norm = true }
 //! ```
 
+use crate::algos::bc::{Bc, BcConfig};
 use crate::algos::famo2o_cql::{Famo2oCql, Famo2oCqlConfig};
+use crate::algos::td3bc::{Td3Bc, Td3BcConfig};
 use crate::algos::famo2o_iql::{Famo2oIql, Famo2oIqlConfig};
 use crate::algos::{calql, calql::CalQlConfig, cql::Cql, cql::CqlConfig, iql::Iql, iql::IqlConfig, rlpd, rlpd::RlpdConfig, sac::Sac, sac::SacConfig, wsrl::Wsrl, wsrl::WsrlConfig};
 use crate::algos::ppo::{Ppo, PpoConfig};
@@ -21,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use tch::Device;
 
 /// Any algorithm's configuration, tagged by `algo` (`"sac"`, `"iql"`, `"cql"`, `"calql"`,
-/// `"rlpd"`, `"wsrl"`, `"famo2o-iql"`, `"famo2o-cql"`).
+/// `"rlpd"`, `"wsrl"`, `"famo2o-iql"`, `"famo2o-cql"`, `"bc"`, `"td3bc"`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "algo", rename_all = "lowercase")]
 pub enum AgentConfig {
@@ -48,6 +50,10 @@ pub enum AgentConfig {
     /// Uni-O4: its offline pipeline (run by the runner's `unio4` stages), then PPO online; the
     /// agent built is the online PPO.
     Unio4(Unio4Config),
+    /// Behaviour cloning (offline baseline).
+    Bc(BcConfig),
+    /// TD3+BC (offline).
+    Td3bc(Td3BcConfig),
 }
 
 impl AgentConfig {
@@ -64,6 +70,8 @@ impl AgentConfig {
             AgentConfig::Famo2oCql(_) => "famo2o-cql",
             AgentConfig::Ppo(_) => "ppo",
             AgentConfig::Unio4(_) => "unio4",
+            AgentConfig::Bc(_) => "bc",
+            AgentConfig::Td3bc(_) => "td3bc",
         }
     }
 
@@ -78,6 +86,8 @@ impl AgentConfig {
             AgentConfig::Famo2oCql(c) => c.validate(),
             AgentConfig::Ppo(c) => c.validate(),
             AgentConfig::Unio4(c) => c.validate(),
+            AgentConfig::Bc(c) => c.validate(),
+            AgentConfig::Td3bc(c) => c.validate(),
         }
     }
 
@@ -124,6 +134,8 @@ pub fn build(config: &AgentConfig, obs_dim: usize, act_dim: usize, device: Devic
         AgentConfig::Famo2oCql(c) => Box::new(Famo2oCql::new(c.clone(), o, a, device, seed)?),
         AgentConfig::Ppo(c) => Box::new(Ppo::new(c.clone(), o, a, device, seed)?),
         AgentConfig::Unio4(c) => Box::new(Ppo::new(c.online_config(), o, a, device, seed)?.named("unio4")),
+        AgentConfig::Bc(c) => Box::new(Bc::new(c.clone(), o, a, device, seed)?),
+        AgentConfig::Td3bc(c) => Box::new(Td3Bc::new(c.clone(), o, a, device, seed)?),
     })
 }
 
@@ -163,6 +175,8 @@ mod tests {
             AgentConfig::Famo2oCql(Famo2oCqlConfig { fixed_beta: Some(1.0), ..Famo2oCqlConfig::default() }),
             AgentConfig::Ppo(PpoConfig::default()),
             AgentConfig::Unio4(Unio4Config::default()),
+            AgentConfig::Bc(BcConfig::default()),
+            AgentConfig::Td3bc(Td3BcConfig::default()),
         ];
         for c in all {
             c.validate().unwrap();

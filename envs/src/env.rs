@@ -61,6 +61,9 @@ pub struct Info {
     pub values: Vec<(&'static str, f64)>,
     /// Whether the task was achieved, for tasks that define success.
     pub success: Option<bool>,
+    /// On multi-task envs, the `<level>/<task>` this episode is for (ImagineBench:
+    /// `hard/jump-in-place`), so evaluation can report success per task.
+    pub task: Option<&'static str>,
 }
 
 impl Info {

@@ -121,13 +121,25 @@ struct Request<'a> {
     episodes: &'a [RequestEpisode],
 }
 
-#[derive(Deserialize)]
-struct ReplyEpisode {
-    obs0: Vec<f64>,
-    obs: Vec<Vec<f64>>,
-    reward: Vec<f64>,
-    terminated: Vec<bool>,
-    truncated: Vec<bool>,
+/// One episode as one side saw it: the start observation and, per step, the observation,
+/// reward and flags (what the reference script returns, and what our side records).
+#[derive(Deserialize, Default)]
+pub(crate) struct Trace {
+    pub(crate) obs0: Vec<f64>,
+    pub(crate) obs: Vec<Vec<f64>>,
+    pub(crate) reward: Vec<f64>,
+    pub(crate) terminated: Vec<bool>,
+    pub(crate) truncated: Vec<bool>,
+}
+
+impl Trace {
+    /// Record one step.
+    pub(crate) fn push(&mut self, obs: Vec<f64>, step: &crate::env::Step) {
+        self.obs.push(obs);
+        self.reward.push(step.reward);
+        self.terminated.push(step.terminated);
+        self.truncated.push(step.truncated);
+    }
 }
 
 #[derive(Deserialize)]
@@ -137,17 +149,13 @@ struct Reply {
     initial_qpos: Option<Vec<f64>>,
     gymnasium: String,
     mujoco: String,
-    episodes: Vec<ReplyEpisode>,
+    episodes: Vec<Trace>,
 }
 
 /// Our side of one episode.
 struct OurEpisode {
     request: RequestEpisode,
-    obs0: Vec<f64>,
-    obs: Vec<Vec<f64>>,
-    reward: Vec<f64>,
-    terminated: Vec<bool>,
-    truncated: Vec<bool>,
+    trace: Trace,
 }
 
 /// The comparison's outcome.
@@ -200,6 +208,20 @@ impl ParityReport {
     }
 }
 
+/// An action drawn from U[low − 0.2·w, high + 0.2·w], w = high − low: some actions leave the
+/// box on purpose, to exercise the control-cost and clipping rules.
+pub(crate) fn widened_action(space: &crate::env::BoxSpace, rng: &mut rand_chacha::ChaCha8Rng) -> Vec<f32> {
+    space
+        .low
+        .iter()
+        .zip(&space.high)
+        .map(|(lo, hi)| {
+            let w = hi - lo;
+            lo - 0.2 * w + 1.4 * w * rng.gen::<f32>()
+        })
+        .collect()
+}
+
 /// Run our env for `opts.steps` steps and record every episode.
 fn run_ours<E: Replay>(env: &mut TimeLimit<E>, opts: &ParityOptions) -> Result<Vec<OurEpisode>, EnvError> {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(opts.seed);
@@ -213,23 +235,10 @@ fn run_ours<E: Replay>(env: &mut TimeLimit<E>, opts: &ParityOptions) -> Result<V
         let obs0 = raw.observation();
         let mut ep = OurEpisode {
             request: raw.start(),
-            obs0,
-            obs: Vec::new(),
-            reward: Vec::new(),
-            terminated: Vec::new(),
-            truncated: Vec::new(),
+            trace: Trace { obs0, ..Default::default() },
         };
         while done < opts.steps {
-            // U[low − 0.2·w, high + 0.2·w], w = high − low: some actions leave the box on purpose.
-            let action: Vec<f32> = space
-                .low
-                .iter()
-                .zip(&space.high)
-                .map(|(lo, hi)| {
-                    let w = hi - lo;
-                    lo - 0.2 * w + 1.4 * w * rng.gen::<f32>()
-                })
-                .collect();
+            let action = widened_action(&space, &mut rng);
             let step = env.step(&action)?;
             done += 1;
             ep.request.actions.push(action);
@@ -238,10 +247,7 @@ fn run_ours<E: Replay>(env: &mut TimeLimit<E>, opts: &ParityOptions) -> Result<V
             if obs64.iter().zip(&step.obs).any(|(x, y)| (*x as f32).to_bits() != y.to_bits()) {
                 return Err(EnvError::Other(format!("{}: step() observation is not the f32 rounding of observation_f64()", env.spec().id)));
             }
-            ep.obs.push(obs64);
-            ep.reward.push(step.reward);
-            ep.terminated.push(step.terminated);
-            ep.truncated.push(step.truncated);
+            ep.trace.push(obs64, &step);
             if step.terminated || step.truncated {
                 break;
             }
@@ -252,7 +258,7 @@ fn run_ours<E: Replay>(env: &mut TimeLimit<E>, opts: &ParityOptions) -> Result<V
 }
 
 /// Ask the reference script to replay `episodes`.
-fn run_reference(python: &Path, script: &Path, req: &Request<'_>) -> Result<Reply, EnvError> {
+pub(crate) fn run_reference<Req: Serialize, Rep: serde::de::DeserializeOwned>(python: &Path, script: &Path, req: &Req) -> Result<Rep, EnvError> {
     let fail = |message: String| EnvError::Reference { python: python.to_path_buf(), message };
     if !python.exists() {
         return Err(fail(format!(
@@ -287,13 +293,13 @@ fn run_reference(python: &Path, script: &Path, req: &Request<'_>) -> Result<Repl
 
 /// Running maxima of |a − b| and |a − b| / max(1, |b|).
 #[derive(Default)]
-struct Diff {
-    abs: f64,
-    rel: f64,
+pub(crate) struct Diff {
+    pub(crate) abs: f64,
+    pub(crate) rel: f64,
 }
 
 impl Diff {
-    fn add(&mut self, ours: f64, theirs: f64) {
+    pub(crate) fn add(&mut self, ours: f64, theirs: f64) {
         let d = (ours - theirs).abs();
         // NaN on either side counts as an infinite difference.
         let d = if d.is_nan() { f64::INFINITY } else { d };
@@ -303,8 +309,12 @@ impl Diff {
 }
 
 /// Compare our env `id` with its Gymnasium reference; `python` runs `script`
-/// (`scripts/gym_parity.py`).
+/// (`scripts/gym_parity.py`; for the ImagineBench ids `scripts/imaginebench_parity.py`, see
+/// [`crate::imaginebench::parity`]).
 pub fn check(id: &str, opts: &ParityOptions, python: &Path, script: &Path) -> Result<ParityReport, EnvError> {
+    if crate::imaginebench::is_env_id(id) {
+        return crate::imaginebench::parity::check(id, opts, python, script);
+    }
     let reference = reference_for(id).ok_or_else(|| EnvError::UnknownId {
         id: id.to_string(),
         known: crate::registry::known_ids().iter().map(|s| s.to_string()).collect(),
@@ -328,7 +338,7 @@ pub fn check(id: &str, opts: &ParityOptions, python: &Path, script: &Path) -> Re
     };
     let requests: Vec<RequestEpisode> = ours.iter().map(|e| e.request.clone()).collect();
     let req = Request { robotics, gym_id: reference.gym_id, clip_action: reference.clip_action, max_episode_steps: max_steps, episodes: &requests };
-    let reply = run_reference(python, script, &req)?;
+    let reply: Reply = run_reference(python, script, &req)?;
     if reply.episodes.len() != ours.len() {
         return Err(EnvError::Reference {
             python: python.to_path_buf(),
@@ -336,15 +346,32 @@ pub fn check(id: &str, opts: &ParityOptions, python: &Path, script: &Path) -> Re
         });
     }
 
+    let reference_text = format!(
+        "Gymnasium {} `{}` on MuJoCo {}{}",
+        reply.gymnasium,
+        reference.gym_id,
+        reply.mujoco,
+        if reference.clip_action { ", actions clipped to the bounds first (D4RL)" } else { "" }
+    );
+    let traces: Vec<&Trace> = ours.iter().map(|e| &e.trace).collect();
+    let mut report = compare(id, reference_text, &traces, &reply.episodes, reference.compared_obs_dims)?;
+    if let Some(ours) = &settled {
+        let theirs = reply.initial_qpos.as_ref().ok_or_else(|| EnvError::Reference { python: python.to_path_buf(), message: "the reply has no initial_qpos for a Fetch task".into() })?;
+        if theirs.len() != ours.len() {
+            return Err(EnvError::Shape { what: format!("{id}: reference initial_qpos"), expected: ours.len(), found: theirs.len() });
+        }
+        report.max_initial_state_diff = Some(ours.iter().zip(theirs).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max));
+    }
+    Ok(report)
+}
+
+/// Compare our episodes with the reference's, observation number by number (the first
+/// `compared_obs_dims` of ours, the rest of which must be exactly 0), reward by reward and flag
+/// by flag.
+pub(crate) fn compare(id: &str, reference: String, ours: &[&Trace], theirs: &[Trace], compared_obs_dims: Option<usize>) -> Result<ParityReport, EnvError> {
     let mut report = ParityReport {
         id: id.to_string(),
-        reference: format!(
-            "Gymnasium {} `{}` on MuJoCo {}{}",
-            reply.gymnasium,
-            reference.gym_id,
-            reply.mujoco,
-            if reference.clip_action { ", actions clipped to the bounds first (D4RL)" } else { "" }
-        ),
+        reference,
         steps: 0,
         episodes: ours.len(),
         terminations: 0,
@@ -360,17 +387,10 @@ pub fn check(id: &str, opts: &ParityOptions, python: &Path, script: &Path) -> Re
         max_initial_state_diff: None,
         tolerance: DEFAULT_TOLERANCE,
     };
-    if let Some(ours) = &settled {
-        let theirs = reply.initial_qpos.as_ref().ok_or_else(|| EnvError::Reference { python: python.to_path_buf(), message: "the reply has no initial_qpos for a Fetch task".into() })?;
-        if theirs.len() != ours.len() {
-            return Err(EnvError::Shape { what: format!("{id}: reference initial_qpos"), expected: ours.len(), found: theirs.len() });
-        }
-        report.max_initial_state_diff = Some(ours.iter().zip(theirs).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max));
-    }
     let mut obs_diff = Diff::default();
     let mut rew_diff = Diff::default();
     let mut compare_obs = |ours: &[f64], theirs: &[f64], report: &mut ParityReport| -> Result<(), EnvError> {
-        let n = reference.compared_obs_dims.unwrap_or(ours.len());
+        let n = compared_obs_dims.unwrap_or(ours.len());
         if theirs.len() != n || ours.len() < n {
             return Err(EnvError::Shape { what: format!("{id}: reference observation"), expected: n, found: theirs.len() });
         }
@@ -380,8 +400,8 @@ pub fn check(id: &str, opts: &ParityOptions, python: &Path, script: &Path) -> Re
         report.nonzero_padding += ours[n..].iter().filter(|v| **v != 0.0).count();
         Ok(())
     };
-    for (o, t) in ours.iter().zip(&reply.episodes) {
-        if t.obs.len() != o.obs.len() || t.reward.len() != o.reward.len() {
+    for (o, t) in ours.iter().zip(theirs) {
+        if t.obs.len() != o.obs.len() || t.reward.len() != o.reward.len() || t.terminated.len() != o.terminated.len() || t.truncated.len() != o.truncated.len() {
             return Err(EnvError::Shape { what: format!("{id}: reference episode steps"), expected: o.obs.len(), found: t.obs.len() });
         }
         compare_obs(&o.obs0, &t.obs0, &mut report)?;

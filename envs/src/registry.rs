@@ -66,16 +66,19 @@ pub fn make_fetch(id: &str) -> Result<TimeLimit<FetchEnv>, EnvError> {
 }
 
 fn entry(id: &str) -> Result<&'static Entry, EnvError> {
-    ENTRIES
-        .iter()
-        .find(|e| e.id == id)
-        .ok_or_else(|| EnvError::UnknownId { id: id.to_string(), known: known_ids().iter().map(|s| s.to_string()).collect() })
+    ENTRIES.iter().find(|e| e.id == id).ok_or_else(|| EnvError::UnknownId {
+        id: id.to_string(),
+        known: known_ids().into_iter().chain(crate::imaginebench::env_ids()).map(str::to_string).collect(),
+    })
 }
 
 /// The spec of a registered id (no model is loaded).
 pub fn spec(id: &str) -> Result<EnvSpec, EnvError> {
     if let Some(f) = FETCH.iter().find(|f| f.0 == id) {
         return Ok(EnvSpec { id: f.0.to_string(), max_episode_steps: Some(FETCH_MAX_EPISODE_STEPS), normalization_family: None });
+    }
+    if crate::imaginebench::is_env_id(id) {
+        return Ok(EnvSpec { id: id.to_string(), max_episode_steps: Some(crate::imaginebench::MAX_EPISODE_STEPS), normalization_family: None });
     }
     let e = entry(id)?;
     Ok(EnvSpec {
@@ -109,7 +112,18 @@ pub fn make(id: &str) -> Result<Box<dyn Env>, EnvError> {
     if is_fetch(id) {
         return Ok(Box::new(make_fetch(id)?));
     }
+    if let Some(level) = crate::imaginebench::level_of_env_id(id) {
+        return make_imaginebench(crate::imaginebench::ImagineBenchOptions { level, ..Default::default() });
+    }
     Ok(Box::new(make_mujoco(id)?))
+}
+
+/// An ImagineBench env (`imaginebench-mujoco-<level>-v0`, or `-all-v0` for every level) with `opts` (instruction pairing,
+/// encoder, tasks) in its 200-step time limit. [`make`] gives the defaults: the level's tasks,
+/// the jump sentences as named, the built-in encoding.
+pub fn make_imaginebench(opts: crate::imaginebench::ImagineBenchOptions) -> Result<Box<dyn Env>, EnvError> {
+    let env = crate::imaginebench::ImagineBenchEnv::new(opts)?;
+    Ok(Box::new(TimeLimit::new(env, crate::imaginebench::MAX_EPISODE_STEPS)))
 }
 
 #[cfg(test)]

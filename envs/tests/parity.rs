@@ -94,3 +94,25 @@ fn fetch_pick_and_place_v4() {
 fn fetch_push_dense_v4() {
     assert_parity("FetchPushDense-v4", 100, 50);
 }
+
+fn imaginebench_script() -> PathBuf {
+    script().with_file_name("imaginebench_parity.py")
+}
+
+/// ImagineBench's instruction tasks against the Python oracle of the documented rules: every
+/// level's tasks in turn (round-robin resets), short episodes that end on success (the jumps
+/// after ~5 steps) or at the time limit.
+#[test]
+fn imaginebench_levels() {
+    for (level, steps, limit) in [("real", 400, 120), ("easy", 240, 110), ("hard", 420, 205), ("all", 300, 60)] {
+        let id = format!("imaginebench-mujoco-{level}-v0");
+        let opts = ParityOptions { steps, seed: 3, max_episode_steps: Some(limit) };
+        let r = check(&id, &opts, &python(), &imaginebench_script()).unwrap_or_else(|e| panic!("{id}: {e}"));
+        assert!(r.passed(), "{id}: parity failed: {r:#?}");
+        assert_eq!(r.steps, steps);
+        assert!(r.episodes >= 2, "{id}: {r:#?}");
+        if level == "real" {
+            assert!(r.terminations >= 1, "random actions should complete some jump: {r:#?}");
+        }
+    }
+}

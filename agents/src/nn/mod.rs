@@ -7,7 +7,8 @@
 //! - [`polyak_update`], [`Temperature`] (log-α or softplus), [`Adam`] with checkpointable moments;
 //! - [`BetaEncoding`], [`Conditioned`], [`BalanceModel`]: FamO2O's β encoding, β-conditioned
 //!   policies and per-state balance model;
-//! - `critic`: a critic ensemble with its Polyak target, built together, and one critic step.
+//! - `critic`: a critic ensemble with its Polyak target, built together, and one critic step;
+//! - [`StateNorm`]: fixed dataset state statistics (TD3+BC, BC).
 
 pub mod adam;
 pub(crate) mod critic;
@@ -19,6 +20,7 @@ pub mod mlp;
 pub mod obs_norm;
 pub mod params;
 pub mod polyak;
+pub mod state_norm;
 pub mod tanh_gaussian;
 pub(crate) mod mkl;
 pub(crate) mod team;
@@ -33,5 +35,6 @@ pub use mlp::{Activation, Dense, Mlp, MlpConfig};
 pub use obs_norm::{ObsNorm, ObsNormConfig, ObsNormMode};
 pub use params::ParamSet;
 pub use polyak::polyak_update;
+pub use state_norm::StateNorm;
 pub use tanh_gaussian::{TanhGaussianActor, TanhGaussianConfig};
 pub use temperature::{Temperature, TemperatureForm};

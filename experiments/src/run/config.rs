@@ -53,9 +53,35 @@ pub struct RunConfig {
     /// Where this run starts from, for fine-tuning runs.
     #[serde(default)]
     pub parent: Option<ParentConfig>,
+    /// ImagineBench env settings (instruction pairing, where the sentence vectors come from),
+    /// for `imaginebench-mujoco-*` envs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub imaginebench: Option<ImagineBenchRunConfig>,
     /// The algorithm's hyperparameters (the agents crate's config for `algo`).
     #[serde(default)]
     pub agent: toml::Table,
+}
+
+/// `[imaginebench]`: how the ImagineBench env of a run shows instructions.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ImagineBenchRunConfig {
+    /// `fixed` (jump-forward shows the forward jump sentences) or `released` (the released
+    /// code's swapped pairing, formats.md §3.3).
+    pub instructions: String,
+    /// Where sentence vectors come from: `auto` (the dataset file's table when it has one, else
+    /// the built-in encoding), `builtin`, `dataset` (the dataset file's table, required), or the
+    /// path of a converted table (`scripts/imaginebench_convert.py --encodings …`).
+    pub embeddings: String,
+    /// Size of the built-in encoding, when it is used (768 = the release table's size; the
+    /// small presets use 64, so CPU runs spend less on the first layer).
+    pub builtin_dim: usize,
+}
+
+impl Default for ImagineBenchRunConfig {
+    fn default() -> Self {
+        Self { instructions: "fixed".into(), embeddings: "auto".into(), builtin_dim: o2o_envs::imaginebench::EMBED_DIM }
+    }
 }
 
 /// Offline data: a registry id, a file, or a dataset handed to the run in memory.
@@ -84,6 +110,25 @@ pub struct DatasetConfig {
     /// the same data again.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub in_memory: bool,
+    /// The file's layout: `d4rl` (default) or `imaginebench` (an ImagineBench file converted by
+    /// `scripts/imaginebench_convert.py` or made by `o2o dataset make-benchmark imaginebench-mujoco`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<String>,
+    /// ImagineBench: which rollouts to train on, `real`, `imaginary` or `both` (default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows: Option<String>,
+    /// ImagineBench with `rows = "both"`: the fraction of each batch drawn from the real rows
+    /// (the paper's 1:1 is 0.5); unset = the released code's mix, uniform over all rows
+    /// (proportional to the two sizes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub real_fraction: Option<f64>,
+}
+
+impl DatasetConfig {
+    /// Whether the file is in ImagineBench's layout.
+    pub fn is_imaginebench(&self) -> bool {
+        self.format.as_deref() == Some("imaginebench")
+    }
 }
 
 fn default_reward() -> String {
@@ -458,6 +503,9 @@ impl RunConfig {
         if self.sera.enabled {
             self.sera.validate(t.online_batch())?;
         }
+        if let Some(ib) = &self.imaginebench {
+            super::imaginebench::validate_section(ib)?;
+        }
         let needs_data = t.offline_steps > 0 || t.mixes_offline_data();
         match &self.dataset {
             None if needs_data => bail!(
@@ -471,6 +519,13 @@ impl RunConfig {
             }
             Some(d) if !d.in_memory && d.id.is_none() && d.path.is_none() => {
                 bail!("section [dataset]: expected `id` or `path`, found neither")
+            }
+            Some(d) if !matches!(d.format.as_deref(), None | Some("d4rl") | Some("imaginebench")) => {
+                bail!("key `dataset.format`: expected \"d4rl\" or \"imaginebench\", found {:?}", d.format.as_deref().unwrap_or_default())
+            }
+            Some(d) if d.is_imaginebench() => super::imaginebench::validate_dataset(d)?,
+            Some(d) if d.rows.is_some() || d.real_fraction.is_some() => {
+                bail!("section [dataset]: `rows` and `real_fraction` apply to `format = \"imaginebench\"` only")
             }
             Some(d) if !matches!(d.transitions.as_str(), "qlearning" | "corrected") => {
                 bail!("key `dataset.transitions`: expected \"qlearning\" or \"corrected\", found {:?}", d.transitions)

@@ -75,6 +75,15 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("sac-robot-sim", include_str!("../../presets/sac-robot-sim.toml")),
     ("rlpd-robot-sim", include_str!("../../presets/rlpd-robot-sim.toml")),
     ("wsrl-robot-sim", include_str!("../../presets/wsrl-robot-sim.toml")),
+    ("cql-imaginebench-mujoco-real", include_str!("../../presets/cql-imaginebench-mujoco-real.toml")),
+    ("cql-imaginebench-mujoco-real+imagined", include_str!("../../presets/cql-imaginebench-mujoco-real+imagined.toml")),
+    ("iql-imaginebench-mujoco-real", include_str!("../../presets/iql-imaginebench-mujoco-real.toml")),
+    ("iql-imaginebench-mujoco-real+imagined", include_str!("../../presets/iql-imaginebench-mujoco-real+imagined.toml")),
+    ("bc-imaginebench-mujoco-real", include_str!("../../presets/bc-imaginebench-mujoco-real.toml")),
+    ("bc-imaginebench-mujoco-real+imagined", include_str!("../../presets/bc-imaginebench-mujoco-real+imagined.toml")),
+    ("td3bc-imaginebench-mujoco-real", include_str!("../../presets/td3bc-imaginebench-mujoco-real.toml")),
+    ("td3bc-imaginebench-mujoco-real+imagined", include_str!("../../presets/td3bc-imaginebench-mujoco-real+imagined.toml")),
+    ("calql-imaginebench-mujoco-hard-finetune", include_str!("../../presets/calql-imaginebench-mujoco-hard-finetune.toml")),
 ];
 
 /// Preset names, in the order above.

@@ -207,6 +207,8 @@ pub struct Prepared<'a> {
     pub(super) warnings: Vec<String>,
     /// The on-policy loop's envs (`rollout.num_envs` of them), for an on-policy agent.
     pub(super) rollout_envs: Vec<Box<dyn Env>>,
+    /// ImagineBench: where the instruction vectors came from, in words.
+    pub(super) instruction_embeddings: Option<String>,
 }
 
 /// Make and check everything the run `config` needs (see [`Prepared`]).
@@ -216,6 +218,19 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
     // replay buffer, no single acting env.
     let on_policy = config.agent_config()?.is_on_policy();
     let needs_env = plan.iter().any(|p| p.kind.steps_env()) && !on_policy;
+
+    // ImagineBench: the env is built from `[imaginebench]` with the run's instruction encoder,
+    // which the dataset's rows get their vectors from too.
+    let ib_encoder = match super::imaginebench::env_options(config)? {
+        Some(opts) => {
+            if hooks.env.is_none() {
+                hooks.env = super::imaginebench::env_factory(config)?;
+            }
+            Some(opts.encoder)
+        }
+        None => None,
+    };
+    let instruction_embeddings = ib_encoder.as_ref().map(|e| e.describe());
 
     // Envs: one to act in, one to evaluate on (never the same, so evaluation cannot disturb
     // the training episode).
@@ -235,6 +250,13 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
     let needs_data = config.train.offline_steps > 0 || config.train.mixes_offline_data();
     let offline: Option<OfflineData> = match &config.dataset {
         None => None,
+        Some(d) if d.is_imaginebench() => {
+            let encoder = match &ib_encoder {
+                Some(e) => e.clone(),
+                None => super::imaginebench::encoder(config)?,
+            };
+            Some(super::imaginebench::load(d, &encoder, eval_env.action_space(), &config.env, obs_dim, act_dim, Some(data::dataset_mc_config(config, gamma)?))?)
+        }
         Some(d) => match data::load(d, hooks.dataset.take(), eval_env.action_space(), &config.env, obs_dim, act_dim, eval_env.spec().max_episode_steps, Some(data::dataset_mc_config(config, gamma)?)) {
             Ok(o) => Some(o),
             // Data handed over in memory is part of the run (its diagnostics too): never optional.
@@ -259,7 +281,14 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
         None
     };
     let state = match &start {
-        Start::Fresh => initial_state(config),
+        Start::Fresh => {
+            // Algorithms that normalize states take the offline data's statistics (TD3+BC, BC).
+            if let Some(o) = &offline {
+                let (mean, std) = o.state_stats();
+                agent.set_state_stats(&mean, &std).context("handing the dataset's state statistics to the agent")?;
+            }
+            initial_state(config)
+        }
         Start::FromParent { checkpoint } => {
             let p = checkpoint.join(checkpoint::AGENT);
             agent.load(&p).with_context(|| format!("loading the parent agent from {}", p.display()))?;
@@ -328,6 +357,7 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
         on_checkpoint: hooks.on_checkpoint,
         warnings,
         rollout_envs,
+        instruction_embeddings,
     })
 }
 
@@ -390,6 +420,12 @@ impl Prepared<'_> {
         self.offline.as_ref().map(|o| &o.info)
     }
 
+    /// ImagineBench runs: where the instruction vectors came from (built-in encoding or which
+    /// table), as the manifest records it.
+    pub fn instruction_embeddings(&self) -> Option<&str> {
+        self.instruction_embeddings.as_deref()
+    }
+
     /// Budget warnings (see [`budget_warnings`]); they also go into `summary.json`.
     pub fn warnings(&self) -> &[String] {
         &self.warnings
@@ -407,7 +443,7 @@ impl Prepared<'_> {
         if self.agent.on_policy().is_some() {
             return super::onpolicy::run(self, dir, extra_sinks, progress);
         }
-        let Prepared { config, device, start, mut eval_env, registry_env, mut actor, offline, reward, mut agent, sera, mut replay, mut recorder, mut shaper, mut state, mut on_eval, mut on_checkpoint, warnings, rollout_envs: _ } = self;
+        let Prepared { config, device, start, mut eval_env, registry_env, mut actor, offline, reward, mut agent, sera, mut replay, mut recorder, mut shaper, mut state, mut on_eval, mut on_checkpoint, warnings, rollout_envs: _, instruction_embeddings: _ } = self;
         let config = &config;
         let t0 = Instant::now();
         let plan = phases::plan(&config.train);
@@ -459,7 +495,7 @@ impl Prepared<'_> {
             match phase.kind {
                 PhaseKind::Offline => {
                     let data = offline.as_ref().context("an offline phase needs [dataset]")?;
-                    metrics = Some(learner::learn(&mut *agent, &Source::Offline(&data.buffer), config.train.batch_size, 1, &mut rng, device, None)?);
+                    metrics = Some(learner::learn(&mut *agent, &data.source(), config.train.batch_size, 1, &mut rng, device, None)?);
                     state.grad_step += 1;
                 }
                 PhaseKind::Random | PhaseKind::Warmup | PhaseKind::Online => {
@@ -603,6 +639,10 @@ pub fn load_checkpoint_agent(run_dir: &Path, checkpoint: Option<&str>, env: Opti
     let state = checkpoint::read_state(&folder)?;
     let env = match env {
         Some(e) => e,
+        None if super::imaginebench::is_imaginebench_env(&config.env) => {
+            let make = super::imaginebench::env_factory(&config)?.context("an ImagineBench env factory")?;
+            make()?
+        }
         None => o2o_envs::make(&config.env).with_context(|| format!("making the run's env {} (an env of your own: pass it from Rust)", config.env))?,
     };
     let mut agent = build_agent(&config, env.observation_space().dim(), env.action_space().dim(), device)?;
@@ -626,6 +666,7 @@ pub fn execute_with(
     let prepared = prepare(config, device, start, hooks)?;
     if let Some(mut m) = manifest {
         m.dataset = prepared.dataset_info().cloned();
+        m.instruction_embeddings = prepared.instruction_embeddings().map(str::to_string);
         rundir::write_json(&dir.join(MANIFEST), &m)?;
     }
     prepared.run(dir, extra_sinks, ProgressOptions::default())
@@ -648,8 +689,10 @@ pub(super) fn evaluate(
     logger: &mut Logger,
     hooks: &mut EvalHooks,
 ) -> Result<EvalResult> {
-    let r = eval::evaluate_noted(env, agent, device, config.seed, config.eval.episodes, state.step, hooks.notes.as_ref())?;
-    logger.log(state.grad_step, state.env_step, &r.values())?;
+    let (r, per_task) = eval::evaluate_per_task(env, agent, device, config.seed, config.eval.episodes, state.step, hooks.notes.as_ref())?;
+    let mut values = r.values();
+    values.extend(per_task.iter().map(|(k, v)| (k.as_str(), *v)));
+    logger.log(state.grad_step, state.env_step, &values)?;
     // Someone may be following metrics.jsonl (`tail -f`, `o2o report` on a live run).
     logger.flush()?;
     if state.best_eval.as_ref().is_none_or(|b| r.mean_return > b.mean_return) {
