@@ -14,6 +14,15 @@
 //! the action first, as D4RL's `NormalizedBoxEnv` did. For `ant-v2` the first 27 numbers are
 //! compared and the 84 trailing ones must be exactly 0.
 //!
+//! `antmaze-*` ids are compared against D4RL 1.1's own AntMaze code (`ant.py`, `maze_env.py`,
+//! `goal_reaching_env.py`, `NormalizedBoxEnv`), run on the `mujoco` bindings by
+//! `scripts/d4rl_antmaze_parity.py` (found beside the Gymnasium script) with stand-ins for old gym
+//! and mujoco_py. Each episode also carries its goal. So that goal hits are exercised (a random
+//! ant never reaches the maze's goal), every odd episode places the goal 0.3–0.7 from the start
+//! (`MujocoEnv::set_goal`), where random actions cross the 0.5 radius or not; D4RL's own start and
+//! goal draws from 200 resets of its own come back, and ours are checked to lie in their box
+//! ([`ParityReport::start_outside_support`]).
+//!
 //! Observations are compared in `f64` (`MujocoEnv::observation_f64`, of which the `f32`
 //! observation `step` returns is the rounding). A value passes when |ours − theirs| ≤
 //! tol · max(1, |theirs|): absolute for small values, relative for large ones.
@@ -58,10 +67,35 @@ pub struct Reference {
     pub clip_action: bool,
     /// How many leading observation numbers the reference has (the rest of ours must be 0).
     pub compared_obs_dims: Option<usize>,
+    /// Which oracle replays the episodes.
+    pub oracle: Oracle,
+}
+
+/// The Python program on the other side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Oracle {
+    /// Gymnasium's own env (`scripts/gym_parity.py`).
+    Gymnasium,
+    /// D4RL 1.1's own AntMaze code on the mujoco bindings (`scripts/d4rl_antmaze_parity.py`).
+    D4rlAntMaze,
+}
+
+impl Oracle {
+    /// The oracle's script, beside the Gymnasium one (`gym_script`).
+    pub fn script(self, gym_script: &Path) -> std::path::PathBuf {
+        match self {
+            Oracle::Gymnasium => gym_script.to_path_buf(),
+            Oracle::D4rlAntMaze => gym_script.with_file_name("d4rl_antmaze_parity.py"),
+        }
+    }
 }
 
 /// The reference for each of our ids.
 pub fn reference_for(id: &str) -> Option<Reference> {
+    if id.starts_with("antmaze-") {
+        let gym_id = crate::registry::known_ids().into_iter().find(|k| *k == id)?;
+        return Some(Reference { gym_id, clip_action: false, compared_obs_dims: None, oracle: Oracle::D4rlAntMaze });
+    }
     let (gym_id, clip_action, compared_obs_dims) = match id {
         "HalfCheetah-v5" | "Hopper-v5" | "Walker2d-v5" | "Ant-v5" | "InvertedPendulum-v5" => {
             (crate::registry::known_ids().into_iter().find(|k| *k == id)?, false, None)
@@ -72,13 +106,15 @@ pub fn reference_for(id: &str) -> Option<Reference> {
         "ant-v2" => ("Ant-v4", true, Some(27)),
         _ => return None,
     };
-    Some(Reference { gym_id, clip_action, compared_obs_dims })
+    Some(Reference { gym_id, clip_action, compared_obs_dims, oracle: Oracle::Gymnasium })
 }
 
 #[derive(Serialize)]
 struct RequestEpisode {
     qpos: Vec<f64>,
     qvel: Vec<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    goal: Option<[f64; 2]>,
     actions: Vec<Vec<f32>>,
 }
 
@@ -103,7 +139,20 @@ struct ReplyEpisode {
 struct Reply {
     gymnasium: String,
     mujoco: String,
+    /// The oracle in words, when it is not a Gymnasium env.
+    #[serde(default)]
+    oracle: Option<String>,
+    /// The oracle's own start states and goals (D4RL), one per episode.
+    #[serde(default)]
+    d4rl_starts: Vec<ReplyStart>,
     episodes: Vec<ReplyEpisode>,
+}
+
+#[derive(Deserialize)]
+struct ReplyStart {
+    qpos: Vec<f64>,
+    qvel: Vec<f64>,
+    goal: [f64; 2],
 }
 
 /// Our side of one episode.
@@ -147,6 +196,10 @@ pub struct ParityReport {
     pub first_flag_mismatch: Option<usize>,
     /// Observation numbers beyond the reference's length that were not exactly 0 (ant-v2).
     pub nonzero_padding: usize,
+    /// Goal-reaching tasks: our start qpos/qvel numbers and sampled goals (the maze's own, not
+    /// the placed ones) that fall outside the box spanned by the oracle's own 200 resets widened
+    /// by 10% of its width (a distribution check: the random streams differ).
+    pub start_outside_support: usize,
     /// The tolerance the verdict uses.
     pub tolerance: f64,
 }
@@ -159,11 +212,12 @@ impl ParityReport {
             && self.terminated_mismatches == 0
             && self.truncated_mismatches == 0
             && self.nonzero_padding == 0
+            && self.start_outside_support == 0
     }
 }
 
 /// Run our env for `opts.steps` steps and record every episode.
-fn run_ours(env: &mut TimeLimit<MujocoEnv>, opts: &ParityOptions) -> Result<Vec<OurEpisode>, EnvError> {
+fn run_ours(env: &mut TimeLimit<MujocoEnv>, opts: &ParityOptions, sampled_goals: &mut Vec<[f64; 2]>) -> Result<Vec<OurEpisode>, EnvError> {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(opts.seed);
     let space = env.action_space().clone();
     let mut episodes = Vec::new();
@@ -171,10 +225,21 @@ fn run_ours(env: &mut TimeLimit<MujocoEnv>, opts: &ParityOptions) -> Result<Vec<
     let mut seed = Some(opts.seed);
     while done < opts.steps {
         env.reset(seed.take())?;
+        let sampled_goal = env.inner().task().goal();
+        if let Some(g) = sampled_goal {
+            sampled_goals.push(g);
+            if episodes.len() % 2 == 1 {
+                // Place the goal 0.3–0.7 from the start, so goal hits (and near misses) happen.
+                let (r, th) = (0.3 + 0.4 * rng.gen::<f64>(), std::f64::consts::TAU * rng.gen::<f64>());
+                let q = env.inner().qpos();
+                let placed = [q[0] + r * th.cos(), q[1] + r * th.sin()];
+                env.inner_mut().set_goal(placed)?;
+            }
+        }
         let raw = env.inner();
         let obs0 = raw.observation_f64();
         let mut ep = OurEpisode {
-            request: RequestEpisode { qpos: raw.qpos().to_vec(), qvel: raw.qvel().to_vec(), actions: Vec::new() },
+            request: RequestEpisode { qpos: raw.qpos().to_vec(), qvel: raw.qvel().to_vec(), goal: raw.task().goal(), actions: Vec::new() },
             obs0,
             obs: Vec::new(),
             reward: Vec::new(),
@@ -247,6 +312,27 @@ fn run_reference(python: &Path, script: &Path, req: &Request<'_>) -> Result<Repl
     serde_json::from_slice(&out.stdout).map_err(|e| fail(format!("cannot parse its reply: {e}")))
 }
 
+/// How many numbers of `ours` (rows of [qpos, qvel, goal]) fall outside the per-column box of
+/// `theirs` widened by 10% of its width. qvel columns are Gaussian (unbounded), so they are
+/// checked against ±6σ of the oracle's own sample instead, σ = 0.1 (both draw 0.1·N(0, 1)).
+fn outside_support(ours: &[Vec<f64>], theirs: &[Vec<f64>], env: &MujocoEnv) -> usize {
+    let (nq, nv) = (env.qpos().len(), env.qvel().len());
+    let cols = theirs.first().map_or(0, |r| r.len());
+    let mut bad = 0;
+    for c in 0..cols {
+        let vals: Vec<f64> = theirs.iter().map(|r| r[c]).collect();
+        let (lo, hi) = if (nq..nq + nv).contains(&c) {
+            (-0.6, 0.6)
+        } else {
+            let (lo, hi) = vals.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| (a.min(*v), b.max(*v)));
+            let pad = 0.1 * (hi - lo).max(1e-12);
+            (lo - pad, hi + pad)
+        };
+        bad += ours.iter().filter(|r| r.get(c).is_some_and(|v| *v < lo || *v > hi)).count();
+    }
+    bad
+}
+
 /// Running maxima of |a − b| and |a − b| / max(1, |b|).
 #[derive(Default)]
 struct Diff {
@@ -280,13 +366,19 @@ pub fn check(id: &str, opts: &ParityOptions, python: &Path, script: &Path) -> Re
     let spec = crate::registry::spec(id)?;
     let max_steps = opts.max_episode_steps.or(spec.max_episode_steps).unwrap_or(1000);
     let mut env = TimeLimit::new(crate::registry::make_unwrapped(id)?, max_steps);
-    let ours = run_ours(&mut env, opts)?;
+    let mut sampled_goals = Vec::new();
+    let ours = run_ours(&mut env, opts, &mut sampled_goals)?;
     let requests: Vec<RequestEpisode> = ours
         .iter()
-        .map(|e| RequestEpisode { qpos: e.request.qpos.clone(), qvel: e.request.qvel.clone(), actions: e.request.actions.clone() })
+        .map(|e| RequestEpisode {
+            qpos: e.request.qpos.clone(),
+            qvel: e.request.qvel.clone(),
+            goal: e.request.goal,
+            actions: e.request.actions.clone(),
+        })
         .collect();
     let req = Request { gym_id: reference.gym_id, clip_action: reference.clip_action, max_episode_steps: max_steps, episodes: &requests };
-    let reply = run_reference(python, script, &req)?;
+    let reply = run_reference(python, &reference.oracle.script(script), &req)?;
     if reply.episodes.len() != ours.len() {
         return Err(EnvError::Reference {
             python: python.to_path_buf(),
@@ -296,13 +388,16 @@ pub fn check(id: &str, opts: &ParityOptions, python: &Path, script: &Path) -> Re
 
     let mut report = ParityReport {
         id: id.to_string(),
-        reference: format!(
-            "Gymnasium {} `{}` on MuJoCo {}{}",
-            reply.gymnasium,
-            reference.gym_id,
-            reply.mujoco,
-            if reference.clip_action { ", actions clipped to the bounds first (D4RL)" } else { "" }
-        ),
+        reference: match &reply.oracle {
+            Some(oracle) => format!("{oracle} on MuJoCo {}", reply.mujoco),
+            None => format!(
+                "Gymnasium {} `{}` on MuJoCo {}{}",
+                reply.gymnasium,
+                reference.gym_id,
+                reply.mujoco,
+                if reference.clip_action { ", actions clipped to the bounds first (D4RL)" } else { "" }
+            ),
+        },
         steps: 0,
         episodes: ours.len(),
         terminations: 0,
@@ -315,8 +410,19 @@ pub fn check(id: &str, opts: &ParityOptions, python: &Path, script: &Path) -> Re
         truncated_mismatches: 0,
         first_flag_mismatch: None,
         nonzero_padding: 0,
+        start_outside_support: 0,
         tolerance: DEFAULT_TOLERANCE,
     };
+    if !reply.d4rl_starts.is_empty() {
+        let theirs: Vec<Vec<f64>> =
+            reply.d4rl_starts.iter().map(|s| s.qpos.iter().chain(&s.qvel).chain(&s.goal).copied().collect()).collect();
+        let mine: Vec<Vec<f64>> = ours
+            .iter()
+            .zip(&sampled_goals)
+            .map(|(e, g)| e.request.qpos.iter().chain(&e.request.qvel).chain(g).copied().collect())
+            .collect();
+        report.start_outside_support = outside_support(&mine, &theirs, env.inner());
+    }
     let mut obs_diff = Diff::default();
     let mut rew_diff = Diff::default();
     let mut compare_obs = |ours: &[f64], theirs: &[f64], report: &mut ParityReport| -> Result<(), EnvError> {
