@@ -18,6 +18,29 @@ import sys
 import numpy as np
 
 
+def replay(env, obs0, actions, prepare=None, correct=None) -> dict:
+    """Step `env` (a `gymnasium.make` stack, already at the episode's start state whose
+    observation is `obs0`) through `actions`; `prepare` maps each action first, `correct` maps
+    (reward, terminated) after each step. Returns the episode as the reply lists it."""
+    out = {"obs0": np.asarray(obs0, dtype=np.float64).tolist(), "obs": [], "reward": [], "terminated": [], "truncated": []}
+    for a in actions:
+        # Round to the exact float32 values our env used (JSON carries them as shortest
+        # decimals; the dynamics are chaotic, so even 1e-9 matters), then widen to float64:
+        # with a float32 array Gymnasium computes its control cost in float32 (NumPy 2
+        # promotion), a rounding of up to ~5e-7 on Ant's reward that is the reference's.
+        action = np.asarray(a, dtype=np.float32).astype(np.float64)
+        if prepare is not None:
+            action = prepare(action)
+        obs, reward, terminated, truncated, _info = env.step(action)
+        if correct is not None:
+            reward, terminated = correct(reward, terminated)
+        out["obs"].append(np.asarray(obs, dtype=np.float64).tolist())
+        out["reward"].append(float(reward))
+        out["terminated"].append(bool(terminated))
+        out["truncated"].append(bool(truncated))
+    return out
+
+
 def main() -> None:
     req = json.load(sys.stdin)
     import gymnasium as gym
@@ -34,20 +57,8 @@ def main() -> None:
     for ep in req["episodes"]:
         env.reset(seed=0)
         raw.set_state(np.asarray(ep["qpos"], dtype=np.float64), np.asarray(ep["qvel"], dtype=np.float64))
-        out = {"obs0": raw._get_obs().tolist(), "obs": [], "reward": [], "terminated": [], "truncated": []}
-        for a in ep["actions"]:
-            # Round to the exact float32 values our env used (JSON carries them as shortest
-            # decimals; the dynamics are chaotic, so even 1e-9 matters), then widen to float64:
-            # with a float32 array Gymnasium computes its control cost in float32 (NumPy 2
-            # promotion), a rounding of up to ~5e-7 on Ant's reward that is the reference's.
-            action = np.asarray(a, dtype=np.float32).astype(np.float64)
-            if req.get("clip_action", False):
-                action = np.clip(action, low, high)
-            obs, reward, terminated, truncated, _info = env.step(action)
-            out["obs"].append(np.asarray(obs, dtype=np.float64).tolist())
-            out["reward"].append(float(reward))
-            out["terminated"].append(bool(terminated))
-            out["truncated"].append(bool(truncated))
+        clip = (lambda a: np.clip(a, low, high)) if req.get("clip_action", False) else None
+        out = replay(env, raw._get_obs(), ep["actions"], prepare=clip)
         episodes.append(out)
     json.dump(
         {"gymnasium": gym.__version__, "mujoco": __import__("mujoco").__version__, "episodes": episodes},

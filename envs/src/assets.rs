@@ -92,3 +92,35 @@ pub fn d4rl_dir() -> Result<PathBuf, EnvError> {
         Err(EnvError::MissingAsset { path: dir.join(PROBE), hint: D4RL_HINT.to_string() })
     }
 }
+
+/// The folder holding Gymnasium-Robotics 1.4.2's Adroit XMLs and meshes
+/// (`site-packages/gymnasium_robotics/envs/assets/adroit_hand`): `$O2O_ADROIT_ASSETS` when set
+/// (strict), else found in `$O2O_HOME/venv` (default `~/.cache/o2o/venv`). Never copied into the
+/// repository.
+pub fn adroit_assets_dir() -> Result<PathBuf, EnvError> {
+    const PROBE: &str = "adroit_door.xml";
+    let hint = "run `make setup` (it installs gymnasium-robotics==1.4.2 into $O2O_HOME/venv), or set O2O_ADROIT_ASSETS to gymnasium_robotics/envs/assets/adroit_hand";
+    if let Some(dir) = std::env::var_os("O2O_ADROIT_ASSETS") {
+        let dir = PathBuf::from(dir);
+        if dir.join(PROBE).is_file() {
+            return Ok(dir);
+        }
+        return Err(EnvError::MissingAsset { path: dir.join(PROBE), hint: format!("O2O_ADROIT_ASSETS holds no {PROBE}; {hint}") });
+    }
+    let home = std::env::var_os("O2O_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/o2o")));
+    let mut tried = Vec::new();
+    if let Some(home) = home {
+        if let Ok(entries) = std::fs::read_dir(home.join("venv/lib")) {
+            for e in entries.flatten() {
+                let dir = e.path().join("site-packages/gymnasium_robotics/envs/assets/adroit_hand");
+                if dir.join(PROBE).is_file() {
+                    return Ok(dir);
+                }
+                tried.push(dir.display().to_string());
+            }
+        }
+    }
+    Err(EnvError::MissingAsset { path: PathBuf::from(PROBE), hint: format!("looked in [{}]; {hint}", tried.join(", ")) })
+}

@@ -23,6 +23,11 @@
 //! goal draws from 200 resets of its own come back, and ours are checked to lie in their box
 //! ([`ParityReport::start_outside_support`]).
 //!
+//! Adroit ids (`pen-v1`, `door-v1`, `hammer-v1`, `relocate-v1`) are compared against
+//! Gymnasium-Robotics 1.4.2's `AdroitHand*-v1` (`scripts/adroit_parity.py`), started from our
+//! qpos/qvel and our episode's model values (`initial_state_dict`), with the reference's dense
+//! reward corrected to D4RL's sign of the hand–object term and D4RL's pen-drop termination added.
+//!
 //! Observations are compared in `f64` (`MujocoEnv::observation_f64`, of which the `f32`
 //! observation `step` returns is the rounding). A value passes when |ours − theirs| ≤
 //! tol · max(1, |theirs|): absolute for small values, relative for large ones.
@@ -78,6 +83,9 @@ pub enum Oracle {
     Gymnasium,
     /// D4RL 1.1's own AntMaze code on the mujoco bindings (`scripts/d4rl_antmaze_parity.py`).
     D4rlAntMaze,
+    /// Gymnasium-Robotics 1.4.2's `AdroitHand*-v1` with D4RL's reward sign and pen-drop
+    /// termination restored (`scripts/adroit_parity.py`).
+    Adroit,
 }
 
 impl Oracle {
@@ -86,6 +94,7 @@ impl Oracle {
         match self {
             Oracle::Gymnasium => gym_script.to_path_buf(),
             Oracle::D4rlAntMaze => gym_script.with_file_name("d4rl_antmaze_parity.py"),
+            Oracle::Adroit => gym_script.with_file_name("adroit_parity.py"),
         }
     }
 }
@@ -95,6 +104,16 @@ pub fn reference_for(id: &str) -> Option<Reference> {
     if id.starts_with("antmaze-") {
         let gym_id = crate::registry::known_ids().into_iter().find(|k| *k == id)?;
         return Some(Reference { gym_id, clip_action: false, compared_obs_dims: None, oracle: Oracle::D4rlAntMaze });
+    }
+    let adroit = match id {
+        "pen-v1" => Some("AdroitHandPen-v1"),
+        "door-v1" => Some("AdroitHandDoor-v1"),
+        "hammer-v1" => Some("AdroitHandHammer-v1"),
+        "relocate-v1" => Some("AdroitHandRelocate-v1"),
+        _ => None,
+    };
+    if let Some(gym_id) = adroit {
+        return Some(Reference { gym_id, clip_action: false, compared_obs_dims: None, oracle: Oracle::Adroit });
     }
     let (gym_id, clip_action, compared_obs_dims) = match id {
         "HalfCheetah-v5" | "Hopper-v5" | "Walker2d-v5" | "Ant-v5" | "InvertedPendulum-v5" => {
@@ -115,6 +134,9 @@ struct RequestEpisode {
     qvel: Vec<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     goal: Option<[f64; 2]>,
+    /// The task's per-episode model values (Adroit), by Gymnasium-Robotics' state-dict key.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    state: std::collections::BTreeMap<String, Vec<f64>>,
     actions: Vec<Vec<f32>>,
 }
 
@@ -239,7 +261,13 @@ fn run_ours(env: &mut TimeLimit<MujocoEnv>, opts: &ParityOptions, sampled_goals:
         let raw = env.inner();
         let obs0 = raw.observation_f64();
         let mut ep = OurEpisode {
-            request: RequestEpisode { qpos: raw.qpos().to_vec(), qvel: raw.qvel().to_vec(), goal: raw.task().goal(), actions: Vec::new() },
+            request: RequestEpisode {
+                qpos: raw.qpos().to_vec(),
+                qvel: raw.qvel().to_vec(),
+                goal: raw.task().goal(),
+                state: raw.task().episode_state().into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+                actions: Vec::new(),
+            },
             obs0,
             obs: Vec::new(),
             reward: Vec::new(),
@@ -374,6 +402,7 @@ pub fn check(id: &str, opts: &ParityOptions, python: &Path, script: &Path) -> Re
             qpos: e.request.qpos.clone(),
             qvel: e.request.qvel.clone(),
             goal: e.request.goal,
+            state: e.request.state.clone(),
             actions: e.request.actions.clone(),
         })
         .collect();

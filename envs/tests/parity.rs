@@ -90,3 +90,22 @@ fn antmaze_medium_and_large_v2() {
     assert_antmaze_parity("antmaze-medium-play-v2", 200, 40);
     assert_antmaze_parity("antmaze-large-diverse-v2", 200, 40);
 }
+
+/// Adroit against Gymnasium-Robotics 1.4.2 with D4RL's reward sign and pen-drop termination.
+fn assert_adroit_parity(id: &str, steps: usize, max_episode_steps: usize) {
+    let r = assert_parity(id, steps, max_episode_steps);
+    assert!(r.reference.contains("Gymnasium-Robotics 1.4.2"), "{}", r.reference);
+    assert!(r.truncations >= 1, "{id}: no time limit was crossed: {r:#?}");
+}
+
+#[test]
+fn adroit_pen_and_door_v1() {
+    assert_adroit_parity("pen-v1", 120, 40);
+    assert_adroit_parity("door-v1", 120, 40);
+}
+
+#[test]
+fn adroit_hammer_and_relocate_v1() {
+    assert_adroit_parity("hammer-v1", 120, 40);
+    assert_adroit_parity("relocate-v1", 120, 40);
+}

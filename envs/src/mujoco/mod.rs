@@ -11,6 +11,7 @@
 //! The model is shared (`Arc<MjModel>`, read-only) and the data is owned, so a `MujocoEnv` is
 //! `Send` and a vector env can move it into a worker thread.
 
+pub mod adroit;
 mod ant;
 pub mod antmaze;
 mod half_cheetah;
@@ -20,6 +21,7 @@ pub(crate) mod noise;
 mod scene;
 mod walker2d;
 
+pub use adroit::{Adroit, AdroitKind};
 pub use ant::Ant;
 pub use antmaze::AntMaze;
 pub use half_cheetah::HalfCheetah;
@@ -74,6 +76,9 @@ pub enum ActionMap {
     /// `ctrlrange` [lo, hi] (D4RL's `NormalizedBoxEnv`, the same map as Adroit's
     /// `act_mid + a·act_rng`).
     Normalized,
+    /// The action space is [−1, 1]ⁿ and `ctrl = mid + clip(a, −1, 1)·rng`, mid = (lo + hi)/2,
+    /// rng = ½(hi − lo) (D4RL's and Gymnasium-Robotics' Adroit, in their order of operations).
+    Centered,
 }
 
 /// What one MuJoCo task defines on top of the shared stepping.
@@ -89,9 +94,26 @@ pub trait Task: Send + Sync {
     fn action_map(&self) -> ActionMap {
         ActionMap::Ctrl
     }
+    /// Called once with the compiled model (resolve names to ids). Default: nothing.
+    fn prepare(&mut self, _model: &MjModel) -> Result<(), EnvError> {
+        Ok(())
+    }
     /// Called at every reset before [`Task::reset_noise`]: per-episode task state such as a
     /// sampled goal. Default: nothing.
     fn begin_episode(&mut self, _rng: &mut EnvRng) {}
+    /// A changed copy of the task's `base` model for this episode (Adroit moves the door, the
+    /// board, the ball or the pen's target in the model), swapped in before the state is set.
+    /// Default: `None`, the model never changes.
+    fn episode_model(&mut self, _base: &MjModel) -> Option<MjModel> {
+        None
+    }
+    /// The per-episode model values (name, numbers) a replay needs besides qpos/qvel, named as
+    /// Gymnasium-Robotics' `initial_state_dict` keys. Default: none.
+    fn episode_state(&self) -> Vec<(&'static str, Vec<f64>)> {
+        Vec::new()
+    }
+    /// Called at the end of every reset, with the start state in place. Default: nothing.
+    fn after_reset(&mut self, _data: &Data) {}
     /// The task's current goal position (x, y), for goal-reaching tasks.
     fn goal(&self) -> Option<[f64; 2]> {
         None
@@ -129,6 +151,8 @@ pub trait Task: Send + Sync {
 pub struct MujocoEnv {
     spec: EnvSpec,
     task: Box<dyn Task>,
+    /// The model as loaded; tasks that change the model per episode start from it.
+    base_model: Arc<MjModel>,
     data: Data,
     observation_space: BoxSpace,
     action_space: BoxSpace,
@@ -194,7 +218,8 @@ impl MujocoEnv {
         Self::from_model(spec, task, load_model(&path)?)
     }
 
-    fn from_model(spec: EnvSpec, task: Box<dyn Task>, model: Arc<MjModel>) -> Result<Self, EnvError> {
+    fn from_model(spec: EnvSpec, mut task: Box<dyn Task>, model: Arc<MjModel>) -> Result<Self, EnvError> {
+        task.prepare(&model)?;
         let obs_dim = task.obs_dim(&model);
         let ctrl_range: Vec<[f64; 2]> = model.actuator_ctrlrange().to_vec();
         let action_space = match task.action_map() {
@@ -202,14 +227,16 @@ impl MujocoEnv {
                 ctrl_range.iter().map(|r| r[0] as f32).collect(),
                 ctrl_range.iter().map(|r| r[1] as f32).collect(),
             ),
-            ActionMap::Normalized => BoxSpace::new(vec![-1.0; ctrl_range.len()], vec![1.0; ctrl_range.len()]),
+            ActionMap::Normalized | ActionMap::Centered => BoxSpace::new(vec![-1.0; ctrl_range.len()], vec![1.0; ctrl_range.len()]),
         };
         let dt = model.opt().timestep * task.frame_skip() as f64;
         let nu = model.ffi().nu as usize;
+        let base_model = model.clone();
         let data = MjData::try_new(model).map_err(|e| EnvError::Other(format!("{}: MuJoCo could not allocate data: {e}", spec.id)))?;
         Ok(Self {
             spec,
             task,
+            base_model,
             data,
             observation_space: BoxSpace::unbounded(obs_dim),
             action_space,
@@ -303,12 +330,15 @@ impl MujocoEnv {
             return Err(EnvError::NonFiniteAction { env: self.spec.id.clone(), index, value: *value });
         }
         let clip = self.task.clips_action();
-        let normalized = self.task.action_map() == ActionMap::Normalized;
+        let map = self.task.action_map();
         for ((dst, src), r) in self.action.iter_mut().zip(action).zip(&self.ctrl_range) {
             let a = *src as f64;
-            *dst = if normalized {
+            *dst = if map == ActionMap::Normalized {
                 // ctrl = clip(lo + (a + 1)·½·(hi − lo), lo, hi), in NormalizedBoxEnv's order.
                 (r[0] + (a + 1.0) * 0.5 * (r[1] - r[0])).clamp(r[0], r[1])
+            } else if map == ActionMap::Centered {
+                // ctrl = mid + clip(a, −1, 1)·rng (Adroit).
+                (r[0] + r[1]) / 2.0 + a.clamp(-1.0, 1.0) * (0.5 * (r[1] - r[0]))
             } else if clip {
                 a.clamp(r[0], r[1])
             } else {
@@ -339,10 +369,16 @@ impl Env for MujocoEnv {
         }
         self.data.reset();
         self.task.begin_episode(&mut self.rng);
+        if let Some(model) = self.task.episode_model(&self.base_model) {
+            self.data
+                .try_swap_model(Arc::new(model))
+                .map_err(|e| EnvError::Other(format!("{}: the episode's model does not fit the data: {e}", self.spec.id)))?;
+        }
         let mut qpos = self.model().qpos0().to_vec();
         let mut qvel = vec![0.0; self.data.qvel().len()];
         self.task.reset_noise(&mut self.rng, &mut qpos, &mut qvel);
         self.set_state(&qpos, &qvel)?;
+        self.task.after_reset(&self.data);
         self.task.observe(&self.data, &mut self.obs);
         Ok(self.obs.iter().map(|v| *v as f32).collect())
     }
