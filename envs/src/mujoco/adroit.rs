@@ -217,6 +217,10 @@ impl Task for Adroit {
         5
     }
 
+    fn model_is_gym_asset(&self) -> bool {
+        false
+    }
+
     fn obs_dim(&self, _model: &MjModel) -> usize {
         match self.kind {
             AdroitKind::Pen => 45,

@@ -239,6 +239,10 @@ impl Task for AntMaze {
         5
     }
 
+    fn model_is_gym_asset(&self) -> bool {
+        false
+    }
+
     fn obs_dim(&self, _model: &MjModel) -> usize {
         OBS_QPOS + OBS_QVEL
     }

@@ -90,6 +90,12 @@ pub trait Task: Send + Sync {
     fn model(&self) -> Result<Arc<MjModel>, EnvError> {
         load_model(&crate::assets::asset_path(self.xml_file())?)
     }
+    /// Whether the model is Gymnasium's [`Task::xml_file`] as it stands (default), so another
+    /// copy of Gymnasium's assets can stand in for it ([`MujocoEnv::from_assets_dir`]); tasks
+    /// that build their model from other files (AntMaze, Adroit) say `false`.
+    fn model_is_gym_asset(&self) -> bool {
+        true
+    }
     /// How actions map to `ctrl` (default: the action is `ctrl`).
     fn action_map(&self) -> ActionMap {
         ActionMap::Ctrl
@@ -211,6 +217,14 @@ impl MujocoEnv {
 
     /// Like [`MujocoEnv::new`], loading the XML from `assets_dir` instead.
     pub fn from_assets_dir(spec: EnvSpec, task: Box<dyn Task>, assets_dir: &Path) -> Result<Self, EnvError> {
+        if !task.model_is_gym_asset() {
+            return Err(EnvError::Other(format!(
+                "{}: its model is not a Gymnasium asset file (it is built from D4RL's or Gymnasium-Robotics' files); \
+                 point O2O_D4RL_DIR or O2O_ADROIT_ASSETS at them instead of passing {}",
+                spec.id,
+                assets_dir.display()
+            )));
+        }
         let path = assets_dir.join(task.xml_file());
         if !path.is_file() {
             return Err(EnvError::MissingAsset { path, hint: crate::assets::INSTALL_HINT.to_string() });
