@@ -31,19 +31,8 @@ pub fn gym_assets_dir() -> Result<PathBuf, EnvError> {
         }
         tried.push(dir);
     }
-    let home = std::env::var_os("O2O_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/o2o")));
-    if let Some(home) = home {
-        if let Ok(entries) = std::fs::read_dir(home.join("venv/lib")) {
-            for e in entries.flatten() {
-                let dir = e.path().join("site-packages/gymnasium/envs/mujoco/assets");
-                if dir.join("half_cheetah.xml").is_file() {
-                    return Ok(dir);
-                }
-                tried.push(dir);
-            }
-        }
+    if let Some(dir) = find_in_venv("site-packages/gymnasium/envs/mujoco/assets", "half_cheetah.xml", &mut tried) {
+        return Ok(dir);
     }
     let shown = tried.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
     Err(EnvError::MissingAsset {
@@ -60,6 +49,45 @@ pub fn asset_path(file: &str) -> Result<PathBuf, EnvError> {
     } else {
         Err(EnvError::MissingAsset { path, hint: INSTALL_HINT.to_string() })
     }
+}
+
+/// Search `$O2O_HOME/venv/lib/*/<rel>` (default home `~/.cache/o2o`) for a folder holding
+/// `probe`; every folder looked at is added to `tried`.
+fn find_in_venv(rel: &str, probe: &str, tried: &mut Vec<PathBuf>) -> Option<PathBuf> {
+    let home = std::env::var_os("O2O_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/o2o")))?;
+    for e in std::fs::read_dir(home.join("venv/lib")).ok()?.flatten() {
+        let dir = e.path().join(rel);
+        if dir.join(probe).is_file() {
+            return Some(dir);
+        }
+        tried.push(dir);
+    }
+    None
+}
+
+/// What to tell the user when gymnasium-robotics' assets are missing.
+pub const ROBOTICS_HINT: &str = "run `make setup` (it installs gymnasium-robotics==1.4.2 into $O2O_HOME/venv), or set O2O_ROBOTICS_ASSETS to gymnasium_robotics/envs/assets";
+
+/// The folder holding gymnasium-robotics' XML assets (the Fetch models):
+/// `$O2O_ROBOTICS_ASSETS` (strict when set), else the venv searched for
+/// `site-packages/gymnasium_robotics/envs/assets`.
+pub fn robotics_assets_dir() -> Result<PathBuf, EnvError> {
+    let probe = "fetch/push.xml";
+    if let Some(dir) = std::env::var_os("O2O_ROBOTICS_ASSETS") {
+        let dir = PathBuf::from(dir);
+        if dir.join(probe).is_file() {
+            return Ok(dir);
+        }
+        return Err(EnvError::MissingAsset { path: dir.join(probe), hint: format!("O2O_ROBOTICS_ASSETS is set to {} but it holds no Fetch XMLs; {ROBOTICS_HINT}", dir.display()) });
+    }
+    let mut tried = Vec::new();
+    if let Some(dir) = find_in_venv("site-packages/gymnasium_robotics/envs/assets", probe, &mut tried) {
+        return Ok(dir);
+    }
+    let shown = tried.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
+    Err(EnvError::MissingAsset { path: PathBuf::from("gymnasium_robotics/envs/assets").join(probe), hint: format!("looked in [{shown}]; {ROBOTICS_HINT}") })
 }
 
 /// What to tell the user when D4RL's files are missing.
@@ -107,20 +135,10 @@ pub fn adroit_assets_dir() -> Result<PathBuf, EnvError> {
         }
         return Err(EnvError::MissingAsset { path: dir.join(PROBE), hint: format!("O2O_ADROIT_ASSETS holds no {PROBE}; {hint}") });
     }
-    let home = std::env::var_os("O2O_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/o2o")));
     let mut tried = Vec::new();
-    if let Some(home) = home {
-        if let Ok(entries) = std::fs::read_dir(home.join("venv/lib")) {
-            for e in entries.flatten() {
-                let dir = e.path().join("site-packages/gymnasium_robotics/envs/assets/adroit_hand");
-                if dir.join(PROBE).is_file() {
-                    return Ok(dir);
-                }
-                tried.push(dir.display().to_string());
-            }
-        }
+    if let Some(dir) = find_in_venv("site-packages/gymnasium_robotics/envs/assets/adroit_hand", PROBE, &mut tried) {
+        return Ok(dir);
     }
-    Err(EnvError::MissingAsset { path: PathBuf::from(PROBE), hint: format!("looked in [{}]; {hint}", tried.join(", ")) })
+    let shown = tried.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
+    Err(EnvError::MissingAsset { path: PathBuf::from(PROBE), hint: format!("looked in [{shown}]; {hint}") })
 }

@@ -34,7 +34,7 @@
 
 use crate::env::Env;
 use crate::error::EnvError;
-use crate::mujoco::MujocoEnv;
+use crate::mujoco::{FetchEnv, MujocoEnv};
 use crate::wrappers::TimeLimit;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -123,25 +123,82 @@ pub fn reference_for(id: &str) -> Option<Reference> {
         "hopper-v2" => ("Hopper-v4", true, None),
         "walker2d-v2" => ("Walker2d-v4", true, None),
         "ant-v2" => ("Ant-v4", true, Some(27)),
+        id if crate::registry::is_fetch(id) => (crate::registry::known_ids().into_iter().find(|k| *k == id)?, false, None),
         _ => return None,
     };
     Some(Reference { gym_id, clip_action, compared_obs_dims, oracle: Oracle::Gymnasium })
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, Clone)]
 struct RequestEpisode {
     qpos: Vec<f64>,
     qvel: Vec<f64>,
+    /// The episode's goal: Fetch's desired goal (3-D), AntMaze's target (2-D).
     #[serde(skip_serializing_if = "Option::is_none")]
-    goal: Option<[f64; 2]>,
+    goal: Option<Vec<f64>>,
     /// The task's per-episode model values (Adroit), by Gymnasium-Robotics' state-dict key.
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     state: std::collections::BTreeMap<String, Vec<f64>>,
     actions: Vec<Vec<f32>>,
 }
 
+/// What parity needs from an env beside [`Env`]: the state an episode starts from, the
+/// observation in `f64`, and (goal-reaching tasks) the goal the reset sampled and a way to move it.
+trait Replay: Env {
+    fn start(&self) -> RequestEpisode;
+    fn observation(&self) -> Vec<f64>;
+    /// The 2-D goal the last reset sampled, for tasks whose goal parity may place (AntMaze).
+    fn sampled_goal(&self) -> Option<[f64; 2]> {
+        None
+    }
+    /// Place the goal at `r` from the start's (x, y), at angle `th`.
+    fn place_goal(&mut self, _r: f64, _th: f64) -> Result<(), EnvError> {
+        Err(EnvError::Other("this task has no goal to place".into()))
+    }
+}
+
+impl Replay for MujocoEnv {
+    fn start(&self) -> RequestEpisode {
+        RequestEpisode {
+            qpos: self.qpos().to_vec(),
+            qvel: self.qvel().to_vec(),
+            goal: self.task().goal().map(|g| g.to_vec()),
+            state: self.task().episode_state().into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+            actions: Vec::new(),
+        }
+    }
+    fn observation(&self) -> Vec<f64> {
+        self.observation_f64()
+    }
+    fn sampled_goal(&self) -> Option<[f64; 2]> {
+        self.task().goal()
+    }
+    fn place_goal(&mut self, r: f64, th: f64) -> Result<(), EnvError> {
+        let q = self.qpos();
+        let placed = [q[0] + r * th.cos(), q[1] + r * th.sin()];
+        self.set_goal(placed)
+    }
+}
+
+impl Replay for FetchEnv {
+    fn start(&self) -> RequestEpisode {
+        RequestEpisode {
+            qpos: self.qpos().to_vec(),
+            qvel: self.qvel().to_vec(),
+            goal: Some(self.goal().to_vec()),
+            state: Default::default(),
+            actions: Vec::new(),
+        }
+    }
+    fn observation(&self) -> Vec<f64> {
+        self.observation_f64()
+    }
+}
+
 #[derive(Serialize)]
 struct Request<'a> {
+    /// gymnasium-robotics ids: register them and apply the MuJoCo 3.17 joint-type shim.
+    robotics: bool,
     gym_id: &'a str,
     clip_action: bool,
     max_episode_steps: usize,
@@ -159,6 +216,9 @@ struct ReplyEpisode {
 
 #[derive(Deserialize)]
 struct Reply {
+    /// The Python env's settled start state (Fetch: after `_env_setup`).
+    #[serde(default)]
+    initial_qpos: Option<Vec<f64>>,
     gymnasium: String,
     mujoco: String,
     /// The oracle in words, when it is not a Gymnasium env.
@@ -222,6 +282,9 @@ pub struct ParityReport {
     /// the placed ones) that fall outside the box spanned by the oracle's own 200 resets widened
     /// by 10% of its width (a distribution check: the random streams differ).
     pub start_outside_support: usize,
+    /// Largest |ours − theirs| over the settled start state (Fetch's reset settling), when
+    /// the task has one.
+    pub max_initial_state_diff: Option<f64>,
     /// The tolerance the verdict uses.
     pub tolerance: f64,
 }
@@ -235,11 +298,12 @@ impl ParityReport {
             && self.truncated_mismatches == 0
             && self.nonzero_padding == 0
             && self.start_outside_support == 0
+            && self.max_initial_state_diff.is_none_or(|d| d <= self.tolerance)
     }
 }
 
 /// Run our env for `opts.steps` steps and record every episode.
-fn run_ours(env: &mut TimeLimit<MujocoEnv>, opts: &ParityOptions, sampled_goals: &mut Vec<[f64; 2]>) -> Result<Vec<OurEpisode>, EnvError> {
+fn run_ours<E: Replay>(env: &mut TimeLimit<E>, opts: &ParityOptions, sampled_goals: &mut Vec<[f64; 2]>) -> Result<Vec<OurEpisode>, EnvError> {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(opts.seed);
     let space = env.action_space().clone();
     let mut episodes = Vec::new();
@@ -247,27 +311,18 @@ fn run_ours(env: &mut TimeLimit<MujocoEnv>, opts: &ParityOptions, sampled_goals:
     let mut seed = Some(opts.seed);
     while done < opts.steps {
         env.reset(seed.take())?;
-        let sampled_goal = env.inner().task().goal();
-        if let Some(g) = sampled_goal {
+        if let Some(g) = env.inner().sampled_goal() {
             sampled_goals.push(g);
             if episodes.len() % 2 == 1 {
                 // Place the goal 0.3–0.7 from the start, so goal hits (and near misses) happen.
                 let (r, th) = (0.3 + 0.4 * rng.gen::<f64>(), std::f64::consts::TAU * rng.gen::<f64>());
-                let q = env.inner().qpos();
-                let placed = [q[0] + r * th.cos(), q[1] + r * th.sin()];
-                env.inner_mut().set_goal(placed)?;
+                env.inner_mut().place_goal(r, th)?;
             }
         }
         let raw = env.inner();
-        let obs0 = raw.observation_f64();
+        let obs0 = raw.observation();
         let mut ep = OurEpisode {
-            request: RequestEpisode {
-                qpos: raw.qpos().to_vec(),
-                qvel: raw.qvel().to_vec(),
-                goal: raw.task().goal(),
-                state: raw.task().episode_state().into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
-                actions: Vec::new(),
-            },
+            request: raw.start(),
             obs0,
             obs: Vec::new(),
             reward: Vec::new(),
@@ -288,7 +343,7 @@ fn run_ours(env: &mut TimeLimit<MujocoEnv>, opts: &ParityOptions, sampled_goals:
             let step = env.step(&action)?;
             done += 1;
             ep.request.actions.push(action);
-            let obs64 = env.inner().observation_f64();
+            let obs64 = env.inner().observation();
             // The f32 observation the agent sees must be the rounding of the one compared here.
             if obs64.iter().zip(&step.obs).any(|(x, y)| (*x as f32).to_bits() != y.to_bits()) {
                 return Err(EnvError::Other(format!("{}: step() observation is not the f32 rounding of observation_f64()", env.spec().id)));
@@ -343,8 +398,7 @@ fn run_reference(python: &Path, script: &Path, req: &Request<'_>) -> Result<Repl
 /// How many numbers of `ours` (rows of [qpos, qvel, goal]) fall outside the per-column box of
 /// `theirs` widened by 10% of its width. qvel columns are Gaussian (unbounded), so they are
 /// checked against ±6σ of the oracle's own sample instead, σ = 0.1 (both draw 0.1·N(0, 1)).
-fn outside_support(ours: &[Vec<f64>], theirs: &[Vec<f64>], env: &MujocoEnv) -> usize {
-    let (nq, nv) = (env.qpos().len(), env.qvel().len());
+fn outside_support(ours: &[Vec<f64>], theirs: &[Vec<f64>], nq: usize, nv: usize) -> usize {
     let cols = theirs.first().map_or(0, |r| r.len());
     let mut bad = 0;
     for c in 0..cols {
@@ -393,20 +447,18 @@ pub fn check(id: &str, opts: &ParityOptions, python: &Path, script: &Path) -> Re
     }
     let spec = crate::registry::spec(id)?;
     let max_steps = opts.max_episode_steps.or(spec.max_episode_steps).unwrap_or(1000);
-    let mut env = TimeLimit::new(crate::registry::make_unwrapped(id)?, max_steps);
+    let robotics = crate::registry::is_fetch(id);
     let mut sampled_goals = Vec::new();
-    let ours = run_ours(&mut env, opts, &mut sampled_goals)?;
-    let requests: Vec<RequestEpisode> = ours
-        .iter()
-        .map(|e| RequestEpisode {
-            qpos: e.request.qpos.clone(),
-            qvel: e.request.qvel.clone(),
-            goal: e.request.goal,
-            state: e.request.state.clone(),
-            actions: e.request.actions.clone(),
-        })
-        .collect();
-    let req = Request { gym_id: reference.gym_id, clip_action: reference.clip_action, max_episode_steps: max_steps, episodes: &requests };
+    let (ours, settled) = if robotics {
+        let mut env = TimeLimit::new(crate::registry::make_fetch_unwrapped(id)?, max_steps);
+        let settled = env.inner().initial_qpos().to_vec();
+        (run_ours(&mut env, opts, &mut sampled_goals)?, Some(settled))
+    } else {
+        let mut env = TimeLimit::new(crate::registry::make_unwrapped(id)?, max_steps);
+        (run_ours(&mut env, opts, &mut sampled_goals)?, None)
+    };
+    let requests: Vec<RequestEpisode> = ours.iter().map(|e| e.request.clone()).collect();
+    let req = Request { robotics, gym_id: reference.gym_id, clip_action: reference.clip_action, max_episode_steps: max_steps, episodes: &requests };
     let reply = run_reference(python, &reference.oracle.script(script), &req)?;
     if reply.episodes.len() != ours.len() {
         return Err(EnvError::Reference {
@@ -440,6 +492,7 @@ pub fn check(id: &str, opts: &ParityOptions, python: &Path, script: &Path) -> Re
         first_flag_mismatch: None,
         nonzero_padding: 0,
         start_outside_support: 0,
+        max_initial_state_diff: None,
         tolerance: DEFAULT_TOLERANCE,
     };
     if !reply.d4rl_starts.is_empty() {
@@ -450,7 +503,14 @@ pub fn check(id: &str, opts: &ParityOptions, python: &Path, script: &Path) -> Re
             .zip(&sampled_goals)
             .map(|(e, g)| e.request.qpos.iter().chain(&e.request.qvel).chain(g).copied().collect())
             .collect();
-        report.start_outside_support = outside_support(&mine, &theirs, env.inner());
+        report.start_outside_support = outside_support(&mine, &theirs, ours[0].request.qpos.len(), ours[0].request.qvel.len());
+    }
+    if let Some(ours) = &settled {
+        let theirs = reply.initial_qpos.as_ref().ok_or_else(|| EnvError::Reference { python: python.to_path_buf(), message: "the reply has no initial_qpos for a Fetch task".into() })?;
+        if theirs.len() != ours.len() {
+            return Err(EnvError::Shape { what: format!("{id}: reference initial_qpos"), expected: ours.len(), found: theirs.len() });
+        }
+        report.max_initial_state_diff = Some(ours.iter().zip(theirs).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max));
     }
     let mut obs_diff = Diff::default();
     let mut rew_diff = Diff::default();

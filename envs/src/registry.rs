@@ -7,7 +7,7 @@
 use crate::env::{Env, EnvSpec};
 use crate::error::EnvError;
 use crate::mujoco::antmaze::{BIG_MAZE_TEST, HARDEST_MAZE_TEST, U_MAZE_TEST};
-use crate::mujoco::{Adroit, AdroitKind, Ant, AntMaze, HalfCheetah, Hopper, InvertedPendulum, MujocoEnv, Task, Version, Walker2d};
+use crate::mujoco::{Adroit, AdroitKind, Ant, AntMaze, FetchEnv, FetchTask, HalfCheetah, Hopper, InvertedPendulum, MujocoEnv, Task, Version, Walker2d};
 use crate::wrappers::TimeLimit;
 use std::path::Path;
 
@@ -51,9 +51,38 @@ const ENTRIES: &[Entry] = &[
     Entry { id: "relocate-v1", max_episode_steps: 200, family: Some("relocate"), task: || Box::new(Adroit::new(AdroitKind::Relocate)) },
 ];
 
+/// The Fetch tasks of gymnasium-robotics 1.4.2: id, task, dense reward. 50-step episodes.
+const FETCH: &[(&str, FetchTask, bool)] = &[
+    ("FetchReach-v4", FetchTask::Reach, false),
+    ("FetchPush-v4", FetchTask::Push, false),
+    ("FetchPickAndPlace-v4", FetchTask::PickAndPlace, false),
+    ("FetchReachDense-v4", FetchTask::Reach, true),
+    ("FetchPushDense-v4", FetchTask::Push, true),
+    ("FetchPickAndPlaceDense-v4", FetchTask::PickAndPlace, true),
+];
+
+/// Episode length of the Fetch tasks.
+pub const FETCH_MAX_EPISODE_STEPS: usize = 50;
+
 /// All ids [`make`] accepts.
 pub fn known_ids() -> Vec<&'static str> {
-    ENTRIES.iter().map(|e| e.id).collect()
+    ENTRIES.iter().map(|e| e.id).chain(FETCH.iter().map(|f| f.0)).collect()
+}
+
+/// Whether `id` is one of the Fetch tasks.
+pub fn is_fetch(id: &str) -> bool {
+    FETCH.iter().any(|f| f.0 == id)
+}
+
+/// The Fetch task `id` without its time limit.
+pub fn make_fetch_unwrapped(id: &str) -> Result<FetchEnv, EnvError> {
+    let (_, task, dense) = FETCH.iter().find(|f| f.0 == id).ok_or_else(|| EnvError::UnknownId { id: id.to_string(), known: known_ids().iter().map(|s| s.to_string()).collect() })?;
+    FetchEnv::new(spec(id)?, *task, *dense)
+}
+
+/// The Fetch task `id` in its 50-step time limit, keeping the concrete type.
+pub fn make_fetch(id: &str) -> Result<TimeLimit<FetchEnv>, EnvError> {
+    Ok(TimeLimit::new(make_fetch_unwrapped(id)?, FETCH_MAX_EPISODE_STEPS))
 }
 
 fn entry(id: &str) -> Result<&'static Entry, EnvError> {
@@ -65,6 +94,9 @@ fn entry(id: &str) -> Result<&'static Entry, EnvError> {
 
 /// The spec of a registered id (no model is loaded).
 pub fn spec(id: &str) -> Result<EnvSpec, EnvError> {
+    if let Some(f) = FETCH.iter().find(|f| f.0 == id) {
+        return Ok(EnvSpec { id: f.0.to_string(), max_episode_steps: Some(FETCH_MAX_EPISODE_STEPS), normalization_family: None });
+    }
     let e = entry(id)?;
     Ok(EnvSpec {
         id: e.id.to_string(),
@@ -94,6 +126,9 @@ pub fn make_mujoco(id: &str) -> Result<TimeLimit<MujocoEnv>, EnvError> {
 
 /// The task `id`, truncated at its `max_episode_steps` (as `gymnasium.make(id)`).
 pub fn make(id: &str) -> Result<Box<dyn Env>, EnvError> {
+    if is_fetch(id) {
+        return Ok(Box::new(make_fetch(id)?));
+    }
     Ok(Box::new(make_mujoco(id)?))
 }
 
@@ -116,8 +151,11 @@ mod tests {
         assert_eq!(s.max_episode_steps, Some(1000));
         assert_eq!(s.normalization_family.as_deref(), Some("hopper"));
         assert_eq!(spec("InvertedPendulum-v5").unwrap().normalization_family, None);
-        assert_eq!(known_ids().len(), 25);
+        // 9 locomotion + 12 AntMaze + 4 Adroit + 6 Fetch.
+        assert_eq!(known_ids().len(), 31);
+        assert_eq!(FETCH.len(), 6);
         assert_eq!(spec("antmaze-umaze-v2").unwrap().max_episode_steps, Some(700));
         assert_eq!(spec("antmaze-large-play-v2").unwrap().normalization_family.as_deref(), Some("antmaze"));
+        assert_eq!(spec("FetchPush-v4").unwrap().max_episode_steps, Some(50));
     }
 }

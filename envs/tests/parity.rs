@@ -21,6 +21,7 @@ fn script() -> PathBuf {
 fn assert_parity(id: &str, steps: usize, max_episode_steps: usize) -> o2o_envs::parity::ParityReport {
     let opts = ParityOptions { steps, seed: 5, max_episode_steps: Some(max_episode_steps) };
     let r = check(id, &opts, &python(), &script()).unwrap_or_else(|e| panic!("{id}: {e}"));
+    eprintln!("{id}: obs {:.2e} reward {:.2e} settled {:?} over {} steps", r.max_obs_abs_diff, r.max_reward_abs_diff, r.max_initial_state_diff, r.steps);
     assert!(r.passed(), "{id}: parity failed: {r:#?}");
     assert_eq!(r.steps, steps);
     assert!(r.episodes >= 2, "{id}: the run crossed no reset: {r:#?}");
@@ -108,4 +109,27 @@ fn adroit_pen_and_door_v1() {
 fn adroit_hammer_and_relocate_v1() {
     assert_adroit_parity("hammer-v1", 120, 40);
     assert_adroit_parity("relocate-v1", 120, 40);
+}
+
+// Fetch (gymnasium-robotics 1.4.2 on MuJoCo 3.17, through the joint-type shim of the script):
+// two 50-step episodes each, plus the settled start state of `_env_setup`.
+
+#[test]
+fn fetch_reach_v4() {
+    assert_parity("FetchReach-v4", 100, 50);
+}
+
+#[test]
+fn fetch_push_v4() {
+    assert_parity("FetchPush-v4", 100, 50);
+}
+
+#[test]
+fn fetch_pick_and_place_v4() {
+    assert_parity("FetchPickAndPlace-v4", 100, 50);
+}
+
+#[test]
+fn fetch_push_dense_v4() {
+    assert_parity("FetchPushDense-v4", 100, 50);
 }

@@ -6,8 +6,10 @@ pub mod famo2o_cql;
 pub mod famo2o_iql;
 mod flat;
 pub mod iql;
+pub mod ppo;
 pub mod rlpd;
 pub mod sac;
+pub mod unio4;
 pub mod wsrl;
 
 /// What every constructor checks and sets up first: sizes of at least 1 (the message names

@@ -14,6 +14,8 @@
 pub mod adroit;
 mod ant;
 pub mod antmaze;
+pub mod fetch;
+pub mod fetch_script;
 mod half_cheetah;
 mod hopper;
 mod inverted_pendulum;
@@ -24,6 +26,8 @@ mod walker2d;
 pub use adroit::{Adroit, AdroitKind};
 pub use ant::Ant;
 pub use antmaze::AntMaze;
+pub use fetch::{FetchEnv, FetchTask, GoalLayout};
+pub use fetch_script::{FetchScript, Stage};
 pub use half_cheetah::HalfCheetah;
 pub use hopper::Hopper;
 pub use inverted_pendulum::InvertedPendulum;

@@ -33,6 +33,11 @@ macro_rules! forward_to_inner {
             self.env.reset(seed)
         }
     };
+    (executed_action) => {
+        fn executed_action(&self) -> Option<&[f32]> {
+            self.env.executed_action()
+        }
+    };
     ($($method:ident),+ $(,)?) => {
         $(forward_to_inner!($method);)+
     };

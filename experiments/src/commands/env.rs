@@ -57,6 +57,13 @@ pub fn run(args: EnvArgs) -> Result<()> {
 fn list() -> Result<()> {
     println!("{:<25} {:>4} {:>4} {:>6} {:>6}  {:<12} parity reference", "id", "obs", "act", "dt", "steps", "d4rl family");
     for id in o2o_envs::known_ids() {
+        if o2o_envs::registry::is_fetch(id) {
+            let env = o2o_envs::registry::make_fetch(id).with_context(|| format!("making {id}"))?;
+            let reference = reference_for(id).map(|r| format!("{} (gymnasium-robotics 1.4.2, joint-type shim)", r.gym_id));
+            let steps = env.spec().max_episode_steps.map(|s| s.to_string()).unwrap_or_else(|| "-".into());
+            println!("{:<21} {:>4} {:>4} {:>6.3} {:>6}  {:<12} {}", id, env.observation_space().dim(), env.action_space().dim(), 0.04, steps, "-", reference.unwrap_or_else(|| "-".into()));
+            continue;
+        }
         let env = o2o_envs::make_mujoco(id).with_context(|| format!("making {id}"))?;
         let spec = env.spec();
         let reference = reference_for(id).map(|r| {

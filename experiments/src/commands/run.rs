@@ -254,10 +254,23 @@ fn run_preset(args: &TrainArgs, from: Option<&Path>, reuse: bool) -> Result<Opti
 }
 
 /// Device, threads, Rerun and progress from the common options; run; the end as one line or JSON.
-fn launch(run: Run, common: &CommonArgs) -> Result<Outcome> {
+/// A run whose env is a robot (`robot:<config.toml>`) gets the robot's env factory, recording
+/// and safety report (`o2o_experiments::robot`).
+pub(crate) fn launch(run: Run, common: &CommonArgs) -> Result<Outcome> {
     let progress = common.progress()?;
     let device = common.apply()?;
+    let robot = o2o_experiments::robot::RobotSession::for_env(&run.draft_config()?.env)?;
+    let run = match &robot {
+        Some(session) => session.attach(run),
+        None => run,
+    };
     let done = run.device(device).rerun(common.rerun.clone()).progress(progress).run()?;
+    if let (Some(session), false) = (&robot, done.reused) {
+        let report = session.finish(&done.dir)?;
+        if !common.json {
+            super::robot::print_report(&report);
+        }
+    }
     if common.json {
         let mut v = serde_json::to_value(&done.summary)?;
         v["run_dir"] = done.dir.display().to_string().into();

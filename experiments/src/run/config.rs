@@ -44,6 +44,12 @@ pub struct RunConfig {
     /// [`o2o_agents::sera::SeraConfig`] for every field).
     #[serde(default)]
     pub sera: SeraConfig,
+    /// Dopamine-style shaping of online rewards with a progress model (off when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shaping: Option<ShapingConfig>,
+    /// The on-policy loop's vector env and rollout length (PPO; unused by off-policy agents).
+    #[serde(default, skip_serializing_if = "RolloutConfig::is_default")]
+    pub rollout: RolloutConfig,
     /// Where this run starts from, for fine-tuning runs.
     #[serde(default)]
     pub parent: Option<ParentConfig>,
@@ -221,6 +227,38 @@ impl TrainConfig {
     }
 }
 
+/// The on-policy loop (PPO): `num_envs` envs stepped together by a vector env on `threads`
+/// threads, `steps` steps of each per rollout (a rollout is `steps × num_envs` transitions;
+/// `train.online_steps` counts env steps over all envs, rounded up to whole rollouts).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct RolloutConfig {
+    /// Envs stepped together.
+    pub num_envs: usize,
+    /// Steps per env per rollout (T).
+    pub steps: usize,
+    /// Threads stepping the envs (the caller's included).
+    pub threads: usize,
+}
+
+impl Default for RolloutConfig {
+    fn default() -> Self {
+        Self { num_envs: 1, steps: 2048, threads: 1 }
+    }
+}
+
+impl RolloutConfig {
+    /// Whether every field is the default (then it is left out of a written config).
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// Transitions per rollout.
+    pub fn rows(&self) -> u64 {
+        (self.num_envs * self.steps) as u64
+    }
+}
+
 /// Checkpoint settings.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -236,6 +274,45 @@ impl Default for CheckpointConfig {
     fn default() -> Self {
         Self { every: 10_000, keep: 2 }
     }
+}
+
+/// `[shaping]`: online transitions get r' = r_gold + γΦ(s') − Φ(s) (`mode = "pbrs"`, Φ := 0
+/// after a true termination, kept at truncation, γ = the agent's `gamma`) or the naive
+/// r_gold + Φ(s') − Φ(s) (`mode = "naive"`, for comparison), as they are stored; Φ is a
+/// progress model from `o2o reward train`. Offline data and evaluation are not shaped. Use it
+/// with `[dataset] reward = "none"`: a reward shift applied after shaping would break the
+/// invariance.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ShapingConfig {
+    /// Shape at all (`false`: the section is kept but rewards are the env's, the sparse
+    /// baseline of a comparison).
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// The progress-model file.
+    pub model: PathBuf,
+    /// `pbrs` or `naive`.
+    #[serde(default = "default_shaping_mode")]
+    pub mode: o2o_reward_models::ShapingMode,
+    /// r_gold: `env` (the env's reward) or `success` (1 when Φ(s') ≥ 1 − δ).
+    #[serde(default = "default_gold")]
+    pub gold: o2o_reward_models::GoldReward,
+    /// Which estimate is Φ (`incremental`, `forward`, `backward`, `mean`, `weighted`); default:
+    /// the model's own.
+    #[serde(default)]
+    pub fusion: Option<o2o_reward_models::Fusion>,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+fn default_shaping_mode() -> o2o_reward_models::ShapingMode {
+    o2o_reward_models::ShapingMode::Pbrs
+}
+
+fn default_gold() -> o2o_reward_models::GoldReward {
+    o2o_reward_models::GoldReward::Env
 }
 
 /// The run a fine-tuning run starts from.
@@ -275,6 +352,9 @@ impl RunConfig {
         };
         full.remove("algo");
         config.agent = full;
+        if agent.is_on_policy() {
+            config.check_on_policy().with_context(|| format!("invalid config in {origin}"))?;
+        }
         Ok(config)
     }
 
@@ -312,10 +392,34 @@ impl RunConfig {
         self.check_has_steps()
     }
 
+    /// What an on-policy agent's run can do: online steps only, from a vector env of at least
+    /// one env and one step per rollout.
+    fn check_on_policy(&self) -> Result<()> {
+        let t = &self.train;
+        if t.offline_steps + t.random_steps + t.warmup_steps > 0 || t.offline_ratio > 0.0 {
+            bail!(
+                "algo `{}` learns on-policy from its own rollouts: train.offline_steps, train.random_steps, train.warmup_steps and train.offline_ratio must be 0, found {}, {}, {}, {}",
+                self.algo, t.offline_steps, t.random_steps, t.warmup_steps, t.offline_ratio
+            );
+        }
+        if t.record_dataset || self.sera.enabled {
+            bail!("algo `{}` is on-policy: train.record_dataset and [sera] are not supported", self.algo);
+        }
+        if self.algo == "unio4" && self.dataset.is_none() {
+            bail!("algo `unio4` trains offline on a dataset first: add a [dataset] section");
+        }
+        let r = &self.rollout;
+        if r.num_envs == 0 || r.steps == 0 || r.threads == 0 {
+            bail!("section [rollout]: num_envs, steps and threads must be at least 1, found {}, {}, {}", r.num_envs, r.steps, r.threads);
+        }
+        Ok(())
+    }
+
     /// The run has at least one step of some kind.
     fn check_has_steps(&self) -> Result<()> {
         let t = &self.train;
-        if t.offline_steps + t.random_steps + t.warmup_steps + t.online_steps == 0 {
+        // Uni-O4's offline stages count their own steps in [agent]: an offline-only run is one.
+        if t.offline_steps + t.random_steps + t.warmup_steps + t.online_steps == 0 && self.algo != "unio4" {
             bail!("the run has no steps: set train.offline_steps or train.online_steps");
         }
         Ok(())
@@ -485,8 +589,8 @@ online_steps = 100
         assert!(!c.agent.contains_key("algo"));
         let err = format!("{:#}", resolve(&["agent.expectile=0.7"]).unwrap_err());
         assert!(err.contains("expectile"), "{err}");
-        let err = format!("{:#}", resolve(&["algo=ppo"]).unwrap_err());
-        assert!(err.contains("ppo"), "{err}");
+        let err = format!("{:#}", resolve(&["algo=ppx"]).unwrap_err());
+        assert!(err.contains("ppx"), "{err}");
         let err = format!("{:#}", resolve(&["agent.algo=iql"]).unwrap_err());
         assert!(err.contains("agent.algo"), "{err}");
     }

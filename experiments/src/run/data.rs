@@ -23,6 +23,9 @@ pub struct OfflineData {
     pub reward: RewardTransform,
     /// What the manifest records about it.
     pub info: DatasetInfo,
+    /// 1.0 on the last kept transition of each episode (terminated, timed out or cut), per
+    /// transition (Uni-O4's timeout mask).
+    pub episode_ends: Vec<f32>,
 }
 
 /// How Monte-Carlo returns are computed when the run's algorithm needs them (Cal-QL): the rule
@@ -91,8 +94,9 @@ pub fn load(cfg: &DatasetConfig, given: Option<D4rlDataset>, action_space: &BoxS
         t.mc_returns = Some(returns_to_go(&t.rewards, &t.episode_ends, mc).with_context(|| format!("MC returns of dataset {}", path.display()))?);
     }
     let info = DatasetInfo { id: cfg.id.clone(), path: path.display().to_string(), sha256, transitions: t.len() };
+    let episode_ends = t.episode_ends.clone();
     let buffer = OfflineBuffer::new(t).with_context(|| format!("dataset {}", path.display()))?;
-    Ok(OfflineData { buffer, reward, info })
+    Ok(OfflineData { buffer, reward, info, episode_ends })
 }
 
 /// The file a dataset config points at: `path`, or the registry id's file in the cache.

@@ -17,6 +17,7 @@ use super::eval::{self, EvalResult};
 use super::learner::{self, ReplaySink, RewardTransform, Source};
 use super::phases::{self, PhaseKind};
 use super::progress::{Progress, ProgressOptions};
+use super::shaping::{self, ShapedEpisode, ShapingSink};
 use super::rundir::{self, DatasetInfo, Manifest, DATASET, MANIFEST, METRICS, SUMMARY};
 use super::{fault, interrupt};
 use crate::logging::{JsonlSink, Logger, MetricSink};
@@ -27,6 +28,7 @@ use o2o_datasets::mc_returns::McConfig;
 use o2o_datasets::d4rl::D4rlDataset;
 use o2o_datasets::{MixedSampler, ReplayBuffer};
 use o2o_envs::Env;
+use o2o_reward_models::Shaper;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -183,30 +185,37 @@ impl std::fmt::Display for DamagedCheckpoint {
 /// replay buffer and the runner's counters. A bad env id, dataset, parent checkpoint or agent
 /// config fails here, leaving nothing behind.
 pub struct Prepared<'a> {
-    config: RunConfig,
-    device: Device,
-    start: Start,
-    eval_env: Box<dyn Env>,
+    pub(super) config: RunConfig,
+    pub(super) device: Device,
+    pub(super) start: Start,
+    pub(super) eval_env: Box<dyn Env>,
     /// The eval env is the registry's (so a Rerun sink may record it in 3D).
-    registry_env: bool,
-    actor: Option<Actor>,
-    offline: Option<OfflineData>,
-    reward: RewardTransform,
-    agent: Box<dyn Agent>,
+    pub(super) registry_env: bool,
+    pub(super) actor: Option<Actor>,
+    pub(super) offline: Option<OfflineData>,
+    pub(super) reward: RewardTransform,
+    pub(super) agent: Box<dyn Agent>,
     /// SERA's bonus for online batches, when `[sera] enabled`.
-    sera: Option<Sera>,
-    replay: Option<ReplayBuffer>,
-    recorder: Option<Recorder>,
-    state: RunnerState,
-    on_eval: Option<&'a mut OnEval<'a>>,
-    on_checkpoint: Option<&'a mut OnCheckpoint<'a>>,
-    warnings: Vec<String>,
+    pub(super) sera: Option<Sera>,
+    pub(super) replay: Option<ReplayBuffer>,
+    pub(super) recorder: Option<Recorder>,
+    /// The `[shaping]` reward of online transitions.
+    pub(super) shaper: Option<Shaper>,
+    pub(super) state: RunnerState,
+    pub(super) on_eval: Option<&'a mut OnEval<'a>>,
+    pub(super) on_checkpoint: Option<&'a mut OnCheckpoint<'a>>,
+    pub(super) warnings: Vec<String>,
+    /// The on-policy loop's envs (`rollout.num_envs` of them), for an on-policy agent.
+    pub(super) rollout_envs: Vec<Box<dyn Env>>,
 }
 
 /// Make and check everything the run `config` needs (see [`Prepared`]).
 pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: Hooks<'a>) -> Result<Prepared<'a>> {
     let plan = phases::plan(&config.train);
-    let needs_env = plan.iter().any(|p| p.kind.steps_env());
+    // An on-policy agent (PPO) collects rollouts from a vector env instead (`onpolicy.rs`): no
+    // replay buffer, no single acting env.
+    let on_policy = config.agent_config()?.is_on_policy();
+    let needs_env = plan.iter().any(|p| p.kind.steps_env()) && !on_policy;
 
     // Envs: one to act in, one to evaluate on (never the same, so evaluation cannot disturb
     // the training episode).
@@ -289,7 +298,16 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
     } else {
         None
     };
+    let rollout_envs = if on_policy {
+        (0..config.rollout.num_envs).map(|i| hooks.make_env(&config.env).with_context(|| format!("making rollout env {i}"))).collect::<Result<Vec<_>>>()?
+    } else {
+        Vec::new()
+    };
     let sera = if config.sera.enabled { Some(sera_for(config, &*agent, offline.as_ref(), obs_dim, act_dim, device)?) } else { None };
+    let shaper = match &config.shaping {
+        Some(s) if needs_env && s.enabled => Some(shaping::shaper(s, gamma as f64, obs_dim)?),
+        _ => None,
+    };
     let warnings = budget_warnings(config);
     Ok(Prepared {
         config: config.clone(),
@@ -304,10 +322,12 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
         sera,
         replay,
         recorder,
+        shaper,
         state,
         on_eval: hooks.on_eval,
         on_checkpoint: hooks.on_checkpoint,
         warnings,
+        rollout_envs,
     })
 }
 
@@ -339,7 +359,7 @@ fn online_rows_needed(train: &super::config::TrainConfig, has_offline_data: bool
     }
 }
 
-fn initial_state(config: &RunConfig) -> RunnerState {
+pub(super) fn initial_state(config: &RunConfig) -> RunnerState {
     checkpoint::initial_state(&ChaCha8Rng::seed_from_u64(derive_seed(config.seed, stream::RUNNER_RNG, 0)))
 }
 
@@ -383,8 +403,11 @@ impl Prepared<'_> {
     /// Run (or continue) the run in `dir` to its end, logging to `metrics.jsonl` and
     /// `extra_sinks`. Stops early with [`Interrupted`](super::interrupt::Interrupted) (a checkpoint written) when a stop was
     /// requested ([`super::interrupt`]).
-    pub fn run(self, dir: &Path, extra_sinks: Vec<Box<dyn MetricSink>>, progress: ProgressOptions) -> Result<Summary> {
-        let Prepared { config, device, start, mut eval_env, registry_env, mut actor, offline, reward, mut agent, sera, mut replay, mut recorder, mut state, mut on_eval, mut on_checkpoint, warnings } = self;
+    pub fn run(mut self, dir: &Path, extra_sinks: Vec<Box<dyn MetricSink>>, progress: ProgressOptions) -> Result<Summary> {
+        if self.agent.on_policy().is_some() {
+            return super::onpolicy::run(self, dir, extra_sinks, progress);
+        }
+        let Prepared { config, device, start, mut eval_env, registry_env, mut actor, offline, reward, mut agent, sera, mut replay, mut recorder, mut shaper, mut state, mut on_eval, mut on_checkpoint, warnings, rollout_envs: _ } = self;
         let config = &config;
         let t0 = Instant::now();
         let plan = phases::plan(&config.train);
@@ -404,6 +427,7 @@ impl Prepared<'_> {
         let mut logger = Logger::new(sinks);
         let progress = Progress::new(total, state.step, progress);
         let mut last_episode_return = None;
+        let mut shaped_episode = ShapedEpisode::default();
         let mut hooks = EvalHooks { on_eval: on_eval.take(), notes };
 
         // The offline→online switch: the first env step after offline training (step 0 for a run
@@ -442,6 +466,11 @@ impl Prepared<'_> {
                     let (actor, replay) = (actor.as_mut().expect("env phases have an actor"), replay.as_mut().expect("and a replay buffer"));
                     let mut replay_sink = ReplaySink { replay, reward };
                     let mut sink: &mut dyn TransitionSink = &mut replay_sink;
+                    let mut shaped;
+                    if let Some(shaper) = shaper.as_mut() {
+                        shaped = ShapingSink { inner: sink, shaper, episode: &mut shaped_episode };
+                        sink = &mut shaped;
+                    }
                     let mut tee;
                     if let Some(rec) = recorder.as_mut() {
                         tee = Tee { first: sink, second: rec };
@@ -460,6 +489,9 @@ impl Prepared<'_> {
                         let mut values = vec![("train/episode_return", ep.ret), ("train/episode_length", ep.length as f64)];
                         if let Some(s) = ep.success {
                             values.push(("train/episode_success", if s { 1.0 } else { 0.0 }));
+                        }
+                        if shaper.is_some() {
+                            values.extend(shaped_episode.take_metrics());
                         }
                         logger.log(state.grad_step, state.env_step, &values)?;
                         last_episode_return = Some(ep.ret);
@@ -600,14 +632,14 @@ pub fn execute_with(
 }
 
 /// The evaluation callback, where [`evaluate`] can reach it.
-struct EvalHooks<'a> {
-    on_eval: Option<&'a mut OnEval<'a>>,
+pub(super) struct EvalHooks<'a> {
+    pub(super) on_eval: Option<&'a mut OnEval<'a>>,
     /// Where the agent's per-step choices go for the recorded evaluation episode.
-    notes: Option<crate::logging::StepNotes>,
+    pub(super) notes: Option<crate::logging::StepNotes>,
 }
 
 /// Evaluate, log under `eval/`, remember the last and best results, and call the hook.
-fn evaluate(
+pub(super) fn evaluate(
     env: &mut dyn o2o_envs::Env,
     agent: &mut dyn Agent,
     device: Device,
@@ -633,7 +665,7 @@ fn evaluate(
 /// The agent's read-only diagnostics on a batch of online data and on a batch of the dataset,
 /// logged under `diag/online/` and `diag/offline/`. Batches come from their own RNG stream
 /// (seeded by the step), so diagnostics change nothing else in the run.
-fn diagnose(
+pub(super) fn diagnose(
     agent: &mut dyn Agent,
     offline: Option<&OfflineData>,
     replay: Option<&ReplayBuffer>,
@@ -694,7 +726,7 @@ fn save_checkpoint(
 }
 
 /// Cut `metrics.jsonl` back to `len` bytes (what it held at the checkpoint being resumed).
-fn truncate_metrics(path: &Path, len: u64) -> Result<()> {
+pub(super) fn truncate_metrics(path: &Path, len: u64) -> Result<()> {
     let file = std::fs::OpenOptions::new().write(true).open(path).with_context(|| format!("cannot open {}", path.display()))?;
     let found = file.metadata()?.len();
     if found < len {
@@ -706,7 +738,7 @@ fn truncate_metrics(path: &Path, len: u64) -> Result<()> {
 }
 
 /// Agent metric names go under `train/` unless they carry their own namespace.
-fn namespaced(name: &str) -> String {
+pub(super) fn namespaced(name: &str) -> String {
     if name.contains('/') {
         name.to_string()
     } else {
