@@ -24,6 +24,30 @@ import sys
 import numpy as np
 
 
+def replay(env, obs0, actions, prepare=None, correct=None, observe=None) -> dict:
+    """Step `env` (a `gymnasium.make` stack, already at the episode's start state whose
+    observation is `obs0`) through `actions`; `prepare` maps each action first, `correct` maps
+    (reward, terminated) after each step, `observe` maps each observation to its flat list
+    (default: the array as float64). Returns the episode as the reply lists it."""
+    out = {"obs0": np.asarray(obs0, dtype=np.float64).tolist(), "obs": [], "reward": [], "terminated": [], "truncated": []}
+    for a in actions:
+        # Round to the exact float32 values our env used (JSON carries them as shortest
+        # decimals; the dynamics are chaotic, so even 1e-9 matters), then widen to float64:
+        # with a float32 array Gymnasium computes its control cost in float32 (NumPy 2
+        # promotion), a rounding of up to ~5e-7 on Ant's reward that is the reference's.
+        action = np.asarray(a, dtype=np.float32).astype(np.float64)
+        if prepare is not None:
+            action = prepare(action)
+        obs, reward, terminated, truncated, _info = env.step(action)
+        if correct is not None:
+            reward, terminated = correct(reward, terminated)
+        out["obs"].append(observe(obs) if observe is not None else np.asarray(obs, dtype=np.float64).tolist())
+        out["reward"].append(float(reward))
+        out["terminated"].append(bool(terminated))
+        out["truncated"].append(bool(truncated))
+    return out
+
+
 def shim_joint_type_for_mujoco_317() -> None:
     """gymnasium-robotics 1.4.2 on MuJoCo 3.17: `model.jnt_type[j]` is an np.int32 and
     `mjtJoint.__eq__(np.int32)` is False, so `joint_type in (mjJNT_HINGE, mjJNT_SLIDE)` in
@@ -85,21 +109,9 @@ def main() -> None:
             obs0 = flat_goal_obs(raw._get_obs())
         else:
             raw.set_state(qpos, qvel)
-            obs0 = raw._get_obs().tolist()
-        out = {"obs0": obs0, "obs": [], "reward": [], "terminated": [], "truncated": []}
-        for a in ep["actions"]:
-            # Round to the exact float32 values our env used (JSON carries them as shortest
-            # decimals; the dynamics are chaotic, so even 1e-9 matters), then widen to float64:
-            # with a float32 array Gymnasium computes its control cost in float32 (NumPy 2
-            # promotion), a rounding of up to ~5e-7 on Ant's reward that is the reference's.
-            action = np.asarray(a, dtype=np.float32).astype(np.float64)
-            if req.get("clip_action", False):
-                action = np.clip(action, low, high)
-            obs, reward, terminated, truncated, _info = env.step(action)
-            out["obs"].append(flat_goal_obs(obs) if robotics else np.asarray(obs, dtype=np.float64).tolist())
-            out["reward"].append(float(reward))
-            out["terminated"].append(bool(terminated))
-            out["truncated"].append(bool(truncated))
+            obs0 = raw._get_obs()
+        clip = (lambda a: np.clip(a, low, high)) if req.get("clip_action", False) else None
+        out = replay(env, obs0, ep["actions"], prepare=clip, observe=flat_goal_obs if robotics else None)
         episodes.append(out)
     reply = {"gymnasium": gym.__version__, "mujoco": __import__("mujoco").__version__, "episodes": episodes}
     if robotics:

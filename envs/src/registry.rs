@@ -6,7 +6,8 @@
 
 use crate::env::{Env, EnvSpec};
 use crate::error::EnvError;
-use crate::mujoco::{Ant, FetchEnv, FetchTask, HalfCheetah, Hopper, InvertedPendulum, MujocoEnv, Task, Version, Walker2d};
+use crate::mujoco::antmaze::{BIG_MAZE_TEST, HARDEST_MAZE_TEST, U_MAZE_TEST};
+use crate::mujoco::{Adroit, AdroitKind, Ant, AntMaze, FetchEnv, FetchTask, HalfCheetah, Hopper, InvertedPendulum, MujocoEnv, Task, Version, Walker2d};
 use crate::wrappers::TimeLimit;
 use std::path::Path;
 
@@ -29,6 +30,25 @@ const ENTRIES: &[Entry] = &[
     Entry { id: "hopper-v2", max_episode_steps: 1000, family: Some("hopper"), task: || Box::new(Hopper { version: Version::D4rlV2 }) },
     Entry { id: "walker2d-v2", max_episode_steps: 1000, family: Some("walker2d"), task: || Box::new(Walker2d { version: Version::D4rlV2 }) },
     Entry { id: "ant-v2", max_episode_steps: 1000, family: Some("ant"), task: || Box::new(Ant { version: Version::D4rlV2 }) },
+    // AntMaze as D4RL registers it: the eval (`*_TEST`) map of each size; "play"/"diverse" name
+    // datasets, not envs. -v2 draws a goal per reset, -v0 one per env.
+    Entry { id: "antmaze-umaze-v2", max_episode_steps: 700, family: Some("antmaze"), task: || Box::new(AntMaze::new(U_MAZE_TEST, true)) },
+    Entry { id: "antmaze-umaze-diverse-v2", max_episode_steps: 700, family: Some("antmaze"), task: || Box::new(AntMaze::new(U_MAZE_TEST, true)) },
+    Entry { id: "antmaze-medium-play-v2", max_episode_steps: 1000, family: Some("antmaze"), task: || Box::new(AntMaze::new(BIG_MAZE_TEST, true)) },
+    Entry { id: "antmaze-medium-diverse-v2", max_episode_steps: 1000, family: Some("antmaze"), task: || Box::new(AntMaze::new(BIG_MAZE_TEST, true)) },
+    Entry { id: "antmaze-large-play-v2", max_episode_steps: 1000, family: Some("antmaze"), task: || Box::new(AntMaze::new(HARDEST_MAZE_TEST, true)) },
+    Entry { id: "antmaze-large-diverse-v2", max_episode_steps: 1000, family: Some("antmaze"), task: || Box::new(AntMaze::new(HARDEST_MAZE_TEST, true)) },
+    Entry { id: "antmaze-umaze-v0", max_episode_steps: 700, family: Some("antmaze"), task: || Box::new(AntMaze::new(U_MAZE_TEST, false)) },
+    Entry { id: "antmaze-umaze-diverse-v0", max_episode_steps: 700, family: Some("antmaze"), task: || Box::new(AntMaze::new(U_MAZE_TEST, false)) },
+    Entry { id: "antmaze-medium-play-v0", max_episode_steps: 1000, family: Some("antmaze"), task: || Box::new(AntMaze::new(BIG_MAZE_TEST, false)) },
+    Entry { id: "antmaze-medium-diverse-v0", max_episode_steps: 1000, family: Some("antmaze"), task: || Box::new(AntMaze::new(BIG_MAZE_TEST, false)) },
+    Entry { id: "antmaze-large-play-v0", max_episode_steps: 1000, family: Some("antmaze"), task: || Box::new(AntMaze::new(HARDEST_MAZE_TEST, false)) },
+    Entry { id: "antmaze-large-diverse-v0", max_episode_steps: 1000, family: Some("antmaze"), task: || Box::new(AntMaze::new(HARDEST_MAZE_TEST, false)) },
+    // Adroit as D4RL registers it (`{task}-{human,cloned,expert}-v1` all make these envs).
+    Entry { id: "pen-v1", max_episode_steps: 100, family: Some("pen"), task: || Box::new(Adroit::new(AdroitKind::Pen)) },
+    Entry { id: "door-v1", max_episode_steps: 200, family: Some("door"), task: || Box::new(Adroit::new(AdroitKind::Door)) },
+    Entry { id: "hammer-v1", max_episode_steps: 200, family: Some("hammer"), task: || Box::new(Adroit::new(AdroitKind::Hammer)) },
+    Entry { id: "relocate-v1", max_episode_steps: 200, family: Some("relocate"), task: || Box::new(Adroit::new(AdroitKind::Relocate)) },
 ];
 
 /// The Fetch tasks of gymnasium-robotics 1.4.2: id, task, dense reward. 50-step episodes.
@@ -145,7 +165,11 @@ mod tests {
         assert_eq!(s.max_episode_steps, Some(1000));
         assert_eq!(s.normalization_family.as_deref(), Some("hopper"));
         assert_eq!(spec("InvertedPendulum-v5").unwrap().normalization_family, None);
-        assert_eq!(known_ids().len(), 9 + FETCH.len());
+        // 9 locomotion + 12 AntMaze + 4 Adroit + 6 Fetch.
+        assert_eq!(known_ids().len(), 31);
+        assert_eq!(FETCH.len(), 6);
+        assert_eq!(spec("antmaze-umaze-v2").unwrap().max_episode_steps, Some(700));
+        assert_eq!(spec("antmaze-large-play-v2").unwrap().normalization_family.as_deref(), Some("antmaze"));
         assert_eq!(spec("FetchPush-v4").unwrap().max_episode_steps, Some(50));
     }
 }

@@ -18,13 +18,14 @@ fn script() -> PathBuf {
     PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").into())).join("../scripts/gym_parity.py")
 }
 
-fn assert_parity(id: &str, steps: usize, max_episode_steps: usize) {
+fn assert_parity(id: &str, steps: usize, max_episode_steps: usize) -> o2o_envs::parity::ParityReport {
     let opts = ParityOptions { steps, seed: 5, max_episode_steps: Some(max_episode_steps) };
     let r = check(id, &opts, &python(), &script()).unwrap_or_else(|e| panic!("{id}: {e}"));
     eprintln!("{id}: obs {:.2e} reward {:.2e} settled {:?} over {} steps", r.max_obs_abs_diff, r.max_reward_abs_diff, r.max_initial_state_diff, r.steps);
     assert!(r.passed(), "{id}: parity failed: {r:#?}");
     assert_eq!(r.steps, steps);
     assert!(r.episodes >= 2, "{id}: the run crossed no reset: {r:#?}");
+    r
 }
 
 #[test]
@@ -70,6 +71,44 @@ fn walker2d_v2() {
 #[test]
 fn ant_v2() {
     assert_parity("ant-v2", 300, 120);
+}
+
+/// AntMaze against D4RL 1.1's own code (`scripts/d4rl_antmaze_parity.py`): also goal hits (odd
+/// episodes place the goal near the start) and D4RL's own start/goal distribution.
+fn assert_antmaze_parity(id: &str, steps: usize, max_episode_steps: usize) {
+    let r = assert_parity(id, steps, max_episode_steps);
+    assert!(r.reference.contains("D4RL 1.1"), "{}", r.reference);
+    assert!(r.episodes >= 3 && r.terminations >= 1 && r.truncations >= 1, "{id}: goal hits and time limits not both exercised: {r:#?}");
+}
+
+#[test]
+fn antmaze_umaze_v2() {
+    assert_antmaze_parity("antmaze-umaze-v2", 400, 60);
+}
+
+#[test]
+fn antmaze_medium_and_large_v2() {
+    assert_antmaze_parity("antmaze-medium-play-v2", 200, 40);
+    assert_antmaze_parity("antmaze-large-diverse-v2", 200, 40);
+}
+
+/// Adroit against Gymnasium-Robotics 1.4.2 with D4RL's reward sign and pen-drop termination.
+fn assert_adroit_parity(id: &str, steps: usize, max_episode_steps: usize) {
+    let r = assert_parity(id, steps, max_episode_steps);
+    assert!(r.reference.contains("Gymnasium-Robotics 1.4.2"), "{}", r.reference);
+    assert!(r.truncations >= 1, "{id}: no time limit was crossed: {r:#?}");
+}
+
+#[test]
+fn adroit_pen_and_door_v1() {
+    assert_adroit_parity("pen-v1", 120, 40);
+    assert_adroit_parity("door-v1", 120, 40);
+}
+
+#[test]
+fn adroit_hammer_and_relocate_v1() {
+    assert_adroit_parity("hammer-v1", 120, 40);
+    assert_adroit_parity("relocate-v1", 120, 40);
 }
 
 // Fetch (gymnasium-robotics 1.4.2 on MuJoCo 3.17, through the joint-type shim of the script):

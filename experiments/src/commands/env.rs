@@ -8,7 +8,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use o2o_envs::parity::{check, reference_for, ParityOptions};
+use o2o_envs::parity::{check, reference_for, Oracle, ParityOptions};
 use o2o_envs::Env;
 
 /// Arguments of `o2o env`.
@@ -55,7 +55,7 @@ pub fn run(args: EnvArgs) -> Result<()> {
 }
 
 fn list() -> Result<()> {
-    println!("{:<21} {:>4} {:>4} {:>6} {:>6}  {:<12} parity reference", "id", "obs", "act", "dt", "steps", "d4rl family");
+    println!("{:<25} {:>4} {:>4} {:>6} {:>6}  {:<12} parity reference", "id", "obs", "act", "dt", "steps", "d4rl family");
     for id in o2o_envs::known_ids() {
         if o2o_envs::registry::is_fetch(id) {
             let env = o2o_envs::registry::make_fetch(id).with_context(|| format!("making {id}"))?;
@@ -67,10 +67,16 @@ fn list() -> Result<()> {
         let env = o2o_envs::make_mujoco(id).with_context(|| format!("making {id}"))?;
         let spec = env.spec();
         let reference = reference_for(id).map(|r| {
-            format!("{}{}", r.gym_id, if r.clip_action { " (actions clipped, D4RL)" } else { "" })
+            let note = match r.oracle {
+                Oracle::D4rlAntMaze => " (D4RL 1.1's own code)",
+                Oracle::Adroit => " (D4RL's reward sign)",
+                Oracle::Gymnasium if r.clip_action => " (actions clipped, D4RL)",
+                Oracle::Gymnasium => "",
+            };
+            format!("{}{note}", r.gym_id)
         });
         println!(
-            "{:<21} {:>4} {:>4} {:>6.3} {:>6}  {:<12} {}",
+            "{:<25} {:>4} {:>4} {:>6.3} {:>6}  {:<12} {}",
             id,
             env.observation_space().dim(),
             env.action_space().dim(),

@@ -143,9 +143,14 @@ pub fn resolve_path(cfg: &DatasetConfig) -> Result<PathBuf> {
     }
     let id = cfg.id.as_deref().context("[dataset] needs `id` or `path`")?;
     let entry = o2o_datasets::registry::lookup(id)?;
-    let path = o2o_datasets::download::default_cache_dir().join(entry.file_name());
-    if !path.is_file() {
-        bail!("dataset {id} is not in the cache ({} does not exist); run `o2o dataset download {id}` or set dataset.path", path.display());
+    // o2o's cache first, then D4RL's own (~/.d4rl/datasets), where a D4RL user's files already are.
+    let (path, found) = o2o_datasets::download::cached_file(None, entry.file_name());
+    if !found {
+        bail!(
+            "dataset {id} is not in the cache ({} does not exist, nor in D4RL's cache {}); run `o2o dataset download {id}` or set dataset.path",
+            path.display(),
+            o2o_datasets::download::d4rl_cache_dir().map_or("(no HOME)".into(), |d| d.display().to_string())
+        );
     }
     Ok(path)
 }

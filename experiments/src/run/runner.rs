@@ -150,7 +150,7 @@ impl Hooks<'_> {
 /// For an id the registry does not know: how a run on an env of one's own continues.
 fn custom_env_hint(id: &str) -> String {
     if id.to_ascii_lowercase().starts_with("antmaze") {
-        return " — env not available: AntMaze is not in o2o-envs yet (the famo2o-iql-antmaze-* presets run once it is)".into();
+        return " — AntMaze ids are D4RL's: antmaze-{umaze,umaze-diverse,medium-play,medium-diverse,large-play,large-diverse}-{v2,v0}".into();
     }
     if o2o_envs::make(id).is_err() {
         format!(" (if {id} is an env of your own, continue the run from Rust: Run::resume(dir)?.env(make_env).run())")
