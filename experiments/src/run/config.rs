@@ -441,14 +441,14 @@ impl RunConfig {
     /// one env and one step per rollout.
     fn check_on_policy(&self) -> Result<()> {
         let t = &self.train;
-        if t.offline_steps + t.random_steps + t.warmup_steps > 0 || t.offline_ratio > 0.0 {
+        if t.offline_steps + t.random_steps + t.warmup_steps > 0 || t.mixes_offline_data() {
             bail!(
-                "algo `{}` learns on-policy from its own rollouts: train.offline_steps, train.random_steps, train.warmup_steps and train.offline_ratio must be 0, found {}, {}, {}, {}",
-                self.algo, t.offline_steps, t.random_steps, t.warmup_steps, t.offline_ratio
+                "algo `{}` learns on-policy from its own rollouts: train.offline_steps, train.random_steps, train.warmup_steps and train.offline_ratio must be 0 and train.offline_mix \"fixed\", found {}, {}, {}, {}, {:?}",
+                self.algo, t.offline_steps, t.random_steps, t.warmup_steps, t.offline_ratio, t.offline_mix
             );
         }
-        if t.record_dataset || self.sera.enabled {
-            bail!("algo `{}` is on-policy: train.record_dataset and [sera] are not supported", self.algo);
+        if t.record_dataset || self.sera.enabled || self.shaping.as_ref().is_some_and(|s| s.enabled) {
+            bail!("algo `{}` is on-policy: train.record_dataset, [sera] and [shaping] are not supported", self.algo);
         }
         if self.algo == "unio4" && self.dataset.is_none() {
             bail!("algo `unio4` trains offline on a dataset first: add a [dataset] section");
@@ -615,6 +615,15 @@ online_steps = 100
         assert_eq!(c.env, "Hopper-v5");
         assert_eq!(c.agent["actor_lr"].as_float(), Some(1e-4));
         assert!(c.eval.at_start);
+    }
+
+    /// An on-policy agent never samples offline data in its online steps, so a mix that would
+    /// draw on it is refused, naming the key, rather than silently ignored.
+    #[test]
+    fn on_policy_agents_refuse_an_offline_mix() {
+        let err = format!("{:#}", resolve(&["algo=\"ppo\"", "dataset.path=\"d.hdf5\"", "train.offline_mix=\"proportional\""]).unwrap_err());
+        assert!(err.contains("offline_mix") && err.contains("Proportional"), "{err}");
+        assert!(resolve(&["algo=\"ppo\"", "dataset.path=\"d.hdf5\""]).is_ok());
     }
 
     #[test]
