@@ -100,12 +100,14 @@ fn sigkill_then_resume_of_an_on_policy_run_is_exact() {
 /// online; the diagnostics are in `metrics.jsonl` and the stages cached in the run directory.
 #[test]
 fn unio4_runs_offline_to_online_with_its_diagnostics() {
-    let sets = unio4_short_sets(200);
+    let mut sets = unio4_short_sets(200);
+    // The online critic starts from a V refit on MC returns of ×0.1 rewards (the hopper scripts).
+    sets.extend(["agent.value_refit.steps=200".to_string(), "agent.value_refit.batch_size=128".into(), "agent.online.reward_scale=0.1".into()]);
     let run = common::run_o2o("o2o-unio4-", &["train", "--preset", "unio4-hopper-small", "--seed", "0"], &sets);
     let h: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(run.join("unio4/handover.json")).unwrap()).unwrap();
     let candidates: Vec<u64> = h["candidates"].as_array().unwrap().iter().map(|c| c.as_u64().unwrap()).collect();
     assert!(candidates.len() >= 3 && candidates.contains(&h["chosen"].as_u64().unwrap()), "{h}");
-    for stage in ["critic.ot", "dynamics.ot", "bc.ot", "bppo.ot", "bppo.json"] {
+    for stage in ["critic.ot", "dynamics.ot", "bc.ot", "bppo.ot", "bppo.json", "value_refit.ot"] {
         assert!(run.join("unio4").join(stage).is_file(), "stage file {stage} missing");
     }
     for e in 0..4 {
@@ -114,6 +116,10 @@ fn unio4_runs_offline_to_online_with_its_diagnostics() {
         assert_eq!(common::metric(&run, &format!("unio4/ope/accepted/{e}")).len(), 2);
         assert_eq!(common::metric(&run, &format!("unio4/handover/real_return/{e}")).len(), 1);
     }
+    let refit = common::metric(&run, "unio4/value_refit/value_loss");
+    assert!(refit.len() == 2 && refit[1] < refit[0], "the refit V's loss falls: {refit:?}");
+    let g = common::metric(&run, "unio4/value_refit/return_mean");
+    assert!(g.iter().all(|g| *g > 0.5 && *g < 40.0), "MC returns of ×0.1 hopper rewards: {g:?}");
     let holdout = common::metric(&run, "unio4/dynamics/holdout/0");
     assert!(holdout.len() == 2 && holdout.iter().all(|l| l.is_finite() && *l > 0.0), "{holdout:?}");
     assert!(common::metric(&run, "unio4/ope/disagreement").iter().all(|d| *d > 0.0), "independently initialized members disagree");
@@ -192,4 +198,17 @@ fn sigkill_inside_unio4_bppo_then_resume_is_exact() {
     for (i, (x, y)) in ma.iter().zip(&mb).enumerate() {
         assert_eq!(x, y, "metrics.jsonl line {} differs", i + 1);
     }
+}
+
+/// Every Uni-O4 preset's config is valid, and the refit presets are refused when the online
+/// reward scale differs from the one the refit V was trained for.
+#[test]
+fn unio4_presets_validate_and_the_refit_scale_is_checked() {
+    let names: Vec<&str> = o2o_experiments::run::presets::names().into_iter().filter(|n| n.starts_with("unio4-")).collect();
+    assert_eq!(names.len(), 10);
+    for name in &names {
+        o2o_experiments::Run::preset(name).unwrap().config().unwrap_or_else(|e| panic!("{name}: {e:#}"));
+    }
+    let err = o2o_experiments::Run::preset("unio4-hopper-medium").unwrap().set(["agent.online.reward_scale=1.0"]).and_then(|r| r.config()).unwrap_err();
+    assert!(format!("{err:#}").contains("unio4.value_refit.reward_scale"), "{err:#}");
 }
