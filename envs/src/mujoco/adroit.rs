@@ -17,6 +17,15 @@
 //!   Time limits (registry): pen 100, the others 200.
 //! - success (`info.success`): pen dist < 0.075 and similarity > 0.95; door hinge ≥ 1.35;
 //!   hammer nail–goal < 0.01; relocate object–target < 0.1.
+//!
+//! **Binary reward** ([`Adroit::binary`], the `{pen,door,relocate}-binary-v0` ids of Cal-QL, WSRL
+//! and RLPD): the same env with `reward = 1[success] − 1` (−1 per step, 0 at the goal) and no pen
+//! drop termination, as the AWAC `mj_envs` fork defines `reward_type="binary"` (read in its ports:
+//! d4rl_slim `envs/adroit_binary/{pen,door,relocate}_v0.py`, `reward = goal_achieved - 1`,
+//! `early_termination=False`, horizons 100/200/200); and `terminated` at the goal, as WSRL's
+//! `AdroitTerminalWrapper` (`wsrl/envs/wrappers`) and Cal-QL's `TrajSampler` (`JaxCQL/sampler.py`:
+//! "terminate the episode when goal is achieved in Adroit envs") run it. RLPD steps the fork's env
+//! without that wrapper (episodes always run to the time limit): a difference its presets note.
 
 use super::noise::EnvRng;
 use super::{cached_model, ActionMap, Data, Task};
@@ -64,6 +73,8 @@ struct Ids {
 #[derive(Debug, Clone)]
 pub struct Adroit {
     kind: AdroitKind,
+    /// The binary reward (`1[success] − 1`, terminated at the goal) instead of D4RL's dense one.
+    binary: bool,
     ids: Ids,
     /// The episode's model changes: door frame / board / object body position, relocate target
     /// site position, pen target quaternion.
@@ -81,7 +92,17 @@ fn id(what: &str, found: Option<usize>) -> Result<usize, String> {
 impl Adroit {
     /// The task of `kind`.
     pub fn new(kind: AdroitKind) -> Self {
-        Self { kind, ids: Ids::default(), body_pos: [0.0; 3], site_pos: [0.0; 3], body_quat: [1.0, 0.0, 0.0, 0.0], pen_length: 1.0, tar_length: 1.0 }
+        Self { kind, binary: false, ids: Ids::default(), body_pos: [0.0; 3], site_pos: [0.0; 3], body_quat: [1.0, 0.0, 0.0, 0.0], pen_length: 1.0, tar_length: 1.0 }
+    }
+
+    /// The task of `kind` with the binary reward of the `*-binary-v0` ids (module docs).
+    pub fn binary(kind: AdroitKind) -> Self {
+        Self { binary: true, ..Self::new(kind) }
+    }
+
+    /// Whether the reward is the binary one.
+    pub fn is_binary(&self) -> bool {
+        self.binary
     }
 
     /// Which task.
@@ -422,6 +443,10 @@ impl Task for Adroit {
             }
         };
         info.success = Some(success);
+        if self.binary {
+            // r = 1[success] − 1; the episode ends at the goal (WSRL / Cal-QL), never on a drop.
+            return (if success { 0.0 } else { -1.0 }, success);
+        }
         (reward, terminated)
     }
 }
