@@ -67,6 +67,8 @@ struct Ids {
     obj_bottom: usize,
     tar_top: usize,
     tar_bottom: usize,
+    /// The five fingertip sites (`S_fftip` … `S_thtip`), for the viewer's markers.
+    tips: Vec<(&'static str, usize)>,
 }
 
 /// One Adroit task.
@@ -113,7 +115,8 @@ impl Adroit {
     fn resolve(&mut self, m: &MjModel) -> Result<(), String> {
         let body = |n: &str| id(&format!("body `{n}`"), m.body(n).map(|b| b.id));
         let site = |n: &str| id(&format!("site `{n}`"), m.site(n).map(|s| s.id));
-        let mut ids = Ids { grasp_site: site("S_grasp")?, ..Ids::default() };
+        let tips = TIPS.iter().filter_map(|(name, site)| m.site(site).map(|s| (*name, s.id))).collect();
+        let mut ids = Ids { grasp_site: site("S_grasp")?, tips, ..Ids::default() };
         match self.kind {
             AdroitKind::Door => {
                 ids.handle_site = site("S_handle")?;
@@ -149,6 +152,9 @@ impl Adroit {
         Ok(())
     }
 }
+
+/// Marker names and site names of the fingertips.
+const TIPS: [(&str, &str); 5] = [("fftip", "S_fftip"), ("mftip", "S_mftip"), ("rftip", "S_rftip"), ("lftip", "S_lftip"), ("thtip", "S_thtip")];
 
 /// Euler (x, y, z) → quaternion wxyz in Gymnasium-Robotics' `rotations.euler2quat` convention.
 fn euler2quat(e: [f64; 3]) -> [f64; 4] {
@@ -240,6 +246,24 @@ impl Task for Adroit {
 
     fn model_is_gym_asset(&self) -> bool {
         false
+    }
+
+    /// The palm and fingertips, the object (door handle, hammer, pen, ball) with its path, and
+    /// the target (nail, pen goal, relocate target).
+    fn markers(&self, d: &Data) -> Vec<super::Marker> {
+        use super::Marker;
+        let s = d.site_xpos();
+        let mut out = vec![Marker { name: "palm", pos: s[self.ids.grasp_site], trail: false }];
+        out.extend(self.ids.tips.iter().map(|&(name, i)| Marker { name, pos: s[i], trail: false }));
+        let (object, target) = match self.kind {
+            AdroitKind::Door => (s[self.ids.handle_site], None),
+            AdroitKind::Hammer => (d.xpos()[self.ids.object_body], Some(s[self.ids.nail_site])),
+            AdroitKind::Pen => (d.xpos()[self.ids.object_body], Some(s[self.ids.eps_ball_site])),
+            AdroitKind::Relocate => (d.xpos()[self.ids.object_body], Some(s[self.ids.nail_site])),
+        };
+        out.push(Marker { name: "object", pos: object, trail: true });
+        out.extend(target.map(|pos| Marker { name: "target", pos, trail: false }));
+        out
     }
 
     fn obs_dim(&self, _model: &MjModel) -> usize {

@@ -31,7 +31,7 @@ pub use fetch_script::{FetchScript, Stage};
 pub use half_cheetah::HalfCheetah;
 pub use hopper::Hopper;
 pub use inverted_pendulum::InvertedPendulum;
-pub use scene::{GeomInfo, GeomKind};
+pub use scene::{GeomInfo, GeomKind, Marker};
 pub use walker2d::Walker2d;
 
 use crate::env::{BoxSpace, Env, EnvSpec, Info, Step};
@@ -131,6 +131,11 @@ pub trait Task: Send + Sync {
     /// Replace the current goal (goal-reaching tasks); returns whether the task has one.
     fn set_goal(&mut self, _goal: [f64; 2]) -> bool {
         false
+    }
+    /// Named task points a viewer draws beside the bodies in the current state (AntMaze's goal
+    /// and the ant; Adroit's palm, fingertips, object and target). Default: none.
+    fn markers(&self, _data: &Data) -> Vec<Marker> {
+        Vec::new()
     }
     /// Physics steps per env step.
     fn frame_skip(&self) -> usize;
