@@ -297,8 +297,11 @@ impl Task for Adroit {
         }
     }
 
-    fn episode_model(&mut self, base: &MjModel) -> Option<MjModel> {
-        let mut m = base.clone();
+    fn changes_model(&self) -> bool {
+        true
+    }
+
+    fn episode_model(&mut self, base: &MjModel, m: &mut MjModel) {
         let b = self.ids.moved_body;
         match self.kind {
             AdroitKind::Pen => m.body_quat_mut()[b] = self.body_quat,
@@ -316,7 +319,6 @@ impl Task for Adroit {
             }
             AdroitKind::Door => m.body_pos_mut()[b] = self.body_pos,
         }
-        Some(m)
     }
 
     /// The per-episode model values, named as Gymnasium-Robotics' `initial_state_dict` keys
