@@ -15,6 +15,10 @@ Corrections (envsuites.md §3; D4RL `hand_manipulation_suite/*_v0.py`):
   hammer body, the ball body), computed from the env's state after the step;
 - pen: D4RL ends the episode when the pen falls below z = 0.075 (1.4.2 never terminates):
   terminated = pen z < 0.075. The −5 drop penalty is in both.
+With `"binary_reward": true` (the `{pen,door,relocate}-binary-v0` ids of Cal-QL / WSRL / RLPD,
+AWAC's mj_envs fork): reward = 1[info["success"]] − 1 and terminated = info["success"] (WSRL's
+AdroitTerminalWrapper, Cal-QL's sampler), and no pen-drop termination (the fork's binary pen has
+`early_termination=False`).
 Adroit does not touch the joint-type comparison that breaks other Gymnasium-Robotics envs on
 MuJoCo 3.17 (envsuites.md §1.3), so no shim is applied here.
 """
@@ -51,19 +55,32 @@ def main() -> None:
             terminated = bool(raw.data.xpos[raw.obj_body_id][2] < 0.075)
         return reward, terminated
 
+    binary = bool(req.get("binary_reward", False))
+    if binary:
+        # reward = success − 1, terminated at the goal; applied on top of the make() stack so
+        # the TimeLimit's truncation is kept.
+        class BinaryReward(gym.Wrapper):
+            def step(self, action):
+                obs, _reward, _terminated, truncated, info = self.env.step(action)
+                ok = bool(info["success"])
+                return obs, float(ok) - 1.0, ok, truncated, info
+
+        env = BinaryReward(env)
+
     episodes = []
     for ep in req["episodes"]:
         state = {"qpos": np.asarray(ep["qpos"], dtype=np.float64), "qvel": np.asarray(ep["qvel"], dtype=np.float64)}
         state.update({k: np.asarray(v, dtype=np.float64) for k, v in ep.get("state", {}).items()})
         obs0, _ = env.reset(seed=0, options={"initial_state_dict": state})
-        out = replay(env, obs0, ep["actions"], correct=d4rl_rules)
+        out = replay(env, obs0, ep["actions"], correct=None if binary else d4rl_rules)
         episodes.append(out)
     json.dump(
         {
             "gymnasium": gym.__version__,
             "mujoco": __import__("mujoco").__version__,
-            "oracle": f"Gymnasium-Robotics {gymnasium_robotics.__version__} `{req['gym_id']}` with D4RL's reward sign"
-            + (" and pen-drop termination" if kind == "pen" else ""),
+            "oracle": f"Gymnasium-Robotics {gymnasium_robotics.__version__} `{req['gym_id']}` "
+            + ("with the binary reward 1[success] − 1, terminated at the goal" if binary
+               else "with D4RL's reward sign" + (" and pen-drop termination" if kind == "pen" else "")),
             "episodes": episodes,
         },
         sys.stdout,

@@ -13,6 +13,7 @@
 
 #![deny(missing_docs)]
 
+pub mod adroit_binary;
 pub mod atomic;
 pub mod batch;
 pub mod d4rl;

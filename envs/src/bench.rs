@@ -246,8 +246,10 @@ fn best(repeats: usize, mut f: impl FnMut() -> Result<f64, EnvError>) -> Result<
 }
 
 /// Run `script` (`scripts/bench_gym.py`) with `python` and return (Gymnasium steps/s, Python
-/// `mj_step` × frame skip steps/s).
-fn gymnasium(python: &Path, script: &Path, gym_id: &str, o: &BenchOptions) -> Result<(f64, f64), EnvError> {
+/// `mj_step` × frame skip steps/s). `episodes` are extra arguments that give the reference our
+/// episode ends (Adroit: our time limit, and D4RL's pen-drop termination for pen), so both sides
+/// pay for the same number of resets.
+fn gymnasium(python: &Path, script: &Path, gym_id: &str, o: &BenchOptions, episodes: &[String]) -> Result<(f64, f64), EnvError> {
     let fail = |message: String| EnvError::Reference { python: python.to_path_buf(), message };
     if !python.exists() {
         return Err(fail(format!("the Python interpreter does not exist; {}", crate::assets::INSTALL_HINT)));
@@ -256,6 +258,7 @@ fn gymnasium(python: &Path, script: &Path, gym_id: &str, o: &BenchOptions) -> Re
         .arg(script)
         .arg(gym_id)
         .args(["--steps", &o.steps.to_string(), "--repeats", &o.repeats.to_string(), "--seed", &o.seed.to_string()])
+        .args(episodes)
         .output()
         .map_err(|e| fail(format!("cannot run {}: {e}", script.display())))?;
     if !out.status.success() {
@@ -301,7 +304,18 @@ pub fn run(id: &str, o: &BenchOptions, python: &Path, script: &Path) -> Result<B
     let vec2 = best(o.repeats, || time_vec(id, o.num_envs, 2, &acts, act_dim, o.seed))?;
     let free1 = best(o.repeats, || time_independent(id, 1, &acts, act_dim, o.seed))?;
     let free2 = best(o.repeats, || time_independent(id, 2, &acts, act_dim, o.seed))?;
-    let (gym, py_mj) = gymnasium(python, script, reference.gym_id, o)?;
+    // Gymnasium-Robotics' Adroit has a 200-step pen and no pen-drop termination; with random
+    // actions the D4RL pen drops within tens of steps, so without these the reference would
+    // reset several times less often than ours.
+    let mut episodes = Vec::new();
+    if matches!(reference.oracle, crate::parity::Oracle::Adroit | crate::parity::Oracle::AdroitBinary) {
+        let limit = probe.spec().max_episode_steps.unwrap_or(200);
+        episodes.extend(["--max-episode-steps".to_string(), limit.to_string()]);
+        if id == "pen-v1" {
+            episodes.push("--pen-drop-termination".into());
+        }
+    }
+    let (gym, py_mj) = gymnasium(python, script, reference.gym_id, o, &episodes)?;
     Ok(BenchReport {
         env: id.to_string(),
         ours_steps_per_s: ours,

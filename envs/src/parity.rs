@@ -86,6 +86,9 @@ pub enum Oracle {
     /// Gymnasium-Robotics 1.4.2's `AdroitHand*-v1` with D4RL's reward sign and pen-drop
     /// termination restored (`scripts/adroit_parity.py`).
     Adroit,
+    /// The same oracle with the binary reward of the `*-binary-v0` ids: `1[info.success] − 1`,
+    /// terminated at the goal, no pen-drop termination (`scripts/adroit_parity.py`, `binary_reward`).
+    AdroitBinary,
 }
 
 impl Oracle {
@@ -94,7 +97,7 @@ impl Oracle {
         match self {
             Oracle::Gymnasium => gym_script.to_path_buf(),
             Oracle::D4rlAntMaze => gym_script.with_file_name("d4rl_antmaze_parity.py"),
-            Oracle::Adroit => gym_script.with_file_name("adroit_parity.py"),
+            Oracle::Adroit | Oracle::AdroitBinary => gym_script.with_file_name("adroit_parity.py"),
         }
     }
 }
@@ -106,14 +109,17 @@ pub fn reference_for(id: &str) -> Option<Reference> {
         return Some(Reference { gym_id, clip_action: false, compared_obs_dims: None, oracle: Oracle::D4rlAntMaze });
     }
     let adroit = match id {
-        "pen-v1" => Some("AdroitHandPen-v1"),
-        "door-v1" => Some("AdroitHandDoor-v1"),
-        "hammer-v1" => Some("AdroitHandHammer-v1"),
-        "relocate-v1" => Some("AdroitHandRelocate-v1"),
+        "pen-v1" => Some(("AdroitHandPen-v1", Oracle::Adroit)),
+        "door-v1" => Some(("AdroitHandDoor-v1", Oracle::Adroit)),
+        "hammer-v1" => Some(("AdroitHandHammer-v1", Oracle::Adroit)),
+        "relocate-v1" => Some(("AdroitHandRelocate-v1", Oracle::Adroit)),
+        "pen-binary-v0" => Some(("AdroitHandPen-v1", Oracle::AdroitBinary)),
+        "door-binary-v0" => Some(("AdroitHandDoor-v1", Oracle::AdroitBinary)),
+        "relocate-binary-v0" => Some(("AdroitHandRelocate-v1", Oracle::AdroitBinary)),
         _ => None,
     };
-    if let Some(gym_id) = adroit {
-        return Some(Reference { gym_id, clip_action: false, compared_obs_dims: None, oracle: Oracle::Adroit });
+    if let Some((gym_id, oracle)) = adroit {
+        return Some(Reference { gym_id, clip_action: false, compared_obs_dims: None, oracle });
     }
     let (gym_id, clip_action, compared_obs_dims) = match id {
         "HalfCheetah-v5" | "Hopper-v5" | "Walker2d-v5" | "Ant-v5" | "InvertedPendulum-v5" => {
@@ -203,6 +209,9 @@ struct Request<'a> {
     clip_action: bool,
     max_episode_steps: usize,
     episodes: &'a [RequestEpisode],
+    /// Adroit's binary reward (`scripts/adroit_parity.py`); absent otherwise.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    binary_reward: bool,
 }
 
 /// One episode as one side saw it: the start observation and, per step, the observation,
@@ -468,7 +477,8 @@ pub fn check(id: &str, opts: &ParityOptions, python: &Path, script: &Path) -> Re
         (run_ours(&mut env, opts, &mut sampled_goals)?, None)
     };
     let requests: Vec<RequestEpisode> = ours.iter().map(|e| e.request.clone()).collect();
-    let req = Request { robotics, gym_id: reference.gym_id, clip_action: reference.clip_action, max_episode_steps: max_steps, episodes: &requests };
+    let binary_reward = reference.oracle == Oracle::AdroitBinary;
+    let req = Request { robotics, gym_id: reference.gym_id, clip_action: reference.clip_action, max_episode_steps: max_steps, episodes: &requests, binary_reward };
     let reply: Reply = run_reference(python, &reference.oracle.script(script), &req)?;
     if reply.episodes.len() != ours.len() {
         return Err(EnvError::Reference {

@@ -49,6 +49,11 @@ const ENTRIES: &[Entry] = &[
     Entry { id: "door-v1", max_episode_steps: 200, family: Some("door"), task: || Box::new(Adroit::new(AdroitKind::Door)) },
     Entry { id: "hammer-v1", max_episode_steps: 200, family: Some("hammer"), task: || Box::new(Adroit::new(AdroitKind::Hammer)) },
     Entry { id: "relocate-v1", max_episode_steps: 200, family: Some("relocate"), task: || Box::new(Adroit::new(AdroitKind::Relocate)) },
+    // The binary-reward Adroit of Cal-QL / WSRL / RLPD (AWAC's mj_envs fork): r = 1[success] − 1,
+    // terminated at the goal; the metric is the success rate, so no normalization family.
+    Entry { id: "pen-binary-v0", max_episode_steps: 100, family: None, task: || Box::new(Adroit::binary(AdroitKind::Pen)) },
+    Entry { id: "door-binary-v0", max_episode_steps: 200, family: None, task: || Box::new(Adroit::binary(AdroitKind::Door)) },
+    Entry { id: "relocate-binary-v0", max_episode_steps: 200, family: None, task: || Box::new(Adroit::binary(AdroitKind::Relocate)) },
 ];
 
 /// The Fetch tasks of gymnasium-robotics 1.4.2: id, task, dense reward. 50-step episodes.
@@ -165,8 +170,8 @@ mod tests {
         assert_eq!(s.max_episode_steps, Some(1000));
         assert_eq!(s.normalization_family.as_deref(), Some("hopper"));
         assert_eq!(spec("InvertedPendulum-v5").unwrap().normalization_family, None);
-        // 9 locomotion + 12 AntMaze + 4 Adroit + 6 Fetch.
-        assert_eq!(known_ids().len(), 31);
+        // 9 locomotion + 12 AntMaze + 4 Adroit + 3 Adroit binary + 6 Fetch.
+        assert_eq!(known_ids().len(), 34);
         assert_eq!(FETCH.len(), 6);
         assert_eq!(spec("antmaze-umaze-v2").unwrap().max_episode_steps, Some(700));
         assert_eq!(spec("antmaze-large-play-v2").unwrap().normalization_family.as_deref(), Some("antmaze"));

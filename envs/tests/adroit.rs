@@ -42,18 +42,23 @@ fn door_moves_in_the_model_each_episode_within_d4rls_box() {
     assert!(seen.windows(2).all(|w| w[0] != w[1]));
 }
 
-#[test]
-fn door_open_is_a_success_with_its_bonuses() {
-    let mut env = make_mujoco("door-v1").unwrap();
-    env.reset(Some(0)).unwrap();
-    let closed = env.step(&[0.0; 28]).unwrap();
-    assert_eq!(closed.info.success, Some(false));
+/// Put the door's hinge at 1.5 rad (past the 1.35 success angle), at rest.
+fn open_door(env: &mut o2o_envs::wrappers::TimeLimit<o2o_envs::mujoco::MujocoEnv>) {
     let hinge = env.inner().model().joint("door_hinge").unwrap().id;
     let dof = env.inner().model().jnt_dofadr()[hinge] as usize;
     let mut qpos = env.inner().qpos().to_vec();
     qpos[dof] = 1.5;
     let qvel = vec![0.0; qpos.len()];
     env.inner_mut().set_state(&qpos, &qvel).unwrap();
+}
+
+#[test]
+fn door_open_is_a_success_with_its_bonuses() {
+    let mut env = make_mujoco("door-v1").unwrap();
+    env.reset(Some(0)).unwrap();
+    let closed = env.step(&[0.0; 28]).unwrap();
+    assert_eq!(closed.info.success, Some(false));
+    open_door(&mut env);
     let open = env.step(&[0.0; 28]).unwrap();
     assert_eq!(open.info.success, Some(true));
     // +2 +8 +10 bonuses, −0.1(1.5 − 1.57)² and the small distance terms.
@@ -75,4 +80,36 @@ fn a_dropped_pen_ends_the_episode_with_the_penalty() {
     assert!(s.terminated && !s.truncated);
     assert!(s.reward < -4.0, "{}", s.reward);
     assert_eq!(s.info.success, Some(false));
+}
+
+/// The binary ids (Cal-QL / WSRL / RLPD `*-binary-v0`): the dense task's physics and
+/// observations with `r = 1[success] − 1`, terminated at the goal, and no pen drop termination.
+#[test]
+fn binary_ids_pay_success_minus_one_and_end_at_the_goal() {
+    for (dense, binary, act, limit) in [("pen-v1", "pen-binary-v0", 24, 100), ("door-v1", "door-binary-v0", 28, 200), ("relocate-v1", "relocate-binary-v0", 30, 200)] {
+        let (mut d, mut b) = (make_mujoco(dense).unwrap(), make_mujoco(binary).unwrap());
+        assert_eq!(b.spec().max_episode_steps, Some(limit), "{binary}");
+        assert_eq!(b.spec().normalization_family, None, "{binary}: scored by success rate");
+        assert_eq!(d.reset(Some(3)).unwrap(), b.reset(Some(3)).unwrap(), "{binary}: same reset");
+        // A fixed open-loop action: the pen drops (the dense task terminates, the binary one not).
+        let a: Vec<f32> = (0..act).map(|i| ((i as f32) * 0.7).sin()).collect();
+        for step in 0..40 {
+            let (sd, sb) = (d.step(&a).unwrap(), b.step(&a).unwrap());
+            assert_eq!(sd.obs, sb.obs, "{binary} step {step}");
+            let ok = sd.info.success.unwrap();
+            assert_eq!(sb.info.success, Some(ok));
+            assert_eq!(sb.reward, if ok { 0.0 } else { -1.0 }, "{binary} step {step}");
+            assert_eq!(sb.terminated, ok, "{binary} step {step}");
+            if sd.terminated {
+                assert_eq!(dense, "pen-v1", "only the dense pen ends early (a drop)");
+                break;
+            }
+        }
+    }
+    // At the goal: a binary door opened past 1.35 pays 0 and terminates.
+    let mut env = make_mujoco("door-binary-v0").unwrap();
+    env.reset(Some(0)).unwrap();
+    open_door(&mut env);
+    let s = env.step(&[0.0; 28]).unwrap();
+    assert_eq!((s.reward, s.terminated, s.info.success), (0.0, true, Some(true)));
 }

@@ -105,6 +105,19 @@ fn adroit_pen_and_door_v1() {
     assert_adroit_parity("door-v1", 120, 40);
 }
 
+/// The binary ids against the same oracle with `1[success] − 1` and termination at the goal.
+/// Random actions never reach a goal, so this pins the shared physics, observations, the −1
+/// reward and the absence of pen-drop termination; the goal step itself is
+/// `tests/adroit.rs::binary_ids_pay_success_minus_one_and_end_at_the_goal`.
+#[test]
+fn adroit_binary_v0() {
+    for id in ["pen-binary-v0", "door-binary-v0", "relocate-binary-v0"] {
+        let r = assert_parity(id, 60, 30);
+        assert!(r.reference.contains("binary reward"), "{}", r.reference);
+        assert!(r.truncations >= 1, "{id}: no time limit was crossed: {r:#?}");
+    }
+}
+
 #[test]
 fn adroit_hammer_and_relocate_v1() {
     assert_adroit_parity("hammer-v1", 120, 40);

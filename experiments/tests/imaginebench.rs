@@ -36,6 +36,7 @@ fn dataset(rows: &str, real_fraction: Option<f64>) -> DatasetConfig {
         format: Some("imaginebench".into()),
         rows: Some(rows.into()),
         real_fraction,
+        relabel: None,
     }
 }
 

@@ -83,6 +83,11 @@ impl OfflineBuffer {
         &self.cols.reward
     }
 
+    /// The Monte-Carlo return-to-go column, when computed.
+    pub fn mc_returns(&self) -> Option<&[f32]> {
+        self.cols.mc_return.as_deref().map(|g| &g[..self.len])
+    }
+
     /// `batch` transitions drawn uniformly with replacement, gathered into new CPU tensors and
     /// moved to `device`. The caller owns the RNG (so it can be checkpointed with the run).
     pub fn sample<R: Rng + ?Sized>(&self, batch: usize, rng: &mut R, device: Device) -> Result<TransitionBatch> {

@@ -17,6 +17,15 @@
 //!   Time limits (registry): pen 100, the others 200.
 //! - success (`info.success`): pen dist < 0.075 and similarity > 0.95; door hinge ≥ 1.35;
 //!   hammer nail–goal < 0.01; relocate object–target < 0.1.
+//!
+//! **Binary reward** ([`Adroit::binary`], the `{pen,door,relocate}-binary-v0` ids of Cal-QL, WSRL
+//! and RLPD): the same env with `reward = 1[success] − 1` (−1 per step, 0 at the goal) and no pen
+//! drop termination, as the AWAC `mj_envs` fork defines `reward_type="binary"` (read in its ports:
+//! d4rl_slim `envs/adroit_binary/{pen,door,relocate}_v0.py`, `reward = goal_achieved - 1`,
+//! `early_termination=False`, horizons 100/200/200); and `terminated` at the goal, as WSRL's
+//! `AdroitTerminalWrapper` (`wsrl/envs/wrappers`) and Cal-QL's `TrajSampler` (`JaxCQL/sampler.py`:
+//! "terminate the episode when goal is achieved in Adroit envs") run it. RLPD steps the fork's env
+//! without that wrapper (episodes always run to the time limit): a difference its presets note.
 
 use super::noise::EnvRng;
 use super::{cached_model, ActionMap, Data, Task};
@@ -58,12 +67,16 @@ struct Ids {
     obj_bottom: usize,
     tar_top: usize,
     tar_bottom: usize,
+    /// The five fingertip sites (`S_fftip` … `S_thtip`), for the viewer's markers.
+    tips: Vec<(&'static str, usize)>,
 }
 
 /// One Adroit task.
 #[derive(Debug, Clone)]
 pub struct Adroit {
     kind: AdroitKind,
+    /// The binary reward (`1[success] − 1`, terminated at the goal) instead of D4RL's dense one.
+    binary: bool,
     ids: Ids,
     /// The episode's model changes: door frame / board / object body position, relocate target
     /// site position, pen target quaternion.
@@ -81,7 +94,17 @@ fn id(what: &str, found: Option<usize>) -> Result<usize, String> {
 impl Adroit {
     /// The task of `kind`.
     pub fn new(kind: AdroitKind) -> Self {
-        Self { kind, ids: Ids::default(), body_pos: [0.0; 3], site_pos: [0.0; 3], body_quat: [1.0, 0.0, 0.0, 0.0], pen_length: 1.0, tar_length: 1.0 }
+        Self { kind, binary: false, ids: Ids::default(), body_pos: [0.0; 3], site_pos: [0.0; 3], body_quat: [1.0, 0.0, 0.0, 0.0], pen_length: 1.0, tar_length: 1.0 }
+    }
+
+    /// The task of `kind` with the binary reward of the `*-binary-v0` ids (module docs).
+    pub fn binary(kind: AdroitKind) -> Self {
+        Self { binary: true, ..Self::new(kind) }
+    }
+
+    /// Whether the reward is the binary one.
+    pub fn is_binary(&self) -> bool {
+        self.binary
     }
 
     /// Which task.
@@ -92,7 +115,8 @@ impl Adroit {
     fn resolve(&mut self, m: &MjModel) -> Result<(), String> {
         let body = |n: &str| id(&format!("body `{n}`"), m.body(n).map(|b| b.id));
         let site = |n: &str| id(&format!("site `{n}`"), m.site(n).map(|s| s.id));
-        let mut ids = Ids { grasp_site: site("S_grasp")?, ..Ids::default() };
+        let tips = TIPS.iter().filter_map(|(name, site)| m.site(site).map(|s| (*name, s.id))).collect();
+        let mut ids = Ids { grasp_site: site("S_grasp")?, tips, ..Ids::default() };
         match self.kind {
             AdroitKind::Door => {
                 ids.handle_site = site("S_handle")?;
@@ -128,6 +152,9 @@ impl Adroit {
         Ok(())
     }
 }
+
+/// Marker names and site names of the fingertips.
+const TIPS: [(&str, &str); 5] = [("fftip", "S_fftip"), ("mftip", "S_mftip"), ("rftip", "S_rftip"), ("lftip", "S_lftip"), ("thtip", "S_thtip")];
 
 /// Euler (x, y, z) → quaternion wxyz in Gymnasium-Robotics' `rotations.euler2quat` convention.
 fn euler2quat(e: [f64; 3]) -> [f64; 4] {
@@ -221,6 +248,24 @@ impl Task for Adroit {
         false
     }
 
+    /// The palm and fingertips, the object (door handle, hammer, pen, ball) with its path, and
+    /// the target (nail, pen goal, relocate target).
+    fn markers(&self, d: &Data) -> Vec<super::Marker> {
+        use super::Marker;
+        let s = d.site_xpos();
+        let mut out = vec![Marker { name: "palm", pos: s[self.ids.grasp_site], trail: false }];
+        out.extend(self.ids.tips.iter().map(|&(name, i)| Marker { name, pos: s[i], trail: false }));
+        let (object, target) = match self.kind {
+            AdroitKind::Door => (s[self.ids.handle_site], None),
+            AdroitKind::Hammer => (d.xpos()[self.ids.object_body], Some(s[self.ids.nail_site])),
+            AdroitKind::Pen => (d.xpos()[self.ids.object_body], Some(s[self.ids.eps_ball_site])),
+            AdroitKind::Relocate => (d.xpos()[self.ids.object_body], Some(s[self.ids.nail_site])),
+        };
+        out.push(Marker { name: "object", pos: object, trail: true });
+        out.extend(target.map(|pos| Marker { name: "target", pos, trail: false }));
+        out
+    }
+
     fn obs_dim(&self, _model: &MjModel) -> usize {
         match self.kind {
             AdroitKind::Pen => 45,
@@ -252,8 +297,11 @@ impl Task for Adroit {
         }
     }
 
-    fn episode_model(&mut self, base: &MjModel) -> Option<MjModel> {
-        let mut m = base.clone();
+    fn changes_model(&self) -> bool {
+        true
+    }
+
+    fn episode_model(&mut self, base: &MjModel, m: &mut MjModel) {
         let b = self.ids.moved_body;
         match self.kind {
             AdroitKind::Pen => m.body_quat_mut()[b] = self.body_quat,
@@ -271,7 +319,6 @@ impl Task for Adroit {
             }
             AdroitKind::Door => m.body_pos_mut()[b] = self.body_pos,
         }
-        Some(m)
     }
 
     /// The per-episode model values, named as Gymnasium-Robotics' `initial_state_dict` keys
@@ -422,6 +469,10 @@ impl Task for Adroit {
             }
         };
         info.success = Some(success);
+        if self.binary {
+            // r = 1[success] − 1; the episode ends at the goal (WSRL / Cal-QL), never on a drop.
+            return (if success { 0.0 } else { -1.0 }, success);
+        }
         (reward, terminated)
     }
 }

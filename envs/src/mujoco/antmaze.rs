@@ -266,6 +266,16 @@ impl Task for AntMaze {
         true
     }
 
+    /// The goal (on the floor) and the ant's torso, whose path a viewer draws.
+    fn markers(&self, data: &Data) -> Vec<super::Marker> {
+        let q = data.qpos();
+        let mut out = vec![super::Marker { name: "ant", pos: [q[0], q[1], q[2]], trail: true }];
+        if let Some([x, y]) = self.goal {
+            out.push(super::Marker { name: "goal", pos: [x, y, 0.0], trail: false });
+        }
+        out
+    }
+
     /// qpos += U(−0.1, 0.1) on all 15, qvel += 0.1·N(0, 1) on all 14 (`AntEnv.reset_model`).
     fn reset_noise(&self, rng: &mut EnvRng, qpos: &mut [f64], qvel: &mut [f64]) {
         add_uniform(rng, qpos, RESET_NOISE);

@@ -31,7 +31,7 @@ pub use fetch_script::{FetchScript, Stage};
 pub use half_cheetah::HalfCheetah;
 pub use hopper::Hopper;
 pub use inverted_pendulum::InvertedPendulum;
-pub use scene::{GeomInfo, GeomKind};
+pub use scene::{GeomInfo, GeomKind, Marker};
 pub use walker2d::Walker2d;
 
 use crate::env::{BoxSpace, Env, EnvSpec, Info, Step};
@@ -111,12 +111,16 @@ pub trait Task: Send + Sync {
     /// Called at every reset before [`Task::reset_noise`]: per-episode task state such as a
     /// sampled goal. Default: nothing.
     fn begin_episode(&mut self, _rng: &mut EnvRng) {}
-    /// A changed copy of the task's `base` model for this episode (Adroit moves the door, the
-    /// board, the ball or the pen's target in the model), swapped in before the state is set.
-    /// Default: `None`, the model never changes.
-    fn episode_model(&mut self, _base: &MjModel) -> Option<MjModel> {
-        None
+    /// Whether the task changes its model per episode ([`Task::episode_model`]). Default: no.
+    fn changes_model(&self) -> bool {
+        false
     }
+    /// Write this episode's changes of the task's `base` model into `model` (Adroit moves the
+    /// door, the board, the ball or the pen's target), which is swapped in before the state is
+    /// set. `model` is a copy of `base` that earlier episodes may already have changed: write
+    /// every changed field in full, from `base`'s values. Called only when
+    /// [`Task::changes_model`]. Default: nothing.
+    fn episode_model(&mut self, _base: &MjModel, _model: &mut MjModel) {}
     /// The per-episode model values (name, numbers) a replay needs besides qpos/qvel, named as
     /// Gymnasium-Robotics' `initial_state_dict` keys. Default: none.
     fn episode_state(&self) -> Vec<(&'static str, Vec<f64>)> {
@@ -131,6 +135,11 @@ pub trait Task: Send + Sync {
     /// Replace the current goal (goal-reaching tasks); returns whether the task has one.
     fn set_goal(&mut self, _goal: [f64; 2]) -> bool {
         false
+    }
+    /// Named task points a viewer draws beside the bodies in the current state (AntMaze's goal
+    /// and the ant; Adroit's palm, fingertips, object and target). Default: none.
+    fn markers(&self, _data: &Data) -> Vec<Marker> {
+        Vec::new()
     }
     /// Physics steps per env step.
     fn frame_skip(&self) -> usize;
@@ -163,6 +172,9 @@ pub struct MujocoEnv {
     task: Box<dyn Task>,
     /// The model as loaded; tasks that change the model per episode start from it.
     base_model: Arc<MjModel>,
+    /// The previous episode's model, swapped out at the last reset and reused for the next one
+    /// (a model copy costs far more than a short episode's steps: pen-v1 resets every 100).
+    spare_model: Option<MjModel>,
     data: Data,
     observation_space: BoxSpace,
     action_space: BoxSpace,
@@ -255,6 +267,7 @@ impl MujocoEnv {
             spec,
             task,
             base_model,
+            spare_model: None,
             data,
             observation_space: BoxSpace::unbounded(obs_dim),
             action_space,
@@ -387,10 +400,15 @@ impl Env for MujocoEnv {
         }
         self.data.reset();
         self.task.begin_episode(&mut self.rng);
-        if let Some(model) = self.task.episode_model(&self.base_model) {
-            self.data
+        if self.task.changes_model() {
+            let mut model = self.spare_model.take().unwrap_or_else(|| (*self.base_model).clone());
+            self.task.episode_model(&self.base_model, &mut model);
+            let old = self
+                .data
                 .try_swap_model(Arc::new(model))
                 .map_err(|e| EnvError::Other(format!("{}: the episode's model does not fit the data: {e}", self.spec.id)))?;
+            // The first swap returns the shared base model, later ones the last episode's own.
+            self.spare_model = Arc::try_unwrap(old).ok();
         }
         let mut qpos = self.model().qpos0().to_vec();
         let mut qvel = vec![0.0; self.data.qvel().len()];

@@ -64,7 +64,23 @@ fn kind_of(t: G) -> GeomKind {
     }
 }
 
+/// A named task point in world coordinates ([`super::Task::markers`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Marker {
+    /// What it is: `goal`, `ant`, `palm`, `fftip`, `object`, `target`, ….
+    pub name: &'static str,
+    /// World position.
+    pub pos: [f64; 3],
+    /// Whether a viewer draws its path over the episode (the ant, the object).
+    pub trail: bool,
+}
+
 impl MujocoEnv {
+    /// The task's markers in the current state ([`super::Task::markers`]).
+    pub fn markers(&self) -> Vec<Marker> {
+        self.task().markers(self.data())
+    }
+
     /// Every geom of the model, in model order.
     pub fn geoms(&self) -> Vec<GeomInfo> {
         let m = self.model();

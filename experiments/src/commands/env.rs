@@ -70,6 +70,7 @@ fn list() -> Result<()> {
             let note = match r.oracle {
                 Oracle::D4rlAntMaze => " (D4RL 1.1's own code)",
                 Oracle::Adroit => " (D4RL's reward sign)",
+                Oracle::AdroitBinary => " (binary: success − 1, ends at the goal)",
                 Oracle::Gymnasium if r.clip_action => " (actions clipped, D4RL)",
                 Oracle::Gymnasium => "",
             };

@@ -8,6 +8,7 @@
 
 pub mod inspect;
 pub mod layout;
+pub mod markers;
 pub mod queue;
 pub mod record_env;
 pub mod rerun_sink;

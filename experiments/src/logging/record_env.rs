@@ -67,6 +67,7 @@ impl Env for RecordingEnv {
         if self.recording {
             self.log.begin_episode(None);
             // The reset pose, with no action or reward yet.
+            self.log.set_markers(self.env.inner().markers());
             self.log.step(&body_poses(self.env.inner()), &[], 0.0);
         }
         Ok(obs)
@@ -75,6 +76,7 @@ impl Env for RecordingEnv {
         let s = self.env.step(action)?;
         let values = self.notes.take();
         if self.recording {
+            self.log.set_markers(self.env.inner().markers());
             self.log.step_with_values(&body_poses(self.env.inner()), &[], action, s.reward, values);
         }
         Ok(s)

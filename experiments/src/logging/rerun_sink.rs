@@ -35,7 +35,9 @@
 use super::layout::{RunPlan, RUN_STEP};
 use super::queue::{DroppingQueue, QueueSender, QueueStats};
 use super::shapes::{entity_name, rotate, shape_of, GeomKind, ModelGeometry, Pose, Shape, INFINITE_PLANE_HALF, PLANE_THICKNESS};
+use super::markers::{log_markers, Trails, PATH_EVERY};
 use super::{MetricSink, Record};
+use o2o_envs::mujoco::Marker;
 use anyhow::{Context, Result};
 use rerun::RecordingStream;
 use std::sync::mpsc::Receiver;
@@ -52,7 +54,8 @@ pub(crate) enum Msg {
     /// The run's plan (sent first by [`RerunSink::with_plan`]).
     Plan(RunPlan),
     /// `values`: what the agent chose besides the action at this step (FamO2O's β).
-    EpisodeStep { timeline: &'static str, eval_step: u64, episode_step: u64, poses: Vec<Pose>, obs: Vec<f32>, action: Vec<f32>, reward: f64, values: Vec<(String, f64)> },
+    /// `markers`: the task's points in this state ([`EpisodeLogger::set_markers`]).
+    EpisodeStep { timeline: &'static str, eval_step: u64, episode_step: u64, poses: Vec<Pose>, obs: Vec<f32>, action: Vec<f32>, reward: f64, values: Vec<(String, f64)>, markers: Vec<Marker> },
     /// Paired per-row values drawn as 2-D points at `path` (x, y).
     Scatter { grad_step: u64, env_step: u64, path: String, x: Vec<f32>, y: Vec<f32> },
     Flush,
@@ -184,6 +187,8 @@ pub struct EpisodeLogger {
     /// Wait for room instead of dropping (offline replays, where nothing runs against a clock).
     blocking: bool,
     geometry: Option<ModelGeometry>,
+    /// The task's markers for the next step ([`EpisodeLogger::set_markers`]).
+    markers: Vec<Marker>,
     eval_step: u64,
     episode_step: u64,
     episodes: u64,
@@ -191,7 +196,7 @@ pub struct EpisodeLogger {
 
 impl EpisodeLogger {
     fn new(tx: QueueSender<Msg>) -> Self {
-        Self { tx, timeline: "eval_step", blocking: false, geometry: None, eval_step: 0, episode_step: 0, episodes: 0 }
+        Self { tx, timeline: "eval_step", blocking: false, geometry: None, markers: Vec::new(), eval_step: 0, episode_step: 0, episodes: 0 }
     }
 
     /// For replaying recorded data (no control loop to protect): name the step timeline
@@ -238,6 +243,12 @@ impl EpisodeLogger {
         self.episodes += 1;
     }
 
+    /// The task's markers (goal, ant, hand, object; `markers.rs`) in the state of the next
+    /// [`EpisodeLogger::step`] call, which sends them with it.
+    pub fn set_markers(&mut self, markers: Vec<Marker>) {
+        self.markers = markers;
+    }
+
     /// One env step: every body's world pose (index = body id), the action taken and the reward.
     /// An empty `action` logs only the poses (the state after a reset).
     pub fn step(&mut self, poses: &[Pose], action: &[f32], reward: f64) {
@@ -252,6 +263,7 @@ impl EpisodeLogger {
     /// [`EpisodeLogger::step_with_obs`] plus named values the agent chose with the action
     /// (FamO2O's β), logged as `episode/<name>` on the episode's timelines.
     pub fn step_with_values(&mut self, poses: &[Pose], obs: &[f32], action: &[f32], reward: f64, values: Vec<(String, f64)>) {
+        let markers = std::mem::take(&mut self.markers);
         self.push(Msg::EpisodeStep {
             timeline: self.timeline,
             eval_step: self.eval_step,
@@ -261,6 +273,7 @@ impl EpisodeLogger {
             action: action.to_vec(),
             reward,
             values,
+            markers,
         });
         self.eval_step += 1;
         self.episode_step += 1;
@@ -327,6 +340,8 @@ struct Episode {
     start: u64,
     /// The bodies' latest poses.
     poses: Vec<Pose>,
+    /// The paths of the task's trail markers (the ant, Adroit's object).
+    trails: Trails,
     rewards: Vec<f64>,
     /// One row per step.
     actions: Vec<Vec<f32>>,
@@ -389,8 +404,8 @@ impl Worker {
                 Ok(())
             }
             Msg::EpisodeStart { timeline, eval_step, grad_step, episode, summary } => self.episode_start(timeline, eval_step, grad_step, episode, summary),
-            Msg::EpisodeStep { timeline, eval_step, episode_step, poses, obs, action, reward, values } => {
-                self.episode_step(timeline, eval_step, episode_step, &poses, &obs, &action, reward, &values)
+            Msg::EpisodeStep { timeline, eval_step, episode_step, poses, obs, action, reward, values, markers } => {
+                self.episode_step(timeline, eval_step, episode_step, &poses, &obs, &action, reward, &values, &markers)
             }
             Msg::Scatter { grad_step, env_step, path, x, y } => self.scatter(grad_step, env_step, &path, &x, &y),
             Msg::Flush | Msg::Shutdown => Ok(()),
@@ -461,6 +476,7 @@ impl Worker {
         for (body, pose) in ep.poses.iter().enumerate().skip(1) {
             self.rec.log(self.body_path(body), &transform(pose))?;
         }
+        ep.trails.log(&self.rec)?;
         let own: f64 = ep.rewards.iter().sum();
         let at = match &self.plan {
             Some(p) => format!("run step {} ({} gradient, {} env steps)", thousands(p.run_step(grad_step, env_step) as f64, 0), thousands(grad_step as f64, 0), thousands(env_step as f64, 0)),
@@ -492,6 +508,11 @@ impl Worker {
         self.rec.set_time_sequence("eval_step", ep.start as i64);
         self.rec.set_time_sequence("episode_step", 0);
         self.rec.log("episode/title", &doc)?;
+        // The whole path at the episode's last step (the reset row is step 0).
+        let last = ep.rewards.len() as i64;
+        self.rec.set_time_sequence("eval_step", ep.start as i64 + last);
+        self.rec.set_time_sequence("episode_step", last);
+        ep.trails.log(&self.rec)?;
         Ok(())
     }
 
@@ -601,7 +622,7 @@ impl Worker {
             None => format!("**Evaluation episode** after {} gradient steps.", thousands(grad_step as f64, 0)),
         };
         self.rec.log("episode/title", &rerun::TextDocument::new(title).with_media_type(rerun::MediaType::markdown()))?;
-        self.episode = (timeline == "eval_step").then(|| Episode { start: eval_step, poses: Vec::new(), rewards: Vec::new(), actions: Vec::new(), values: Vec::new() });
+        self.episode = (timeline == "eval_step").then(|| Episode { start: eval_step, poses: Vec::new(), trails: Trails::default(), rewards: Vec::new(), actions: Vec::new(), values: Vec::new() });
         Ok(())
     }
 
@@ -616,6 +637,7 @@ impl Worker {
         action: &[f32],
         reward: f64,
         values: &[(String, f64)],
+        markers: &[Marker],
     ) -> Result<()> {
         if !self.action_names_sent && !action.is_empty() {
             self.action_names_sent = true;
@@ -644,7 +666,12 @@ impl Worker {
         for (k, v) in values {
             self.rec.log(format!("episode/{k}"), &rerun::Scalars::single(*v))?;
         }
+        log_markers(&self.rec, markers)?;
         if let Some(ep) = self.episode.as_mut() {
+            ep.trails.push(markers);
+            if episode_step % PATH_EVERY == 0 {
+                ep.trails.log(&self.rec)?;
+            }
             ep.poses = poses.to_vec();
             if !action.is_empty() {
                 ep.rewards.push(reward);

@@ -117,6 +117,13 @@ pub struct DatasetConfig {
     /// ImagineBench: which rollouts to train on, `real`, `imaginary` or `both` (default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rows: Option<String>,
+    /// Recompute the rewards before anything else: `adroit-binary` gives D4RL-layout Adroit data
+    /// (`{pen,door,relocate}-*-v1` files) the binary reward of the `*-binary-v0` tasks,
+    /// `1[success(s')] − 1`, with Cal-QL's episode processing (episodes without a success
+    /// dropped, the rest cut after their last success, success rows terminal;
+    /// [`o2o_datasets::adroit_binary`]). Unset: the file's rewards.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relabel: Option<String>,
     /// ImagineBench with `rows = "both"`: the fraction of each batch drawn from the real rows
     /// (the paper's 1:1 is 0.5); unset = the released code's mix, uniform over all rows
     /// (proportional to the two sizes).
@@ -530,8 +537,14 @@ impl RunConfig {
             Some(d) if !matches!(d.transitions.as_str(), "qlearning" | "corrected") => {
                 bail!("key `dataset.transitions`: expected \"qlearning\" or \"corrected\", found {:?}", d.transitions)
             }
+            Some(d) if !matches!(d.relabel.as_deref(), None | Some("adroit-binary")) => {
+                bail!("key `dataset.relabel`: expected \"adroit-binary\", found {:?}", d.relabel.as_deref().unwrap_or_default())
+            }
             Some(d) => {
                 o2o_datasets::scores::RewardPreset::from_name(&d.reward).context("key `dataset.reward`")?;
+                if d.relabel.is_some() {
+                    o2o_datasets::adroit_binary::BinaryTask::from_env_id(&self.env).context("key `dataset.relabel`")?;
+                }
             }
             None => {}
         }

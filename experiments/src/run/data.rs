@@ -104,6 +104,16 @@ pub fn load(cfg: &DatasetConfig, given: Option<D4rlDataset>, action_space: &BoxS
         "corrected" => ds.corrected_transitions(&opts)?,
         other => bail!("key `dataset.transitions`: expected \"qlearning\" or \"corrected\", found {other:?}"),
     };
+    if cfg.relabel.as_deref() == Some("adroit-binary") {
+        let task = o2o_datasets::adroit_binary::BinaryTask::from_env_id(env_id)?;
+        let stats = o2o_datasets::adroit_binary::relabel(&mut t, task).with_context(|| format!("dataset.relabel = \"adroit-binary\" on {}", path.display()))?;
+        eprintln!(
+            "dataset {}: binary reward 1[success] − 1, {} episodes kept (cut after their last success), {} without a success dropped",
+            path.display(),
+            stats.kept_episodes,
+            stats.dropped_episodes
+        );
+    }
     if t.is_empty() {
         bail!("dataset {} gives no transitions", path.display());
     }
@@ -231,7 +241,7 @@ mod tests {
         }
         let path = tmp.path().join("d.hdf5");
         rec.write(&path).unwrap();
-        let cfg = DatasetConfig { id: None, path: Some(path.clone()), reward: "iql-locomotion".into(), transitions: "corrected".into(), in_memory: false, format: None, rows: None, real_fraction: None };
+        let cfg = DatasetConfig { id: None, path: Some(path.clone()), reward: "iql-locomotion".into(), transitions: "corrected".into(), in_memory: false, format: None, rows: None, real_fraction: None, relabel: None };
         let data = load(&cfg, None, &space, "t", 2, 1, None, Some(McConfig::dense(0.5))).unwrap();
         assert_eq!(data.buffer.len(), 3);
         // R_max − R_min = 5 − 3 = 2, so rewards scale by 1000 / 2.

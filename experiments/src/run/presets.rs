@@ -114,6 +114,15 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("td3bc-imaginebench-mujoco-real", include_str!("../../presets/td3bc-imaginebench-mujoco-real.toml")),
     ("td3bc-imaginebench-mujoco-real+imagined", include_str!("../../presets/td3bc-imaginebench-mujoco-real+imagined.toml")),
     ("calql-imaginebench-mujoco-hard-finetune", include_str!("../../presets/calql-imaginebench-mujoco-hard-finetune.toml")),
+    ("calql-pen-binary", include_str!("../../presets/calql-pen-binary.toml")),
+    ("calql-door-binary", include_str!("../../presets/calql-door-binary.toml")),
+    ("calql-relocate-binary", include_str!("../../presets/calql-relocate-binary.toml")),
+    ("wsrl-pen-binary", include_str!("../../presets/wsrl-pen-binary.toml")),
+    ("wsrl-door-binary", include_str!("../../presets/wsrl-door-binary.toml")),
+    ("wsrl-relocate-binary", include_str!("../../presets/wsrl-relocate-binary.toml")),
+    ("rlpd-pen-binary", include_str!("../../presets/rlpd-pen-binary.toml")),
+    ("rlpd-door-binary", include_str!("../../presets/rlpd-door-binary.toml")),
+    ("rlpd-relocate-binary", include_str!("../../presets/rlpd-relocate-binary.toml")),
 ];
 
 /// Preset names, in the order above.
