@@ -25,6 +25,8 @@ deb_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "insta
 for pkg in libhdf5-dev pkg-config g++ make ca-certificates fonts-dejavu-core; do
     deb_installed "$pkg" || need_debs+=("$pkg")
 done
+# nats-server (2.9 in Debian 12) for `o2o fleet` and its tests (docs/fleet.md); any nats-server on PATH will do.
+command -v nats-server >/dev/null 2>&1 || deb_installed nats-server || need_debs+=(nats-server)
 if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
     deb_installed python3-venv || need_debs+=(python3-venv)
 fi

@@ -49,6 +49,8 @@ enum Command {
     Report(o2o_experiments::report::ReportArgs),
     /// Open a run's Rerun recording in the viewer (or print how to serve it to a remote browser).
     View(commands::view::ViewArgs),
+    /// Many actors, one learner, across processes and machines on NATS JetStream.
+    Fleet(commands::fleet::FleetArgs),
 }
 
 fn main() {
@@ -74,6 +76,7 @@ fn main() {
         Command::Dataset(args) => commands::dataset::run(args),
         Command::Report(args) => o2o_experiments::report::run(args),
         Command::View(args) => commands::view::run(args),
+        Command::Fleet(args) => commands::fleet::run(args),
     };
     if let Err(err) = result {
         // A closed pipe (`o2o ... | head`) is not an error worth reporting.

@@ -7,5 +7,6 @@ pub mod env;
 pub mod eval;
 pub mod experiment;
 pub mod export;
+pub mod fleet;
 pub mod run;
 pub mod view;

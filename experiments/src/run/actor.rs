@@ -37,6 +37,8 @@ pub mod stream {
     pub const RUNNER_RNG: u64 = 4;
     /// Diagnostic batches (their own stream: diagnostics never move the runner RNG).
     pub const DIAGNOSTICS: u64 = 5;
+    /// A fleet actor's episodes and exploration (indexed by the actor's index).
+    pub const FLEET_ACTOR: u64 = 6;
 }
 
 /// The affine map between the agent's action box `[-1, 1]^A` and the env's bounds.
