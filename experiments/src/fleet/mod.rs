@@ -250,6 +250,8 @@ impl Bus {
                 .map_err(|_| anyhow::anyhow!("no NATS server answered at {url} within 10 s (is nats-server running with -js? see docs/fleet.md)"))?
                 .with_context(|| format!("cannot connect to the NATS server at {url}"))
         })?;
+        // The JetStream context spawns a task: it must be made inside the runtime.
+        let _inside = rt.enter();
         let mut js = jetstream::new(client.clone());
         js.set_timeout(ack_timeout);
         Ok(Self { rt, client, js, names: Names::new(run_id) })
