@@ -42,6 +42,10 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args()
 
+    if args.gym_id.startswith("AdroitHand"):
+        import gymnasium_robotics  # the Adroit ids (`o2o bench env pen-v1`)
+
+        gym.register_envs(gymnasium_robotics)
     env = gym.make(args.gym_id)
     rng = np.random.default_rng(args.seed)
     low, high = env.action_space.low, env.action_space.high

@@ -11,6 +11,12 @@ clipped to the action space first, as D4RL's NormalizedBoxEnv did for the -v2 ta
 Actions arrive as the float32 values our env used and are passed on as float64 (see below).
 Writes one JSON object on stdout: per episode the start observation and, per step, the
 observation, reward, terminated and truncated.
+
+With "robotics": true the id is a gymnasium-robotics 1.4.2 Fetch task: the package's ids are
+registered, the MuJoCo 3.17 joint-type shim below is applied, each episode carries its desired
+"goal" and starts from our qpos/qvel (data written directly, then mj_forward, since these envs
+have no set_state), observations are flattened as [achieved_goal, desired_goal, observation],
+and the reply adds the env's settled start state "initial_qpos" (after `_env_setup`).
 """
 import json
 import sys
@@ -18,9 +24,68 @@ import sys
 import numpy as np
 
 
+def replay(env, obs0, actions, prepare=None, correct=None, observe=None) -> dict:
+    """Step `env` (a `gymnasium.make` stack, already at the episode's start state whose
+    observation is `obs0`) through `actions`; `prepare` maps each action first, `correct` maps
+    (reward, terminated) after each step, `observe` maps each observation to its flat list
+    (default: the array as float64). Returns the episode as the reply lists it."""
+    out = {"obs0": np.asarray(obs0, dtype=np.float64).tolist(), "obs": [], "reward": [], "terminated": [], "truncated": []}
+    for a in actions:
+        # Round to the exact float32 values our env used (JSON carries them as shortest
+        # decimals; the dynamics are chaotic, so even 1e-9 matters), then widen to float64:
+        # with a float32 array Gymnasium computes its control cost in float32 (NumPy 2
+        # promotion), a rounding of up to ~5e-7 on Ant's reward that is the reference's.
+        action = np.asarray(a, dtype=np.float32).astype(np.float64)
+        if prepare is not None:
+            action = prepare(action)
+        obs, reward, terminated, truncated, _info = env.step(action)
+        if correct is not None:
+            reward, terminated = correct(reward, terminated)
+        out["obs"].append(observe(obs) if observe is not None else np.asarray(obs, dtype=np.float64).tolist())
+        out["reward"].append(float(reward))
+        out["terminated"].append(bool(terminated))
+        out["truncated"].append(bool(truncated))
+    return out
+
+
+def shim_joint_type_for_mujoco_317() -> None:
+    """gymnasium-robotics 1.4.2 on MuJoCo 3.17: `model.jnt_type[j]` is an np.int32 and
+    `mjtJoint.__eq__(np.int32)` is False, so `joint_type in (mjJNT_HINGE, mjJNT_SLIDE)` in
+    mujoco_utils.{set,get}_joint_{qpos,qvel} asserts (envsuites.md 1.3). The cast to int: those
+    functions see a `mujoco` whose joint-type constants are plain ints, so the comparisons are
+    int against np.int32 and hold. Nothing else in the module changes."""
+    import mujoco
+    from gymnasium_robotics.utils import mujoco_utils
+
+    class JointTypes:
+        mjJNT_FREE = int(mujoco.mjtJoint.mjJNT_FREE)
+        mjJNT_BALL = int(mujoco.mjtJoint.mjJNT_BALL)
+        mjJNT_SLIDE = int(mujoco.mjtJoint.mjJNT_SLIDE)
+        mjJNT_HINGE = int(mujoco.mjtJoint.mjJNT_HINGE)
+
+    class MujocoWithIntJointTypes:
+        mjtJoint = JointTypes
+
+        def __getattr__(self, name):
+            return getattr(mujoco, name)
+
+    mujoco_utils.mujoco = MujocoWithIntJointTypes()
+
+
+def flat_goal_obs(obs) -> list:
+    return np.concatenate([obs["achieved_goal"], obs["desired_goal"], obs["observation"]]).astype(np.float64).tolist()
+
+
 def main() -> None:
     req = json.load(sys.stdin)
     import gymnasium as gym
+
+    robotics = req.get("robotics", False)
+    if robotics:
+        import gymnasium_robotics
+
+        gym.register_envs(gymnasium_robotics)
+        shim_joint_type_for_mujoco_317()
 
     env = gym.make(
         req["gym_id"],
@@ -33,26 +98,25 @@ def main() -> None:
     episodes = []
     for ep in req["episodes"]:
         env.reset(seed=0)
-        raw.set_state(np.asarray(ep["qpos"], dtype=np.float64), np.asarray(ep["qvel"], dtype=np.float64))
-        out = {"obs0": raw._get_obs().tolist(), "obs": [], "reward": [], "terminated": [], "truncated": []}
-        for a in ep["actions"]:
-            # Round to the exact float32 values our env used (JSON carries them as shortest
-            # decimals; the dynamics are chaotic, so even 1e-9 matters), then widen to float64:
-            # with a float32 array Gymnasium computes its control cost in float32 (NumPy 2
-            # promotion), a rounding of up to ~5e-7 on Ant's reward that is the reference's.
-            action = np.asarray(a, dtype=np.float32).astype(np.float64)
-            if req.get("clip_action", False):
-                action = np.clip(action, low, high)
-            obs, reward, terminated, truncated, _info = env.step(action)
-            out["obs"].append(np.asarray(obs, dtype=np.float64).tolist())
-            out["reward"].append(float(reward))
-            out["terminated"].append(bool(terminated))
-            out["truncated"].append(bool(truncated))
+        qpos, qvel = np.asarray(ep["qpos"], dtype=np.float64), np.asarray(ep["qvel"], dtype=np.float64)
+        if robotics:
+            import mujoco
+
+            raw.data.qpos[:] = qpos
+            raw.data.qvel[:] = qvel
+            raw.goal = np.asarray(ep["goal"], dtype=np.float64)
+            mujoco.mj_forward(raw.model, raw.data)
+            obs0 = flat_goal_obs(raw._get_obs())
+        else:
+            raw.set_state(qpos, qvel)
+            obs0 = raw._get_obs()
+        clip = (lambda a: np.clip(a, low, high)) if req.get("clip_action", False) else None
+        out = replay(env, obs0, ep["actions"], prepare=clip, observe=flat_goal_obs if robotics else None)
         episodes.append(out)
-    json.dump(
-        {"gymnasium": gym.__version__, "mujoco": __import__("mujoco").__version__, "episodes": episodes},
-        sys.stdout,
-    )
+    reply = {"gymnasium": gym.__version__, "mujoco": __import__("mujoco").__version__, "episodes": episodes}
+    if robotics:
+        reply["initial_qpos"] = np.asarray(raw.initial_qpos, dtype=np.float64).tolist()
+    json.dump(reply, sys.stdout)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,11 @@ released d3rlpy loader does. Usage:
 
     python scripts/imaginebench_convert.py --real mujoco_real.npy \
         --imaginary mujoco_imaginary_easy.npy --encodings mujoco_encode.npy --out mujoco_easy.hdf5
+
+With `--encodings` alone (no data files) it writes only the table (`instructions/*`), for
+`[imaginebench] embeddings = "<that file>"` in a run's config:
+
+    python scripts/imaginebench_convert.py --encodings mujoco_encode.npy --out mujoco_encode.hdf5
 """
 import argparse
 import os
@@ -92,6 +97,21 @@ def flatten(path, data, source, texts):
     return out
 
 
+def write_table_only(encodings, out):
+    """The {sentence: vector} table alone (what `[imaginebench] embeddings = "<file>"` reads)."""
+    enc = load_pickled_dict(encodings)
+    order = sorted(enc)
+    emb = np.stack([np.asarray(enc[t], dtype=np.float32).reshape(-1) for t in order])
+    tmp = out + f".tmp-{os.getpid()}"
+    with h5py.File(tmp, "w") as f:
+        f.create_dataset("instructions/text", data=np.array(order, dtype=object), dtype=h5py.string_dtype("utf-8"))
+        f.create_dataset("instructions/embedding", data=emb)
+        f.attrs["format"] = "o2o-imaginebench-encodings-v1"
+        f.attrs["encodings_file"] = os.path.basename(encodings)
+    os.replace(tmp, out)
+    print(f"{out}: {len(order)} instruction vectors of {emb.shape[1]} numbers")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--real", action="append", default=[], help="real-rollout .npy (repeatable)")
@@ -100,7 +120,10 @@ def main():
     p.add_argument("--out", required=True, help="output .hdf5")
     a = p.parse_args()
     if not a.real and not a.imaginary:
-        sys.exit("give at least one --real or --imaginary file")
+        if not a.encodings:
+            sys.exit("give at least one --real or --imaginary file, or --encodings alone for a table-only file")
+        write_table_only(a.encodings, a.out)
+        return
     texts = {}
     parts = [flatten(f, load_pickled_dict(f), 0, texts) for f in a.real]
     parts += [flatten(f, load_pickled_dict(f), 1, texts) for f in a.imaginary]

@@ -84,6 +84,25 @@ ln -sfn "$mj_so" "$mj_dir/libmujoco.so.3.17.0"
 gym_assets="$site/gymnasium/envs/mujoco/assets"
 [ -f "$gym_assets/half_cheetah.xml" ] || fail "Gymnasium MuJoCo assets not found in $gym_assets" "rm -rf $venv and re-run make setup"
 
+# 3b. D4RL 1.1 as a file source (AntMaze's ant.xml and the parity oracle's code) -----------------
+# Downloaded, never installed: its dependencies (old gym, mujoco_py) must not enter the venv.
+# Unpacked into $O2O_HOME/d4rl/1.1; o2o reads d4rl/locomotion/assets/ant.xml from there.
+d4rl_dir="$O2O_HOME/d4rl/1.1"
+if [ ! -f "$d4rl_dir/d4rl/locomotion/assets/ant.xml" ]; then
+    step "downloading the d4rl==1.1 wheel (Apache-2.0; files only, not installed) into $O2O_HOME/d4rl"
+    mkdir -p "$O2O_HOME/d4rl"
+    "$py" -m pip download -q --disable-pip-version-check --no-deps "d4rl==1.1" -d "$O2O_HOME/d4rl" \
+        || fail "pip download d4rl==1.1 failed" "check access to the Python package index; re-run make setup"
+    d4rl_tmp="$d4rl_dir.tmp.$$"
+    rm -rf "$d4rl_tmp"
+    "$py" -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' \
+        "$O2O_HOME/d4rl/d4rl-1.1-py3-none-any.whl" "$d4rl_tmp" || fail "cannot unpack the d4rl wheel" "rm -rf $O2O_HOME/d4rl and re-run make setup"
+    rm -rf "$d4rl_dir"
+    mv "$d4rl_tmp" "$d4rl_dir"
+else
+    step "D4RL 1.1 files present: $d4rl_dir"
+fi
+
 # 4. Rerun viewer: no usage-data prompt ----------------------------------------------------------
 if [ ! -f "$O2O_HOME/.rerun-analytics-off" ]; then
     "$venv/bin/rerun" analytics disable >/dev/null 2>&1 || true

@@ -71,6 +71,27 @@ pub enum Phase {
     Online,
 }
 
+/// What the on-policy loop (PPO, Uni-O4 online) needs from an agent besides [`Agent`]: a value
+/// function, log-probabilities at collection time, its own observation normalization, and an
+/// update on a whole rollout (K epochs of minibatches, inside the agent so the shuffles come
+/// from its checkpointed random stream).
+pub trait OnPolicy {
+    /// `ŝ` for raw observations `[B, obs_dim]`, folding them into the running statistics first
+    /// when `update_stats` (and the statistics are not frozen).
+    fn normalize_obs(&mut self, raw: &Tensor, update_stats: bool) -> Tensor;
+    /// Freeze the normalization at a dataset's per-dimension mean and std, when the agent's
+    /// normalization mode asks for dataset statistics; returns whether it did.
+    fn use_dataset_stats(&mut self, mean: &[f32], std: &[f32]) -> bool;
+    /// For normalized observations `[B, obs_dim]`: a sampled action `[B, act_dim]`, its
+    /// `log π(a|s)` `[B]` and `V(s)` `[B]`, without gradients.
+    fn act_value(&mut self, obs: &Tensor) -> (Tensor, Tensor, Tensor);
+    /// `V(s)` `[B]` of normalized observations, without gradients.
+    fn value(&mut self, obs: &Tensor) -> Tensor;
+    /// One update on a full rollout whose observations are normalized; `env_step` of
+    /// `total_env_steps` is where the run stands (the learning-rate schedule).
+    fn update_rollout(&mut self, rollout: &o2o_datasets::RolloutBuffer, env_step: u64, total_env_steps: u64) -> Metrics;
+}
+
 /// An RL agent.
 pub trait Agent: Send {
     /// Short algorithm name, e.g. `"sac"`.
@@ -124,6 +145,18 @@ pub trait Agent: Send {
         let mut augmented = batch.map_columns(|t| t.shallow_clone());
         augmented.reward = &batch.reward + bonus(&q).to_device(batch.reward.device()).to_kind(batch.reward.kind());
         Some(self.update(&augmented))
+    }
+    /// The on-policy half of an on-policy agent (PPO): the runner then collects rollouts from a
+    /// vector env instead of filling a replay buffer. `None` for off-policy agents.
+    fn on_policy(&mut self) -> Option<&mut dyn OnPolicy> {
+        None
+    }
+    /// The offline data's per-number observation mean and standard deviation, given once by the
+    /// runner before the first update of a fresh agent, for algorithms that normalize states
+    /// with them (TD3+BC, BC). Others ignore it.
+    fn set_state_stats(&mut self, mean: &[f32], std: &[f32]) -> Result<(), AgentError> {
+        let _ = (mean, std);
+        Ok(())
     }
     /// Read-only diagnostics on `batch` (no update, no draw from the agent's random stream):
     /// e.g. `q` (ensemble-mean Q(s, a) on the batch's actions), `mc_return` and `q_minus_mc`

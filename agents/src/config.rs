@@ -11,15 +11,19 @@
 //! critic = { hidden = [256, 256], layer_norm = true }
 //! ```
 
+use crate::algos::bc::{Bc, BcConfig};
 use crate::algos::famo2o_cql::{Famo2oCql, Famo2oCqlConfig};
+use crate::algos::td3bc::{Td3Bc, Td3BcConfig};
 use crate::algos::famo2o_iql::{Famo2oIql, Famo2oIqlConfig};
 use crate::algos::{calql, calql::CalQlConfig, cql::Cql, cql::CqlConfig, iql::Iql, iql::IqlConfig, rlpd, rlpd::RlpdConfig, sac::Sac, sac::SacConfig, wsrl::Wsrl, wsrl::WsrlConfig};
+use crate::algos::ppo::{Ppo, PpoConfig};
+use crate::algos::unio4::Unio4Config;
 use crate::{Agent, AgentError};
 use serde::{Deserialize, Serialize};
 use tch::Device;
 
 /// Any algorithm's configuration, tagged by `algo` (`"sac"`, `"iql"`, `"cql"`, `"calql"`,
-/// `"rlpd"`, `"wsrl"`, `"famo2o-iql"`, `"famo2o-cql"`).
+/// `"rlpd"`, `"wsrl"`, `"famo2o-iql"`, `"famo2o-cql"`, `"bc"`, `"td3bc"`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "algo", rename_all = "lowercase")]
 pub enum AgentConfig {
@@ -41,6 +45,15 @@ pub enum AgentConfig {
     /// FamO2O over CQL (a β-conditioned SAC family and a per-state balance model; locomotion).
     #[serde(rename = "famo2o-cql")]
     Famo2oCql(Famo2oCqlConfig),
+    /// PPO (online, on-policy: the runner collects rollouts from a vector env).
+    Ppo(PpoConfig),
+    /// Uni-O4: its offline pipeline (run by the runner's `unio4` stages), then PPO online; the
+    /// agent built is the online PPO.
+    Unio4(Unio4Config),
+    /// Behaviour cloning (offline baseline).
+    Bc(BcConfig),
+    /// TD3+BC (offline).
+    Td3bc(Td3BcConfig),
 }
 
 impl AgentConfig {
@@ -55,6 +68,10 @@ impl AgentConfig {
             AgentConfig::Wsrl(_) => "wsrl",
             AgentConfig::Famo2oIql(_) => "famo2o-iql",
             AgentConfig::Famo2oCql(_) => "famo2o-cql",
+            AgentConfig::Ppo(_) => "ppo",
+            AgentConfig::Unio4(_) => "unio4",
+            AgentConfig::Bc(_) => "bc",
+            AgentConfig::Td3bc(_) => "td3bc",
         }
     }
 
@@ -67,7 +84,17 @@ impl AgentConfig {
             AgentConfig::Wsrl(c) => c.validate(),
             AgentConfig::Famo2oIql(c) => c.validate(),
             AgentConfig::Famo2oCql(c) => c.validate(),
+            AgentConfig::Ppo(c) => c.validate(),
+            AgentConfig::Unio4(c) => c.validate(),
+            AgentConfig::Bc(c) => c.validate(),
+            AgentConfig::Td3bc(c) => c.validate(),
         }
+    }
+
+    /// Whether the algorithm learns on-policy from rollouts of a vector env (PPO) rather than
+    /// from a replay buffer.
+    pub fn is_on_policy(&self) -> bool {
+        matches!(self, AgentConfig::Ppo(_) | AgentConfig::Unio4(_))
     }
 
     /// Whether every training batch must carry `mc_return` (Monte-Carlo returns-to-go, in the
@@ -105,6 +132,10 @@ pub fn build(config: &AgentConfig, obs_dim: usize, act_dim: usize, device: Devic
         AgentConfig::Wsrl(c) => Box::new(Wsrl::new(c.clone(), o, a, device, seed)?),
         AgentConfig::Famo2oIql(c) => Box::new(Famo2oIql::new(c.clone(), o, a, device, seed)?),
         AgentConfig::Famo2oCql(c) => Box::new(Famo2oCql::new(c.clone(), o, a, device, seed)?),
+        AgentConfig::Ppo(c) => Box::new(Ppo::new(c.clone(), o, a, device, seed)?),
+        AgentConfig::Unio4(c) => Box::new(Ppo::new(c.online_config(), o, a, device, seed)?.named("unio4")),
+        AgentConfig::Bc(c) => Box::new(Bc::new(c.clone(), o, a, device, seed)?),
+        AgentConfig::Td3bc(c) => Box::new(Td3Bc::new(c.clone(), o, a, device, seed)?),
     })
 }
 
@@ -126,7 +157,7 @@ mod tests {
         let bad: toml::Value = toml::from_str("algo = \"iql\"\nexpectille = 0.7\n").unwrap();
         let e = AgentConfig::from_toml(bad).unwrap_err().to_string();
         assert!(e.contains("expectille"), "{e}");
-        let bad: toml::Value = toml::from_str("algo = \"ppo\"\n").unwrap();
+        let bad: toml::Value = toml::from_str("algo = \"ppx\"\n").unwrap();
         assert!(AgentConfig::from_toml(bad).is_err());
     }
 
@@ -142,6 +173,10 @@ mod tests {
             AgentConfig::Famo2oIql(Famo2oIqlConfig::default()),
             AgentConfig::Famo2oCql(Famo2oCqlConfig::default()),
             AgentConfig::Famo2oCql(Famo2oCqlConfig { fixed_beta: Some(1.0), ..Famo2oCqlConfig::default() }),
+            AgentConfig::Ppo(PpoConfig::default()),
+            AgentConfig::Unio4(Unio4Config::default()),
+            AgentConfig::Bc(BcConfig::default()),
+            AgentConfig::Td3bc(Td3BcConfig::default()),
         ];
         for c in all {
             c.validate().unwrap();

@@ -29,6 +29,29 @@ pub fn default_cache_dir() -> PathBuf {
     home.join(".cache/o2o/datasets")
 }
 
+/// D4RL's own cache folder, where D4RL (and a user's earlier D4RL runs) put the files:
+/// `$D4RL_DATASET_DIR`, else `$HOME/.d4rl/datasets` (`d4rl/offline_env.py`).
+pub fn d4rl_cache_dir() -> Option<PathBuf> {
+    if let Some(d) = std::env::var_os("D4RL_DATASET_DIR") {
+        return Some(PathBuf::from(d));
+    }
+    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".d4rl/datasets"))
+}
+
+/// The cached copy of a registry file: in `cache_dir` (default [`default_cache_dir`]) first,
+/// else in D4RL's own cache ([`d4rl_cache_dir`]) when the file is there. Returns the o2o cache
+/// path (the one a download would write) when neither has it.
+pub fn cached_file(cache_dir: Option<&Path>, file_name: &str) -> (PathBuf, bool) {
+    let ours = cache_dir.map(Path::to_path_buf).unwrap_or_else(default_cache_dir).join(file_name);
+    if ours.is_file() {
+        return (ours, true);
+    }
+    match d4rl_cache_dir().map(|d| d.join(file_name)) {
+        Some(theirs) if theirs.is_file() => (theirs, true),
+        _ => (ours, false),
+    }
+}
+
 /// What to download and how to check it.
 #[derive(Debug, Clone)]
 pub struct DownloadRequest {

@@ -24,12 +24,14 @@ pub mod mc_returns;
 pub mod minari;
 pub mod registry;
 pub mod replay;
+pub mod rollout;
 pub mod scores;
 pub mod transitions;
 
 pub use batch::TransitionBatch;
 pub use error::{DatasetError, Result};
 pub use replay::{MixedSampler, OfflineBuffer, ReplayBuffer};
+pub use rollout::RolloutBuffer;
 pub use transitions::Transitions;
 
 /// The version of the HDF5 library this crate is linked against, e.g. `"1.10.8"`.

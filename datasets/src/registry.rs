@@ -4,8 +4,9 @@
 //! Sizes and checksums come from the TensorFlow Datasets D4RL checksum lists (formats.md §1.2);
 //! ids without one are downloaded without verification (the download prints the SHA-256 it
 //! computed so it can be pinned). `env_id` is the o2o env for gym-mujoco (`hopper-v2`, the
-//! D4RL-compatible v2 dynamics in o2o-envs) and the D4RL env name otherwise (D4RL registered
-//! each dataset id as its own env). The obs/act table lets `o2o dataset info` check a file
+//! D4RL-compatible v2 dynamics in o2o-envs), `{pen,door,hammer,relocate}-v1` for Adroit (every
+//! Adroit dataset of a task was logged in the same env) and the D4RL env name otherwise (D4RL
+//! registered each dataset id as its own env; o2o-envs registers the AntMaze ones). The obs/act table lets `o2o dataset info` check a file
 //! against its env without depending on o2o-envs.
 
 use crate::error::{DatasetError, Result};
@@ -116,19 +117,23 @@ pub fn entries() -> Vec<RegistryEntry> {
             max_episode_steps: 1000,
         });
     }
-    for (dset, stem, bytes) in ANTMAZE_V2 {
-        let id = format!("antmaze-{dset}-v2");
-        out.push(RegistryEntry {
-            url: format!("{D4RL_BASE_URL}/ant_maze_v2/Ant_maze_{stem}_sparse_fixed.hdf5"),
-            bytes,
-            sha256: None,
-            env_id: id.clone(),
-            id,
-            family: "antmaze",
-            obs_dim: 29,
-            act_dim: 8,
-            max_episode_steps: if dset.starts_with("umaze") { 700 } else { 1000 },
-        });
+    // v2 (the fixed timeouts) and v0 (the IQL and FamO2O papers' files; same data, the v0
+    // timeouts of D4RL #77): one env id per dataset id, as D4RL registered them.
+    for (version, folder, suffix) in [("v2", "ant_maze_v2", "_sparse_fixed"), ("v0", "ant_maze_new", "_sparse")] {
+        for (dset, stem, bytes) in ANTMAZE_V2 {
+            let id = format!("antmaze-{dset}-{version}");
+            out.push(RegistryEntry {
+                url: format!("{D4RL_BASE_URL}/{folder}/Ant_maze_{stem}{suffix}.hdf5"),
+                bytes: if version == "v2" { bytes } else { None },
+                sha256: None,
+                env_id: id.clone(),
+                id,
+                family: "antmaze",
+                obs_dim: 29,
+                act_dim: 8,
+                max_episode_steps: if dset.starts_with("umaze") { 700 } else { 1000 },
+            });
+        }
     }
     for (task, obs_dim, act_dim, max_episode_steps) in ADROIT {
         for dset in ["human", "cloned", "expert"] {
@@ -137,7 +142,7 @@ pub fn entries() -> Vec<RegistryEntry> {
                 url: format!("{D4RL_BASE_URL}/hand_dapg_v1/{id}.hdf5"),
                 bytes: ADROIT_BYTES.iter().find(|(i, _)| *i == id).map(|(_, b)| *b),
                 sha256: None,
-                env_id: id.clone(),
+                env_id: format!("{task}-v1"),
                 id,
                 family: task,
                 obs_dim,
@@ -204,7 +209,7 @@ mod tests {
     #[test]
     fn registry_covers_every_family_with_known_checksums() {
         let all = entries();
-        assert_eq!(all.len(), 24 + 6 + 12 + 3);
+        assert_eq!(all.len(), 24 + 6 + 6 + 12 + 3);
         let e = lookup("hopper-medium-replay-v2").unwrap();
         assert_eq!(e.url, "http://rail.eecs.berkeley.edu/datasets/offline_rl/gym_mujoco_v2/hopper_medium_replay-v2.hdf5");
         assert_eq!(e.bytes, Some(75_854_457));
@@ -214,6 +219,10 @@ mod tests {
         assert!(a.url.ends_with("ant_maze_v2/Ant_maze_hardest-maze_noisy_multistart_True_multigoal_True_sparse_fixed.hdf5"));
         assert_eq!(lookup("kitchen-mixed-v0").unwrap().max_episode_steps, 280);
         assert_eq!(lookup("door-human-v1").unwrap().bytes, Some(3_121_206));
+        assert_eq!(lookup("door-cloned-v1").unwrap().env_id, "door-v1");
+        let v0 = lookup("antmaze-medium-play-v0").unwrap();
+        assert!(v0.url.ends_with("ant_maze_new/Ant_maze_big-maze_noisy_multistart_True_multigoal_False_sparse.hdf5"));
+        assert_eq!((v0.env_id.as_str(), v0.max_episode_steps), ("antmaze-medium-play-v0", 1000));
         for e in &all {
             crate::scores::ref_scores(e.family).unwrap();
         }

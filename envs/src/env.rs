@@ -61,6 +61,9 @@ pub struct Info {
     pub values: Vec<(&'static str, f64)>,
     /// Whether the task was achieved, for tasks that define success.
     pub success: Option<bool>,
+    /// On multi-task envs, the `<level>/<task>` this episode is for (ImagineBench:
+    /// `hard/jump-in-place`), so evaluation can report success per task.
+    pub task: Option<&'static str>,
 }
 
 impl Info {
@@ -126,6 +129,13 @@ pub trait Env: Send {
     fn reset(&mut self, seed: Option<u64>) -> Result<Vec<f32>, EnvError>;
     /// Apply one action. Errors on a wrong action length or a non-finite action.
     fn step(&mut self, action: &[f32]) -> Result<Step, EnvError>;
+    /// The action the last `step` actually executed, in the env's units, when it can differ
+    /// from the one given: a robot whose operator took over, or whose safety layer clipped or
+    /// rejected the command. Learners store this one (HIL-SERL). `None` (the default): the
+    /// action given was executed.
+    fn executed_action(&self) -> Option<&[f32]> {
+        None
+    }
 }
 
 impl<E: Env + ?Sized> Env for Box<E> {
@@ -143,5 +153,8 @@ impl<E: Env + ?Sized> Env for Box<E> {
     }
     fn step(&mut self, action: &[f32]) -> Result<Step, EnvError> {
         (**self).step(action)
+    }
+    fn executed_action(&self) -> Option<&[f32]> {
+        (**self).executed_action()
     }
 }

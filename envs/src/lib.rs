@@ -38,6 +38,7 @@ pub mod assets;
 pub mod bench;
 pub mod env;
 pub mod error;
+pub mod imaginebench;
 pub mod mujoco;
 pub mod parity;
 pub mod registry;

@@ -14,13 +14,27 @@
 //! the action first, as D4RL's `NormalizedBoxEnv` did. For `ant-v2` the first 27 numbers are
 //! compared and the 84 trailing ones must be exactly 0.
 //!
+//! `antmaze-*` ids are compared against D4RL 1.1's own AntMaze code (`ant.py`, `maze_env.py`,
+//! `goal_reaching_env.py`, `NormalizedBoxEnv`), run on the `mujoco` bindings by
+//! `scripts/d4rl_antmaze_parity.py` (found beside the Gymnasium script) with stand-ins for old gym
+//! and mujoco_py. Each episode also carries its goal. So that goal hits are exercised (a random
+//! ant never reaches the maze's goal), every odd episode places the goal 0.3–0.7 from the start
+//! (`MujocoEnv::set_goal`), where random actions cross the 0.5 radius or not; D4RL's own start and
+//! goal draws from 200 resets of its own come back, and ours are checked to lie in their box
+//! ([`ParityReport::start_outside_support`]).
+//!
+//! Adroit ids (`pen-v1`, `door-v1`, `hammer-v1`, `relocate-v1`) are compared against
+//! Gymnasium-Robotics 1.4.2's `AdroitHand*-v1` (`scripts/adroit_parity.py`), started from our
+//! qpos/qvel and our episode's model values (`initial_state_dict`), with the reference's dense
+//! reward corrected to D4RL's sign of the hand–object term and D4RL's pen-drop termination added.
+//!
 //! Observations are compared in `f64` (`MujocoEnv::observation_f64`, of which the `f32`
 //! observation `step` returns is the rounding). A value passes when |ours − theirs| ≤
 //! tol · max(1, |theirs|): absolute for small values, relative for large ones.
 
 use crate::env::Env;
 use crate::error::EnvError;
-use crate::mujoco::MujocoEnv;
+use crate::mujoco::{FetchEnv, MujocoEnv};
 use crate::wrappers::TimeLimit;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -58,10 +72,49 @@ pub struct Reference {
     pub clip_action: bool,
     /// How many leading observation numbers the reference has (the rest of ours must be 0).
     pub compared_obs_dims: Option<usize>,
+    /// Which oracle replays the episodes.
+    pub oracle: Oracle,
+}
+
+/// The Python program on the other side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Oracle {
+    /// Gymnasium's own env (`scripts/gym_parity.py`).
+    Gymnasium,
+    /// D4RL 1.1's own AntMaze code on the mujoco bindings (`scripts/d4rl_antmaze_parity.py`).
+    D4rlAntMaze,
+    /// Gymnasium-Robotics 1.4.2's `AdroitHand*-v1` with D4RL's reward sign and pen-drop
+    /// termination restored (`scripts/adroit_parity.py`).
+    Adroit,
+}
+
+impl Oracle {
+    /// The oracle's script, beside the Gymnasium one (`gym_script`).
+    pub fn script(self, gym_script: &Path) -> std::path::PathBuf {
+        match self {
+            Oracle::Gymnasium => gym_script.to_path_buf(),
+            Oracle::D4rlAntMaze => gym_script.with_file_name("d4rl_antmaze_parity.py"),
+            Oracle::Adroit => gym_script.with_file_name("adroit_parity.py"),
+        }
+    }
 }
 
 /// The reference for each of our ids.
 pub fn reference_for(id: &str) -> Option<Reference> {
+    if id.starts_with("antmaze-") {
+        let gym_id = crate::registry::known_ids().into_iter().find(|k| *k == id)?;
+        return Some(Reference { gym_id, clip_action: false, compared_obs_dims: None, oracle: Oracle::D4rlAntMaze });
+    }
+    let adroit = match id {
+        "pen-v1" => Some("AdroitHandPen-v1"),
+        "door-v1" => Some("AdroitHandDoor-v1"),
+        "hammer-v1" => Some("AdroitHandHammer-v1"),
+        "relocate-v1" => Some("AdroitHandRelocate-v1"),
+        _ => None,
+    };
+    if let Some(gym_id) = adroit {
+        return Some(Reference { gym_id, clip_action: false, compared_obs_dims: None, oracle: Oracle::Adroit });
+    }
     let (gym_id, clip_action, compared_obs_dims) = match id {
         "HalfCheetah-v5" | "Hopper-v5" | "Walker2d-v5" | "Ant-v5" | "InvertedPendulum-v5" => {
             (crate::registry::known_ids().into_iter().find(|k| *k == id)?, false, None)
@@ -70,50 +123,136 @@ pub fn reference_for(id: &str) -> Option<Reference> {
         "hopper-v2" => ("Hopper-v4", true, None),
         "walker2d-v2" => ("Walker2d-v4", true, None),
         "ant-v2" => ("Ant-v4", true, Some(27)),
+        id if crate::registry::is_fetch(id) => (crate::registry::known_ids().into_iter().find(|k| *k == id)?, false, None),
         _ => return None,
     };
-    Some(Reference { gym_id, clip_action, compared_obs_dims })
+    Some(Reference { gym_id, clip_action, compared_obs_dims, oracle: Oracle::Gymnasium })
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, Clone)]
 struct RequestEpisode {
     qpos: Vec<f64>,
     qvel: Vec<f64>,
+    /// The episode's goal: Fetch's desired goal (3-D), AntMaze's target (2-D).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    goal: Option<Vec<f64>>,
+    /// The task's per-episode model values (Adroit), by Gymnasium-Robotics' state-dict key.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    state: std::collections::BTreeMap<String, Vec<f64>>,
     actions: Vec<Vec<f32>>,
+}
+
+/// What parity needs from an env beside [`Env`]: the state an episode starts from, the
+/// observation in `f64`, and (goal-reaching tasks) the goal the reset sampled and a way to move it.
+trait Replay: Env {
+    fn start(&self) -> RequestEpisode;
+    fn observation(&self) -> Vec<f64>;
+    /// The 2-D goal the last reset sampled, for tasks whose goal parity may place (AntMaze).
+    fn sampled_goal(&self) -> Option<[f64; 2]> {
+        None
+    }
+    /// Place the goal at `r` from the start's (x, y), at angle `th`.
+    fn place_goal(&mut self, _r: f64, _th: f64) -> Result<(), EnvError> {
+        Err(EnvError::Other("this task has no goal to place".into()))
+    }
+}
+
+impl Replay for MujocoEnv {
+    fn start(&self) -> RequestEpisode {
+        RequestEpisode {
+            qpos: self.qpos().to_vec(),
+            qvel: self.qvel().to_vec(),
+            goal: self.task().goal().map(|g| g.to_vec()),
+            state: self.task().episode_state().into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+            actions: Vec::new(),
+        }
+    }
+    fn observation(&self) -> Vec<f64> {
+        self.observation_f64()
+    }
+    fn sampled_goal(&self) -> Option<[f64; 2]> {
+        self.task().goal()
+    }
+    fn place_goal(&mut self, r: f64, th: f64) -> Result<(), EnvError> {
+        let q = self.qpos();
+        let placed = [q[0] + r * th.cos(), q[1] + r * th.sin()];
+        self.set_goal(placed)
+    }
+}
+
+impl Replay for FetchEnv {
+    fn start(&self) -> RequestEpisode {
+        RequestEpisode {
+            qpos: self.qpos().to_vec(),
+            qvel: self.qvel().to_vec(),
+            goal: Some(self.goal().to_vec()),
+            state: Default::default(),
+            actions: Vec::new(),
+        }
+    }
+    fn observation(&self) -> Vec<f64> {
+        self.observation_f64()
+    }
 }
 
 #[derive(Serialize)]
 struct Request<'a> {
+    /// gymnasium-robotics ids: register them and apply the MuJoCo 3.17 joint-type shim.
+    robotics: bool,
     gym_id: &'a str,
     clip_action: bool,
     max_episode_steps: usize,
     episodes: &'a [RequestEpisode],
 }
 
-#[derive(Deserialize)]
-struct ReplyEpisode {
-    obs0: Vec<f64>,
-    obs: Vec<Vec<f64>>,
-    reward: Vec<f64>,
-    terminated: Vec<bool>,
-    truncated: Vec<bool>,
+/// One episode as one side saw it: the start observation and, per step, the observation,
+/// reward and flags (what the reference script returns, and what our side records).
+#[derive(Deserialize, Default)]
+pub(crate) struct Trace {
+    pub(crate) obs0: Vec<f64>,
+    pub(crate) obs: Vec<Vec<f64>>,
+    pub(crate) reward: Vec<f64>,
+    pub(crate) terminated: Vec<bool>,
+    pub(crate) truncated: Vec<bool>,
+}
+
+impl Trace {
+    /// Record one step.
+    pub(crate) fn push(&mut self, obs: Vec<f64>, step: &crate::env::Step) {
+        self.obs.push(obs);
+        self.reward.push(step.reward);
+        self.terminated.push(step.terminated);
+        self.truncated.push(step.truncated);
+    }
 }
 
 #[derive(Deserialize)]
 struct Reply {
+    /// The Python env's settled start state (Fetch: after `_env_setup`).
+    #[serde(default)]
+    initial_qpos: Option<Vec<f64>>,
     gymnasium: String,
     mujoco: String,
-    episodes: Vec<ReplyEpisode>,
+    /// The oracle in words, when it is not a Gymnasium env.
+    #[serde(default)]
+    oracle: Option<String>,
+    /// The oracle's own start states and goals (D4RL), one per episode.
+    #[serde(default)]
+    d4rl_starts: Vec<ReplyStart>,
+    episodes: Vec<Trace>,
+}
+
+#[derive(Deserialize)]
+struct ReplyStart {
+    qpos: Vec<f64>,
+    qvel: Vec<f64>,
+    goal: [f64; 2],
 }
 
 /// Our side of one episode.
 struct OurEpisode {
     request: RequestEpisode,
-    obs0: Vec<f64>,
-    obs: Vec<Vec<f64>>,
-    reward: Vec<f64>,
-    terminated: Vec<bool>,
-    truncated: Vec<bool>,
+    trace: Trace,
 }
 
 /// The comparison's outcome.
@@ -147,6 +286,13 @@ pub struct ParityReport {
     pub first_flag_mismatch: Option<usize>,
     /// Observation numbers beyond the reference's length that were not exactly 0 (ant-v2).
     pub nonzero_padding: usize,
+    /// Goal-reaching tasks: our start qpos/qvel numbers and sampled goals (the maze's own, not
+    /// the placed ones) that fall outside the box spanned by the oracle's own 200 resets widened
+    /// by 10% of its width (a distribution check: the random streams differ).
+    pub start_outside_support: usize,
+    /// Largest |ours − theirs| over the settled start state (Fetch's reset settling), when
+    /// the task has one.
+    pub max_initial_state_diff: Option<f64>,
     /// The tolerance the verdict uses.
     pub tolerance: f64,
 }
@@ -159,11 +305,27 @@ impl ParityReport {
             && self.terminated_mismatches == 0
             && self.truncated_mismatches == 0
             && self.nonzero_padding == 0
+            && self.start_outside_support == 0
+            && self.max_initial_state_diff.is_none_or(|d| d <= self.tolerance)
     }
 }
 
+/// An action drawn from U[low − 0.2·w, high + 0.2·w], w = high − low: some actions leave the
+/// box on purpose, to exercise the control-cost and clipping rules.
+pub(crate) fn widened_action(space: &crate::env::BoxSpace, rng: &mut rand_chacha::ChaCha8Rng) -> Vec<f32> {
+    space
+        .low
+        .iter()
+        .zip(&space.high)
+        .map(|(lo, hi)| {
+            let w = hi - lo;
+            lo - 0.2 * w + 1.4 * w * rng.gen::<f32>()
+        })
+        .collect()
+}
+
 /// Run our env for `opts.steps` steps and record every episode.
-fn run_ours(env: &mut TimeLimit<MujocoEnv>, opts: &ParityOptions) -> Result<Vec<OurEpisode>, EnvError> {
+fn run_ours<E: Replay>(env: &mut TimeLimit<E>, opts: &ParityOptions, sampled_goals: &mut Vec<[f64; 2]>) -> Result<Vec<OurEpisode>, EnvError> {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(opts.seed);
     let space = env.action_space().clone();
     let mut episodes = Vec::new();
@@ -171,39 +333,31 @@ fn run_ours(env: &mut TimeLimit<MujocoEnv>, opts: &ParityOptions) -> Result<Vec<
     let mut seed = Some(opts.seed);
     while done < opts.steps {
         env.reset(seed.take())?;
+        if let Some(g) = env.inner().sampled_goal() {
+            sampled_goals.push(g);
+            if episodes.len() % 2 == 1 {
+                // Place the goal 0.3–0.7 from the start, so goal hits (and near misses) happen.
+                let (r, th) = (0.3 + 0.4 * rng.gen::<f64>(), std::f64::consts::TAU * rng.gen::<f64>());
+                env.inner_mut().place_goal(r, th)?;
+            }
+        }
         let raw = env.inner();
-        let obs0 = raw.observation_f64();
+        let obs0 = raw.observation();
         let mut ep = OurEpisode {
-            request: RequestEpisode { qpos: raw.qpos().to_vec(), qvel: raw.qvel().to_vec(), actions: Vec::new() },
-            obs0,
-            obs: Vec::new(),
-            reward: Vec::new(),
-            terminated: Vec::new(),
-            truncated: Vec::new(),
+            request: raw.start(),
+            trace: Trace { obs0, ..Default::default() },
         };
         while done < opts.steps {
-            // U[low − 0.2·w, high + 0.2·w], w = high − low: some actions leave the box on purpose.
-            let action: Vec<f32> = space
-                .low
-                .iter()
-                .zip(&space.high)
-                .map(|(lo, hi)| {
-                    let w = hi - lo;
-                    lo - 0.2 * w + 1.4 * w * rng.gen::<f32>()
-                })
-                .collect();
+            let action = widened_action(&space, &mut rng);
             let step = env.step(&action)?;
             done += 1;
             ep.request.actions.push(action);
-            let obs64 = env.inner().observation_f64();
+            let obs64 = env.inner().observation();
             // The f32 observation the agent sees must be the rounding of the one compared here.
             if obs64.iter().zip(&step.obs).any(|(x, y)| (*x as f32).to_bits() != y.to_bits()) {
                 return Err(EnvError::Other(format!("{}: step() observation is not the f32 rounding of observation_f64()", env.spec().id)));
             }
-            ep.obs.push(obs64);
-            ep.reward.push(step.reward);
-            ep.terminated.push(step.terminated);
-            ep.truncated.push(step.truncated);
+            ep.trace.push(obs64, &step);
             if step.terminated || step.truncated {
                 break;
             }
@@ -214,7 +368,7 @@ fn run_ours(env: &mut TimeLimit<MujocoEnv>, opts: &ParityOptions) -> Result<Vec<
 }
 
 /// Ask the reference script to replay `episodes`.
-fn run_reference(python: &Path, script: &Path, req: &Request<'_>) -> Result<Reply, EnvError> {
+pub(crate) fn run_reference<Req: Serialize, Rep: serde::de::DeserializeOwned>(python: &Path, script: &Path, req: &Req) -> Result<Rep, EnvError> {
     let fail = |message: String| EnvError::Reference { python: python.to_path_buf(), message };
     if !python.exists() {
         return Err(fail(format!(
@@ -247,15 +401,35 @@ fn run_reference(python: &Path, script: &Path, req: &Request<'_>) -> Result<Repl
     serde_json::from_slice(&out.stdout).map_err(|e| fail(format!("cannot parse its reply: {e}")))
 }
 
+/// How many numbers of `ours` (rows of [qpos, qvel, goal]) fall outside the per-column box of
+/// `theirs` widened by 10% of its width. qvel columns are Gaussian (unbounded), so they are
+/// checked against ±6σ of the oracle's own sample instead, σ = 0.1 (both draw 0.1·N(0, 1)).
+fn outside_support(ours: &[Vec<f64>], theirs: &[Vec<f64>], nq: usize, nv: usize) -> usize {
+    let cols = theirs.first().map_or(0, |r| r.len());
+    let mut bad = 0;
+    for c in 0..cols {
+        let vals: Vec<f64> = theirs.iter().map(|r| r[c]).collect();
+        let (lo, hi) = if (nq..nq + nv).contains(&c) {
+            (-0.6, 0.6)
+        } else {
+            let (lo, hi) = vals.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| (a.min(*v), b.max(*v)));
+            let pad = 0.1 * (hi - lo).max(1e-12);
+            (lo - pad, hi + pad)
+        };
+        bad += ours.iter().filter(|r| r.get(c).is_some_and(|v| *v < lo || *v > hi)).count();
+    }
+    bad
+}
+
 /// Running maxima of |a − b| and |a − b| / max(1, |b|).
 #[derive(Default)]
-struct Diff {
-    abs: f64,
-    rel: f64,
+pub(crate) struct Diff {
+    pub(crate) abs: f64,
+    pub(crate) rel: f64,
 }
 
 impl Diff {
-    fn add(&mut self, ours: f64, theirs: f64) {
+    pub(crate) fn add(&mut self, ours: f64, theirs: f64) {
         let d = (ours - theirs).abs();
         // NaN on either side counts as an infinite difference.
         let d = if d.is_nan() { f64::INFINITY } else { d };
@@ -265,8 +439,12 @@ impl Diff {
 }
 
 /// Compare our env `id` with its Gymnasium reference; `python` runs `script`
-/// (`scripts/gym_parity.py`).
+/// (`scripts/gym_parity.py`; for the ImagineBench ids `scripts/imaginebench_parity.py`, see
+/// [`crate::imaginebench::parity`]).
 pub fn check(id: &str, opts: &ParityOptions, python: &Path, script: &Path) -> Result<ParityReport, EnvError> {
+    if crate::imaginebench::is_env_id(id) {
+        return crate::imaginebench::parity::check(id, opts, python, script);
+    }
     let reference = reference_for(id).ok_or_else(|| EnvError::UnknownId {
         id: id.to_string(),
         known: crate::registry::known_ids().iter().map(|s| s.to_string()).collect(),
@@ -279,14 +457,19 @@ pub fn check(id: &str, opts: &ParityOptions, python: &Path, script: &Path) -> Re
     }
     let spec = crate::registry::spec(id)?;
     let max_steps = opts.max_episode_steps.or(spec.max_episode_steps).unwrap_or(1000);
-    let mut env = TimeLimit::new(crate::registry::make_unwrapped(id)?, max_steps);
-    let ours = run_ours(&mut env, opts)?;
-    let requests: Vec<RequestEpisode> = ours
-        .iter()
-        .map(|e| RequestEpisode { qpos: e.request.qpos.clone(), qvel: e.request.qvel.clone(), actions: e.request.actions.clone() })
-        .collect();
-    let req = Request { gym_id: reference.gym_id, clip_action: reference.clip_action, max_episode_steps: max_steps, episodes: &requests };
-    let reply = run_reference(python, script, &req)?;
+    let robotics = crate::registry::is_fetch(id);
+    let mut sampled_goals = Vec::new();
+    let (ours, settled) = if robotics {
+        let mut env = TimeLimit::new(crate::registry::make_fetch_unwrapped(id)?, max_steps);
+        let settled = env.inner().initial_qpos().to_vec();
+        (run_ours(&mut env, opts, &mut sampled_goals)?, Some(settled))
+    } else {
+        let mut env = TimeLimit::new(crate::registry::make_unwrapped(id)?, max_steps);
+        (run_ours(&mut env, opts, &mut sampled_goals)?, None)
+    };
+    let requests: Vec<RequestEpisode> = ours.iter().map(|e| e.request.clone()).collect();
+    let req = Request { robotics, gym_id: reference.gym_id, clip_action: reference.clip_action, max_episode_steps: max_steps, episodes: &requests };
+    let reply: Reply = run_reference(python, &reference.oracle.script(script), &req)?;
     if reply.episodes.len() != ours.len() {
         return Err(EnvError::Reference {
             python: python.to_path_buf(),
@@ -294,15 +477,45 @@ pub fn check(id: &str, opts: &ParityOptions, python: &Path, script: &Path) -> Re
         });
     }
 
-    let mut report = ParityReport {
-        id: id.to_string(),
-        reference: format!(
+    let reference_text = match &reply.oracle {
+        Some(oracle) => format!("{oracle} on MuJoCo {}", reply.mujoco),
+        None => format!(
             "Gymnasium {} `{}` on MuJoCo {}{}",
             reply.gymnasium,
             reference.gym_id,
             reply.mujoco,
             if reference.clip_action { ", actions clipped to the bounds first (D4RL)" } else { "" }
         ),
+    };
+    let traces: Vec<&Trace> = ours.iter().map(|e| &e.trace).collect();
+    let mut report = compare(id, reference_text, &traces, &reply.episodes, reference.compared_obs_dims)?;
+    if !reply.d4rl_starts.is_empty() {
+        let theirs: Vec<Vec<f64>> =
+            reply.d4rl_starts.iter().map(|s| s.qpos.iter().chain(&s.qvel).chain(&s.goal).copied().collect()).collect();
+        let mine: Vec<Vec<f64>> = ours
+            .iter()
+            .zip(&sampled_goals)
+            .map(|(e, g)| e.request.qpos.iter().chain(&e.request.qvel).chain(g).copied().collect())
+            .collect();
+        report.start_outside_support = outside_support(&mine, &theirs, ours[0].request.qpos.len(), ours[0].request.qvel.len());
+    }
+    if let Some(ours) = &settled {
+        let theirs = reply.initial_qpos.as_ref().ok_or_else(|| EnvError::Reference { python: python.to_path_buf(), message: "the reply has no initial_qpos for a Fetch task".into() })?;
+        if theirs.len() != ours.len() {
+            return Err(EnvError::Shape { what: format!("{id}: reference initial_qpos"), expected: ours.len(), found: theirs.len() });
+        }
+        report.max_initial_state_diff = Some(ours.iter().zip(theirs).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max));
+    }
+    Ok(report)
+}
+
+/// Compare our episodes with the reference's, observation number by number (the first
+/// `compared_obs_dims` of ours, the rest of which must be exactly 0), reward by reward and flag
+/// by flag.
+pub(crate) fn compare(id: &str, reference: String, ours: &[&Trace], theirs: &[Trace], compared_obs_dims: Option<usize>) -> Result<ParityReport, EnvError> {
+    let mut report = ParityReport {
+        id: id.to_string(),
+        reference,
         steps: 0,
         episodes: ours.len(),
         terminations: 0,
@@ -315,12 +528,14 @@ pub fn check(id: &str, opts: &ParityOptions, python: &Path, script: &Path) -> Re
         truncated_mismatches: 0,
         first_flag_mismatch: None,
         nonzero_padding: 0,
+        start_outside_support: 0,
+        max_initial_state_diff: None,
         tolerance: DEFAULT_TOLERANCE,
     };
     let mut obs_diff = Diff::default();
     let mut rew_diff = Diff::default();
     let mut compare_obs = |ours: &[f64], theirs: &[f64], report: &mut ParityReport| -> Result<(), EnvError> {
-        let n = reference.compared_obs_dims.unwrap_or(ours.len());
+        let n = compared_obs_dims.unwrap_or(ours.len());
         if theirs.len() != n || ours.len() < n {
             return Err(EnvError::Shape { what: format!("{id}: reference observation"), expected: n, found: theirs.len() });
         }
@@ -330,8 +545,8 @@ pub fn check(id: &str, opts: &ParityOptions, python: &Path, script: &Path) -> Re
         report.nonzero_padding += ours[n..].iter().filter(|v| **v != 0.0).count();
         Ok(())
     };
-    for (o, t) in ours.iter().zip(&reply.episodes) {
-        if t.obs.len() != o.obs.len() || t.reward.len() != o.reward.len() {
+    for (o, t) in ours.iter().zip(theirs) {
+        if t.obs.len() != o.obs.len() || t.reward.len() != o.reward.len() || t.terminated.len() != o.terminated.len() || t.truncated.len() != o.truncated.len() {
             return Err(EnvError::Shape { what: format!("{id}: reference episode steps"), expected: o.obs.len(), found: t.obs.len() });
         }
         compare_obs(&o.obs0, &t.obs0, &mut report)?;

@@ -6,7 +6,8 @@
 
 use crate::env::{Env, EnvSpec};
 use crate::error::EnvError;
-use crate::mujoco::{Ant, HalfCheetah, Hopper, InvertedPendulum, MujocoEnv, Task, Version, Walker2d};
+use crate::mujoco::antmaze::{BIG_MAZE_TEST, HARDEST_MAZE_TEST, U_MAZE_TEST};
+use crate::mujoco::{Adroit, AdroitKind, Ant, AntMaze, FetchEnv, FetchTask, HalfCheetah, Hopper, InvertedPendulum, MujocoEnv, Task, Version, Walker2d};
 use crate::wrappers::TimeLimit;
 use std::path::Path;
 
@@ -29,22 +30,76 @@ const ENTRIES: &[Entry] = &[
     Entry { id: "hopper-v2", max_episode_steps: 1000, family: Some("hopper"), task: || Box::new(Hopper { version: Version::D4rlV2 }) },
     Entry { id: "walker2d-v2", max_episode_steps: 1000, family: Some("walker2d"), task: || Box::new(Walker2d { version: Version::D4rlV2 }) },
     Entry { id: "ant-v2", max_episode_steps: 1000, family: Some("ant"), task: || Box::new(Ant { version: Version::D4rlV2 }) },
+    // AntMaze as D4RL registers it: the eval (`*_TEST`) map of each size; "play"/"diverse" name
+    // datasets, not envs. -v2 draws a goal per reset, -v0 one per env.
+    Entry { id: "antmaze-umaze-v2", max_episode_steps: 700, family: Some("antmaze"), task: || Box::new(AntMaze::new(U_MAZE_TEST, true)) },
+    Entry { id: "antmaze-umaze-diverse-v2", max_episode_steps: 700, family: Some("antmaze"), task: || Box::new(AntMaze::new(U_MAZE_TEST, true)) },
+    Entry { id: "antmaze-medium-play-v2", max_episode_steps: 1000, family: Some("antmaze"), task: || Box::new(AntMaze::new(BIG_MAZE_TEST, true)) },
+    Entry { id: "antmaze-medium-diverse-v2", max_episode_steps: 1000, family: Some("antmaze"), task: || Box::new(AntMaze::new(BIG_MAZE_TEST, true)) },
+    Entry { id: "antmaze-large-play-v2", max_episode_steps: 1000, family: Some("antmaze"), task: || Box::new(AntMaze::new(HARDEST_MAZE_TEST, true)) },
+    Entry { id: "antmaze-large-diverse-v2", max_episode_steps: 1000, family: Some("antmaze"), task: || Box::new(AntMaze::new(HARDEST_MAZE_TEST, true)) },
+    Entry { id: "antmaze-umaze-v0", max_episode_steps: 700, family: Some("antmaze"), task: || Box::new(AntMaze::new(U_MAZE_TEST, false)) },
+    Entry { id: "antmaze-umaze-diverse-v0", max_episode_steps: 700, family: Some("antmaze"), task: || Box::new(AntMaze::new(U_MAZE_TEST, false)) },
+    Entry { id: "antmaze-medium-play-v0", max_episode_steps: 1000, family: Some("antmaze"), task: || Box::new(AntMaze::new(BIG_MAZE_TEST, false)) },
+    Entry { id: "antmaze-medium-diverse-v0", max_episode_steps: 1000, family: Some("antmaze"), task: || Box::new(AntMaze::new(BIG_MAZE_TEST, false)) },
+    Entry { id: "antmaze-large-play-v0", max_episode_steps: 1000, family: Some("antmaze"), task: || Box::new(AntMaze::new(HARDEST_MAZE_TEST, false)) },
+    Entry { id: "antmaze-large-diverse-v0", max_episode_steps: 1000, family: Some("antmaze"), task: || Box::new(AntMaze::new(HARDEST_MAZE_TEST, false)) },
+    // Adroit as D4RL registers it (`{task}-{human,cloned,expert}-v1` all make these envs).
+    Entry { id: "pen-v1", max_episode_steps: 100, family: Some("pen"), task: || Box::new(Adroit::new(AdroitKind::Pen)) },
+    Entry { id: "door-v1", max_episode_steps: 200, family: Some("door"), task: || Box::new(Adroit::new(AdroitKind::Door)) },
+    Entry { id: "hammer-v1", max_episode_steps: 200, family: Some("hammer"), task: || Box::new(Adroit::new(AdroitKind::Hammer)) },
+    Entry { id: "relocate-v1", max_episode_steps: 200, family: Some("relocate"), task: || Box::new(Adroit::new(AdroitKind::Relocate)) },
 ];
+
+/// The Fetch tasks of gymnasium-robotics 1.4.2: id, task, dense reward. 50-step episodes.
+const FETCH: &[(&str, FetchTask, bool)] = &[
+    ("FetchReach-v4", FetchTask::Reach, false),
+    ("FetchPush-v4", FetchTask::Push, false),
+    ("FetchPickAndPlace-v4", FetchTask::PickAndPlace, false),
+    ("FetchReachDense-v4", FetchTask::Reach, true),
+    ("FetchPushDense-v4", FetchTask::Push, true),
+    ("FetchPickAndPlaceDense-v4", FetchTask::PickAndPlace, true),
+];
+
+/// Episode length of the Fetch tasks.
+pub const FETCH_MAX_EPISODE_STEPS: usize = 50;
 
 /// All ids [`make`] accepts.
 pub fn known_ids() -> Vec<&'static str> {
-    ENTRIES.iter().map(|e| e.id).collect()
+    ENTRIES.iter().map(|e| e.id).chain(FETCH.iter().map(|f| f.0)).collect()
+}
+
+/// Whether `id` is one of the Fetch tasks.
+pub fn is_fetch(id: &str) -> bool {
+    FETCH.iter().any(|f| f.0 == id)
+}
+
+/// The Fetch task `id` without its time limit.
+pub fn make_fetch_unwrapped(id: &str) -> Result<FetchEnv, EnvError> {
+    let (_, task, dense) = FETCH.iter().find(|f| f.0 == id).ok_or_else(|| EnvError::UnknownId { id: id.to_string(), known: known_ids().iter().map(|s| s.to_string()).collect() })?;
+    FetchEnv::new(spec(id)?, *task, *dense)
+}
+
+/// The Fetch task `id` in its 50-step time limit, keeping the concrete type.
+pub fn make_fetch(id: &str) -> Result<TimeLimit<FetchEnv>, EnvError> {
+    Ok(TimeLimit::new(make_fetch_unwrapped(id)?, FETCH_MAX_EPISODE_STEPS))
 }
 
 fn entry(id: &str) -> Result<&'static Entry, EnvError> {
-    ENTRIES
-        .iter()
-        .find(|e| e.id == id)
-        .ok_or_else(|| EnvError::UnknownId { id: id.to_string(), known: known_ids().iter().map(|s| s.to_string()).collect() })
+    ENTRIES.iter().find(|e| e.id == id).ok_or_else(|| EnvError::UnknownId {
+        id: id.to_string(),
+        known: known_ids().into_iter().chain(crate::imaginebench::env_ids()).map(str::to_string).collect(),
+    })
 }
 
 /// The spec of a registered id (no model is loaded).
 pub fn spec(id: &str) -> Result<EnvSpec, EnvError> {
+    if let Some(f) = FETCH.iter().find(|f| f.0 == id) {
+        return Ok(EnvSpec { id: f.0.to_string(), max_episode_steps: Some(FETCH_MAX_EPISODE_STEPS), normalization_family: None });
+    }
+    if crate::imaginebench::is_env_id(id) {
+        return Ok(EnvSpec { id: id.to_string(), max_episode_steps: Some(crate::imaginebench::MAX_EPISODE_STEPS), normalization_family: None });
+    }
     let e = entry(id)?;
     Ok(EnvSpec {
         id: e.id.to_string(),
@@ -74,7 +129,21 @@ pub fn make_mujoco(id: &str) -> Result<TimeLimit<MujocoEnv>, EnvError> {
 
 /// The task `id`, truncated at its `max_episode_steps` (as `gymnasium.make(id)`).
 pub fn make(id: &str) -> Result<Box<dyn Env>, EnvError> {
+    if is_fetch(id) {
+        return Ok(Box::new(make_fetch(id)?));
+    }
+    if let Some(level) = crate::imaginebench::level_of_env_id(id) {
+        return make_imaginebench(crate::imaginebench::ImagineBenchOptions { level, ..Default::default() });
+    }
     Ok(Box::new(make_mujoco(id)?))
+}
+
+/// An ImagineBench env (`imaginebench-mujoco-<level>-v0`, or `-all-v0` for every level) with `opts` (instruction pairing,
+/// encoder, tasks) in its 200-step time limit. [`make`] gives the defaults: the level's tasks,
+/// the jump sentences as named, the built-in encoding.
+pub fn make_imaginebench(opts: crate::imaginebench::ImagineBenchOptions) -> Result<Box<dyn Env>, EnvError> {
+    let env = crate::imaginebench::ImagineBenchEnv::new(opts)?;
+    Ok(Box::new(TimeLimit::new(env, crate::imaginebench::MAX_EPISODE_STEPS)))
 }
 
 #[cfg(test)]
@@ -96,6 +165,11 @@ mod tests {
         assert_eq!(s.max_episode_steps, Some(1000));
         assert_eq!(s.normalization_family.as_deref(), Some("hopper"));
         assert_eq!(spec("InvertedPendulum-v5").unwrap().normalization_family, None);
-        assert_eq!(known_ids().len(), 9);
+        // 9 locomotion + 12 AntMaze + 4 Adroit + 6 Fetch.
+        assert_eq!(known_ids().len(), 31);
+        assert_eq!(FETCH.len(), 6);
+        assert_eq!(spec("antmaze-umaze-v2").unwrap().max_episode_steps, Some(700));
+        assert_eq!(spec("antmaze-large-play-v2").unwrap().normalization_family.as_deref(), Some("antmaze"));
+        assert_eq!(spec("FetchPush-v4").unwrap().max_episode_steps, Some(50));
     }
 }

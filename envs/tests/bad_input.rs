@@ -86,3 +86,14 @@ fn parity_and_bench_refuse_empty_runs() {
     let err = o2o_envs::bench::run("Hopper-v5", &opts, py, script).unwrap_err().to_string();
     assert!(err.contains("steps >= 2 x num_envs"), "{err}");
 }
+
+/// AntMaze and Adroit build their models from D4RL's and Gymnasium-Robotics' files: another
+/// folder of Gymnasium assets cannot stand in for them (issue #25).
+#[test]
+fn built_models_refuse_a_gym_assets_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    for id in ["antmaze-umaze-v2", "door-v1"] {
+        let err = make_unwrapped_from(id, dir.path()).err().expect("refused").to_string();
+        assert!(err.contains(id) && err.contains("not a Gymnasium asset"), "{err}");
+    }
+}

@@ -60,7 +60,7 @@ impl Env for PointMass {
         self.t += 1;
         let dist = ((self.pos[0] - self.goal[0]).powi(2) + (self.pos[1] - self.goal[1]).powi(2)).sqrt();
         let reached = dist < 0.1;
-        let info = Info { values: vec![("distance", dist as f64)], success: Some(reached) };
+        let info = Info { values: vec![("distance", dist as f64)], success: Some(reached), task: None };
         Ok(Step { obs: self.obs(), reward: -dist as f64, terminated: reached, truncated: !reached && self.t >= 50, info })
     }
 }

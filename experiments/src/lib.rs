@@ -18,7 +18,8 @@
 //!   sink of your own implements;
 //! - [`report`]: scores over seeds from run directories (`o2o report`);
 //! - [`export`]: a run's deterministic policy as a TorchScript file (`o2o export`);
-//! - [`paths`]: where the set-up installed libtorch, the virtualenv and the scripts.
+//! - [`paths`]: where the set-up installed libtorch, the virtualenv and the scripts;
+//! - [`robot`]: runs on a robot (env ids `robot:<config.toml>`, its recording and safety report).
 //!
 //! ```no_run
 //! use o2o_experiments::Run;
@@ -40,6 +41,7 @@ pub mod fleet;
 pub mod logging;
 pub mod paths;
 pub mod report;
+pub mod robot;
 pub mod run;
 
 pub use logging::{MetricSink, Record};

@@ -47,10 +47,14 @@ enum Command {
     Dataset(commands::dataset::DatasetArgs),
     /// Scores over seeds: mean, IQM and 95% bootstrap CIs per preset and task, plus PNG curves.
     Report(o2o_experiments::report::ReportArgs),
+    /// Progress reward models from demonstrations: record demos, train, evaluate, adapt.
+    Reward(commands::reward::RewardArgs),
     /// Open a run's Rerun recording in the viewer (or print how to serve it to a remote browser).
     View(commands::view::ViewArgs),
     /// Many actors, one learner, across processes and machines on NATS JetStream.
     Fleet(commands::fleet::FleetArgs),
+    /// Robots: `o2o robot check <config>`, `o2o robot run --config <config> --from <run>`, `o2o robot record`.
+    Robot(commands::robot::RobotArgs),
 }
 
 fn main() {
@@ -58,7 +62,7 @@ fn main() {
     // command-line tools, instead of panicking in println!.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cli = Cli::parse();
-    if matches!(cli.command, Command::Train(_) | Command::Run(_) | Command::Finetune(_) | Command::Resume(_)) {
+    if matches!(cli.command, Command::Train(_) | Command::Run(_) | Command::Finetune(_) | Command::Resume(_) | Command::Robot(_)) {
         // Ctrl-C and SIGTERM: a checkpoint at the next safe point, then the resume command.
         o2o_experiments::run::interrupt::install();
     }
@@ -77,6 +81,8 @@ fn main() {
         Command::Report(args) => o2o_experiments::report::run(args),
         Command::View(args) => commands::view::run(args),
         Command::Fleet(args) => commands::fleet::run(args),
+        Command::Reward(args) => commands::reward::run(args),
+        Command::Robot(args) => commands::robot::run(args),
     };
     if let Err(err) = result {
         // A closed pipe (`o2o ... | head`) is not an error worth reporting.

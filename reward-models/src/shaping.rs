@@ -14,8 +14,10 @@ use tch::Tensor;
 /// Errors from building a shaping term.
 #[derive(Debug, thiserror::Error)]
 pub enum ShapingError {
+    /// The discount is outside (0, 1].
     #[error("discount γ must be in (0, 1], found {0}")]
     Discount(f64),
+    /// The success threshold is outside [0, 1).
     #[error("success threshold δ must be in [0, 1), found {0}")]
     Delta(f64),
 }

@@ -27,6 +27,7 @@ pub struct SafetyLimits {
 }
 
 /// Errors from building an envelope.
+#[allow(missing_docs)]
 #[derive(Debug, thiserror::Error)]
 pub enum SafetyError {
     #[error("safety action limits have {found} dimensions, the env's action space has {expected}")]

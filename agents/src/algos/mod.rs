@@ -1,13 +1,17 @@
 //! Algorithms, one file each, readable top to bottom against the paper.
 
+pub mod bc;
 pub mod calql;
 pub mod cql;
 pub mod famo2o_cql;
 pub mod famo2o_iql;
 mod flat;
 pub mod iql;
+pub mod ppo;
 pub mod rlpd;
 pub mod sac;
+pub mod unio4;
+pub mod td3bc;
 pub mod wsrl;
 
 /// What every constructor checks and sets up first: sizes of at least 1 (the message names

@@ -32,6 +32,12 @@ impl Adam {
         Self { lr, beta1: 0.9, beta2: 0.999, eps: 1e-8, step: 0, m: zeros(), v: zeros() }
     }
 
+    /// The same optimizer with `ε = eps` (PPO: 1e-5).
+    pub fn with_eps(mut self, eps: f64) -> Self {
+        self.eps = eps;
+        self
+    }
+
     /// Number of steps taken.
     pub fn steps(&self) -> i64 {
         self.step
@@ -128,6 +134,19 @@ impl Adam {
         });
         self.step = 0;
     }
+}
+
+/// Scale `grads` in place so their joint L2 norm is at most `max_norm` (PyTorch's
+/// `clip_grad_norm_`: `g ← g · min(1, max_norm / (‖g‖ + 1e-6))`); returns the norm before.
+pub fn clip_grad_norm(grads: &mut [Tensor], max_norm: f64) -> f64 {
+    let norm = tch::no_grad(|| grads.iter().map(|g| g.square().sum(Kind::Double)).fold(Tensor::zeros([], (Kind::Double, tch::Device::Cpu)), |a, b| a + b.to_device(tch::Device::Cpu)).sqrt().double_value(&[]));
+    let scale = max_norm / (norm + 1e-6);
+    if scale < 1.0 {
+        tch::no_grad(|| grads.iter_mut().for_each(|g| {
+            let _ = g.g_mul_scalar_(scale);
+        }));
+    }
+    norm
 }
 
 /// The step of [`Adam::apply`] for one contiguous float32 CPU parameter as one pass over its

@@ -15,7 +15,7 @@ mod tape;
 
 pub use tape::EnsembleTape;
 
-use super::{init::dense, mlp::dropout, MlpConfig, ParamSet};
+use super::{init::dense, mlp::dropout, mlp::Activation, MlpConfig, ParamSet};
 use crate::rng::AgentRng;
 use tch::{Device, Kind, Tensor};
 
@@ -32,6 +32,7 @@ pub struct EnsembleMlp {
     layers: Vec<Layer>,
     members: i64,
     dropout: f64,
+    activation: Activation,
 }
 
 impl EnsembleMlp {
@@ -59,7 +60,7 @@ impl EnsembleMlp {
             });
             layers.push(Layer { weight, bias, norm });
         }
-        Self { layers, members, dropout: cfg.dropout }
+        Self { layers, members, dropout: cfg.dropout, activation: cfg.activation }
     }
 
     /// A handle on the same tensors (shared storage: in-place updates such as Polyak steps are
@@ -70,7 +71,7 @@ impl EnsembleMlp {
             .iter()
             .map(|l| Layer { weight: l.weight.shallow_clone(), bias: l.bias.shallow_clone(), norm: l.norm.as_ref().map(|(g, b)| (g.shallow_clone(), b.shallow_clone())) })
             .collect();
-        Self { layers, members: self.members, dropout: self.dropout }
+        Self { layers, members: self.members, dropout: self.dropout, activation: self.activation }
     }
 
     /// Number of members `E`.
@@ -126,7 +127,7 @@ impl EnsembleMlp {
                 let width = h.size()[1];
                 h = h.layer_norm([width], Some(g.get(e).view([width])), Some(b.get(e).view([width])), 1e-5, true);
             }
-            let _ = h.relu_();
+            h = self.activation.apply(h);
         }
         h
     }
@@ -181,7 +182,7 @@ impl EnsembleMlp {
                 let width = h.size()[2];
                 h = pick(b).addcmul(&h.layer_norm([width], None::<Tensor>, None::<Tensor>, 1e-5, true), &pick(g));
             }
-            let _ = h.relu_(); // in place: the producer's backward does not need its output
+            h = self.activation.apply(h);
         }
         h
     }

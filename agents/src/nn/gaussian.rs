@@ -20,11 +20,27 @@ pub struct GaussianConfig {
     pub log_std_min: f64,
     /// Upper clamp of log σ.
     pub log_std_max: f64,
+    /// Squash the mean through tanh (IQL, Uni-O4); `false` leaves it linear (CleanRL's PPO,
+    /// whose env clips the sampled action).
+    #[serde(skip_serializing_if = "is_true")]
+    pub squash_mean: bool,
+    /// Orthogonal gain of the mean's output layer (CleanRL's PPO: 0.01, so the first actions
+    /// are near 0).
+    #[serde(skip_serializing_if = "is_one")]
+    pub head_gain: f64,
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
+}
+
+fn is_one(x: &f64) -> bool {
+    *x == 1.0
 }
 
 impl Default for GaussianConfig {
     fn default() -> Self {
-        Self { mlp: MlpConfig::default(), log_std_min: -5.0, log_std_max: 2.0 }
+        Self { mlp: MlpConfig::default(), log_std_min: -5.0, log_std_max: 2.0, squash_mean: true, head_gain: 1.0 }
     }
 }
 
@@ -39,7 +55,7 @@ pub struct GaussianActor {
 impl GaussianActor {
     /// A new actor with parameters under `prefix` in `params`.
     pub fn new(params: &mut ParamSet, prefix: &str, obs_dim: i64, act_dim: i64, cfg: &GaussianConfig, rng: &mut AgentRng, device: Device) -> Self {
-        let net = Mlp::new(params, prefix, obs_dim, act_dim, &cfg.mlp, 1.0, rng, device);
+        let net = Mlp::new(params, prefix, obs_dim, act_dim, &cfg.mlp, cfg.head_gain, rng, device);
         let log_std = params.add(format!("{prefix}/log_std"), Tensor::zeros([act_dim], (Kind::Float, Device::Cpu)), device);
         Self { net, log_std, cfg: cfg.clone() }
     }
@@ -49,9 +65,38 @@ impl GaussianActor {
         Self { net: self.net.detached(), log_std: self.log_std.detach().copy(), cfg: self.cfg.clone() }
     }
 
-    /// The mean `tanh(μ(s))`, `[B, A]` (also the deterministic action).
+    /// The mean `tanh(μ(s))` (or `μ(s)` without `squash_mean`), `[B, A]` (also the
+    /// deterministic action).
     pub fn mean(&self, obs: &Tensor, dropout_rng: Option<&mut AgentRng>) -> Tensor {
-        self.net.forward(obs, dropout_rng).tanh()
+        let mu = self.net.forward(obs, dropout_rng);
+        if self.cfg.squash_mean {
+            mu.tanh()
+        } else {
+            mu
+        }
+    }
+
+    /// The network computing the mean (before any tanh).
+    pub fn net(&self) -> &Mlp {
+        &self.net
+    }
+
+    /// The log σ parameter itself (unclamped), `[A]`.
+    pub fn log_std_param(&self) -> &Tensor {
+        &self.log_std
+    }
+
+    /// `log π(a|s)` `[B]` for a mean `[B, A]` already computed (one forward pass shared with
+    /// the entropy or the action).
+    pub fn log_prob_at(&self, mean: &Tensor, action: &Tensor) -> Tensor {
+        let log_std = self.log_std();
+        let z = (action - mean) * (-&log_std).exp();
+        (z.square() * (-0.5) - log_std - LOG_SQRT_2PI).sum_dim_intlist(-1, false, Kind::Float)
+    }
+
+    /// The entropy `H = Σ_i (½ + log √(2π) + log σ_i)` (state-independent σ: a scalar).
+    pub fn entropy(&self) -> Tensor {
+        (self.log_std() + 0.5 + LOG_SQRT_2PI).sum(Kind::Float)
     }
 
     /// Clamped log σ, `[A]`.
@@ -62,9 +107,7 @@ impl GaussianActor {
     /// `log π(a|s) = Σ_i [−(a_i − m_i)² / (2σ_i²) − log σ_i − log √(2π)]`, shape `[B]`.
     pub fn log_prob(&self, obs: &Tensor, action: &Tensor, dropout_rng: Option<&mut AgentRng>) -> Tensor {
         let mean = self.mean(obs, dropout_rng);
-        let log_std = self.log_std();
-        let z = (action - mean) * (-&log_std).exp();
-        (z.square() * (-0.5) - log_std - LOG_SQRT_2PI).sum_dim_intlist(-1, false, Kind::Float)
+        self.log_prob_at(&mean, action)
     }
 
     /// A reparameterized sample `tanh μ + σ ε`, not clipped (differentiable everywhere: a loss

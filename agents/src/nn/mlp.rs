@@ -22,11 +22,48 @@ pub struct MlpConfig {
     pub dropout: f64,
     /// How the weights start: `orthogonal` (the default) or `fan_in_uniform` (PyTorch's).
     pub init: WeightInit,
+    /// The hidden layers' nonlinearity: `relu` (the default), `tanh` (CleanRL's PPO, Uni-O4's
+    /// HalfCheetah policies) or `silu` (the MOBILE dynamics model Uni-O4 uses).
+    #[serde(skip_serializing_if = "Activation::is_relu")]
+    pub activation: Activation,
+}
+
+/// A hidden layer's nonlinearity.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Activation {
+    /// `max(x, 0)`.
+    #[default]
+    Relu,
+    /// `tanh x`.
+    Tanh,
+    /// `x · σ(x)` (Swish).
+    Silu,
+}
+
+impl Activation {
+    /// Whether this is the default ReLU (then it is left out of a written config).
+    pub fn is_relu(&self) -> bool {
+        *self == Activation::Relu
+    }
+
+    /// Apply to `h`, which the caller owns (ReLU in place: the producer's backward does not
+    /// need its output).
+    pub fn apply(self, mut h: Tensor) -> Tensor {
+        match self {
+            Activation::Relu => {
+                let _ = h.relu_();
+                h
+            }
+            Activation::Tanh => h.tanh(),
+            Activation::Silu => h.silu(),
+        }
+    }
 }
 
 impl Default for MlpConfig {
     fn default() -> Self {
-        Self { hidden: vec![256, 256], layer_norm: false, dropout: 0.0, init: WeightInit::Orthogonal }
+        Self { hidden: vec![256, 256], layer_norm: false, dropout: 0.0, init: WeightInit::Orthogonal, activation: Activation::Relu }
     }
 }
 
@@ -67,6 +104,7 @@ pub struct Mlp {
     norms: Vec<(Tensor, Tensor)>,
     head: Dense,
     dropout: f64,
+    activation: Activation,
 }
 
 impl Mlp {
@@ -86,7 +124,7 @@ impl Mlp {
             d = h;
         }
         let head = Dense::new(params, &format!("{prefix}/head"), d, out_dim, head_gain, cfg.init, rng, device);
-        Self { layers, norms, head, dropout: cfg.dropout }
+        Self { layers, norms, head, dropout: cfg.dropout, activation: cfg.activation }
     }
 
     /// A copy with detached weights, for inference outside training (TorchScript export).
@@ -96,6 +134,7 @@ impl Mlp {
             norms: self.norms.iter().map(|(g, b)| (g.detach().copy(), b.detach().copy())).collect(),
             head: self.head.detached(),
             dropout: self.dropout,
+            activation: self.activation,
         }
     }
 
@@ -113,7 +152,7 @@ impl Mlp {
             if let Some((g, b)) = self.norms.get(i) {
                 h = h.layer_norm([g.size()[0]], Some(g), Some(b), 1e-5, true);
             }
-            let _ = h.relu_(); // in place: the producer's backward does not need its output
+            h = self.activation.apply(h);
         }
         self.head.forward(&h)
     }

@@ -7,7 +7,8 @@
 //! - [`polyak_update`], [`Temperature`] (log-α or softplus), [`Adam`] with checkpointable moments;
 //! - [`BetaEncoding`], [`Conditioned`], [`BalanceModel`]: FamO2O's β encoding, β-conditioned
 //!   policies and per-state balance model;
-//! - `critic`: a critic ensemble with its Polyak target, built together, and one critic step.
+//! - `critic`: a critic ensemble with its Polyak target, built together, and one critic step;
+//! - [`StateNorm`]: fixed dataset state statistics (TD3+BC, BC).
 
 pub mod adam;
 pub(crate) mod critic;
@@ -16,20 +17,24 @@ pub mod family;
 pub mod gaussian;
 pub mod init;
 pub mod mlp;
+pub mod obs_norm;
 pub mod params;
 pub mod polyak;
+pub mod state_norm;
 pub mod tanh_gaussian;
 pub(crate) mod mkl;
 pub(crate) mod team;
 pub mod temperature;
 
-pub use adam::Adam;
+pub use adam::{clip_grad_norm, Adam};
 pub use ensemble::EnsembleMlp;
 pub use family::{BalanceModel, BetaEncoding, BetaMap, BetaRange, Conditioned};
 pub use gaussian::{GaussianActor, GaussianConfig};
 pub use init::WeightInit;
-pub use mlp::{Dense, Mlp, MlpConfig};
+pub use mlp::{Activation, Dense, Mlp, MlpConfig};
+pub use obs_norm::{ObsNorm, ObsNormConfig, ObsNormMode};
 pub use params::ParamSet;
 pub use polyak::polyak_update;
+pub use state_norm::StateNorm;
 pub use tanh_gaussian::{TanhGaussianActor, TanhGaussianConfig};
 pub use temperature::{Temperature, TemperatureForm};

@@ -63,6 +63,21 @@ impl OfflineBuffer {
         &self.cols.obs[..self.len * self.cols.obs_dim]
     }
 
+    /// The action column, row-major `[len, act_dim]`.
+    pub fn actions(&self) -> &[f32] {
+        &self.cols.action[..self.len * self.cols.act_dim]
+    }
+
+    /// The next-observation column, row-major `[len, obs_dim]`.
+    pub fn next_observations(&self) -> &[f32] {
+        &self.cols.next_obs[..self.len * self.cols.obs_dim]
+    }
+
+    /// The terminal column (1 at true terminations).
+    pub fn terminals(&self) -> &[f32] {
+        &self.cols.terminal[..self.len]
+    }
+
     /// The reward column (e.g. for statistics).
     pub fn rewards(&self) -> &[f32] {
         &self.cols.reward

@@ -11,7 +11,11 @@
 //! The model is shared (`Arc<MjModel>`, read-only) and the data is owned, so a `MujocoEnv` is
 //! `Send` and a vector env can move it into a worker thread.
 
+pub mod adroit;
 mod ant;
+pub mod antmaze;
+pub mod fetch;
+pub mod fetch_script;
 mod half_cheetah;
 mod hopper;
 mod inverted_pendulum;
@@ -19,7 +23,11 @@ pub(crate) mod noise;
 mod scene;
 mod walker2d;
 
+pub use adroit::{Adroit, AdroitKind};
 pub use ant::Ant;
+pub use antmaze::AntMaze;
+pub use fetch::{FetchEnv, FetchTask, GoalLayout};
+pub use fetch_script::{FetchScript, Stage};
 pub use half_cheetah::HalfCheetah;
 pub use hopper::Hopper;
 pub use inverted_pendulum::InvertedPendulum;
@@ -63,10 +71,67 @@ impl Version {
     }
 }
 
+/// How the agent's action becomes MuJoCo's `ctrl`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActionMap {
+    /// The action is `ctrl` itself; the action space is the actuators' `ctrlrange`.
+    Ctrl,
+    /// The action space is [−1, 1]ⁿ and `ctrl = clip(lo + (a + 1)·½·(hi − lo), lo, hi)` over the
+    /// `ctrlrange` [lo, hi] (D4RL's `NormalizedBoxEnv`, the same map as Adroit's
+    /// `act_mid + a·act_rng`).
+    Normalized,
+    /// The action space is [−1, 1]ⁿ and `ctrl = mid + clip(a, −1, 1)·rng`, mid = (lo + hi)/2,
+    /// rng = ½(hi − lo) (D4RL's and Gymnasium-Robotics' Adroit, in their order of operations).
+    Centered,
+}
+
 /// What one MuJoCo task defines on top of the shared stepping.
 pub trait Task: Send + Sync {
     /// Gymnasium's asset file name, e.g. `hopper.xml`.
     fn xml_file(&self) -> &'static str;
+    /// The compiled model. Default: [`Task::xml_file`] from Gymnasium's installed assets; a task
+    /// that builds its model (AntMaze adds maze walls to D4RL's ant) overrides it.
+    fn model(&self) -> Result<Arc<MjModel>, EnvError> {
+        load_model(&crate::assets::asset_path(self.xml_file())?)
+    }
+    /// Whether the model is Gymnasium's [`Task::xml_file`] as it stands (default), so another
+    /// copy of Gymnasium's assets can stand in for it ([`MujocoEnv::from_assets_dir`]); tasks
+    /// that build their model from other files (AntMaze, Adroit) say `false`.
+    fn model_is_gym_asset(&self) -> bool {
+        true
+    }
+    /// How actions map to `ctrl` (default: the action is `ctrl`).
+    fn action_map(&self) -> ActionMap {
+        ActionMap::Ctrl
+    }
+    /// Called once with the compiled model (resolve names to ids). Default: nothing.
+    fn prepare(&mut self, _model: &MjModel) -> Result<(), EnvError> {
+        Ok(())
+    }
+    /// Called at every reset before [`Task::reset_noise`]: per-episode task state such as a
+    /// sampled goal. Default: nothing.
+    fn begin_episode(&mut self, _rng: &mut EnvRng) {}
+    /// A changed copy of the task's `base` model for this episode (Adroit moves the door, the
+    /// board, the ball or the pen's target in the model), swapped in before the state is set.
+    /// Default: `None`, the model never changes.
+    fn episode_model(&mut self, _base: &MjModel) -> Option<MjModel> {
+        None
+    }
+    /// The per-episode model values (name, numbers) a replay needs besides qpos/qvel, named as
+    /// Gymnasium-Robotics' `initial_state_dict` keys. Default: none.
+    fn episode_state(&self) -> Vec<(&'static str, Vec<f64>)> {
+        Vec::new()
+    }
+    /// Called at the end of every reset, with the start state in place. Default: nothing.
+    fn after_reset(&mut self, _data: &Data) {}
+    /// The task's current goal position (x, y), for goal-reaching tasks.
+    fn goal(&self) -> Option<[f64; 2]> {
+        None
+    }
+    /// Replace the current goal (goal-reaching tasks); returns whether the task has one.
+    fn set_goal(&mut self, _goal: [f64; 2]) -> bool {
+        false
+    }
     /// Physics steps per env step.
     fn frame_skip(&self) -> usize;
     /// Length of the observation vector for `model`.
@@ -96,6 +161,8 @@ pub trait Task: Send + Sync {
 pub struct MujocoEnv {
     spec: EnvSpec,
     task: Box<dyn Task>,
+    /// The model as loaded; tasks that change the model per episode start from it.
+    base_model: Arc<MjModel>,
     data: Data,
     observation_space: BoxSpace,
     action_space: BoxSpace,
@@ -126,16 +193,21 @@ fn quiet_log_file() {
     });
 }
 
-fn load_model(path: &Path) -> Result<Arc<MjModel>, EnvError> {
+pub(crate) fn load_model(path: &Path) -> Result<Arc<MjModel>, EnvError> {
+    cached_model(path, || MjModel::from_xml(path).map_err(|e| e.to_string()))
+}
+
+/// The model cached under `key`, built by `build` the first time (a file path, or for a model
+/// made in memory the path of the file it was made from plus a suffix).
+pub(crate) fn cached_model(key: &Path, build: impl FnOnce() -> Result<MjModel, String>) -> Result<Arc<MjModel>, EnvError> {
     quiet_log_file();
     let mut cache = model_cache().lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    if let Some(m) = cache.get(path) {
+    if let Some(m) = cache.get(key) {
         return Ok(m.clone());
     }
-    let model = MjModel::from_xml(path)
-        .map_err(|e| EnvError::ModelLoad { path: path.to_path_buf(), message: e.to_string() })?;
+    let model = build().map_err(|message| EnvError::ModelLoad { path: key.to_path_buf(), message })?;
     let model = Arc::new(model);
-    cache.insert(path.to_path_buf(), model.clone());
+    cache.insert(key.to_path_buf(), model.clone());
     Ok(model)
 }
 
@@ -143,12 +215,20 @@ impl MujocoEnv {
     /// Build the env for `task`, loading its XML from Gymnasium's installed assets
     /// (see [`crate::assets`]). `spec` is stored as given.
     pub fn new(spec: EnvSpec, task: Box<dyn Task>) -> Result<Self, EnvError> {
-        let path = crate::assets::asset_path(task.xml_file())?;
-        Self::from_model(spec, task, load_model(&path)?)
+        let model = task.model()?;
+        Self::from_model(spec, task, model)
     }
 
     /// Like [`MujocoEnv::new`], loading the XML from `assets_dir` instead.
     pub fn from_assets_dir(spec: EnvSpec, task: Box<dyn Task>, assets_dir: &Path) -> Result<Self, EnvError> {
+        if !task.model_is_gym_asset() {
+            return Err(EnvError::Other(format!(
+                "{}: its model is not a Gymnasium asset file (it is built from D4RL's or Gymnasium-Robotics' files); \
+                 point O2O_D4RL_DIR or O2O_ADROIT_ASSETS at them instead of passing {}",
+                spec.id,
+                assets_dir.display()
+            )));
+        }
         let path = assets_dir.join(task.xml_file());
         if !path.is_file() {
             return Err(EnvError::MissingAsset { path, hint: crate::assets::INSTALL_HINT.to_string() });
@@ -156,19 +236,25 @@ impl MujocoEnv {
         Self::from_model(spec, task, load_model(&path)?)
     }
 
-    fn from_model(spec: EnvSpec, task: Box<dyn Task>, model: Arc<MjModel>) -> Result<Self, EnvError> {
+    fn from_model(spec: EnvSpec, mut task: Box<dyn Task>, model: Arc<MjModel>) -> Result<Self, EnvError> {
+        task.prepare(&model)?;
         let obs_dim = task.obs_dim(&model);
         let ctrl_range: Vec<[f64; 2]> = model.actuator_ctrlrange().to_vec();
-        let action_space = BoxSpace::new(
-            ctrl_range.iter().map(|r| r[0] as f32).collect(),
-            ctrl_range.iter().map(|r| r[1] as f32).collect(),
-        );
+        let action_space = match task.action_map() {
+            ActionMap::Ctrl => BoxSpace::new(
+                ctrl_range.iter().map(|r| r[0] as f32).collect(),
+                ctrl_range.iter().map(|r| r[1] as f32).collect(),
+            ),
+            ActionMap::Normalized | ActionMap::Centered => BoxSpace::new(vec![-1.0; ctrl_range.len()], vec![1.0; ctrl_range.len()]),
+        };
         let dt = model.opt().timestep * task.frame_skip() as f64;
         let nu = model.ffi().nu as usize;
+        let base_model = model.clone();
         let data = MjData::try_new(model).map_err(|e| EnvError::Other(format!("{}: MuJoCo could not allocate data: {e}", spec.id)))?;
         Ok(Self {
             spec,
             task,
+            base_model,
             data,
             observation_space: BoxSpace::unbounded(obs_dim),
             action_space,
@@ -199,6 +285,20 @@ impl MujocoEnv {
     /// The MuJoCo data (the full physics state).
     pub fn data(&self) -> &Data {
         &self.data
+    }
+
+    /// The task (read-only): its goal and constants.
+    pub fn task(&self) -> &dyn Task {
+        self.task.as_ref()
+    }
+
+    /// Replace the goal of a goal-reaching task for the rest of the episode (a test or a
+    /// parity check placing the goal); errors for a task without one.
+    pub fn set_goal(&mut self, goal: [f64; 2]) -> Result<(), EnvError> {
+        if goal.iter().any(|v| !v.is_finite()) || !self.task.set_goal(goal) {
+            return Err(EnvError::Other(format!("{}: set_goal({goal:?}): the task has no goal or the goal is not finite", self.spec.id)));
+        }
+        Ok(())
     }
 
     /// Joint positions `qpos` (length `nq`).
@@ -248,8 +348,20 @@ impl MujocoEnv {
             return Err(EnvError::NonFiniteAction { env: self.spec.id.clone(), index, value: *value });
         }
         let clip = self.task.clips_action();
+        let map = self.task.action_map();
         for ((dst, src), r) in self.action.iter_mut().zip(action).zip(&self.ctrl_range) {
-            *dst = if clip { (*src as f64).clamp(r[0], r[1]) } else { *src as f64 };
+            let a = *src as f64;
+            *dst = if map == ActionMap::Normalized {
+                // ctrl = clip(lo + (a + 1)·½·(hi − lo), lo, hi), in NormalizedBoxEnv's order.
+                (r[0] + (a + 1.0) * 0.5 * (r[1] - r[0])).clamp(r[0], r[1])
+            } else if map == ActionMap::Centered {
+                // ctrl = mid + clip(a, −1, 1)·rng (Adroit).
+                (r[0] + r[1]) / 2.0 + a.clamp(-1.0, 1.0) * (0.5 * (r[1] - r[0]))
+            } else if clip {
+                a.clamp(r[0], r[1])
+            } else {
+                a
+            };
         }
         Ok(())
     }
@@ -274,10 +386,17 @@ impl Env for MujocoEnv {
             self.rng = noise::rng_from_seed(seed);
         }
         self.data.reset();
+        self.task.begin_episode(&mut self.rng);
+        if let Some(model) = self.task.episode_model(&self.base_model) {
+            self.data
+                .try_swap_model(Arc::new(model))
+                .map_err(|e| EnvError::Other(format!("{}: the episode's model does not fit the data: {e}", self.spec.id)))?;
+        }
         let mut qpos = self.model().qpos0().to_vec();
         let mut qvel = vec![0.0; self.data.qvel().len()];
         self.task.reset_noise(&mut self.rng, &mut qpos, &mut qvel);
         self.set_state(&qpos, &qvel)?;
+        self.task.after_reset(&self.data);
         self.task.observe(&self.data, &mut self.obs);
         Ok(self.obs.iter().map(|v| *v as f32).collect())
     }

@@ -33,6 +33,11 @@ macro_rules! forward_to_inner {
             self.env.reset(seed)
         }
     };
+    (executed_action) => {
+        fn executed_action(&self) -> Option<&[f32]> {
+            self.env.executed_action()
+        }
+    };
     ($($method:ident),+ $(,)?) => {
         $(forward_to_inner!($method);)+
     };
@@ -97,7 +102,7 @@ mod tests {
                 return Err(EnvError::ActionLength { env: "Counter".into(), expected: 2, found: action.len() });
             }
             self.t += 1;
-            let info = Info { values: vec![], success: Some(self.t == 3) };
+            let info = Info { values: vec![], success: Some(self.t == 3), task: None };
             Ok(Step { obs: vec![self.t as f32, action[0]], reward: self.t as f64, terminated: self.t >= self.term_at, truncated: false, info })
         }
     }

@@ -47,6 +47,7 @@ impl<E: Env> NormalizeObservation<E> {
 }
 
 impl<E: Env> Env for NormalizeObservation<E> {
+    forward_to_inner!(executed_action);
     forward_to_inner!(spec, observation_space, action_space);
     fn reset(&mut self, seed: Option<u64>) -> Result<Vec<f32>, EnvError> {
         let mut obs = self.env.reset(seed)?;

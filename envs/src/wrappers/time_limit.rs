@@ -44,6 +44,7 @@ impl<E: Env> TimeLimit<E> {
 }
 
 impl<E: Env> Env for TimeLimit<E> {
+    forward_to_inner!(executed_action);
     fn spec(&self) -> &EnvSpec {
         &self.spec
     }

@@ -27,6 +27,7 @@ impl<E: Env> TransformReward<E> {
 }
 
 impl<E: Env> Env for TransformReward<E> {
+    forward_to_inner!(executed_action);
     forward_to_inner!(spec, observation_space, action_space, reset);
     fn step(&mut self, action: &[f32]) -> Result<Step, EnvError> {
         let mut step = self.env.step(action)?;

@@ -8,7 +8,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use o2o_envs::parity::{check, reference_for, ParityOptions};
+use o2o_envs::parity::{check, reference_for, Oracle, ParityOptions};
 use o2o_envs::Env;
 
 /// Arguments of `o2o env`.
@@ -30,7 +30,7 @@ pub enum EnvCommand {
 /// Arguments of `o2o env parity`.
 #[derive(Args)]
 pub struct ParityArgs {
-    /// Task id, e.g. Hopper-v5 or hopper-v2 (see `o2o env list`).
+    /// Task id, e.g. Hopper-v5, hopper-v2 or imaginebench-mujoco-hard-v0 (see `o2o env list`).
     pub id: String,
     /// Total env steps (episodes restart until this many steps were compared).
     #[arg(long, default_value_t = 3000)]
@@ -55,15 +55,28 @@ pub fn run(args: EnvArgs) -> Result<()> {
 }
 
 fn list() -> Result<()> {
-    println!("{:<21} {:>4} {:>4} {:>6} {:>6}  {:<12} parity reference", "id", "obs", "act", "dt", "steps", "d4rl family");
+    println!("{:<25} {:>4} {:>4} {:>6} {:>6}  {:<12} parity reference", "id", "obs", "act", "dt", "steps", "d4rl family");
     for id in o2o_envs::known_ids() {
+        if o2o_envs::registry::is_fetch(id) {
+            let env = o2o_envs::registry::make_fetch(id).with_context(|| format!("making {id}"))?;
+            let reference = reference_for(id).map(|r| format!("{} (gymnasium-robotics 1.4.2, joint-type shim)", r.gym_id));
+            let steps = env.spec().max_episode_steps.map(|s| s.to_string()).unwrap_or_else(|| "-".into());
+            println!("{:<21} {:>4} {:>4} {:>6.3} {:>6}  {:<12} {}", id, env.observation_space().dim(), env.action_space().dim(), 0.04, steps, "-", reference.unwrap_or_else(|| "-".into()));
+            continue;
+        }
         let env = o2o_envs::make_mujoco(id).with_context(|| format!("making {id}"))?;
         let spec = env.spec();
         let reference = reference_for(id).map(|r| {
-            format!("{}{}", r.gym_id, if r.clip_action { " (actions clipped, D4RL)" } else { "" })
+            let note = match r.oracle {
+                Oracle::D4rlAntMaze => " (D4RL 1.1's own code)",
+                Oracle::Adroit => " (D4RL's reward sign)",
+                Oracle::Gymnasium if r.clip_action => " (actions clipped, D4RL)",
+                Oracle::Gymnasium => "",
+            };
+            format!("{}{note}", r.gym_id)
         });
         println!(
-            "{:<21} {:>4} {:>4} {:>6.3} {:>6}  {:<12} {}",
+            "{:<25} {:>4} {:>4} {:>6.3} {:>6}  {:<12} {}",
             id,
             env.observation_space().dim(),
             env.action_space().dim(),
@@ -73,12 +86,19 @@ fn list() -> Result<()> {
             reference.unwrap_or_else(|| "-".into()),
         );
     }
+    for id in o2o_envs::imaginebench::env_ids() {
+        let env = o2o_envs::make(id).with_context(|| format!("making {id}"))?;
+        let steps = env.spec().max_episode_steps.map(|s| s.to_string()).unwrap_or_else(|| "-".into());
+        println!("{:<21} {:>4} {:>4} {:>6.3} {:>6}  {:<12} {}", id, env.observation_space().dim(), env.action_space().dim(), 0.05, steps, "-", "scripts/imaginebench_parity.py on HalfCheetah-v4");
+    }
     Ok(())
 }
 
 fn parity(a: ParityArgs) -> Result<()> {
     let python = o2o_experiments::paths::venv_python();
-    let script = o2o_experiments::paths::scripts_dir().join("gym_parity.py");
+    // ImagineBench's tasks are checked against a Python implementation of their documented rules.
+    let oracle = if o2o_envs::imaginebench::is_env_id(&a.id) { "imaginebench_parity.py" } else { "gym_parity.py" };
+    let script = o2o_experiments::paths::scripts_dir().join(oracle);
     let opts = ParityOptions { steps: a.steps, seed: a.seed, max_episode_steps: a.max_episode_steps };
     let r = check(&a.id, &opts, &python, &script).with_context(|| format!("parity check of {}", a.id))?;
     if a.json {

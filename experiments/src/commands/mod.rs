@@ -8,5 +8,7 @@ pub mod eval;
 pub mod experiment;
 pub mod export;
 pub mod fleet;
+pub mod reward;
+pub mod robot;
 pub mod run;
 pub mod view;

@@ -103,6 +103,11 @@ pub struct TrainArgs {
     /// The run seed (same as `--set seed=N`).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Offline data: a local D4RL-format file (same as `--set dataset.path=FILE`; the preset's
+    /// dataset id stays in the config for the record) or a registry id (`--set dataset.id=ID`,
+    /// found in o2o's cache or D4RL's own `~/.d4rl/datasets`).
+    #[arg(long, value_name = "FILE|ID")]
+    pub dataset: Option<String>,
     /// Folder the run directory is created in.
     #[arg(long, default_value = "runs")]
     pub runs_dir: PathBuf,
@@ -224,7 +229,13 @@ fn run_preset(args: &TrainArgs, from: Option<&Path>, reuse: bool) -> Result<Opti
         return Ok(None);
     }
     let preset = args.preset.as_deref().ok_or_else(|| anyhow::anyhow!("--preset is required"))?;
-    let mut run = Run::preset(preset)?.set(&args.set)?;
+    let mut overrides = Vec::new();
+    if let Some(d) = &args.dataset {
+        let key = if Path::new(d).is_file() { "dataset.path" } else { "dataset.id" };
+        overrides.push(format!("{key}={d:?}"));
+    }
+    overrides.extend(args.set.iter().cloned());
+    let mut run = Run::preset(preset)?.set(&overrides)?;
     if let Some(seed) = args.seed {
         run = run.seed(seed)?;
     }
@@ -243,10 +254,23 @@ fn run_preset(args: &TrainArgs, from: Option<&Path>, reuse: bool) -> Result<Opti
 }
 
 /// Device, threads, Rerun and progress from the common options; run; the end as one line or JSON.
-fn launch(run: Run, common: &CommonArgs) -> Result<Outcome> {
+/// A run whose env is a robot (`robot:<config.toml>`) gets the robot's env factory, recording
+/// and safety report (`o2o_experiments::robot`).
+pub(crate) fn launch(run: Run, common: &CommonArgs) -> Result<Outcome> {
     let progress = common.progress()?;
     let device = common.apply()?;
+    let robot = o2o_experiments::robot::RobotSession::for_env(&run.draft_config()?.env)?;
+    let run = match &robot {
+        Some(session) => session.attach(run),
+        None => run,
+    };
     let done = run.device(device).rerun(common.rerun.clone()).progress(progress).run()?;
+    if let (Some(session), false) = (&robot, done.reused) {
+        let report = session.finish(&done.dir)?;
+        if !common.json {
+            super::robot::print_report(&report);
+        }
+    }
     if common.json {
         let mut v = serde_json::to_value(&done.summary)?;
         v["run_dir"] = done.dir.display().to_string().into();

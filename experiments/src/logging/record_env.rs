@@ -86,6 +86,8 @@ impl Env for RecordingEnv {
 /// recording env, the notes it logs with each step.
 pub fn eval_env(id: &str, sinks: &[Box<dyn MetricSink>]) -> Result<(Box<dyn Env>, Option<StepNotes>), EnvError> {
     match sinks.iter().find_map(|s| s.episode_logger()) {
+        // Fetch tasks are not MujocoEnv tasks: evaluated unrecorded (no 3D episodes yet).
+        Some(_) if o2o_envs::registry::is_fetch(id) => Ok((o2o_envs::make(id)?, None)),
         Some(log) => {
             let notes = StepNotes::default();
             Ok((Box::new(RecordingEnv::new(o2o_envs::make_mujoco(id)?, log, notes.clone())), Some(notes)))

@@ -247,6 +247,7 @@ pub fn build_report(runs: &[Run], args: &ReportArgs) -> Result<String> {
             r.curve.len()
         )?;
     }
+    success_by_task(&mut md, &groups)?;
     // One plot per group: the mean over its counted runs, bold, over each run's faint line.
     let mut pictures = String::new();
     for (i, g) in groups.iter().enumerate() {
@@ -271,6 +272,39 @@ pub fn build_report(runs: &[Run], args: &ReportArgs) -> Result<String> {
         writeln!(md, "\n## Curves\n\nBold: mean over counted runs; faint: each run.\n\n{pictures}")?;
     }
     Ok(md)
+}
+
+/// ImagineBench-style runs log `eval/success/<level>/<task>` and `eval/success/<level>`: one
+/// table of their final values (×100, mean over a group's counted runs), a column per key.
+fn success_by_task(md: &mut String, groups: &[Group]) -> Result<()> {
+    let mut rows: Vec<(&str, usize, BTreeMap<String, f64>)> = Vec::new();
+    let mut keys = std::collections::BTreeSet::new();
+    for g in groups {
+        let mut sums: BTreeMap<String, (f64, usize)> = BTreeMap::new();
+        for r in &g.counted {
+            for (k, v) in runs::last_values(&r.dir.join("metrics.jsonl"), "eval/success/")? {
+                let e = sums.entry(k.trim_start_matches("eval/success/").to_string()).or_default();
+                *e = (e.0 + v, e.1 + 1);
+            }
+        }
+        if sums.is_empty() {
+            continue;
+        }
+        keys.extend(sums.keys().cloned());
+        rows.push((g.name, g.counted.len(), sums.into_iter().map(|(k, (s, n))| (k, 100.0 * s / n as f64)).collect()));
+    }
+    if rows.is_empty() {
+        return Ok(());
+    }
+    writeln!(md, "\n## Success by level and task\n")?;
+    writeln!(md, "Final `eval/success/<level>[/<task>]` of each counted run, ×100, mean over the group's runs.\n")?;
+    writeln!(md, "| group | runs | {} |", keys.iter().cloned().collect::<Vec<_>>().join(" | "))?;
+    writeln!(md, "|---|---:|{}", "---:|".repeat(keys.len()))?;
+    for (name, n, values) in rows {
+        let cells: Vec<String> = keys.iter().map(|k| fmt_opt(values.get(k).copied())).collect();
+        writeln!(md, "| {name} | {n} | {} |", cells.join(" | "))?;
+    }
+    Ok(())
 }
 
 /// Write `text` to `path` through a temporary file, so no half-written report is left behind.
@@ -386,6 +420,27 @@ mod tests {
         let together = g.iter().find(|g| g.counted.len() == 2).expect("the two seeds share a group");
         assert_eq!(together.name, "iql · hopper-v2 · aaaaaaaa11.hdf5 (aaaaaaaa) · offline 100 · random 0 · warm-up 0 · online 0");
         assert!(together.notes.is_empty(), "the dataset path and seed are not differences: {:?}", together.notes);
+    }
+
+    #[test]
+    fn success_by_level_and_task_is_tabled() {
+        let d = tempfile::tempdir().unwrap();
+        let mut runs = Vec::new();
+        for (seed, (jf, real)) in [(0.5, 0.25), (1.0, 0.75)].iter().enumerate() {
+            let dir = d.path().join(format!("r{seed}"));
+            std::fs::create_dir(&dir).unwrap();
+            let lines = format!(
+                "{{\"grad_step\":10,\"eval/success/real/jump-forward\":0.0,\"eval/success/real\":0.0}}\n{{\"grad_step\":20,\"eval/success/real/jump-forward\":{jf},\"eval/success/real\":{real}}}\n"
+            );
+            std::fs::write(dir.join("metrics.jsonl"), lines).unwrap();
+            let mut r = run("bc · imaginebench", seed as i64, &[(20.0, *real)]);
+            r.dir = dir;
+            runs.push(r);
+        }
+        let args = ReportArgs { runs: vec![], out: d.path().join("out"), metric: "eval/success/real".into(), x: "grad_step".into(), reps: 100, seed: 1 };
+        let md = build_report(&runs, &args).unwrap();
+        assert!(md.contains("| group | runs | real | real/jump-forward |"), "{md}");
+        assert!(md.contains("| bc · imaginebench | 2 | 50.0 | 75.0 |"), "{md}");
     }
 
     #[test]

@@ -160,6 +160,23 @@ pub fn read_curve(path: &Path, metric: &str, x_key: &str) -> Result<Vec<(f64, f6
     Ok(curve)
 }
 
+/// The last finite value of every key starting with `prefix` in a metrics file (e.g. the final
+/// `eval/success/<level>/<task>` rates of an ImagineBench run); a missing file gives none.
+pub fn last_values(path: &Path, prefix: &str) -> Result<BTreeMap<String, f64>> {
+    let mut out = BTreeMap::new();
+    let Ok(text) = std::fs::read_to_string(path) else { return Ok(out) };
+    for line in text.lines().filter(|l| l.contains(prefix)) {
+        // A half-written last line (a run still writing) is skipped.
+        let Ok(serde_json::Value::Object(obj)) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        for (k, v) in obj.iter().filter(|(k, _)| k.starts_with(prefix)) {
+            if let Some(v) = v.as_f64().filter(|v| v.is_finite()) {
+                out.insert(k.clone(), v);
+            }
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -37,8 +37,10 @@ pub mod stream {
     pub const RUNNER_RNG: u64 = 4;
     /// Diagnostic batches (their own stream: diagnostics never move the runner RNG).
     pub const DIAGNOSTICS: u64 = 5;
+    /// The on-policy loop's episodes (env i's k-th episode).
+    pub const ROLLOUT_EPISODE: u64 = 6;
     /// A fleet actor's episodes and exploration (indexed by the actor's index).
-    pub const FLEET_ACTOR: u64 = 6;
+    pub const FLEET_ACTOR: u64 = 7;
 }
 
 /// The affine map between the agent's action box `[-1, 1]^A` and the env's bounds.
@@ -207,6 +209,12 @@ impl Actor {
         };
         let action = policy.act(&obs)?;
         let step = self.env.step(&self.scale.to_env(&action)).with_context(|| format!("stepping {}", self.env.spec().id))?;
+        // A robot stores what it executed (an operator's takeover, a clipped command), not
+        // what the policy proposed.
+        let action = match self.env.executed_action() {
+            Some(executed) => self.scale.to_agent(executed),
+            None => action,
+        };
         self.ep_return += step.reward;
         self.ep_length += 1;
         sink.push(&Transition {

@@ -346,6 +346,7 @@ impl<'a> Run<'a> {
         warn(prepared.warnings());
         let mut manifest = new_manifest(config, device, parent);
         manifest.dataset = prepared.dataset_info().cloned();
+        manifest.instruction_embeddings = prepared.instruction_embeddings().map(str::to_string);
         let (dir, _lock) = rundir::create(&self.runs_dir, name, config.seed, |tmp| {
             rundir::write_config(tmp, config)?;
             rundir::write_json(&tmp.join(rundir::MANIFEST), &manifest)
@@ -514,6 +515,7 @@ pub(crate) fn new_manifest(config: &RunConfig, device: Device, parent: Option<Pa
         torch_threads: tch::get_num_threads() as i64,
         machine: rundir::Machine::current(),
         resumes: Vec::new(),
+        instruction_embeddings: None,
     }
 }
 

@@ -44,12 +44,44 @@ pub struct RunConfig {
     /// [`o2o_agents::sera::SeraConfig`] for every field).
     #[serde(default)]
     pub sera: SeraConfig,
+    /// Dopamine-style shaping of online rewards with a progress model (off when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shaping: Option<ShapingConfig>,
+    /// The on-policy loop's vector env and rollout length (PPO; unused by off-policy agents).
+    #[serde(default, skip_serializing_if = "RolloutConfig::is_default")]
+    pub rollout: RolloutConfig,
     /// Where this run starts from, for fine-tuning runs.
     #[serde(default)]
     pub parent: Option<ParentConfig>,
+    /// ImagineBench env settings (instruction pairing, where the sentence vectors come from),
+    /// for `imaginebench-mujoco-*` envs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub imaginebench: Option<ImagineBenchRunConfig>,
     /// The algorithm's hyperparameters (the agents crate's config for `algo`).
     #[serde(default)]
     pub agent: toml::Table,
+}
+
+/// `[imaginebench]`: how the ImagineBench env of a run shows instructions.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ImagineBenchRunConfig {
+    /// `fixed` (jump-forward shows the forward jump sentences) or `released` (the released
+    /// code's swapped pairing, formats.md §3.3).
+    pub instructions: String,
+    /// Where sentence vectors come from: `auto` (the dataset file's table when it has one, else
+    /// the built-in encoding), `builtin`, `dataset` (the dataset file's table, required), or the
+    /// path of a converted table (`scripts/imaginebench_convert.py --encodings …`).
+    pub embeddings: String,
+    /// Size of the built-in encoding, when it is used (768 = the release table's size; the
+    /// small presets use 64, so CPU runs spend less on the first layer).
+    pub builtin_dim: usize,
+}
+
+impl Default for ImagineBenchRunConfig {
+    fn default() -> Self {
+        Self { instructions: "fixed".into(), embeddings: "auto".into(), builtin_dim: o2o_envs::imaginebench::EMBED_DIM }
+    }
 }
 
 /// Offline data: a registry id, a file, or a dataset handed to the run in memory.
@@ -78,6 +110,25 @@ pub struct DatasetConfig {
     /// the same data again.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub in_memory: bool,
+    /// The file's layout: `d4rl` (default) or `imaginebench` (an ImagineBench file converted by
+    /// `scripts/imaginebench_convert.py` or made by `o2o dataset make-benchmark imaginebench-mujoco`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<String>,
+    /// ImagineBench: which rollouts to train on, `real`, `imaginary` or `both` (default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows: Option<String>,
+    /// ImagineBench with `rows = "both"`: the fraction of each batch drawn from the real rows
+    /// (the paper's 1:1 is 0.5); unset = the released code's mix, uniform over all rows
+    /// (proportional to the two sizes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub real_fraction: Option<f64>,
+}
+
+impl DatasetConfig {
+    /// Whether the file is in ImagineBench's layout.
+    pub fn is_imaginebench(&self) -> bool {
+        self.format.as_deref() == Some("imaginebench")
+    }
 }
 
 fn default_reward() -> String {
@@ -221,6 +272,38 @@ impl TrainConfig {
     }
 }
 
+/// The on-policy loop (PPO): `num_envs` envs stepped together by a vector env on `threads`
+/// threads, `steps` steps of each per rollout (a rollout is `steps × num_envs` transitions;
+/// `train.online_steps` counts env steps over all envs, rounded up to whole rollouts).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct RolloutConfig {
+    /// Envs stepped together.
+    pub num_envs: usize,
+    /// Steps per env per rollout (T).
+    pub steps: usize,
+    /// Threads stepping the envs (the caller's included).
+    pub threads: usize,
+}
+
+impl Default for RolloutConfig {
+    fn default() -> Self {
+        Self { num_envs: 1, steps: 2048, threads: 1 }
+    }
+}
+
+impl RolloutConfig {
+    /// Whether every field is the default (then it is left out of a written config).
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// Transitions per rollout.
+    pub fn rows(&self) -> u64 {
+        (self.num_envs * self.steps) as u64
+    }
+}
+
 /// Checkpoint settings.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -236,6 +319,45 @@ impl Default for CheckpointConfig {
     fn default() -> Self {
         Self { every: 10_000, keep: 2 }
     }
+}
+
+/// `[shaping]`: online transitions get r' = r_gold + γΦ(s') − Φ(s) (`mode = "pbrs"`, Φ := 0
+/// after a true termination, kept at truncation, γ = the agent's `gamma`) or the naive
+/// r_gold + Φ(s') − Φ(s) (`mode = "naive"`, for comparison), as they are stored; Φ is a
+/// progress model from `o2o reward train`. Offline data and evaluation are not shaped. Use it
+/// with `[dataset] reward = "none"`: a reward shift applied after shaping would break the
+/// invariance.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ShapingConfig {
+    /// Shape at all (`false`: the section is kept but rewards are the env's, the sparse
+    /// baseline of a comparison).
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// The progress-model file.
+    pub model: PathBuf,
+    /// `pbrs` or `naive`.
+    #[serde(default = "default_shaping_mode")]
+    pub mode: o2o_reward_models::ShapingMode,
+    /// r_gold: `env` (the env's reward) or `success` (1 when Φ(s') ≥ 1 − δ).
+    #[serde(default = "default_gold")]
+    pub gold: o2o_reward_models::GoldReward,
+    /// Which estimate is Φ (`incremental`, `forward`, `backward`, `mean`, `weighted`); default:
+    /// the model's own.
+    #[serde(default)]
+    pub fusion: Option<o2o_reward_models::Fusion>,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+fn default_shaping_mode() -> o2o_reward_models::ShapingMode {
+    o2o_reward_models::ShapingMode::Pbrs
+}
+
+fn default_gold() -> o2o_reward_models::GoldReward {
+    o2o_reward_models::GoldReward::Env
 }
 
 /// The run a fine-tuning run starts from.
@@ -275,6 +397,9 @@ impl RunConfig {
         };
         full.remove("algo");
         config.agent = full;
+        if agent.is_on_policy() {
+            config.check_on_policy().with_context(|| format!("invalid config in {origin}"))?;
+        }
         Ok(config)
     }
 
@@ -312,10 +437,34 @@ impl RunConfig {
         self.check_has_steps()
     }
 
+    /// What an on-policy agent's run can do: online steps only, from a vector env of at least
+    /// one env and one step per rollout.
+    fn check_on_policy(&self) -> Result<()> {
+        let t = &self.train;
+        if t.offline_steps + t.random_steps + t.warmup_steps > 0 || t.mixes_offline_data() {
+            bail!(
+                "algo `{}` learns on-policy from its own rollouts: train.offline_steps, train.random_steps, train.warmup_steps and train.offline_ratio must be 0 and train.offline_mix \"fixed\", found {}, {}, {}, {}, {:?}",
+                self.algo, t.offline_steps, t.random_steps, t.warmup_steps, t.offline_ratio, t.offline_mix
+            );
+        }
+        if t.record_dataset || self.sera.enabled || self.shaping.as_ref().is_some_and(|s| s.enabled) {
+            bail!("algo `{}` is on-policy: train.record_dataset, [sera] and [shaping] are not supported", self.algo);
+        }
+        if self.algo == "unio4" && self.dataset.is_none() {
+            bail!("algo `unio4` trains offline on a dataset first: add a [dataset] section");
+        }
+        let r = &self.rollout;
+        if r.num_envs == 0 || r.steps == 0 || r.threads == 0 {
+            bail!("section [rollout]: num_envs, steps and threads must be at least 1, found {}, {}, {}", r.num_envs, r.steps, r.threads);
+        }
+        Ok(())
+    }
+
     /// The run has at least one step of some kind.
     fn check_has_steps(&self) -> Result<()> {
         let t = &self.train;
-        if t.offline_steps + t.random_steps + t.warmup_steps + t.online_steps == 0 {
+        // Uni-O4's offline stages count their own steps in [agent]: an offline-only run is one.
+        if t.offline_steps + t.random_steps + t.warmup_steps + t.online_steps == 0 && self.algo != "unio4" {
             bail!("the run has no steps: set train.offline_steps or train.online_steps");
         }
         Ok(())
@@ -354,6 +503,9 @@ impl RunConfig {
         if self.sera.enabled {
             self.sera.validate(t.online_batch())?;
         }
+        if let Some(ib) = &self.imaginebench {
+            super::imaginebench::validate_section(ib)?;
+        }
         let needs_data = t.offline_steps > 0 || t.mixes_offline_data();
         match &self.dataset {
             None if needs_data => bail!(
@@ -367,6 +519,13 @@ impl RunConfig {
             }
             Some(d) if !d.in_memory && d.id.is_none() && d.path.is_none() => {
                 bail!("section [dataset]: expected `id` or `path`, found neither")
+            }
+            Some(d) if !matches!(d.format.as_deref(), None | Some("d4rl") | Some("imaginebench")) => {
+                bail!("key `dataset.format`: expected \"d4rl\" or \"imaginebench\", found {:?}", d.format.as_deref().unwrap_or_default())
+            }
+            Some(d) if d.is_imaginebench() => super::imaginebench::validate_dataset(d)?,
+            Some(d) if d.rows.is_some() || d.real_fraction.is_some() => {
+                bail!("section [dataset]: `rows` and `real_fraction` apply to `format = \"imaginebench\"` only")
             }
             Some(d) if !matches!(d.transitions.as_str(), "qlearning" | "corrected") => {
                 bail!("key `dataset.transitions`: expected \"qlearning\" or \"corrected\", found {:?}", d.transitions)
@@ -458,6 +617,15 @@ online_steps = 100
         assert!(c.eval.at_start);
     }
 
+    /// An on-policy agent never samples offline data in its online steps, so a mix that would
+    /// draw on it is refused, naming the key, rather than silently ignored.
+    #[test]
+    fn on_policy_agents_refuse_an_offline_mix() {
+        let err = format!("{:#}", resolve(&["algo=\"ppo\"", "dataset.path=\"d.hdf5\"", "train.offline_mix=\"proportional\""]).unwrap_err());
+        assert!(err.contains("offline_mix") && err.contains("Proportional"), "{err}");
+        assert!(resolve(&["algo=\"ppo\"", "dataset.path=\"d.hdf5\""]).is_ok());
+    }
+
     #[test]
     fn unknown_key_is_an_error_naming_it() {
         let err = format!("{:#}", resolve(&["train.online_stepz=5"]).unwrap_err());
@@ -485,8 +653,8 @@ online_steps = 100
         assert!(!c.agent.contains_key("algo"));
         let err = format!("{:#}", resolve(&["agent.expectile=0.7"]).unwrap_err());
         assert!(err.contains("expectile"), "{err}");
-        let err = format!("{:#}", resolve(&["algo=ppo"]).unwrap_err());
-        assert!(err.contains("ppo"), "{err}");
+        let err = format!("{:#}", resolve(&["algo=ppx"]).unwrap_err());
+        assert!(err.contains("ppx"), "{err}");
         let err = format!("{:#}", resolve(&["agent.algo=iql"]).unwrap_err());
         assert!(err.contains("agent.algo"), "{err}");
     }

@@ -5,7 +5,7 @@
 
 use super::actor::{ActionScale, Transition, TransitionSink};
 use super::config::{DatasetConfig, RunConfig};
-use super::learner::RewardTransform;
+use super::learner::{RewardTransform, Source};
 use super::rundir::DatasetInfo;
 use anyhow::{bail, Context, Result};
 use o2o_datasets::d4rl::{BuildOptions, D4rlDataset};
@@ -23,6 +23,40 @@ pub struct OfflineData {
     pub reward: RewardTransform,
     /// What the manifest records about it.
     pub info: DatasetInfo,
+    /// 1.0 on the last kept transition of each episode (terminated, timed out or cut), per
+    /// transition (Uni-O4's timeout mask).
+    pub episode_ends: Vec<f32>,
+    /// A second offline buffer drawn at a fixed share of each offline batch (ImagineBench's
+    /// imaginary rows at `1 − real_fraction`, `buffer` then holding the real rows).
+    pub second: Option<SecondBuffer>,
+}
+
+/// The second buffer of a weighted offline mix.
+pub struct SecondBuffer {
+    /// Its transitions.
+    pub buffer: OfflineBuffer,
+    /// The fraction of each offline batch drawn from the first buffer (`OfflineData::buffer`).
+    pub first_fraction: f64,
+}
+
+impl OfflineData {
+    /// Per-number mean and standard deviation of the observations of every offline row (both
+    /// buffers), for agents that normalize states (`Agent::set_state_stats`).
+    pub fn state_stats(&self) -> (Vec<f32>, Vec<f32>) {
+        let dim = self.buffer.obs_dim();
+        match &self.second {
+            None => o2o_agents::nn::state_norm::column_stats(self.buffer.observations(), dim),
+            Some(s) => o2o_agents::nn::state_norm::column_stats(&[self.buffer.observations(), s.buffer.observations()].concat(), dim),
+        }
+    }
+
+    /// Where offline batches come from: the buffer, or the weighted mix of both.
+    pub fn source(&self) -> Source<'_> {
+        match &self.second {
+            None => Source::Offline(&self.buffer),
+            Some(s) => Source::Weighted { first: &self.buffer, second: &s.buffer, first_fraction: s.first_fraction },
+        }
+    }
 }
 
 /// How Monte-Carlo returns are computed when the run's algorithm needs them (Cal-QL): the rule
@@ -91,8 +125,9 @@ pub fn load(cfg: &DatasetConfig, given: Option<D4rlDataset>, action_space: &BoxS
         t.mc_returns = Some(returns_to_go(&t.rewards, &t.episode_ends, mc).with_context(|| format!("MC returns of dataset {}", path.display()))?);
     }
     let info = DatasetInfo { id: cfg.id.clone(), path: path.display().to_string(), sha256, transitions: t.len() };
+    let episode_ends = t.episode_ends.clone();
     let buffer = OfflineBuffer::new(t).with_context(|| format!("dataset {}", path.display()))?;
-    Ok(OfflineData { buffer, reward, info })
+    Ok(OfflineData { buffer, reward, info, episode_ends, second: None })
 }
 
 /// The file a dataset config points at: `path`, or the registry id's file in the cache.
@@ -108,9 +143,14 @@ pub fn resolve_path(cfg: &DatasetConfig) -> Result<PathBuf> {
     }
     let id = cfg.id.as_deref().context("[dataset] needs `id` or `path`")?;
     let entry = o2o_datasets::registry::lookup(id)?;
-    let path = o2o_datasets::download::default_cache_dir().join(entry.file_name());
-    if !path.is_file() {
-        bail!("dataset {id} is not in the cache ({} does not exist); run `o2o dataset download {id}` or set dataset.path", path.display());
+    // o2o's cache first, then D4RL's own (~/.d4rl/datasets), where a D4RL user's files already are.
+    let (path, found) = o2o_datasets::download::cached_file(None, entry.file_name());
+    if !found {
+        bail!(
+            "dataset {id} is not in the cache ({} does not exist, nor in D4RL's cache {}); run `o2o dataset download {id}` or set dataset.path",
+            path.display(),
+            o2o_datasets::download::d4rl_cache_dir().map_or("(no HOME)".into(), |d| d.display().to_string())
+        );
     }
     Ok(path)
 }
@@ -191,7 +231,7 @@ mod tests {
         }
         let path = tmp.path().join("d.hdf5");
         rec.write(&path).unwrap();
-        let cfg = DatasetConfig { id: None, path: Some(path.clone()), reward: "iql-locomotion".into(), transitions: "corrected".into(), in_memory: false };
+        let cfg = DatasetConfig { id: None, path: Some(path.clone()), reward: "iql-locomotion".into(), transitions: "corrected".into(), in_memory: false, format: None, rows: None, real_fraction: None };
         let data = load(&cfg, None, &space, "t", 2, 1, None, Some(McConfig::dense(0.5))).unwrap();
         assert_eq!(data.buffer.len(), 3);
         // R_max − R_min = 5 − 3 = 2, so rewards scale by 1000 / 2.

@@ -57,6 +57,15 @@ pub fn evaluate(env: &mut dyn Env, agent: &mut dyn Agent, device: Device, run_se
 /// [`evaluate`], handing what the agent chose with each action (`Agent::act_info`: FamO2O's β)
 /// to `notes` before the step, for a recording env to draw along the episode.
 pub fn evaluate_noted(env: &mut dyn Env, agent: &mut dyn Agent, device: Device, run_seed: u64, episodes: usize, step: u64, notes: Option<&StepNotes>) -> Result<EvalResult> {
+    Ok(evaluate_per_task(env, agent, device, run_seed, episodes, step, notes)?.0)
+}
+
+/// [`evaluate_noted`], with the success rate of each task of a multi-task env (episodes whose
+/// last step names its task, `Info::task` = `<level>/<task>`): `eval/success/<level>/<task>`
+/// over that task's episodes and `eval/success/<level>` over the level's, sorted by key (none
+/// for single-task envs). This is ImagineBench's per-level, per-task report.
+pub fn evaluate_per_task(env: &mut dyn Env, agent: &mut dyn Agent, device: Device, run_seed: u64, episodes: usize, step: u64, notes: Option<&StepNotes>) -> Result<(EvalResult, Vec<(String, f64)>)> {
+    let mut by_key: std::collections::BTreeMap<String, Vec<f64>> = std::collections::BTreeMap::new();
     let scale = ActionScale::new(env.action_space(), &env.spec().id)?;
     let mut policy = AgentPolicy { agent, device, deterministic: true };
     let mut returns = Vec::with_capacity(episodes);
@@ -77,7 +86,14 @@ pub fn evaluate_noted(env: &mut dyn Env, agent: &mut dyn Agent, device: Device, 
             len += 1;
             if s.done() {
                 if let Some(ok) = s.info.success {
-                    successes.push(if ok { 1.0 } else { 0.0 });
+                    let v = if ok { 1.0 } else { 0.0 };
+                    successes.push(v);
+                    if let Some(task) = s.info.task {
+                        by_key.entry(format!("eval/success/{task}")).or_default().push(v);
+                        if let Some((level, _)) = task.split_once('/') {
+                            by_key.entry(format!("eval/success/{level}")).or_default().push(v);
+                        }
+                    }
                 }
                 break;
             }
@@ -90,14 +106,15 @@ pub fn evaluate_noted(env: &mut dyn Env, agent: &mut dyn Agent, device: Device, 
     let mean_return = mean(&returns);
     let std_return = std_dev(&returns);
     let normalized_score = env.spec().normalization_family.as_deref().and_then(|f| normalized_score(f, mean_return));
-    Ok(EvalResult {
+    let result = EvalResult {
         step,
         mean_return,
         std_return,
         mean_length: mean(&lengths),
         normalized_score,
         success_rate: (!successes.is_empty()).then(|| mean(&successes)),
-    })
+    };
+    Ok((result, by_key.into_iter().map(|(k, v)| (k, mean(&v))).collect()))
 }
 
 /// Evaluate a run's checkpoint (`o2o eval`): the run's agent loaded from `checkpoint` (`step-N`,

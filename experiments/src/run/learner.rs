@@ -45,6 +45,10 @@ pub enum Source<'a> {
     /// Uniform over both, as one buffer pre-filled with the dataset (the offline share decays).
     #[allow(missing_docs)] // the two buffers
     Union { offline: &'a OfflineBuffer, online: &'a ReplayBuffer },
+    /// `round(first_fraction · B)` rows from `first` and the rest from `second`, two offline
+    /// buffers (ImagineBench's real and imaginary rollouts).
+    #[allow(missing_docs)]
+    Weighted { first: &'a OfflineBuffer, second: &'a OfflineBuffer, first_fraction: f64 },
 }
 
 impl Source<'_> {
@@ -55,6 +59,7 @@ impl Source<'_> {
             Source::Online(b) => b.sample(size, rng, device),
             Source::Mixed { offline, online, sampler } => sampler.sample(offline, online, size, rng, device),
             Source::Union { offline, online } => o2o_datasets::replay::sample_union(offline, online, size, rng, device),
+            Source::Weighted { first, second, first_fraction } => o2o_datasets::replay::sample_weighted(first, second, *first_fraction, size, rng, device),
         };
         batch.context("sampling a training batch")
     }
@@ -62,7 +67,7 @@ impl Source<'_> {
     /// The online replay buffer, where the source has one.
     fn online(&self) -> Option<&ReplayBuffer> {
         match self {
-            Source::Offline(_) => None,
+            Source::Offline(_) | Source::Weighted { .. } => None,
             Source::Online(b) | Source::Mixed { online: b, .. } | Source::Union { online: b, .. } => Some(b),
         }
     }
@@ -95,7 +100,7 @@ pub fn learn(agent: &mut dyn Agent, source: &Source<'_>, batch_size: usize, upda
     }
     let offline_fraction = match (source, &last) {
         (_, None) => 0.0,
-        (Source::Offline(_), _) => 1.0,
+        (Source::Offline(_) | Source::Weighted { .. }, _) => 1.0,
         (Source::Online(_), _) => 0.0,
         (Source::Mixed { .. } | Source::Union { .. }, Some(b)) => match &b.is_offline {
             Some(flags) => flags.mean(tch::Kind::Float).double_value(&[]),
@@ -103,6 +108,12 @@ pub fn learn(agent: &mut dyn Agent, source: &Source<'_>, batch_size: usize, upda
         },
     };
     metrics.push(("offline_fraction", offline_fraction));
+    // A weighted offline mix: the share of the last batch from the first buffer (ImagineBench:
+    // the real rollouts), from the batch's `is_offline` flags.
+    if let (Source::Weighted { .. }, Some(b)) = (source, &last) {
+        let flags = b.is_offline.as_ref().context("a weighted batch without its is_offline column")?;
+        metrics.push(("real_fraction", flags.mean(tch::Kind::Float).double_value(&[])));
+    }
     Ok(metrics)
 }
 

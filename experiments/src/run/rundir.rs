@@ -224,6 +224,10 @@ pub struct Manifest {
     /// Each `o2o resume` of this run: when, and from which checkpoint.
     #[serde(default)]
     pub resumes: Vec<ResumeInfo>,
+    /// ImagineBench runs: where the instruction vectors came from (the built-in encoding, or
+    /// which `{sentence → vector}` table).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instruction_embeddings: Option<String>,
 }
 
 /// The run seed and the seeds derived from it.

@@ -17,6 +17,7 @@ use super::eval::{self, EvalResult};
 use super::learner::{self, ReplaySink, RewardTransform, Source};
 use super::phases::{self, PhaseKind};
 use super::progress::{Progress, ProgressOptions};
+use super::shaping::{self, ShapedEpisode, ShapingSink};
 use super::rundir::{self, DatasetInfo, Manifest, DATASET, MANIFEST, METRICS, SUMMARY};
 use super::{fault, interrupt};
 use crate::logging::{JsonlSink, Logger, MetricSink};
@@ -27,6 +28,7 @@ use o2o_datasets::mc_returns::McConfig;
 use o2o_datasets::d4rl::D4rlDataset;
 use o2o_datasets::{MixedSampler, ReplayBuffer};
 use o2o_envs::Env;
+use o2o_reward_models::Shaper;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -148,7 +150,7 @@ impl Hooks<'_> {
 /// For an id the registry does not know: how a run on an env of one's own continues.
 fn custom_env_hint(id: &str) -> String {
     if id.to_ascii_lowercase().starts_with("antmaze") {
-        return " — env not available: AntMaze is not in o2o-envs yet (the famo2o-iql-antmaze-* presets run once it is)".into();
+        return " — AntMaze ids are D4RL's: antmaze-{umaze,umaze-diverse,medium-play,medium-diverse,large-play,large-diverse}-{v2,v0}".into();
     }
     if o2o_envs::make(id).is_err() {
         format!(" (if {id} is an env of your own, continue the run from Rust: Run::resume(dir)?.env(make_env).run())")
@@ -183,30 +185,52 @@ impl std::fmt::Display for DamagedCheckpoint {
 /// replay buffer and the runner's counters. A bad env id, dataset, parent checkpoint or agent
 /// config fails here, leaving nothing behind.
 pub struct Prepared<'a> {
-    config: RunConfig,
-    device: Device,
-    start: Start,
-    eval_env: Box<dyn Env>,
+    pub(super) config: RunConfig,
+    pub(super) device: Device,
+    pub(super) start: Start,
+    pub(super) eval_env: Box<dyn Env>,
     /// The eval env is the registry's (so a Rerun sink may record it in 3D).
-    registry_env: bool,
-    actor: Option<Actor>,
-    offline: Option<OfflineData>,
-    reward: RewardTransform,
-    agent: Box<dyn Agent>,
+    pub(super) registry_env: bool,
+    pub(super) actor: Option<Actor>,
+    pub(super) offline: Option<OfflineData>,
+    pub(super) reward: RewardTransform,
+    pub(super) agent: Box<dyn Agent>,
     /// SERA's bonus for online batches, when `[sera] enabled`.
-    sera: Option<Sera>,
-    replay: Option<ReplayBuffer>,
-    recorder: Option<Recorder>,
-    state: RunnerState,
-    on_eval: Option<&'a mut OnEval<'a>>,
-    on_checkpoint: Option<&'a mut OnCheckpoint<'a>>,
-    warnings: Vec<String>,
+    pub(super) sera: Option<Sera>,
+    pub(super) replay: Option<ReplayBuffer>,
+    pub(super) recorder: Option<Recorder>,
+    /// The `[shaping]` reward of online transitions.
+    pub(super) shaper: Option<Shaper>,
+    pub(super) state: RunnerState,
+    pub(super) on_eval: Option<&'a mut OnEval<'a>>,
+    pub(super) on_checkpoint: Option<&'a mut OnCheckpoint<'a>>,
+    pub(super) warnings: Vec<String>,
+    /// The on-policy loop's envs (`rollout.num_envs` of them), for an on-policy agent.
+    pub(super) rollout_envs: Vec<Box<dyn Env>>,
+    /// ImagineBench: where the instruction vectors came from, in words.
+    pub(super) instruction_embeddings: Option<String>,
 }
 
 /// Make and check everything the run `config` needs (see [`Prepared`]).
 pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: Hooks<'a>) -> Result<Prepared<'a>> {
     let plan = phases::plan(&config.train);
-    let needs_env = plan.iter().any(|p| p.kind.steps_env());
+    // An on-policy agent (PPO) collects rollouts from a vector env instead (`onpolicy.rs`): no
+    // replay buffer, no single acting env.
+    let on_policy = config.agent_config()?.is_on_policy();
+    let needs_env = plan.iter().any(|p| p.kind.steps_env()) && !on_policy;
+
+    // ImagineBench: the env is built from `[imaginebench]` with the run's instruction encoder,
+    // which the dataset's rows get their vectors from too.
+    let ib_encoder = match super::imaginebench::env_options(config)? {
+        Some(opts) => {
+            if hooks.env.is_none() {
+                hooks.env = super::imaginebench::env_factory(config)?;
+            }
+            Some(opts.encoder)
+        }
+        None => None,
+    };
+    let instruction_embeddings = ib_encoder.as_ref().map(|e| e.describe());
 
     // Envs: one to act in, one to evaluate on (never the same, so evaluation cannot disturb
     // the training episode).
@@ -226,6 +250,13 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
     let needs_data = config.train.offline_steps > 0 || config.train.mixes_offline_data();
     let offline: Option<OfflineData> = match &config.dataset {
         None => None,
+        Some(d) if d.is_imaginebench() => {
+            let encoder = match &ib_encoder {
+                Some(e) => e.clone(),
+                None => super::imaginebench::encoder(config)?,
+            };
+            Some(super::imaginebench::load(d, &encoder, eval_env.action_space(), &config.env, obs_dim, act_dim, Some(data::dataset_mc_config(config, gamma)?))?)
+        }
         Some(d) => match data::load(d, hooks.dataset.take(), eval_env.action_space(), &config.env, obs_dim, act_dim, eval_env.spec().max_episode_steps, Some(data::dataset_mc_config(config, gamma)?)) {
             Ok(o) => Some(o),
             // Data handed over in memory is part of the run (its diagnostics too): never optional.
@@ -250,7 +281,14 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
         None
     };
     let state = match &start {
-        Start::Fresh => initial_state(config),
+        Start::Fresh => {
+            // Algorithms that normalize states take the offline data's statistics (TD3+BC, BC).
+            if let Some(o) = &offline {
+                let (mean, std) = o.state_stats();
+                agent.set_state_stats(&mean, &std).context("handing the dataset's state statistics to the agent")?;
+            }
+            initial_state(config)
+        }
         Start::FromParent { checkpoint } => {
             let p = checkpoint.join(checkpoint::AGENT);
             agent.load(&p).with_context(|| format!("loading the parent agent from {}", p.display()))?;
@@ -289,7 +327,16 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
     } else {
         None
     };
+    let rollout_envs = if on_policy {
+        (0..config.rollout.num_envs).map(|i| hooks.make_env(&config.env).with_context(|| format!("making rollout env {i}"))).collect::<Result<Vec<_>>>()?
+    } else {
+        Vec::new()
+    };
     let sera = if config.sera.enabled { Some(sera_for(config, &*agent, offline.as_ref(), obs_dim, act_dim, device)?) } else { None };
+    let shaper = match &config.shaping {
+        Some(s) if needs_env && s.enabled => Some(shaping::shaper(s, gamma as f64, obs_dim)?),
+        _ => None,
+    };
     let warnings = budget_warnings(config);
     Ok(Prepared {
         config: config.clone(),
@@ -304,10 +351,13 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
         sera,
         replay,
         recorder,
+        shaper,
         state,
         on_eval: hooks.on_eval,
         on_checkpoint: hooks.on_checkpoint,
         warnings,
+        rollout_envs,
+        instruction_embeddings,
     })
 }
 
@@ -339,7 +389,7 @@ fn online_rows_needed(train: &super::config::TrainConfig, has_offline_data: bool
     }
 }
 
-fn initial_state(config: &RunConfig) -> RunnerState {
+pub(super) fn initial_state(config: &RunConfig) -> RunnerState {
     checkpoint::initial_state(&ChaCha8Rng::seed_from_u64(derive_seed(config.seed, stream::RUNNER_RNG, 0)))
 }
 
@@ -370,6 +420,12 @@ impl Prepared<'_> {
         self.offline.as_ref().map(|o| &o.info)
     }
 
+    /// ImagineBench runs: where the instruction vectors came from (built-in encoding or which
+    /// table), as the manifest records it.
+    pub fn instruction_embeddings(&self) -> Option<&str> {
+        self.instruction_embeddings.as_deref()
+    }
+
     /// Budget warnings (see [`budget_warnings`]); they also go into `summary.json`.
     pub fn warnings(&self) -> &[String] {
         &self.warnings
@@ -383,8 +439,11 @@ impl Prepared<'_> {
     /// Run (or continue) the run in `dir` to its end, logging to `metrics.jsonl` and
     /// `extra_sinks`. Stops early with [`Interrupted`](super::interrupt::Interrupted) (a checkpoint written) when a stop was
     /// requested ([`super::interrupt`]).
-    pub fn run(self, dir: &Path, extra_sinks: Vec<Box<dyn MetricSink>>, progress: ProgressOptions) -> Result<Summary> {
-        let Prepared { config, device, start, mut eval_env, registry_env, mut actor, offline, reward, mut agent, sera, mut replay, mut recorder, mut state, mut on_eval, mut on_checkpoint, warnings } = self;
+    pub fn run(mut self, dir: &Path, extra_sinks: Vec<Box<dyn MetricSink>>, progress: ProgressOptions) -> Result<Summary> {
+        if self.agent.on_policy().is_some() {
+            return super::onpolicy::run(self, dir, extra_sinks, progress);
+        }
+        let Prepared { config, device, start, mut eval_env, registry_env, mut actor, offline, reward, mut agent, sera, mut replay, mut recorder, mut shaper, mut state, mut on_eval, mut on_checkpoint, warnings, rollout_envs: _, instruction_embeddings: _ } = self;
         let config = &config;
         let t0 = Instant::now();
         let plan = phases::plan(&config.train);
@@ -404,6 +463,7 @@ impl Prepared<'_> {
         let mut logger = Logger::new(sinks);
         let progress = Progress::new(total, state.step, progress);
         let mut last_episode_return = None;
+        let mut shaped_episode = ShapedEpisode::default();
         let mut hooks = EvalHooks { on_eval: on_eval.take(), notes };
 
         // The offline→online switch: the first env step after offline training (step 0 for a run
@@ -435,13 +495,18 @@ impl Prepared<'_> {
             match phase.kind {
                 PhaseKind::Offline => {
                     let data = offline.as_ref().context("an offline phase needs [dataset]")?;
-                    metrics = Some(learner::learn(&mut *agent, &Source::Offline(&data.buffer), config.train.batch_size, 1, &mut rng, device, None)?);
+                    metrics = Some(learner::learn(&mut *agent, &data.source(), config.train.batch_size, 1, &mut rng, device, None)?);
                     state.grad_step += 1;
                 }
                 PhaseKind::Random | PhaseKind::Warmup | PhaseKind::Online => {
                     let (actor, replay) = (actor.as_mut().expect("env phases have an actor"), replay.as_mut().expect("and a replay buffer"));
                     let mut replay_sink = ReplaySink { replay, reward };
                     let mut sink: &mut dyn TransitionSink = &mut replay_sink;
+                    let mut shaped;
+                    if let Some(shaper) = shaper.as_mut() {
+                        shaped = ShapingSink { inner: sink, shaper, episode: &mut shaped_episode };
+                        sink = &mut shaped;
+                    }
                     let mut tee;
                     if let Some(rec) = recorder.as_mut() {
                         tee = Tee { first: sink, second: rec };
@@ -460,6 +525,9 @@ impl Prepared<'_> {
                         let mut values = vec![("train/episode_return", ep.ret), ("train/episode_length", ep.length as f64)];
                         if let Some(s) = ep.success {
                             values.push(("train/episode_success", if s { 1.0 } else { 0.0 }));
+                        }
+                        if shaper.is_some() {
+                            values.extend(shaped_episode.take_metrics());
                         }
                         logger.log(state.grad_step, state.env_step, &values)?;
                         last_episode_return = Some(ep.ret);
@@ -571,6 +639,10 @@ pub fn load_checkpoint_agent(run_dir: &Path, checkpoint: Option<&str>, env: Opti
     let state = checkpoint::read_state(&folder)?;
     let env = match env {
         Some(e) => e,
+        None if super::imaginebench::is_imaginebench_env(&config.env) => {
+            let make = super::imaginebench::env_factory(&config)?.context("an ImagineBench env factory")?;
+            make()?
+        }
         None => o2o_envs::make(&config.env).with_context(|| format!("making the run's env {} (an env of your own: pass it from Rust)", config.env))?,
     };
     let mut agent = build_agent(&config, env.observation_space().dim(), env.action_space().dim(), device)?;
@@ -594,20 +666,21 @@ pub fn execute_with(
     let prepared = prepare(config, device, start, hooks)?;
     if let Some(mut m) = manifest {
         m.dataset = prepared.dataset_info().cloned();
+        m.instruction_embeddings = prepared.instruction_embeddings().map(str::to_string);
         rundir::write_json(&dir.join(MANIFEST), &m)?;
     }
     prepared.run(dir, extra_sinks, ProgressOptions::default())
 }
 
 /// The evaluation callback, where [`evaluate`] can reach it.
-struct EvalHooks<'a> {
-    on_eval: Option<&'a mut OnEval<'a>>,
+pub(super) struct EvalHooks<'a> {
+    pub(super) on_eval: Option<&'a mut OnEval<'a>>,
     /// Where the agent's per-step choices go for the recorded evaluation episode.
-    notes: Option<crate::logging::StepNotes>,
+    pub(super) notes: Option<crate::logging::StepNotes>,
 }
 
 /// Evaluate, log under `eval/`, remember the last and best results, and call the hook.
-fn evaluate(
+pub(super) fn evaluate(
     env: &mut dyn o2o_envs::Env,
     agent: &mut dyn Agent,
     device: Device,
@@ -616,8 +689,10 @@ fn evaluate(
     logger: &mut Logger,
     hooks: &mut EvalHooks,
 ) -> Result<EvalResult> {
-    let r = eval::evaluate_noted(env, agent, device, config.seed, config.eval.episodes, state.step, hooks.notes.as_ref())?;
-    logger.log(state.grad_step, state.env_step, &r.values())?;
+    let (r, per_task) = eval::evaluate_per_task(env, agent, device, config.seed, config.eval.episodes, state.step, hooks.notes.as_ref())?;
+    let mut values = r.values();
+    values.extend(per_task.iter().map(|(k, v)| (k.as_str(), *v)));
+    logger.log(state.grad_step, state.env_step, &values)?;
     // Someone may be following metrics.jsonl (`tail -f`, `o2o report` on a live run).
     logger.flush()?;
     if state.best_eval.as_ref().is_none_or(|b| r.mean_return > b.mean_return) {
@@ -633,7 +708,7 @@ fn evaluate(
 /// The agent's read-only diagnostics on a batch of online data and on a batch of the dataset,
 /// logged under `diag/online/` and `diag/offline/`. Batches come from their own RNG stream
 /// (seeded by the step), so diagnostics change nothing else in the run.
-fn diagnose(
+pub(super) fn diagnose(
     agent: &mut dyn Agent,
     offline: Option<&OfflineData>,
     replay: Option<&ReplayBuffer>,
@@ -706,7 +781,7 @@ pub(crate) fn truncate_metrics(path: &Path, len: u64) -> Result<()> {
 }
 
 /// Agent metric names go under `train/` unless they carry their own namespace.
-fn namespaced(name: &str) -> String {
+pub(super) fn namespaced(name: &str) -> String {
     if name.contains('/') {
         name.to_string()
     } else {

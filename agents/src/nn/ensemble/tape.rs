@@ -69,11 +69,12 @@ fn zeros(shape: &[i64]) -> Tensor {
 }
 
 impl EnsembleMlp {
-    /// Whether the taped pass applies to input `x`: float32 CPU tensors, a one-output head and
-    /// no dropout.
+    /// Whether the taped pass applies to input `x`: float32 CPU tensors, a one-output head,
+    /// ReLU hidden layers and no dropout.
     pub fn tape_applies(&self, x: &Tensor) -> bool {
         let head = &self.layers[self.layers.len() - 1];
         self.dropout == 0.0
+            && self.activation.is_relu()
             && self.layers.len() >= 2
             && head.weight.size()[2] == 1
             && head.weight.device() == Device::Cpu

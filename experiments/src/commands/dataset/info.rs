@@ -38,8 +38,8 @@ pub fn resolve(dataset: &str, env: Option<&str>, cache_dir: Option<&Path>) -> Re
         return Ok((p.to_path_buf(), pinned.or(by_name)));
     }
     let e = registry::lookup(dataset).with_context(|| format!("`{dataset}` is neither an existing file or folder nor a known dataset id"))?;
-    let path = cache_dir.map(Path::to_path_buf).unwrap_or_else(o2o_datasets::download::default_cache_dir).join(e.file_name());
-    if !path.exists() {
+    let (path, found) = o2o_datasets::download::cached_file(cache_dir, e.file_name());
+    if !found {
         bail!("{dataset} is not downloaded ({} is missing); run `o2o dataset download {dataset}`", path.display());
     }
     Ok((path, Some(pinned.unwrap_or(e))))

@@ -12,9 +12,11 @@ use std::path::PathBuf;
 /// Arguments of `o2o dataset make-benchmark`.
 #[derive(Args, Debug)]
 pub struct MakeBenchmarkArgs {
-    /// The task: SAC is trained on its D4RL-compatible `-v2` env (hopper-v2, ...).
-    #[arg(value_enum)]
-    pub task: Task,
+    /// The task: hopper, halfcheetah or walker2d (SAC is trained on its D4RL-compatible `-v2`
+    /// env), or imaginebench-mujoco (ImagineBench-layout real and model-imagined rollouts, see
+    /// `imaginebench_benchmark`).
+    #[arg(value_parser = parse_target)]
+    pub task: Target,
     /// small: SAC 60k env steps, 100k-row files (≤ 30 min for hopper on 2 cores, gzip'd);
     /// full: D4RL's sizes, SAC 1M env steps, 1M-row files.
     #[arg(long, value_enum, default_value = "small")]
@@ -57,8 +59,51 @@ pub struct MakeBenchmarkArgs {
     pub threads: Option<i32>,
 }
 
+/// What `make-benchmark` makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// D4RL-style files of a locomotion task.
+    Locomotion(Task),
+    /// An ImagineBench Mujoco-v0 file.
+    ImagineBenchMujoco,
+}
+
+fn parse_target(s: &str) -> std::result::Result<Target, String> {
+    use clap::ValueEnum;
+    if s == "imaginebench-mujoco" {
+        return Ok(Target::ImagineBenchMujoco);
+    }
+    Task::from_str(s, true).map(Target::Locomotion).map_err(|_| format!("expected hopper, halfcheetah, walker2d or imaginebench-mujoco, found {s:?}"))
+}
+
+/// `o2o dataset make-benchmark imaginebench-mujoco`: only `--scale`, `--out` and `--seed` apply.
+fn run_imaginebench(args: MakeBenchmarkArgs) -> Result<()> {
+    let sac_only = args.sac_steps.is_some() || args.sac_random_steps.is_some() || args.transitions.is_some() || args.eval_every.is_some() || args.eval_episodes.is_some() || !args.set.is_empty() || args.keep_run || args.gzip.is_some();
+    if sac_only {
+        bail!("make-benchmark imaginebench-mujoco takes --scale, --out, --seed and --threads only (the SAC and file options belong to the locomotion tasks)");
+    }
+    if let Some(n) = args.threads {
+        if n < 1 {
+            bail!("--threads: expected at least 1, found {n}");
+        }
+        tch::set_num_threads(n);
+    }
+    let spec = super::imaginebench_benchmark::ImagineSpec {
+        scale: args.scale,
+        seed: args.seed,
+        out: args.out.unwrap_or_else(|| PathBuf::from(format!("data/imaginebench-mujoco-{}", args.scale.name()))),
+    };
+    let m = super::imaginebench_benchmark::generate(&spec)?;
+    super::imaginebench_benchmark::print_summary(&spec.out, &m);
+    Ok(())
+}
+
 /// `o2o dataset make-benchmark`.
 pub fn run(args: MakeBenchmarkArgs) -> Result<()> {
+    let task = match args.task {
+        Target::ImagineBenchMujoco => return run_imaginebench(args),
+        Target::Locomotion(t) => t,
+    };
     let mut sizes = args.scale.sizes();
     let overridden = args.sac_steps.is_some() || args.sac_random_steps.is_some() || args.transitions.is_some() || args.eval_every.is_some() || args.eval_episodes.is_some() || !args.set.is_empty();
     sizes.sac_steps = args.sac_steps.unwrap_or(sizes.sac_steps);
@@ -79,11 +124,11 @@ pub fn run(args: MakeBenchmarkArgs) -> Result<()> {
         tch::set_num_threads(n);
     }
     let spec = BenchmarkSpec {
-        task: args.task,
+        task,
         scale_name: if overridden { "custom".into() } else { args.scale.name().into() },
         sizes,
         seed: args.seed,
-        out: args.out.unwrap_or_else(|| PathBuf::from(format!("data/{}-{}", args.task.name(), args.scale.name()))),
+        out: args.out.unwrap_or_else(|| PathBuf::from(format!("data/{}-{}", task.name(), args.scale.name()))),
         sac_overrides: args.set,
         keep_run: args.keep_run,
         device: args.device.resolve()?,

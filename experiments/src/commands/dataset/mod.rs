@@ -4,6 +4,7 @@
 pub mod benchmark;
 pub mod convert;
 pub mod download;
+pub mod imaginebench_benchmark;
 pub mod info;
 pub mod make_benchmark;
 pub mod view;
@@ -31,7 +32,8 @@ pub enum DatasetCommand {
     /// Convert between a D4RL-format file and a Minari dataset folder.
     Convert(convert::ConvertArgs),
     /// Make our own D4RL-style random / medium / medium-replay / expert files by training SAC
-    /// on a `-v2` env: `o2o dataset make-benchmark hopper --scale small --out data/hopper-small`.
+    /// on a `-v2` env: `o2o dataset make-benchmark hopper --scale small --out data/hopper-small`;
+    /// or an ImagineBench file of real and model-imagined rollouts: `make-benchmark imaginebench-mujoco`.
     MakeBenchmark(make_benchmark::MakeBenchmarkArgs),
 }
 

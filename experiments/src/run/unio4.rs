@@ -1,0 +1,335 @@
+//! Uni-O4's offline pipeline inside a run (`algo = "unio4"`): the stages of
+//! [`o2o_agents::unio4`] in order, each cached in the run directory under `unio4/`, then the
+//! hand-over into the run's online PPO agent. The on-policy loop (`onpolicy.rs`) calls
+//! [`offline`] before its first rollout of a fresh run.
+//!
+//! | stage | file when done | resumable inside the stage |
+//! |---|---|---|
+//! | critic (IQL Q, V) | `critic.ot` | every `save_every` steps (`critic.partial.ot`) |
+//! | dynamics ensemble | `dynamics.ot` | no (minutes; retrained from its seed) |
+//! | BC ensemble | `bc.ot` | every `save_every` steps (`policy.partial.ot`) |
+//! | BPPO + AM-Q gating | `policy.ot` + `bppo.json` | every `save_every` steps, at an OPE boundary |
+//! | hand-over | `handover.json` | — |
+//!
+//! Each stage's logged records are saved with it (`<stage>.records.json`) and re-logged when a
+//! resumed run finds the stage done, so `metrics.jsonl` of a killed and resumed run has every
+//! offline record. Metrics: `unio4/critic/*`, `unio4/dynamics/holdout/<member>` (per epoch),
+//! `unio4/bc/*`, `unio4/bppo/*`, `unio4/ope/score/<member>`, `unio4/ope/best/<member>`,
+//! `unio4/ope/accepted/<member>` (1 when π_old was replaced), `unio4/ope/disagreement` (spread
+//! of the members' mean actions on the start states), and at the hand-over
+//! `unio4/handover/real_return/<member>` next to `unio4/handover/last_ope/<member>`, the rank
+//! correlation `unio4/handover/ope_rank_corr`, and `unio4/handover/chosen`.
+
+use super::actor::{derive_seed, stream};
+use super::data::OfflineData;
+use super::eval;
+use super::rundir::write_atomic;
+use crate::logging::Logger;
+use anyhow::{Context, Result};
+use o2o_agents::unio4::bc::PolicyEnsemble;
+use o2o_agents::unio4::critic::Critic;
+use o2o_agents::unio4::dynamics::{Dynamics, Termination};
+use o2o_agents::unio4::ope::{am_q, Rollout};
+use o2o_agents::unio4::{handover_candidates, Data, Unio4Config};
+use o2o_agents::rng::AgentRng;
+use o2o_agents::Agent;
+use o2o_envs::Env;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use tch::{Device, Tensor};
+
+/// Logged records of a stage: `(grad_step, [(key, value)])`.
+type Records = Vec<(u64, Vec<(String, f64)>)>;
+
+/// BPPO's gating state, saved with the policy ensemble.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct Gate {
+    best: Vec<f64>,
+    last: Vec<f64>,
+}
+
+/// What the hand-over decided.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Handover {
+    /// Each member's last AM-Q score.
+    pub last_ope: Vec<f64>,
+    /// The members evaluated as candidates (top-k by last AM-Q, ties kept).
+    pub candidates: Vec<usize>,
+    /// Each member's short real evaluation return.
+    pub real_return: Vec<f64>,
+    /// The member the online phase starts from.
+    pub chosen: usize,
+}
+
+/// The pipeline's place in the run: its folder, the logger, the grad-step counter.
+struct Stages<'a> {
+    dir: PathBuf,
+    logger: &'a mut Logger,
+    grad_step: u64,
+}
+
+impl Stages<'_> {
+    fn log(&mut self, records: &mut Records, values: Vec<(String, f64)>) -> Result<()> {
+        let named: Vec<(&str, f64)> = values.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        self.logger.log(self.grad_step, 0, &named)?;
+        records.push((self.grad_step, values));
+        Ok(())
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    fn save_records(&self, stage: &str, records: &Records) -> Result<()> {
+        write_atomic(&self.path(&format!("{stage}.records.json")), serde_json::to_string(records)?.as_bytes())
+    }
+
+    /// The records saved with a stage, re-logged (a resumed run), and the grad-step counter
+    /// moved past them.
+    fn replay_records(&mut self, stage: &str) -> Result<Records> {
+        let p = self.path(&format!("{stage}.records.json"));
+        let records: Records = match std::fs::read_to_string(&p) {
+            Ok(text) => serde_json::from_str(&text).with_context(|| format!("{} is not a stage's records", p.display()))?,
+            Err(_) => Vec::new(),
+        };
+        for (step, values) in &records {
+            let named: Vec<(&str, f64)> = values.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+            self.logger.log(*step, 0, &named)?;
+        }
+        // Every stage ends (and saves) right after a record, so its last record's step is where
+        // the counter stood.
+        if let Some((step, _)) = records.last() {
+            self.grad_step = self.grad_step.max(*step);
+        }
+        Ok(records)
+    }
+}
+
+fn prefixed(prefix: &str, m: &[(&'static str, f64)]) -> Vec<(String, f64)> {
+    m.iter().map(|(k, v)| (format!("{prefix}/{k}"), *v)).collect()
+}
+
+/// The dataset as the pipeline's tensors.
+fn data_of(offline: &OfflineData, device: Device) -> Result<Data> {
+    let b = &offline.buffer;
+    Ok(Data::new(b.observations(), b.actions(), b.rewards(), b.next_observations(), b.terminals(), &offline.episode_ends, b.obs_dim(), b.act_dim(), device)?)
+}
+
+/// Run the offline stages (continuing cached ones), evaluate the members, hand the chosen one
+/// and V to `agent` (the run's online PPO). Returns the grad steps done offline.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn offline(run_dir: &Path, cfg: &Unio4Config, offline: &OfflineData, env_id: &str, eval_env: &mut dyn Env, agent: &mut dyn Agent, eval_episodes: usize, seed: u64, device: Device, logger: &mut Logger) -> Result<u64> {
+    let dir = run_dir.join("unio4");
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut st = Stages { dir, logger, grad_step: 0 };
+    let data = data_of(offline, device)?;
+    let (o, a) = (offline.buffer.obs_dim() as i64, offline.buffer.act_dim() as i64);
+    let norm = cfg.state_norm;
+    let sub = |k: u64| derive_seed(seed, stream::AGENT, 100 + k);
+
+    // 1. Critic.
+    let mut critic = Critic::new(cfg.critic.clone(), o, a, device, sub(1))?;
+    let mut records = resume_stage(&mut st, "critic", |p| critic.load(p))?;
+    while (critic.steps() as u64) < cfg.critic.steps {
+        let m = critic.update(&data, norm);
+        st.grad_step += 1;
+        let t = critic.steps() as u64;
+        if t % cfg.log_every == 0 || t == cfg.critic.steps {
+            st.log(&mut records, prefixed("unio4/critic", &m))?;
+        }
+        if t % cfg.save_every == 0 && t < cfg.critic.steps {
+            save_partial(&st, "critic", &records, |p| critic.save(p))?;
+        }
+    }
+    finish_stage(&st, "critic", &records, |p| critic.save(p))?;
+
+    // 2. Dynamics (raw states).
+    let mut rng = AgentRng::new(sub(2));
+    let mut dynamics = Dynamics::new(cfg.dynamics.clone(), o, a, device, &mut rng)?;
+    if st.path("dynamics.ot").is_file() {
+        dynamics.load(&st.path("dynamics.ot"))?;
+        st.replay_records("dynamics")?;
+    } else {
+        let mut records = Records::new();
+        let mut reports = Vec::new();
+        dynamics.train(&data, &mut rng, |r| reports.push(r.clone()))?;
+        for r in reports {
+            st.grad_step += 1;
+            let mut v: Vec<(String, f64)> = r.holdout.iter().enumerate().map(|(e, l)| (format!("unio4/dynamics/holdout/{e}"), *l)).collect();
+            v.push(("unio4/dynamics/train_loss".into(), r.train_loss));
+            st.log(&mut records, v)?;
+        }
+        let mut v: Vec<(String, f64)> = dynamics.holdout_losses().iter().enumerate().map(|(e, l)| (format!("unio4/dynamics/best_holdout/{e}"), *l)).collect();
+        v.push(("unio4/dynamics/elites".into(), dynamics.elites().len() as f64));
+        st.log(&mut records, v)?;
+        finish_stage(&st, "dynamics", &records, |p| dynamics.save(p))?;
+    }
+
+    // 3. BC ensemble, then 4. BPPO with AM-Q gating.
+    let p = &cfg.policy;
+    let mut policy = PolicyEnsemble::new(p.clone(), o, a, device, sub(3))?;
+    let mut records = resume_stage(&mut st, "bc", |path| policy.load(path))?;
+    while (policy.steps().0 as u64) < p.bc_steps {
+        let m = policy.bc_update(&data, norm);
+        st.grad_step += 1;
+        let t = policy.steps().0 as u64;
+        if t % cfg.log_every == 0 || t == p.bc_steps {
+            st.log(&mut records, prefixed("unio4/bc", &m))?;
+        }
+        if t % cfg.save_every == 0 && t < p.bc_steps {
+            save_partial(&st, "bc", &records, |path| policy.save(path))?;
+        }
+    }
+    finish_stage(&st, "bc", &records, |path| policy.save(path))?;
+
+    let term = Termination::for_env(env_id);
+    let members = p.members as usize;
+    let gate_path = st.path("bppo.json");
+    let mut records = resume_stage(&mut st, "bppo", |path| policy.load(path))?;
+    let mut gate: Gate = match std::fs::read_to_string(&gate_path) {
+        Ok(t) if policy.steps().1 > 0 => serde_json::from_str(&t).with_context(|| format!("{} is not BPPO's gate", gate_path.display()))?,
+        _ => {
+            // The BC policies' AM-Q scores are each member's first best.
+            let s = (0..members).map(|e| score(&mut policy, e, &critic, &dynamics, term, &data, cfg)).collect::<Vec<_>>();
+            st.log(&mut records, s.iter().enumerate().map(|(e, v)| (format!("unio4/ope/score/{e}"), *v)).collect())?;
+            Gate { best: s.clone(), last: s }
+        }
+    };
+    while (policy.steps().1 as u64) < p.bppo_steps {
+        let m = policy.bppo_update(&data, norm, &mut |s, a| critic.min_q(s, a) - critic.value(s));
+        st.grad_step += 1;
+        let t = policy.steps().1 as u64;
+        if t % cfg.log_every == 0 {
+            st.log(&mut records, prefixed("unio4/bppo", &m))?;
+        }
+        if t % cfg.ope.eval_step == 0 || t == p.bppo_steps {
+            let scores: Vec<f64> = (0..members).map(|e| score(&mut policy, e, &critic, &dynamics, term, &data, cfg)).collect();
+            let improved: Vec<bool> = scores.iter().zip(&gate.best).map(|(s, b)| s > b).collect();
+            policy.accept(&improved);
+            let mut v = Vec::new();
+            for e in 0..members {
+                if improved[e] {
+                    gate.best[e] = scores[e];
+                }
+                v.push((format!("unio4/ope/score/{e}"), scores[e]));
+                v.push((format!("unio4/ope/best/{e}"), gate.best[e]));
+                v.push((format!("unio4/ope/accepted/{e}"), if improved[e] { 1.0 } else { 0.0 }));
+            }
+            let idx = policy.rng_mut().indices(data.len(), cfg.ope.start_states, true, device);
+            v.push(("unio4/ope/disagreement".into(), policy.disagreement(&data.norm_obs(&data.obs.index_select(0, &idx), norm))));
+            gate.last = scores;
+            st.log(&mut records, v)?;
+            if t % cfg.save_every < cfg.ope.eval_step && t < p.bppo_steps {
+                write_atomic(&gate_path, serde_json::to_string(&gate)?.as_bytes())?;
+                save_partial(&st, "bppo", &records, |path| policy.save(path))?;
+            }
+        }
+    }
+    write_atomic(&gate_path, serde_json::to_string(&gate)?.as_bytes())?;
+    finish_stage(&st, "bppo", &records, |path| policy.save(path))?;
+
+    // 5. Hand-over: every member's short real evaluation (the OPE ranking against real
+    // returns), the best real return among the top-k by last AM-Q.
+    let candidates = handover_candidates(&gate.last, cfg.handover_top_k);
+    let tmp = st.path("member.ot");
+    let mut real = Vec::with_capacity(members);
+    for e in 0..members {
+        load_member(agent, &policy, &critic, e as i64, &tmp)?;
+        let r = eval::evaluate(eval_env, agent, device, seed, eval_episodes, 0).with_context(|| format!("evaluating Uni-O4 member {e}"))?;
+        real.push(r.mean_return);
+    }
+    let chosen = *candidates.iter().max_by(|&&x, &&y| real[x].total_cmp(&real[y])).unwrap_or(&0);
+    load_member(agent, &policy, &critic, chosen as i64, &tmp)?;
+    let _ = std::fs::remove_file(&tmp);
+    let mut v: Vec<(String, f64)> = Vec::new();
+    for e in 0..members {
+        v.push((format!("unio4/handover/real_return/{e}"), real[e]));
+        v.push((format!("unio4/handover/last_ope/{e}"), gate.last[e]));
+    }
+    v.push(("unio4/handover/ope_rank_corr".into(), spearman(&gate.last, &real)));
+    v.push(("unio4/handover/chosen".into(), chosen as f64));
+    let named: Vec<(&str, f64)> = v.iter().map(|(k, x)| (k.as_str(), *x)).collect();
+    st.logger.log(st.grad_step, 0, &named)?;
+    let h = Handover { last_ope: gate.last.clone(), candidates, real_return: real, chosen };
+    write_atomic(&st.path("handover.json"), serde_json::to_string_pretty(&h)?.as_bytes())?;
+    Ok(st.grad_step)
+}
+
+/// Member `e`'s AM-Q score (fresh start states from the ensemble's stream).
+fn score(policy: &mut PolicyEnsemble, e: usize, critic: &Critic, dynamics: &Dynamics, term: Termination, data: &Data, cfg: &Unio4Config) -> f64 {
+    let norm = cfg.state_norm;
+    let idx = policy.rng_mut().indices(data.len(), cfg.ope.start_states, true, data.obs.device());
+    let start = data.obs.index_select(0, &idx);
+    let mut model_rng = AgentRng::new(policy.rng_mut().below(u64::MAX));
+    let pol = &*policy;
+    let mut act = |s: &Tensor| pol.mean_action(e as i64, &data.norm_obs(s, norm));
+    let mut q = |s: &Tensor, a: &Tensor| critic.min_q(&data.norm_obs(s, norm), a);
+    let mut step = |s: &Tensor, a: &Tensor| dynamics.step(s, a, &mut model_rng).0;
+    let done = |s: &Tensor| term.done(s);
+    am_q(&start, cfg.ope.horizon, Rollout { policy: &mut act, q: &mut q, step: &mut step, done: &done })
+}
+
+/// Copy member `e` (as the actor) and the offline V (as the critic) into the online agent,
+/// through a partial checkpoint file.
+fn load_member(agent: &mut dyn Agent, policy: &PolicyEnsemble, critic: &Critic, e: i64, tmp: &Path) -> Result<()> {
+    let mut tensors = policy.member_tensors(e, "actor");
+    tensors.extend(critic.value_params().named().iter().map(|(n, t)| (n.replacen("value", "critic", 1), t.detach())));
+    o2o_agents::checkpoint::save(tmp, &tensors)?;
+    agent.load_parts(tmp, &["actor", "critic"]).context("handing the chosen Uni-O4 member and V to the online agent")
+}
+
+/// A stage's saved state, if any (the finished file first, else the partial one), loaded with
+/// `load`; returns its records (re-logged).
+fn resume_stage(st: &mut Stages<'_>, stage: &str, load: impl FnOnce(&Path) -> Result<(), o2o_agents::AgentError>) -> Result<Records> {
+    for name in [format!("{stage}.ot"), format!("{stage}.partial.ot")] {
+        let p = st.path(&name);
+        if p.is_file() {
+            load(&p).with_context(|| format!("loading the cached Uni-O4 stage {}", p.display()))?;
+            return st.replay_records(stage);
+        }
+    }
+    Ok(Records::new())
+}
+
+fn save_partial(st: &Stages<'_>, stage: &str, records: &Records, save: impl FnOnce(&Path) -> Result<(), o2o_agents::AgentError>) -> Result<()> {
+    st.save_records(stage, records)?;
+    save(&st.path(&format!("{stage}.partial.ot")))?;
+    Ok(())
+}
+
+fn finish_stage(st: &Stages<'_>, stage: &str, records: &Records, save: impl FnOnce(&Path) -> Result<(), o2o_agents::AgentError>) -> Result<()> {
+    st.save_records(stage, records)?;
+    save(&st.path(&format!("{stage}.ot")))?;
+    let _ = std::fs::remove_file(st.path(&format!("{stage}.partial.ot")));
+    Ok(())
+}
+
+/// Spearman rank correlation of two equally long lists (NaN when either is constant).
+pub fn spearman(x: &[f64], y: &[f64]) -> f64 {
+    let ranks = |v: &[f64]| {
+        let mut idx: Vec<usize> = (0..v.len()).collect();
+        idx.sort_by(|&a, &b| v[a].total_cmp(&v[b]));
+        let mut r = vec![0.0; v.len()];
+        for (rank, i) in idx.into_iter().enumerate() {
+            r[i] = rank as f64;
+        }
+        r
+    };
+    let (rx, ry) = (ranks(x), ranks(y));
+    let n = x.len() as f64;
+    let (mx, my) = (rx.iter().sum::<f64>() / n, ry.iter().sum::<f64>() / n);
+    let cov: f64 = rx.iter().zip(&ry).map(|(a, b)| (a - mx) * (b - my)).sum();
+    let (vx, vy): (f64, f64) = (rx.iter().map(|a| (a - mx).powi(2)).sum(), ry.iter().map(|b| (b - my).powi(2)).sum());
+    cov / (vx * vy).sqrt()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spearman_of_orders() {
+        assert!((spearman(&[1.0, 2.0, 3.0], &[10.0, 20.0, 30.0]) - 1.0).abs() < 1e-12);
+        assert!((spearman(&[1.0, 2.0, 3.0], &[3.0, 2.0, 1.0]) + 1.0).abs() < 1e-12);
+    }
+}
