@@ -24,6 +24,22 @@ enum FleetCommand {
     Learner(LearnerArgs),
     /// An actor: steps an env with the learner's newest weights and streams its transitions.
     Actor(ActorArgs),
+    /// A local nats-server with JetStream (the venv's, from scripts/setup.sh), in the foreground.
+    Server(ServerArgs),
+}
+
+#[derive(Args, Debug)]
+struct ServerArgs {
+    /// The address to listen on (loopback; for other hosts write a server config with
+    /// credentials, see docs/fleet.md, and run nats-server -c yourself).
+    #[arg(long, default_value = "127.0.0.1")]
+    addr: String,
+    /// The port.
+    #[arg(long, default_value_t = 4222)]
+    port: u16,
+    /// JetStream's store folder (file storage: streams survive a restart).
+    #[arg(long, default_value = "runs/nats")]
+    store: PathBuf,
 }
 
 /// How to reach the server.
@@ -143,6 +159,9 @@ struct ActorArgs {
     /// At most this many env steps per second (a robot's control rate).
     #[arg(long, value_name = "HZ")]
     rate_hz: Option<f64>,
+    /// Torch threads for acting (a small policy on one core; several actors share a machine).
+    #[arg(long, default_value_t = 1)]
+    threads: i32,
     #[command(flatten)]
     nats: NatsArgs,
     #[command(flatten)]
@@ -154,7 +173,28 @@ pub fn run(args: FleetArgs) -> Result<()> {
     match args.command {
         FleetCommand::Learner(a) => learner(a),
         FleetCommand::Actor(a) => actor(a),
+        FleetCommand::Server(a) => server(a),
     }
+}
+
+fn server(a: ServerArgs) -> Result<()> {
+    let loopback = a.addr == "localhost" || a.addr == "::1" || a.addr.starts_with("127.");
+    if !loopback {
+        anyhow::bail!("--addr {}: `o2o fleet server` listens on loopback only; beyond it the server needs credentials and TLS (docs/fleet.md shows a config for `nats-server -c`)", a.addr);
+    }
+    let bin = o2o_experiments::fleet::server::find_nats_server()?;
+    std::fs::create_dir_all(&a.store).with_context(|| format!("cannot create the store folder {}", a.store.display()))?;
+    let (x, y, z) = bin.version;
+    eprintln!("nats-server {x}.{y}.{z} ({}) on nats://{}:{} with JetStream in {}", bin.path.display(), a.addr, a.port, a.store.display());
+    let status = std::process::Command::new(&bin.path)
+        .args(["-a", &a.addr, "-p", &a.port.to_string(), "-js", "-sd"])
+        .arg(&a.store)
+        .status()
+        .with_context(|| format!("cannot start {}", bin.path.display()))?;
+    if !status.success() {
+        anyhow::bail!("{} ended with {status}", bin.path.display());
+    }
+    Ok(())
 }
 
 fn learner(a: LearnerArgs) -> Result<()> {
@@ -199,6 +239,10 @@ fn actor(a: ActorArgs) -> Result<()> {
     if a.rate_hz.is_some_and(|h| !(h.is_finite() && h > 0.0)) {
         anyhow::bail!("--rate-hz: expected a positive number of steps per second, found {:?}", a.rate_hz);
     }
+    if a.threads < 1 {
+        anyhow::bail!("--threads: expected at least 1, found {}", a.threads);
+    }
+    tch::set_num_threads(a.threads);
     let mut fleet = a.fleet.config()?;
     fleet.max_policy_lag = a.max_policy_lag;
     fleet.spool_batches = a.spool_batches.max(1);

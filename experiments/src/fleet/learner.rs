@@ -100,7 +100,7 @@ pub fn declare(bus: &Bus, fleet: &FleetConfig) -> Result<RunHandles> {
             .map_err(|e| anyhow::anyhow!("{e}"))
             .with_context(|| format!("creating the key-value bucket {}", n.control()))?;
         let actors = js
-            .create_key_value(kv::Config { bucket: n.actors(), history: 1, max_age: Duration::from_secs_f64(fleet.liveness_ttl_s), storage: jetstream::stream::StorageType::Memory, ..Default::default() })
+            .create_key_value(kv::Config { bucket: n.actors(), history: 1, max_age: Duration::from_secs_f64(fleet.liveness_ttl_s), storage: jetstream::stream::StorageType::File, ..Default::default() })
             .await
             .map_err(|e| anyhow::anyhow!("{e}"))
             .with_context(|| format!("creating the key-value bucket {}", n.actors()))?;
@@ -248,7 +248,7 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
         fleet.policy_version = fleet.policy_version.max(announced) + 1;
         publish_weights(&bus, &h, &*agent, fleet.policy_version, state.grad_step)?;
     }
-    let consumer = open_consumer(&bus, &h, fleet.last_seq)?;
+    let mut consumer = open_consumer(&bus, &h, fleet.last_seq)?;
 
     let t = &config.train;
     let total = t.random_steps + t.warmup_steps + t.online_steps;
@@ -263,6 +263,7 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
     let mut last_metrics = None;
     let (mut next_log, mut next_eval, mut next_ckpt) = (after(fleet.consumed, t.log_every), after(fleet.consumed, config.eval.every), after(fleet.consumed, config.checkpoint.every));
     let mut last_publish = state.grad_step;
+    let mut retry_publish: Option<Instant> = None;
     let mut live = Liveness::default();
     eprintln!("fleet learner {id}: waiting for actors on {} (stream {}); start them with: o2o fleet actor --learner-run {id} --nats {}", o.conn.url, bus.names.stream(), o.conn.url);
     while fleet.consumed < total {
@@ -286,6 +287,14 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
             });
             for m in msgs {
                 let seq = m.info().map(|i| i.stream_sequence).map_err(|e| anyhow::anyhow!("{e}"))?;
+                if fleet.last_seq > 0 && seq > fleet.last_seq + 1 {
+                    // A gap: a delivery was lost on the way (the server went away between
+                    // sending and our reading). Sequences are taken strictly in order, so
+                    // "at or below last_seq" can mean "held"; ask again from the gap.
+                    eprintln!("fleet learner: stream message {} was not delivered (got {seq}); reading again from it", fleet.last_seq + 1);
+                    consumer = open_consumer(&bus, &h, fleet.last_seq)?;
+                    break;
+                }
                 if seq <= fleet.last_seq {
                     fleet.duplicates += 1;
                 } else {
@@ -307,8 +316,11 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
                     }
                     fleet.last_seq = seq;
                 }
-                // Only now is it in the buffer: acknowledge.
-                bus.block_on(m.ack()).map_err(|e| anyhow::anyhow!("{e}")).context("acknowledging a transition message")?;
+                // Only now is it in the buffer: acknowledge. A lost ack only means the message
+                // comes again, and is skipped by its sequence.
+                if let Err(e) = bus.block_on(m.ack()) {
+                    eprintln!("fleet learner: acknowledging stream message {seq} failed ({e}); it will come again and be skipped");
+                }
             }
             state.env_step = fleet.consumed;
             state.step = fleet.consumed;
@@ -326,11 +338,19 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
         }
         fleet.sampled = limiter.counts().1;
 
-        // 3. Weights, every `publish_every` updates.
-        if state.grad_step > 0 && (fleet.policy_version == 0 || state.grad_step - last_publish >= o.fleet.publish_every) {
-            fleet.policy_version += 1;
-            publish_weights(&bus, &h, &*agent, fleet.policy_version, state.grad_step)?;
-            last_publish = state.grad_step;
+        // 3. Weights, every `publish_every` updates (with the server away: again next time round).
+        if state.grad_step > 0 && (fleet.policy_version == 0 || state.grad_step - last_publish >= o.fleet.publish_every) && retry_publish.is_none_or(|t| t.elapsed() > Duration::from_secs(1)) {
+            match publish_weights(&bus, &h, &*agent, fleet.policy_version + 1, state.grad_step) {
+                Ok(()) => {
+                    fleet.policy_version += 1;
+                    last_publish = state.grad_step;
+                    retry_publish = None;
+                }
+                Err(e) => {
+                    eprintln!("fleet learner: publishing weights version {} failed ({e:#}); retrying", fleet.policy_version + 1);
+                    retry_publish = Some(Instant::now());
+                }
+            }
         }
 
         // 4. Liveness, logs, evaluation, checkpoints.
@@ -361,8 +381,15 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
         crate::run::fault::point("fleet-learner");
     }
 
-    // The end: tell the actors, a last evaluation, the final checkpoint and the summary.
-    bus.put_json(&h.control, keys::STATUS, &LearnerStatus { finished: true, consumed: fleet.consumed })?;
+    // The end: tell the actors (waiting out a server restart), a last evaluation, the final
+    // checkpoint and the summary.
+    let t_end = Instant::now();
+    while let Err(e) = bus.put_json(&h.control, keys::STATUS, &LearnerStatus { finished: true, consumed: fleet.consumed }) {
+        if t_end.elapsed() > Duration::from_secs(60) {
+            return Err(e.context("telling the actors the learner is done"));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
     evaluate(&mut *eval_env, &mut *agent, device, &config, &mut state, &mut logger)?;
     state.finished = true;
     let ckpt = save(&dir, &config, &mut state, &fleet, &rng, &*agent, &replay, &mut logger)?;
@@ -484,19 +511,20 @@ impl Liveness {
             None => 0.0,
         };
         self.last_poll = Some(now);
-        let beats: Vec<ActorBeat> = bus.block_on(async {
-            let mut out = Vec::new();
-            if let Ok(mut keys) = h.actors.keys().await {
-                while let Some(Ok(k)) = keys.next().await {
-                    if let Ok(Some(v)) = h.actors.get(k).await {
-                        if let Ok(b) = serde_json::from_slice::<ActorBeat>(&v) {
-                            out.push(b);
-                        }
-                    }
+        // With the server away the bucket cannot be read: no news, not everyone leaving.
+        let Some(beats) = bus.block_on(async {
+            let mut out: Vec<ActorBeat> = Vec::new();
+            let mut keys = h.actors.keys().await.ok()?;
+            while let Some(k) = keys.next().await {
+                let v = h.actors.get(k.ok()?).await.ok()?;
+                if let Some(b) = v.and_then(|v| serde_json::from_slice::<ActorBeat>(&v).ok()) {
+                    out.push(b);
                 }
             }
-            out
-        });
+            Some(out)
+        }) else {
+            return Ok(());
+        };
         let alive: BTreeSet<String> = beats.iter().map(|b| b.actor.clone()).collect();
         let mut values: Vec<(String, f64)> = Vec::new();
         for a in alive.difference(&self.known) {

@@ -2,6 +2,7 @@
 
 pub mod data;
 pub mod env;
+pub mod fleet;
 pub mod update;
 
 use clap::Subcommand;
@@ -22,6 +23,9 @@ pub enum BenchCommand {
     Update(update::UpdateArgs),
     /// Dataset load time vs h5py and replay sampling rate (batches of 256) vs numpy.
     Data(data::DataBenchArgs),
+    /// Fleet throughput: transitions/s through the JetStream stream vs an in-process buffer
+    /// (1, 2, 4 actor processes), learner updates/s with the stream attached vs without.
+    Fleet(fleet::FleetBenchArgs),
 }
 
 /// Run the chosen benchmark.
@@ -30,5 +34,6 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchCommand::Env(a) => env::run(a),
         BenchCommand::Update(a) => update::run(a),
         BenchCommand::Data(a) => data::run(a),
+        BenchCommand::Fleet(a) => fleet::run(a),
     }
 }
