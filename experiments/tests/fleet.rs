@@ -332,3 +332,42 @@ fn a_learner_and_actor_processes_train_sac_through_kills_and_restarts() {
     assert!(metrics.contains("\"train/critic_loss\"") || metrics.contains("\"train/"), "no training metrics");
     let _ = std::fs::remove_dir_all(&work);
 }
+
+/// `o2o bench fleet` end to end at a tiny size: its own server, worker processes for both
+/// sinks, the learner comparison, and a JSON line whose rates are real measurements.
+#[test]
+fn the_fleet_benchmark_measures_both_sides_in_one_run() {
+    let out = o2o().args(["bench", "fleet", "--steps", "300", "--actors", "1,2", "--updates", "20", "--block", "10", "--json"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "o2o bench fleet failed:\n{}\n{}", stdout, String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("| 2 |") && stdout.contains("with the stream attached"), "{stdout}");
+    let v: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let actors = v["actors"].as_array().unwrap();
+    assert_eq!(actors.iter().map(|r| r["actors"].as_u64().unwrap()).collect::<Vec<_>>(), vec![1, 2]);
+    for r in actors {
+        let (s, l, q) = (r["stream_per_s"].as_f64().unwrap(), r["in_process_per_s"].as_f64().unwrap(), r["ratio"].as_f64().unwrap());
+        assert!(s > 0.0 && l > 0.0 && s.is_finite() && l.is_finite(), "{r}");
+        assert!((q - s / l).abs() < 1e-9 * q.abs().max(1.0), "{r}");
+    }
+    let l = &v["learner"];
+    assert_eq!(l["updates"].as_u64().unwrap(), 20);
+    assert!(l["messages"].as_u64().unwrap() >= 1, "{l}");
+    assert!(l["without_per_s"].as_f64().unwrap() > 0.0 && l["with_stream_per_s"].as_f64().unwrap() > 0.0, "{l}");
+}
+
+/// A server older than the minimum is refused by the CLI with the version it found (a stand-in
+/// script printing what Debian 12's nats-server prints), and `o2o doctor` names it too.
+#[test]
+fn the_cli_refuses_a_nats_server_older_than_2_10() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let fake = dir.path().join("nats-server");
+    std::fs::write(&fake, "#!/bin/sh\necho 'nats-server: v2.9.10'\n").unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = o2o().args(["fleet", "server", "--port", "1", "--store"]).arg(dir.path().join("store")).env("O2O_NATS_SERVER", &fake).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("2.9.10") && err.contains("2.10.0 or newer"), "{err}");
+    let out = o2o().arg("doctor").env("O2O_NATS_SERVER", &fake).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success() && text.lines().any(|l| l.starts_with("nats-server") && l.contains("MISSING") && l.contains("2.9.10")), "{text}");
+}

@@ -44,7 +44,7 @@ const ACT: usize = 6;
 #[derive(clap::Args)]
 pub struct FleetBenchArgs {
     /// Env steps per actor process.
-    #[arg(long, default_value_t = 5000)]
+    #[arg(long, default_value_t = 10_000)]
     pub steps: u64,
     /// Actor process counts to measure.
     #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
@@ -53,10 +53,10 @@ pub struct FleetBenchArgs {
     #[arg(long, default_value_t = 64)]
     pub batch: usize,
     /// Learner updates per mode (with the stream, without it).
-    #[arg(long, default_value_t = 2000)]
+    #[arg(long, default_value_t = 1000)]
     pub updates: u64,
     /// Updates per block; the two modes alternate block by block so both see the same load.
-    #[arg(long, default_value_t = 250)]
+    #[arg(long, default_value_t = 100)]
     pub block: u64,
     /// The learner's run config (a preset or a .toml); its agent and batch size are used.
     #[arg(long, default_value = "sac-halfcheetah")]
@@ -104,7 +104,10 @@ struct LearnerRow {
     updates: u64,
     without_per_s: f64,
     with_stream_per_s: f64,
+    /// Rate with the stream over rate without, from the totals.
     ratio: f64,
+    /// The median over block pairs of the same ratio (robust to load spikes).
+    median_block_ratio: f64,
     messages: u64,
 }
 
@@ -164,10 +167,10 @@ pub fn run(a: FleetBenchArgs) -> Result<()> {
         println!("| {} | {:.0} | {:.0} | **{:.2}** |", r.actors, r.stream_per_s, r.in_process_per_s, r.ratio);
     }
     println!();
-    println!("| learner ({} updates per mode) | updates/s | ratio |", learner.updates);
-    println!("|---|---|---|");
-    println!("| without the stream | {:.1} | 1.00 |", learner.without_per_s);
-    println!("| with the stream attached ({} messages taken) | {:.1} | **{:.3}** |", learner.messages, learner.with_stream_per_s, learner.ratio);
+    println!("| learner ({} updates per mode) | updates/s | ratio (totals) | ratio (median of {}-update block pairs) |", learner.updates, a.block);
+    println!("|---|---|---|---|");
+    println!("| without the stream | {:.1} | 1.00 | 1.00 |", learner.without_per_s);
+    println!("| with the stream attached ({} messages taken) | {:.1} | **{:.3}** | **{:.3}** |", learner.messages, learner.with_stream_per_s, learner.ratio, learner.median_block_ratio);
     if a.json {
         println!("{}", serde_json::json!({ "env": ENV, "steps_per_actor": a.steps, "batch": a.batch, "actors": rows, "learner": learner, "load_avg": load_avg() }));
     }
@@ -302,6 +305,7 @@ fn learner_bench(a: &FleetBenchArgs, bus: &Bus, stream: &async_nats::jetstream::
     drop(replay);
     eprintln!("learner: {} updates per mode, {} per block, batch {batch}, {} rows to start", a.updates, a.block, online.len());
     let (mut t_without, mut t_with, mut done, mut messages) = (0.0, 0.0, 0u64, 0u64);
+    let mut pairs = Vec::new();
     learn(&mut *agent, &Source::Online(&online), batch, 10, &mut rng, Device::Cpu, None)?; // warm-up
     while done < a.updates {
         let k = a.block.min(a.updates - done);
@@ -310,7 +314,8 @@ fn learner_bench(a: &FleetBenchArgs, bus: &Bus, stream: &async_nats::jetstream::
         for _ in 0..k {
             learn(&mut *agent, &Source::Online(&online), batch, 1, &mut rng, Device::Cpu, None)?;
         }
-        t_without += t0.elapsed().as_secs_f64();
+        let without = t0.elapsed().as_secs_f64();
+        t_without += without;
         let t0 = Instant::now();
         for u in 0..k {
             if (done + u) % a.batch as u64 == 0 && take(bus, &c, &run, &mut online, 1)? > 0 {
@@ -318,11 +323,15 @@ fn learner_bench(a: &FleetBenchArgs, bus: &Bus, stream: &async_nats::jetstream::
             }
             learn(&mut *agent, &Source::Online(&online), batch, 1, &mut rng, Device::Cpu, None)?;
         }
-        t_with += t0.elapsed().as_secs_f64();
+        let with = t0.elapsed().as_secs_f64();
+        t_with += with;
+        pairs.push(without / with);
         done += k;
     }
+    pairs.sort_by(f64::total_cmp);
+    let median_block_ratio = pairs[pairs.len() / 2];
     let (without_per_s, with_stream_per_s) = (a.updates as f64 / t_without, a.updates as f64 / t_with);
-    Ok(LearnerRow { updates: a.updates, without_per_s, with_stream_per_s, ratio: with_stream_per_s / without_per_s, messages })
+    Ok(LearnerRow { updates: a.updates, without_per_s, with_stream_per_s, ratio: with_stream_per_s / without_per_s, median_block_ratio, messages })
 }
 
 fn load_avg() -> Option<f64> {
