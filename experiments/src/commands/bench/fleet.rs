@@ -5,7 +5,7 @@
 //!    HalfCheetah-v5 with a uniformly random policy for `--steps` steps through the runner's
 //!    [`Actor`], its transitions going either into the fleet's [`StreamSink`] (batches of
 //!    `--batch`, each kept until the server acknowledges it) or into an in-process replay buffer
-//!    ([`ReplaySink`]). Through the stream, this process consumes them as the learner does
+//!    ([`ReplaySink`]); the workers start stepping together once all are set up. Through the stream, this process consumes them as the learner does
 //!    (durable pull consumer, [`message::decode`], replay push, ack); the rate is all rows over
 //!    the time from the first worker's first step to the last row consumed. In process, it is
 //!    all rows over the first step to the last worker's last step.
@@ -87,6 +87,8 @@ struct WorkerReport {
     first_step: f64,
     done: f64,
     rows: u64,
+    /// CPU seconds (user + system, all its threads) from the start signal to the end.
+    cpu_s: f64,
 }
 
 /// One row of the actor table.
@@ -96,6 +98,10 @@ struct ActorRow {
     stream_per_s: f64,
     in_process_per_s: f64,
     ratio: f64,
+    /// CPU µs per transition through the stream: actors + the consumer + the server.
+    stream_cpu_us: f64,
+    /// CPU µs per transition in process: the actors.
+    in_process_cpu_us: f64,
 }
 
 /// The learner comparison.
@@ -109,6 +115,30 @@ struct LearnerRow {
     /// The median over block pairs of the same ratio (robust to load spikes).
     median_block_ratio: f64,
     messages: u64,
+}
+
+/// CPU seconds (user + system) this process has used, all threads.
+fn process_cpu_s() -> f64 {
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    tv(u.ru_utime) + tv(u.ru_stime)
+}
+
+/// CPU seconds another process has used (`/proc/<pid>/stat`, fields 14 and 15), 0 if unknown.
+fn pid_cpu_s(pid: Option<u32>) -> f64 {
+    let Some(text) = pid.and_then(|p| std::fs::read_to_string(format!("/proc/{p}/stat")).ok()) else { return 0.0 };
+    // After the command name in parentheses: state is field 3, utime 14, stime 15.
+    let rest = text.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<f64> = rest.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    if f.len() > 12 && hz > 0.0 {
+        (f[11] + f[12]) / hz
+    } else {
+        0.0
+    }
 }
 
 fn unix_now() -> f64 {
@@ -136,12 +166,14 @@ pub fn run(a: FleetBenchArgs) -> Result<()> {
         }
         let local = spawn_workers(&a, "local", n, &url, "")?;
         let in_process_per_s = (n as u64 * a.steps) as f64 / span(&local, None);
+        let in_process_cpu_us = local.iter().map(|r| r.cpu_s).sum::<f64>() / (n as u64 * a.steps) as f64 * 1e6;
         let run = format!("bench-{n}");
         let bus = Bus::connect(&Connection::new(&url, "o2o-bench"), &run, fleet.ack_timeout)?;
         let h = declare(&bus, &fleet)?;
         let consumer = pull(&bus, &h.stream, "bench")?;
         let mut replay = ReplayBuffer::new(n * a.steps as usize, OBS, ACT, 0.99)?;
         let children = start_workers(&a, "stream", n, &url, &run)?;
+        let (cpu0, server0) = (process_cpu_s(), pid_cpu_s(server.pid()));
         let want = n as u64 * a.steps;
         let mut got = 0;
         let t0 = Instant::now();
@@ -152,19 +184,24 @@ pub fn run(a: FleetBenchArgs) -> Result<()> {
             got += take(&bus, &consumer, &run, &mut replay, 16)?;
         }
         let last_row = unix_now();
+        let (consumer_cpu, server_cpu) = (process_cpu_s() - cpu0, pid_cpu_s(server.pid()) - server0);
         let reports = wait_workers(children)?;
         let stream_per_s = want as f64 / span(&reports, Some(last_row));
-        let row = ActorRow { actors: n, stream_per_s, in_process_per_s, ratio: stream_per_s / in_process_per_s };
-        eprintln!("{n} actor(s): {:.0} transitions/s through the stream, {:.0} in process, ratio {:.2}", row.stream_per_s, row.in_process_per_s, row.ratio);
+        let stream_cpu_us = (reports.iter().map(|r| r.cpu_s).sum::<f64>() + consumer_cpu + server_cpu) / want as f64 * 1e6;
+        let row = ActorRow { actors: n, stream_per_s, in_process_per_s, ratio: stream_per_s / in_process_per_s, stream_cpu_us, in_process_cpu_us };
+        eprintln!(
+            "{n} actor(s): {:.0} transitions/s through the stream, {:.0} in process, ratio {:.2}; CPU per transition {:.1} µs vs {:.1} µs",
+            row.stream_per_s, row.in_process_per_s, row.ratio, row.stream_cpu_us, row.in_process_cpu_us
+        );
         rows.push(row);
         pool = Some((bus, h, replay));
     }
     let (bus, h, replay) = pool.context("no actor counts given")?;
     let learner = learner_bench(&a, &bus, &h.stream, replay)?;
-    println!("| actor processes | through the stream (transitions/s) | in-process buffer (transitions/s) | stream / in-process |");
-    println!("|---|---|---|---|");
+    println!("| actor processes | through the stream (transitions/s) | in-process buffer (transitions/s) | stream / in-process | CPU µs per transition, stream (actors + consumer + server) | in process | CPU ratio |");
+    println!("|---|---|---|---|---|---|---|");
     for r in &rows {
-        println!("| {} | {:.0} | {:.0} | **{:.2}** |", r.actors, r.stream_per_s, r.in_process_per_s, r.ratio);
+        println!("| {} | {:.0} | {:.0} | **{:.2}** | {:.1} | {:.1} | {:.2} |", r.actors, r.stream_per_s, r.in_process_per_s, r.ratio, r.stream_cpu_us, r.in_process_cpu_us, r.stream_cpu_us / r.in_process_cpu_us);
     }
     println!();
     println!("| learner ({} updates per mode) | updates/s | ratio (totals) | ratio (median of {}-update block pairs) |", learner.updates, a.block);
@@ -190,12 +227,13 @@ fn worker(a: &FleetBenchArgs, mode: &str) -> Result<()> {
     let mut rng = ChaCha8Rng::seed_from_u64(derive_seed(seed, stream::RUNNER_RNG, 0));
     let mut policy = UniformPolicy { rng: &mut rng, dim: act_dim };
     let fleet = FleetConfig { batch: a.batch, ..FleetConfig::default() };
-    let first_step;
+    let (first_step, cpu0);
     match mode {
         "stream" => {
             let bus = Bus::connect(&Connection::new(&a.nats, &format!("o2o-bench-{}", a.index)), &a.run, fleet.ack_timeout)?;
             let mut sink = StreamSink::new(&bus, &format!("bench-{}", a.index), obs_dim, act_dim, &fleet);
-            first_step = unix_now();
+            first_step = ready_set_go()?;
+            cpu0 = process_cpu_s();
             for _ in 0..a.steps {
                 actor.step(&mut policy, &mut sink)?;
             }
@@ -204,41 +242,75 @@ fn worker(a: &FleetBenchArgs, mode: &str) -> Result<()> {
         "local" => {
             let mut replay = ReplayBuffer::new(a.steps as usize, obs_dim, act_dim, 0.99)?;
             let mut sink = ReplaySink { replay: &mut replay, reward: RewardTransform::IDENTITY };
-            first_step = unix_now();
+            first_step = ready_set_go()?;
+            cpu0 = process_cpu_s();
             for _ in 0..a.steps {
                 actor.step(&mut policy, &mut sink)?;
             }
         }
         other => bail!("--worker: expected stream or local, found {other:?}"),
     }
-    println!("{}", serde_json::to_string(&WorkerReport { first_step, done: unix_now(), rows: a.steps })?);
+    println!("{}", serde_json::to_string(&WorkerReport { first_step, done: unix_now(), rows: a.steps, cpu_s: process_cpu_s() - cpu0 })?);
     Ok(())
 }
 
-fn start_workers(a: &FleetBenchArgs, mode: &str, n: usize, url: &str, run: &str) -> Result<Vec<std::process::Child>> {
+/// The start barrier, worker side: say `ready` once set up, step when the parent says `go`
+/// (so process start-up, which differs by seconds under load, is not in the timed span).
+fn ready_set_go() -> Result<f64> {
+    use std::io::{BufRead, Write};
+    println!("ready");
+    std::io::stdout().flush()?;
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line)?;
+    Ok(unix_now())
+}
+
+/// Start `n` workers and release them together once all are set up.
+fn start_workers(a: &FleetBenchArgs, mode: &str, n: usize, url: &str, run: &str) -> Result<Vec<Worker>> {
+    use std::io::{BufRead, Write};
     let exe = std::env::current_exe().context("finding the o2o binary")?;
-    (0..n)
+    let mut children = (0..n)
         .map(|i| {
             Command::new(&exe)
                 .args(["bench", "fleet", "--worker", mode, "--nats", url, "--run", run, "--index", &i.to_string()])
                 .args(["--steps", &a.steps.to_string(), "--batch", &a.batch.to_string(), "--threads", &a.threads.to_string()])
+                .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::inherit())
                 .spawn()
                 .with_context(|| format!("starting worker {i}"))
         })
-        .collect()
+        .collect::<Result<Vec<_>>>()?;
+    let mut outs = Vec::new();
+    for c in &mut children {
+        let mut out = std::io::BufReader::new(c.stdout.take().context("a worker's stdout")?);
+        let mut line = String::new();
+        out.read_line(&mut line)?;
+        if line.trim() != "ready" {
+            bail!("a worker did not get ready (it printed {line:?})");
+        }
+        outs.push(out);
+    }
+    for c in &mut children {
+        writeln!(c.stdin.as_mut().context("a worker's stdin")?, "go")?;
+    }
+    Ok(children.into_iter().zip(outs).collect())
 }
 
-fn wait_workers(children: Vec<std::process::Child>) -> Result<Vec<WorkerReport>> {
-    children
+/// A started worker and the rest of its stdout.
+type Worker = (std::process::Child, std::io::BufReader<std::process::ChildStdout>);
+
+fn wait_workers(workers: Vec<Worker>) -> Result<Vec<WorkerReport>> {
+    use std::io::Read;
+    workers
         .into_iter()
-        .map(|c| {
-            let out = c.wait_with_output()?;
-            if !out.status.success() {
-                bail!("a worker failed ({})", out.status);
+        .map(|(mut c, mut out)| {
+            let mut text = String::new();
+            out.read_to_string(&mut text)?;
+            let status = c.wait()?;
+            if !status.success() {
+                bail!("a worker failed ({status})");
             }
-            let text = String::from_utf8_lossy(&out.stdout);
             serde_json::from_str(text.lines().last().unwrap_or("")).with_context(|| format!("a worker printed {text:?}"))
         })
         .collect()
