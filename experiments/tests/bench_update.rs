@@ -56,3 +56,35 @@ fn bench_update_prints_the_sera_rows() {
         }
     }
 }
+
+/// Runs `o2o bench <args>` and returns its `--json` line.
+fn bench_json(args: &[&str]) -> serde_json::Value {
+    let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts");
+    let out = Command::new(env!("CARGO_BIN_EXE_o2o")).arg("bench").args(args).env("O2O_SCRIPTS", &scripts).output().expect("run o2o");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "o2o bench {args:?} failed:\n{stderr}");
+    serde_json::from_str(stdout.lines().last().expect("output")).unwrap_or_else(|e| panic!("last line is not JSON ({e}):\n{stdout}"))
+}
+
+/// Uni-O4's dynamics ensemble: from the same weights and batch, our training loss equals the
+/// PyTorch module's (`scripts/bench_dynamics_torch.py`) to 1e-5, and both rates are measured.
+#[test]
+fn bench_dynamics_matches_pytorch_and_prints_its_json() {
+    let j = bench_json(&["dynamics", "--json", "--rounds", "1", "--steps", "3", "--warmup", "1", "--threads", "1", "--hidden", "32,32", "--batch", "16", "--members", "3"]);
+    let rel = j["loss_rel_diff"].as_f64().expect("loss_rel_diff");
+    assert!(rel <= 1e-5, "dynamics loss differs from PyTorch by {rel} (relative)");
+    for key in ["ours_steps_per_s", "pytorch_steps_per_s", "ratio"] {
+        assert!(j[key].as_f64().is_some_and(|x| x > 0.0), "{key} = {}", j[key]);
+    }
+    assert_eq!(j["members"], 3);
+}
+
+/// PPO: a real `ppo-hopper` run on 2 envs and the Gymnasium reference, both timed.
+#[test]
+fn bench_ppo_runs_both_sides_and_prints_its_json() {
+    let j = bench_json(&["ppo", "--json", "--rounds", "1", "--envs", "2", "--rollout", "32", "--rollouts", "2", "--threads", "1"]);
+    for key in ["ours_steps_per_s", "pytorch_steps_per_s", "ratio"] {
+        assert!(j[key].as_f64().is_some_and(|x| x > 0.0), "{key} = {}", j[key]);
+    }
+    assert_eq!(j["envs"], 2);
+}

@@ -100,26 +100,14 @@ fn sigkill_then_resume_of_an_on_policy_run_is_exact() {
 /// online; the diagnostics are in `metrics.jsonl` and the stages cached in the run directory.
 #[test]
 fn unio4_runs_offline_to_online_with_its_diagnostics() {
-    let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../data/hopper-small/hopper-medium-replay-v2.hdf5");
-    let sets = [
-        format!("dataset.path={:?}", data.display().to_string()),
-        "agent.critic.steps=200".into(),
-        "agent.policy.bc_steps=200".into(),
-        "agent.policy.bppo_steps=200".into(),
-        "agent.save_every=100".into(),
-        "agent.log_every=100".into(),
-        "agent.dynamics.max_epochs=2".into(),
-        "agent.ope.horizon=20".into(),
-        "agent.ope.start_states=128".into(),
-        "train.online_steps=2048".into(),
-        "eval.episodes=1".into(),
-        "checkpoint.every=0".into(),
-    ];
+    let mut sets = unio4_short_sets(200);
+    // The online critic starts from a V refit on MC returns of ×0.1 rewards (the hopper scripts).
+    sets.extend(["agent.value_refit.steps=200".to_string(), "agent.value_refit.batch_size=128".into(), "agent.online.reward_scale=0.1".into()]);
     let run = common::run_o2o("o2o-unio4-", &["train", "--preset", "unio4-hopper-small", "--seed", "0"], &sets);
     let h: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(run.join("unio4/handover.json")).unwrap()).unwrap();
     let candidates: Vec<u64> = h["candidates"].as_array().unwrap().iter().map(|c| c.as_u64().unwrap()).collect();
     assert!(candidates.len() >= 3 && candidates.contains(&h["chosen"].as_u64().unwrap()), "{h}");
-    for stage in ["critic.ot", "dynamics.ot", "bc.ot", "bppo.ot", "bppo.json"] {
+    for stage in ["critic.ot", "dynamics.ot", "bc.ot", "bppo.ot", "bppo.json", "value_refit.ot"] {
         assert!(run.join("unio4").join(stage).is_file(), "stage file {stage} missing");
     }
     for e in 0..4 {
@@ -128,6 +116,10 @@ fn unio4_runs_offline_to_online_with_its_diagnostics() {
         assert_eq!(common::metric(&run, &format!("unio4/ope/accepted/{e}")).len(), 2);
         assert_eq!(common::metric(&run, &format!("unio4/handover/real_return/{e}")).len(), 1);
     }
+    let refit = common::metric(&run, "unio4/value_refit/value_loss");
+    assert!(refit.len() == 2 && refit[1] < refit[0], "the refit V's loss falls: {refit:?}");
+    let g = common::metric(&run, "unio4/value_refit/return_mean");
+    assert!(g.iter().all(|g| *g > 0.5 && *g < 40.0), "MC returns of ×0.1 hopper rewards: {g:?}");
     let holdout = common::metric(&run, "unio4/dynamics/holdout/0");
     assert!(holdout.len() == 2 && holdout.iter().all(|l| l.is_finite() && *l > 0.0), "{holdout:?}");
     assert!(common::metric(&run, "unio4/ope/disagreement").iter().all(|d| *d > 0.0), "independently initialized members disagree");
@@ -136,4 +128,87 @@ fn unio4_runs_offline_to_online_with_its_diagnostics() {
     let chosen = h["chosen"].as_u64().unwrap() as usize;
     assert_eq!(evals[0], h["real_return"][chosen].as_f64().unwrap(), "the run continues from the chosen member");
     assert!(evals.len() >= 2 && !common::metric(&run, "train/policy_loss").is_empty());
+}
+
+/// Uni-O4's stages shortened on the shipped medium-replay hopper file, `bppo_steps` of BPPO
+/// with an AM-Q gate (and a partial save) every 100.
+fn unio4_short_sets(bppo_steps: u32) -> Vec<String> {
+    let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../data/hopper-small/hopper-medium-replay-v2.hdf5");
+    vec![
+        format!("dataset.path={:?}", data.display().to_string()),
+        "agent.critic.steps=200".into(),
+        "agent.policy.bc_steps=200".into(),
+        format!("agent.policy.bppo_steps={bppo_steps}"),
+        "agent.save_every=100".into(),
+        "agent.log_every=100".into(),
+        "agent.dynamics.max_epochs=2".into(),
+        "agent.ope.horizon=20".into(),
+        "agent.ope.start_states=128".into(),
+        "train.online_steps=2048".into(),
+        "eval.episodes=1".into(),
+        "checkpoint.every=0".into(),
+    ]
+}
+
+/// The offline stages resume exactly: a Uni-O4 run killed with SIGKILL inside BPPO (after a
+/// partial save of the policy ensemble, its optimizer, RNG and the AM-Q gate) and resumed ends
+/// with the same ensemble, hand-over and metrics as a run that never stopped.
+#[test]
+fn sigkill_inside_unio4_bppo_then_resume_is_exact() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (runs_a, runs_b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let mut args: Vec<String> = ["train", "--preset", "unio4-hopper-small", "--seed", "3", "--device", "cpu", "--threads", "1"].map(String::from).to_vec();
+    for s in unio4_short_sets(300) {
+        args.extend(["--set".to_string(), s]);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = o2o(&args, &runs_a).output().unwrap();
+    assert!(out.status.success(), "straight run failed: {}", String::from_utf8_lossy(&out.stderr));
+    let a = one_dir(&runs_a).unwrap();
+
+    let mut child = o2o(&args, &runs_b).spawn().unwrap();
+    let t0 = Instant::now();
+    let b = loop {
+        if let Some(d) = one_dir(&runs_b) {
+            if d.join("unio4/bppo.partial.ot").is_file() {
+                break d;
+            }
+        }
+        assert!(child.try_wait().unwrap().is_none(), "run B ended before a partial BPPO save");
+        assert!(t0.elapsed() < Duration::from_secs(300), "no partial BPPO save after 300 s");
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(!b.join("unio4/bppo.ot").exists() && !b.join("summary.json").exists(), "run B left BPPO before it could be killed");
+
+    let out = Command::new(O2O).args(["resume", "--device", "cpu", "--threads", "1", "--rerun=off"]).arg(&b).output().unwrap();
+    assert!(out.status.success(), "resume failed: {}", String::from_utf8_lossy(&out.stderr));
+    let (ta, tb) = (tch::Tensor::load_multi(a.join("unio4/bppo.ot")).unwrap(), tch::Tensor::load_multi(b.join("unio4/bppo.ot")).unwrap());
+    assert!(ta.len() > 10 && ta.len() == tb.len());
+    for ((n, x), (_, y)) in ta.iter().zip(&tb) {
+        assert!(x.equal(y), "BPPO tensor {n} differs after resume");
+    }
+    for f in ["unio4/bppo.json", "unio4/handover.json"] {
+        assert_eq!(std::fs::read(a.join(f)).unwrap(), std::fs::read(b.join(f)).unwrap(), "{f} differs after resume");
+    }
+    let (ma, mb) = (metrics_without_time(&a), metrics_without_time(&b));
+    assert!(ma.iter().any(|m| m.contains_key("unio4/ope/accepted/0")));
+    assert_eq!(ma.len(), mb.len(), "metrics.jsonl line counts differ");
+    for (i, (x, y)) in ma.iter().zip(&mb).enumerate() {
+        assert_eq!(x, y, "metrics.jsonl line {} differs", i + 1);
+    }
+}
+
+/// Every Uni-O4 preset's config is valid, and the refit presets are refused when the online
+/// reward scale differs from the one the refit V was trained for.
+#[test]
+fn unio4_presets_validate_and_the_refit_scale_is_checked() {
+    let names: Vec<&str> = o2o_experiments::run::presets::names().into_iter().filter(|n| n.starts_with("unio4-")).collect();
+    assert_eq!(names.len(), 10);
+    for name in &names {
+        o2o_experiments::Run::preset(name).unwrap().config().unwrap_or_else(|e| panic!("{name}: {e:#}"));
+    }
+    let err = o2o_experiments::Run::preset("unio4-hopper-medium").unwrap().set(["agent.online.reward_scale=1.0"]).and_then(|r| r.config()).unwrap_err();
+    assert!(format!("{err:#}").contains("unio4.value_refit.reward_scale"), "{err:#}");
 }

@@ -8,13 +8,14 @@
 //! | critic (IQL Q, V) | `critic.ot` | every `save_every` steps (`critic.partial.ot`) |
 //! | dynamics ensemble | `dynamics.ot` | no (minutes; retrained from its seed) |
 //! | BC ensemble | `bc.ot` | every `save_every` steps (`policy.partial.ot`) |
-//! | BPPO + AM-Q gating | `policy.ot` + `bppo.json` | every `save_every` steps, at an OPE boundary |
+//! | BPPO + AM-Q gating | `bppo.ot` + `bppo.json` | every `save_every` steps, at an OPE boundary |
+//! | V refit on MC returns (`value_refit`, optional) | `value_refit.ot` | every `save_every` steps |
 //! | hand-over | `handover.json` | — |
 //!
 //! Each stage's logged records are saved with it (`<stage>.records.json`) and re-logged when a
 //! resumed run finds the stage done, so `metrics.jsonl` of a killed and resumed run has every
 //! offline record. Metrics: `unio4/critic/*`, `unio4/dynamics/holdout/<member>` (per epoch),
-//! `unio4/bc/*`, `unio4/bppo/*`, `unio4/ope/score/<member>`, `unio4/ope/best/<member>`,
+//! `unio4/bc/*`, `unio4/bppo/*`, `unio4/value_refit/*`, `unio4/ope/score/<member>`, `unio4/ope/best/<member>`,
 //! `unio4/ope/accepted/<member>` (1 when π_old was replaced), `unio4/ope/disagreement` (spread
 //! of the members' mean actions on the start states), and at the hand-over
 //! `unio4/handover/real_return/<member>` next to `unio4/handover/last_ope/<member>`, the rank
@@ -30,6 +31,7 @@ use o2o_agents::unio4::bc::PolicyEnsemble;
 use o2o_agents::unio4::critic::Critic;
 use o2o_agents::unio4::dynamics::{Dynamics, Termination};
 use o2o_agents::unio4::ope::{am_q, Rollout};
+use o2o_agents::unio4::value_refit::ValueRefit;
 use o2o_agents::unio4::{handover_candidates, Data, Unio4Config};
 use o2o_agents::rng::AgentRng;
 use o2o_agents::Agent;
@@ -228,18 +230,44 @@ pub(super) fn offline(run_dir: &Path, cfg: &Unio4Config, offline: &OfflineData, 
     write_atomic(&gate_path, serde_json::to_string(&gate)?.as_bytes())?;
     finish_stage(&st, "bppo", &records, |path| policy.save(path))?;
 
-    // 5. Hand-over: every member's short real evaluation (the OPE ranking against real
+    // 5. Optionally, a fresh V on Monte-Carlo returns of rescaled rewards for the online critic.
+    let refit = match &cfg.value_refit {
+        None => None,
+        Some(rc) => {
+            let mut refit = ValueRefit::new(rc.clone(), &data, device, sub(4))?;
+            let mut records = resume_stage(&mut st, "value_refit", |path| refit.load(path))?;
+            while refit.steps() < rc.steps {
+                let m = refit.update(&data, norm);
+                st.grad_step += 1;
+                let t = refit.steps();
+                if t % cfg.log_every == 0 || t == rc.steps {
+                    st.log(&mut records, prefixed("unio4/value_refit", &m))?;
+                }
+                if t % cfg.save_every == 0 && t < rc.steps {
+                    save_partial(&st, "value_refit", &records, |path| refit.save(path))?;
+                }
+            }
+            finish_stage(&st, "value_refit", &records, |path| refit.save(path))?;
+            Some(refit)
+        }
+    };
+    let value: Vec<(String, Tensor)> = match &refit {
+        Some(r) => r.params().named().iter().map(|(n, t)| (n.clone(), t.detach())).collect(),
+        None => critic.value_params().named().iter().map(|(n, t)| (n.replacen("value", "critic", 1), t.detach())).collect(),
+    };
+
+    // 6. Hand-over: every member's short real evaluation (the OPE ranking against real
     // returns), the best real return among the top-k by last AM-Q.
     let candidates = handover_candidates(&gate.last, cfg.handover_top_k);
     let tmp = st.path("member.ot");
     let mut real = Vec::with_capacity(members);
     for e in 0..members {
-        load_member(agent, &policy, &critic, e as i64, &tmp)?;
+        load_member(agent, &policy, &value, e as i64, &tmp)?;
         let r = eval::evaluate(eval_env, agent, device, seed, eval_episodes, 0).with_context(|| format!("evaluating Uni-O4 member {e}"))?;
         real.push(r.mean_return);
     }
     let chosen = *candidates.iter().max_by(|&&x, &&y| real[x].total_cmp(&real[y])).unwrap_or(&0);
-    load_member(agent, &policy, &critic, chosen as i64, &tmp)?;
+    load_member(agent, &policy, &value, chosen as i64, &tmp)?;
     let _ = std::fs::remove_file(&tmp);
     let mut v: Vec<(String, f64)> = Vec::new();
     for e in 0..members {
@@ -269,11 +297,11 @@ fn score(policy: &mut PolicyEnsemble, e: usize, critic: &Critic, dynamics: &Dyna
     am_q(&start, cfg.ope.horizon, Rollout { policy: &mut act, q: &mut q, step: &mut step, done: &done })
 }
 
-/// Copy member `e` (as the actor) and the offline V (as the critic) into the online agent,
-/// through a partial checkpoint file.
-fn load_member(agent: &mut dyn Agent, policy: &PolicyEnsemble, critic: &Critic, e: i64, tmp: &Path) -> Result<()> {
+/// Copy member `e` (as the actor) and the online critic's start (`critic/…` tensors: the offline
+/// V or the refit one) into the online agent, through a partial checkpoint file.
+fn load_member(agent: &mut dyn Agent, policy: &PolicyEnsemble, value: &[(String, Tensor)], e: i64, tmp: &Path) -> Result<()> {
     let mut tensors = policy.member_tensors(e, "actor");
-    tensors.extend(critic.value_params().named().iter().map(|(n, t)| (n.replacen("value", "critic", 1), t.detach())));
+    tensors.extend(value.iter().map(|(n, t)| (n.clone(), t.shallow_clone())));
     o2o_agents::checkpoint::save(tmp, &tensors)?;
     agent.load_parts(tmp, &["actor", "critic"]).context("handing the chosen Uni-O4 member and V to the online agent")
 }

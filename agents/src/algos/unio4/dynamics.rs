@@ -182,6 +182,24 @@ impl Dynamics {
         (Tensor::cat(&[&data.obs, &data.action], 1), Tensor::cat(&[&data.next_obs - &data.obs, data.reward.unsqueeze(1)], 1))
     }
 
+    /// The training loss `L` of the module doc on one batch per member: raw inputs `x`
+    /// `[E, B, o + a]` and targets `y` `[E, B, o + 1]`.
+    pub fn loss(&self, x: &Tensor, y: &Tensor) -> Tensor {
+        let o = self.obs_dim;
+        let (mu, lv) = self.predict(&x.narrow(2, 0, o), &x.narrow(2, o, x.size()[2] - o));
+        // Gaussian NLL per member, summed over members.
+        let nll = ((&mu - y).square() * (-&lv).exp()).mean_dim([1i64, 2].as_slice(), false, Kind::Float).sum(Kind::Float) + lv.mean_dim([1i64, 2].as_slice(), false, Kind::Float).sum(Kind::Float);
+        let (max, min) = self.bounds();
+        let weights = self.params.named().into_iter().filter(|(name, _)| name.ends_with("/weight"));
+        let decay = weights.zip(&self.cfg.weight_decay).map(|((_, w), l)| w.square().sum(Kind::Float) * (0.5 * l)).fold(nll.zeros_like(), |a, b| a + b);
+        &nll + (max.sum(Kind::Float) - min.sum(Kind::Float)) * self.cfg.logvar_loss_coef + decay
+    }
+
+    /// The trainable parameters (members, then the log-variance bounds).
+    pub fn params(&self) -> &ParamSet {
+        &self.params
+    }
+
     /// Holdout MSE of every member on `(x, y)` (x raw), `[E]`.
     fn mse(&self, x: &Tensor, y: &Tensor) -> Tensor {
         tch::no_grad(|| {
@@ -218,7 +236,6 @@ impl Dynamics {
         let mut best: Vec<f64> = Vec::<f64>::try_from(&self.mse(&x_hold, &y_hold)).unwrap_or_default();
         let mut since = 0;
         let mut epoch = 0;
-        let weights: Vec<Tensor> = self.params.named().iter().filter(|(name, _)| name.ends_with("/weight")).map(|(_, p)| p.shallow_clone()).collect();
         loop {
             // Reshuffle each member's bootstrap rows.
             let order = Tensor::stack(&(0..e).map(|_| rng.indices(t as usize, t as usize, false, dev)).collect::<Vec<_>>(), 0);
@@ -230,13 +247,7 @@ impl Dynamics {
                 let idx = rows.narrow(1, start, len).reshape([-1]);
                 let x = x_train.index_select(0, &idx).view([e, len, -1]);
                 let y = y_train.index_select(0, &idx).view([e, len, -1]);
-                let o = self.obs_dim;
-                let (mu, lv) = self.predict(&x.narrow(2, 0, o), &x.narrow(2, o, x.size()[2] - o));
-                // Gaussian NLL per member, summed over members.
-                let nll = ((&mu - &y).square() * (-&lv).exp()).mean_dim([1i64, 2].as_slice(), false, Kind::Float).sum(Kind::Float) + lv.mean_dim([1i64, 2].as_slice(), false, Kind::Float).sum(Kind::Float);
-                let (max, min) = self.bounds();
-                let decay = weights.iter().zip(&c.weight_decay).map(|(w, l)| w.square().sum(Kind::Float) * (0.5 * l)).fold(nll.zeros_like(), |a, b| a + b);
-                let loss = &nll + (max.sum(Kind::Float) - min.sum(Kind::Float)) * c.logvar_loss_coef + decay;
+                let loss = self.loss(&x, &y);
                 opt.minimize(&self.params, &loss);
                 sum += loss.double_value(&[]);
                 batches += 1.0;

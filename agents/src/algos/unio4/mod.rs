@@ -31,6 +31,7 @@ pub mod bc;
 pub mod critic;
 pub mod dynamics;
 pub mod ope;
+pub mod value_refit;
 
 use crate::nn::{Activation, GaussianConfig, MlpConfig, ObsNormConfig, ObsNormMode};
 use crate::ppo::{AdvantageNorm, PpoConfig};
@@ -69,6 +70,11 @@ pub struct Unio4Config {
     /// The online phase: PPO from the chosen member and the offline V (the actor and critic
     /// must have the offline networks' shapes).
     pub online: PpoConfig,
+    /// Start the online critic from a fresh V regressed on the dataset's Monte-Carlo returns of
+    /// rescaled rewards instead of the offline IQL V (the hopper and halfcheetah-medium-replay
+    /// scripts' `--scale_strategy number`); absent = the offline V.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value_refit: Option<value_refit::ValueRefitConfig>,
     /// Stage steps between saves of a stage in progress (critic, BC, BPPO), so a killed run
     /// continues the stage instead of restarting it.
     pub save_every: u64,
@@ -88,6 +94,7 @@ impl Default for Unio4Config {
             ope: ope::OpeConfig::default(),
             state_norm: true,
             handover_top_k: 3,
+            value_refit: None,
             save_every: 20_000,
             log_every: 1000,
         }
@@ -132,8 +139,20 @@ impl Unio4Config {
         if self.online.actor.mlp != self.policy.actor.mlp || self.online.actor.squash_mean != self.policy.actor.squash_mean {
             return Err(AgentError::Config("unio4.online.actor must have the shape of unio4.policy.actor (the chosen member is copied into it)".into()));
         }
-        if self.online.critic != self.critic.value {
-            return Err(AgentError::Config("unio4.online.critic must have the shape of unio4.critic.value (the offline V is copied into it)".into()));
+        match &self.value_refit {
+            None if self.online.critic != self.critic.value => {
+                return Err(AgentError::Config("unio4.online.critic must have the shape of unio4.critic.value (the offline V is copied into it)".into()));
+            }
+            Some(refit) => {
+                refit.validate()?;
+                if self.online.critic != refit.value {
+                    return Err(AgentError::Config("unio4.online.critic must have the shape of unio4.value_refit.value (the refit V is copied into it)".into()));
+                }
+                if self.online.reward_scale != refit.reward_scale {
+                    return Err(AgentError::Config(format!("unio4.online.reward_scale ({}) must equal unio4.value_refit.reward_scale ({}): the refit V predicts returns of rewards scaled by it", self.online.reward_scale, refit.reward_scale)));
+                }
+            }
+            None => {}
         }
         Ok(())
     }

@@ -209,7 +209,7 @@ pub fn run(a: FleetBenchArgs) -> Result<()> {
     println!("| without the stream | {:.1} | 1.00 | 1.00 |", learner.without_per_s);
     println!("| with the stream attached ({} messages taken) | {:.1} | **{:.3}** | **{:.3}** |", learner.messages, learner.with_stream_per_s, learner.ratio, learner.median_block_ratio);
     if a.json {
-        println!("{}", serde_json::json!({ "env": ENV, "steps_per_actor": a.steps, "batch": a.batch, "actors": rows, "learner": learner, "load_avg": load_avg() }));
+        println!("{}", serde_json::json!({ "env": ENV, "steps_per_actor": a.steps, "batch": a.batch, "actors": rows, "learner": learner, "load_avg": super::load_average() }));
     }
     drop(server);
     Ok(())
@@ -404,8 +404,4 @@ fn learner_bench(a: &FleetBenchArgs, bus: &Bus, stream: &async_nats::jetstream::
     let median_block_ratio = pairs[pairs.len() / 2];
     let (without_per_s, with_stream_per_s) = (a.updates as f64 / t_without, a.updates as f64 / t_with);
     Ok(LearnerRow { updates: a.updates, without_per_s, with_stream_per_s, ratio: with_stream_per_s / without_per_s, median_block_ratio, messages })
-}
-
-fn load_avg() -> Option<f64> {
-    std::fs::read_to_string("/proc/loadavg").ok()?.split_whitespace().next()?.parse().ok()
 }

@@ -369,26 +369,6 @@ fn matmul_peak(device: Device) -> f64 {
     2.0 * 1024f64.powi(3) * reps as f64 / dt / 1e9
 }
 
-/// A scratch folder removed when dropped (the exchange files with the Python side).
-struct TempDir(std::path::PathBuf);
-
-impl TempDir {
-    fn new() -> anyhow::Result<Self> {
-        let p = std::env::temp_dir().join(format!("o2o-bench-update-{}", std::process::id()));
-        std::fs::create_dir_all(&p).with_context(|| format!("creating {}", p.display()))?;
-        Ok(Self(p))
-    }
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// Run the benchmark.
 pub fn run(args: UpdateArgs) -> anyhow::Result<()> {
     let device = match args.device.as_str() {
@@ -406,11 +386,10 @@ pub fn run(args: UpdateArgs) -> anyhow::Result<()> {
         tch::set_num_threads(n);
     }
     let threads = tch::get_num_threads();
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    let load: String = load.split_whitespace().take(3).collect::<Vec<_>>().join(" ");
+    let load = super::load_average();
     println!("o2o bench update: batch {}, obs {}, act {}, {} updates after {} warm-up, device {:?}, {threads} threads, load average {load}", args.batch, args.obs, args.act, args.updates, args.warmup, device);
 
-    let dir = TempDir::new()?;
+    let dir = super::TempDir::new("update")?;
     let all = variants(&args);
     let mut vs = variants(&args);
     let sera_rows: Vec<(&str, &str)> = SERA_ROWS.iter().copied().filter(|(row, _)| args.only.is_empty() || args.only.iter().any(|o| o == row)).collect();
@@ -438,8 +417,6 @@ pub fn run(args: UpdateArgs) -> anyhow::Result<()> {
     }
     std::fs::write(dir.path().join("manifest.json"), serde_json::to_string(&json!({"variants": manifest}))?)?;
 
-    let script = o2o_experiments::paths::scripts_dir().join("bench_update_torch.py");
-    let python = o2o_experiments::paths::venv_python();
     let py_device = if device == Device::Cpu { "cpu" } else { "cuda" };
     let mut peak = 0.0f64;
     let mut ours_ups = vec![0.0f64; vs.len()];
@@ -454,24 +431,15 @@ pub fn run(args: UpdateArgs) -> anyhow::Result<()> {
             ours_ups[i] = ours_ups[i].max(wall);
             ours_cpu[i] = ours_cpu[i].max(cpu);
         }
-        let out = std::process::Command::new(&python)
-            .arg(&script)
-            .args(["--dir", &dir.path().to_string_lossy(), "--threads", &threads.to_string(), "--updates", &args.updates.to_string(), "--warmup", &args.warmup.to_string(), "--device", py_device])
-            .output()
-            .with_context(|| format!("running {} {}", python.display(), script.display()))?;
-        if !out.status.success() {
-            bail!("{} failed ({}):\n{}", script.display(), out.status, String::from_utf8_lossy(&out.stderr));
-        }
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        reference = serde_json::from_str(stdout.lines().last().unwrap_or("")).with_context(|| format!("parsing the last line of {}'s output:\n{stdout}", script.display()))?;
+        reference = super::python_json("bench_update_torch.py", &["--dir", &dir.path().to_string_lossy(), "--threads", &threads.to_string(), "--updates", &args.updates.to_string(), "--warmup", &args.warmup.to_string(), "--device", py_device])?;
         for (i, v) in vs.iter().enumerate() {
             let r = reference["variants"][v.name]["updates_per_s"].as_f64().with_context(|| format!("no PyTorch rate for {}", v.name))?;
             torch_ups[i] = torch_ups[i].max(r);
             torch_cpu[i] = torch_cpu[i].max(reference["variants"][v.name]["cpu_updates_per_s"].as_f64().unwrap_or(0.0));
         }
-        let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+        let load = super::load_average();
         let r1 = |r: &[f64]| r.iter().map(|x| (x * 10.0).round() / 10.0).collect::<Vec<_>>();
-        eprintln!("round {}: ours {:?} torch {:?} up/s (best so far; per CPU second {:?} vs {:?}), load {}", round + 1, r1(&ours_ups), r1(&torch_ups), r1(&ours_cpu), r1(&torch_cpu), load.split_whitespace().take(3).collect::<Vec<_>>().join(" "));
+        eprintln!("round {}: ours {:?} torch {:?} up/s (best so far; per CPU second {:?} vs {:?}), load {}", round + 1, r1(&ours_ups), r1(&torch_ups), r1(&ours_cpu), r1(&torch_cpu), load);
     }
 
     let mut results = Vec::new();
