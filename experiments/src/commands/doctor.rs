@@ -33,6 +33,12 @@ pub fn run(_args: DoctorArgs) -> Result<()> {
             found: o2o_envs::assets::gym_assets_dir().map(|p| p.display().to_string()).map_err(|e| e.to_string()),
         },
         Check { name: "python (venv)", found: venv_python_check() },
+        Check {
+            name: "nats-server",
+            found: o2o_experiments::fleet::server::find_nats_server()
+                .map(|b| format!("{}.{}.{} ({})", b.version.0, b.version.1, b.version.2, b.path.display()))
+                .map_err(|e| format!("{e:#} (needed for `o2o fleet` and its tests)")),
+        },
     ];
     let mut missing = 0;
     for c in &checks {

@@ -7,6 +7,7 @@ pub mod env;
 pub mod eval;
 pub mod experiment;
 pub mod export;
+pub mod fleet;
 pub mod reward;
 pub mod robot;
 pub mod run;

@@ -39,6 +39,8 @@ pub mod stream {
     pub const DIAGNOSTICS: u64 = 5;
     /// The on-policy loop's episodes (env i's k-th episode).
     pub const ROLLOUT_EPISODE: u64 = 6;
+    /// A fleet actor's episodes and exploration (indexed by the actor's index).
+    pub const FLEET_ACTOR: u64 = 7;
 }
 
 /// The affine map between the agent's action box `[-1, 1]^A` and the env's bounds.

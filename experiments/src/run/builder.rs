@@ -493,7 +493,7 @@ fn check_same_dataset(manifest: &Path, then: Option<&DatasetInfo>, now: Option<&
 }
 
 /// The manifest of a new run (the runner fills in the dataset once it is loaded).
-fn new_manifest(config: &RunConfig, device: Device, parent: Option<ParentInfo>) -> Manifest {
+pub(crate) fn new_manifest(config: &RunConfig, device: Device, parent: Option<ParentInfo>) -> Manifest {
     use super::actor::{derive_seed, stream};
     Manifest {
         o2o_version: env!("CARGO_PKG_VERSION").to_string(),

@@ -60,6 +60,10 @@ pub struct RunnerState {
     /// Evaluations taken when a phase ended (`eval.at_phase_end`).
     #[serde(default)]
     pub phase_evals: Vec<PhaseEval>,
+    /// A fleet learner's position in its transition stream: the last stream sequence whose
+    /// transitions this checkpoint's replay buffer holds (docs/fleet.md); `None` otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_seq: Option<u64>,
 }
 
 /// An evaluation at the end of a phase.
@@ -115,6 +119,7 @@ pub fn initial_state(rng: &ChaCha8Rng) -> RunnerState {
         last_eval: None,
         best_eval: None,
         phase_evals: Vec::new(),
+        stream_seq: None,
     };
     s.set_rng(rng);
     s

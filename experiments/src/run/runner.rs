@@ -769,7 +769,7 @@ fn save_checkpoint(
 }
 
 /// Cut `metrics.jsonl` back to `len` bytes (what it held at the checkpoint being resumed).
-pub(super) fn truncate_metrics(path: &Path, len: u64) -> Result<()> {
+pub(crate) fn truncate_metrics(path: &Path, len: u64) -> Result<()> {
     let file = std::fs::OpenOptions::new().write(true).open(path).with_context(|| format!("cannot open {}", path.display()))?;
     let found = file.metadata()?.len();
     if found < len {

@@ -3,6 +3,7 @@
 pub mod data;
 pub mod dynamics;
 pub mod env;
+pub mod fleet;
 pub mod ppo;
 pub mod update;
 
@@ -27,6 +28,9 @@ pub enum BenchCommand {
     Update(update::UpdateArgs),
     /// Dataset load time vs h5py and replay sampling rate (batches of 256) vs numpy.
     Data(data::DataBenchArgs),
+    /// Fleet throughput: transitions/s through the JetStream stream vs an in-process buffer
+    /// (1, 2, 4 actor processes), learner updates/s with the stream attached vs without.
+    Fleet(fleet::FleetBenchArgs),
     /// PPO env steps per second (rollout + update, 8 envs) vs PyTorch + Gymnasium PPO.
     Ppo(ppo::PpoBenchArgs),
     /// Uni-O4's dynamics-ensemble training steps per second vs PyTorch eager.
@@ -39,6 +43,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchCommand::Env(a) => env::run(a),
         BenchCommand::Update(a) => update::run(a),
         BenchCommand::Data(a) => data::run(a),
+        BenchCommand::Fleet(a) => fleet::run(a),
         BenchCommand::Ppo(a) => ppo::run(a),
         BenchCommand::Dynamics(a) => dynamics::run(a),
     }

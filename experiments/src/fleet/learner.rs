@@ -1,0 +1,557 @@
+//! The fleet learner: the learning half of the runner, fed by a JetStream stream.
+//!
+//! One loop, read top to bottom: fetch transition messages from the durable consumer while the
+//! rate limiter allows inserts; check each ([`super::message::decode`]), skip those it already
+//! holds (by stream sequence), put the rest in the replay buffer, and only then acknowledge;
+//! make SAC's updates ([`crate::run::learner::learn`]) while the limiter allows samples; publish
+//! the weights every `publish_every` updates; evaluate, log and checkpoint by consumed
+//! transitions; watch actors join and leave.
+//!
+//! Crash safety: a checkpoint holds the agent, the replay buffer, the runner state with
+//! `stream_seq` (the last stream sequence in that buffer) and `fleet.json` (the fleet counters).
+//! A restarted learner recreates its consumer at `stream_seq + 1`, so the messages it had
+//! acknowledged after its last checkpoint (lost with its memory) come again from the stream,
+//! and anything at or below `stream_seq` that arrives again is skipped: every transition in
+//! the stream is stored exactly once.
+
+use super::message::{self, Rejected};
+use super::rate::RateLimiter;
+use super::{keys, ActorBeat, Bus, Connection, FleetConfig, LearnerStatus, Names, PolicyVersion};
+use crate::logging::{JsonlSink, Logger, MetricSink, RerunArgs};
+use crate::run::actor::{derive_seed, stream};
+use crate::run::checkpoint::{self, RunnerState};
+use crate::run::config::RunConfig;
+use crate::run::eval;
+use crate::run::learner::{learn, RewardTransform, Source};
+use crate::run::rundir::{self, METRICS, SUMMARY};
+use crate::run::runner::{build_agent, truncate_metrics, Summary};
+use anyhow::{bail, Context, Result};
+use async_nats::jetstream::{self, consumer, kv, object_store};
+use futures::StreamExt;
+use o2o_agents::{Agent, Phase};
+use o2o_datasets::mc_returns::McConfig;
+use o2o_datasets::ReplayBuffer;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use tch::Device;
+
+/// The fleet's part of a learner checkpoint (`fleet.json`).
+pub const FLEET_STATE: &str = "fleet.json";
+
+/// The durable consumer's name.
+pub const CONSUMER: &str = "learner";
+
+/// The fleet counters a checkpoint holds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FleetState {
+    /// The last stream sequence processed (stored, or refused).
+    pub last_seq: u64,
+    /// Transitions stored from the stream.
+    pub consumed: u64,
+    /// Rows sampled for updates (the rate limiter's count).
+    pub sampled: u64,
+    /// Messages refused (another run, another schema, malformed).
+    pub rejected: u64,
+    /// Messages skipped because their sequence was already held.
+    pub duplicates: u64,
+    /// Transitions stored per actor instance.
+    pub per_actor: BTreeMap<String, u64>,
+    /// The newest published policy version.
+    pub policy_version: u64,
+}
+
+/// Everything the fleet keeps on the server for one run.
+pub struct RunHandles {
+    /// The control bucket.
+    pub control: kv::Store,
+    /// The liveness bucket.
+    pub actors: kv::Store,
+    /// The weights.
+    pub weights: object_store::ObjectStore,
+    /// The transition stream.
+    pub stream: jetstream::stream::Stream,
+}
+
+/// Create (or open) the run's stream, buckets and object store.
+pub fn declare(bus: &Bus, fleet: &FleetConfig) -> Result<RunHandles> {
+    let n = &bus.names;
+    let js = bus.js();
+    bus.block_on(async {
+        let stream = js
+            .get_or_create_stream(jetstream::stream::Config {
+                name: n.stream(),
+                subjects: vec![n.subjects()],
+                storage: jetstream::stream::StorageType::File,
+                retention: jetstream::stream::RetentionPolicy::Limits,
+                duplicate_window: Duration::from_secs(120),
+                description: Some(format!("o2o fleet transitions of run {}", n.run_id)),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))
+            .with_context(|| format!("creating the stream {} (is JetStream enabled on the server? nats-server -js)", n.stream()))?;
+        let control = js
+            .create_key_value(kv::Config { bucket: n.control(), history: 1, storage: jetstream::stream::StorageType::File, ..Default::default() })
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))
+            .with_context(|| format!("creating the key-value bucket {}", n.control()))?;
+        let actors = js
+            .create_key_value(kv::Config { bucket: n.actors(), history: 1, max_age: Duration::from_secs_f64(fleet.liveness_ttl_s), storage: jetstream::stream::StorageType::File, ..Default::default() })
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))
+            .with_context(|| format!("creating the key-value bucket {}", n.actors()))?;
+        let weights = js
+            .create_object_store(object_store::Config { bucket: n.weights(), storage: jetstream::stream::StorageType::File, ..Default::default() })
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))
+            .with_context(|| format!("creating the object store {}", n.weights()))?;
+        Ok(RunHandles { control, actors, weights, stream })
+    })
+}
+
+/// Publish an agent's state as weights version `version` (object `policy-<version>`), then
+/// announce it under `policy`; keeps the newest few objects.
+pub fn publish_weights(bus: &Bus, h: &RunHandles, agent: &dyn Agent, version: u64, grad_step: u64) -> Result<()> {
+    let tmp = tempfile::Builder::new().prefix("o2o-weights-").tempdir()?;
+    let file = tmp.path().join("agent.ot");
+    agent.save(&file).context("saving the agent for publishing")?;
+    let bytes = std::fs::read(&file)?;
+    let object = format!("policy-{version:08}");
+    bus.block_on(async { h.weights.put(object.as_str(), &mut bytes.as_slice()).await })
+        .map_err(|e| anyhow::anyhow!("{e}"))
+        .with_context(|| format!("putting {object} into the object store {}", bus.names.weights()))?;
+    bus.put_json(&h.control, keys::POLICY, &PolicyVersion { version, object, grad_step })?;
+    if version > 3 {
+        let old = format!("policy-{:08}", version - 3);
+        let _ = bus.block_on(h.weights.delete(old.as_str()));
+    }
+    Ok(())
+}
+
+/// How the learner starts.
+pub enum LearnerStart {
+    /// A new run directory from this config.
+    New(RunConfig),
+    /// Continue the run in this directory from its newest checkpoint.
+    Resume(PathBuf),
+}
+
+/// Learner settings beyond the run config.
+pub struct LearnerOptions {
+    /// The server.
+    pub conn: Connection,
+    /// Fleet settings.
+    pub fleet: FleetConfig,
+    /// Where new run directories go.
+    pub runs_dir: PathBuf,
+    /// Where to compute.
+    pub device: Device,
+    /// The Rerun recording.
+    pub rerun: RerunArgs,
+    /// ±updates of slack in the rate limiter's band (0: two messages' worth).
+    pub rate_tolerance_updates: f64,
+    /// Called with the run directory once it exists (the CLI prints the run id).
+    pub on_started: Option<Box<dyn FnMut(&Path)>>,
+}
+
+/// How the learner ended.
+#[derive(Debug)]
+pub struct LearnerOutcome {
+    /// The run directory (its name is the run id).
+    pub dir: PathBuf,
+    /// The summary written to `summary.json`.
+    pub summary: Summary,
+    /// The fleet counters at the end.
+    pub fleet: FleetState,
+}
+
+/// The run id of a learner run directory: its folder name.
+pub fn run_id(dir: &Path) -> String {
+    dir.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default()
+}
+
+/// Run a fleet learner to the end of its budget (`random_steps + warmup_steps + online_steps`
+/// transitions consumed).
+pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<LearnerOutcome> {
+    // The run directory and the config: new, or from the directory being resumed.
+    let (dir, config, _lock, resume) = match start {
+        LearnerStart::New(config) => {
+            check_config(&config)?;
+            let manifest = crate::run::builder::new_manifest(&config, o.device, None);
+            let (dir, lock) = rundir::create(&o.runs_dir, &config.preset, config.seed, |tmp| {
+                rundir::write_config(tmp, &config)?;
+                rundir::write_json(&tmp.join(rundir::MANIFEST), &manifest)
+            })?;
+            (dir, config, lock, None)
+        }
+        LearnerStart::Resume(dir) => {
+            let config = RunConfig::read(&dir.join(rundir::CONFIG)).with_context(|| format!("{} is not a run directory", dir.display()))?;
+            let lock = rundir::RunLock::acquire(&dir)?;
+            checkpoint::remove_partial(&dir)?;
+            let ckpt = checkpoint::list(&dir)?.pop();
+            (dir, config, lock, ckpt)
+        }
+    };
+    let id = run_id(&dir);
+    if let Some(f) = o.on_started.as_mut() {
+        f(&dir);
+    }
+
+    // The envs' sizes, the agent, the replay buffer and the counters (fresh or from the checkpoint).
+    let mut eval_env = o2o_envs::make(&config.env).with_context(|| format!("making the evaluation env {}", config.env))?;
+    let (obs_dim, act_dim) = (eval_env.observation_space().dim(), eval_env.action_space().dim());
+    let device = o.device;
+    let mut agent = build_agent(&config, obs_dim, act_dim, device)?;
+    let gamma = config.agent.get("gamma").and_then(|g| g.as_float()).unwrap_or(0.99) as f32;
+    let mut replay = ReplayBuffer::with_mc(config.train.replay_capacity, obs_dim, act_dim, McConfig::dense(gamma)).context("creating the replay buffer")?;
+    let (mut state, mut fleet) = match &resume {
+        None => (checkpoint::initial_state(&ChaCha8Rng::seed_from_u64(derive_seed(config.seed, stream::RUNNER_RNG, 0))), FleetState::default()),
+        Some(ckpt) => {
+            let state = checkpoint::read_state(ckpt)?;
+            agent.load(&ckpt.join(checkpoint::AGENT)).with_context(|| format!("loading the agent from {}", ckpt.display()))?;
+            let rp = ckpt.join(checkpoint::REPLAY);
+            if rp.exists() {
+                replay = ReplayBuffer::load(&rp).with_context(|| format!("loading the replay buffer from {}", rp.display()))?;
+            }
+            let fp = ckpt.join(FLEET_STATE);
+            let fleet: FleetState = serde_json::from_str(&std::fs::read_to_string(&fp).with_context(|| format!("cannot read {}", fp.display()))?).with_context(|| format!("{} is not a fleet state", fp.display()))?;
+            if state.stream_seq != Some(fleet.last_seq) {
+                bail!("{}: stream_seq {:?} in {} but last_seq {} in {FLEET_STATE}", ckpt.display(), state.stream_seq, checkpoint::STATE, fleet.last_seq);
+            }
+            eprintln!("resuming fleet learner {} from {} (stream sequence {}, {} transitions)", dir.display(), ckpt.display(), fleet.last_seq, fleet.consumed);
+            truncate_metrics(&dir.join(METRICS), state.metrics_len)?;
+            (state, fleet)
+        }
+    };
+    if resume.is_none() && dir.join(METRICS).exists() {
+        std::fs::write(dir.join(METRICS), b"")?;
+    }
+    agent.set_phase(Phase::Online);
+    let mut rng = state.rng()?;
+    let mut sinks: Vec<Box<dyn MetricSink>> = vec![Box::new(JsonlSink::append(&dir.join(METRICS))?)];
+    sinks.extend(crate::logging::sinks_for_run(&dir, &o.rerun, &config)?);
+    let mut logger = Logger::new(sinks);
+
+    // The server side: stream, buckets, object store, config for the actors, the consumer.
+    let bus = Bus::connect(&o.conn, &id, o.fleet.ack_timeout)?;
+    let h = declare(&bus, &o.fleet)?;
+    bus.block_on(h.control.put(keys::CONFIG, config.to_toml_string()?.into_bytes().into())).map_err(|e| anyhow::anyhow!("{e}")).context("publishing the run config")?;
+    bus.put_json(&h.control, keys::STATUS, &LearnerStatus { finished: false, consumed: fleet.consumed })?;
+    // A resumed learner's weights are a new version, numbered after any the server has seen
+    // (its previous life may have published versions after the checkpoint).
+    let announced = bus.get_json::<PolicyVersion>(&h.control, keys::POLICY)?.map_or(0, |p| p.version);
+    if fleet.policy_version.max(announced) > 0 {
+        fleet.policy_version = fleet.policy_version.max(announced) + 1;
+        publish_weights(&bus, &h, &*agent, fleet.policy_version, state.grad_step)?;
+    }
+    let mut consumer = open_consumer(&bus, &h, fleet.last_seq)?;
+
+    let t = &config.train;
+    let total = t.random_steps + t.warmup_steps + t.online_steps;
+    let b = t.online_batch() as u64;
+    let min_size = t.random_steps.max(b);
+    let tolerance = if o.rate_tolerance_updates > 0.0 { o.rate_tolerance_updates } else { 2.0 * (o.fleet.batch as f64) * t.updates_per_step as f64 };
+    let spi = (t.updates_per_step as u64 * b) as f64;
+    let mut limiter = RateLimiter::new(spi, min_size, tolerance * b as f64).with_counts(fleet.consumed, fleet.sampled);
+    let reward = RewardTransform::IDENTITY;
+
+    let t0 = Instant::now();
+    let mut last_metrics = None;
+    let (mut next_log, mut next_eval, mut next_ckpt) = (after(fleet.consumed, t.log_every), after(fleet.consumed, config.eval.every), after(fleet.consumed, config.checkpoint.every));
+    let mut last_publish = state.grad_step;
+    let mut retry_publish: Option<Instant> = None;
+    let mut live = Liveness::default();
+    eprintln!("fleet learner {id}: waiting for actors on {} (stream {}); start them with: o2o fleet actor --learner-run {id} --nats {}", o.conn.url, bus.names.stream(), o.conn.url);
+    while fleet.consumed < total {
+        // 1. Insert: fetch while the limiter lets the learner take more data.
+        let rows = o.fleet.batch as u64;
+        if limiter.can_insert(rows) {
+            let wait = if limiter.can_sample(b) { Duration::from_millis(5) } else { Duration::from_millis(200) };
+            // As many messages as keep the learner within its band (at least one).
+            let room = (1..=16u64).take_while(|k| limiter.can_insert(k * rows)).count().max(1);
+            let msgs = bus.block_on(async {
+                let mut out = Vec::new();
+                if let Ok(mut batch) = consumer.fetch().max_messages(room).expires(wait).messages().await {
+                    while let Some(m) = batch.next().await {
+                        match m {
+                            Ok(m) => out.push(m),
+                            Err(_) => break,
+                        }
+                    }
+                }
+                out
+            });
+            for m in msgs {
+                let seq = m.info().map(|i| i.stream_sequence).map_err(|e| anyhow::anyhow!("{e}"))?;
+                if fleet.last_seq > 0 && seq > fleet.last_seq + 1 {
+                    // A gap: a delivery was lost on the way (the server went away between
+                    // sending and our reading). Sequences are taken strictly in order, so
+                    // "at or below last_seq" can mean "held"; ask again from the gap.
+                    eprintln!("fleet learner: stream message {} was not delivered (got {seq}); reading again from it", fleet.last_seq + 1);
+                    consumer = open_consumer(&bus, &h, fleet.last_seq)?;
+                    break;
+                }
+                if seq <= fleet.last_seq {
+                    fleet.duplicates += 1;
+                } else {
+                    match message::decode(&m.payload, &id, obs_dim, act_dim) {
+                        Ok(batch) => {
+                            for r in &batch.transitions {
+                                replay.push(&r.obs, &r.action, reward.apply(r.reward) as f32, &r.next_obs, r.terminated, r.truncated).context("storing a transition from the stream")?;
+                                if r.terminated || r.truncated {
+                                    state.episode += 1;
+                                }
+                            }
+                            let n = batch.transitions.len() as u64;
+                            fleet.consumed += n;
+                            *fleet.per_actor.entry(batch.actor.clone()).or_default() += n;
+                            live.rows(&batch.actor, n);
+                            limiter.inserted(n);
+                        }
+                        Err(e) => refuse(&mut fleet, &mut logger, &state, seq, &e)?,
+                    }
+                    fleet.last_seq = seq;
+                }
+                // Only now is it in the buffer: acknowledge. A lost ack only means the message
+                // comes again, and is skipped by its sequence.
+                if let Err(e) = bus.block_on(m.ack()) {
+                    eprintln!("fleet learner: acknowledging stream message {seq} failed ({e}); it will come again and be skipped");
+                }
+            }
+            state.env_step = fleet.consumed;
+            state.step = fleet.consumed;
+        }
+
+        // 2. Learn: SAC's updates while the limiter allows them (a few at a time, so fetching
+        // and liveness keep up).
+        for _ in 0..8 {
+            if !limiter.can_sample(b) {
+                break;
+            }
+            last_metrics = Some(learn(&mut *agent, &Source::Online(&replay), b as usize, 1, &mut rng, device, None)?);
+            state.grad_step += 1;
+            limiter.sampled(b);
+        }
+        fleet.sampled = limiter.counts().1;
+
+        // 3. Weights, every `publish_every` updates (with the server away: again next time round).
+        if state.grad_step > 0 && (fleet.policy_version == 0 || state.grad_step - last_publish >= o.fleet.publish_every) && retry_publish.is_none_or(|t| t.elapsed() > Duration::from_secs(1)) {
+            match publish_weights(&bus, &h, &*agent, fleet.policy_version + 1, state.grad_step) {
+                Ok(()) => {
+                    fleet.policy_version += 1;
+                    last_publish = state.grad_step;
+                    retry_publish = None;
+                }
+                Err(e) => {
+                    eprintln!("fleet learner: publishing weights version {} failed ({e:#}); retrying", fleet.policy_version + 1);
+                    retry_publish = Some(Instant::now());
+                }
+            }
+        }
+
+        // 4. Liveness, logs, evaluation, checkpoints.
+        live.poll(&bus, &h, &mut logger, &state)?;
+        if fleet.consumed >= next_log {
+            let secs = t0.elapsed().as_secs_f64().max(1e-9);
+            let mut values: Vec<(String, f64)> = vec![
+                ("fleet/consumed".into(), fleet.consumed as f64),
+                ("fleet/rejected".into(), fleet.rejected as f64),
+                ("fleet/duplicates".into(), fleet.duplicates as f64),
+                ("fleet/samples_per_insert".into(), limiter.ratio()),
+                ("fleet/policy_version".into(), fleet.policy_version as f64),
+                ("perf/transitions_per_s".into(), fleet.consumed as f64 / secs),
+            ];
+            values.extend(last_metrics.iter().flatten().map(|(k, v)| (if k.contains('/') { k.to_string() } else { format!("train/{k}") }, *v)));
+            let named: Vec<(&str, f64)> = values.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+            logger.log(state.grad_step, state.env_step, &named)?;
+            next_log = after(fleet.consumed, t.log_every);
+        }
+        if fleet.consumed >= next_eval && fleet.consumed < total {
+            evaluate(&mut *eval_env, &mut *agent, device, &config, &mut state, &mut logger)?;
+            next_eval = after(fleet.consumed, config.eval.every);
+        }
+        if fleet.consumed >= next_ckpt && fleet.consumed < total {
+            save(&dir, &config, &mut state, &fleet, &rng, &*agent, &replay, &mut logger)?;
+            next_ckpt = after(fleet.consumed, config.checkpoint.every);
+        }
+        crate::run::fault::point("fleet-learner");
+    }
+
+    // The end: tell the actors (waiting out a server restart), a last evaluation, the final
+    // checkpoint and the summary.
+    let t_end = Instant::now();
+    while let Err(e) = bus.put_json(&h.control, keys::STATUS, &LearnerStatus { finished: true, consumed: fleet.consumed }) {
+        if t_end.elapsed() > Duration::from_secs(60) {
+            return Err(e.context("telling the actors the learner is done"));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    evaluate(&mut *eval_env, &mut *agent, device, &config, &mut state, &mut logger)?;
+    state.finished = true;
+    let ckpt = save(&dir, &config, &mut state, &fleet, &rng, &*agent, &replay, &mut logger)?;
+    let summary = Summary::finished(&dir, &ckpt, &state, t0.elapsed().as_secs_f64(), Vec::new());
+    rundir::write_json(&dir.join(SUMMARY), &summary)?;
+    rundir::write_json(&dir.join(FLEET_STATE), &fleet)?;
+    eprintln!(
+        "fleet learner {id}: done — {} transitions from {} actors, {} updates, {} refused, {} duplicates skipped",
+        fleet.consumed,
+        fleet.per_actor.len(),
+        state.grad_step,
+        fleet.rejected,
+        fleet.duplicates
+    );
+    Ok(LearnerOutcome { dir, summary, fleet })
+}
+
+/// What the fleet learner supports.
+fn check_config(config: &RunConfig) -> Result<()> {
+    let t = &config.train;
+    if t.offline_steps > 0 || config.dataset.is_some() {
+        bail!("the fleet learner trains online from its actors' transitions: set train.offline_steps = 0 and no [dataset] (pretrain with `o2o train` first)");
+    }
+    if config.agent_config()?.needs_mc_returns() {
+        bail!("algo {}: its Monte-Carlo returns need each episode's rows in order, which interleaved actors do not give; the fleet learner supports algorithms without them (sac, rlpd, …)", config.algo);
+    }
+    if config.sera.enabled {
+        bail!("[sera] is not supported by the fleet learner yet");
+    }
+    if t.random_steps + t.warmup_steps + t.online_steps == 0 {
+        bail!("the fleet learner has no budget: set train.online_steps (transitions to consume)");
+    }
+    Ok(())
+}
+
+/// The next multiple of `every` after `now` (never, for 0).
+fn after(now: u64, every: u64) -> u64 {
+    if every == 0 {
+        u64::MAX
+    } else {
+        (now / every + 1) * every
+    }
+}
+
+/// A refused message: counted, logged on stderr and in metrics.jsonl, never stored.
+fn refuse(fleet: &mut FleetState, logger: &mut Logger, state: &RunnerState, seq: u64, e: &Rejected) -> Result<()> {
+    fleet.rejected += 1;
+    eprintln!("fleet learner: refused stream message {seq}: {e}");
+    logger.log(state.grad_step, state.env_step, &[("fleet/rejected", fleet.rejected as f64), ("fleet/rejected_seq", seq as f64)])
+}
+
+/// The durable consumer, delivering from `last_seq + 1`: recreated on every start, so a
+/// restarted learner gets again what it acknowledged after its last checkpoint.
+fn open_consumer(bus: &Bus, h: &RunHandles, last_seq: u64) -> Result<consumer::Consumer<consumer::pull::Config>> {
+    bus.block_on(async {
+        let _ = h.stream.delete_consumer(CONSUMER).await;
+        let deliver_policy = if last_seq == 0 { consumer::DeliverPolicy::All } else { consumer::DeliverPolicy::ByStartSequence { start_sequence: last_seq + 1 } };
+        h.stream
+            .create_consumer(consumer::pull::Config {
+                durable_name: Some(CONSUMER.into()),
+                deliver_policy,
+                ack_policy: consumer::AckPolicy::Explicit,
+                ack_wait: Duration::from_secs(30),
+                max_ack_pending: 100_000,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))
+            .context("creating the learner's durable consumer")
+    })
+}
+
+/// Evaluate, log under `eval/`, remember the last and best results.
+fn evaluate(env: &mut dyn o2o_envs::Env, agent: &mut dyn Agent, device: Device, config: &RunConfig, state: &mut RunnerState, logger: &mut Logger) -> Result<()> {
+    let r = eval::evaluate(env, agent, device, config.seed, config.eval.episodes, state.step)?;
+    logger.log(state.grad_step, state.env_step, &r.values())?;
+    logger.flush()?;
+    if state.best_eval.as_ref().is_none_or(|b| r.mean_return > b.mean_return) {
+        state.best_eval = Some(r);
+    }
+    state.last_eval = Some(r);
+    Ok(())
+}
+
+/// The checkpoint: agent, replay buffer, runner state with `stream_seq`, and `fleet.json`.
+#[allow(clippy::too_many_arguments)]
+fn save(dir: &Path, config: &RunConfig, state: &mut RunnerState, fleet: &FleetState, rng: &ChaCha8Rng, agent: &dyn Agent, replay: &ReplayBuffer, logger: &mut Logger) -> Result<PathBuf> {
+    logger.flush()?;
+    let metrics = dir.join(METRICS);
+    state.metrics_len = std::fs::metadata(&metrics).with_context(|| format!("cannot stat {}", metrics.display()))?.len();
+    state.set_rng(rng);
+    state.stream_seq = Some(fleet.last_seq);
+    checkpoint::write(dir, state, config.checkpoint.keep, |tmp| {
+        agent.save(&tmp.join(checkpoint::AGENT)).context("saving the agent")?;
+        replay.save(&tmp.join(checkpoint::REPLAY)).context("saving the replay buffer")?;
+        rundir::write_json(&tmp.join(FLEET_STATE), fleet)
+    })
+}
+
+/// Which actors are alive (their liveness keys), and how fast each one's transitions arrive.
+#[derive(Default)]
+struct Liveness {
+    known: BTreeSet<String>,
+    last_poll: Option<Instant>,
+    rows_since: BTreeMap<String, u64>,
+}
+
+impl Liveness {
+    fn rows(&mut self, actor: &str, n: u64) {
+        *self.rows_since.entry(actor.to_string()).or_default() += n;
+    }
+
+    /// About once a second: list the liveness keys, log joins, departures and throughput.
+    fn poll(&mut self, bus: &Bus, h: &RunHandles, logger: &mut Logger, state: &RunnerState) -> Result<()> {
+        let now = Instant::now();
+        let dt = match self.last_poll {
+            Some(t) if now.duration_since(t) < Duration::from_secs(1) => return Ok(()),
+            Some(t) => now.duration_since(t).as_secs_f64(),
+            None => 0.0,
+        };
+        self.last_poll = Some(now);
+        // With the server away the bucket cannot be read: no news, not everyone leaving.
+        let Some(beats) = bus.block_on(async {
+            let mut out: Vec<ActorBeat> = Vec::new();
+            let mut keys = h.actors.keys().await.ok()?;
+            while let Some(k) = keys.next().await {
+                let v = h.actors.get(k.ok()?).await.ok()?;
+                if let Some(b) = v.and_then(|v| serde_json::from_slice::<ActorBeat>(&v).ok()) {
+                    out.push(b);
+                }
+            }
+            Some(out)
+        }) else {
+            return Ok(());
+        };
+        let alive: BTreeSet<String> = beats.iter().map(|b| b.actor.clone()).collect();
+        let mut values: Vec<(String, f64)> = Vec::new();
+        for a in alive.difference(&self.known) {
+            eprintln!("fleet learner: actor {a} joined");
+            values.push((format!("fleet/actor/{a}/joined"), 1.0));
+        }
+        for a in self.known.difference(&alive) {
+            eprintln!("fleet learner: actor {a} left (no liveness beat within its TTL)");
+            values.push((format!("fleet/actor/{a}/left"), 1.0));
+        }
+        if dt > 0.0 {
+            for b in &beats {
+                let rows = self.rows_since.get(&b.actor).copied().unwrap_or(0);
+                values.push((format!("fleet/actor/{}/transitions_per_s", b.actor), rows as f64 / dt));
+                values.push((format!("fleet/actor/{}/paused", b.actor), if b.paused { 1.0 } else { 0.0 }));
+                values.push((format!("fleet/actor/{}/policy_version", b.actor), b.policy_version as f64));
+            }
+        }
+        values.push(("fleet/actors".into(), alive.len() as f64));
+        self.rows_since.clear();
+        self.known = alive;
+        let named: Vec<(&str, f64)> = values.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        logger.log(state.grad_step, state.env_step, &named)
+    }
+}
+
+/// The learner run's names on the server (for tools and tests).
+pub fn names(dir: &Path) -> Names {
+    Names::new(&run_id(dir))
+}
