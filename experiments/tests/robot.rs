@@ -153,7 +153,7 @@ fn interventions_get_their_own_buffer_and_share_of_each_batch_across_a_resume() 
     assert!(!killed.status.success(), "the run was meant to be killed");
     let run = only_run(&work.join("runs"), "sac-robot-sim-");
     let newest = || std::fs::read_dir(run.join("checkpoints")).unwrap().filter_map(|e| e.unwrap().file_name().to_str()?.strip_prefix("step-")?.parse::<u64>().ok()).max().unwrap();
-    let len_at = |step: u64| o2o_datasets::ReplayBuffer::load(&run.join(format!("checkpoints/step-{step}/interventions.bin"))).unwrap().len();
+    let len_at = |step: u64| o2o_datasets::ReplayBuffer::load(&run.join(format!("checkpoints/step-{step:010}/interventions.bin"))).unwrap().len();
     // Checkpoints wait for an episode's end, so the newest one before the kill is at some
     // step S ≤ 150 past the first takeover; it holds the takeovers of steps [0, S).
     let s = newest();
