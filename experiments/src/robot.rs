@@ -10,7 +10,11 @@
 //!   ([`o2o_robot::recording`]); rewritten at each episode end once the directory exists;
 //! - `robot.interventions.hdf5`: the intervened transitions alone (HIL-SERL's intervention
 //!   buffer), to serve as the next run's demonstrations (`dataset.path`);
-//! - `robot.json`: each env's safety counters, loop timing and final latch.
+//! - `robot.json`: each env's safety counters, loop timing and final latch;
+//!
+//! and, in the run's Rerun recording, every control step of each env under `robot/arm<k>/`
+//! on the `robot_step` timeline (joint states, commands before and after the envelope, clips,
+//! interventions, loop timing: `logging::rerun_sink::RobotLoopLogger`).
 
 use crate::run::builder::{EnvFactory, Run};
 use crate::run::rundir;
@@ -64,6 +68,8 @@ pub struct RobotSession {
     recording: Arc<Mutex<Option<Arc<Mutex<Recording>>>>>,
     reports: ReportSink,
     made: Arc<std::sync::atomic::AtomicU64>,
+    /// The run's Rerun logger of the control loop, once the run's sinks are up.
+    observer: o2o_robot::ObserverSlot,
 }
 
 impl RobotSession {
@@ -78,7 +84,7 @@ impl RobotSession {
     /// The session for the robot config at `path`.
     pub fn open(path: &Path) -> Result<Self> {
         let config = RobotConfig::read(path)?;
-        Ok(Self { id: env_id(path)?, path: path.to_path_buf(), config, recording: Arc::new(Mutex::new(None)), reports: Arc::new(Mutex::new(Vec::new())), made: Arc::new(0.into()) })
+        Ok(Self { id: env_id(path)?, path: path.to_path_buf(), config, recording: Arc::new(Mutex::new(None)), reports: Arc::new(Mutex::new(Vec::new())), made: Arc::new(0.into()), observer: Arc::new(Mutex::new(None)) })
     }
 
     /// The run's env id for this robot.
@@ -103,7 +109,7 @@ impl RobotSession {
         let env = config.build(&self.id, &self.path)?;
         let (o, a) = (env.observation_space().dim(), env.action_space().dim());
         let rec = self.recording.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(|| Arc::new(Mutex::new(Recording::in_memory(o, a)))).clone();
-        Ok(env.with_recording(rec).with_report_sink(self.reports.clone()))
+        Ok(env.with_recording(rec).with_report_sink(self.reports.clone()).with_observer(self.observer.clone(), k))
     }
 
     /// The factory the runner calls for its acting and evaluation envs.
@@ -116,7 +122,7 @@ impl RobotSession {
     /// directory at every checkpoint (a resumed run appends to its own).
     pub fn attach<'a>(&self, run: Run<'a>) -> Run<'a> {
         let s = self.clone();
-        run.env_factory(self.factory()).on_checkpoint(move |ckpt, _| {
+        run.env_factory(self.factory()).loop_observer_slot(self.observer.clone()).on_checkpoint(move |ckpt, _| {
             // <run>/checkpoints/step-N
             match ckpt.parent().and_then(Path::parent) {
                 Some(dir) => s.flush_into(dir),

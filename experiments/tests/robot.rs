@@ -128,3 +128,92 @@ fn record_pretrain_and_finetune_on_the_sim_robot_with_faults() {
     assert!(total(&r, "sent") > 50, "{r}");
     assert_eq!(total(&r, "refused_latched"), 0, "{r}");
 }
+
+/// HIL-SERL's intervention buffer (issue 23): with `train.intervention_share = 0.5` the
+/// operator's takeovers go to a buffer of their own, every online batch takes half its rows
+/// from it once it has any, and a run killed mid-way resumes with the buffer it checkpointed.
+#[test]
+fn interventions_get_their_own_buffer_and_share_of_each_batch_across_a_resume() {
+    let work = tempfile::Builder::new().prefix("robot-int-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap().keep();
+    // The sim robot with a scripted operator taking over on four stretches of steps.
+    let sim = std::fs::read_to_string(configs().join("sim.toml")).unwrap();
+    let scripted = "kind = \"scripted\"\ntakeover = [[30, 49], [90, 109]]\naction = [0.01, 0.0, 0.0]\n";
+    // Env steps in [from, to) the operator takes over (each env counts its steps from 0).
+    let taken = |from: u64, to: u64| (from..to).filter(|s| (30..=49).contains(s) || (90..=109).contains(s)).count();
+    let text = sim.replace("kind = \"unattended\"", scripted);
+    assert_ne!(text, sim);
+    let config = work.join("sim-operator.toml");
+    std::fs::write(&config, text).unwrap();
+    let config = config.to_str().unwrap();
+    let mut args = vec!["robot", "run", "--config", config, "--preset", "sac-robot-sim", "--online-steps", "200", "--runs-dir", "runs"];
+    args.extend(["--set", "train.random_steps=20", "--set", "train.batch_size=32", "--set", "train.intervention_share=0.5", "--set", "checkpoint.every=40", "--set", "eval.every=0"]);
+    args.extend(SMALL);
+    args.extend(CPU);
+    let killed = Command::new(O2O).current_dir(&work).args(&args).env("O2O_FAULT", "step:150").stdin(Stdio::null()).output().unwrap();
+    assert!(!killed.status.success(), "the run was meant to be killed");
+    let run = only_run(&work.join("runs"), "sac-robot-sim-");
+    let newest = || std::fs::read_dir(run.join("checkpoints")).unwrap().filter_map(|e| e.unwrap().file_name().to_str()?.strip_prefix("step-")?.parse::<u64>().ok()).max().unwrap();
+    let len_at = |step: u64| o2o_datasets::ReplayBuffer::load(&run.join(format!("checkpoints/step-{step:010}/interventions.bin"))).unwrap().len();
+    // Checkpoints wait for an episode's end, so the newest one before the kill is at some
+    // step S ≤ 150 past the first takeover; it holds the takeovers of steps [0, S).
+    let s = newest();
+    assert!((50..=150).contains(&s), "newest checkpoint at step {s}");
+    assert_eq!(len_at(s), taken(0, s));
+    let mut resume = vec!["robot", "run", "--resume", run.to_str().unwrap()];
+    resume.extend(CPU);
+    ok(&o2o(&work, &resume), "robot run --resume");
+    // The resumed session kept those and added its own (its env counts from 0 again).
+    assert_eq!(newest(), 220);
+    assert_eq!(len_at(220), taken(0, s) + taken(0, 220 - s));
+    // Every logged online batch took half its rows from the intervention buffer.
+    let metrics = std::fs::read_to_string(run.join("metrics.jsonl")).unwrap();
+    let shares: Vec<f64> = metrics.lines().filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()?.get("train/intervention_fraction")?.as_f64()).collect();
+    assert!(shares.len() >= 4, "{} logged shares", shares.len());
+    assert!(shares.iter().all(|s| *s == 0.5), "{shares:?}");
+    let cfg = std::fs::read_to_string(run.join("config.toml")).unwrap();
+    assert!(cfg.contains("intervention_share = 0.5"), "the resumed run's config keeps the share");
+}
+
+/// The robot loop in the run's Rerun recording (issue 23): joint states, commands before and
+/// after the envelope, clips, interventions and loop timing of every control step, on the
+/// `robot_step` timeline, through the run's non-blocking Rerun sink.
+#[test]
+fn a_robot_runs_recording_holds_its_control_loop() {
+    use o2o_experiments::logging::inspect::{chunks, rrd};
+    let work = tempfile::Builder::new().prefix("robot-rrd-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap().keep();
+    let sim = configs().join("sim.toml");
+    let mut args = vec!["robot", "run", "--config", sim.to_str().unwrap(), "--preset", "sac-robot-sim", "--online-steps", "30", "--runs-dir", "runs"];
+    args.extend(["--set", "train.random_steps=10", "--set", "train.batch_size=16", "--set", "checkpoint.every=0", "--set", "eval.every=0"]);
+    args.extend(SMALL);
+    args.extend(["--device", "cpu", "--threads", "1", "--rerun", "save", "--progress", "off"]);
+    ok(&o2o(&work, &args), "robot run (recorded)");
+    let run = only_run(&work.join("runs"), "sac-robot-sim-");
+    let chunks = chunks(&rrd("print", &run.join("recording.rrd")).unwrap());
+    let on_robot_step = |pred: &dyn Fn(&str) -> bool| chunks.iter().filter(|c| pred(&c.entity) && c.timelines.iter().any(|t| t == "robot_step")).map(|c| c.rows).sum::<usize>();
+    let rows = |suffix: &str| on_robot_step(&|e: &str| e.starts_with("/robot/arm") && e.ends_with(suffix));
+    // The acting arm stepped 40 times: every step is in the recording.
+    for key in ["/command/requested/0", "/command/sent/0", "/safety/clipped", "/intervention", "/loop/missed_deadlines", "/reward"] {
+        assert!(rows(key) >= 40, "{key}: {} rows", rows(key));
+    }
+    // Periods from the second step of each episode on.
+    assert!(rows("/loop/period_ms") >= 30 && rows("/loop/jitter_ms") >= 30);
+    // Joint states: position and velocity of each of the Pusher's 7 joints, the tip's x, y, z.
+    let joints = |kind: &str| chunks.iter().filter(|c| c.entity.starts_with("/robot/arm") && c.entity.contains("/joints/") && c.entity.ends_with(kind)).map(|c| c.entity.clone()).collect::<std::collections::BTreeSet<_>>();
+    assert!(joints("/position").len() >= 7 && joints("/velocity").len() >= 7, "{:?}", joints("/position"));
+    assert!(rows("/ee/z") >= 40);
+}
+
+/// `o2o robot check` on the Koch config with no bus adapter plugged in says which port is
+/// missing and where to set it, naming the config (issue 23).
+#[test]
+fn checking_a_koch_arm_without_its_adapter_names_the_port() {
+    let work = tempfile::Builder::new().prefix("robot-koch-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap().keep();
+    let text = std::fs::read_to_string(configs().join("koch.toml")).unwrap();
+    let missing = work.join("ttyUSB-not-here");
+    let config = work.join("koch.toml");
+    std::fs::write(&config, text.replace("/dev/ttyUSB0", missing.to_str().unwrap())).unwrap();
+    let out = o2o(&work, &["robot", "check", config.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("koch.toml") && err.contains("ttyUSB-not-here is absent") && err.contains("driver.port"), "{err}");
+}

@@ -15,7 +15,7 @@
 //! goal_low = [0.6, -0.7, 0.0]
 //! goal_high = [0.75, -0.5, 0.15]
 //! [operator]
-//! kind = "unattended"       # or "scripted", "reacher"
+//! kind = "unattended"       # or "scripted", "reacher", "keyboard"
 //! ```
 //!
 //! [`RobotConfig::build`] turns a config into a connected [`RobotEnv`]; every bad value is an
@@ -51,6 +51,8 @@ pub enum DriverConfig {
     Sim(SimConfig),
     /// Feetech STS3215 servos on a serial bus ([`crate::feetech`]: SO-100/101).
     Feetech(crate::feetech::FeetechConfig),
+    /// ROBOTIS X-series servos on a protocol 2.0 bus ([`crate::dynamixel`]: Koch arms).
+    Dynamixel(crate::dynamixel::DynamixelConfig),
     /// A SERL robot server over HTTP ([`crate::serl`]: Franka with its impedance controller).
     SerlHttp(crate::serl::SerlConfig),
 }
@@ -61,6 +63,7 @@ impl DriverConfig {
         match self {
             DriverConfig::Sim(_) => "sim",
             DriverConfig::Feetech(_) => "feetech",
+            DriverConfig::Dynamixel(_) => "dynamixel",
             DriverConfig::SerlHttp(_) => "serl-http",
         }
     }
@@ -78,6 +81,9 @@ pub enum OperatorConfig {
     /// A scripted teleoperator that always takes over and drives the arm to the goal with a
     /// proportional controller (demonstrations on the sim: `o2o robot record`).
     Reacher(crate::intervention::Reacher),
+    /// A person at this terminal's keyboard ([`crate::keyboard`]: take over, nudge, label,
+    /// confirm resets, clear latches, e-stop).
+    Keyboard(crate::keyboard::KeyboardConfig),
 }
 
 /// A whole robot config file.
@@ -150,9 +156,14 @@ impl RobotConfig {
         }
         c.control.period().map_err(invalid)?;
         // A relative calibration file is next to the config.
-        if let (DriverConfig::Feetech(f), Some(dir)) = (&mut c.driver, path.parent()) {
-            if f.calibration.is_relative() {
-                f.calibration = dir.join(&f.calibration);
+        let calibration = match &mut c.driver {
+            DriverConfig::Feetech(f) => Some(&mut f.calibration),
+            DriverConfig::Dynamixel(d) => Some(&mut d.calibration),
+            _ => None,
+        };
+        if let (Some(cal), Some(dir)) = (calibration, path.parent()) {
+            if cal.is_relative() {
+                *cal = dir.join(&*cal);
             }
         }
         if c.clock == ClockKind::Simulated && !matches!(c.driver, DriverConfig::Sim(_)) {
@@ -174,17 +185,19 @@ impl RobotConfig {
         Ok(match &self.driver {
             DriverConfig::Sim(c) => Box::new(SimArm::new(c.clone(), clock)?),
             DriverConfig::Feetech(c) => Box::new(crate::feetech::FeetechArm::new(c.clone(), clock)?),
+            DriverConfig::Dynamixel(c) => Box::new(crate::dynamixel::DynamixelArm::new(c.clone(), clock)?),
             DriverConfig::SerlHttp(c) => Box::new(crate::serl::SerlClient::new(c.clone(), clock)),
         })
     }
 
-    /// The operator.
-    pub fn make_operator(&self) -> Box<dyn Operator> {
-        match &self.operator {
+    /// The operator (the keyboard operator fails without a terminal).
+    pub fn make_operator(&self) -> Result<Box<dyn Operator>, String> {
+        Ok(match &self.operator {
             OperatorConfig::Unattended => Box::new(Unattended),
             OperatorConfig::Scripted(s) => Box::new(s.clone()),
             OperatorConfig::Reacher(r) => Box::new(r.clone()),
-        }
+            OperatorConfig::Keyboard(k) => Box::new(crate::keyboard::KeyboardOperator::terminal(k.clone())?),
+        })
     }
 
     /// Connect the robot and build its env named `env_id` (`path` names the file in errors).
@@ -192,7 +205,8 @@ impl RobotConfig {
         let build = |e: Box<dyn std::error::Error + Send + Sync>| ConfigError::Build { path: path.to_path_buf(), source: e };
         let clock = self.make_clock();
         let driver = self.make_driver(clock.clone()).map_err(|e| build(Box::new(e)))?;
-        RobotEnv::new(env_id, driver, self.envelope.clone(), self.control.clone(), self.task.clone(), self.make_operator(), clock).map_err(|e| build(Box::new(e)))
+        let operator = self.make_operator().map_err(|e| ConfigError::Invalid { path: path.to_path_buf(), message: e })?;
+        RobotEnv::new(env_id, driver, self.envelope.clone(), self.control.clone(), self.task.clone(), operator, clock).map_err(|e| build(Box::new(e)))
     }
 }
 

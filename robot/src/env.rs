@@ -122,6 +122,48 @@ pub struct EnvReport {
 /// Where dropped envs leave their [`EnvReport`]s.
 pub type ReportSink = Arc<Mutex<Vec<EnvReport>>>;
 
+/// One control step as the loop saw it, handed to a [`LoopObserver`] (the run's Rerun
+/// recording): the arm's state after the step, the command before and after the envelope, and
+/// the step's info (`intervention`, `safety/clipped`, `safety/rejected`, `safety/dropped`,
+/// `safety/latched`, `safety/latch_kind`, `loop/period_ms`, `loop/jitter_ms`, `loop/late`,
+/// `loop/missed_deadlines`, `label`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoopSample {
+    /// Which env of the run (the k-th made on this robot: acting, evaluating), as given to
+    /// [`RobotEnv::with_observer`].
+    pub arm: u64,
+    /// The env's step counter (every step of every episode).
+    pub step: u64,
+    /// Joint names, in the order of the joint vectors.
+    pub joints: Vec<String>,
+    /// Measured joint positions after the step.
+    pub joint_positions: Vec<f64>,
+    /// Measured joint velocities after the step.
+    pub joint_velocities: Vec<f64>,
+    /// Measured end-effector position, when the driver reports it.
+    pub ee_position: Option<[f64; 3]>,
+    /// The command offered to the envelope (joint targets or an end-effector delta); empty when
+    /// the step ended before one was made.
+    pub requested: Vec<f64>,
+    /// What the envelope let through to the driver (`None`: rejected, dropped or latched).
+    pub sent: Option<Vec<f64>>,
+    /// The step's reward.
+    pub reward: f64,
+    /// The step's info.
+    pub info: Info,
+}
+
+/// Sees every control step of the envs it is attached to ([`RobotEnv::with_observer`]); called
+/// on the loop's thread, so it must return at once (the Rerun logger only queues).
+pub trait LoopObserver: Send {
+    /// One step.
+    fn observe(&mut self, sample: &LoopSample);
+}
+
+/// Where a run puts its observer once its logging is up; envs made before that check it at
+/// every step.
+pub type ObserverSlot = Arc<Mutex<Option<Box<dyn LoopObserver>>>>;
+
 /// A watchdog thread polling the guard four times a period (real clocks only).
 struct WatchdogThread {
     stop: Arc<AtomicBool>,
@@ -162,6 +204,10 @@ pub struct RobotEnv<R: Robot + 'static> {
     global_step: u64,
     obs: Option<Vec<f32>>,
     executed: Option<Vec<f32>>,
+    observer: Option<(ObserverSlot, u64)>,
+    /// This step's command before and after the envelope (for the observer).
+    requested: Vec<f64>,
+    sent: Option<Vec<f64>>,
 }
 
 /// Errors making a robot env.
@@ -215,6 +261,9 @@ impl<R: Robot + 'static> RobotEnv<R> {
             global_step: 0,
             obs: None,
             executed: None,
+            observer: None,
+            requested: Vec::new(),
+            sent: None,
         })
     }
 
@@ -222,6 +271,12 @@ impl<R: Robot + 'static> RobotEnv<R> {
     /// robot (acting and evaluating) may share one.
     pub fn with_recording(mut self, recording: Arc<Mutex<Recording>>) -> Self {
         self.recording = Some(recording);
+        self
+    }
+
+    /// Show every step to the observer in `slot` (when one is there), as env number `arm`.
+    pub fn with_observer(mut self, slot: ObserverSlot, arm: u64) -> Self {
+        self.observer = Some((slot, arm));
         self
     }
 
@@ -344,6 +399,7 @@ impl<R: Robot + 'static> Env for RobotEnv<R> {
         let step_index = self.global_step;
         self.global_step += 1;
         let mut info = Info::default();
+        (self.requested, self.sent) = (Vec::new(), None);
 
         // 1–2. Watchdog, e-stop, takeover.
         self.guard().poll();
@@ -383,6 +439,7 @@ impl<R: Robot + 'static> Env for RobotEnv<R> {
             ControlMode::EndEffectorDelta => executed.iter().map(|a| *a as f64).collect(),
         };
         let sent_at = self.clock.now();
+        self.requested = command.clone();
         let outcome = self.guard().command(&command);
         let sent = match outcome {
             Ok(s) => s,
@@ -401,6 +458,7 @@ impl<R: Robot + 'static> Env for RobotEnv<R> {
             info.set("loop/period_ms", p * 1e3);
             info.set("loop/jitter_ms", (p - self.period.as_secs_f64()).abs() * 1e3);
         }
+        self.sent = sent.sent.clone();
         info.set("safety/clipped", f64::from(sent.clipped));
         info.set("safety/rejected", if sent.rejected { 1.0 } else { 0.0 });
         info.set("safety/dropped", if sent.dropped { 1.0 } else { 0.0 });
@@ -444,6 +502,7 @@ impl<R: Robot + 'static> Env for RobotEnv<R> {
         let truncated = !terminated && self.episode_steps >= self.config.max_episode_steps;
         let step = Step { obs: next_obs.clone(), reward, terminated, truncated, info };
         self.record(&obs, &executed_env, &step, intervened, label);
+        self.observe(&state, &step);
         if step.done() {
             // Hold at the episode's end: an env that is not stepped again (the evaluation env
             // between evaluations) then never has its watchdog act on the arm.
@@ -500,9 +559,31 @@ impl<R: Robot + 'static> RobotEnv<R> {
         let step = Step { obs: obs.to_vec(), reward: 0.0, terminated: false, truncated: true, info };
         self.stats.steps += 1;
         self.record(obs, &held, &step, intervened, None);
+        let state = self.guard().last_state().cloned().unwrap_or_default();
+        self.sent = None;
+        self.observe(&state, &step);
         self.executed = Some(held);
         self.obs = None;
         step
+    }
+
+    fn observe(&self, state: &RobotState, step: &Step) {
+        let Some((slot, arm)) = &self.observer else { return };
+        let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(observer) = slot.as_mut() else { return };
+        let joints = self.guard().driver().capabilities().joints.clone();
+        observer.observe(&LoopSample {
+            arm: *arm,
+            step: self.global_step - 1,
+            joints,
+            joint_positions: state.joint_positions.clone(),
+            joint_velocities: state.joint_velocities.clone(),
+            ee_position: state.ee_position,
+            requested: self.requested.clone(),
+            sent: self.sent.clone(),
+            reward: step.reward,
+            info: step.info.clone(),
+        });
     }
 
     fn record(&mut self, obs: &[f32], action: &[f32], step: &Step, intervention: bool, label: Option<bool>) {

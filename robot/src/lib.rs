@@ -19,23 +19,27 @@
 
 #![deny(missing_docs)]
 
+pub mod calibration;
 pub mod clock;
 pub mod config;
 pub mod driver;
+pub mod dynamixel;
 pub mod env;
 pub mod feetech;
 pub mod guard;
 pub mod intervention;
+pub mod keyboard;
 pub mod recording;
 pub mod safety;
 pub mod serl;
+pub mod serial;
 pub mod sim;
 pub mod task;
 pub mod testing;
 
 pub use clock::{Clock, FakeClock, RealClock};
 pub use driver::{Capabilities, CheckedCommand, ControlMode, DriverError, Fault, Robot, RobotState};
-pub use env::{EnvReport, LoopConfig, LoopStats, ReportSink, RobotEnv, RobotEnvError};
+pub use env::{EnvReport, LoopConfig, LoopObserver, LoopSample, LoopStats, ObserverSlot, ReportSink, RobotEnv, RobotEnvError};
 pub use guard::{EnvelopeConfig, GuardError, Guarded, Latch, SafetyCounters, Sent};
 pub use config::{ConfigError, RobotConfig};
 pub use intervention::{Operator, Reacher, ResetDecision, ScriptedOperator, Unattended};

@@ -155,3 +155,39 @@ fn interventions_are_executed_flagged_and_recorded() {
     drop(e);
     assert_eq!(D4rlDataset::read(&path).unwrap().len(), 8);
 }
+
+/// Keeps what the loop shows its observer.
+struct Collect(Arc<std::sync::Mutex<Vec<o2o_robot::LoopSample>>>);
+
+impl o2o_robot::LoopObserver for Collect {
+    fn observe(&mut self, s: &o2o_robot::LoopSample) {
+        self.0.lock().unwrap().push(s.clone());
+    }
+}
+
+#[test]
+fn the_observer_sees_states_commands_before_and_after_the_envelope_and_timing() {
+    let clock = FakeClock::new();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let slot: o2o_robot::ObserverSlot = Arc::new(std::sync::Mutex::new(None));
+    let op = ScriptedOperator { takeover: vec![[2, 2]], action: vec![0.01, 0.0, 0.0, 0.0], ..Default::default() };
+    let mut e = env(&clock, ControlMode::JointPosition, Box::new(op)).with_observer(slot.clone(), 3);
+    e.reset(Some(0)).unwrap();
+    e.step(&[0.01, 0.0, 0.0, 0.0]).unwrap(); // not shown: no observer in the slot yet
+    *slot.lock().unwrap() = Some(Box::new(Collect(seen.clone())));
+    e.step(&[0.5, 0.0, 0.0, 0.0]).unwrap(); // clipped to the 0.05 window
+    e.step(&[0.0, 0.0, 0.0, 0.0]).unwrap(); // the operator's
+    e.step(&[f32::NAN, 0.0, 0.0, 0.0]).unwrap(); // rejected
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.iter().map(|s| (s.arm, s.step)).collect::<Vec<_>>(), vec![(3, 1), (3, 2), (3, 3)]);
+    let (a, b, c) = (&seen[0], &seen[1], &seen[2]);
+    assert_eq!(a.joints, vec!["joint0", "joint1", "joint2", "joint3"]);
+    // q was 0.01 after the first step: requested 0.51, sent 0.06 (the window), reached.
+    assert!((a.requested[0] - 0.51).abs() < 1e-6 && (a.sent.as_ref().unwrap()[0] - 0.06).abs() < 1e-6, "{a:?}");
+    assert!((a.joint_positions[0] - 0.06).abs() < 1e-6);
+    assert_eq!((a.info.get("safety/clipped"), a.info.get("intervention")), (Some(1.0), Some(0.0)));
+    assert_eq!(a.info.get("loop/period_ms"), Some(100.0));
+    assert_eq!(b.info.get("intervention"), Some(1.0));
+    assert!((b.requested[0] - 0.07).abs() < 1e-6, "the operator's action, not the policy's: {b:?}");
+    assert!(c.requested[0].is_nan() && c.sent.is_none() && c.info.get("safety/rejected") == Some(1.0));
+}

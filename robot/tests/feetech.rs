@@ -2,14 +2,14 @@
 //! LeRobot's calibration maps ticks to radians, the envelope holds on the goal positions the
 //! servos receive, a servo's status error latches a fault, and a silent bus is a lost link.
 
+mod common;
+
 use o2o_envs::Env;
 use o2o_robot::feetech::{instr, packet, parse, reg, FeetechArm, FeetechConfig, MotorCalibration};
-use o2o_robot::{ControlMode, EnvelopeConfig, FakeClock, LoopConfig, ReachTask, RobotEnv, ScriptedOperator};
-use rand::{Rng, SeedableRng};
+use o2o_robot::FakeClock;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::FromRawFd;
 use std::sync::{Arc, Mutex};
 
 /// The fake bus: a register table per servo id, and what was written to goal positions.
@@ -27,14 +27,7 @@ fn u16_at(r: &[u8; 128], a: u8) -> u16 {
 
 /// A pty pair; the fake answers on the master side. Returns the slave's path.
 fn fake_bus(bus: Arc<Mutex<Bus>>) -> (std::path::PathBuf, File) {
-    let (mut master, mut slave) = (0, 0);
-    // SAFETY: openpty fills two descriptors; null name/termios/winsize are allowed.
-    let rc = unsafe { libc::openpty(&mut master, &mut slave, std::ptr::null_mut(), std::ptr::null(), std::ptr::null()) };
-    assert_eq!(rc, 0);
-    // SAFETY: ttyname returns a static buffer for a valid tty descriptor.
-    let name = unsafe { std::ffi::CStr::from_ptr(libc::ttyname(slave)) }.to_string_lossy().into_owned();
-    // SAFETY: we own both descriptors from here.
-    let (mut m, keep) = (unsafe { File::from_raw_fd(master) }, unsafe { File::from_raw_fd(slave) });
+    let (name, mut m, keep) = o2o_robot::testing::pty_pair().unwrap();
     std::thread::spawn(move || {
         let mut buf = Vec::new();
         let mut chunk = [0u8; 256];
@@ -81,7 +74,7 @@ fn fake_bus(bus: Arc<Mutex<Bus>>) -> (std::path::PathBuf, File) {
             }
         }
     });
-    (name.into(), keep)
+    (name, keep)
 }
 
 #[test]
@@ -101,40 +94,15 @@ fn a_feetech_arm_on_a_fake_bus_stays_inside_the_envelope() {
     let config = FeetechConfig { port, baud: 1_000_000, calibration: cal.clone(), motors: vec![], home: vec![0.2, -0.1], timeout_ms: 50 };
     let arm = FeetechArm::new(config, Arc::new(clock.clone())).unwrap();
     assert_eq!(o2o_robot::Robot::capabilities(&arm).joints, vec!["shoulder_pan", "elbow_flex"], "by ascending id");
-    let envelope = EnvelopeConfig {
-        mode: ControlMode::JointPosition,
-        joint_low: vec![-0.8, -0.8],
-        joint_high: vec![0.8, 0.8],
-        workspace_low: None,
-        workspace_high: None,
-        max_step_delta: 0.05,
-        max_velocity: 1.0,
-        watchdog_periods: 1.5,
-        overspeed: None,
-        max_missed_deadlines: 3,
-    };
-    let task = ReachTask { goal_low: vec![0.3, 0.3], goal_high: vec![0.3, 0.3], success_radius: 0.001, terminate_on_success: false };
-    let op = ScriptedOperator { clears_latches: true, max_clears: 3, ..Default::default() };
-    let cfg = LoopConfig { rate_hz: 10.0, max_episode_steps: 1000, deadline_slack: 0.1 };
-    let mut env = RobotEnv::new("robot-so100", arm, envelope, cfg, task, Box::new(op), Arc::new(clock.clone())).unwrap();
+    let mut env = common::two_joint_env("robot-so100", arm, &clock);
     env.reset(Some(0)).unwrap();
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(2);
-    for _ in 0..120 {
-        let a: Vec<f32> = (0..2).map(|_| match rng.gen_range(0..5) { 0 => f32::NAN, 1 => 1e6, 2 => -1e6, _ => rng.gen_range(-0.1..0.1) }).collect();
-        env.step(&a).unwrap();
-    }
+    common::adversarial_steps(&mut env, 120, 2);
     let cals = [MotorCalibration { id: 1, drive_mode: 0, homing_offset: -40, range_min: 1000, range_max: 3000 }, MotorCalibration { id: 3, drive_mode: 1, homing_offset: 12, range_min: 600, range_max: 3400 }];
     {
         let b = bus.lock().unwrap();
-        let moves: Vec<_> = b.goals.iter().skip(2).collect(); // after the home goal
-        assert!(moves.len() > 100, "{} goals", moves.len());
-        let tick = std::f64::consts::TAU / 4096.0;
-        for (id, goal, present) in moves {
-            let c = &cals[usize::from(*id == 3)];
-            let (q, q0) = (c.to_rad(*goal), c.to_rad(*present));
-            assert!((-0.8 - tick..=0.8 + tick).contains(&q), "servo {id}: goal {q} rad outside the bounds");
-            assert!((q - q0).abs() <= 0.05 + tick, "servo {id}: moved {} rad in one step", q - q0);
-        }
+        // after the home goal
+        let moves: Vec<_> = b.goals.iter().skip(2).map(|(id, goal, present)| (*id, cals[usize::from(*id == 3)].to_rad(*goal), cals[usize::from(*id == 3)].to_rad(*present))).collect();
+        common::assert_inside(&moves);
     }
     // A servo reports an error (overload): latched; the operator's clear pings it again.
     bus.lock().unwrap().error = 0x20;

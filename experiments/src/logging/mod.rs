@@ -68,6 +68,10 @@ pub trait MetricSink: Send {
     fn episode_logger(&self) -> Option<EpisodeLogger> {
         None
     }
+    /// An observer of robot control loops feeding this sink, if it draws them (the Rerun sink).
+    fn loop_observer(&self) -> Option<Box<dyn o2o_robot::LoopObserver>> {
+        None
+    }
     /// Paired per-row values `(x_i, y_i)` to draw as points at `path` (the Rerun sink; others
     /// keep only scalars).
     fn scatter(&mut self, grad_step: u64, env_step: u64, path: &str, x: &[f32], y: &[f32]) -> Result<()> {

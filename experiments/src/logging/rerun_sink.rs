@@ -29,6 +29,8 @@
 //!   (`Agent::diagnose_rows`; FamO2O's `beta_vs_q`, `beta_vs_return`), on the training timelines;
 //! - `episode/<name>` beside `episode/action`: what the agent chose with each action
 //!   (`Agent::act_info`; FamO2O's `episode/beta`), and `episode/last/<name>` as a bar chart;
+//! - `robot/arm<k>/…` on the `robot_step` timeline: a robot's control loop step by step (see
+//!   [`RobotLoopLogger`]);
 //! - `perf/rerun_dropped`: how many messages the queue dropped so far, with every
 //!   `perf/steps_per_s` record and once at the end.
 
@@ -58,8 +60,45 @@ pub(crate) enum Msg {
     EpisodeStep { timeline: &'static str, eval_step: u64, episode_step: u64, poses: Vec<Pose>, obs: Vec<f32>, action: Vec<f32>, reward: f64, values: Vec<(String, f64)>, markers: Vec<Marker> },
     /// Paired per-row values drawn as 2-D points at `path` (x, y).
     Scatter { grad_step: u64, env_step: u64, path: String, x: Vec<f32>, y: Vec<f32> },
+    /// One control step of a robot env: `robot/arm<arm>/<name>` scalars on `robot_step`.
+    RobotStep { arm: u64, step: u64, values: Vec<(String, f64)> },
     Flush,
     Shutdown,
+}
+
+/// The timeline of robot control steps.
+pub const ROBOT_STEP: &str = "robot_step";
+
+/// Logs a robot's control loop through a [`RerunSink`]'s queue (never blocking the loop): per
+/// step, under `robot/arm<k>/`, `joints/<name>/position` and `/velocity`, `ee/x|y|z`,
+/// `command/requested/<i>` (before the envelope) and `command/sent/<i>` (after it; absent when
+/// nothing was sent), `reward`, and the step's info — `intervention`, `safety/clipped`,
+/// `safety/rejected`, `safety/dropped`, `safety/latched`, `safety/latch_kind`,
+/// `loop/period_ms`, `loop/jitter_ms`, `loop/late`, `loop/missed_deadlines`, `label`.
+pub struct RobotLoopLogger {
+    sender: QueueSender<Msg>,
+}
+
+impl o2o_robot::LoopObserver for RobotLoopLogger {
+    fn observe(&mut self, s: &o2o_robot::LoopSample) {
+        let mut values: Vec<(String, f64)> = Vec::with_capacity(4 * s.joints.len() + 16);
+        for (i, name) in s.joints.iter().enumerate() {
+            if let Some(q) = s.joint_positions.get(i) {
+                values.push((format!("joints/{name}/position"), *q));
+            }
+            if let Some(v) = s.joint_velocities.get(i) {
+                values.push((format!("joints/{name}/velocity"), *v));
+            }
+        }
+        if let Some(p) = s.ee_position {
+            values.extend(["x", "y", "z"].iter().zip(p).map(|(a, v)| (format!("ee/{a}"), v)));
+        }
+        values.extend(s.requested.iter().enumerate().map(|(i, v)| (format!("command/requested/{i}"), *v)));
+        values.extend(s.sent.iter().flatten().enumerate().map(|(i, v)| (format!("command/sent/{i}"), *v)));
+        values.push(("reward".into(), s.reward));
+        values.extend(s.info.values.iter().map(|(k, v)| ((*k).to_string(), *v)));
+        self.sender.push(Msg::RobotStep { arm: s.arm, step: s.step, values });
+    }
 }
 
 /// Default number of messages that may wait for the Rerun thread.
@@ -118,6 +157,11 @@ impl RerunSink {
         self.sender().map(|s| EpisodeLogger::new(s.clone()))
     }
 
+    /// A logger for robot control loops that feeds the same queue.
+    pub fn robot_logger(&self) -> Option<RobotLoopLogger> {
+        self.sender().map(|s| RobotLoopLogger { sender: s.clone() })
+    }
+
     /// Stop accepting, let the thread write what it accepted, wait for it (a bounded time: a
     /// vanished viewer cannot keep a finished run from exiting), and return how many messages
     /// were dropped. Waiting happens here, at the end of a run, never while logging.
@@ -144,6 +188,10 @@ impl RerunSink {
 impl MetricSink for RerunSink {
     fn episode_logger(&self) -> Option<EpisodeLogger> {
         RerunSink::episode_logger(self)
+    }
+
+    fn loop_observer(&self) -> Option<Box<dyn o2o_robot::LoopObserver>> {
+        self.robot_logger().map(|l| Box::new(l) as Box<dyn o2o_robot::LoopObserver>)
     }
 
     fn record(&mut self, r: &Record<'_>) -> Result<()> {
@@ -408,8 +456,20 @@ impl Worker {
                 self.episode_step(timeline, eval_step, episode_step, &poses, &obs, &action, reward, &values, &markers)
             }
             Msg::Scatter { grad_step, env_step, path, x, y } => self.scatter(grad_step, env_step, &path, &x, &y),
+            Msg::RobotStep { arm, step, values } => self.robot_step(arm, step, &values),
             Msg::Flush | Msg::Shutdown => Ok(()),
         };
+    }
+
+    /// A robot's control step on its own timeline `robot_step` (the env's step counter).
+    fn robot_step(&mut self, arm: u64, step: u64, values: &[(String, f64)]) -> Result<()> {
+        self.rec.reset_time();
+        self.rec.set_time_sequence(ROBOT_STEP, step as i64);
+        for (k, v) in values.iter().filter(|(_, v)| v.is_finite()) {
+            let path = format!("robot/arm{arm}/{k}");
+            self.rec.log(path.as_str(), &rerun::Scalars::single(*v))?;
+        }
+        Ok(())
     }
 
     /// Set the training timelines (`run_step` too when the plan is known) and nothing else.

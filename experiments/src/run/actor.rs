@@ -142,6 +142,8 @@ pub struct Transition {
     pub terminated: bool,
     /// A time-limit cut.
     pub truncated: bool,
+    /// An operator took over at this step (a robot env's `intervention` info).
+    pub intervention: bool,
 }
 
 /// Where the actor sends transitions (a replay buffer today; a stream when split).
@@ -224,6 +226,7 @@ impl Actor {
             next_obs: step.obs.clone(),
             terminated: step.terminated,
             truncated: step.truncated,
+            intervention: step.info.get("intervention") == Some(1.0),
         })?;
         if step.done() {
             self.episode += 1;

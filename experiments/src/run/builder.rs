@@ -75,6 +75,8 @@ pub struct Run<'a> {
     reuse: bool,
     progress: ProgressOptions,
     resume_from: Option<String>,
+    /// Where a robot's envs look for the run's loop observer ([`Run::loop_observer_slot`]).
+    loop_observer: Option<o2o_robot::ObserverSlot>,
 }
 
 impl<'a> Run<'a> {
@@ -96,6 +98,7 @@ impl<'a> Run<'a> {
             reuse: false,
             progress: ProgressOptions::default(),
             resume_from: None,
+            loop_observer: None,
         })
     }
 
@@ -243,6 +246,19 @@ impl<'a> Run<'a> {
         Ok(self)
     }
 
+    /// Hand the run's robot-loop observer (its Rerun sink's, when it has one) to `slot` once
+    /// the sinks are up: robot envs made with that slot log their control loop there.
+    pub fn loop_observer_slot(mut self, slot: o2o_robot::ObserverSlot) -> Self {
+        self.loop_observer = Some(slot);
+        self
+    }
+
+    fn connect_loop_observer(&self, sinks: &[Box<dyn MetricSink>]) {
+        if let Some(slot) = &self.loop_observer {
+            *slot.lock().unwrap_or_else(|p| p.into_inner()) = sinks.iter().find_map(|s| s.loop_observer());
+        }
+    }
+
     /// Also send every logged record to `sink` (besides `metrics.jsonl` and Rerun).
     pub fn sink(mut self, sink: Box<dyn MetricSink>) -> Self {
         self.sinks.push(sink);
@@ -354,6 +370,7 @@ impl<'a> Run<'a> {
         eprintln!("run directory: {}", dir.display());
         let mut sinks = crate::logging::sinks_for_run(&dir, &self.rerun, config)?;
         sinks.append(&mut self.sinks);
+        self.connect_loop_observer(&sinks);
         let summary = prepared.run(&dir, sinks, self.progress)?;
         Ok(Outcome { dir, summary, reused: false })
     }
@@ -436,6 +453,7 @@ impl<'a> Run<'a> {
         rundir::write_json(&manifest_path, &manifest)?;
         let mut sinks = crate::logging::sinks_for_run(dir, &self.rerun, config)?;
         sinks.append(&mut self.sinks);
+        self.connect_loop_observer(&sinks);
         let summary = prepared.run(dir, sinks, self.progress)?;
         Ok(Outcome { dir: dir.to_path_buf(), summary, reused: false })
     }

@@ -24,6 +24,8 @@ pub const FORMAT: u32 = 1;
 pub const AGENT: &str = "agent.ot";
 /// The online replay buffer.
 pub const REPLAY: &str = "replay.bin";
+/// The intervention buffer (`train.intervention_share > 0`).
+pub const INTERVENTIONS: &str = "interventions.bin";
 /// The runner's counters and RNG position ([`RunnerState`]).
 pub const STATE: &str = "state.json";
 /// The run's recorded dataset so far (`train.record_dataset`).

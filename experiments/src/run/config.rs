@@ -183,6 +183,11 @@ pub struct TrainConfig {
     pub record_dataset: bool,
     /// Log training metrics every this many loop steps.
     pub log_every: u64,
+    /// Fraction of each online batch drawn from the intervention buffer (HIL-SERL): the
+    /// transitions in which an operator took over the robot, kept in a replay buffer of their
+    /// own as well as in the online one; 0 = no intervention buffer. While it is empty the
+    /// whole batch comes from the other sources.
+    pub intervention_share: f64,
 }
 
 /// How online batches mix in the offline dataset ([`TrainConfig::offline_mix`]).
@@ -218,6 +223,7 @@ impl Default for TrainConfig {
             replay_capacity: 1_000_000,
             record_dataset: false,
             log_every: 1000,
+            intervention_share: 0.0,
         }
     }
 }
@@ -454,6 +460,9 @@ impl RunConfig {
                 self.algo, t.offline_steps, t.random_steps, t.warmup_steps, t.offline_ratio, t.offline_mix
             );
         }
+        if t.intervention_share > 0.0 {
+            bail!("algo `{}` is on-policy: train.intervention_share must be 0 (an intervention buffer is for off-policy learners), found {}", self.algo, t.intervention_share);
+        }
         if t.record_dataset || self.sera.enabled || self.shaping.as_ref().is_some_and(|s| s.enabled) {
             bail!("algo `{}` is on-policy: train.record_dataset, [sera] and [shaping] are not supported", self.algo);
         }
@@ -488,6 +497,9 @@ impl RunConfig {
         }
         if !(0.0..=1.0).contains(&t.offline_ratio) {
             bail!("key `train.offline_ratio`: expected a number in [0, 1], found {}", t.offline_ratio);
+        }
+        if !(0.0..=1.0).contains(&t.intervention_share) {
+            bail!("key `train.intervention_share`: expected a number in [0, 1], found {}", t.intervention_share);
         }
         if t.offline_mix == OfflineMix::Proportional && t.offline_ratio > 0.0 {
             bail!("key `train.offline_ratio` = {} applies to train.offline_mix = \"fixed\" only; with \"proportional\" the offline share is N / (N + online rows)", t.offline_ratio);

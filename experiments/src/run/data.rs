@@ -237,7 +237,7 @@ mod tests {
         // Two episodes: one terminated after 2 steps (return 3), one truncated after 1 (return 5).
         let rows = [([0.0, 0.0], 0.5, 1.0, [1.0, 0.0], false, false), ([1.0, 0.0], -0.5, 2.0, [2.0, 0.0], true, false), ([0.0, 1.0], 1.0, 5.0, [0.0, 2.0], false, true)];
         for (o, a, r, n, term, trunc) in rows {
-            rec.push(&Transition { obs: o.to_vec(), action: vec![a], reward: r, next_obs: n.to_vec(), terminated: term, truncated: trunc }).unwrap();
+            rec.push(&Transition { obs: o.to_vec(), action: vec![a], reward: r, next_obs: n.to_vec(), terminated: term, truncated: trunc, intervention: false }).unwrap();
         }
         let path = tmp.path().join("d.hdf5");
         rec.write(&path).unwrap();

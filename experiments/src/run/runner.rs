@@ -198,6 +198,8 @@ pub struct Prepared<'a> {
     /// SERA's bonus for online batches, when `[sera] enabled`.
     pub(super) sera: Option<Sera>,
     pub(super) replay: Option<ReplayBuffer>,
+    /// HIL-SERL's intervention buffer, when `train.intervention_share > 0`.
+    pub(super) interventions: Option<ReplayBuffer>,
     pub(super) recorder: Option<Recorder>,
     /// The `[shaping]` reward of online transitions.
     pub(super) shaper: Option<Shaper>,
@@ -280,6 +282,12 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
     } else {
         None
     };
+    let mut interventions = if needs_env && config.train.intervention_share > 0.0 {
+        let mc = mc.unwrap_or(McConfig::dense(gamma));
+        Some(ReplayBuffer::with_mc(config.train.replay_capacity, obs_dim, act_dim, mc).context("creating the intervention buffer")?)
+    } else {
+        None
+    };
     let state = match &start {
         Start::Fresh => {
             // Algorithms that normalize states take the offline data's statistics (TD3+BC, BC).
@@ -303,6 +311,12 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
                 let p = checkpoint.join(checkpoint::REPLAY);
                 if state.env_step > 0 || p.exists() {
                     *r = ReplayBuffer::load(&p).with_context(|| format!("loading the replay buffer from {}", p.display())).context(damaged())?;
+                }
+            }
+            if let Some(b) = interventions.as_mut() {
+                let p = checkpoint.join(checkpoint::INTERVENTIONS);
+                if p.exists() {
+                    *b = ReplayBuffer::load(&p).with_context(|| format!("loading the intervention buffer from {}", p.display())).context(damaged())?;
                 }
             }
             state
@@ -350,6 +364,7 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
         agent,
         sera,
         replay,
+        interventions,
         recorder,
         shaper,
         state,
@@ -443,7 +458,7 @@ impl Prepared<'_> {
         if self.agent.on_policy().is_some() {
             return super::onpolicy::run(self, dir, extra_sinks, progress);
         }
-        let Prepared { config, device, start, mut eval_env, registry_env, mut actor, offline, reward, mut agent, sera, mut replay, mut recorder, mut shaper, mut state, mut on_eval, mut on_checkpoint, warnings, rollout_envs: _, instruction_embeddings: _ } = self;
+        let Prepared { config, device, start, mut eval_env, registry_env, mut actor, offline, reward, mut agent, sera, mut replay, mut interventions, mut recorder, mut shaper, mut state, mut on_eval, mut on_checkpoint, warnings, rollout_envs: _, instruction_embeddings: _ } = self;
         let config = &config;
         let t0 = Instant::now();
         let plan = phases::plan(&config.train);
@@ -500,7 +515,7 @@ impl Prepared<'_> {
                 }
                 PhaseKind::Random | PhaseKind::Warmup | PhaseKind::Online => {
                     let (actor, replay) = (actor.as_mut().expect("env phases have an actor"), replay.as_mut().expect("and a replay buffer"));
-                    let mut replay_sink = ReplaySink { replay, reward };
+                    let mut replay_sink = ReplaySink { replay, reward, interventions: interventions.as_mut() };
                     let mut sink: &mut dyn TransitionSink = &mut replay_sink;
                     let mut shaped;
                     if let Some(shaper) = shaper.as_mut() {
@@ -519,6 +534,7 @@ impl Prepared<'_> {
                         actor.step(&mut AgentPolicy { agent: &mut *agent, device, deterministic: false } as &mut dyn Policy, sink)?
                     };
                     let replay = replay_sink.replay;
+                    let interventions = replay_sink.interventions;
                     state.env_step += 1;
                     state.episode = actor.episode();
                     if let Some(ep) = ended {
@@ -540,6 +556,10 @@ impl Prepared<'_> {
                                 Source::Mixed { offline: &o.buffer, online: replay, sampler: MixedSampler::new(config.train.offline_ratio)? }
                             }
                             _ => Source::Online(replay),
+                        };
+                        let source = match interventions.as_deref() {
+                            Some(b) => Source::Interventions { base: Box::new(source), interventions: b, share: config.train.intervention_share },
+                            None => source,
                         };
                         let n = config.train.updates_per_step;
                         metrics = Some(learner::learn(&mut *agent, &source, batch_size, n, &mut rng, device, sera.as_ref())?);
@@ -582,7 +602,7 @@ impl Prepared<'_> {
             let at_boundary = actor.as_ref().is_none_or(|a| a.at_episode_boundary()) || phase.kind == PhaseKind::Offline;
             let stop = interrupt::requested();
             if (pending_checkpoint || stop) && at_boundary && state.step < total {
-                let ckpt = save_checkpoint(dir, config, &mut state, &rng, &*agent, replay.as_ref(), recorder.as_ref(), &mut logger)?;
+                let ckpt = save_checkpoint(dir, config, &mut state, &rng, &*agent, replay.as_ref(), interventions.as_ref(), recorder.as_ref(), &mut logger)?;
                 if let Some(f) = on_checkpoint.as_mut() {
                     f(&ckpt, &state)?;
                 }
@@ -601,7 +621,7 @@ impl Prepared<'_> {
             diagnose(&mut *agent, offline.as_ref(), replay.as_ref(), config, &state, &mut logger, device)?;
         }
         state.finished = true;
-        let ckpt = save_checkpoint(dir, config, &mut state, &rng, &*agent, replay.as_ref(), recorder.as_ref(), &mut logger)?;
+        let ckpt = save_checkpoint(dir, config, &mut state, &rng, &*agent, replay.as_ref(), interventions.as_ref(), recorder.as_ref(), &mut logger)?;
         if let Some(f) = on_checkpoint.as_mut() {
             f(&ckpt, &state)?;
         }
@@ -749,6 +769,7 @@ fn save_checkpoint(
     rng: &ChaCha8Rng,
     agent: &dyn Agent,
     replay: Option<&ReplayBuffer>,
+    interventions: Option<&ReplayBuffer>,
     recorder: Option<&Recorder>,
     logger: &mut Logger,
 ) -> Result<PathBuf> {
@@ -760,6 +781,9 @@ fn save_checkpoint(
         agent.save(&tmp.join(checkpoint::AGENT)).context("saving the agent")?;
         if let Some(r) = replay {
             r.save(&tmp.join(checkpoint::REPLAY)).context("saving the replay buffer")?;
+        }
+        if let Some(b) = interventions {
+            b.save(&tmp.join(checkpoint::INTERVENTIONS)).context("saving the intervention buffer")?;
         }
         if let Some(r) = recorder {
             r.write(&tmp.join(checkpoint::DATASET))?;
