@@ -28,7 +28,7 @@ impl Drop for Proc {
 }
 
 fn transition(i: usize) -> Transition {
-    Transition { obs: vec![i as f32, 0.5], action: vec![0.1], reward: i as f64, next_obs: vec![i as f32 + 1.0, 0.5], terminated: false, truncated: i % 10 == 9 }
+    Transition { obs: vec![i as f32, 0.5], action: vec![0.1], reward: i as f64, next_obs: vec![i as f32 + 1.0, 0.5], terminated: false, truncated: i % 10 == 9, intervention: false }
 }
 
 fn fast() -> FleetConfig {
