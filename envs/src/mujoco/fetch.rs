@@ -31,7 +31,8 @@
 
 use super::noise::{rng_from_seed, EnvRng};
 use super::Data;
-use crate::env::{BoxSpace, Env, EnvSpec, Info, Step};
+pub use crate::env::GoalLayout;
+use crate::env::{goal_distance as distance, BoxSpace, Env, EnvSpec, GoalSpec, Info, Step};
 use crate::assets::{robotics_assets_dir, ROBOTICS_HINT};
 use crate::error::EnvError;
 use mujoco_rs::prelude::*;
@@ -106,15 +107,11 @@ impl FetchTask {
     }
 }
 
-/// Where the parts of a flattened goal-conditioned observation sit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GoalLayout {
-    /// `achieved_goal`, `[start, end)`.
-    pub achieved: [usize; 2],
-    /// `desired_goal`, `[start, end)`.
-    pub desired: [usize; 2],
-    /// `observation`, `[start, end)`.
-    pub observation: [usize; 2],
+/// The goal layout and reward of a Fetch task (sparse, or `dense`): what its [`EnvSpec`]'s
+/// `goal` says, for hindsight relabelling.
+pub fn fetch_goal_spec(task: FetchTask, dense: bool) -> GoalSpec {
+    let layout = GoalLayout { achieved: [0, 3], desired: [3, 6], observation: [6, 6 + task.observation_len()] };
+    GoalSpec { layout, distance_threshold: DISTANCE_THRESHOLD, dense }
 }
 
 /// A Fetch task running on MuJoCo 3.17.
@@ -175,7 +172,8 @@ impl FetchEnv {
     }
 
     /// Like [`FetchEnv::new`] with the assets in `dir`.
-    pub fn from_assets_dir(spec: EnvSpec, task: FetchTask, dense: bool, dir: &Path) -> Result<Self, EnvError> {
+    pub fn from_assets_dir(mut spec: EnvSpec, task: FetchTask, dense: bool, dir: &Path) -> Result<Self, EnvError> {
+        spec.goal = Some(fetch_goal_spec(task, dense));
         let params = task.params();
         let path = dir.join(params.xml);
         if !path.is_file() {
@@ -265,7 +263,7 @@ impl FetchEnv {
 
     /// Where achieved goal, desired goal and observation sit in the flat observation.
     pub fn goal_layout(&self) -> GoalLayout {
-        GoalLayout { achieved: [0, 3], desired: [3, 6], observation: [6, 6 + self.task.observation_len()] }
+        fetch_goal_spec(self.task, self.dense).layout
     }
 
     /// The desired goal of the current episode.
@@ -291,7 +289,7 @@ impl FetchEnv {
     /// The sparse reward of an achieved/desired goal pair (−1 or 0), as `compute_reward`; HER
     /// relabelling recomputes rewards with it.
     pub fn sparse_reward(achieved: &[f64], desired: &[f64]) -> f64 {
-        -((distance(achieved, desired) > DISTANCE_THRESHOLD) as i32 as f64)
+        fetch_goal_spec(FetchTask::Reach, false).reward(achieved, desired)
     }
 
     /// A site's linear (`rotational = false`) or angular velocity, J·qvel with J from `mj_jacSite`.
@@ -385,11 +383,6 @@ impl FetchEnv {
     fn uniform(&mut self, lo: f64, hi: f64) -> f64 {
         lo + (hi - lo) * self.rng.gen::<f64>()
     }
-}
-
-/// ‖a − b‖.
-fn distance(a: &[f64], b: &[f64]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum::<f64>().sqrt()
 }
 
 /// gymnasium-robotics' `rotations.mat2euler` for a row-major 3×3 matrix.

@@ -26,7 +26,7 @@ mod walker2d;
 pub use adroit::{Adroit, AdroitKind};
 pub use ant::Ant;
 pub use antmaze::AntMaze;
-pub use fetch::{FetchEnv, FetchTask, GoalLayout};
+pub use fetch::{fetch_goal_spec, FetchEnv, FetchTask, GoalLayout};
 pub use fetch_script::{FetchScript, Stage};
 pub use half_cheetah::HalfCheetah;
 pub use hopper::Hopper;
