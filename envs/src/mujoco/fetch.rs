@@ -63,6 +63,10 @@ struct Params {
 const N_SUBSTEPS: usize = 20;
 const OBJ_RANGE: f64 = 0.15;
 const TARGET_RANGE: f64 = 0.15;
+/// The Fetch models' scene camera (the GRM's front view).
+pub const FRONT_CAMERA: &str = "external_camera_0";
+/// The Fetch models' gripper camera (the GRM's wrist views).
+pub const WRIST_CAMERA: &str = "gripper_camera_rgb";
 /// Distance under which the goal counts as reached.
 pub const DISTANCE_THRESHOLD: f64 = 0.05;
 const OBJECT_START: &[f64] = &[1.25, 0.53, 0.4, 1.0, 0.0, 0.0, 0.0];
@@ -274,6 +278,29 @@ impl FetchEnv {
     /// The settled state every episode starts from (before the object and goal draws).
     pub fn initial_qpos(&self) -> &[f64] {
         &self.initial_qpos
+    }
+
+    /// The camera images of the current state in the GRM's order of views (front, left wrist,
+    /// right wrist) as PNG bytes: the front view is the scene camera `external_camera_0`, both
+    /// wrist views the one `gripper_camera_rgb` (a single arm repeats its wrist view, as the
+    /// released benchmark does). Make the renderer with [`FetchEnv::camera_renderer`].
+    #[cfg(feature = "render")]
+    pub fn render_views(&mut self, renderer: &mut super::render::CameraRenderer) -> Result<[Vec<u8>; 3], EnvError> {
+        let front = renderer.png(&mut self.data, FRONT_CAMERA)?;
+        let wrist = renderer.png(&mut self.data, WRIST_CAMERA)?;
+        Ok([front, wrist.clone(), wrist])
+    }
+
+    /// The raw RGB frame (top row first) of one of the model's cameras in the current state.
+    #[cfg(feature = "render")]
+    pub fn render_rgb(&mut self, renderer: &mut super::render::CameraRenderer, camera: &str) -> Result<Vec<u8>, EnvError> {
+        renderer.rgb(&mut self.data, camera)
+    }
+
+    /// An offscreen renderer of `width × height` frames for this task's model.
+    #[cfg(feature = "render")]
+    pub fn camera_renderer(&self, width: usize, height: usize) -> Result<super::render::CameraRenderer, EnvError> {
+        super::render::CameraRenderer::new(self.data.model(), width, height)
     }
 
     /// Joint positions.

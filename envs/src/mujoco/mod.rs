@@ -16,6 +16,8 @@ mod ant;
 pub mod antmaze;
 pub mod fetch;
 pub mod fetch_script;
+#[cfg(feature = "render")]
+pub mod render;
 mod half_cheetah;
 mod hopper;
 mod inverted_pendulum;
