@@ -25,6 +25,11 @@ deb_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "insta
 for pkg in libhdf5-dev pkg-config g++ make ca-certificates fonts-dejavu-core; do
     deb_installed "$pkg" || need_debs+=("$pkg")
 done
+# Headless EGL (Mesa's software driver included) for the optional offscreen renders of the
+# o2o-envs `render` feature (GRM images from MuJoCo cameras).
+for pkg in libegl1 libegl-mesa0 libgl1-mesa-dri; do
+    deb_installed "$pkg" || need_debs+=("$pkg")
+done
 if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
     deb_installed python3-venv || need_debs+=(python3-venv)
 fi

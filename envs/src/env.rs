@@ -114,6 +114,56 @@ pub struct EnvSpec {
     /// The D4RL normalization family (`hopper`, `halfcheetah`, `walker2d`, `ant`, ...) whose
     /// REF_MIN/REF_MAX turn a return into a normalized score, when the task has one.
     pub normalization_family: Option<String>,
+    /// Goal-conditioned tasks (the Fetch tasks): where the achieved and desired goals sit in
+    /// the flat observation and how the reward is computed from them, for hindsight
+    /// relabelling. `None` for every other task.
+    pub goal: Option<GoalSpec>,
+}
+
+/// Where the parts of a flattened goal-conditioned observation sit, as `[start, end)` ranges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GoalLayout {
+    /// `achieved_goal`.
+    pub achieved: [usize; 2],
+    /// `desired_goal`.
+    pub desired: [usize; 2],
+    /// `observation` (everything else).
+    pub observation: [usize; 2],
+}
+
+/// A goal-conditioned task's goal layout and reward function (gymnasium-robotics'
+/// `compute_reward`): d = ‖achieved − desired‖, reward −(d > threshold) or, dense, −d;
+/// success d < threshold.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GoalSpec {
+    /// Where the goals are in the flat observation.
+    pub layout: GoalLayout,
+    /// The success distance (Fetch: 0.05 m).
+    pub distance_threshold: f64,
+    /// Dense reward −d instead of the sparse −(d > threshold).
+    pub dense: bool,
+}
+
+impl GoalSpec {
+    /// The reward of an achieved/desired goal pair.
+    pub fn reward(&self, achieved: &[f64], desired: &[f64]) -> f64 {
+        let d = goal_distance(achieved, desired);
+        if self.dense {
+            -d
+        } else {
+            -((d > self.distance_threshold) as i32 as f64)
+        }
+    }
+
+    /// Whether `achieved` is within the threshold of `desired`.
+    pub fn success(&self, achieved: &[f64], desired: &[f64]) -> bool {
+        goal_distance(achieved, desired) < self.distance_threshold
+    }
+}
+
+/// ‖a − b‖.
+pub fn goal_distance(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum::<f64>().sqrt()
 }
 
 /// A Gymnasium-style environment.

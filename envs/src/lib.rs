@@ -45,7 +45,7 @@ pub mod registry;
 pub mod vector;
 pub mod wrappers;
 
-pub use env::{BoxSpace, Env, EnvSpec, Info, Step};
+pub use env::{BoxSpace, Env, EnvSpec, GoalLayout, GoalSpec, Info, Step};
 pub use error::EnvError;
 pub use registry::{known_ids, make, make_mujoco, make_unwrapped, spec};
 pub use vector::{VecEnv, VecStep};

@@ -100,16 +100,17 @@ fn entry(id: &str) -> Result<&'static Entry, EnvError> {
 /// The spec of a registered id (no model is loaded).
 pub fn spec(id: &str) -> Result<EnvSpec, EnvError> {
     if let Some(f) = FETCH.iter().find(|f| f.0 == id) {
-        return Ok(EnvSpec { id: f.0.to_string(), max_episode_steps: Some(FETCH_MAX_EPISODE_STEPS), normalization_family: None });
+        return Ok(EnvSpec { id: f.0.to_string(), max_episode_steps: Some(FETCH_MAX_EPISODE_STEPS), normalization_family: None, goal: Some(crate::mujoco::fetch_goal_spec(f.1, f.2)) });
     }
     if crate::imaginebench::is_env_id(id) {
-        return Ok(EnvSpec { id: id.to_string(), max_episode_steps: Some(crate::imaginebench::MAX_EPISODE_STEPS), normalization_family: None });
+        return Ok(EnvSpec { id: id.to_string(), max_episode_steps: Some(crate::imaginebench::MAX_EPISODE_STEPS), normalization_family: None, goal: None });
     }
     let e = entry(id)?;
     Ok(EnvSpec {
         id: e.id.to_string(),
         max_episode_steps: Some(e.max_episode_steps),
         normalization_family: e.family.map(str::to_string),
+        goal: None,
     })
 }
 

@@ -22,7 +22,7 @@ struct PointMass {
 
 impl PointMass {
     fn new() -> Self {
-        let spec = EnvSpec { id: "PointMass-v0".into(), max_episode_steps: Some(50), normalization_family: None };
+        let spec = EnvSpec { id: "PointMass-v0".into(), max_episode_steps: Some(50), normalization_family: None, goal: None };
         let (obs_space, act_space) = (BoxSpace::new(vec![-1.0; 4], vec![1.0; 4]), BoxSpace::new(vec![-1.0; 2], vec![1.0; 2]));
         Self { spec, obs_space, act_space, rng: ChaCha8Rng::seed_from_u64(0), pos: [0.0; 2], goal: [0.0; 2], t: 0 }
     }

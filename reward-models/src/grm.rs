@@ -129,6 +129,14 @@ pub struct Views {
     pub right_wrist: Image,
 }
 
+impl Views {
+    /// The three views from PNG bytes in the GRM's order (front, left wrist, right wrist), e.g.
+    /// the MuJoCo renders of `FetchEnv::render_views` (o2o-envs feature `render`).
+    pub fn from_pngs([front, left_wrist, right_wrist]: [Vec<u8>; 3]) -> Self {
+        Self { front: Image::png(front), left_wrist: Image::png(left_wrist), right_wrist: Image::png(right_wrist) }
+    }
+}
+
 /// One GRM query: the task text and the 8 images in the documented order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GrmRequest {

@@ -238,7 +238,7 @@ impl<R: Robot + 'static> RobotEnv<R> {
         let guard = Arc::new(Mutex::new(guard));
         let watchdog = clock.is_real().then(|| spawn_watchdog(guard.clone(), period));
         Ok(Self {
-            spec: EnvSpec { id: id.to_string(), max_episode_steps: Some(config.max_episode_steps), normalization_family: None },
+            spec: EnvSpec { id: id.to_string(), max_episode_steps: Some(config.max_episode_steps), normalization_family: None, goal: None },
             observation_space: BoxSpace::unbounded(obs_dim),
             action_space: BoxSpace::new(vec![-w; dim], vec![w; dim]),
             guard,

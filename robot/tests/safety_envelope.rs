@@ -16,7 +16,7 @@ struct Echo {
 impl Echo {
     fn new(gain: f32) -> Self {
         Self {
-            spec: EnvSpec { id: "Echo-v0".into(), max_episode_steps: None, normalization_family: None },
+            spec: EnvSpec { id: "Echo-v0".into(), max_episode_steps: None, normalization_family: None, goal: None },
             obs_space: BoxSpace::unbounded(2),
             act_space: BoxSpace::new(vec![-1.0; 2], vec![1.0; 2]),
             received: Vec::new(),

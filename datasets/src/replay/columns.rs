@@ -9,6 +9,8 @@
 use rand::Rng;
 use tch::{Device, Kind, Tensor};
 
+use super::her::Her;
+use super::ring::MC_PENDING;
 use crate::batch::TransitionBatch;
 
 /// Row-major columns of transitions. Row `i` of `obs` is `obs[i * obs_dim .. (i + 1) * obs_dim]`.
@@ -47,6 +49,34 @@ pub(crate) struct Source<'a> {
     pub cols: &'a Columns,
     pub valid: usize,
     pub is_offline: f32,
+    /// Hindsight relabelling of the rows drawn from this source, when it has episodes and HER.
+    pub her: Option<HerSource<'a>>,
+}
+
+/// What HER needs of a ring buffer: its settings and where each row's episode ends.
+pub(crate) struct HerSource<'a> {
+    pub her: &'a Her,
+    /// Per row, the row of its episode's last step, or [`OPEN_EPISODE`] for the episode still
+    /// running (whose newest step is `newest`).
+    pub episode_last: &'a [u32],
+    pub newest: usize,
+    pub capacity: usize,
+}
+
+/// `episode_last` of the rows of the episode in progress.
+pub(crate) const OPEN_EPISODE: u32 = u32::MAX;
+
+impl HerSource<'_> {
+    /// The row whose next observation gives row `i` its relabelled goal, when it is relabelled:
+    /// row i + offset (in ring order), offset uniform in 0..=(steps from i to its episode's end).
+    fn future_row<R: Rng + ?Sized>(&self, i: usize, rng: &mut R) -> Option<usize> {
+        let last = match self.episode_last[i] {
+            OPEN_EPISODE => self.newest,
+            l => l as usize,
+        };
+        let steps_to_end = (last + self.capacity - i) % self.capacity;
+        self.her.draw(steps_to_end, rng).map(|off| (i + off) % self.capacity)
+    }
 }
 
 /// One batch's tensors, allocated once, filled row by row.
@@ -114,6 +144,16 @@ impl BatchBuilder {
             }
             if let Some(dst) = flag.as_deref_mut() {
                 dst[r] = src.is_offline;
+            }
+            if let Some(h) = &src.her {
+                if let Some(j) = h.future_row(i, rng) {
+                    let future = &c.next_obs[j * od..(j + 1) * od];
+                    h.her.relabel(&mut obs[r * od..(r + 1) * od], &mut next_obs[r * od..(r + 1) * od], &mut reward[r], future);
+                    // The return to go belongs to the old goal: no Cal-QL floor for this row.
+                    if let Some(dst) = mc.as_deref_mut() {
+                        dst[r] = MC_PENDING;
+                    }
+                }
             }
         }
     }

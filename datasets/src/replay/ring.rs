@@ -15,9 +15,16 @@
 //! An episode longer than the capacity has only its newest `capacity` rows in the buffer; those
 //! get returns computed from the rewards still present.
 //!
+//! **Episodes.** Every row also records the row of its episode's last step (the episode still
+//! running: "open"), so hindsight relabelling ([`Her`], set with [`ReplayBuffer::set_her`]) can
+//! draw a later step of the same episode. Rows are overwritten oldest first, so while a row is
+//! stored, every later step of its episode is too.
+//!
 //! **Checkpoints.** [`ReplayBuffer::save`] writes a small header (dims, capacity, cursor, length,
-//! open episode, γ) and the raw little-endian `f32` columns to a temp file, then renames it, so a
-//! crash never leaves a half-written buffer and resume is exact.
+//! open episode, γ), the raw little-endian `f32` columns and the episode column to a temp file,
+//! then renames it, so a crash never leaves a half-written buffer and resume is exact. Files of
+//! the first format (`O2ORING1`, no episode column) still load, each row its own episode end.
+//! The HER settings are not saved: they come from the run's config.
 
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::Path;
@@ -25,7 +32,8 @@ use std::path::Path;
 use rand::Rng;
 use tch::Device;
 
-use super::columns::{sample_parts, Columns, Source};
+use super::columns::{sample_parts, Columns, HerSource, Source, OPEN_EPISODE};
+use super::her::Her;
 use crate::atomic::write_atomic;
 use crate::batch::TransitionBatch;
 use crate::error::{DatasetError, Result};
@@ -34,7 +42,9 @@ use crate::mc_returns::{episode_returns_to_go, McConfig};
 /// `mc_return` of rows whose episode has not ended yet.
 pub const MC_PENDING: f32 = f32::NEG_INFINITY;
 
-const MAGIC: &[u8; 8] = b"O2ORING1";
+const MAGIC: &[u8; 8] = b"O2ORING2";
+/// The first format: no episode column.
+const MAGIC_V1: &[u8; 8] = b"O2ORING1";
 const END: &[u8; 8] = b"O2OEND01";
 
 /// A fixed-capacity FIFO buffer of online transitions. Holds no RNG: callers pass theirs.
@@ -49,6 +59,10 @@ pub struct ReplayBuffer {
     open_start: usize,
     open_len: usize,
     mc: McConfig,
+    /// Per row, the row of its episode's last step ([`OPEN_EPISODE`] while it runs).
+    episode_last: Vec<u32>,
+    /// Hindsight relabelling of sampled rows, when set.
+    her: Option<Her>,
     /// Reused scratch space for an ending episode's rewards and returns.
     scratch: Scratch,
 }
@@ -79,6 +93,9 @@ impl ReplayBuffer {
             )));
         }
         mc.validate()?;
+        if capacity >= OPEN_EPISODE as usize {
+            return Err(DatasetError::Invalid(format!("replay buffer capacity must be below {OPEN_EPISODE}, found {capacity}")));
+        }
         Ok(Self {
             cols: Columns::zeroed(capacity, obs_dim, act_dim, true),
             capacity,
@@ -87,6 +104,8 @@ impl ReplayBuffer {
             open_start: 0,
             open_len: 0,
             mc,
+            episode_last: vec![OPEN_EPISODE; capacity],
+            her: None,
             scratch: Scratch::default(),
         })
     }
@@ -116,6 +135,30 @@ impl ReplayBuffer {
         self.cols.act_dim
     }
 
+    /// Relabel sampled rows with hindsight goals ([`Her`]), or stop (`None`). Fails when the
+    /// goal layout does not fit this buffer's observations.
+    pub fn set_her(&mut self, her: Option<Her>) -> Result<()> {
+        if let Some(h) = &her {
+            let g = h.goals();
+            if g.achieved[1] > self.cols.obs_dim || g.desired[1] > self.cols.obs_dim {
+                return Err(DatasetError::Dimension { what: "HER goal layout: end of the goal ranges (the buffer's obs_dim at most)".into(), expected: self.cols.obs_dim, found: g.achieved[1].max(g.desired[1]) });
+            }
+        }
+        self.her = her;
+        Ok(())
+    }
+
+    /// The HER settings, when set.
+    pub fn her(&self) -> Option<&Her> {
+        self.her.as_ref()
+    }
+
+    /// The stored row of the last step of row `i`'s episode, or `None` while that episode is
+    /// still running (or `i` is not a stored row).
+    pub fn episode_last_row(&self, i: usize) -> Option<usize> {
+        (i < self.len && self.episode_last[i] != OPEN_EPISODE).then(|| self.episode_last[i] as usize)
+    }
+
     /// Steps of the episode in progress (0 right after an episode ended).
     pub fn open_episode_len(&self) -> usize {
         self.open_len
@@ -137,6 +180,7 @@ impl ReplayBuffer {
         self.cols.action[i * ad..(i + 1) * ad].copy_from_slice(action);
         self.cols.reward[i] = reward;
         self.cols.terminal[i] = if terminated { 1.0 } else { 0.0 };
+        self.episode_last[i] = OPEN_EPISODE;
         if let Some(mc) = self.cols.mc_return.as_mut() {
             mc[i] = MC_PENDING;
         }
@@ -168,6 +212,10 @@ impl ReplayBuffer {
                 mc[(first + k) % self.capacity] = *g;
             }
         }
+        let last = ((first + n - 1) % self.capacity) as u32;
+        for k in 0..n {
+            self.episode_last[(first + k) % self.capacity] = last;
+        }
         self.open_len = 0;
         self.open_start = self.cursor;
     }
@@ -184,7 +232,9 @@ impl ReplayBuffer {
 
     pub(crate) fn source(&self) -> Source<'_> {
         // The ring fills rows 0, 1, … before it wraps, so the stored rows are always 0..len.
-        Source { cols: &self.cols, valid: self.len, is_offline: 0.0 }
+        let newest = (self.cursor + self.capacity - 1) % self.capacity;
+        let her = self.her.as_ref().map(|her| HerSource { her, episode_last: &self.episode_last, newest, capacity: self.capacity });
+        Source { cols: &self.cols, valid: self.len, is_offline: 0.0, her }
     }
 
     /// Writes the whole buffer state to `path` atomically (temp file in the same folder, then
@@ -210,6 +260,11 @@ impl ReplayBuffer {
         for col in [&self.cols.obs[..n * od], &self.cols.action[..n * ad], &self.cols.reward[..n], &self.cols.next_obs[..n * od], &self.cols.terminal[..n], &mc[..n]] {
             write_f32s(&mut w, col).map_err(io)?;
         }
+        let mut bytes = Vec::with_capacity(4 * n);
+        for v in &self.episode_last[..n] {
+            bytes.extend_from_slice(&v.to_le_bytes());
+        }
+        w.write_all(&bytes).map_err(io)?;
         w.write_all(END).map_err(io)?;
         let file = w.into_inner().map_err(|e| io(e.into_error()))?;
         file.sync_all().map_err(io)?;
@@ -225,9 +280,11 @@ impl ReplayBuffer {
         let mut r = BufReader::with_capacity(1 << 20, file);
         let mut magic = [0u8; 8];
         r.read_exact(&mut magic).map_err(|_| bad("file too short for a replay-buffer header".into()))?;
-        if &magic != MAGIC {
-            return Err(bad(format!("not an o2o replay buffer: expected magic {:?}, found {:?}", MAGIC, magic)));
-        }
+        let with_episodes = match &magic {
+            m if m == MAGIC => true,
+            m if m == MAGIC_V1 => false,
+            _ => return Err(bad(format!("not an o2o replay buffer: expected magic {:?}, found {:?}", MAGIC, magic))),
+        };
         let mut u = [0u64; 7];
         let mut b8 = [0u8; 8];
         for v in u.iter_mut() {
@@ -248,7 +305,7 @@ impl ReplayBuffer {
             )));
         }
         let header = 8 + 7 * 8 + 4 + 1 + 4;
-        let expected = header as u64 + 4 * (len as u64) * (2 * obs_dim as u64 + act_dim as u64 + 3) + 8;
+        let expected = header as u64 + 4 * (len as u64) * (2 * obs_dim as u64 + act_dim as u64 + 3 + with_episodes as u64) + 8;
         if file_len != expected {
             return Err(bad(format!("expected {expected} bytes for {len} rows, found {file_len} (truncated or corrupt)")));
         }
@@ -257,6 +314,24 @@ impl ReplayBuffer {
         let mc = buf.cols.mc_return.as_mut().expect("online buffers always have an mc column");
         for col in [&mut buf.cols.obs[..n * obs_dim], &mut buf.cols.action[..n * act_dim], &mut buf.cols.reward[..n], &mut buf.cols.next_obs[..n * obs_dim], &mut buf.cols.terminal[..n], &mut mc[..n]] {
             read_f32s(&mut r, col).map_err(|e| bad(format!("reading columns: {e}")))?;
+        }
+        if with_episodes {
+            let mut bytes = vec![0u8; 4 * n];
+            r.read_exact(&mut bytes).map_err(|e| bad(format!("reading the episode column: {e}")))?;
+            for (k, (v, x)) in buf.episode_last.iter_mut().zip(bytes.chunks_exact(4)).enumerate() {
+                *v = u32::from_le_bytes([x[0], x[1], x[2], x[3]]);
+                if *v != OPEN_EPISODE && *v as usize >= len {
+                    return Err(bad(format!("row {k}: episode end row {v} outside the {len} stored rows")));
+                }
+            }
+        } else {
+            // The first format kept no episode ends: each closed row is its own episode's end.
+            for (k, v) in buf.episode_last[..n].iter_mut().enumerate() {
+                *v = k as u32;
+            }
+            for m in 0..open_len.min(len) {
+                buf.episode_last[(open_start + m) % capacity] = OPEN_EPISODE;
+            }
         }
         r.read_exact(&mut b8).map_err(|_| bad("missing end marker".into()))?;
         if &b8 != END {

@@ -69,8 +69,8 @@ impl ImagineBenchEnv {
             let per: Result<Vec<Vec<f32>>, String> = t.instructions(opts.instructions).iter().map(|s| opts.encoder.encode(s)).collect();
             vectors.push(per.map_err(|message| EnvError::Other(format!("{id}: {message}")))?);
         }
-        let spec = EnvSpec { id: id.to_string(), max_episode_steps: Some(super::MAX_EPISODE_STEPS), normalization_family: None };
-        let physics = MujocoEnv::new(EnvSpec { id: "HalfCheetah-v5".into(), max_episode_steps: None, normalization_family: None }, Box::new(HalfCheetah { version: Version::V5 }))?;
+        let spec = EnvSpec { id: id.to_string(), max_episode_steps: Some(super::MAX_EPISODE_STEPS), normalization_family: None, goal: None };
+        let physics = MujocoEnv::new(EnvSpec { id: "HalfCheetah-v5".into(), max_episode_steps: None, normalization_family: None, goal: None }, Box::new(HalfCheetah { version: Version::V5 }))?;
         let dim = STATE_DIM + opts.encoder.dim();
         Ok(Self {
             spec,

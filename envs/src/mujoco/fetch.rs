@@ -31,7 +31,8 @@
 
 use super::noise::{rng_from_seed, EnvRng};
 use super::Data;
-use crate::env::{BoxSpace, Env, EnvSpec, Info, Step};
+pub use crate::env::GoalLayout;
+use crate::env::{goal_distance as distance, BoxSpace, Env, EnvSpec, GoalSpec, Info, Step};
 use crate::assets::{robotics_assets_dir, ROBOTICS_HINT};
 use crate::error::EnvError;
 use mujoco_rs::prelude::*;
@@ -62,6 +63,10 @@ struct Params {
 const N_SUBSTEPS: usize = 20;
 const OBJ_RANGE: f64 = 0.15;
 const TARGET_RANGE: f64 = 0.15;
+/// The Fetch models' scene camera (the GRM's front view).
+pub const FRONT_CAMERA: &str = "external_camera_0";
+/// The Fetch models' gripper camera (the GRM's wrist views).
+pub const WRIST_CAMERA: &str = "gripper_camera_rgb";
 /// Distance under which the goal counts as reached.
 pub const DISTANCE_THRESHOLD: f64 = 0.05;
 const OBJECT_START: &[f64] = &[1.25, 0.53, 0.4, 1.0, 0.0, 0.0, 0.0];
@@ -106,15 +111,11 @@ impl FetchTask {
     }
 }
 
-/// Where the parts of a flattened goal-conditioned observation sit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GoalLayout {
-    /// `achieved_goal`, `[start, end)`.
-    pub achieved: [usize; 2],
-    /// `desired_goal`, `[start, end)`.
-    pub desired: [usize; 2],
-    /// `observation`, `[start, end)`.
-    pub observation: [usize; 2],
+/// The goal layout and reward of a Fetch task (sparse, or `dense`): what its [`EnvSpec`]'s
+/// `goal` says, for hindsight relabelling.
+pub fn fetch_goal_spec(task: FetchTask, dense: bool) -> GoalSpec {
+    let layout = GoalLayout { achieved: [0, 3], desired: [3, 6], observation: [6, 6 + task.observation_len()] };
+    GoalSpec { layout, distance_threshold: DISTANCE_THRESHOLD, dense }
 }
 
 /// A Fetch task running on MuJoCo 3.17.
@@ -175,7 +176,8 @@ impl FetchEnv {
     }
 
     /// Like [`FetchEnv::new`] with the assets in `dir`.
-    pub fn from_assets_dir(spec: EnvSpec, task: FetchTask, dense: bool, dir: &Path) -> Result<Self, EnvError> {
+    pub fn from_assets_dir(mut spec: EnvSpec, task: FetchTask, dense: bool, dir: &Path) -> Result<Self, EnvError> {
+        spec.goal = Some(fetch_goal_spec(task, dense));
         let params = task.params();
         let path = dir.join(params.xml);
         if !path.is_file() {
@@ -265,7 +267,7 @@ impl FetchEnv {
 
     /// Where achieved goal, desired goal and observation sit in the flat observation.
     pub fn goal_layout(&self) -> GoalLayout {
-        GoalLayout { achieved: [0, 3], desired: [3, 6], observation: [6, 6 + self.task.observation_len()] }
+        fetch_goal_spec(self.task, self.dense).layout
     }
 
     /// The desired goal of the current episode.
@@ -276,6 +278,29 @@ impl FetchEnv {
     /// The settled state every episode starts from (before the object and goal draws).
     pub fn initial_qpos(&self) -> &[f64] {
         &self.initial_qpos
+    }
+
+    /// The camera images of the current state in the GRM's order of views (front, left wrist,
+    /// right wrist) as PNG bytes: the front view is the scene camera `external_camera_0`, both
+    /// wrist views the one `gripper_camera_rgb` (a single arm repeats its wrist view, as the
+    /// released benchmark does). Make the renderer with [`FetchEnv::camera_renderer`].
+    #[cfg(feature = "render")]
+    pub fn render_views(&mut self, renderer: &mut super::render::CameraRenderer) -> Result<[Vec<u8>; 3], EnvError> {
+        let front = renderer.png(&mut self.data, FRONT_CAMERA)?;
+        let wrist = renderer.png(&mut self.data, WRIST_CAMERA)?;
+        Ok([front, wrist.clone(), wrist])
+    }
+
+    /// The raw RGB frame (top row first) of one of the model's cameras in the current state.
+    #[cfg(feature = "render")]
+    pub fn render_rgb(&mut self, renderer: &mut super::render::CameraRenderer, camera: &str) -> Result<Vec<u8>, EnvError> {
+        renderer.rgb(&mut self.data, camera)
+    }
+
+    /// An offscreen renderer of `width × height` frames for this task's model.
+    #[cfg(feature = "render")]
+    pub fn camera_renderer(&self, width: usize, height: usize) -> Result<super::render::CameraRenderer, EnvError> {
+        super::render::CameraRenderer::new(self.data.model(), width, height)
     }
 
     /// Joint positions.
@@ -291,7 +316,7 @@ impl FetchEnv {
     /// The sparse reward of an achieved/desired goal pair (−1 or 0), as `compute_reward`; HER
     /// relabelling recomputes rewards with it.
     pub fn sparse_reward(achieved: &[f64], desired: &[f64]) -> f64 {
-        -((distance(achieved, desired) > DISTANCE_THRESHOLD) as i32 as f64)
+        fetch_goal_spec(FetchTask::Reach, false).reward(achieved, desired)
     }
 
     /// A site's linear (`rotational = false`) or angular velocity, J·qvel with J from `mj_jacSite`.
@@ -385,11 +410,6 @@ impl FetchEnv {
     fn uniform(&mut self, lo: f64, hi: f64) -> f64 {
         lo + (hi - lo) * self.rng.gen::<f64>()
     }
-}
-
-/// ‖a − b‖.
-fn distance(a: &[f64], b: &[f64]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum::<f64>().sqrt()
 }
 
 /// gymnasium-robotics' `rotations.mat2euler` for a row-major 3×3 matrix.

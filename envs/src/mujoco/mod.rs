@@ -16,6 +16,8 @@ mod ant;
 pub mod antmaze;
 pub mod fetch;
 pub mod fetch_script;
+#[cfg(feature = "render")]
+pub mod render;
 mod half_cheetah;
 mod hopper;
 mod inverted_pendulum;
@@ -26,7 +28,7 @@ mod walker2d;
 pub use adroit::{Adroit, AdroitKind};
 pub use ant::Ant;
 pub use antmaze::AntMaze;
-pub use fetch::{FetchEnv, FetchTask, GoalLayout};
+pub use fetch::{fetch_goal_spec, FetchEnv, FetchTask, GoalLayout};
 pub use fetch_script::{FetchScript, Stage};
 pub use half_cheetah::HalfCheetah;
 pub use hopper::Hopper;

@@ -75,7 +75,7 @@ mod tests {
 
     fn counter(term_at: usize) -> Counter {
         Counter {
-            spec: EnvSpec { id: "Counter".into(), max_episode_steps: None, normalization_family: None },
+            spec: EnvSpec { id: "Counter".into(), max_episode_steps: None, normalization_family: None, goal: None },
             obs_space: BoxSpace::unbounded(2),
             act_space: BoxSpace::new(vec![-2.0; 2], vec![2.0; 2]),
             t: 0,

@@ -44,6 +44,10 @@ pub struct RunConfig {
     /// [`o2o_agents::sera::SeraConfig`] for every field).
     #[serde(default)]
     pub sera: SeraConfig,
+    /// How online batches are drawn from the replay buffer: hindsight relabelling (HER) on
+    /// goal-conditioned tasks (off by default).
+    #[serde(default, skip_serializing_if = "ReplayConfig::is_default")]
+    pub replay: ReplayConfig,
     /// Dopamine-style shaping of online rewards with a progress model (off when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shaping: Option<ShapingConfig>,
@@ -225,6 +229,49 @@ impl Default for TrainConfig {
             log_every: 1000,
             intervention_share: 0.0,
         }
+    }
+}
+
+/// `[replay]`: hindsight experience replay on the online buffer (Andrychowicz et al. 2017).
+/// With `her = "future"`, each sampled online row gets, with probability 1 − 1/(1 + k), the
+/// goal achieved at a later-or-equal step of its own episode, and its reward recomputed with the
+/// env's reward function (`o2o_datasets::replay::Her`). Needs a goal-conditioned env (the Fetch
+/// tasks); offline rows are not relabelled.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReplayConfig {
+    /// `none` or `future`.
+    pub her: HerMode,
+    /// k, relabelled goals per real one: p = 1 − 1/(1 + k) (the paper's k = 4: 80%).
+    pub her_k: f64,
+}
+
+/// Hindsight relabelling strategy ([`ReplayConfig::her`]).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum HerMode {
+    /// Rows are sampled as stored.
+    #[default]
+    None,
+    /// The goal achieved at a uniformly drawn later-or-equal step of the same episode.
+    Future,
+}
+
+impl Default for ReplayConfig {
+    fn default() -> Self {
+        Self { her: HerMode::None, her_k: 4.0 }
+    }
+}
+
+impl ReplayConfig {
+    /// Whether every field is the default (then it is left out of a written config).
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// Whether HER is on.
+    pub fn her_enabled(&self) -> bool {
+        self.her != HerMode::None
     }
 }
 
@@ -466,6 +513,9 @@ impl RunConfig {
         if t.record_dataset || self.sera.enabled || self.shaping.as_ref().is_some_and(|s| s.enabled) {
             bail!("algo `{}` is on-policy: train.record_dataset, [sera] and [shaping] are not supported", self.algo);
         }
+        if self.replay.her_enabled() {
+            bail!("algo `{}` is on-policy and has no replay buffer: key `replay.her` must be \"none\", found {:?}", self.algo, self.replay.her);
+        }
         if self.algo == "unio4" && self.dataset.is_none() {
             bail!("algo `unio4` trains offline on a dataset first: add a [dataset] section");
         }
@@ -521,6 +571,15 @@ impl RunConfig {
         }
         if self.sera.enabled {
             self.sera.validate(t.online_batch())?;
+        }
+        if self.replay.her_enabled() {
+            let k = self.replay.her_k;
+            if !(k.is_finite() && k >= 0.0) {
+                bail!("key `replay.her_k`: expected a finite number ≥ 0 (relabelled goals per real one), found {k}");
+            }
+            if self.shaping.as_ref().is_some_and(|s| s.enabled) {
+                bail!("key `replay.her` = \"future\" with an enabled [shaping] section: HER recomputes rewards from the goals alone, which would drop the shaping term (and the progress model's goal view would see the old goal); use one or the other");
+            }
         }
         if let Some(ib) = &self.imaginebench {
             super::imaginebench::validate_section(ib)?;
@@ -689,6 +748,21 @@ online_steps = 100
         let err = format!("{:#}", resolve(&["train.offline_steps=10"]).unwrap_err());
         assert!(err.contains("[dataset]"), "{err}");
         assert!(resolve(&["train.offline_steps=10", "dataset.id=hopper-medium-v2"]).is_ok());
+    }
+
+    #[test]
+    fn replay_her_keys_are_checked() {
+        let c = resolve(&["replay.her=\"future\"", "replay.her_k=2"]).unwrap();
+        assert_eq!((c.replay.her, c.replay.her_k), (HerMode::Future, 2.0));
+        assert!(resolve(&[]).unwrap().replay.is_default());
+        let err = format!("{:#}", resolve(&["replay.her=\"past\""]).unwrap_err());
+        assert!(err.contains("past"), "{err}");
+        let err = format!("{:#}", resolve(&["replay.her=\"future\"", "replay.her_k=-1"]).unwrap_err());
+        assert!(err.contains("replay.her_k") && err.contains("-1"), "{err}");
+        let err = format!("{:#}", resolve(&["replay.her=\"future\"", "shaping.model=\"m.pt\""]).unwrap_err());
+        assert!(err.contains("[shaping]"), "{err}");
+        let err = format!("{:#}", resolve(&["algo=\"ppo\"", "replay.her=\"future\""]).unwrap_err());
+        assert!(err.contains("replay.her") && err.contains("ppo"), "{err}");
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub mod config;
 pub mod data;
 pub mod eval;
 pub mod fault;
+pub mod her;
 pub mod imaginebench;
 pub mod interrupt;
 pub mod learner;

@@ -89,6 +89,7 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("rlpd-antmaze-large-diverse", include_str!("../../presets/rlpd-antmaze-large-diverse.toml")),
     ("rlpd-fetch-push-dopamine", include_str!("../../presets/rlpd-fetch-push-dopamine.toml")),
     ("calql-fetch-push-dopamine", include_str!("../../presets/calql-fetch-push-dopamine.toml")),
+    ("sac-her-fetch-reach", include_str!("../../presets/sac-her-fetch-reach.toml")),
     ("ppo-inverted-pendulum", include_str!("../../presets/ppo-inverted-pendulum.toml")),
     ("ppo-hopper", include_str!("../../presets/ppo-hopper.toml")),
     ("ppo-halfcheetah", include_str!("../../presets/ppo-halfcheetah.toml")),

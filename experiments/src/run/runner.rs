@@ -322,6 +322,13 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
             state
         }
     };
+    // Hindsight relabelling of online batches (`[replay] her`), from the env's goal layout.
+    if let Some(r) = replay.as_mut() {
+        let her = super::her::her_for(config, eval_env.spec(), obs_dim, reward)?;
+        r.set_her(her).context("setting up [replay] her")?;
+    } else if config.replay.her_enabled() {
+        bail!("key `replay.her` = \"future\" relabels the online replay buffer, but this run has no online steps");
+    }
     // The run's own experience as a D4RL dataset, when asked for (continued on resume).
     let recorder = if config.train.record_dataset && needs_env {
         let scale = ActionScale::new(eval_env.action_space(), &config.env)?;

@@ -189,6 +189,11 @@ pub fn score_rows(curves: &Curves, steps: &[u64], order: &[&str]) -> String {
 
 /// `curves.png`: each variant's mean over seeds (bold) and its seeds (faint), in `order`.
 pub fn plot(path: &Path, curves: &Curves, order: &[&str], title: &str, x_label: &str) -> Result<()> {
+    plot_with_y(path, curves, order, title, x_label, "normalized score")
+}
+
+/// [`plot`] with the y axis named `y_label`.
+pub fn plot_with_y(path: &Path, curves: &Curves, order: &[&str], title: &str, x_label: &str, y_label: &str) -> Result<()> {
     let mut lines = Vec::new();
     for (color, v) in order.iter().enumerate() {
         let Some(runs) = curves.get(v) else { continue };
@@ -205,7 +210,7 @@ pub fn plot(path: &Path, curves: &Curves, order: &[&str], title: &str, x_label: 
             .collect();
         lines.push(Line { label: Some(v.to_string()), color, points: mean, faint: false });
     }
-    plot_curves(path, title, x_label, "normalized score", &lines, (900, 560))
+    plot_curves(path, title, x_label, y_label, &lines, (900, 560))
 }
 
 /// The command line this process was started with, for the record.

@@ -1,6 +1,7 @@
 //! `o2o experiment <name>`: multi-run experiments that answer one question each, written to one
 //! output folder (runs, logs, a markdown table, PNG curves).
 
+pub mod dopamine;
 pub mod famo2o_ablation;
 pub mod jobs;
 pub mod sera_ablation;
@@ -28,6 +29,9 @@ pub enum Which {
     /// Cal-QL fine-tuning with and without SERA's bonus, from the same offline checkpoint per
     /// seed, on one preset's data and budget.
     SeraAblation(sera_ablation::AblationArgs),
+    /// RLPD fine-tuning from scripted demos with the sparse reward, the naive progress reward
+    /// and PBRS on a learned progress model Φ, over seeds: success rate against env steps.
+    Dopamine(dopamine::DopamineArgs),
 }
 
 /// Dispatch.
@@ -36,5 +40,6 @@ pub fn run(args: ExperimentArgs) -> Result<()> {
         Which::WsrlAblation(a) => wsrl_ablation::run(a),
         Which::Famo2oAblation(a) => famo2o_ablation::run(a),
         Which::SeraAblation(a) => sera_ablation::run(a),
+        Which::Dopamine(a) => dopamine::run(a),
     }
 }
