@@ -711,6 +711,17 @@ online_steps = 100
     }
 
     #[test]
+    fn intervention_share_is_a_fraction_and_off_policy_only() {
+        let err = format!("{:#}", resolve(&["train.intervention_share=1.5"]).unwrap_err());
+        assert!(err.contains("train.intervention_share") && err.contains("1.5"), "{err}");
+        let err = format!("{:#}", resolve(&["train.intervention_share=-0.1"]).unwrap_err());
+        assert!(err.contains("train.intervention_share"), "{err}");
+        let err = format!("{:#}", resolve(&["algo=\"ppo\"", "train.intervention_share=0.5"]).unwrap_err());
+        assert!(err.contains("on-policy") && err.contains("intervention_share"), "{err}");
+        assert!(resolve(&["train.intervention_share=0.5"]).is_ok());
+    }
+
+    #[test]
     fn unknown_key_is_an_error_naming_it() {
         let err = format!("{:#}", resolve(&["train.online_stepz=5"]).unwrap_err());
         assert!(err.contains("online_stepz"), "{err}");

@@ -241,7 +241,7 @@ fn worker(a: &FleetBenchArgs, mode: &str) -> Result<()> {
         }
         "local" => {
             let mut replay = ReplayBuffer::new(a.steps as usize, obs_dim, act_dim, 0.99)?;
-            let mut sink = ReplaySink { replay: &mut replay, reward: RewardTransform::IDENTITY };
+            let mut sink = ReplaySink { replay: &mut replay, reward: RewardTransform::IDENTITY, interventions: None };
             first_step = ready_set_go()?;
             cpu0 = process_cpu_s();
             for _ in 0..a.steps {
