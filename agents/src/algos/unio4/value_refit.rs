@@ -17,6 +17,7 @@ use crate::checkpoint::{load_agent, save_agent, state_tensors};
 use crate::nn::{Adam, Mlp, MlpConfig, ParamSet};
 use crate::rng::AgentRng;
 use crate::{AgentError, Metrics};
+use o2o_datasets::mc_returns::{returns_to_go, McConfig};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use tch::{Device, Kind, Tensor};
@@ -48,9 +49,9 @@ impl Default for ValueRefitConfig {
 impl ValueRefitConfig {
     /// Reject settings that cannot work, naming the field.
     pub fn validate(&self) -> Result<(), AgentError> {
-        if self.steps == 0 || self.batch_size == 0 || !(self.lr > 0.0) || !(self.reward_scale > 0.0) || !(0.0..=1.0).contains(&self.gamma) {
+        if self.steps == 0 || self.batch_size == 0 || !(self.lr > 0.0) || !(self.reward_scale > 0.0) || !(0.0..1.0).contains(&self.gamma) {
             return Err(AgentError::Config(format!(
-                "unio4.value_refit: steps and batch_size must be ≥ 1, lr and reward_scale > 0 and gamma in [0, 1], found steps {}, batch_size {}, lr {}, reward_scale {}, gamma {}",
+                "unio4.value_refit: steps and batch_size must be ≥ 1, lr and reward_scale > 0 and gamma in [0, 1), found steps {}, batch_size {}, lr {}, reward_scale {}, gamma {}",
                 self.steps, self.batch_size, self.lr, self.reward_scale, self.gamma
             )));
         }
@@ -58,16 +59,11 @@ impl ValueRefitConfig {
     }
 }
 
-/// Discounted returns `G_t = c·r_t + γ (1 − end_t) G_{t+1}` of rows in episode order.
-pub fn mc_returns(reward: &[f32], episode_end: &[f32], scale: f64, gamma: f64) -> Vec<f32> {
-    let mut g = vec![0.0f32; reward.len()];
-    let mut next = 0.0f64;
-    for t in (0..reward.len()).rev() {
-        let cont = if episode_end[t] > 0.5 { 0.0 } else { 1.0 };
-        next = scale * reward[t] as f64 + gamma * cont * next;
-        g[t] = next as f32;
-    }
-    g
+/// Discounted returns `G_t = c·r_t + γ (1 − end_t) G_{t+1}` of rows in episode order (the
+/// dataset crate's return-to-go of the scaled rewards).
+pub fn mc_returns(reward: &[f32], episode_end: &[f32], scale: f64, gamma: f64) -> Result<Vec<f32>, AgentError> {
+    let scaled: Vec<f32> = reward.iter().map(|r| (scale * *r as f64) as f32).collect();
+    returns_to_go(&scaled, episode_end, &McConfig::dense(gamma as f32)).map_err(|e| AgentError::Config(format!("unio4.value_refit: {e}")))
 }
 
 /// The stage: V, its optimizer and batch stream, and the targets.
@@ -91,7 +87,7 @@ impl ValueRefit {
         // Named `critic` like the PPO critic it becomes.
         let v = Mlp::new(&mut params, "critic", obs_dim, 1, &cfg.value, 1.0, &mut rng, device);
         let host = |t: &Tensor| Vec::<f32>::try_from(&t.to_device(Device::Cpu).to_kind(Kind::Float)).unwrap_or_default();
-        let g = mc_returns(&host(&data.reward), &host(&data.episode_end), cfg.reward_scale, cfg.gamma);
+        let g = mc_returns(&host(&data.reward), &host(&data.episode_end), cfg.reward_scale, cfg.gamma)?;
         let returns = Tensor::from_slice(&g).to_device(device);
         Ok(Self { opt: Adam::new(&params, cfg.lr), cfg, v, params, rng, step: 0, returns })
     }
@@ -150,7 +146,7 @@ mod tests {
         // Episode 1: rows 0–2 (ends by a timeout at row 2); episode 2: rows 3–4.
         let r = [1.0, 2.0, 3.0, 10.0, 20.0];
         let end = [0.0, 0.0, 1.0, 0.0, 1.0];
-        let g = mc_returns(&r, &end, 0.1, 0.5);
+        let g = mc_returns(&r, &end, 0.1, 0.5).unwrap();
         let want = [0.1 + 0.5 * (0.2 + 0.5 * 0.3), 0.2 + 0.5 * 0.3, 0.3, 1.0 + 0.5 * 2.0, 2.0];
         for (x, y) in g.iter().zip(want) {
             assert!((*x as f64 - y).abs() < 1e-6, "{g:?} vs {want:?}");
