@@ -18,7 +18,6 @@
 //! and `results.json`.
 
 use super::jobs::{children_cpu_seconds, command_line, plot_with_y, run_jobs, score_rows, sets, Curves, Job, Processes};
-use crate::commands::run::DeviceArg;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use o2o_experiments::report::runs::read_curve;
@@ -52,15 +51,8 @@ pub struct DopamineArgs {
     /// Output folder (default `experiments-out/dopamine-<task>`).
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Runs at a time.
-    #[arg(long, default_value_t = 2)]
-    pub jobs: usize,
-    /// Torch threads per run.
-    #[arg(long, default_value_t = 1)]
-    pub threads: i32,
-    /// cpu, cuda, or auto.
-    #[arg(long, value_enum, default_value = "auto")]
-    pub device: DeviceArg,
+    #[command(flatten)]
+    pub processes: Processes,
     /// A config override for every run (e.g. a smaller budget), as in `o2o train --set`.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
@@ -92,7 +84,7 @@ fn make_once(product: &Path, args: &[String], log: &Path) -> Result<()> {
 
 /// `o2o experiment dopamine`.
 pub fn run(args: DopamineArgs) -> Result<()> {
-    if args.seeds == 0 || args.jobs == 0 || args.threads < 1 || args.demos == 0 || args.model_steps == 0 {
+    if args.seeds == 0 || args.processes.jobs == 0 || args.processes.threads < 1 || args.demos == 0 || args.model_steps == 0 {
         bail!("--seeds, --demos, --model-steps, --jobs and --threads must be at least 1");
     }
     let (env_id, preset) = task(&args.task)?;
@@ -134,8 +126,8 @@ pub fn run(args: DopamineArgs) -> Result<()> {
             jobs.push(Job { variant, seed, args: a, parent: None, runs_dir: out.join("runs").join(variant).join(format!("seed-{seed}")) });
         }
     }
-    eprintln!("dopamine: {env_id}, preset {preset}, seeds 0..{}, {} runs, {} at a time; {env_steps} env steps each; output {}", args.seeds, jobs.len(), args.jobs, out.display());
-    let dirs = run_jobs(&jobs, &Processes { jobs: args.jobs, threads: args.threads, device: args.device }, &out)?;
+    eprintln!("dopamine: {env_id}, preset {preset}, seeds 0..{}, {} runs, {} at a time; {env_steps} env steps each; output {}", args.seeds, jobs.len(), args.processes.jobs, out.display());
+    let dirs = run_jobs(&jobs, &args.processes, &out)?;
     let cpu_s = children_cpu_seconds();
     let wall_s = t0.elapsed().as_secs_f64();
 

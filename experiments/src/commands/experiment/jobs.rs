@@ -13,13 +13,17 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
-/// How the jobs' processes run.
+/// How the jobs' processes run (also the experiments' `--jobs/--threads/--device` flags).
+#[derive(clap::Args, Debug)]
 pub struct Processes {
     /// Runs at a time.
+    #[arg(long, default_value_t = 2)]
     pub jobs: usize,
     /// Torch threads per run.
+    #[arg(long, default_value_t = 1)]
     pub threads: i32,
-    /// cpu, cuda or auto.
+    /// cpu, cuda, or auto.
+    #[arg(long, value_enum, default_value = "auto")]
     pub device: DeviceArg,
 }
 

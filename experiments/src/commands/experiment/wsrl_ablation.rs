@@ -26,7 +26,6 @@
 
 use super::jobs::{children_cpu_seconds, command_line, plot, run_jobs, score_rows, sets, Curves, Job, Processes};
 use o2o_experiments::report::runs::read_curve;
-use crate::commands::run::DeviceArg;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
@@ -57,15 +56,8 @@ pub struct AblationArgs {
     /// Output folder (default `experiments-out/wsrl-ablation-<task>-<scale>`).
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Runs at a time.
-    #[arg(long, default_value_t = 2)]
-    pub jobs: usize,
-    /// Torch threads per run.
-    #[arg(long, default_value_t = 1)]
-    pub threads: i32,
-    /// cpu, cuda, or auto.
-    #[arg(long, value_enum, default_value = "auto")]
-    pub device: DeviceArg,
+    #[command(flatten)]
+    pub processes: Processes,
     /// A config override for every run (e.g. a shorter budget), as in `o2o run --set`.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
@@ -85,7 +77,7 @@ struct Budget {
 
 /// `o2o experiment wsrl-ablation`.
 pub fn run(args: AblationArgs) -> Result<()> {
-    if args.seeds == 0 || args.jobs == 0 || args.threads < 1 {
+    if args.seeds == 0 || args.processes.jobs == 0 || args.processes.threads < 1 {
         bail!("--seeds, --jobs and --threads must be at least 1");
     }
     let env_name = args.task.split('-').next().unwrap_or_default().to_string();
@@ -179,12 +171,12 @@ pub fn run(args: AblationArgs) -> Result<()> {
         args.task,
         args.seeds,
         jobs.len(),
-        args.jobs,
+        args.processes.jobs,
         budget.offline,
         out.display()
     );
     let t0 = Instant::now();
-    let dirs = run_jobs(&jobs, &Processes { jobs: args.jobs, threads: args.threads, device: args.device }, &out)?;
+    let dirs = run_jobs(&jobs, &args.processes, &out)?;
     let cpu_s = children_cpu_seconds();
     eprintln!("all runs done in {:.0} s ({cpu_s:.0} s of CPU in the runs this process started)", t0.elapsed().as_secs_f64());
 
