@@ -14,9 +14,10 @@ build: setup
 
 # Tests run in the release profile: they share every compiled dependency with `make build`
 # (one copy of libtorch bindings and the ~400 Rerun crates instead of two), and env-stepping
-# and learning tests need optimized code anyway.
+# and learning tests need optimized code anyway. --no-fail-fast: one run reports every failing
+# test binary, not only the first.
 test: build
-	cargo test --release --workspace
+	cargo test --release --workspace --no-fail-fast
 
 # The main job: WSRL end to end on the small hopper dataset shipped in data/hopper-small
 # (pretrain → warm-up → fine-tune → evaluation, ≤ 10 min on 2 cores), ending with a table of
