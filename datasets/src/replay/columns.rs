@@ -43,11 +43,14 @@ impl Columns {
     }
 }
 
-/// Where the rows of a batch come from: `valid` rows of `cols` (rows `0..valid`), drawn
-/// uniformly with replacement, tagged with `is_offline` in the batch.
+/// Where the rows of a batch come from: `valid` rows of `cols`, rows `first, first + 1, …`
+/// (wrapping at the end of the columns), drawn uniformly with replacement, tagged with
+/// `is_offline` in the batch.
 pub(crate) struct Source<'a> {
     pub cols: &'a Columns,
     pub valid: usize,
+    /// The first sampleable row (0 but for a ring buffer that leaves out its open episode).
+    pub first: usize,
     pub is_offline: f32,
     /// Hindsight relabelling of the rows drawn from this source, when it has episodes and HER.
     pub her: Option<HerSource<'a>>,
@@ -132,8 +135,10 @@ impl BatchBuilder {
         let terminal = f32_slice_mut(&mut self.terminal);
         let mut mc = self.mc_return.as_mut().map(f32_slice_mut);
         let mut flag = self.is_offline.as_mut().map(f32_slice_mut);
+        let rows = c.reward.len();
         for r in start..start + count {
-            let i = rng.gen_range(0..src.valid);
+            let k = rng.gen_range(0..src.valid);
+            let i = if src.first == 0 { k } else { (src.first + k) % rows };
             obs[r * od..(r + 1) * od].copy_from_slice(&c.obs[i * od..(i + 1) * od]);
             next_obs[r * od..(r + 1) * od].copy_from_slice(&c.next_obs[i * od..(i + 1) * od]);
             action[r * ad..(r + 1) * ad].copy_from_slice(&c.action[i * ad..(i + 1) * ad]);

@@ -58,7 +58,7 @@ impl MixedSampler {
             }
         }
         let mut n_off = self.offline_count(batch);
-        if online.is_empty() {
+        if online.sampleable_len() == 0 {
             n_off = batch;
         }
         let n_on = batch - n_off;
@@ -109,7 +109,7 @@ pub fn sample_union<R: Rng + ?Sized>(offline: &OfflineBuffer, online: &ReplayBuf
     if offline.obs_dim() != online.obs_dim() || offline.act_dim() != online.act_dim() {
         return Err(DatasetError::Dimension { what: "union sampler: online buffer obs_dim + act_dim (offline buffer's)".into(), expected: offline.obs_dim() + offline.act_dim(), found: online.obs_dim() + online.act_dim() });
     }
-    let (n, t) = (offline.len(), online.len());
+    let (n, t) = (offline.len(), online.sampleable_len());
     if n + t == 0 {
         return Err(DatasetError::EmptyBuffer { what: "both buffers of the union sampler".into() });
     }

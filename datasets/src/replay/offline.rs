@@ -94,12 +94,12 @@ impl OfflineBuffer {
         if self.len == 0 {
             return Err(DatasetError::EmptyBuffer { what: "offline buffer".into() });
         }
-        let src = Source { cols: &self.cols, valid: self.len, is_offline: 1.0, her: None };
+        let src = Source { cols: &self.cols, valid: self.len, first: 0, is_offline: 1.0, her: None };
         Ok(sample_parts(&[(src, batch)], self.cols.obs_dim, self.cols.act_dim, false, rng, device))
     }
 
     pub(crate) fn source(&self) -> Source<'_> {
-        Source { cols: &self.cols, valid: self.len, is_offline: 1.0, her: None }
+        Source { cols: &self.cols, valid: self.len, first: 0, is_offline: 1.0, her: None }
     }
 }
 

@@ -20,6 +20,12 @@
 //! draw a later step of the same episode. Rows are overwritten oldest first, so while a row is
 //! stored, every later step of its episode is too.
 //!
+//! **Closed episodes only.** With [`ReplayBuffer::set_closed_episodes_only`], sampling leaves
+//! out the rows of the episode in progress, as WSRL's and Cal-QL's official buffers do (WSRL
+//! samples only finished episodes' rows; Cal-QL inserts a trajectory when it ends): every sampled
+//! row then has its MC return. The open episode is always the newest rows, so the sampleable rows
+//! are the oldest `len − open` ones, a contiguous run in ring order.
+//!
 //! **Checkpoints.** [`ReplayBuffer::save`] writes a small header (dims, capacity, cursor, length,
 //! open episode, γ), the raw little-endian `f32` columns and the episode column to a temp file,
 //! then renames it, so a crash never leaves a half-written buffer and resume is exact. Files of
@@ -63,6 +69,8 @@ pub struct ReplayBuffer {
     episode_last: Vec<u32>,
     /// Hindsight relabelling of sampled rows, when set.
     her: Option<Her>,
+    /// Sample only rows of finished episodes (not saved: it comes from the run's config).
+    closed_only: bool,
     /// Reused scratch space for an ending episode's rewards and returns.
     scratch: Scratch,
 }
@@ -106,6 +114,7 @@ impl ReplayBuffer {
             mc,
             episode_last: vec![OPEN_EPISODE; capacity],
             her: None,
+            closed_only: false,
             scratch: Scratch::default(),
         })
     }
@@ -146,6 +155,21 @@ impl ReplayBuffer {
         }
         self.her = her;
         Ok(())
+    }
+
+    /// Sample only rows of finished episodes (`true`), or every stored row (`false`, the default).
+    pub fn set_closed_episodes_only(&mut self, closed_only: bool) {
+        self.closed_only = closed_only;
+    }
+
+    /// Rows a batch can be drawn from: every stored row, or with
+    /// [`ReplayBuffer::set_closed_episodes_only`] those of finished episodes.
+    pub fn sampleable_len(&self) -> usize {
+        if self.closed_only {
+            self.len - self.open_len.min(self.len)
+        } else {
+            self.len
+        }
     }
 
     /// The HER settings, when set.
@@ -220,21 +244,24 @@ impl ReplayBuffer {
         self.open_start = self.cursor;
     }
 
-    /// `batch` transitions drawn uniformly with replacement from the stored rows, gathered into
-    /// new CPU tensors and moved to `device`. Batches always carry `mc_return` ([`MC_PENDING`]
-    /// for rows of the episode in progress).
+    /// `batch` transitions drawn uniformly with replacement from the sampleable rows
+    /// ([`ReplayBuffer::sampleable_len`]), gathered into new CPU tensors and moved to `device`.
+    /// Batches always carry `mc_return` ([`MC_PENDING`] for rows of the episode in progress).
     pub fn sample<R: Rng + ?Sized>(&self, batch: usize, rng: &mut R, device: Device) -> Result<TransitionBatch> {
-        if self.len == 0 {
-            return Err(DatasetError::EmptyBuffer { what: "online replay buffer".into() });
+        if self.sampleable_len() == 0 {
+            let what = if self.closed_only && self.len > 0 { "online replay buffer (no finished episode yet)" } else { "online replay buffer" };
+            return Err(DatasetError::EmptyBuffer { what: what.into() });
         }
         Ok(sample_parts(&[(self.source(), batch)], self.cols.obs_dim, self.cols.act_dim, false, rng, device))
     }
 
     pub(crate) fn source(&self) -> Source<'_> {
-        // The ring fills rows 0, 1, … before it wraps, so the stored rows are always 0..len.
+        // The ring fills rows 0, 1, … before it wraps, so the stored rows are always 0..len, the
+        // oldest at (cursor − len) mod capacity; the open episode is the newest rows.
         let newest = (self.cursor + self.capacity - 1) % self.capacity;
         let her = self.her.as_ref().map(|her| HerSource { her, episode_last: &self.episode_last, newest, capacity: self.capacity });
-        Source { cols: &self.cols, valid: self.len, is_offline: 0.0, her }
+        let first = if self.closed_only { (self.cursor + self.capacity - self.len) % self.capacity } else { 0 };
+        Source { cols: &self.cols, valid: self.sampleable_len(), first, is_offline: 0.0, her }
     }
 
     /// Writes the whole buffer state to `path` atomically (temp file in the same folder, then
@@ -381,6 +408,42 @@ mod tests {
 
     fn mc(b: &ReplayBuffer) -> Vec<f32> {
         b.cols.mc_return.as_ref().unwrap()[..b.len].to_vec()
+    }
+
+    /// The action values (`t`) of 2000 rows sampled from `b`.
+    fn sampled_steps(b: &ReplayBuffer) -> std::collections::BTreeSet<i64> {
+        let batch = b.sample(2000, &mut ChaCha8Rng::seed_from_u64(1), Device::Cpu).unwrap();
+        Vec::<f32>::try_from(batch.action.flatten(0, -1)).unwrap().into_iter().map(|t| t as i64).collect()
+    }
+
+    #[test]
+    fn closed_episodes_only_leaves_out_the_open_episode_also_after_wrapping() {
+        let mut b = ReplayBuffer::new(6, 2, 1, 0.9).unwrap();
+        b.set_closed_episodes_only(true);
+        push_step(&mut b, 0.0, 1.0, false, false);
+        // Only an open episode: nothing to sample, and the error says why.
+        assert_eq!(b.sampleable_len(), 0);
+        let e = b.sample(4, &mut ChaCha8Rng::seed_from_u64(0), Device::Cpu).unwrap_err();
+        assert!(e.to_string().contains("no finished episode"), "{e}");
+        push_step(&mut b, 1.0, 1.0, true, false);
+        push_step(&mut b, 2.0, 1.0, false, false);
+        push_step(&mut b, 3.0, 1.0, false, false);
+        assert_eq!((b.len(), b.sampleable_len()), (4, 2));
+        assert_eq!(sampled_steps(&b), [0, 1].into());
+        // Every sampled row has its MC return (no −∞ pending rows).
+        let batch = b.sample(500, &mut ChaCha8Rng::seed_from_u64(2), Device::Cpu).unwrap();
+        assert!(Vec::<f32>::try_from(batch.mc_return.unwrap()).unwrap().iter().all(|g| g.is_finite()));
+        // Wrapped: steps 2–5 close at 5, then 6 and 7 start an open episode over rows 0 and 1.
+        push_step(&mut b, 4.0, 1.0, false, false);
+        push_step(&mut b, 5.0, 1.0, false, true);
+        push_step(&mut b, 6.0, 1.0, false, false);
+        push_step(&mut b, 7.0, 1.0, false, false);
+        assert_eq!((b.len(), b.sampleable_len()), (6, 4));
+        assert_eq!(sampled_steps(&b), [2, 3, 4, 5].into());
+        // Off (the default): the open episode's rows are sampled too.
+        b.set_closed_episodes_only(false);
+        assert_eq!(b.sampleable_len(), 6);
+        assert_eq!(sampled_steps(&b), [2, 3, 4, 5, 6, 7].into());
     }
 
     #[test]

@@ -244,6 +244,12 @@ pub struct ReplayConfig {
     pub her: HerMode,
     /// k, relabelled goals per real one: p = 1 − 1/(1 + k) (the paper's k = 4: 80%).
     pub her_k: f64,
+    /// Sample online rows of finished episodes only (`true`), or every stored row, the episode
+    /// in progress included (`false`). Unset: `true` for agents that use MC returns (Cal-QL), as
+    /// WSRL's and Cal-QL's official buffers do, so every sampled row has its return
+    /// (fidelity-audit D13); `false` for the others.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub closed_episodes_only: Option<bool>,
 }
 
 /// Hindsight relabelling strategy ([`ReplayConfig::her`]).
@@ -259,7 +265,7 @@ pub enum HerMode {
 
 impl Default for ReplayConfig {
     fn default() -> Self {
-        Self { her: HerMode::None, her_k: 4.0 }
+        Self { her: HerMode::None, her_k: 4.0, closed_episodes_only: None }
     }
 }
 
@@ -272,6 +278,12 @@ impl ReplayConfig {
     /// Whether HER is on.
     pub fn her_enabled(&self) -> bool {
         self.her != HerMode::None
+    }
+
+    /// Whether online batches leave out the episode in progress, for an agent that does or does
+    /// not use MC returns ([`ReplayConfig::closed_episodes_only`]).
+    pub fn closed_episodes_only_for(&self, agent_uses_mc_returns: bool) -> bool {
+        self.closed_episodes_only.unwrap_or(agent_uses_mc_returns)
     }
 }
 
@@ -516,6 +528,9 @@ impl RunConfig {
         if self.replay.her_enabled() {
             bail!("algo `{}` is on-policy and has no replay buffer: key `replay.her` must be \"none\", found {:?}", self.algo, self.replay.her);
         }
+        if let Some(v) = self.replay.closed_episodes_only {
+            bail!("algo `{}` is on-policy and has no replay buffer: remove key `replay.closed_episodes_only` (found {v})", self.algo);
+        }
         if self.algo == "unio4" && self.dataset.is_none() {
             bail!("algo `unio4` trains offline on a dataset first: add a [dataset] section");
         }
@@ -719,6 +734,22 @@ online_steps = 100
         let err = format!("{:#}", resolve(&["algo=\"ppo\"", "train.intervention_share=0.5"]).unwrap_err());
         assert!(err.contains("on-policy") && err.contains("intervention_share"), "{err}");
         assert!(resolve(&["train.intervention_share=0.5"]).is_ok());
+    }
+
+    /// D13: Cal-QL (MC returns) samples finished episodes only unless told otherwise; other
+    /// agents sample every stored row unless told otherwise; on-policy runs refuse the key.
+    #[test]
+    fn closed_episodes_only_follows_the_agent_unless_set() {
+        let c = resolve(&[]).unwrap();
+        assert!(c.replay.closed_episodes_only.is_none());
+        assert!(c.replay.closed_episodes_only_for(true) && !c.replay.closed_episodes_only_for(false));
+        let c = resolve(&["replay.closed_episodes_only=false"]).unwrap();
+        assert!(!c.replay.closed_episodes_only_for(true));
+        let c = resolve(&["replay.closed_episodes_only=true"]).unwrap();
+        assert!(c.replay.closed_episodes_only_for(false));
+        assert!(c.to_toml_string().unwrap().contains("closed_episodes_only = true"));
+        let err = format!("{:#}", resolve(&["algo=\"ppo\"", "replay.closed_episodes_only=true"]).unwrap_err());
+        assert!(err.contains("on-policy") && err.contains("replay.closed_episodes_only"), "{err}");
     }
 
     #[test]

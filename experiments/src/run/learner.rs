@@ -60,7 +60,7 @@ impl Source<'_> {
     /// Rows of a `size`-row batch that come from the intervention buffer.
     pub fn intervention_rows(&self, size: usize) -> usize {
         match self {
-            Source::Interventions { interventions, share, .. } if !interventions.is_empty() => MixedSampler { offline_ratio: *share }.offline_count(size),
+            Source::Interventions { interventions, share, .. } if interventions.sampleable_len() > 0 => MixedSampler { offline_ratio: *share }.offline_count(size),
             _ => 0,
         }
     }

@@ -329,6 +329,12 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
     } else if config.replay.her_enabled() {
         bail!("key `replay.her` = \"future\" relabels the online replay buffer, but this run has no online steps");
     }
+    // Rows of the episode in progress are left out of online batches when the agent uses MC
+    // returns (`[replay] closed_episodes_only`, fidelity-audit D13).
+    let closed_only = config.replay.closed_episodes_only_for(mc.is_some());
+    for b in replay.iter_mut().chain(interventions.iter_mut()) {
+        b.set_closed_episodes_only(closed_only);
+    }
     // The run's own experience as a D4RL dataset, when asked for (continued on resume).
     let recorder = if config.train.record_dataset && needs_env {
         let scale = ActionScale::new(eval_env.action_space(), &config.env)?;
@@ -556,7 +562,7 @@ impl Prepared<'_> {
                         last_episode_return = Some(ep.ret);
                     }
                     let batch_size = config.train.online_batch();
-                    if phase.kind == PhaseKind::Online && replay.len() >= online_rows_needed(&config.train, offline.is_some()).min(replay.capacity()) {
+                    if phase.kind == PhaseKind::Online && replay.sampleable_len() >= online_rows_needed(&config.train, offline.is_some()).min(replay.capacity()) {
                         let source = match offline.as_ref() {
                             Some(o) if config.train.offline_mix == OfflineMix::Proportional => Source::Union { offline: &o.buffer, online: replay },
                             Some(o) if config.train.offline_ratio > 0.0 => {
