@@ -96,13 +96,16 @@ fn sigkill_then_resume_of_an_on_policy_run_is_exact() {
 }
 
 /// Uni-O4 end to end on the shipped small hopper data (its medium-replay file, the smallest),
-/// every stage shortened: critic, dynamics, BC, BPPO with AM-Q gating, the hand-over, then PPO
-/// online; the diagnostics are in `metrics.jsonl` and the stages cached in the run directory.
+/// every stage shortened: critic, dynamics, BC, BPPO with AM-Q gating, a `dynamic`-scaled V
+/// refit, the hand-over, then PPO online; the diagnostics are in `metrics.jsonl` and the stages cached in the run directory.
 #[test]
 fn unio4_runs_offline_to_online_with_its_diagnostics() {
     let mut sets = unio4_short_sets(200);
-    // The online critic starts from a V refit on MC returns of ×0.1 rewards (the hopper scripts).
-    sets.extend(["agent.value_refit.steps=200".to_string(), "agent.value_refit.batch_size=128".into(), "agent.online.reward_scale=0.1".into()]);
+    // The online critic starts from a ReLU-output V refit on MC returns of rewards divided by a
+    // running return std (the halfcheetah scripts' `dynamic`), whose statistic carries on online.
+    for s in ["agent.value_refit.steps=200", "agent.value_refit.batch_size=128", "agent.value_refit.reward_scale=1.0", "agent.value_refit.reward_scaling=\"dynamic\"", "agent.online.critic_head=\"relu\"", "agent.online.reward_scaling=\"dynamic\""] {
+        sets.push(s.to_string());
+    }
     let run = common::run_o2o("o2o-unio4-", &["train", "--preset", "unio4-hopper-small", "--seed", "0"], &sets);
     let h: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(run.join("unio4/handover.json")).unwrap()).unwrap();
     let candidates: Vec<u64> = h["candidates"].as_array().unwrap().iter().map(|c| c.as_u64().unwrap()).collect();
@@ -119,7 +122,14 @@ fn unio4_runs_offline_to_online_with_its_diagnostics() {
     let refit = common::metric(&run, "unio4/value_refit/value_loss");
     assert!(refit.len() == 2 && refit[1] < refit[0], "the refit V's loss falls: {refit:?}");
     let g = common::metric(&run, "unio4/value_refit/return_mean");
-    assert!(g.iter().all(|g| *g > 0.5 && *g < 40.0), "MC returns of ×0.1 hopper rewards: {g:?}");
+    let (std, count) = (common::metric(&run, "unio4/value_refit/reward_scaling_std"), common::metric(&run, "unio4/value_refit/reward_scaling_count"));
+    assert!(std.len() == 1 && std[0] > 1.0 && count.len() == 1 && count[0] > 1000.0, "the dataset pass: σ_R {std:?} over {count:?} rows");
+    assert!(g.iter().all(|g| *g > 0.0 && *g < 30.0), "MC returns of hopper rewards ÷ σ_R (≈ 3 / (1 − γ) / σ_R at most): {g:?}");
+    assert!(common::metric(&run, "train/reward_scaling_std").iter().all(|s| (s / std[0] - 1.0).abs() < 0.5), "online σ_R continues near the offline one");
+    // The online agent continued the statistic: n = the dataset pass's rows + one per env step.
+    let ck = std::fs::read_dir(run.join("checkpoints")).unwrap().filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.join("agent.ot").is_file()).max().unwrap();
+    let stats = tch::Tensor::load_multi(ck.join("agent.ot")).unwrap().into_iter().find(|(n, _)| n == "reward_scaling/stats").expect("reward_scaling/stats in the agent's checkpoint").1;
+    assert_eq!(stats.double_value(&[0]), count[0] + 2048.0, "online steps continue the offline count");
     let holdout = common::metric(&run, "unio4/dynamics/holdout/0");
     assert!(holdout.len() == 2 && holdout.iter().all(|l| l.is_finite() && *l > 0.0), "{holdout:?}");
     assert!(common::metric(&run, "unio4/ope/disagreement").iter().all(|d| *d > 0.0), "independently initialized members disagree");

@@ -9,13 +9,14 @@
 //! | dynamics ensemble | `dynamics.ot` | no (minutes; retrained from its seed) |
 //! | BC ensemble | `bc.ot` | every `save_every` steps (`policy.partial.ot`) |
 //! | BPPO + AM-Q gating | `bppo.ot` + `bppo.json` | every `save_every` steps, at an OPE boundary |
-//! | V refit on MC returns (`value_refit`, optional) | `value_refit.ot` | every `save_every` steps |
+//! | V refit on MC returns (`value_refit`, optional; `dynamic` scaling's statistic handed on) | `value_refit.ot` | every `save_every` steps |
 //! | hand-over | `handover.json` | — |
 //!
 //! Each stage's logged records are saved with it (`<stage>.records.json`) and re-logged when a
 //! resumed run finds the stage done, so `metrics.jsonl` of a killed and resumed run has every
 //! offline record. Metrics: `unio4/critic/*`, `unio4/dynamics/holdout/<member>` (per epoch),
-//! `unio4/bc/*`, `unio4/bppo/*`, `unio4/value_refit/*`, `unio4/ope/score/<member>`, `unio4/ope/best/<member>`,
+//! `unio4/bc/*`, `unio4/bppo/*`, `unio4/value_refit/*` (with `dynamic` scaling, the last record
+//! has the statistic handed online: `reward_scaling_std`, `reward_scaling_count`), `unio4/ope/score/<member>`, `unio4/ope/best/<member>`,
 //! `unio4/ope/accepted/<member>` (1 when π_old was replaced), `unio4/ope/disagreement` (spread
 //! of the members' mean actions on the start states), and at the hand-over
 //! `unio4/handover/real_return/<member>` next to `unio4/handover/last_ope/<member>`, the rank
@@ -33,6 +34,7 @@ use o2o_agents::unio4::dynamics::{Dynamics, Termination};
 use o2o_agents::unio4::ope::{am_q, Rollout};
 use o2o_agents::unio4::value_refit::ValueRefit;
 use o2o_agents::unio4::{handover_candidates, Data, Unio4Config};
+use o2o_agents::ppo::Ppo;
 use o2o_agents::rng::AgentRng;
 use o2o_agents::Agent;
 use o2o_envs::Env;
@@ -237,9 +239,13 @@ pub(super) fn offline(run_dir: &Path, cfg: &Unio4Config, offline: &OfflineData, 
             let mut refit = ValueRefit::new(rc.clone(), &data, device, sub(4))?;
             let mut records = resume_stage(&mut st, "value_refit", |path| refit.load(path))?;
             while refit.steps() < rc.steps {
-                let m = refit.update(&data, norm);
+                let mut m = refit.update(&data, norm);
                 st.grad_step += 1;
                 let t = refit.steps();
+                if let (Some(sc), true) = (refit.scaler(), t == rc.steps) {
+                    // The `dynamic` statistic the online phase continues from.
+                    m.extend([("reward_scaling_std", sc.std()), ("reward_scaling_count", sc.stats()[0])]);
+                }
                 if t % cfg.log_every == 0 || t == rc.steps {
                     st.log(&mut records, prefixed("unio4/value_refit", &m))?;
                 }
@@ -251,10 +257,12 @@ pub(super) fn offline(run_dir: &Path, cfg: &Unio4Config, offline: &OfflineData, 
             Some(refit)
         }
     };
-    let value: Vec<(String, Tensor)> = match &refit {
+    let mut value: Vec<(String, Tensor)> = match &refit {
         Some(r) => r.params().named().iter().map(|(n, t)| (n.clone(), t.detach())).collect(),
         None => critic.value_params().named().iter().map(|(n, t)| (n.replacen("value", "critic", 1), t.detach())).collect(),
     };
+    // `dynamic` scaling: the statistic of the dataset pass continues online.
+    value.extend(Ppo::reward_scaling_tensors(refit.as_ref().and_then(|r| r.scaler())));
 
     // 6. Hand-over: every member's short real evaluation (the OPE ranking against real
     // returns), the best real return among the top-k by last AM-Q.
@@ -302,8 +310,10 @@ fn score(policy: &mut PolicyEnsemble, e: usize, critic: &Critic, dynamics: &Dyna
 fn load_member(agent: &mut dyn Agent, policy: &PolicyEnsemble, value: &[(String, Tensor)], e: i64, tmp: &Path) -> Result<()> {
     let mut tensors = policy.member_tensors(e, "actor");
     tensors.extend(value.iter().map(|(n, t)| (n.clone(), t.shallow_clone())));
+    let scaling = value.iter().any(|(n, _)| n.starts_with("reward_scaling/"));
     o2o_agents::checkpoint::save(tmp, &tensors)?;
-    agent.load_parts(tmp, &["actor", "critic"]).context("handing the chosen Uni-O4 member and V to the online agent")
+    let parts: &[&str] = if scaling { &["actor", "critic", "reward_scaling"] } else { &["actor", "critic"] };
+    agent.load_parts(tmp, parts).context("handing the chosen Uni-O4 member and V to the online agent")
 }
 
 /// A stage's saved state, if any (the finished file first, else the partial one), loaded with

@@ -34,7 +34,7 @@ pub mod ope;
 pub mod value_refit;
 
 use crate::nn::{Activation, GaussianConfig, MlpConfig, ObsNormConfig, ObsNormMode};
-use crate::ppo::{AdvantageNorm, PpoConfig};
+use crate::ppo::{AdvantageNorm, PpoConfig, RewardScaling, ValueHead};
 use crate::AgentError;
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
@@ -71,8 +71,8 @@ pub struct Unio4Config {
     /// must have the offline networks' shapes).
     pub online: PpoConfig,
     /// Start the online critic from a fresh V regressed on the dataset's Monte-Carlo returns of
-    /// rescaled rewards instead of the offline IQL V (the hopper and halfcheetah-medium-replay
-    /// scripts' `--scale_strategy number`); absent = the offline V.
+    /// rescaled rewards instead of the offline IQL V (the hopper scripts' `--scale_strategy
+    /// number`, the halfcheetah scripts' `dynamic`); absent = the offline V.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub value_refit: Option<value_refit::ValueRefitConfig>,
     /// Stage steps between saves of a stage in progress (critic, BC, BPPO), so a killed run
@@ -151,8 +151,21 @@ impl Unio4Config {
                 if self.online.reward_scale != refit.reward_scale {
                     return Err(AgentError::Config(format!("unio4.online.reward_scale ({}) must equal unio4.value_refit.reward_scale ({}): the refit V predicts returns of rewards scaled by it", self.online.reward_scale, refit.reward_scale)));
                 }
+                if self.online.reward_scaling != refit.reward_scaling || self.online.critic_head != refit.head {
+                    return Err(AgentError::Config(format!(
+                        "unio4.online.reward_scaling and critic_head ({:?}, {:?}) must equal unio4.value_refit.reward_scaling and head ({:?}, {:?}): the refit V is handed over as the online critic",
+                        self.online.reward_scaling, self.online.critic_head, refit.reward_scaling, refit.head
+                    )));
+                }
+                if refit.reward_scaling == RewardScaling::Dynamic && self.online.gamma != refit.gamma {
+                    return Err(AgentError::Config(format!("unio4.online.gamma ({}) must equal unio4.value_refit.gamma ({}) under `dynamic` scaling: the running return statistic continues online", self.online.gamma, refit.gamma)));
+                }
             }
-            None => {}
+            None => {
+                if self.online.reward_scaling != RewardScaling::Constant || self.online.critic_head != ValueHead::Linear {
+                    return Err(AgentError::Config("unio4.online.reward_scaling = \"dynamic\" and critic_head = \"relu\" need unio4.value_refit (the offline V is linear and learned on unscaled rewards)".into()));
+                }
+            }
         }
         Ok(())
     }
