@@ -5,7 +5,7 @@
 //!
 //! | stage | file when done | resumable inside the stage |
 //! |---|---|---|
-//! | critic (IQL Q, V) | `critic.ot` | every `save_every` steps (`critic.partial.ot`) |
+//! | critic (IQL Q, V; or V on MC returns then SARSA Q) | `critic.ot` | every `save_every` steps (`critic.partial.ot`) |
 //! | dynamics ensemble | `dynamics.ot` | no (minutes; retrained from its seed) |
 //! | BC ensemble | `bc.ot` | every `save_every` steps (`policy.partial.ot`) |
 //! | BPPO + AM-Q gating | `bppo.ot` + `bppo.json` | every `save_every` steps, at an OPE boundary |
@@ -29,11 +29,10 @@ use super::rundir::write_atomic;
 use crate::logging::Logger;
 use anyhow::{Context, Result};
 use o2o_agents::unio4::bc::PolicyEnsemble;
-use o2o_agents::unio4::critic::Critic;
 use o2o_agents::unio4::dynamics::{Dynamics, Termination};
 use o2o_agents::unio4::ope::{am_q, Rollout};
 use o2o_agents::unio4::value_refit::ValueRefit;
-use o2o_agents::unio4::{handover_candidates, Data, Unio4Config};
+use o2o_agents::unio4::{handover_candidates, offline_critic, Data, OfflineCritic, Unio4Config};
 use o2o_agents::ppo::Ppo;
 use o2o_agents::rng::AgentRng;
 use o2o_agents::Agent;
@@ -131,17 +130,18 @@ pub(super) fn offline(run_dir: &Path, cfg: &Unio4Config, offline: &OfflineData, 
     let norm = cfg.state_norm;
     let sub = |k: u64| derive_seed(seed, stream::AGENT, 100 + k);
 
-    // 1. Critic.
-    let mut critic = Critic::new(cfg.critic.clone(), o, a, device, sub(1))?;
+    // 1. Critic (IQL's, or V on MC returns then SARSA Q: `critic.path`).
+    let mut critic = offline_critic(&cfg.critic, &data, device, sub(1))?;
     let mut records = resume_stage(&mut st, "critic", |p| critic.load(p))?;
-    while (critic.steps() as u64) < cfg.critic.steps {
+    let critic_steps = critic.total_steps();
+    while critic.steps() < critic_steps {
         let m = critic.update(&data, norm);
         st.grad_step += 1;
-        let t = critic.steps() as u64;
-        if t % cfg.log_every == 0 || t == cfg.critic.steps {
+        let t = critic.steps();
+        if t % cfg.log_every == 0 || t == critic_steps {
             st.log(&mut records, prefixed("unio4/critic", &m))?;
         }
-        if t % cfg.save_every == 0 && t < cfg.critic.steps {
+        if t % cfg.save_every == 0 && t < critic_steps {
             save_partial(&st, "critic", &records, |p| critic.save(p))?;
         }
     }
@@ -194,20 +194,21 @@ pub(super) fn offline(run_dir: &Path, cfg: &Unio4Config, offline: &OfflineData, 
         Ok(t) if policy.steps().1 > 0 => serde_json::from_str(&t).with_context(|| format!("{} is not BPPO's gate", gate_path.display()))?,
         _ => {
             // The BC policies' AM-Q scores are each member's first best.
-            let s = (0..members).map(|e| score(&mut policy, e, &critic, &dynamics, term, &data, cfg)).collect::<Vec<_>>();
+            let s = (0..members).map(|e| score(&mut policy, e, &*critic, &dynamics, term, &data, cfg)).collect::<Vec<_>>();
             st.log(&mut records, s.iter().enumerate().map(|(e, v)| (format!("unio4/ope/score/{e}"), *v)).collect())?;
             Gate { best: s.clone(), last: s }
         }
     };
     while (policy.steps().1 as u64) < p.bppo_steps {
-        let m = policy.bppo_update(&data, norm, &mut |s, a| critic.min_q(s, a) - critic.value(s));
+        let weight = critic.advantage_weight();
+        let m = policy.bppo_update(&data, norm, &mut |s, a| critic.q(s, a) - critic.value(s), weight);
         st.grad_step += 1;
         let t = policy.steps().1 as u64;
         if t % cfg.log_every == 0 {
             st.log(&mut records, prefixed("unio4/bppo", &m))?;
         }
         if t % cfg.ope.eval_step == 0 || t == p.bppo_steps {
-            let scores: Vec<f64> = (0..members).map(|e| score(&mut policy, e, &critic, &dynamics, term, &data, cfg)).collect();
+            let scores: Vec<f64> = (0..members).map(|e| score(&mut policy, e, &*critic, &dynamics, term, &data, cfg)).collect();
             let improved: Vec<bool> = scores.iter().zip(&gate.best).map(|(s, b)| s > b).collect();
             policy.accept(&improved);
             let mut v = Vec::new();
@@ -292,14 +293,14 @@ pub(super) fn offline(run_dir: &Path, cfg: &Unio4Config, offline: &OfflineData, 
 }
 
 /// Member `e`'s AM-Q score (fresh start states from the ensemble's stream).
-fn score(policy: &mut PolicyEnsemble, e: usize, critic: &Critic, dynamics: &Dynamics, term: Termination, data: &Data, cfg: &Unio4Config) -> f64 {
+fn score(policy: &mut PolicyEnsemble, e: usize, critic: &dyn OfflineCritic, dynamics: &Dynamics, term: Termination, data: &Data, cfg: &Unio4Config) -> f64 {
     let norm = cfg.state_norm;
     let idx = policy.rng_mut().indices(data.len(), cfg.ope.start_states, true, data.obs.device());
     let start = data.obs.index_select(0, &idx);
     let mut model_rng = AgentRng::new(policy.rng_mut().below(u64::MAX));
     let pol = &*policy;
     let mut act = |s: &Tensor| pol.mean_action(e as i64, &data.norm_obs(s, norm));
-    let mut q = |s: &Tensor, a: &Tensor| critic.min_q(&data.norm_obs(s, norm), a);
+    let mut q = |s: &Tensor, a: &Tensor| critic.q(&data.norm_obs(s, norm), a);
     let mut step = |s: &Tensor, a: &Tensor| dynamics.step(s, a, &mut model_rng).0;
     let done = |s: &Tensor| term.done(s);
     am_q(&start, cfg.ope.horizon, Rollout { policy: &mut act, q: &mut q, step: &mut step, done: &done })

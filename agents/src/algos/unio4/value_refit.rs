@@ -87,10 +87,10 @@ pub fn mc_returns(reward: &[f32], episode_end: &[f32], scale: f64, gamma: f64) -
 pub struct ValueRefit {
     cfg: ValueRefitConfig,
     v: Mlp,
-    params: ParamSet,
-    opt: Adam,
-    rng: AgentRng,
-    step: u64,
+    pub(super) params: ParamSet,
+    pub(super) opt: Adam,
+    pub(super) rng: AgentRng,
+    pub(super) step: u64,
     returns: Tensor,
     scaler: Option<ReturnStdScaler>,
 }
@@ -98,12 +98,18 @@ pub struct ValueRefit {
 impl ValueRefit {
     /// A fresh V for `obs_dim` states, with the returns of `data`.
     pub fn new(cfg: ValueRefitConfig, data: &Data, device: Device, seed: u64) -> Result<Self, AgentError> {
+        // Named `critic` like the PPO critic it becomes.
+        Self::with_prefix(cfg, data, device, seed, "critic")
+    }
+
+    /// The same with V's parameters registered under `prefix` (the non-IQL offline critic's V,
+    /// [`super::sarsa`], is `value/…`).
+    pub(super) fn with_prefix(cfg: ValueRefitConfig, data: &Data, device: Device, seed: u64, prefix: &str) -> Result<Self, AgentError> {
         cfg.validate()?;
         let mut rng = AgentRng::new(seed);
         let mut params = ParamSet::new();
         let obs_dim = data.obs.size()[1];
-        // Named `critic` like the PPO critic it becomes.
-        let v = Mlp::new(&mut params, "critic", obs_dim, 1, &cfg.value, 1.0, &mut rng, device);
+        let v = Mlp::new(&mut params, prefix, obs_dim, 1, &cfg.value, 1.0, &mut rng, device);
         let host = |t: &Tensor| Vec::<f32>::try_from(&t.to_device(Device::Cpu).to_kind(Kind::Float)).unwrap_or_default();
         let (reward, end) = (host(&data.reward), host(&data.episode_end));
         // r̃: the `dynamic` pass over the rows in order (its end state goes online), or r.
@@ -155,7 +161,7 @@ impl ValueRefit {
         vec![("value_loss", loss.double_value(&[])), ("v_mean", v.mean(Kind::Float).double_value(&[])), ("return_mean", g.mean(Kind::Float).double_value(&[]))]
     }
 
-    fn live(&self) -> Vec<(String, Tensor)> {
+    pub(super) fn live(&self) -> Vec<(String, Tensor)> {
         state_tensors(&[&self.params], &[("value_opt", &self.opt, &self.params)])
     }
 
