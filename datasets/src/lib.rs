@@ -5,6 +5,8 @@
 //!
 //! - [`transitions::Transitions`]: flat `(s, a, r, s', terminal)` columns;
 //! - [`mc_returns`]: Monte-Carlo returns-to-go (Cal-QL's reference values);
+//! - [`reward_scaling`]: rewards divided by a running std of the discounted return (Uni-O4's
+//!   `dynamic` scaling);
 //! - [`replay`]: [`OfflineBuffer`], the online [`ReplayBuffer`] and the [`MixedSampler`].
 //!
 //! Design choice: every buffer keeps plain `f32` columns in host memory and builds one tensor
@@ -25,6 +27,7 @@ pub mod mc_returns;
 pub mod minari;
 pub mod registry;
 pub mod replay;
+pub mod reward_scaling;
 pub mod rollout;
 pub mod scores;
 pub mod transitions;

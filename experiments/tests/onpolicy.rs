@@ -96,13 +96,17 @@ fn sigkill_then_resume_of_an_on_policy_run_is_exact() {
 }
 
 /// Uni-O4 end to end on the shipped small hopper data (its medium-replay file, the smallest),
-/// every stage shortened: critic, dynamics, BC, BPPO with AM-Q gating, the hand-over, then PPO
-/// online; the diagnostics are in `metrics.jsonl` and the stages cached in the run directory.
+/// every stage shortened: the non-IQL critic (MC V, SARSA Q), dynamics, BC, BPPO with AM-Q
+/// gating, a `dynamic`-scaled V refit, the hand-over, then PPO online; the diagnostics are in `metrics.jsonl` and the stages cached in the run directory.
 #[test]
 fn unio4_runs_offline_to_online_with_its_diagnostics() {
     let mut sets = unio4_short_sets(200);
-    // The online critic starts from a V refit on MC returns of ×0.1 rewards (the hopper scripts).
-    sets.extend(["agent.value_refit.steps=200".to_string(), "agent.value_refit.batch_size=128".into(), "agent.online.reward_scale=0.1".into()]);
+    // The online critic starts from a ReLU-output V refit on MC returns of rewards divided by a
+    // running return std (the halfcheetah scripts' `dynamic`), whose statistic carries on online.
+    // The offline critic takes the non-IQL path (V on MC returns, then SARSA Q; halfcheetah-me's).
+    for s in ["agent.critic.path=\"sarsa\"", "agent.critic.steps=100", "agent.critic.q_steps=100", "agent.value_refit.steps=200", "agent.value_refit.batch_size=128", "agent.value_refit.reward_scale=1.0", "agent.value_refit.reward_scaling=\"dynamic\"", "agent.online.critic_head=\"relu\"", "agent.online.reward_scaling=\"dynamic\""] {
+        sets.push(s.to_string());
+    }
     let run = common::run_o2o("o2o-unio4-", &["train", "--preset", "unio4-hopper-small", "--seed", "0"], &sets);
     let h: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(run.join("unio4/handover.json")).unwrap()).unwrap();
     let candidates: Vec<u64> = h["candidates"].as_array().unwrap().iter().map(|c| c.as_u64().unwrap()).collect();
@@ -116,10 +120,20 @@ fn unio4_runs_offline_to_online_with_its_diagnostics() {
         assert_eq!(common::metric(&run, &format!("unio4/ope/accepted/{e}")).len(), 2);
         assert_eq!(common::metric(&run, &format!("unio4/handover/real_return/{e}")).len(), 1);
     }
+    // The critic stage logged its V phase, then its SARSA Q phase.
+    let (v_loss, q_loss) = (common::metric(&run, "unio4/critic/value_loss"), common::metric(&run, "unio4/critic/q_loss"));
+    assert!(v_loss.len() == 1 && q_loss.len() == 1 && q_loss[0].is_finite() && q_loss[0] > 0.0, "{v_loss:?} {q_loss:?}");
     let refit = common::metric(&run, "unio4/value_refit/value_loss");
     assert!(refit.len() == 2 && refit[1] < refit[0], "the refit V's loss falls: {refit:?}");
     let g = common::metric(&run, "unio4/value_refit/return_mean");
-    assert!(g.iter().all(|g| *g > 0.5 && *g < 40.0), "MC returns of ×0.1 hopper rewards: {g:?}");
+    let (std, count) = (common::metric(&run, "unio4/value_refit/reward_scaling_std"), common::metric(&run, "unio4/value_refit/reward_scaling_count"));
+    assert!(std.len() == 1 && std[0] > 1.0 && count.len() == 1 && count[0] > 1000.0, "the dataset pass: σ_R {std:?} over {count:?} rows");
+    assert!(g.iter().all(|g| *g > 0.0 && *g < 30.0), "MC returns of hopper rewards ÷ σ_R (≈ 3 / (1 − γ) / σ_R at most): {g:?}");
+    assert!(common::metric(&run, "train/reward_scaling_std").iter().all(|s| (s / std[0] - 1.0).abs() < 0.5), "online σ_R continues near the offline one");
+    // The online agent continued the statistic: n = the dataset pass's rows + one per env step.
+    let ck = std::fs::read_dir(run.join("checkpoints")).unwrap().filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.join("agent.ot").is_file()).max().unwrap();
+    let stats = tch::Tensor::load_multi(ck.join("agent.ot")).unwrap().into_iter().find(|(n, _)| n == "reward_scaling/stats").expect("reward_scaling/stats in the agent's checkpoint").1;
+    assert_eq!(stats.double_value(&[0]), count[0] + 2048.0, "online steps continue the offline count");
     let holdout = common::metric(&run, "unio4/dynamics/holdout/0");
     assert!(holdout.len() == 2 && holdout.iter().all(|l| l.is_finite() && *l > 0.0), "{holdout:?}");
     assert!(common::metric(&run, "unio4/ope/disagreement").iter().all(|d| *d > 0.0), "independently initialized members disagree");
@@ -211,4 +225,25 @@ fn unio4_presets_validate_and_the_refit_scale_is_checked() {
     }
     let err = o2o_experiments::Run::preset("unio4-hopper-medium").unwrap().set(["agent.online.reward_scale=1.0"]).and_then(|r| r.config()).unwrap_err();
     assert!(format!("{err:#}").contains("unio4.value_refit.reward_scale"), "{err:#}");
+    // The official scripts' critics: `dynamic` scaling with a ReLU-headed refit V for
+    // halfcheetah-m/-me, `number` with the ReLU head for hopper, the offline IQL V for walker2d,
+    // and the non-IQL (MC V + SARSA Q) offline critic for halfcheetah-me.
+    let unio4 = |name: &str| match o2o_experiments::Run::preset(name).unwrap().config().unwrap().agent_config().unwrap() {
+        o2o_agents::AgentConfig::Unio4(c) => c,
+        other => panic!("{name}: {}", other.algo()),
+    };
+    use o2o_agents::ppo::{RewardScaling, ValueHead};
+    use o2o_agents::unio4::critic::CriticPath;
+    for (name, scaling, head, refit, path) in [
+        ("unio4-halfcheetah-medium", RewardScaling::Dynamic, ValueHead::Relu, true, CriticPath::Iql),
+        ("unio4-halfcheetah-medium-expert", RewardScaling::Dynamic, ValueHead::Relu, true, CriticPath::Sarsa),
+        ("unio4-halfcheetah-medium-replay", RewardScaling::Constant, ValueHead::Relu, true, CriticPath::Iql),
+        ("unio4-hopper-medium", RewardScaling::Constant, ValueHead::Relu, true, CriticPath::Iql),
+        ("unio4-walker2d-medium", RewardScaling::Constant, ValueHead::Linear, false, CriticPath::Iql),
+    ] {
+        let c = unio4(name);
+        assert_eq!((c.online.reward_scaling, c.online.critic_head, c.value_refit.is_some(), c.critic.path), (scaling, head, refit, path), "{name}");
+    }
+    let err = o2o_experiments::Run::preset("unio4-halfcheetah-medium").unwrap().set(["agent.online.reward_scaling=\"constant\""]).and_then(|r| r.config()).unwrap_err();
+    assert!(format!("{err:#}").contains("unio4.value_refit.reward_scaling"), "{err:#}");
 }

@@ -27,12 +27,18 @@
 //! Deviations: actor and critic have separate Adam optimizers and separate gradient-norm clips
 //! (Uni-O4's form; CleanRL steps one Adam on `L_π + c_V L_V` and clips the joint norm — Adam
 //! is per-parameter, so the only difference is the clip, and `c_V` has no effect beyond Adam's
-//! ε); CleanRL's reward normalization wrapper is replaced by a constant `reward_scale`.
+//! ε); CleanRL's reward normalization wrapper is replaced by a constant `reward_scale`, or by
+//! Uni-O4's `dynamic` scaling (`reward_scaling = "dynamic"`: rewards divided by a running std of
+//! the discounted return, [`ReturnStdScaler`], whose state is checkpointed with the agent).
+//!
+//! Options for Uni-O4's online phase: `critic_head = "relu"` ends V in a ReLU (`V ≥ 0`, the
+//! official `ValueReluMLP` its task scripts use whenever they refit V), and `reward_scaling`.
 
 use crate::checkpoint::{load_agent, save_agent};
 use crate::nn::{clip_grad_norm, Activation, Adam, GaussianActor, GaussianConfig, Mlp, MlpConfig, ObsNorm, ObsNormConfig, ObsNormMode, ParamSet};
 use crate::rng::AgentRng;
 use crate::{Agent, AgentError, DeterministicPolicy, Metrics, OnPolicy};
+use o2o_datasets::reward_scaling::ReturnStdScaler;
 use o2o_datasets::rollout::gae;
 use o2o_datasets::{RolloutBuffer, TransitionBatch};
 use serde::{Deserialize, Serialize};
@@ -52,6 +58,39 @@ pub enum AdvantageNorm {
     None,
 }
 
+/// How rewards are scaled before GAE (after which `reward_scale` multiplies them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RewardScaling {
+    /// Only the constant `reward_scale` (Uni-O4's `number` strategy with 0.1; 1 = unscaled).
+    #[default]
+    Constant,
+    /// `r / (σ_R + 1e-8)` with σ_R a running std of each env's discounted return
+    /// ([`ReturnStdScaler`]; Uni-O4's `dynamic` strategy, continued from the offline pass).
+    Dynamic,
+}
+
+/// The value network's output: linear, or through a ReLU.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ValueHead {
+    /// `V(s) = w·h + b`.
+    #[default]
+    Linear,
+    /// `V(s) = max(0, w·h + b)` (Uni-O4's refit and online V, `ValueReluMLP`).
+    Relu,
+}
+
+impl ValueHead {
+    /// Apply the head to the last layer's output.
+    pub fn apply(self, v: Tensor) -> Tensor {
+        match self {
+            ValueHead::Linear => v,
+            ValueHead::Relu => v.relu(),
+        }
+    }
+}
+
 /// PPO hyperparameters; defaults are CleanRL's `ppo_continuous_action.py` (MuJoCo).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -60,6 +99,8 @@ pub struct PpoConfig {
     pub actor: GaussianConfig,
     /// Value network V(s).
     pub critic: MlpConfig,
+    /// V's output: `linear` or `relu`.
+    pub critic_head: ValueHead,
     /// Observation normalization.
     pub obs_norm: ObsNormConfig,
     /// Discount γ.
@@ -93,6 +134,8 @@ pub struct PpoConfig {
     pub lr_decay_steps: u64,
     /// Rewards are multiplied by this before GAE (Uni-O4's `number` strategy: 0.1).
     pub reward_scale: f64,
+    /// `constant` (only `reward_scale`) or `dynamic` (divided by a running return std first).
+    pub reward_scaling: RewardScaling,
     /// Stop a rollout's epochs early once the approximate KL exceeds this (0 = never).
     pub target_kl: f64,
 }
@@ -103,6 +146,7 @@ impl Default for PpoConfig {
         Self {
             actor: GaussianConfig { mlp: mlp.clone(), log_std_min: -20.0, log_std_max: 2.0, squash_mean: false, head_gain: 0.01 },
             critic: mlp,
+            critic_head: ValueHead::Linear,
             obs_norm: ObsNormConfig::default(),
             gamma: 0.99,
             gae_lambda: 0.95,
@@ -119,6 +163,7 @@ impl Default for PpoConfig {
             lr_decay: true,
             lr_decay_steps: 0,
             reward_scale: 1.0,
+            reward_scaling: RewardScaling::Constant,
             target_kl: 0.0,
         }
     }
@@ -165,6 +210,8 @@ struct Modules {
     critic_params: ParamSet,
     critic_opt: Adam,
     norm: ObsNorm,
+    /// The `dynamic` reward scaling's running state (checkpoint part `reward_scaling`).
+    returns: Option<ReturnStdScaler>,
 }
 
 /// A PPO agent.
@@ -217,6 +264,7 @@ impl Ppo {
             actor_opt: Adam::new(&actor_params, cfg.actor_lr).with_eps(cfg.adam_eps),
             critic_opt: Adam::new(&critic_params, cfg.critic_lr).with_eps(cfg.adam_eps),
             norm: ObsNorm::new(&cfg.obs_norm, obs_dim, device),
+            returns: (cfg.reward_scaling == RewardScaling::Dynamic).then(|| ReturnStdScaler::new(cfg.gamma)),
             actor,
             actor_params,
             critic,
@@ -249,13 +297,52 @@ impl Ppo {
         v
     }
 
+    /// The `dynamic` reward scaling's state as checkpoint tensors (`reward_scaling/stats` =
+    /// `[n, μ, S]`, `reward_scaling/returns` = each env's `R`), none under `constant`.
+    pub fn reward_scaling_tensors(scaler: Option<&ReturnStdScaler>) -> Vec<(String, Tensor)> {
+        match scaler {
+            Some(s) => vec![("reward_scaling/stats".into(), Tensor::from_slice(&s.stats())), ("reward_scaling/returns".into(), Tensor::from_slice(s.returns()))],
+            None => Vec::new(),
+        }
+    }
+
+    /// The `dynamic` reward scaling's state (`None` under `constant`).
+    pub fn reward_scaler(&self) -> Option<&ReturnStdScaler> {
+        self.m.returns.as_ref()
+    }
+
+    /// `V(s)` `[B]` through the configured head.
+    fn critic_value(&self, obs: &Tensor) -> Tensor {
+        self.cfg.critic_head.apply(self.m.critic.forward(obs, None)).squeeze_dim(-1)
+    }
+
     fn load_impl(&mut self, path: &Path, parts: Option<&[&str]>) -> Result<(), AgentError> {
+        // The reward scaling's returns have one entry per env, so they are read here rather
+        // than restored into fixed-shape live tensors; checked before anything changes.
+        let want_scaler = parts.is_none_or(|ps| ps.contains(&"reward_scaling"));
+        let scaler = match (&self.m.returns, want_scaler) {
+            (Some(_), true) => {
+                let ck = crate::checkpoint::Checkpoint::read(path)?;
+                let (stats, returns) = (ck.get("reward_scaling/stats")?, ck.get("reward_scaling/returns")?);
+                if stats.kind() != Kind::Double || stats.size() != [3] || returns.kind() != Kind::Double || returns.dim() != 1 {
+                    return Err(AgentError::ShapeMismatch { path: path.to_path_buf(), name: "reward_scaling/stats".into(), expected: vec![3], found: stats.size() });
+                }
+                let s = Vec::<f64>::try_from(stats).unwrap_or_default();
+                Some(ReturnStdScaler::from_state(self.cfg.gamma, [s[0], s[1], s[2]], Vec::<f64>::try_from(returns).unwrap_or_default()))
+            }
+            (None, true) if parts.is_some() => return Err(AgentError::Config("checkpoint part `reward_scaling` asked for, but this agent's reward_scaling is `constant`".into())),
+            _ => None,
+        };
+        let rest: Option<Vec<&str>> = parts.map(|ps| ps.iter().copied().filter(|p| *p != "reward_scaling").collect());
         let live = self.named_tensors();
         let m = &mut self.m;
         let mut opts: [(&str, &mut Adam); 2] = [("actor_opt", &mut m.actor_opt), ("critic_opt", &mut m.critic_opt)];
-        if let Some(meta) = load_agent(path, self.name, &live, &mut opts, parts)? {
+        if let Some(meta) = load_agent(path, self.name, &live, &mut opts, rest.as_deref())? {
             self.step = meta.step;
             self.rng = meta.rng;
+        }
+        if scaler.is_some() {
+            self.m.returns = scaler;
         }
         Ok(())
     }
@@ -284,7 +371,7 @@ impl Ppo {
 
     /// One critic step on a minibatch: `L_V` of [`clipped_value_loss`]; returns `L_V`.
     fn critic_step(&mut self, obs: &Tensor, v_old: &Tensor, ret: &Tensor) -> f64 {
-        let v = self.m.critic.forward(obs, None).squeeze_dim(-1);
+        let v = self.critic_value(obs);
         let loss = clipped_value_loss(&v, v_old, ret, self.cfg.clip_value.then_some(self.cfg.clip));
         let mut grads = Tensor::run_backward(&[&loss], &self.m.critic_params.tensors(), false, false);
         clip_grad_norm(&mut grads, self.cfg.max_grad_norm);
@@ -322,19 +409,21 @@ impl OnPolicy for Ppo {
             let mean = self.m.actor.mean(&obs, None);
             let a = &mean + self.m.actor.log_std().exp() * eps;
             let logp = self.m.actor.log_prob_at(&mean, &a);
-            let v = self.m.critic.forward(&obs, None).squeeze_dim(-1);
+            let v = self.critic_value(&obs);
             (a, logp, v)
         })
     }
 
     fn value(&mut self, obs: &Tensor) -> Tensor {
-        tch::no_grad(|| self.m.critic.forward(&obs.to_device(self.device), None).squeeze_dim(-1))
+        tch::no_grad(|| self.critic_value(&obs.to_device(self.device)))
     }
 
     fn update_rollout(&mut self, r: &RolloutBuffer, env_step: u64, total_env_steps: u64) -> Metrics {
         let c = self.cfg.clone();
-        // 1. GAE on the scaled rewards.
-        let rewards: Vec<f32> = r.rewards.iter().map(|x| x * c.reward_scale as f32).collect();
+        // 1. GAE on the scaled rewards: `dynamic` divides by the running return std first (in
+        // time order, each env's R continuing across rollouts), then × reward_scale.
+        let dynamic = self.m.returns.as_mut().map(|s| s.scale_rollout(&r.rewards, &r.done, r.envs));
+        let rewards: Vec<f32> = dynamic.as_deref().unwrap_or(&r.rewards).iter().map(|x| x * c.reward_scale as f32).collect();
         let (adv, ret) = gae(&rewards, &r.values, &r.next_values, &r.terminated, &r.done, r.envs, c.gamma as f32, c.gae_lambda as f32);
         let rows = r.len() as i64;
         let dev = self.device;
@@ -382,7 +471,8 @@ impl OnPolicy for Ppo {
             if var_r > 0.0 { 1.0 - (&ret_t - &v_old).var(true).double_value(&[]) / var_r } else { f64::NAN }
         };
         let mean = |i: usize| sums[i] / count.max(1.0);
-        vec![
+        let scaling_std = self.m.returns.as_ref().map(|s| ("reward_scaling_std", s.std()));
+        let mut metrics = vec![
             ("policy_loss", mean(0)),
             ("value_loss", mean(1)),
             ("entropy", mean(2)),
@@ -395,7 +485,9 @@ impl OnPolicy for Ppo {
             ("log_std_mean", self.m.actor.log_std().mean(Kind::Float).double_value(&[])),
             ("actor_lr", self.m.actor_opt.lr),
             ("minibatch_updates", count),
-        ]
+        ];
+        metrics.extend(scaling_std);
+        metrics
     }
 }
 
@@ -429,7 +521,9 @@ impl Agent for Ppo {
 
     fn save(&self, path: &Path) -> Result<(), AgentError> {
         let m = &self.m;
-        save_agent(path, self.name, &self.named_tensors(), &[("actor_opt", &m.actor_opt), ("critic_opt", &m.critic_opt)], self.step, &self.rng)
+        let mut tensors = self.named_tensors();
+        tensors.extend(Self::reward_scaling_tensors(m.returns.as_ref()));
+        save_agent(path, self.name, &tensors, &[("actor_opt", &m.actor_opt), ("critic_opt", &m.critic_opt)], self.step, &self.rng)
     }
 
     fn load(&mut self, path: &Path) -> Result<(), AgentError> {
@@ -496,22 +590,25 @@ mod tests {
         assert!(PpoConfig { clip: 0.0, ..c }.validate().is_err());
     }
 
+    /// A four-step rollout of 16 envs on a bandit: reward `−(a − 0.5)²`; `done` where given.
+    fn bandit_rollout(agent: &mut Ppo, done: [bool; 16]) -> RolloutBuffer {
+        let mut b = RolloutBuffer::new(4, 16, 2, 1);
+        for _ in 0..4 {
+            let obs = agent.normalize_obs(&Tensor::ones([16, 2], (Kind::Float, Device::Cpu)), true);
+            let (a, lp, v) = agent.act_value(&obs);
+            let r: Vec<f32> = Vec::<f32>::try_from(&a.squeeze_dim(-1)).unwrap().iter().map(|x| -(x - 0.5).powi(2)).collect();
+            let f = |t: &Tensor| Vec::<f32>::try_from(&t.flatten(0, -1)).unwrap();
+            b.push_step(&f(&obs), &f(&a), &f(&lp), &f(&v), &r, &done, &[false; 16]).unwrap();
+        }
+        b
+    }
+
     /// A synthetic two-step rollout on a bandit: actions near +0.5 are rewarded, so updates move
     /// the mean there; save → load continues bit for bit.
     #[test]
     fn learns_a_bandit_and_resumes_exactly() {
         let make = |seed| Ppo::new(PpoConfig { epochs: 4, minibatch_size: 16, actor_lr: 3e-3, ..PpoConfig::default() }, 2, 1, Device::Cpu, seed).unwrap();
-        let rollout = |agent: &mut Ppo| {
-            let mut b = RolloutBuffer::new(4, 16, 2, 1);
-            for _ in 0..4 {
-                let obs = agent.normalize_obs(&Tensor::ones([16, 2], (Kind::Float, Device::Cpu)), true);
-                let (a, lp, v) = agent.act_value(&obs);
-                let r: Vec<f32> = Vec::<f32>::try_from(&a.squeeze_dim(-1)).unwrap().iter().map(|x| -(x - 0.5).powi(2)).collect();
-                let f = |t: &Tensor| Vec::<f32>::try_from(&t.flatten(0, -1)).unwrap();
-                b.push_step(&f(&obs), &f(&a), &f(&lp), &f(&v), &r, &[true; 16], &[false; 16]).unwrap();
-            }
-            b
-        };
+        let rollout = |agent: &mut Ppo| bandit_rollout(agent, [true; 16]);
         let mut agent = make(1);
         for k in 0..30 {
             let b = rollout(&mut agent);
@@ -532,5 +629,54 @@ mod tests {
         for ((n, x), (_, y)) in agent.named_tensors().iter().zip(other.named_tensors()) {
             assert!(x.equal(&y), "{n}");
         }
+    }
+
+    /// `dynamic` reward scaling: the update equals a `constant` agent's update on rewards
+    /// pre-scaled by a fresh [`ReturnStdScaler`] (so the scaling happens before GAE, in time
+    /// order, continuing across rollouts); its running state is saved with the agent and a
+    /// loaded agent continues bit for bit, and `load_parts(["reward_scaling"])` takes only it.
+    #[test]
+    fn dynamic_reward_scaling_is_applied_and_resumes_exactly() {
+        let cfg = PpoConfig { epochs: 2, minibatch_size: 16, reward_scaling: RewardScaling::Dynamic, ..PpoConfig::default() };
+        let make = |cfg: &PpoConfig, seed| Ppo::new(cfg.clone(), 2, 1, Device::Cpu, seed).unwrap();
+        let (mut dynamic, mut constant) = (make(&cfg, 3), make(&PpoConfig { reward_scaling: RewardScaling::Constant, ..cfg.clone() }, 3));
+        let mut reference = ReturnStdScaler::new(cfg.gamma);
+        let mut done = [false; 16];
+        done[3] = true;
+        for k in 0..3 {
+            let b = bandit_rollout(&mut dynamic, done);
+            let mut scaled = bandit_rollout(&mut constant, done);
+            assert_eq!(b, scaled, "same seed, same rollout");
+            scaled.rewards = reference.scale_rollout(&scaled.rewards, &scaled.done, scaled.envs);
+            let (m1, m2) = (dynamic.update_rollout(&b, k * 64, 1000), constant.update_rollout(&scaled, k * 64, 1000));
+            assert_eq!(m1[..m2.len()], m2[..], "rollout {k}");
+            assert_eq!(dynamic.reward_scaler(), Some(&reference));
+        }
+        assert!(reference.stats()[0] == 3.0 * 64.0 && reference.returns()[3] == 0.0 && reference.returns()[0] != 0.0);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ppo.ot");
+        dynamic.save(&path).unwrap();
+        let mut other = make(&cfg, 77);
+        other.load(&path).unwrap();
+        assert_eq!(other.reward_scaler(), dynamic.reward_scaler());
+        let (b1, b2) = (bandit_rollout(&mut dynamic, done), bandit_rollout(&mut other, done));
+        assert_eq!(dynamic.update_rollout(&b1, 0, 100), other.update_rollout(&b2, 0, 100));
+        // Only the scaling state, by part.
+        let mut fresh = make(&cfg, 5);
+        fresh.load_parts(&path, &["reward_scaling"]).unwrap();
+        assert_eq!(fresh.reward_scaler().unwrap().stats(), reference.stats());
+        assert!(make(&PpoConfig::default(), 5).load_parts(&path, &["reward_scaling"]).is_err(), "a constant-scaling agent has no such part");
+    }
+
+    /// `critic_head = "relu"`: V is the linear head's output through a ReLU (same weights).
+    #[test]
+    fn relu_critic_head_clamps_the_linear_value() {
+        let lin = Ppo::new(PpoConfig::default(), 3, 1, Device::Cpu, 4).unwrap();
+        let mut relu = Ppo::new(PpoConfig { critic_head: ValueHead::Relu, ..PpoConfig::default() }, 3, 1, Device::Cpu, 4).unwrap();
+        let mut lin = lin;
+        let obs = Tensor::from_slice(&[0.3f32, -1.0, 2.0, -2.0, 0.5, -0.7, 1.0, 1.0, -3.0, 0.0, 0.2, 0.9]).view([4, 3]);
+        let (v_lin, v_relu) = (lin.value(&obs), relu.value(&obs));
+        assert!(v_relu.equal(&v_lin.relu()));
+        assert!(v_lin.lt(0.0).any().int64_value(&[]) == 1 && v_lin.gt(0.0).any().int64_value(&[]) == 1, "both signs occur: {v_lin}");
     }
 }

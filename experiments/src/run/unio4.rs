@@ -5,17 +5,18 @@
 //!
 //! | stage | file when done | resumable inside the stage |
 //! |---|---|---|
-//! | critic (IQL Q, V) | `critic.ot` | every `save_every` steps (`critic.partial.ot`) |
+//! | critic (IQL Q, V; or V on MC returns then SARSA Q) | `critic.ot` | every `save_every` steps (`critic.partial.ot`) |
 //! | dynamics ensemble | `dynamics.ot` | no (minutes; retrained from its seed) |
 //! | BC ensemble | `bc.ot` | every `save_every` steps (`policy.partial.ot`) |
 //! | BPPO + AM-Q gating | `bppo.ot` + `bppo.json` | every `save_every` steps, at an OPE boundary |
-//! | V refit on MC returns (`value_refit`, optional) | `value_refit.ot` | every `save_every` steps |
+//! | V refit on MC returns (`value_refit`, optional; `dynamic` scaling's statistic handed on) | `value_refit.ot` | every `save_every` steps |
 //! | hand-over | `handover.json` | — |
 //!
 //! Each stage's logged records are saved with it (`<stage>.records.json`) and re-logged when a
 //! resumed run finds the stage done, so `metrics.jsonl` of a killed and resumed run has every
 //! offline record. Metrics: `unio4/critic/*`, `unio4/dynamics/holdout/<member>` (per epoch),
-//! `unio4/bc/*`, `unio4/bppo/*`, `unio4/value_refit/*`, `unio4/ope/score/<member>`, `unio4/ope/best/<member>`,
+//! `unio4/bc/*`, `unio4/bppo/*`, `unio4/value_refit/*` (with `dynamic` scaling, the last record
+//! has the statistic handed online: `reward_scaling_std`, `reward_scaling_count`), `unio4/ope/score/<member>`, `unio4/ope/best/<member>`,
 //! `unio4/ope/accepted/<member>` (1 when π_old was replaced), `unio4/ope/disagreement` (spread
 //! of the members' mean actions on the start states), and at the hand-over
 //! `unio4/handover/real_return/<member>` next to `unio4/handover/last_ope/<member>`, the rank
@@ -28,11 +29,11 @@ use super::rundir::write_atomic;
 use crate::logging::Logger;
 use anyhow::{Context, Result};
 use o2o_agents::unio4::bc::PolicyEnsemble;
-use o2o_agents::unio4::critic::Critic;
 use o2o_agents::unio4::dynamics::{Dynamics, Termination};
 use o2o_agents::unio4::ope::{am_q, Rollout};
 use o2o_agents::unio4::value_refit::ValueRefit;
-use o2o_agents::unio4::{handover_candidates, Data, Unio4Config};
+use o2o_agents::unio4::{handover_candidates, offline_critic, Data, OfflineCritic, Unio4Config};
+use o2o_agents::ppo::Ppo;
 use o2o_agents::rng::AgentRng;
 use o2o_agents::Agent;
 use o2o_envs::Env;
@@ -129,17 +130,18 @@ pub(super) fn offline(run_dir: &Path, cfg: &Unio4Config, offline: &OfflineData, 
     let norm = cfg.state_norm;
     let sub = |k: u64| derive_seed(seed, stream::AGENT, 100 + k);
 
-    // 1. Critic.
-    let mut critic = Critic::new(cfg.critic.clone(), o, a, device, sub(1))?;
+    // 1. Critic (IQL's, or V on MC returns then SARSA Q: `critic.path`).
+    let mut critic = offline_critic(&cfg.critic, &data, device, sub(1))?;
     let mut records = resume_stage(&mut st, "critic", |p| critic.load(p))?;
-    while (critic.steps() as u64) < cfg.critic.steps {
+    let critic_steps = critic.total_steps();
+    while critic.steps() < critic_steps {
         let m = critic.update(&data, norm);
         st.grad_step += 1;
-        let t = critic.steps() as u64;
-        if t % cfg.log_every == 0 || t == cfg.critic.steps {
+        let t = critic.steps();
+        if t % cfg.log_every == 0 || t == critic_steps {
             st.log(&mut records, prefixed("unio4/critic", &m))?;
         }
-        if t % cfg.save_every == 0 && t < cfg.critic.steps {
+        if t % cfg.save_every == 0 && t < critic_steps {
             save_partial(&st, "critic", &records, |p| critic.save(p))?;
         }
     }
@@ -192,20 +194,21 @@ pub(super) fn offline(run_dir: &Path, cfg: &Unio4Config, offline: &OfflineData, 
         Ok(t) if policy.steps().1 > 0 => serde_json::from_str(&t).with_context(|| format!("{} is not BPPO's gate", gate_path.display()))?,
         _ => {
             // The BC policies' AM-Q scores are each member's first best.
-            let s = (0..members).map(|e| score(&mut policy, e, &critic, &dynamics, term, &data, cfg)).collect::<Vec<_>>();
+            let s = (0..members).map(|e| score(&mut policy, e, &*critic, &dynamics, term, &data, cfg)).collect::<Vec<_>>();
             st.log(&mut records, s.iter().enumerate().map(|(e, v)| (format!("unio4/ope/score/{e}"), *v)).collect())?;
             Gate { best: s.clone(), last: s }
         }
     };
     while (policy.steps().1 as u64) < p.bppo_steps {
-        let m = policy.bppo_update(&data, norm, &mut |s, a| critic.min_q(s, a) - critic.value(s));
+        let weight = critic.advantage_weight();
+        let m = policy.bppo_update(&data, norm, &mut |s, a| critic.q(s, a) - critic.value(s), weight);
         st.grad_step += 1;
         let t = policy.steps().1 as u64;
         if t % cfg.log_every == 0 {
             st.log(&mut records, prefixed("unio4/bppo", &m))?;
         }
         if t % cfg.ope.eval_step == 0 || t == p.bppo_steps {
-            let scores: Vec<f64> = (0..members).map(|e| score(&mut policy, e, &critic, &dynamics, term, &data, cfg)).collect();
+            let scores: Vec<f64> = (0..members).map(|e| score(&mut policy, e, &*critic, &dynamics, term, &data, cfg)).collect();
             let improved: Vec<bool> = scores.iter().zip(&gate.best).map(|(s, b)| s > b).collect();
             policy.accept(&improved);
             let mut v = Vec::new();
@@ -237,9 +240,13 @@ pub(super) fn offline(run_dir: &Path, cfg: &Unio4Config, offline: &OfflineData, 
             let mut refit = ValueRefit::new(rc.clone(), &data, device, sub(4))?;
             let mut records = resume_stage(&mut st, "value_refit", |path| refit.load(path))?;
             while refit.steps() < rc.steps {
-                let m = refit.update(&data, norm);
+                let mut m = refit.update(&data, norm);
                 st.grad_step += 1;
                 let t = refit.steps();
+                if let (Some(sc), true) = (refit.scaler(), t == rc.steps) {
+                    // The `dynamic` statistic the online phase continues from.
+                    m.extend([("reward_scaling_std", sc.std()), ("reward_scaling_count", sc.stats()[0])]);
+                }
                 if t % cfg.log_every == 0 || t == rc.steps {
                     st.log(&mut records, prefixed("unio4/value_refit", &m))?;
                 }
@@ -251,10 +258,12 @@ pub(super) fn offline(run_dir: &Path, cfg: &Unio4Config, offline: &OfflineData, 
             Some(refit)
         }
     };
-    let value: Vec<(String, Tensor)> = match &refit {
+    let mut value: Vec<(String, Tensor)> = match &refit {
         Some(r) => r.params().named().iter().map(|(n, t)| (n.clone(), t.detach())).collect(),
         None => critic.value_params().named().iter().map(|(n, t)| (n.replacen("value", "critic", 1), t.detach())).collect(),
     };
+    // `dynamic` scaling: the statistic of the dataset pass continues online.
+    value.extend(Ppo::reward_scaling_tensors(refit.as_ref().and_then(|r| r.scaler())));
 
     // 6. Hand-over: every member's short real evaluation (the OPE ranking against real
     // returns), the best real return among the top-k by last AM-Q.
@@ -284,14 +293,14 @@ pub(super) fn offline(run_dir: &Path, cfg: &Unio4Config, offline: &OfflineData, 
 }
 
 /// Member `e`'s AM-Q score (fresh start states from the ensemble's stream).
-fn score(policy: &mut PolicyEnsemble, e: usize, critic: &Critic, dynamics: &Dynamics, term: Termination, data: &Data, cfg: &Unio4Config) -> f64 {
+fn score(policy: &mut PolicyEnsemble, e: usize, critic: &dyn OfflineCritic, dynamics: &Dynamics, term: Termination, data: &Data, cfg: &Unio4Config) -> f64 {
     let norm = cfg.state_norm;
     let idx = policy.rng_mut().indices(data.len(), cfg.ope.start_states, true, data.obs.device());
     let start = data.obs.index_select(0, &idx);
     let mut model_rng = AgentRng::new(policy.rng_mut().below(u64::MAX));
     let pol = &*policy;
     let mut act = |s: &Tensor| pol.mean_action(e as i64, &data.norm_obs(s, norm));
-    let mut q = |s: &Tensor, a: &Tensor| critic.min_q(&data.norm_obs(s, norm), a);
+    let mut q = |s: &Tensor, a: &Tensor| critic.q(&data.norm_obs(s, norm), a);
     let mut step = |s: &Tensor, a: &Tensor| dynamics.step(s, a, &mut model_rng).0;
     let done = |s: &Tensor| term.done(s);
     am_q(&start, cfg.ope.horizon, Rollout { policy: &mut act, q: &mut q, step: &mut step, done: &done })
@@ -302,8 +311,10 @@ fn score(policy: &mut PolicyEnsemble, e: usize, critic: &Critic, dynamics: &Dyna
 fn load_member(agent: &mut dyn Agent, policy: &PolicyEnsemble, value: &[(String, Tensor)], e: i64, tmp: &Path) -> Result<()> {
     let mut tensors = policy.member_tensors(e, "actor");
     tensors.extend(value.iter().map(|(n, t)| (n.clone(), t.shallow_clone())));
+    let scaling = value.iter().any(|(n, _)| n.starts_with("reward_scaling/"));
     o2o_agents::checkpoint::save(tmp, &tensors)?;
-    agent.load_parts(tmp, &["actor", "critic"]).context("handing the chosen Uni-O4 member and V to the online agent")
+    let parts: &[&str] = if scaling { &["actor", "critic", "reward_scaling"] } else { &["actor", "critic"] };
+    agent.load_parts(tmp, parts).context("handing the chosen Uni-O4 member and V to the online agent")
 }
 
 /// A stage's saved state, if any (the finished file first, else the partial one), loaded with

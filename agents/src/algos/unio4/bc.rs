@@ -273,7 +273,7 @@ impl PolicyEnsemble {
 
     /// BPPO's loss `Σ_i L_i` on states `s` (as the critic sees them), with `a ~ π_old`:
     /// `advantage(s, a)` gives `min Q − V` for `a` `[n·B, A]` (members stacked).
-    fn bppo_loss(&mut self, s: &Tensor, advantage: &mut dyn FnMut(&Tensor, &Tensor) -> Tensor, clip: f64) -> (Tensor, f64) {
+    fn bppo_loss(&mut self, s: &Tensor, advantage: &mut dyn FnMut(&Tensor, &Tensor) -> Tensor, weight: Option<f64>, clip: f64) -> (Tensor, f64) {
         let g = self.cfg.actor.clone();
         let (n, b) = (self.cfg.members, s.size()[0]);
         let (a, logp_old) = tch::no_grad(|| {
@@ -286,7 +286,12 @@ impl PolicyEnsemble {
         let adv = tch::no_grad(|| {
             let s_rep = s.unsqueeze(0).expand([n, b, s.size()[1]], false).reshape([n * b, -1]);
             let raw = advantage(&s_rep, &a.reshape([n * b, self.act_dim])).view([n, b]);
-            (&raw - raw.mean_dim(1, true, Kind::Float)) / (raw.std_dim(1, true, true) + 1e-10)
+            let std = (&raw - raw.mean_dim(1, true, Kind::Float)) / (raw.std_dim(1, true, true) + 1e-10);
+            // The non-IQL path weights the standardized advantage: ω where Â > 0, 1 − ω elsewhere.
+            match weight {
+                Some(omega) => super::sarsa::weighted_advantage(&std, omega),
+                None => std,
+            }
         });
         let logp = self.pi.log_prob(&self.pi.mean(s), &a, &g);
         let ratio = (logp - logp_old).exp();
@@ -296,13 +301,14 @@ impl PolicyEnsemble {
         (loss, clip_frac)
     }
 
-    /// One BPPO step on `batch_size` random dataset states; `advantage` is `min Q − V`.
-    pub fn bppo_update(&mut self, data: &Data, state_norm: bool, advantage: &mut dyn FnMut(&Tensor, &Tensor) -> Tensor) -> Metrics {
+    /// One BPPO step on `batch_size` random dataset states; `advantage` is `Q − V` (IQL: `min Q`),
+    /// `weight` the non-IQL path's ω ([`super::OfflineCritic::advantage_weight`]).
+    pub fn bppo_update(&mut self, data: &Data, state_norm: bool, advantage: &mut dyn FnMut(&Tensor, &Tensor) -> Tensor, weight: Option<f64>) -> Metrics {
         let t = self.bppo_step as u64;
         let clip = self.cfg.clip_at(t);
         let idx = self.rng.indices(data.len(), self.cfg.batch_size, true, data.obs.device());
         let s = data.norm_obs(&data.obs.index_select(0, &idx), state_norm);
-        let (loss, clip_frac) = self.bppo_loss(&s, advantage, clip);
+        let (loss, clip_frac) = self.bppo_loss(&s, advantage, weight, clip);
         let mut grads = Tensor::run_backward(&[&loss], &self.pi.params.tensors(), false, false);
         let norms = clip_per_member(&mut grads, self.cfg.members, self.cfg.max_grad_norm);
         self.opt.lr = self.cfg.bppo_lr * (1.0 - t as f64 / self.cfg.bppo_steps.max(1) as f64);
@@ -391,7 +397,7 @@ mod tests {
         let d = Data::new(&f(&s), &f(&a), &zeros, &f(&s), &zeros, &zeros, 3, 2, Device::Cpu).unwrap();
         p.bc_update(&d, false);
         let before: Vec<Tensor> = p.old.params.named().iter().map(|(_, t)| t.detach().copy()).collect();
-        p.bppo_update(&d, false, &mut |s, a| (s.sum_dim_intlist(1, false, Kind::Float) - a.sum_dim_intlist(1, false, Kind::Float)));
+        p.bppo_update(&d, false, &mut |s, a| s.sum_dim_intlist(1, false, Kind::Float) - a.sum_dim_intlist(1, false, Kind::Float), None);
         p.accept(&[true, false, true, false]);
         for (((_, old), (_, pi)), was) in p.old.params.named().iter().zip(p.pi.params.named()).zip(&before) {
             for e in [0i64, 2] {
@@ -403,6 +409,25 @@ mod tests {
             }
         }
         assert!(p.pi.params.named().iter().zip(&before).any(|((_, pi), was)| !pi.get(1).equal(&was.get(1))), "the step moved member 1");
+    }
+
+    /// The non-IQL path's weight reaches the surrogate: with ω = 0.5 every standardized
+    /// advantage is halved, so the gradient (at π = π_old, where the loss itself is −mean Â = 0)
+    /// is exactly half the unweighted one (same samples); with ω = 0.9 it is not.
+    #[test]
+    fn advantage_weight_reaches_the_bppo_loss() {
+        let s = AgentRng::new(2).normal(&[32, 3], Device::Cpu);
+        let mut adv = |s: &Tensor, a: &Tensor| s.sum_dim_intlist(1, false, Kind::Float) - a.sum_dim_intlist(1, false, Kind::Float);
+        let mut grad = |w: Option<f64>| {
+            let mut p = PolicyEnsemble::new(small(), 3, 2, Device::Cpu, 8).unwrap();
+            let loss = p.bppo_loss(&s, &mut adv, w, 0.2).0;
+            Tensor::cat(&grads(&p, &loss).iter().map(|g| g.flatten(0, -1)).collect::<Vec<_>>(), 0)
+        };
+        let (plain, half, skew) = (grad(None), grad(Some(0.5)), grad(Some(0.9)));
+        let norm = plain.norm().double_value(&[]);
+        assert!(norm > 1e-3, "{norm}");
+        assert!((&half - &plain * 0.5).abs().max().double_value(&[]) < 1e-6 * norm.max(1.0));
+        assert!((&skew - &half).norm().double_value(&[]) > 1e-2 * norm);
     }
 
     #[test]

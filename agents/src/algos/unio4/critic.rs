@@ -20,6 +20,18 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 use tch::{Device, Kind, Tensor};
 
+/// Which offline critic Uni-O4 learns (`main.py --is_iql`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CriticPath {
+    /// IQL's twin Q and expectile V (this file; the locomotion scripts but halfcheetah-medium-expert).
+    #[default]
+    Iql,
+    /// V regressed on Monte-Carlo returns, then one Q by SARSA on the dataset's next actions
+    /// ([`super::sarsa`]; the code's default, halfcheetah-medium-expert's script).
+    Sarsa,
+}
+
 /// Critic-stage settings (official locomotion defaults).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -44,6 +56,10 @@ pub struct CriticConfig {
     pub steps: u64,
     /// Bootstrap mask: `code` (terminal or timeout) or `d4rl` (terminal only).
     pub mask: MaskRule,
+    /// `iql` or `sarsa` (then `steps` are V's regression steps and `q_steps` SARSA's).
+    pub path: CriticPath,
+    /// SARSA Q steps (`q_bc_steps`, 2e6) on the `sarsa` path; unused by `iql`.
+    pub q_steps: u64,
 }
 
 impl Default for CriticConfig {
@@ -59,6 +75,8 @@ impl Default for CriticConfig {
             batch_size: 512,
             steps: 2_000_000,
             mask: MaskRule::Code,
+            path: CriticPath::Iql,
+            q_steps: 2_000_000,
         }
     }
 }
@@ -74,6 +92,11 @@ impl CriticConfig {
         }
         Ok(())
     }
+}
+
+/// `min_j Q_j(s, a)` `[B]` of a Q ensemble, without gradients (one member: `Q(s, a)`).
+pub(super) fn min_q_of(q: &EnsembleMlp, s: &Tensor, a: &Tensor) -> Tensor {
+    tch::no_grad(|| q.forward(&state_action(s, a), None).squeeze_dim(-1).amin(0, false))
 }
 
 /// Twin Q, its target and V, with their optimizers.
@@ -120,7 +143,7 @@ impl Critic {
     /// `min_j Q_j(s, a)` `[B]` of the online twin Q (BPPO's advantage, AM-Q's score), without
     /// gradients.
     pub fn min_q(&self, s: &Tensor, a: &Tensor) -> Tensor {
-        tch::no_grad(|| self.q.forward(&state_action(s, a), None).squeeze_dim(-1).amin(0, false))
+        min_q_of(&self.q, s, a)
     }
 
     /// The TD target `y = r + γ m V(s′)` of rows `idx` (`s′` as the critic sees it).
@@ -169,6 +192,36 @@ impl Critic {
             self.rng = meta.rng;
         }
         Ok(())
+    }
+}
+
+impl super::OfflineCritic for Critic {
+    fn update(&mut self, data: &Data, state_norm: bool) -> Metrics {
+        Critic::update(self, data, state_norm)
+    }
+    fn steps(&self) -> u64 {
+        self.step as u64
+    }
+    fn total_steps(&self) -> u64 {
+        self.cfg.steps
+    }
+    fn q(&self, s: &Tensor, a: &Tensor) -> Tensor {
+        self.min_q(s, a)
+    }
+    fn value(&self, s: &Tensor) -> Tensor {
+        Critic::value(self, s)
+    }
+    fn value_params(&self) -> &ParamSet {
+        &self.v_params
+    }
+    fn advantage_weight(&self) -> Option<f64> {
+        None
+    }
+    fn save(&self, path: &Path) -> Result<(), AgentError> {
+        Critic::save(self, path)
+    }
+    fn load(&mut self, path: &Path) -> Result<(), AgentError> {
+        Critic::load(self, path)
     }
 }
 

@@ -31,12 +31,14 @@ pub mod bc;
 pub mod critic;
 pub mod dynamics;
 pub mod ope;
+pub mod sarsa;
 pub mod value_refit;
 
 use crate::nn::{Activation, GaussianConfig, MlpConfig, ObsNormConfig, ObsNormMode};
-use crate::ppo::{AdvantageNorm, PpoConfig};
-use crate::AgentError;
+use crate::ppo::{AdvantageNorm, PpoConfig, RewardScaling, ValueHead};
+use crate::{AgentError, Metrics};
 use serde::{Deserialize, Serialize};
+use std::path::Path;
 use tch::{Device, Kind, Tensor};
 
 /// Which episode ends stop bootstrapping in the offline critic.
@@ -71,8 +73,8 @@ pub struct Unio4Config {
     /// must have the offline networks' shapes).
     pub online: PpoConfig,
     /// Start the online critic from a fresh V regressed on the dataset's Monte-Carlo returns of
-    /// rescaled rewards instead of the offline IQL V (the hopper and halfcheetah-medium-replay
-    /// scripts' `--scale_strategy number`); absent = the offline V.
+    /// rescaled rewards instead of the offline IQL V (the hopper scripts' `--scale_strategy
+    /// number`, the halfcheetah scripts' `dynamic`); absent = the offline V.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub value_refit: Option<value_refit::ValueRefitConfig>,
     /// Stage steps between saves of a stage in progress (critic, BC, BPPO), so a killed run
@@ -151,8 +153,21 @@ impl Unio4Config {
                 if self.online.reward_scale != refit.reward_scale {
                     return Err(AgentError::Config(format!("unio4.online.reward_scale ({}) must equal unio4.value_refit.reward_scale ({}): the refit V predicts returns of rewards scaled by it", self.online.reward_scale, refit.reward_scale)));
                 }
+                if self.online.reward_scaling != refit.reward_scaling || self.online.critic_head != refit.head {
+                    return Err(AgentError::Config(format!(
+                        "unio4.online.reward_scaling and critic_head ({:?}, {:?}) must equal unio4.value_refit.reward_scaling and head ({:?}, {:?}): the refit V is handed over as the online critic",
+                        self.online.reward_scaling, self.online.critic_head, refit.reward_scaling, refit.head
+                    )));
+                }
+                if refit.reward_scaling == RewardScaling::Dynamic && self.online.gamma != refit.gamma {
+                    return Err(AgentError::Config(format!("unio4.online.gamma ({}) must equal unio4.value_refit.gamma ({}) under `dynamic` scaling: the running return statistic continues online", self.online.gamma, refit.gamma)));
+                }
             }
-            None => {}
+            None => {
+                if self.online.reward_scaling != RewardScaling::Constant || self.online.critic_head != ValueHead::Linear {
+                    return Err(AgentError::Config("unio4.online.reward_scaling = \"dynamic\" and critic_head = \"relu\" need unio4.value_refit (the offline V is linear and learned on unscaled rewards)".into()));
+                }
+            }
         }
         Ok(())
     }
@@ -183,6 +198,9 @@ pub struct Data {
     pub terminal: Tensor,
     /// `[N]`, 1 at the last transition of each episode (terminated, timed out, or cut).
     pub episode_end: Tensor,
+    /// `[N, a]`: the dataset's next action `a′` (the next row's action within the episode; the
+    /// row's own action at an episode end, where the code's mask never bootstraps), for SARSA.
+    pub next_action: Tensor,
     /// Per-dimension state mean and std `[o]` (std floored at 1e-3).
     pub obs_mean: Tensor,
     /// See `obs_mean`.
@@ -204,6 +222,12 @@ impl Data {
             return Err(AgentError::Config(format!("unio4 data: expected at least 2 transitions, found {n}")));
         }
         let t = |v: &[f32], w: usize| Tensor::from_slice(v).view([n as i64, w as i64]).to_device(device);
+        // a′_t = a_{t+1} inside an episode (the code takes act[t+1] everywhere; at an episode
+        // end that row is another episode's, and the code's mask zeroes its term anyway).
+        let next_action: Vec<f32> = (0..n).flat_map(|i| {
+            let j = if episode_end[i] == 0.0 && i + 1 < n { i + 1 } else { i };
+            action[j * act_dim..(j + 1) * act_dim].iter().copied()
+        }).collect();
         let obs_t = t(obs, obs_dim);
         let obs_mean = obs_t.mean_dim(0, false, Kind::Float);
         let obs_std = obs_t.std_dim(0, false, false).clamp_min(1e-3);
@@ -214,6 +238,7 @@ impl Data {
             next_obs: t(next_obs, obs_dim),
             terminal: t(terminal, 1).squeeze_dim(-1),
             episode_end: t(episode_end, 1).squeeze_dim(-1),
+            next_action: t(&next_action, act_dim),
             obs_mean,
             obs_std,
         })
@@ -246,6 +271,39 @@ impl Data {
             s.shallow_clone()
         }
     }
+}
+
+/// The offline critic stage BPPO and AM-Q read: IQL's ([`critic::Critic`]) or the non-IQL one
+/// ([`sarsa::SarsaCritic`]), chosen by `critic.path`.
+pub trait OfflineCritic {
+    /// One stage step on a batch of `data`.
+    fn update(&mut self, data: &Data, state_norm: bool) -> Metrics;
+    /// Stage steps done.
+    fn steps(&self) -> u64;
+    /// Stage steps in all.
+    fn total_steps(&self) -> u64;
+    /// The Q BPPO's advantage and AM-Q use, `[B]`, no gradients: `min_j Q_j` (IQL) or `Q` (SARSA).
+    fn q(&self, s: &Tensor, a: &Tensor) -> Tensor;
+    /// `V(s)` `[B]`, no gradients.
+    fn value(&self, s: &Tensor) -> Tensor;
+    /// V's parameters (`value/…`, handed to the online PPO when no refit replaces it).
+    fn value_params(&self) -> &crate::nn::ParamSet;
+    /// BPPO's weight of the standardized advantage: `Some(ω)` gives `ω` to `Â > 0` and `1 − ω`
+    /// to the rest (the non-IQL path), `None` leaves `Â`.
+    fn advantage_weight(&self) -> Option<f64>;
+    /// Write the stage state atomically.
+    fn save(&self, path: &Path) -> Result<(), AgentError>;
+    /// Restore what `save` wrote.
+    fn load(&mut self, path: &Path) -> Result<(), AgentError>;
+}
+
+/// The configured offline critic for `data`'s shapes.
+pub fn offline_critic(cfg: &critic::CriticConfig, data: &Data, device: Device, seed: u64) -> Result<Box<dyn OfflineCritic>, AgentError> {
+    let (o, a) = (data.obs.size()[1], data.action.size()[1]);
+    Ok(match cfg.path {
+        critic::CriticPath::Iql => Box::new(critic::Critic::new(cfg.clone(), o, a, device, seed)?),
+        critic::CriticPath::Sarsa => Box::new(sarsa::SarsaCritic::new(cfg.clone(), data, device, seed)?),
+    })
 }
 
 /// The members the hand-over evaluates in the real env: the `k` highest last AM-Q scores, every

@@ -1,23 +1,26 @@
 //! The online critic some Uni-O4 task scripts start from instead of the offline IQL V
-//! (`ppo_finetune/main.py` with `--scale_strategy number`, the hopper and halfcheetah-medium-
-//! replay scripts): a fresh V regressed on the dataset's Monte-Carlo returns of the *rescaled*
-//! rewards, then handed to PPO, which keeps scaling the online rewards by the same factor.
-//! - `G_t = c·r_t + γ (1 − end_t) G_{t+1}`, episodes cut at every end (terminal or timeout, as
-//!   the code's returns are), rows in the dataset's episode order;
-//! - `L = E[(V(s) − G)²]` on batches of `batch_size` rows, Adam;
-//! - `c = reward_scale` (the script's `number` strategy is 0.1).
-//!
-//! Differences from the code, as options do not cover them: the code's V ends in a ReLU
-//! (`V ≥ 0`), ours is PPO's plain linear head (the hopper returns it regresses are positive, so
-//! only the gradient below zero differs); the `dynamic` strategy (division by a running std of
-//! the discounted return, carried into the online phase) is not implemented.
+//! (`ppo_finetune/main.py` with `--scale_strategy number` or `dynamic`: the hopper and
+//! halfcheetah scripts): a fresh V regressed on the dataset's Monte-Carlo returns of the
+//! *rescaled* rewards, then handed to PPO, which keeps scaling the online rewards the same way.
+//! - `r̃_t`: `reward_scaling = "constant"` (the `number` strategy) leaves `r_t`;
+//!   `"dynamic"` divides it by a running std of the discounted return over the dataset rows in
+//!   order ([`ReturnStdScaler::scale_dataset`]; episode-ending rows keep their reward, the
+//!   code's quirk), and the statistic it ends with is handed to the online PPO with V;
+//! - `G_t = c·r̃_t + γ (1 − end_t) G_{t+1}`, episodes cut at every end (terminal or timeout, as
+//!   the code's returns are), rows in the dataset's episode order; `c = reward_scale` (0.1 for
+//!   `number`, 1 for `dynamic`);
+//! - `V(s) = max(0, MLP(s))` with `head = "relu"` (the code's `ValueReluMLP`, the default;
+//!   `"linear"` drops the ReLU), and the online PPO critic must have the same head;
+//! - `L = E[(V(s) − G)²]` on batches of `batch_size` rows, Adam.
 
 use super::Data;
 use crate::checkpoint::{load_agent, save_agent, state_tensors};
 use crate::nn::{Adam, Mlp, MlpConfig, ParamSet};
+use crate::ppo::{RewardScaling, ValueHead};
 use crate::rng::AgentRng;
 use crate::{AgentError, Metrics};
 use o2o_datasets::mc_returns::{returns_to_go, McConfig};
+use o2o_datasets::reward_scaling::ReturnStdScaler;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use tch::{Device, Kind, Tensor};
@@ -28,6 +31,11 @@ use tch::{Device, Kind, Tensor};
 pub struct ValueRefitConfig {
     /// The V network; it must be the online PPO critic's shape (it is handed over as it).
     pub value: MlpConfig,
+    /// V's output: `relu` (the code's) or `linear`; the online PPO's `critic_head` must equal it.
+    pub head: ValueHead,
+    /// `constant` (× `reward_scale` only, the `number` strategy) or `dynamic` (÷ the running
+    /// return std first); the online PPO's `reward_scaling` must equal it.
+    pub reward_scaling: RewardScaling,
     /// Regression steps.
     pub steps: u64,
     /// Adam learning rate.
@@ -42,7 +50,16 @@ pub struct ValueRefitConfig {
 
 impl Default for ValueRefitConfig {
     fn default() -> Self {
-        Self { value: MlpConfig { hidden: vec![256, 256, 256], ..MlpConfig::default() }, steps: 1_000_000, lr: 1e-4, batch_size: 512, reward_scale: 0.1, gamma: 0.99 }
+        Self {
+            value: MlpConfig { hidden: vec![256, 256, 256], ..MlpConfig::default() },
+            head: ValueHead::Relu,
+            reward_scaling: RewardScaling::Constant,
+            steps: 1_000_000,
+            lr: 1e-4,
+            batch_size: 512,
+            reward_scale: 0.1,
+            gamma: 0.99,
+        }
     }
 }
 
@@ -70,26 +87,44 @@ pub fn mc_returns(reward: &[f32], episode_end: &[f32], scale: f64, gamma: f64) -
 pub struct ValueRefit {
     cfg: ValueRefitConfig,
     v: Mlp,
-    params: ParamSet,
-    opt: Adam,
-    rng: AgentRng,
-    step: u64,
+    pub(super) params: ParamSet,
+    pub(super) opt: Adam,
+    pub(super) rng: AgentRng,
+    pub(super) step: u64,
     returns: Tensor,
+    scaler: Option<ReturnStdScaler>,
 }
 
 impl ValueRefit {
     /// A fresh V for `obs_dim` states, with the returns of `data`.
     pub fn new(cfg: ValueRefitConfig, data: &Data, device: Device, seed: u64) -> Result<Self, AgentError> {
+        // Named `critic` like the PPO critic it becomes.
+        Self::with_prefix(cfg, data, device, seed, "critic")
+    }
+
+    /// The same with V's parameters registered under `prefix` (the non-IQL offline critic's V,
+    /// [`super::sarsa`], is `value/…`).
+    pub(super) fn with_prefix(cfg: ValueRefitConfig, data: &Data, device: Device, seed: u64, prefix: &str) -> Result<Self, AgentError> {
         cfg.validate()?;
         let mut rng = AgentRng::new(seed);
         let mut params = ParamSet::new();
         let obs_dim = data.obs.size()[1];
-        // Named `critic` like the PPO critic it becomes.
-        let v = Mlp::new(&mut params, "critic", obs_dim, 1, &cfg.value, 1.0, &mut rng, device);
+        let v = Mlp::new(&mut params, prefix, obs_dim, 1, &cfg.value, 1.0, &mut rng, device);
         let host = |t: &Tensor| Vec::<f32>::try_from(&t.to_device(Device::Cpu).to_kind(Kind::Float)).unwrap_or_default();
-        let g = mc_returns(&host(&data.reward), &host(&data.episode_end), cfg.reward_scale, cfg.gamma)?;
+        let (reward, end) = (host(&data.reward), host(&data.episode_end));
+        // r̃: the `dynamic` pass over the rows in order (its end state goes online), or r.
+        let mut scaler = (cfg.reward_scaling == RewardScaling::Dynamic).then(|| ReturnStdScaler::new(cfg.gamma));
+        let scaled = match scaler.as_mut() {
+            Some(s) => s.scale_dataset(&reward, &end),
+            None => reward,
+        };
+        if let Some(s) = scaler.as_mut() {
+            // Online, every env starts a fresh episode: R = 0, the statistic carries on.
+            s.reset_returns();
+        }
+        let g = mc_returns(&scaled, &end, cfg.reward_scale, cfg.gamma)?;
         let returns = Tensor::from_slice(&g).to_device(device);
-        Ok(Self { opt: Adam::new(&params, cfg.lr), cfg, v, params, rng, step: 0, returns })
+        Ok(Self { opt: Adam::new(&params, cfg.lr), cfg, v, params, rng, step: 0, returns, scaler })
     }
 
     /// Steps done.
@@ -102,12 +137,23 @@ impl ValueRefit {
         &self.params
     }
 
+    /// The `dynamic` scaling's statistic after the dataset pass (handed to the online PPO), or
+    /// `None` under `constant`.
+    pub fn scaler(&self) -> Option<&ReturnStdScaler> {
+        self.scaler.as_ref()
+    }
+
+    /// `V(s)` `[B]` through the configured head.
+    pub fn value(&self, s: &Tensor) -> Tensor {
+        self.cfg.head.apply(self.v.forward(s, None)).squeeze_dim(-1)
+    }
+
     /// One regression step on a batch of `data` (states as the online agent sees them).
     pub fn update(&mut self, data: &Data, state_norm: bool) -> Metrics {
         let idx = self.rng.indices(data.len(), self.cfg.batch_size, true, data.obs.device());
         let s = data.norm_obs(&data.obs.index_select(0, &idx), state_norm);
         let g = self.returns.index_select(0, &idx);
-        let v = self.v.forward(&s, None).squeeze_dim(-1);
+        let v = self.value(&s);
         // L = E[(V(s) − G)²].
         let loss = (&v - &g).square().mean(Kind::Float);
         self.opt.minimize(&self.params, &loss);
@@ -115,7 +161,7 @@ impl ValueRefit {
         vec![("value_loss", loss.double_value(&[])), ("v_mean", v.mean(Kind::Float).double_value(&[])), ("return_mean", g.mean(Kind::Float).double_value(&[]))]
     }
 
-    fn live(&self) -> Vec<(String, Tensor)> {
+    pub(super) fn live(&self) -> Vec<(String, Tensor)> {
         state_tensors(&[&self.params], &[("value_opt", &self.opt, &self.params)])
     }
 
@@ -163,7 +209,7 @@ mod tests {
         let mut end = vec![0.0f32; n];
         end[n - 1] = 1.0;
         let d = Data::new(&obs, &vec![0.0; n], &vec![1.0; n], &next, &vec![0.0; n], &end, 1, 1, Device::Cpu).unwrap();
-        let cfg = ValueRefitConfig { value: MlpConfig { hidden: vec![32, 32], ..MlpConfig::default() }, steps: 600, lr: 3e-3, batch_size: 64, reward_scale: 1.0, gamma: 0.5 };
+        let cfg = ValueRefitConfig { value: MlpConfig { hidden: vec![32, 32], ..MlpConfig::default() }, steps: 600, lr: 3e-3, batch_size: 64, reward_scale: 1.0, gamma: 0.5, ..ValueRefitConfig::default() };
         let mut a = ValueRefit::new(cfg.clone(), &d, Device::Cpu, 7).unwrap();
         let first = a.update(&d, false)[0].1;
         for _ in 0..300 {
@@ -183,5 +229,33 @@ mod tests {
         // G ranges over [1, 2): 2 − 2^{t−63}, flat then falling to 1 at the episode's end; an MSE
         // under 0.01 means V follows it.
         assert!(la < 0.01 && la < first / 50.0, "final loss {la} (first {first})");
+    }
+
+    /// `dynamic`: the returns V regresses are those of the dataset pass's scaled rewards (the
+    /// episode-ending row unscaled), the statistic is kept for the online phase with every env's
+    /// R at 0; the ReLU head keeps V ≥ 0 where the linear output is negative.
+    #[test]
+    fn dynamic_returns_and_relu_head() {
+        // Two episodes: rows 0–2 (end at 2), rows 3–4 (end at 4); one-dimensional states.
+        let r = [1.0f32, 2.0, 3.0, 4.0, 5.0];
+        let end = [0.0f32, 0.0, 1.0, 0.0, 1.0];
+        let obs = [0.0f32, 0.1, 0.2, 0.3, 0.4];
+        let d = Data::new(&obs, &[0.0; 5], &r, &obs, &[0.0; 5], &end, 1, 1, Device::Cpu).unwrap();
+        let cfg = ValueRefitConfig { value: MlpConfig { hidden: vec![8], ..MlpConfig::default() }, reward_scaling: RewardScaling::Dynamic, reward_scale: 1.0, gamma: 0.9, ..ValueRefitConfig::default() };
+        let refit = ValueRefit::new(cfg.clone(), &d, Device::Cpu, 1).unwrap();
+        let mut s = ReturnStdScaler::new(0.9);
+        let scaled = s.scale_dataset(&r, &end);
+        assert_eq!((scaled[2], scaled[4]), (3.0, 5.0), "episode-ending rows unscaled");
+        assert!(scaled[1] != 2.0 && scaled[3] != 4.0);
+        let want = mc_returns(&scaled, &end, 1.0, 0.9).unwrap();
+        assert_eq!(Vec::<f32>::try_from(&refit.returns).unwrap(), want);
+        assert_eq!(refit.scaler().unwrap().stats(), s.stats());
+        assert!(refit.scaler().unwrap().returns().is_empty(), "online episodes start at R = 0");
+        // The head: ReLU of the same network's linear output.
+        let lin = ValueRefit::new(ValueRefitConfig { head: ValueHead::Linear, ..cfg }, &d, Device::Cpu, 1).unwrap();
+        let x = Tensor::from_slice(&[-3.0f32, -1.0, 0.0, 1.0, 3.0]).view([5, 1]);
+        let (v_lin, v_relu) = (lin.value(&x), refit.value(&x));
+        assert!(v_relu.equal(&v_lin.relu()) && v_relu.ge(0.0).all().int64_value(&[]) == 1);
+        assert!(ValueRefit::new(ValueRefitConfig::default(), &d, Device::Cpu, 1).unwrap().scaler().is_none());
     }
 }
