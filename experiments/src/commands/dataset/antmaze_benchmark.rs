@@ -421,7 +421,7 @@ impl Controller<'_> {
 }
 
 /// One N(0, 1) draw (Box–Muller).
-fn normal(rng: &mut ChaCha8Rng) -> f64 {
+pub fn normal(rng: &mut ChaCha8Rng) -> f64 {
     let (u1, u2) = (1.0 - rng.gen::<f64>(), rng.gen::<f64>());
     (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
 }

@@ -79,6 +79,8 @@ pub enum Target {
     ImagineBenchMujoco,
     /// A D4RL-style AntMaze file (`antmaze-umaze`, `antmaze-medium-play`, …).
     AntMaze(super::antmaze_benchmark::Maze),
+    /// A D4RL-layout Adroit file from a scripted controller (`pen`, `door`, `hammer`, `relocate`).
+    Adroit(o2o_envs::mujoco::AdroitKind),
 }
 
 fn parse_target(s: &str) -> std::result::Result<Target, String> {
@@ -89,9 +91,12 @@ fn parse_target(s: &str) -> std::result::Result<Target, String> {
     if let Some(m) = super::antmaze_benchmark::Maze::parse(s) {
         return Ok(Target::AntMaze(m));
     }
+    if let Some(k) = super::adroit_benchmark::parse(s) {
+        return Ok(Target::Adroit(k));
+    }
     Task::from_str(s, true)
         .map(Target::Locomotion)
-        .map_err(|_| format!("expected hopper, halfcheetah, walker2d, imaginebench-mujoco or antmaze-{{umaze,umaze-diverse,medium-play,medium-diverse,large-play,large-diverse}}, found {s:?}"))
+        .map_err(|_| format!("expected hopper, halfcheetah, walker2d, imaginebench-mujoco, pen, door, hammer, relocate or antmaze-{{umaze,umaze-diverse,medium-play,medium-diverse,large-play,large-diverse}}, found {s:?}"))
 }
 
 /// `o2o dataset make-benchmark imaginebench-mujoco`: only `--scale`, `--out` and `--seed` apply.
@@ -153,6 +158,36 @@ fn run_antmaze(args: MakeBenchmarkArgs, maze: super::antmaze_benchmark::Maze) ->
     Ok(())
 }
 
+/// `o2o dataset make-benchmark pen|door|hammer|relocate`: `--transitions` rows rounded down to
+/// whole episodes (small: 100 episodes, full: 1000), `--action-noise`, `--gzip`, `--seed`, `--out`.
+fn run_adroit(args: MakeBenchmarkArgs, kind: o2o_envs::mujoco::AdroitKind) -> Result<()> {
+    use super::adroit_benchmark::{self as ad, AdroitSpec};
+    let name = ad::parse_name(kind);
+    let horizon = o2o_envs::spec(&format!("{name}-v1"))?.max_episode_steps.unwrap_or(200);
+    let episodes = match args.transitions {
+        Some(rows) => (rows / horizon).max(1),
+        None if args.scale == Scale::Full => 1000,
+        None => 100,
+    };
+    if let Some(g) = args.gzip.filter(|g| *g > 9) {
+        bail!("--gzip: expected a level 0-9, found {g}");
+    }
+    let spec = AdroitSpec {
+        kind,
+        out: args.out.unwrap_or_else(|| PathBuf::from(format!("data/{name}-{}", args.scale.name()))),
+        seed: args.seed,
+        episodes,
+        action_noise: args.action_noise,
+        gzip: Some(args.gzip.unwrap_or(4)).filter(|g| *g > 0),
+    };
+    let m = ad::generate(&spec)?;
+    println!(
+        "{}: {} ({} rows, {} episodes, {} bytes) in {:.1} s; success in {:.1}% of episodes, mean return {:.1} (normalized {:.1})",
+        spec.out.display(), m.file, m.rows, m.episodes, m.bytes, m.wall_s, 100.0 * m.success_rate, m.mean_return, m.normalized_score
+    );
+    Ok(())
+}
+
 fn set_threads(threads: Option<i32>) -> Result<()> {
     if let Some(n) = threads {
         if n < 1 {
@@ -168,6 +203,7 @@ pub fn run(args: MakeBenchmarkArgs) -> Result<()> {
     let task = match args.task {
         Target::ImagineBenchMujoco => return run_imaginebench(args),
         Target::AntMaze(m) => return run_antmaze(args, m),
+        Target::Adroit(k) => return run_adroit(args, k),
         Target::Locomotion(t) => t,
     };
     let mut sizes = args.scale.sizes();

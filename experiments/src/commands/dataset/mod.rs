@@ -1,6 +1,7 @@
 //! `o2o dataset …`: commands on offline datasets. Each subcommand lives in its own file here
 //! (datasets engineers: add `download`, `info`, … as variants of [`DatasetCommand`]).
 
+pub mod adroit_benchmark;
 pub mod antmaze_benchmark;
 pub mod benchmark;
 pub mod convert;
