@@ -72,6 +72,10 @@ const FETCH: &[(&str, FetchTask, bool)] = &[
 /// Episode length of the Fetch tasks.
 pub const FETCH_MAX_EPISODE_STEPS: usize = 50;
 
+/// Registered ids that are o2o's own tasks with no outside oracle to check parity against
+/// (`ant-goal-v0`: the AntMaze controller's training task).
+pub const NO_PARITY_ORACLE: &[&str] = &["ant-goal-v0"];
+
 /// All ids [`make`] accepts.
 pub fn known_ids() -> Vec<&'static str> {
     ENTRIES.iter().map(|e| e.id).chain(FETCH.iter().map(|f| f.0)).collect()
