@@ -35,7 +35,7 @@ use anyhow::{bail, Context, Result};
 use o2o_agents::Agent;
 use o2o_datasets::d4rl::D4rlDataset;
 use o2o_datasets::h5util::{Column, Dtype};
-use o2o_envs::mujoco::ant_goal::{controller_obs, TARGET_DISTANCE};
+use o2o_envs::mujoco::ant_goal::{controller_obs, CONTROLLER_OBS_DIM, TARGET_DISTANCE};
 use o2o_envs::mujoco::antmaze::{MazeMap, BIG_MAZE, HARDEST_MAZE, MAZE_SCALING, U_MAZE_TEST};
 use o2o_envs::mujoco::{AntMaze, MujocoEnv};
 use o2o_envs::Env;
@@ -57,6 +57,8 @@ pub const FORMAT: &str = "o2o-benchmark-antmaze/1";
 pub const CONTROLLER_ENV: &str = "ant-goal-v0";
 /// The controller's network width when o2o trains it (both layers, actor and critics).
 pub const CONTROLLER_HIDDEN: usize = 64;
+/// The ant's 8 hip and ankle motors.
+const ANT_ACTIONS: usize = 8;
 
 /// The six D4RL AntMaze datasets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -391,7 +393,7 @@ fn load_controller(run_dir: &Path, device: Device) -> Result<(RunConfig, Box<dyn
         bail!("--controller {}: expected a run on {CONTROLLER_ENV}, found env {:?}", run_dir.display(), config.env);
     }
     let ckpt = checkpoint::latest(run_dir).with_context(|| format!("--controller {}: no checkpoint", run_dir.display()))?;
-    let mut agent = runner::build_agent(&config, controller_obs(&[0.0; 15], &[0.0; 14], [0.0, 0.0]).len(), 8, device)?;
+    let mut agent = runner::build_agent(&config, CONTROLLER_OBS_DIM, ANT_ACTIONS, device)?;
     let weights = ckpt.join(checkpoint::AGENT);
     agent.load(&weights).with_context(|| format!("loading the controller {}", weights.display()))?;
     let state = checkpoint::read_state(&ckpt)?;
@@ -580,7 +582,7 @@ fn collect(spec: &AntMazeSpec, controller: &mut Controller, seed: u64) -> Result
     let ds = D4rlDataset {
         source: PathBuf::new(),
         obs_dim,
-        act_dim: 8,
+        act_dim: ANT_ACTIONS,
         observations: obs,
         actions,
         terminals: rewards.clone(),

@@ -14,7 +14,10 @@ use std::path::PathBuf;
 pub struct MakeBenchmarkArgs {
     /// The task: hopper, halfcheetah or walker2d (SAC is trained on its D4RL-compatible `-v2`
     /// env), or imaginebench-mujoco (ImagineBench-layout real and model-imagined rollouts, see
-    /// `imaginebench_benchmark`).
+    /// `imaginebench_benchmark`), or antmaze-{umaze,umaze-diverse,medium-play,medium-diverse,
+    /// large-play,large-diverse} (a waypoint planner driving a goal-reaching ant controller,
+    /// `antmaze_benchmark`), or pen, door, hammer, relocate (a scripted Adroit controller,
+    /// `adroit_benchmark`).
     #[arg(value_parser = parse_target)]
     pub task: Target,
     /// small: SAC 60k env steps, 100k-row files (≤ 30 min for hopper on 2 cores, gzip'd);
@@ -149,9 +152,9 @@ fn run_antmaze(args: MakeBenchmarkArgs, maze: super::antmaze_benchmark::Maze) ->
     let m = am::generate(&spec)?;
     let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
     println!(
-        "{}: {} ({} rows, {} episodes, {} bytes) in {:.0} s; controller ({}, {} env steps): target reached in {:.0}% of {CONTROLLER}-episodes (mean {} steps), fell in {:.0}%; data: goal reached in {:.1}% of episodes (first at step {} on average), {:.2}% reward rows, closest approach {:.2} m on average",
+        "{}: {} ({} rows, {} episodes, {} bytes) in {:.0} s; controller ({}, {} env steps): target reached in {:.0}% of {} {CONTROLLER} episodes (mean {} steps), fell in {:.0}%; data: goal reached in {:.1}% of episodes (first at step {} on average), {:.2}% reward rows, closest approach {:.2} m on average",
         spec.out.display(), m.file.file, m.data.rows, m.data.episodes, m.file.bytes, m.wall_s, m.controller.source, m.controller.env_steps,
-        100.0 * m.controller.goal_success_rate, ms(m.controller.mean_steps_to_target), 100.0 * m.controller.fall_rate,
+        100.0 * m.controller.goal_success_rate, m.controller.eval_episodes, ms(m.controller.mean_steps_to_target), 100.0 * m.controller.fall_rate,
         100.0 * m.data.success_rate, ms(m.data.mean_first_success_step), 100.0 * m.data.reward_rate, m.data.mean_min_goal_distance,
         CONTROLLER = am::CONTROLLER_ENV,
     );
