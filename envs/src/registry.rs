@@ -7,7 +7,7 @@
 use crate::env::{Env, EnvSpec};
 use crate::error::EnvError;
 use crate::mujoco::antmaze::{BIG_MAZE_TEST, HARDEST_MAZE_TEST, U_MAZE_TEST};
-use crate::mujoco::{Adroit, AdroitKind, Ant, AntMaze, FetchEnv, FetchTask, HalfCheetah, Hopper, InvertedPendulum, MujocoEnv, Task, Version, Walker2d};
+use crate::mujoco::{Adroit, AdroitKind, Ant, AntGoal, AntMaze, FetchEnv, FetchTask, HalfCheetah, Hopper, InvertedPendulum, MujocoEnv, Task, Version, Walker2d};
 use crate::wrappers::TimeLimit;
 use std::path::Path;
 
@@ -44,6 +44,9 @@ const ENTRIES: &[Entry] = &[
     Entry { id: "antmaze-medium-diverse-v0", max_episode_steps: 1000, family: Some("antmaze"), task: || Box::new(AntMaze::new(BIG_MAZE_TEST, false)) },
     Entry { id: "antmaze-large-play-v0", max_episode_steps: 1000, family: Some("antmaze"), task: || Box::new(AntMaze::new(HARDEST_MAZE_TEST, false)) },
     Entry { id: "antmaze-large-diverse-v0", max_episode_steps: 1000, family: Some("antmaze"), task: || Box::new(AntMaze::new(HARDEST_MAZE_TEST, false)) },
+    // The AntMaze ant on an open floor walking to a target: the goal-reaching controller that
+    // `o2o dataset make-benchmark antmaze-*` drives through a maze is trained on it.
+    Entry { id: "ant-goal-v0", max_episode_steps: 200, family: None, task: || Box::new(AntGoal::default()) },
     // Adroit as D4RL registers it (`{task}-{human,cloned,expert}-v1` all make these envs).
     Entry { id: "pen-v1", max_episode_steps: 100, family: Some("pen"), task: || Box::new(Adroit::new(AdroitKind::Pen)) },
     Entry { id: "door-v1", max_episode_steps: 200, family: Some("door"), task: || Box::new(Adroit::new(AdroitKind::Door)) },
@@ -68,6 +71,10 @@ const FETCH: &[(&str, FetchTask, bool)] = &[
 
 /// Episode length of the Fetch tasks.
 pub const FETCH_MAX_EPISODE_STEPS: usize = 50;
+
+/// Registered ids that are o2o's own tasks with no outside oracle to check parity against
+/// (`ant-goal-v0`: the AntMaze controller's training task).
+pub const NO_PARITY_ORACLE: &[&str] = &["ant-goal-v0"];
 
 /// All ids [`make`] accepts.
 pub fn known_ids() -> Vec<&'static str> {
@@ -171,8 +178,8 @@ mod tests {
         assert_eq!(s.max_episode_steps, Some(1000));
         assert_eq!(s.normalization_family.as_deref(), Some("hopper"));
         assert_eq!(spec("InvertedPendulum-v5").unwrap().normalization_family, None);
-        // 9 locomotion + 12 AntMaze + 4 Adroit + 3 Adroit binary + 6 Fetch.
-        assert_eq!(known_ids().len(), 34);
+        // 9 locomotion + 12 AntMaze + 1 ant-goal + 4 Adroit + 3 Adroit binary + 6 Fetch.
+        assert_eq!(known_ids().len(), 35);
         assert_eq!(FETCH.len(), 6);
         assert_eq!(spec("antmaze-umaze-v2").unwrap().max_episode_steps, Some(700));
         assert_eq!(spec("antmaze-large-play-v2").unwrap().normalization_family.as_deref(), Some("antmaze"));

@@ -147,6 +147,54 @@ impl MazeMap {
         (row >= 0.0 && col >= 0.0 && (row as usize) < h && (col as usize) < w).then(|| (row as usize, col as usize))
     }
 
+    /// The cell D4RL's waypoint planner puts point `xy` in (`maze_env.py` `_xy_to_rowcol`):
+    /// (r_i + ⌊max(y, 1e-4)/s⌋, r_j + ⌊max(x, 1e-4)/s⌋) — not the nearest centre: the cell
+    /// boundaries are at the centres' grid lines, half a cell off (D4RL's maps all have r at
+    /// (1, 1), where this is its `int(1 + y/s)`). `None` outside the map.
+    pub fn d4rl_rowcol(&self, xy: [f64; 2]) -> Option<(usize, usize)> {
+        let (ri, rj) = self.reset_cell()?;
+        let row = ri + (xy[1].max(1e-4) / MAZE_SCALING).floor() as usize;
+        let col = rj + (xy[0].max(1e-4) / MAZE_SCALING).floor() as usize;
+        let (h, w) = self.shape();
+        (row < h && col < w).then_some((row, col))
+    }
+
+    /// The next cell on a shortest path from `current` to `target` over the free cells (4-way
+    /// moves): a breadth-first search from `target`, returning the cell from which `current`
+    /// was first reached (D4RL's `_get_best_next_rowcol`, neighbours in its order left, right,
+    /// down, up). `target` itself when the two are equal; `None` when no path exists. `current`
+    /// may be a wall cell (the half-cell-off [`MazeMap::d4rl_rowcol`] can put the ant in one).
+    pub fn next_cell(&self, current: (usize, usize), target: (usize, usize)) -> Option<(usize, usize)> {
+        if current == target {
+            return Some(target);
+        }
+        let (h, w) = self.shape();
+        let mut visited = vec![false; h * w];
+        let mut frontier = vec![target];
+        while !frontier.is_empty() {
+            let mut next = Vec::new();
+            for (row, col) in frontier {
+                visited[row * w + col] = true;
+                let around = [(row as i64, col as i64 - 1), (row as i64, col as i64 + 1), (row as i64 + 1, col as i64), (row as i64 - 1, col as i64)];
+                for (r, c) in around {
+                    if r < 0 || c < 0 || r as usize >= h || c as usize >= w {
+                        continue;
+                    }
+                    let cell = (r as usize, c as usize);
+                    if cell == current {
+                        return Some((row, col));
+                    }
+                    if self.cell(cell.0, cell.1) == b'1' || visited[cell.0 * w + cell.1] {
+                        continue;
+                    }
+                    next.push(cell);
+                }
+            }
+            frontier = next;
+        }
+        None
+    }
+
     /// The world-frame centres `[x, y, z]` and half-sizes of the wall boxes, in geom order.
     pub fn wall_boxes(&self) -> Vec<([f64; 3], [f64; 3])> {
         let half = [0.5 * MAZE_SCALING, 0.5 * MAZE_SCALING, MAZE_HEIGHT / 2.0 * MAZE_SCALING];
@@ -185,12 +233,30 @@ pub struct AntMaze {
     /// Draw a new goal at every reset (`-v2`, D4RL's `v2_resets`) or once per env (`-v0`).
     resample_goal: bool,
     goal: Option<[f64; 2]>,
+    /// End the episode at the goal (the eval env); D4RL's data-collection env never ends.
+    terminate_at_goal: bool,
+}
+
+/// The sparse reward 1[‖xy − goal‖ ≤ 0.5] (√(dx² + dy²) as NumPy's `linalg.norm`).
+pub fn sparse_reward(xy: [f64; 2], goal: [f64; 2]) -> f64 {
+    let (dx, dy) = (xy[0] - goal[0], xy[1] - goal[1]);
+    if (dx * dx + dy * dy).sqrt() <= GOAL_RADIUS {
+        1.0
+    } else {
+        0.0
+    }
 }
 
 impl AntMaze {
     /// The task on `map`; `resample_goal` as D4RL's `v2_resets`.
     pub fn new(map: MazeMap, resample_goal: bool) -> Self {
-        Self { map, resample_goal, goal: None }
+        Self { map, resample_goal, goal: None, terminate_at_goal: true }
+    }
+
+    /// The data-collection env D4RL's generator used: the same task, but reaching the goal
+    /// does not end the episode (only the caller's time limit does).
+    pub fn collecting(map: MazeMap) -> Self {
+        Self { terminate_at_goal: false, ..Self::new(map, false) }
     }
 
     /// The maze map.
@@ -203,6 +269,11 @@ impl AntMaze {
     pub fn sample_goal(&self, rng: &mut EnvRng) -> [f64; 2] {
         let goals = self.map.goal_cells();
         let choices = if goals.is_empty() { self.map.free_cells() } else { goals };
+        self.sample_goal_in(&choices, rng)
+    }
+
+    /// [`AntMaze::sample_goal`] over the given cells (non-empty) instead of the map's goal cells.
+    pub fn sample_goal_in(&self, choices: &[(usize, usize)], rng: &mut EnvRng) -> [f64; 2] {
         let cell = choices[rng.gen_range(0..choices.len())];
         let [x, y] = self.map.cell_xy(cell);
         let (x, y) = (x + rng.gen::<f64>() * MAZE_SCALING * 0.25, y + rng.gen::<f64>() * MAZE_SCALING * 0.25);
@@ -295,15 +366,16 @@ impl Task for AntMaze {
     /// r = 1[‖xy − goal‖ ≤ 0.5]; terminated on the same condition (D4RL's eval env).
     fn reward(&self, data: &Data, _before: [f64; 2], _action: &[f64], _dt: f64, info: &mut Info) -> (f64, bool) {
         let distance = self.goal_distance(data);
-        let reached = distance <= GOAL_RADIUS;
         let g = self.goal.unwrap_or([0.0, 0.0]);
+        let reward = sparse_reward([data.qpos()[0], data.qpos()[1]], g);
+        let reached = reward > 0.0;
         info.set("x_position", data.qpos()[0]);
         info.set("y_position", data.qpos()[1]);
         info.set("goal_x", g[0]);
         info.set("goal_y", g[1]);
         info.set("goal_distance", distance);
         info.success = Some(reached);
-        (if reached { 1.0 } else { 0.0 }, reached)
+        (reward, reached && self.terminate_at_goal)
     }
 }
 
@@ -330,6 +402,31 @@ mod tests {
         // The generation maps have the eval maps' walls.
         assert_eq!(BIG_MAZE.wall_cells(), BIG_MAZE_TEST.wall_cells());
         assert_eq!(HARDEST_MAZE.wall_cells(), HARDEST_MAZE_TEST.wall_cells());
+    }
+
+    #[test]
+    fn the_planner_walks_the_shortest_path_and_uses_d4rls_cells() {
+        // umaze: (1,1) → (1,2) → (1,3) → (2,3) → (3,3) → (3,2) → (3,1).
+        let m = U_MAZE_TEST;
+        let mut at = (1, 1);
+        let mut path = vec![at];
+        while at != (3, 1) {
+            at = m.next_cell(at, (3, 1)).unwrap();
+            path.push(at);
+        }
+        assert_eq!(path, vec![(1, 1), (1, 2), (1, 3), (2, 3), (3, 3), (3, 2), (3, 1)]);
+        assert_eq!(m.next_cell((3, 1), (3, 1)), Some((3, 1)));
+        // From a wall cell next to the path the search still answers.
+        assert_eq!(m.next_cell((2, 1), (3, 1)), Some((3, 1)));
+        assert_eq!(m.next_cell((2, 2), (3, 1)), Some((3, 2)));
+        // An unreachable target.
+        let island = MazeMap { name: "ISLAND", rows: &["11111", "1r101", "11111"] };
+        assert_eq!(island.next_cell((1, 1), (1, 3)), None);
+        // D4RL's cells: (1 + ⌊y/4⌋, 1 + ⌊x/4⌋), with x, y floored at 1e-4.
+        assert_eq!(m.d4rl_rowcol([-1.5, -0.3]), Some((1, 1)));
+        assert_eq!(m.d4rl_rowcol([3.9, 0.2]), Some((1, 1)));
+        assert_eq!(m.d4rl_rowcol([4.1, 8.5]), Some((3, 2)));
+        assert_eq!(m.d4rl_rowcol([40.0, 0.0]), None);
     }
 
     #[test]

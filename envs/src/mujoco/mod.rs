@@ -13,6 +13,7 @@
 
 pub mod adroit;
 mod ant;
+pub mod ant_goal;
 pub mod antmaze;
 pub mod fetch;
 pub mod fetch_script;
@@ -27,6 +28,7 @@ mod walker2d;
 
 pub use adroit::{Adroit, AdroitKind};
 pub use ant::Ant;
+pub use ant_goal::AntGoal;
 pub use antmaze::AntMaze;
 pub use fetch::{fetch_goal_spec, FetchEnv, FetchTask, GoalLayout};
 pub use fetch_script::{FetchScript, Stage};

@@ -14,7 +14,10 @@ use std::path::PathBuf;
 pub struct MakeBenchmarkArgs {
     /// The task: hopper, halfcheetah or walker2d (SAC is trained on its D4RL-compatible `-v2`
     /// env), or imaginebench-mujoco (ImagineBench-layout real and model-imagined rollouts, see
-    /// `imaginebench_benchmark`).
+    /// `imaginebench_benchmark`), or antmaze-{umaze,umaze-diverse,medium-play,medium-diverse,
+    /// large-play,large-diverse} (a waypoint planner driving a goal-reaching ant controller,
+    /// `antmaze_benchmark`), or pen, door, hammer, relocate (a scripted Adroit controller,
+    /// `adroit_benchmark`).
     #[arg(value_parser = parse_target)]
     pub task: Target,
     /// small: SAC 60k env steps, 100k-row files (≤ 30 min for hopper on 2 cores, gzip'd);
@@ -57,6 +60,17 @@ pub struct MakeBenchmarkArgs {
     /// Torch intra-op threads (default: libtorch's choice).
     #[arg(long)]
     pub threads: Option<i32>,
+    /// AntMaze: drive this finished SAC run on `ant-goal-v0` (its newest checkpoint) through the
+    /// maze instead of training a controller here (then --sac-steps, --sac-random-steps,
+    /// --eval-every and --set apply to the controller's training).
+    #[arg(long, value_name = "RUN_DIR")]
+    pub controller: Option<PathBuf>,
+    /// AntMaze: rows per episode (D4RL: 1000).
+    #[arg(long, default_value_t = 1000)]
+    pub episode_steps: usize,
+    /// AntMaze: σ of the Gaussian noise added to the controller's actions (D4RL: 0.2).
+    #[arg(long, default_value_t = 0.2)]
+    pub action_noise: f64,
 }
 
 /// What `make-benchmark` makes.
@@ -66,6 +80,10 @@ pub enum Target {
     Locomotion(Task),
     /// An ImagineBench Mujoco-v0 file.
     ImagineBenchMujoco,
+    /// A D4RL-style AntMaze file (`antmaze-umaze`, `antmaze-medium-play`, …).
+    AntMaze(super::antmaze_benchmark::Maze),
+    /// A D4RL-layout Adroit file from a scripted controller (`pen`, `door`, `hammer`, `relocate`).
+    Adroit(o2o_envs::mujoco::AdroitKind),
 }
 
 fn parse_target(s: &str) -> std::result::Result<Target, String> {
@@ -73,7 +91,15 @@ fn parse_target(s: &str) -> std::result::Result<Target, String> {
     if s == "imaginebench-mujoco" {
         return Ok(Target::ImagineBenchMujoco);
     }
-    Task::from_str(s, true).map(Target::Locomotion).map_err(|_| format!("expected hopper, halfcheetah, walker2d or imaginebench-mujoco, found {s:?}"))
+    if let Some(m) = super::antmaze_benchmark::Maze::parse(s) {
+        return Ok(Target::AntMaze(m));
+    }
+    if let Some(k) = super::adroit_benchmark::parse(s) {
+        return Ok(Target::Adroit(k));
+    }
+    Task::from_str(s, true)
+        .map(Target::Locomotion)
+        .map_err(|_| format!("expected hopper, halfcheetah, walker2d, imaginebench-mujoco, pen, door, hammer, relocate or antmaze-{{umaze,umaze-diverse,medium-play,medium-diverse,large-play,large-diverse}}, found {s:?}"))
 }
 
 /// `o2o dataset make-benchmark imaginebench-mujoco`: only `--scale`, `--out` and `--seed` apply.
@@ -82,12 +108,7 @@ fn run_imaginebench(args: MakeBenchmarkArgs) -> Result<()> {
     if sac_only {
         bail!("make-benchmark imaginebench-mujoco takes --scale, --out, --seed and --threads only (the SAC and file options belong to the locomotion tasks)");
     }
-    if let Some(n) = args.threads {
-        if n < 1 {
-            bail!("--threads: expected at least 1, found {n}");
-        }
-        tch::set_num_threads(n);
-    }
+    set_threads(args.threads)?;
     let spec = super::imaginebench_benchmark::ImagineSpec {
         scale: args.scale,
         seed: args.seed,
@@ -98,10 +119,94 @@ fn run_imaginebench(args: MakeBenchmarkArgs) -> Result<()> {
     Ok(())
 }
 
+/// `o2o dataset make-benchmark antmaze-*`: small = 100k rows and a 300k-step controller.
+fn run_antmaze(args: MakeBenchmarkArgs, maze: super::antmaze_benchmark::Maze) -> Result<()> {
+    use super::antmaze_benchmark::{self as am, AntMazeSpec, ControllerSource};
+    set_threads(args.threads)?;
+    let full = args.scale == Scale::Full;
+    let controller = match args.controller {
+        Some(dir) => ControllerSource::Run(dir),
+        None => ControllerSource::Train {
+            steps: args.sac_steps.unwrap_or(300_000),
+            random_steps: args.sac_random_steps.unwrap_or(5_000),
+            eval_every: args.eval_every.unwrap_or(10_000),
+            overrides: args.set,
+        },
+    };
+    if let Some(g) = args.gzip.filter(|g| *g > 9) {
+        bail!("--gzip: expected a level 0-9, found {g}");
+    }
+    let spec = AntMazeSpec {
+        maze,
+        out: args.out.unwrap_or_else(|| PathBuf::from(format!("data/antmaze-{}-{}", maze.name(), args.scale.name()))),
+        seed: args.seed,
+        rows: args.transitions.unwrap_or(if full { 1_000_000 } else { 100_000 }),
+        episode_steps: args.episode_steps,
+        action_noise: args.action_noise,
+        controller_eval_episodes: args.eval_episodes.unwrap_or(20),
+        controller,
+        keep_run: args.keep_run,
+        gzip: Some(args.gzip.unwrap_or(4)).filter(|g| *g > 0),
+        device: args.device.resolve()?,
+    };
+    let m = am::generate(&spec)?;
+    let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
+    println!(
+        "{}: {} ({} rows, {} episodes, {} bytes) in {:.0} s; controller ({}, {} env steps): target reached in {:.0}% of {} {CONTROLLER} episodes (mean {} steps), fell in {:.0}%; data: goal reached in {:.1}% of episodes (first at step {} on average), {:.2}% reward rows, closest approach {:.2} m on average",
+        spec.out.display(), m.file.file, m.data.rows, m.data.episodes, m.file.bytes, m.wall_s, m.controller.source, m.controller.env_steps,
+        100.0 * m.controller.goal_success_rate, m.controller.eval_episodes, ms(m.controller.mean_steps_to_target), 100.0 * m.controller.fall_rate,
+        100.0 * m.data.success_rate, ms(m.data.mean_first_success_step), 100.0 * m.data.reward_rate, m.data.mean_min_goal_distance,
+        CONTROLLER = am::CONTROLLER_ENV,
+    );
+    Ok(())
+}
+
+/// `o2o dataset make-benchmark pen|door|hammer|relocate`: `--transitions` rows rounded down to
+/// whole episodes (small: 100 episodes, full: 1000), `--action-noise`, `--gzip`, `--seed`, `--out`.
+fn run_adroit(args: MakeBenchmarkArgs, kind: o2o_envs::mujoco::AdroitKind) -> Result<()> {
+    use super::adroit_benchmark::{self as ad, AdroitSpec};
+    let name = ad::parse_name(kind);
+    let horizon = o2o_envs::spec(&format!("{name}-v1"))?.max_episode_steps.unwrap_or(200);
+    let episodes = match args.transitions {
+        Some(rows) => (rows / horizon).max(1),
+        None if args.scale == Scale::Full => 1000,
+        None => 100,
+    };
+    if let Some(g) = args.gzip.filter(|g| *g > 9) {
+        bail!("--gzip: expected a level 0-9, found {g}");
+    }
+    let spec = AdroitSpec {
+        kind,
+        out: args.out.unwrap_or_else(|| PathBuf::from(format!("data/{name}-{}", args.scale.name()))),
+        seed: args.seed,
+        episodes,
+        action_noise: args.action_noise,
+        gzip: Some(args.gzip.unwrap_or(4)).filter(|g| *g > 0),
+    };
+    let m = ad::generate(&spec)?;
+    println!(
+        "{}: {} ({} rows, {} episodes, {} bytes) in {:.1} s; success in {:.1}% of episodes, mean return {:.1} (normalized {:.1})",
+        spec.out.display(), m.file, m.rows, m.episodes, m.bytes, m.wall_s, 100.0 * m.success_rate, m.mean_return, m.normalized_score
+    );
+    Ok(())
+}
+
+fn set_threads(threads: Option<i32>) -> Result<()> {
+    if let Some(n) = threads {
+        if n < 1 {
+            bail!("--threads: expected at least 1, found {n}");
+        }
+        tch::set_num_threads(n);
+    }
+    Ok(())
+}
+
 /// `o2o dataset make-benchmark`.
 pub fn run(args: MakeBenchmarkArgs) -> Result<()> {
     let task = match args.task {
         Target::ImagineBenchMujoco => return run_imaginebench(args),
+        Target::AntMaze(m) => return run_antmaze(args, m),
+        Target::Adroit(k) => return run_adroit(args, k),
         Target::Locomotion(t) => t,
     };
     let mut sizes = args.scale.sizes();
@@ -117,12 +222,7 @@ pub fn run(args: MakeBenchmarkArgs) -> Result<()> {
         }
         sizes.gzip = g;
     }
-    if let Some(n) = args.threads {
-        if n < 1 {
-            bail!("--threads: expected at least 1, found {n}");
-        }
-        tch::set_num_threads(n);
-    }
+    set_threads(args.threads)?;
     let spec = BenchmarkSpec {
         task,
         scale_name: if overridden { "custom".into() } else { args.scale.name().into() },

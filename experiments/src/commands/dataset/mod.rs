@@ -1,6 +1,8 @@
 //! `o2o dataset …`: commands on offline datasets. Each subcommand lives in its own file here
 //! (datasets engineers: add `download`, `info`, … as variants of [`DatasetCommand`]).
 
+pub mod adroit_benchmark;
+pub mod antmaze_benchmark;
 pub mod benchmark;
 pub mod convert;
 pub mod download;
@@ -34,6 +36,9 @@ pub enum DatasetCommand {
     /// Make our own D4RL-style random / medium / medium-replay / expert files by training SAC
     /// on a `-v2` env: `o2o dataset make-benchmark hopper --scale small --out data/hopper-small`;
     /// or an ImagineBench file of real and model-imagined rollouts: `make-benchmark imaginebench-mujoco`.
+    /// AntMaze files from a waypoint planner and an o2o-trained ant controller:
+    /// `make-benchmark antmaze-umaze --controller data/antmaze-controller`; Adroit-layout files from
+    /// a scripted controller: `make-benchmark pen`.
     MakeBenchmark(make_benchmark::MakeBenchmarkArgs),
 }
 

@@ -153,14 +153,24 @@ pub fn generate(spec: &BenchmarkSpec) -> Result<BenchmarkManifest> {
             s.sac_steps, s.sac_random_steps, s.rows, s.eval_every, s.eval_episodes
         );
     }
-    std::fs::create_dir_all(&spec.out).with_context(|| format!("cannot create {}", spec.out.display()))?;
     // The SAC run and the snapshots live in a work folder that is removed at the end (or on error).
-    let work = spec.out.join(format!(".make-benchmark-{}", std::process::id()));
-    let result = generate_in(spec, &work);
-    if spec.keep_run && result.is_ok() {
-        let keep = spec.out.join("sac-run");
-        let _ = std::fs::remove_dir_all(&keep);
-        std::fs::rename(work.join("sac-run"), &keep).with_context(|| format!("cannot move the SAC run to {}", keep.display()))?;
+    with_work_dir(&spec.out, spec.keep_run.then_some("sac-run"), |work| generate_in(spec, work))
+}
+
+/// Run `make` in a fresh work folder `<out>/.make-benchmark-<pid>` that is removed afterwards,
+/// also on error; when `make` succeeds, the work folder's sub-folder `keep` (if given and
+/// present) is first moved to `<out>/<keep>`.
+pub fn with_work_dir<T>(out: &Path, keep: Option<&str>, make: impl FnOnce(&Path) -> Result<T>) -> Result<T> {
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    let work = out.join(format!(".make-benchmark-{}", std::process::id()));
+    let result = make(&work);
+    if let Some(name) = keep.filter(|k| result.is_ok() && work.join(k).is_dir()) {
+        let kept = out.join(name);
+        let _ = std::fs::remove_dir_all(&kept);
+        if let Err(e) = std::fs::rename(work.join(name), &kept) {
+            let _ = std::fs::remove_dir_all(&work);
+            return Err(e).with_context(|| format!("cannot move {name} to {}", kept.display()));
+        }
     }
     let _ = std::fs::remove_dir_all(&work);
     result
