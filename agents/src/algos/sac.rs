@@ -462,7 +462,7 @@ impl Sac {
         tch::no_grad(|| {
             let next_obs = if k > 1 { b.next_obs.repeat_interleave_self_int(k, 0, None) } else { b.next_obs.shallow_clone() };
             let eps = self.rng.normal(&[n * k, self.act_dim], self.device);
-            let (next_a, next_logp) = self.m.actor.sample(&next_obs, &eps);
+            let (next_a, next_logp) = self.m.actor.sample_no_grad(&next_obs, &eps);
             let x = Self::critic_input(&next_obs, &next_a);
             let idx = (cfg.target_subset < cfg.num_critics || cfg.subset_with_replacement).then(|| self.rng.indices(cfg.num_critics as usize, cfg.target_subset as usize, cfg.subset_with_replacement, self.device));
             let q = match &idx {
@@ -524,7 +524,8 @@ impl Sac {
         let n = obs.size()[0];
         // L_π = E[α log π(ã|s) − agg_i Q_i(s, ã)]; gradients flow to the actor only.
         let eps = self.rng.normal(&[n, self.act_dim], self.device);
-        let (a, logp) = self.m.actor.sample(obs, &eps);
+        // The actor's trunk takes its taped pass on the CPU ([`crate::nn::mlp_pass`]).
+        let (a, logp, pass) = self.m.actor.sample_pass(obs, &eps);
         let x = Self::critic_input(obs, &a);
         let actor_loss = if self.m.critic.tape_applies(&x) {
             // The critic's taped pass: agg_i Q_i(s, ã) and ∂ mean_b agg/∂ã without a graph
@@ -540,7 +541,8 @@ impl Sac {
             };
             let grad_a = grad_x.narrow(1, obs.size()[1], self.act_dim);
             let surrogate = (alpha * &logp).mean(Kind::Float) - (&a * grad_a).sum(Kind::Float);
-            self.m.actor_opt.minimize(&self.m.actor_params, &surrogate);
+            let grads = pass.grads(&surrogate, &self.m.actor_params);
+            self.m.actor_opt.apply(&self.m.actor_params, &grads);
             (alpha * logp.detach() - agg).mean(Kind::Float)
         } else {
             let q = match self.cfg.actor_q {
@@ -549,7 +551,8 @@ impl Sac {
                 QReduce::Mean => self.m.critic.forward(&x, None).squeeze_dim(-1).mean_dim(0, false, Kind::Float),
             };
             let actor_loss = (alpha * &logp - q).mean(Kind::Float);
-            self.m.actor_opt.minimize(&self.m.actor_params, &actor_loss);
+            let grads = pass.grads(&actor_loss, &self.m.actor_params);
+            self.m.actor_opt.apply(&self.m.actor_params, &grads);
             actor_loss
         };
         // L_α = −α (E[log π] + H̄).

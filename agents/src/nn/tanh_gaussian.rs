@@ -8,6 +8,7 @@
 //! `[log_std_min, log_std_max]`. Shapes: observations `[B, obs]`, actions and `ε` `[B, A]`,
 //! log-probabilities `[B]`.
 
+use super::mlp_pass::{forward_no_grad, MlpPass};
 use super::{Mlp, MlpConfig, ParamSet};
 use crate::rng::AgentRng;
 use serde::{Deserialize, Serialize};
@@ -75,7 +76,11 @@ impl TanhGaussianActor {
 
     /// `(μ, log σ)`, each `[B, A]`, log σ clamped.
     pub fn dist(&self, obs: &Tensor, dropout_rng: Option<&mut AgentRng>) -> (Tensor, Tensor) {
-        let out = self.net.forward(obs, dropout_rng);
+        self.dist_of(self.net.forward(obs, dropout_rng))
+    }
+
+    /// `(μ, log σ)` from the network's output `out` `[B, A or 2A]`.
+    fn dist_of(&self, out: Tensor) -> (Tensor, Tensor) {
         let (mean, log_std) = match &self.log_std {
             None => {
                 let parts = out.split(self.act_dim, -1);
@@ -105,15 +110,39 @@ impl TanhGaussianActor {
     pub fn sample_repeated(&self, obs: &Tensor, eps: &Tensor, k: i64) -> (Tensor, Tensor) {
         let (mean, log_std) = self.dist(obs, None);
         let (mean, log_std) = if k > 1 { (mean.repeat_interleave_self_int(k, 0, None), log_std.repeat_interleave_self_int(k, 0, None)) } else { (mean, log_std) };
-        let u = &mean + log_std.exp() * eps;
-        let log_prob = tanh_gaussian_log_prob(&u, eps, &log_std);
-        (u.tanh(), log_prob)
+        draw(&mean, &log_std, eps)
+    }
+
+    /// [`Self::sample`] for a training step on the CPU fast path ([`MlpPass`]): `(a, log π, pass)`,
+    /// where `pass.grads(loss, params)` gives `∂loss/∂θ` over the actor's parameter set for a
+    /// loss of `a` and `log π`.
+    pub(crate) fn sample_pass(&self, obs: &Tensor, eps: &Tensor) -> (Tensor, Tensor, MlpPass) {
+        let pass = MlpPass::new(&self.net, obs, None);
+        let (mean, log_std) = self.dist_of(pass.out.shallow_clone());
+        let (a, log_prob) = draw(&mean, &log_std, eps);
+        (a, log_prob, pass)
+    }
+
+    /// [`Self::sample`] without gradients, the network on the fused pass where it applies (the
+    /// TD target's next actions).
+    pub(crate) fn sample_no_grad(&self, obs: &Tensor, eps: &Tensor) -> (Tensor, Tensor) {
+        tch::no_grad(|| {
+            let (mean, log_std) = self.dist_of(forward_no_grad(&self.net, obs));
+            draw(&mean, &log_std, eps)
+        })
     }
 
     /// The deterministic action `tanh(μ)` (evaluation).
     pub fn mode(&self, obs: &Tensor) -> Tensor {
         self.dist(obs, None).0.tanh()
     }
+}
+
+/// `a = tanh(u)` with `u = μ + σ ε`, and `log π(a)` ([`tanh_gaussian_log_prob`]).
+fn draw(mean: &Tensor, log_std: &Tensor, eps: &Tensor) -> (Tensor, Tensor) {
+    let u = mean + log_std.exp() * eps;
+    let log_prob = tanh_gaussian_log_prob(&u, eps, log_std);
+    (u.tanh(), log_prob)
 }
 
 /// `log π(tanh u)` for `u = μ + σ ε`:
