@@ -525,7 +525,8 @@ impl Sac {
         // L_π = E[α log π(ã|s) − agg_i Q_i(s, ã)]; gradients flow to the actor only.
         let eps = self.rng.normal(&[n, self.act_dim], self.device);
         // The actor's trunk takes its taped pass on the CPU ([`crate::nn::mlp_pass`]).
-        let (a, logp, pass) = self.m.actor.sample_pass(obs, &eps);
+        let draw = self.m.actor.sample_pass(obs, &eps);
+        let (a, logp) = (draw.a.shallow_clone(), draw.log_prob.shallow_clone());
         let x = Self::critic_input(obs, &a);
         let actor_loss = if self.m.critic.tape_applies(&x) {
             // The critic's taped pass: agg_i Q_i(s, ã) and ∂ mean_b agg/∂ã without a graph
@@ -540,8 +541,9 @@ impl Sac {
                 QReduce::Mean => (q.mean_dim(0, false, Kind::Float), self.m.critic.backward_input(tape, &(q.ones_like() / (q.size()[0] * n) as f64))),
             };
             let grad_a = grad_x.narrow(1, obs.size()[1], self.act_dim);
-            let surrogate = (alpha * &logp).mean(Kind::Float) - (&a * grad_a).sum(Kind::Float);
-            let grads = pass.grads(&surrogate, &self.m.actor_params);
+            // ∂L_π/∂ log π = α / B, ∂L_π/∂ã = −∂ agg/∂ã (already divided by B).
+            let d_logp = (alpha / n as f64).expand([n], false);
+            let grads = draw.grads(&d_logp, &(-grad_a), &self.m.actor_params);
             self.m.actor_opt.apply(&self.m.actor_params, &grads);
             (alpha * logp.detach() - agg).mean(Kind::Float)
         } else {
@@ -551,7 +553,10 @@ impl Sac {
                 QReduce::Mean => self.m.critic.forward(&x, None).squeeze_dim(-1).mean_dim(0, false, Kind::Float),
             };
             let actor_loss = (alpha * &logp - q).mean(Kind::Float);
-            let grads = pass.grads(&actor_loss, &self.m.actor_params);
+            // Autograd from L_π into the draw, then through the actor.
+            // (The graph below the draw is kept for `grads` where the head is not fused.)
+            let g = Tensor::run_backward(&[&actor_loss], &[&draw.log_prob, &draw.a], true, false);
+            let grads = draw.grads(&g[0], &g[1], &self.m.actor_params);
             self.m.actor_opt.apply(&self.m.actor_params, &grads);
             actor_loss
         };

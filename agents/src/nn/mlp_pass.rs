@@ -41,6 +41,21 @@ impl MlpPass {
         Self { out, tape: Some((view, tape)), trunk }
     }
 
+    /// Whether the pass is the taped one (its output a leaf).
+    pub fn is_taped(&self) -> bool {
+        self.tape.is_some()
+    }
+
+    /// `∂L/∂θ` of the taped pass for a loss `L` whose gradient in the output is `grad_out`
+    /// `[B, out]` and which reaches no other parameter of `params` (zeros for those).
+    pub fn grads_from_out(self, grad_out: &Tensor, params: &ParamSet) -> Vec<Tensor> {
+        let (view, tape) = self.tape.expect("grads_from_out needs the taped pass");
+        let all = params.tensors();
+        let mut out = trunk_grads(&view, tape, grad_out, &all);
+        out.extend(all[self.trunk..].iter().map(|p| p.detach().zeros_like()));
+        out
+    }
+
     /// `∂loss/∂θ` for every tensor of `params`, in its order, where `params` starts with this
     /// network's parameters (as registered by [`Mlp::new`]) and `loss` reaches them only
     /// through [`MlpPass::out`]; the rest (e.g. a free log σ) are differentiated by autograd.
@@ -54,13 +69,18 @@ impl MlpPass {
         inputs.extend(rest);
         let mut grads = Tensor::run_backward(&[loss], &inputs, false, false);
         let grad_out = grads.remove(0);
-        // [B, out] → the taped pass's [1, B] (one output) or [1, B, out].
-        let grad_y = if grad_out.size()[1] == 1 { grad_out.view([1, -1]) } else { grad_out.unsqueeze(0) };
-        let trunk = view.backward_params(tape, &grad_y);
-        let mut out: Vec<Tensor> = trunk.iter().zip(&all).map(|(g, p)| g.view(p.size().as_slice())).collect();
+        let mut out = trunk_grads(&view, tape, &grad_out, &all);
         out.extend(grads);
         out
     }
+}
+
+/// The network's parameter gradients from the tape, shaped as its parameters (`params`' first
+/// tensors), for the output gradient `grad_out` `[B, out]`.
+fn trunk_grads(view: &EnsembleMlp, tape: EnsembleTape, grad_out: &Tensor, params: &[Tensor]) -> Vec<Tensor> {
+    // [B, out] → the taped pass's [1, B] (one output) or [1, B, out].
+    let grad_y = if grad_out.size()[1] == 1 { grad_out.view([1, -1]) } else { grad_out.unsqueeze(0) };
+    view.backward_params(tape, &grad_y).iter().zip(params).map(|(g, p)| g.view(p.size().as_slice())).collect()
 }
 
 /// `f_θ(x)` without gradients: the fused pass where it applies (`[B, out]`), else
