@@ -23,11 +23,18 @@ fn bench_update_matches_pytorch_and_prints_its_json() {
     for r in results {
         let diff = r["max_abs_loss_diff"].as_f64().expect("max_abs_loss_diff");
         assert!(diff <= 1e-5, "{}: losses differ from PyTorch by {diff}", r["algo"]);
+        // The share of the machine: gflops over the same run's matmul peak.
+        let share = r["share_of_peak"].as_f64().expect("share_of_peak");
+        let want = r["gflops"].as_f64().unwrap() / json["matmul_peak_gflops"].as_f64().unwrap();
+        assert!((share - want).abs() < 1e-9 && share > 0.0, "{}: share_of_peak {share} vs {want}", r["algo"]);
+        assert!(r["share_of_peak_cpu"].as_f64().is_some_and(|x| x > 0.0), "{}: share_of_peak_cpu = {}", r["algo"], r["share_of_peak_cpu"]);
         for key in ["ours_updates_per_s", "pytorch_updates_per_s", "gflops"] {
             assert!(r[key].as_f64().is_some_and(|x| x > 0.0), "{}: {key} = {}", r["algo"], r[key]);
         }
     }
     assert!(json["matmul_peak_gflops"].as_f64().is_some_and(|x| x > 0.0));
+    assert!(json["matmul_peak_gflops_per_cpu_s"].as_f64().is_some_and(|x| x > 0.0));
+    assert!(json["load_average"].as_str().is_some_and(|l| l.split_whitespace().count() == 3), "load_average = {}", json["load_average"]);
     // Ten critics cost more than two (about 3x by FLOPs); the bound only guards the measurement.
     let ratio = json["ensemble_cost_ratio"].as_f64().expect("ensemble_cost_ratio");
     assert!(ratio > 1.5 && ratio < 10.0, "10/2-critic cost ratio {ratio}");

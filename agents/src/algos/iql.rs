@@ -17,6 +17,7 @@
 
 use crate::checkpoint::{load_agent, save_agent};
 use crate::nn::critic::{critic_and_target, critic_values, state_action, CriticPass};
+use crate::nn::mlp_pass::{forward_no_grad, MlpPass};
 use crate::nn::{Adam, EnsembleMlp, GaussianActor, GaussianConfig, Mlp, MlpConfig, ParamSet};
 use crate::rng::AgentRng;
 use crate::{Agent, AgentError, DeterministicPolicy, Metrics};
@@ -206,17 +207,19 @@ impl Iql {
         Ok(())
     }
 
-    /// L_V = E[|τ − 1(u < 0)| u²], u = q̄ − V(s).
-    fn value_loss(&mut self, obs: &Tensor, q_target: &Tensor) -> Tensor {
-        let v = self.m.value.forward(obs, Some(&mut self.rng)).squeeze_dim(-1);
-        expectile_loss(&(q_target - v), self.cfg.expectile)
+    /// L_V = E[|τ − 1(u < 0)| u²], u = q̄ − V(s); with V's pass (the taped one on the CPU,
+    /// [`MlpPass`]) for its step.
+    fn value_loss(&mut self, obs: &Tensor, q_target: &Tensor) -> (Tensor, MlpPass) {
+        let pass = MlpPass::new(&self.m.value, obs, Some(&mut self.rng));
+        let v = pass.out.squeeze_dim(-1);
+        (expectile_loss(&(q_target - v), self.cfg.expectile), pass)
     }
 
-    /// L_π = −E[min(exp(β (q̄ − V(s))), max_weight) · log π(a|s)].
-    fn actor_loss(&mut self, obs: &Tensor, action: &Tensor, adv: &Tensor) -> Tensor {
+    /// L_π = −E[min(exp(β (q̄ − V(s))), max_weight) · log π(a|s)]; with the actor's pass.
+    fn actor_loss(&mut self, obs: &Tensor, action: &Tensor, adv: &Tensor) -> (Tensor, MlpPass) {
         let weight = (adv * self.cfg.beta).exp().clamp_max(self.cfg.max_weight);
-        let logp = self.m.actor.log_prob(obs, action, Some(&mut self.rng));
-        -(weight * logp).mean(Kind::Float)
+        let (logp, pass) = self.m.actor.log_prob_pass(obs, action, Some(&mut self.rng));
+        (-(weight * logp).mean(Kind::Float), pass)
     }
 
     /// One Q step on L_Q = E[Σ_j (y − Q_j(s, a))²], y = r + γ (1 − d) V(s'), then the target's
@@ -294,15 +297,19 @@ impl Agent for Iql {
         // q̄ = min_j Q̄_j(s, a) from the target critics.
         let q_target = target_min_q(&self.m.target, &state_action(&b.obs, &b.action));
         // 1. value step.
-        let value_loss = self.value_loss(&b.obs, &q_target);
-        self.m.value_opt.minimize(&self.m.value_params, &value_loss);
-        // 2. actor step with the updated V.
-        let (v, v_next) = tch::no_grad(|| (self.m.value.forward(&b.obs, None).squeeze_dim(-1), self.m.value.forward(&b.next_obs, None).squeeze_dim(-1)));
+        let (value_loss, pass) = self.value_loss(&b.obs, &q_target);
+        let grads = pass.grads(&value_loss, &self.m.value_params);
+        self.m.value_opt.apply(&self.m.value_params, &grads);
+        // 2. actor step with the updated V: V(s) and V(s') in one pass over both row sets.
+        let n = b.obs.size()[0];
+        let both = forward_no_grad(&self.m.value, &Tensor::cat(&[&b.obs, &b.next_obs], 0)).squeeze_dim(-1);
+        let (v, v_next) = (both.narrow(0, 0, n), both.narrow(0, n, n));
         let adv = &q_target - &v;
-        let actor_loss = self.actor_loss(&b.obs, &b.action, &adv);
+        let (actor_loss, pass) = self.actor_loss(&b.obs, &b.action, &adv);
         self.m.actor_opt.lr = self.cfg.actor_lr_at(self.m.actor_opt.steps());
         let actor_lr = self.m.actor_opt.lr;
-        self.m.actor_opt.minimize(&self.m.actor_params, &actor_loss);
+        let grads = pass.grads(&actor_loss, &self.m.actor_params);
+        self.m.actor_opt.apply(&self.m.actor_params, &grads);
         // 3. Q step towards r + γ (1 − d) V(s'), and 4. the target's Polyak step.
         let y = &b.reward + (1.0 - &b.terminal) * self.cfg.gamma * v_next;
         let (critic_loss, q_mean) = self.critic_step(b, &y);
@@ -348,7 +355,7 @@ mod tests {
         let v0 = agent.m.value.forward(&obs, None).squeeze_dim(-1).detach();
         // u = +1 weighs τ, u = −1 weighs 1 − τ: mean(0.9·1, 0.1·1) = 0.5.
         let q = &v0 + Tensor::from_slice(&[1.0f32, -1.0]);
-        let l = agent.value_loss(&obs, &q).double_value(&[]);
+        let l = agent.value_loss(&obs, &q).0.double_value(&[]);
         assert!((l - 0.5).abs() < 1e-6, "{l}");
     }
 

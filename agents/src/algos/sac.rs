@@ -462,7 +462,7 @@ impl Sac {
         tch::no_grad(|| {
             let next_obs = if k > 1 { b.next_obs.repeat_interleave_self_int(k, 0, None) } else { b.next_obs.shallow_clone() };
             let eps = self.rng.normal(&[n * k, self.act_dim], self.device);
-            let (next_a, next_logp) = self.m.actor.sample(&next_obs, &eps);
+            let (next_a, next_logp) = self.m.actor.sample_no_grad(&next_obs, &eps);
             let x = Self::critic_input(&next_obs, &next_a);
             let idx = (cfg.target_subset < cfg.num_critics || cfg.subset_with_replacement).then(|| self.rng.indices(cfg.num_critics as usize, cfg.target_subset as usize, cfg.subset_with_replacement, self.device));
             let q = match &idx {
@@ -524,7 +524,9 @@ impl Sac {
         let n = obs.size()[0];
         // L_π = E[α log π(ã|s) − agg_i Q_i(s, ã)]; gradients flow to the actor only.
         let eps = self.rng.normal(&[n, self.act_dim], self.device);
-        let (a, logp) = self.m.actor.sample(obs, &eps);
+        // The actor's trunk takes its taped pass on the CPU ([`crate::nn::mlp_pass`]).
+        let draw = self.m.actor.sample_pass(obs, &eps);
+        let (a, logp) = (draw.a.shallow_clone(), draw.log_prob.shallow_clone());
         let x = Self::critic_input(obs, &a);
         let actor_loss = if self.m.critic.tape_applies(&x) {
             // The critic's taped pass: agg_i Q_i(s, ã) and ∂ mean_b agg/∂ã without a graph
@@ -539,8 +541,10 @@ impl Sac {
                 QReduce::Mean => (q.mean_dim(0, false, Kind::Float), self.m.critic.backward_input(tape, &(q.ones_like() / (q.size()[0] * n) as f64))),
             };
             let grad_a = grad_x.narrow(1, obs.size()[1], self.act_dim);
-            let surrogate = (alpha * &logp).mean(Kind::Float) - (&a * grad_a).sum(Kind::Float);
-            self.m.actor_opt.minimize(&self.m.actor_params, &surrogate);
+            // ∂L_π/∂ log π = α / B, ∂L_π/∂ã = −∂ agg/∂ã (already divided by B).
+            let d_logp = (alpha / n as f64).expand([n], false);
+            let grads = draw.grads(&d_logp, &(-grad_a), &self.m.actor_params);
+            self.m.actor_opt.apply(&self.m.actor_params, &grads);
             (alpha * logp.detach() - agg).mean(Kind::Float)
         } else {
             let q = match self.cfg.actor_q {
@@ -549,7 +553,11 @@ impl Sac {
                 QReduce::Mean => self.m.critic.forward(&x, None).squeeze_dim(-1).mean_dim(0, false, Kind::Float),
             };
             let actor_loss = (alpha * &logp - q).mean(Kind::Float);
-            self.m.actor_opt.minimize(&self.m.actor_params, &actor_loss);
+            // Autograd from L_π into the draw, then through the actor.
+            // (The graph below the draw is kept for `grads` where the head is not fused.)
+            let g = Tensor::run_backward(&[&actor_loss], &[&draw.log_prob, &draw.a], true, false);
+            let grads = draw.grads(&g[0], &g[1], &self.m.actor_params);
+            self.m.actor_opt.apply(&self.m.actor_params, &grads);
             actor_loss
         };
         // L_α = −α (E[log π] + H̄).

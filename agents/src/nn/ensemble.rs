@@ -63,6 +63,22 @@ impl EnsembleMlp {
         Self { layers, members, dropout: cfg.dropout, activation: cfg.activation }
     }
 
+    /// `mlp` seen as a one-member ensemble: every tensor a view of the MLP's own (`W` `[in, out]`
+    /// as `[1, in, out]`, `b` `[out]` as `[1, 1, out]`), so the taped pass runs on the MLP's
+    /// weights and an optimizer step on the MLP is seen here ([`crate::nn::mlp_pass`]).
+    pub(crate) fn of_mlp(mlp: &super::Mlp) -> Self {
+        let (dense, norms, dropout, activation) = mlp.parts();
+        let row = |t: &Tensor| t.view([1, 1, -1]);
+        let layers = tch::no_grad(|| {
+            dense
+                .iter()
+                .enumerate()
+                .map(|(i, d)| Layer { weight: d.weight.unsqueeze(0), bias: row(&d.bias), norm: norms.get(i).filter(|_| i + 1 < dense.len()).map(|(g, b)| (row(g), row(b))) })
+                .collect()
+        });
+        Self { layers, members: 1, dropout, activation }
+    }
+
     /// A handle on the same tensors (shared storage: in-place updates such as Polyak steps are
     /// seen by both), e.g. for a closure that evaluates the target critic.
     pub fn shallow(&self) -> Self {
@@ -197,7 +213,7 @@ fn one_output_head(h: &Tensor, w: &Tensor, b: &Tensor) -> Tensor {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::nn::Mlp;
 

@@ -5,6 +5,7 @@
 //! actions for advantage-weighted regression, so no tanh change of variables is involved; the
 //! deterministic action is `tanh(μ(s))` and a stochastic one is clipped to `[-1, 1]`.
 
+use super::mlp_pass::MlpPass;
 use super::{tanh_gaussian::LOG_SQRT_2PI, Mlp, MlpConfig, ParamSet};
 use crate::rng::AgentRng;
 use serde::{Deserialize, Serialize};
@@ -108,6 +109,15 @@ impl GaussianActor {
     pub fn log_prob(&self, obs: &Tensor, action: &Tensor, dropout_rng: Option<&mut AgentRng>) -> Tensor {
         let mean = self.mean(obs, dropout_rng);
         self.log_prob_at(&mean, action)
+    }
+
+    /// [`Self::log_prob`] for a training step on the CPU fast path ([`MlpPass`]): `(log π, pass)`,
+    /// where `pass.grads(loss, params)` gives `∂loss/∂θ` over the actor's parameter set
+    /// (log σ included) for a loss of `log π`.
+    pub(crate) fn log_prob_pass(&self, obs: &Tensor, action: &Tensor, dropout_rng: Option<&mut AgentRng>) -> (Tensor, MlpPass) {
+        let pass = MlpPass::new(&self.net, obs, dropout_rng);
+        let mean = if self.cfg.squash_mean { pass.out.tanh() } else { pass.out.shallow_clone() };
+        (self.log_prob_at(&mean, action), pass)
     }
 
     /// A reparameterized sample `tanh μ + σ ε`, not clipped (differentiable everywhere: a loss

@@ -138,6 +138,13 @@ impl Mlp {
         }
     }
 
+    /// The dense layers (hidden ones, then the head), the LayerNorm affines (one per hidden
+    /// layer, or none), the dropout probability and the activation: what
+    /// [`super::EnsembleMlp::of_mlp`] views as a one-member ensemble.
+    pub(crate) fn parts(&self) -> (Vec<&Dense>, &[(Tensor, Tensor)], f64, Activation) {
+        (self.layers.iter().chain(std::iter::once(&self.head)).collect(), &self.norms, self.dropout, self.activation)
+    }
+
     /// Forward pass. Dropout is applied only when `dropout_rng` is given (updates), with masks
     /// drawn from it.
     pub fn forward(&self, x: &Tensor, mut dropout_rng: Option<&mut AgentRng>) -> Tensor {

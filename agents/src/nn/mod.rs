@@ -7,6 +7,7 @@
 //! - [`polyak_update`], [`Temperature`] (log-α or softplus), [`Adam`] with checkpointable moments;
 //! - [`BetaEncoding`], [`Conditioned`], [`BalanceModel`]: FamO2O's β encoding, β-conditioned
 //!   policies and per-state balance model;
+//! - `mlp_pass`: one network's training pass on the ensemble's CPU fast path (actors, V);
 //! - `critic`: a critic ensemble with its Polyak target, built together, and one critic step;
 //! - [`StateNorm`]: fixed dataset state statistics (TD3+BC, BC).
 
@@ -17,6 +18,7 @@ pub mod family;
 pub mod gaussian;
 pub mod init;
 pub mod mlp;
+pub(crate) mod mlp_pass;
 pub mod obs_norm;
 pub mod params;
 pub mod polyak;

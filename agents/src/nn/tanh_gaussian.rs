@@ -8,6 +8,7 @@
 //! `[log_std_min, log_std_max]`. Shapes: observations `[B, obs]`, actions and `ε` `[B, A]`,
 //! log-probabilities `[B]`.
 
+use super::mlp_pass::{forward_no_grad, MlpPass};
 use super::{Mlp, MlpConfig, ParamSet};
 use crate::rng::AgentRng;
 use serde::{Deserialize, Serialize};
@@ -75,7 +76,11 @@ impl TanhGaussianActor {
 
     /// `(μ, log σ)`, each `[B, A]`, log σ clamped.
     pub fn dist(&self, obs: &Tensor, dropout_rng: Option<&mut AgentRng>) -> (Tensor, Tensor) {
-        let out = self.net.forward(obs, dropout_rng);
+        self.dist_of(self.net.forward(obs, dropout_rng))
+    }
+
+    /// `(μ, log σ)` from the network's output `out` `[B, A or 2A]`.
+    fn dist_of(&self, out: Tensor) -> (Tensor, Tensor) {
         let (mean, log_std) = match &self.log_std {
             None => {
                 let parts = out.split(self.act_dim, -1);
@@ -105,15 +110,140 @@ impl TanhGaussianActor {
     pub fn sample_repeated(&self, obs: &Tensor, eps: &Tensor, k: i64) -> (Tensor, Tensor) {
         let (mean, log_std) = self.dist(obs, None);
         let (mean, log_std) = if k > 1 { (mean.repeat_interleave_self_int(k, 0, None), log_std.repeat_interleave_self_int(k, 0, None)) } else { (mean, log_std) };
-        let u = &mean + log_std.exp() * eps;
-        let log_prob = tanh_gaussian_log_prob(&u, eps, &log_std);
-        (u.tanh(), log_prob)
+        draw(&mean, &log_std, eps)
+    }
+
+    /// [`Self::sample`] for a training step on the CPU fast path ([`MlpPass`]): `(a, log π, pass)`,
+    /// where `pass.grads(loss, params)` gives `∂loss/∂θ` over the actor's parameter set for a
+    /// loss of `a` and `log π`.
+    pub(crate) fn sample_pass(&self, obs: &Tensor, eps: &Tensor) -> ActorSample {
+        let pass = MlpPass::new(&self.net, obs, None);
+        // The default head (state-dependent log σ, no affine) on a taped pass: the sample, its
+        // log-density and later their gradient in one pass over the rows, without a graph.
+        if pass.is_taped() && self.log_std.is_none() && self.affine.is_none() && eps.kind() == Kind::Float && eps.device() == Device::Cpu {
+            let out = pass.out.detach().contiguous();
+            let eps = eps.contiguous();
+            let rows = out.size()[0];
+            let (a, logp) = (Tensor::empty([rows, self.act_dim], (Kind::Float, Device::Cpu)), Tensor::empty([rows], (Kind::Float, Device::Cpu)));
+            let (lo, hi) = (self.cfg.log_std_min as f32, self.cfg.log_std_max as f32);
+            // SAFETY: contiguous float32 CPU tensors of the shapes the head says (`out` [B, 2A],
+            // `eps` and `a` [B, A], `logp` [B]); `a` and `logp` are fresh; the slices end here.
+            unsafe { head_forward(slice(&out), slice(&eps), slice_mut(&a), slice_mut(&logp), self.act_dim as usize, lo, hi) };
+            // Leaves, so a loss of them can still be differentiated in them by autograd.
+            return ActorSample { a: a.set_requires_grad(true), log_prob: logp.set_requires_grad(true), pass, fused: Some((out, eps, lo, hi)) };
+        }
+        let (mean, log_std) = self.dist_of(pass.out.shallow_clone());
+        let (a, log_prob) = draw(&mean, &log_std, eps);
+        ActorSample { a, log_prob, pass, fused: None }
+    }
+
+    /// [`Self::sample`] without gradients, the network on the fused pass where it applies (the
+    /// TD target's next actions).
+    pub(crate) fn sample_no_grad(&self, obs: &Tensor, eps: &Tensor) -> (Tensor, Tensor) {
+        tch::no_grad(|| {
+            let (mean, log_std) = self.dist_of(forward_no_grad(&self.net, obs));
+            draw(&mean, &log_std, eps)
+        })
     }
 
     /// The deterministic action `tanh(μ)` (evaluation).
     pub fn mode(&self, obs: &Tensor) -> Tensor {
         self.dist(obs, None).0.tanh()
     }
+}
+
+/// A reparameterized draw for a training step ([`TanhGaussianActor::sample_pass`]).
+pub(crate) struct ActorSample {
+    /// `a = tanh(μ + σ ε)`, `[B, A]`.
+    pub a: Tensor,
+    /// `log π(a|s)`, `[B]`.
+    pub log_prob: Tensor,
+    pass: MlpPass,
+    /// The fused head's inputs: the network's output `[B, 2A]`, ε, and the log σ clamp.
+    fused: Option<(Tensor, Tensor, f32, f32)>,
+}
+
+impl ActorSample {
+    /// `∂L/∂θ` over the actor's parameter set `params` for a loss `L` whose gradients in the
+    /// draw are `∂L/∂ log π = d_logp` `[B]` and `∂L/∂a = d_a` `[B, A]`. (SAC's actor loss
+    /// `E[α log π − Q(s, a)]` has `d_logp = α / B` and `d_a = −∂Q/∂a / B`.)
+    pub fn grads(self, d_logp: &Tensor, d_a: &Tensor, params: &ParamSet) -> Vec<Tensor> {
+        match self.fused {
+            Some((out, eps, lo, hi)) => {
+                let (gl, ga) = (d_logp.detach().to_kind(Kind::Float).contiguous(), d_a.detach().to_kind(Kind::Float).contiguous());
+                let grad_out = out.empty_like();
+                // SAFETY: as in `sample_pass`; `grad_out` is fresh, `[B, 2A]`.
+                unsafe { head_backward(slice(&out), slice(&eps), slice(&gl), slice(&ga), slice_mut(&grad_out), ga.size()[1] as usize, lo, hi) };
+                self.pass.grads_from_out(&grad_out, params)
+            }
+            None => {
+                let loss = (&self.log_prob * d_logp.detach()).sum(Kind::Float) + (&self.a * d_a.detach()).sum(Kind::Float);
+                self.pass.grads(&loss, params)
+            }
+        }
+    }
+}
+
+/// A mutable float32 view of a contiguous CPU tensor (the caller guarantees it is one, and
+/// that nothing else reads or writes it while the slice lives).
+#[allow(clippy::mut_from_ref)]
+unsafe fn slice_mut(t: &Tensor) -> &mut [f32] {
+    std::slice::from_raw_parts_mut(t.data_ptr() as *mut f32, t.numel())
+}
+
+/// A read-only float32 view (same contract as [`slice_mut`]).
+unsafe fn slice(t: &Tensor) -> &[f32] {
+    std::slice::from_raw_parts(t.data_ptr() as *const f32, t.numel())
+}
+
+/// The head forward, row by row: `ℓ = clamp(raw, lo, hi)`, `u = μ + e^ℓ ε`, `a = tanh u`,
+/// `log π = Σ_i [−ε_i²/2 − ℓ_i − log √(2π) − 2 (log 2 − u_i − softplus(−2 u_i))]`, for `out`
+/// `[B, 2A]` = `[μ, raw]` (the formulas of [`draw`], in `f32`).
+fn head_forward(out: &[f32], eps: &[f32], a: &mut [f32], logp: &mut [f32], act: usize, lo: f32, hi: f32) {
+    for (r, lp) in logp.iter_mut().enumerate() {
+        let mut sum = 0f32;
+        for i in 0..act {
+            let (m, l, e) = (out[r * 2 * act + i], out[r * 2 * act + act + i].clamp(lo, hi), eps[r * act + i]);
+            let u = m + l.exp() * e;
+            a[r * act + i] = u.tanh();
+            sum += e * e * -0.5 - l - LOG_SQRT_2PI as f32 - 2.0 * (std::f32::consts::LN_2 - u - softplus(-2.0 * u));
+        }
+        *lp = sum;
+    }
+}
+
+/// The head's backward pass: with `g_u = d_logp · 2 tanh u + d_a (1 − tanh² u)`
+/// (`∂ log π/∂u = 2 tanh u`, the derivative of `−log(1 − tanh² u)`), `∂L/∂μ = g_u` and
+/// `∂L/∂raw = (g_u e^ℓ ε − d_logp) · 1(lo ≤ raw ≤ hi)` (clamp passes the gradient inside
+/// its bounds, as libtorch's does).
+#[allow(clippy::too_many_arguments)]
+fn head_backward(out: &[f32], eps: &[f32], d_logp: &[f32], d_a: &[f32], grad: &mut [f32], act: usize, lo: f32, hi: f32) {
+    for (r, gl) in d_logp.iter().enumerate() {
+        for i in 0..act {
+            let (m, raw, e) = (out[r * 2 * act + i], out[r * 2 * act + act + i], eps[r * act + i]);
+            let sigma = raw.clamp(lo, hi).exp();
+            let t = (m + sigma * e).tanh();
+            let gu = gl * 2.0 * t + d_a[r * act + i] * (1.0 - t * t);
+            grad[r * 2 * act + i] = gu;
+            grad[r * 2 * act + act + i] = if (lo..=hi).contains(&raw) { gu * sigma * e - gl } else { 0.0 };
+        }
+    }
+}
+
+/// `log(1 + eˣ)`, as libtorch's softplus (β = 1, linear above 20).
+fn softplus(x: f32) -> f32 {
+    if x > 20.0 {
+        x
+    } else {
+        x.exp().ln_1p()
+    }
+}
+
+/// `a = tanh(u)` with `u = μ + σ ε`, and `log π(a)` ([`tanh_gaussian_log_prob`]).
+fn draw(mean: &Tensor, log_std: &Tensor, eps: &Tensor) -> (Tensor, Tensor) {
+    let u = mean + log_std.exp() * eps;
+    let log_prob = tanh_gaussian_log_prob(&u, eps, log_std);
+    (u.tanh(), log_prob)
 }
 
 /// `log π(tanh u)` for `u = μ + σ ε`:
@@ -152,6 +282,38 @@ mod tests {
             integral += (*lp as f64).exp() * 2.0 / n as f64;
         }
         assert!((integral - 1.0).abs() < 1e-3, "density integrates to {integral}");
+    }
+
+    /// The fused head (sample, log-density and their gradient in one pass) equals autograd
+    /// through the tensor formulas, weights' gradients included, with log σ clamped on some
+    /// entries (large observations and a narrow clamp put `raw` past its bounds on some).
+    #[test]
+    fn fused_head_matches_autograd() {
+        let mut p = ParamSet::new();
+        let mut rng = AgentRng::new(4);
+        let cfg = TanhGaussianConfig { log_std_min: -1.0, log_std_max: 0.5, ..Default::default() };
+        let actor = TanhGaussianActor::new(&mut p, "actor", 5, 3, &cfg, &mut rng, Device::Cpu);
+        let obs = rng.normal(&[64, 5], Device::Cpu) * 3.0;
+        let eps = rng.normal(&[64, 3], Device::Cpu);
+        let (d_logp, d_a) = (rng.normal(&[64], Device::Cpu), rng.normal(&[64, 3], Device::Cpu));
+        let (want_a, want_lp) = actor.sample(&obs, &eps);
+        let loss = (&want_lp * &d_logp).sum(Kind::Float) + (&want_a * &d_a).sum(Kind::Float);
+        let want = Tensor::run_backward(&[loss], &p.tensors(), false, false);
+        let raw = tch::no_grad(|| actor.net.forward(&obs, None)).narrow(1, 3, 3);
+        let outside = raw.lt(-1.0).logical_or(&raw.gt(0.5)).to_kind(Kind::Float).mean(Kind::Float).double_value(&[]);
+        assert!(outside > 0.05 && outside < 0.95, "the clamp binds on {outside} of the entries");
+        let draw = actor.sample_pass(&obs, &eps);
+        assert!(draw.fused.is_some());
+        let close = |x: &Tensor, y: &Tensor, what: &str| {
+            let d = (x - y).abs().max().double_value(&[]);
+            assert!(d < 1e-5 * (1.0 + y.abs().max().double_value(&[])), "{what}: {d}");
+        };
+        close(&draw.a, &want_a, "a");
+        close(&draw.log_prob, &want_lp, "log π");
+        let got = draw.grads(&d_logp, &d_a, &p);
+        for ((g, w), (name, _)) in got.iter().zip(&want).zip(p.named()) {
+            close(g, w, name);
+        }
     }
 
     #[test]

@@ -72,15 +72,25 @@ impl EnsembleMlp {
     /// Whether the taped pass applies to input `x`: float32 CPU tensors, a one-output head,
     /// ReLU hidden layers and no dropout.
     pub fn tape_applies(&self, x: &Tensor) -> bool {
+        self.head_width() == 1 && self.tape_applies_any_head(x)
+    }
+
+    /// [`EnsembleMlp::tape_applies`] for a head of any width (a single network's taped pass,
+    /// [`crate::nn::mlp_pass`]: an actor's `[μ, log σ]` head).
+    pub(crate) fn tape_applies_any_head(&self, x: &Tensor) -> bool {
         let head = &self.layers[self.layers.len() - 1];
         self.dropout == 0.0
             && self.activation.is_relu()
             && self.layers.len() >= 2
-            && head.weight.size()[2] == 1
             && head.weight.device() == Device::Cpu
             && head.weight.kind() == Kind::Float
             && x.device() == Device::Cpu
             && x.kind() == Kind::Float
+    }
+
+    /// The head's output width.
+    fn head_width(&self) -> i64 {
+        self.layers[self.layers.len() - 1].weight.size()[2]
     }
 
     /// All members on `x` `[B, in]` → `[E, B]` without gradients or tape (the target's and the
@@ -91,7 +101,9 @@ impl EnsembleMlp {
     }
 
     /// All members on `x` `[B, in]` → `Q` `[E, B]` (no gradient graph) and the tape for
-    /// [`EnsembleMlp::backward_params`].
+    /// [`EnsembleMlp::backward_params`]. With a head wider than one output (allowed by
+    /// [`EnsembleMlp::tape_applies_any_head`]) the output is `[E, B, out]`: the last hidden
+    /// layer's fused pass leaves `h`, and the head is one batched matmul `b + h W`.
     pub fn forward_taped(&self, x: &Tensor) -> (Tensor, EnsembleTape) {
         let (q, tape) = self.run_taped(Input::Shared(x.detach()), None, true);
         (q, tape.expect("kept"))
@@ -136,7 +148,7 @@ impl EnsembleMlp {
                 let dims = Dims { members: e as usize, rows: rows as usize, width: width as usize };
                 let bias = pick(&layer.bias).contiguous();
                 let norm = layer.norm.as_ref().map(|(g, s)| (pick(g).contiguous(), pick(s).contiguous(), empty(&[e, rows, 2]), empty(&[e, rows, width])));
-                let head = (i + 1 == last).then(|| {
+                let head = (i + 1 == last && self.head_width() == 1).then(|| {
                     let h = &self.layers[last];
                     (pick(&h.weight).contiguous(), pick(&h.bias).contiguous(), empty(&[e, rows]))
                 });
@@ -164,6 +176,11 @@ impl EnsembleMlp {
                 if !keep && hidden.len() > 1 {
                     hidden.remove(0);
                 }
+            }
+            if self.head_width() > 1 {
+                // A wide head: out = b + h W, one batched matmul.
+                let h = &self.layers[last];
+                q = pick(&h.bias).baddbmm(&hidden.last().expect("a hidden layer").h, &pick(&h.weight), 1.0, 1.0);
             }
             (q, keep.then_some(EnsembleTape { input, hidden }))
         })
@@ -335,8 +352,16 @@ impl EnsembleMlp {
             let mut per_layer: Vec<Vec<Tensor>> = (0..self.layers.len()).map(|_| Vec::new()).collect();
             let head_w = self.layers[last].weight.contiguous();
             let width_last = head_w.size()[1];
-            let (grad_head_w, grad_head_b) = (zeros(&[e, width_last, 1]), zeros(&[e, 1, 1]));
+            let (mut grad_head_w, mut grad_head_b) = (zeros(&[e, width_last, 1]), zeros(&[e, 1, 1]));
             let mut grad_h: Option<Tensor> = None;
+            if self.head_width() > 1 {
+                // A wide head (grad_q `[E, R, out]`): ∂W = hᵀ g, ∂b = Σ_r g, ∂h = g Wᵀ; the
+                // layers below then take ∂h in place.
+                let h = &hidden[last - 1].h;
+                grad_head_w = h.transpose(1, 2).bmm(&grad_q);
+                grad_head_b = grad_q.sum_dim_intlist(&[1i64][..], true, Kind::Float);
+                grad_h = Some(grad_q.bmm(&head_w.transpose(1, 2)));
+            }
             let mut input_grad = None;
             for i in (0..last).rev() {
                 let layer = &self.layers[i];

@@ -13,7 +13,10 @@
 //!
 //! With `--json` the last line is `{"results": [{"algo", "ours_updates_per_s",
 //! "pytorch_updates_per_s", "max_abs_loss_diff", "gflops", "ours_updates_per_cpu_s",
-//! "pytorch_updates_per_cpu_s"}, ...], "matmul_peak_gflops": x, "ensemble_cost_ratio": r}`; the
+//! "pytorch_updates_per_cpu_s", "share_of_peak", "share_of_peak_cpu"}, ...], "matmul_peak_gflops": x,
+//! "matmul_peak_gflops_per_cpu_s": y, "load_average": "1m 5m 15m", "ensemble_cost_ratio": r}`
+//! (`share_of_peak` = `gflops / matmul_peak_gflops`, the share of the machine; `…_cpu` the same
+//! per CPU second of the timing thread, which other load disturbs far less at one thread); the
 //! per-CPU-second rates count only the timing thread's CPU time, so other load on a shared
 //! machine disturbs them far less than the wall-clock rates. `ensemble_cost_ratio` is the
 //! 10-critic / 2-critic cost of our update timed in interleaved blocks (the median over 25 pairs
@@ -351,22 +354,29 @@ fn sera_table(all: &[Variant], rows: &[(&str, &str)], args: &UpdateArgs, device:
     Ok(out)
 }
 
-/// GFLOP/s of a 1024³ float32 matmul on the current threads.
-fn matmul_peak(device: Device) -> f64 {
+/// GFLOP/s of a 1024³ float32 matmul on the current threads, per wall second and per CPU second
+/// of this thread (0 where unreadable; at one thread the matmul runs on this thread, so the
+/// second is the peak that [`time_ours`]'s per-CPU-second rates compare with).
+fn matmul_peak(device: Device) -> (f64, f64) {
     let mut rng = AgentRng::new(0);
     let (a, b) = (rng.normal(&[1024, 1024], device), rng.normal(&[1024, 1024], device));
     for _ in 0..3 {
         let _ = a.matmul(&b).sum(Kind::Float).double_value(&[]);
     }
     let reps = 20;
-    let t0 = Instant::now();
+    let (t0, c0) = (Instant::now(), thread_cpu_s());
     let mut acc = 0.0;
     for _ in 0..reps {
         acc += a.matmul(&b).get(0).get(0).double_value(&[]);
     }
     let dt = t0.elapsed().as_secs_f64();
     std::hint::black_box(acc);
-    2.0 * 1024f64.powi(3) * reps as f64 / dt / 1e9
+    let flops = 2.0 * 1024f64.powi(3) * reps as f64;
+    let cpu = match (c0, thread_cpu_s()) {
+        (Some(a), Some(b)) if b > a => flops / (b - a) / 1e9,
+        _ => 0.0,
+    };
+    (flops / dt / 1e9, cpu)
 }
 
 /// Run the benchmark.
@@ -418,14 +428,15 @@ pub fn run(args: UpdateArgs) -> anyhow::Result<()> {
     std::fs::write(dir.path().join("manifest.json"), serde_json::to_string(&json!({"variants": manifest}))?)?;
 
     let py_device = if device == Device::Cpu { "cpu" } else { "cuda" };
-    let mut peak = 0.0f64;
+    let (mut peak, mut peak_cpu) = (0.0f64, 0.0f64);
     let mut ours_ups = vec![0.0f64; vs.len()];
     let mut torch_ups = vec![0.0f64; vs.len()];
     let mut ours_cpu = vec![0.0f64; vs.len()];
     let mut torch_cpu = vec![0.0f64; vs.len()];
     let mut reference = Value::Null;
     for round in 0..args.rounds.max(1) {
-        peak = peak.max(matmul_peak(device));
+        let (wall, cpu) = matmul_peak(device);
+        (peak, peak_cpu) = (peak.max(wall), peak_cpu.max(cpu));
         for (i, v) in vs.iter().enumerate() {
             let (wall, cpu) = time_ours(v, &batches[i], device, args.warmup, args.updates)?;
             ours_ups[i] = ours_ups[i].max(wall);
@@ -443,7 +454,7 @@ pub fn run(args: UpdateArgs) -> anyhow::Result<()> {
     }
 
     let mut results = Vec::new();
-    println!("{:<14} {:>10} {:>10} {:>7} {:>10} {:>14} {:>9} {:>10} {:>8}", "algo", "ours up/s", "torch up/s", "ratio", "cpu ratio", "max|Δloss|", "MFLOP/up", "ours GF/s", "% peak");
+    println!("{:<14} {:>10} {:>10} {:>7} {:>10} {:>14} {:>9} {:>10} {:>8} {:>8}", "algo", "ours up/s", "torch up/s", "ratio", "cpu ratio", "max|Δloss|", "MFLOP/up", "ours GF/s", "% peak", "% cpu pk");
     for (i, ((v, ups), torch_ups)) in vs.iter().zip(&ours_ups).zip(&torch_ups).enumerate() {
         let (ups, torch_ups, metrics) = (*ups, *torch_ups, &our_losses[i]);
         // The same ratio per CPU second of each side's thread (steadier under other load).
@@ -456,8 +467,12 @@ pub fn run(args: UpdateArgs) -> anyhow::Result<()> {
             diff = diff.max((ours - theirs).abs());
         }
         let gflops = v.flops * ups / 1e9;
-        println!("{:<14} {:>10.1} {:>10.1} {:>6.2}x {:>9.2}x {:>14.2e} {:>9.1} {:>10.1} {:>7.0}%", v.name, ups, torch_ups, ups / torch_ups, cpu_ratio, diff, v.flops / 1e6, gflops, 100.0 * gflops / peak);
-        results.push(json!({"algo": v.name, "ours_updates_per_s": ups, "pytorch_updates_per_s": torch_ups, "max_abs_loss_diff": diff, "gflops": gflops, "ours_updates_per_cpu_s": ours_cpu[i], "pytorch_updates_per_cpu_s": torch_cpu[i]}));
+        // The share of the machine: our GFLOP/s over the matmul peak of the same run, per wall
+        // second and per CPU second of the timing thread (the steadier one under other load;
+        // at more than one thread both sides count the timing thread's CPU time only).
+        let share_cpu = if peak_cpu > 0.0 { v.flops * ours_cpu[i] / 1e9 / peak_cpu } else { f64::NAN };
+        println!("{:<14} {:>10.1} {:>10.1} {:>6.2}x {:>9.2}x {:>14.2e} {:>9.1} {:>10.1} {:>7.0}% {:>7.0}%", v.name, ups, torch_ups, ups / torch_ups, cpu_ratio, diff, v.flops / 1e6, gflops, 100.0 * gflops / peak, 100.0 * share_cpu);
+        results.push(json!({"algo": v.name, "ours_updates_per_s": ups, "pytorch_updates_per_s": torch_ups, "max_abs_loss_diff": diff, "gflops": gflops, "ours_updates_per_cpu_s": ours_cpu[i], "pytorch_updates_per_cpu_s": torch_cpu[i], "share_of_peak": gflops / peak, "share_of_peak_cpu": share_cpu}));
     }
     let pos = |name: &str| vs.iter().position(|v| v.name == name);
     let rate = |r: &[f64], name: &str| pos(name).map(|i| r[i]);
@@ -473,13 +488,13 @@ pub fn run(args: UpdateArgs) -> anyhow::Result<()> {
         Some(r) => format!("{r:.2}x (median of {COST_PAIRS} interleaved pairs of blocks; best-of-rounds rates: {cost_ratio})"),
         None => cost_ratio,
     };
-    println!("matmul 1024³ f32 peak: {peak:.1} GFLOP/s; 10-critic / 2-critic update cost (ours): {cost_ratio}; PyTorch {}", reference["torch"]);
+    println!("matmul 1024³ f32 peak: {peak:.1} GFLOP/s ({peak_cpu:.1} per CPU second of this thread); 10-critic / 2-critic update cost (ours): {cost_ratio}; PyTorch {}", reference["torch"]);
     let worst = results.iter().map(|r| r["max_abs_loss_diff"].as_f64().unwrap_or(f64::INFINITY)).fold(0.0, f64::max);
     if worst > 1e-5 {
         eprintln!("warning: losses differ from PyTorch by {worst:.2e} (> 1e-5)");
     }
     if args.json {
-        println!("{}", json!({"results": results, "matmul_peak_gflops": peak, "ensemble_cost_ratio": interleaved, "sera_overhead": sera}));
+        println!("{}", json!({"results": results, "matmul_peak_gflops": peak, "matmul_peak_gflops_per_cpu_s": peak_cpu, "load_average": load, "ensemble_cost_ratio": interleaved, "sera_overhead": sera}));
     }
     Ok(())
 }
