@@ -175,7 +175,8 @@ pub struct AntMazeManifest {
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct AntMazeSeeds {
     pub run: u64,
-    /// The controller's SAC run (when trained here).
+    /// The seed of the controller's SAC run, from that run's config (also for a loaded
+    /// `--controller`, whose seed need not be `--seed`).
     pub controller: u64,
     /// Episode resets, starts, goals, waypoint noise and action noise of the collection.
     pub collection: u64,
@@ -258,7 +259,7 @@ pub fn generate(spec: &AntMazeSpec) -> Result<AntMazeManifest> {
 fn generate_in(spec: &AntMazeSpec, work: &Path) -> Result<AntMazeManifest> {
     let t0 = Instant::now();
     let id = spec.maze.id();
-    let seeds = AntMazeSeeds {
+    let mut seeds = AntMazeSeeds {
         run: spec.seed,
         controller: spec.seed,
         collection: derive_seed(spec.seed, STREAM_COLLECTION, 0),
@@ -277,6 +278,7 @@ fn generate_in(spec: &AntMazeSpec, work: &Path) -> Result<AntMazeManifest> {
         }
     };
     let (config, mut agent, state) = load_controller(&run_dir, spec.device)?;
+    seeds.controller = config.seed;
     let mut controller = Controller { agent: &mut *agent, device: spec.device, noise: spec.action_noise };
 
     // 2. How well it reaches targets on the open floor.
