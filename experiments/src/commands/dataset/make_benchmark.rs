@@ -48,6 +48,10 @@ pub struct MakeBenchmarkArgs {
     /// gzip level 0-9 of the files' columns (default 4 for small, 0 = uncompressed for full).
     #[arg(long)]
     pub gzip: Option<u8>,
+    /// The medium policy: the earliest SAC evaluation at this D4RL-normalized score (e.g. 45,
+    /// where D4RL's hopper-medium policy sits) instead of one third of the final policy's score.
+    #[arg(long, value_name = "NORMALIZED")]
+    pub medium_score: Option<f64>,
     /// Override a key of the SAC run's config, as `o2o train --set` (e.g. `--set agent.critic.hidden=[64,64]`).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
@@ -104,7 +108,7 @@ fn parse_target(s: &str) -> std::result::Result<Target, String> {
 
 /// `o2o dataset make-benchmark imaginebench-mujoco`: only `--scale`, `--out` and `--seed` apply.
 fn run_imaginebench(args: MakeBenchmarkArgs) -> Result<()> {
-    let sac_only = args.sac_steps.is_some() || args.sac_random_steps.is_some() || args.transitions.is_some() || args.eval_every.is_some() || args.eval_episodes.is_some() || !args.set.is_empty() || args.keep_run || args.gzip.is_some();
+    let sac_only = args.sac_steps.is_some() || args.sac_random_steps.is_some() || args.transitions.is_some() || args.eval_every.is_some() || args.eval_episodes.is_some() || !args.set.is_empty() || args.keep_run || args.gzip.is_some() || args.medium_score.is_some();
     if sac_only {
         bail!("make-benchmark imaginebench-mujoco takes --scale, --out, --seed and --threads only (the SAC and file options belong to the locomotion tasks)");
     }
@@ -222,6 +226,11 @@ pub fn run(args: MakeBenchmarkArgs) -> Result<()> {
         }
         sizes.gzip = g;
     }
+    if let Some(x) = args.medium_score {
+        if !(x.is_finite() && x > 0.0) {
+            bail!("--medium-score: expected a positive D4RL-normalized score (e.g. 45), found {x}");
+        }
+    }
     set_threads(args.threads)?;
     let spec = BenchmarkSpec {
         task,
@@ -232,6 +241,7 @@ pub fn run(args: MakeBenchmarkArgs) -> Result<()> {
         sac_overrides: args.set,
         keep_run: args.keep_run,
         device: args.device.resolve()?,
+        medium_score: args.medium_score,
     };
     let m = benchmark::generate(&spec)?;
     let medium = &m.medium.eval;

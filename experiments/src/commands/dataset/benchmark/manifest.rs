@@ -83,7 +83,8 @@ pub struct EvalPoint {
 pub struct MediumChoice {
     /// The expert's (final policy's) evaluation return.
     pub expert_eval_return: f64,
-    /// One third of the expert's normalized score, as a return.
+    /// The target return of the medium rule (one third of the expert's normalized score, or
+    /// `--medium-score`).
     pub target_return: f64,
     /// The chosen evaluation.
     pub eval: EvalPoint,
@@ -175,8 +176,8 @@ pub fn describe(path: &Path) -> Result<Option<Vec<String>>> {
     if f.role == "medium" || f.role == "medium-replay" {
         let e = &m.medium.eval;
         out.push(format!(
-            "  medium snapshot: env step {} (eval return {:.1}; target {:.1} = one third of the expert's normalized score, expert eval return {:.1})",
-            e.env_step, e.mean_return, m.medium.target_return, m.medium.expert_eval_return
+            "  medium snapshot: env step {} (eval return {:.1}; target {:.1}: {}; expert eval return {:.1})",
+            e.env_step, e.mean_return, m.medium.target_return, m.medium_rule, m.medium.expert_eval_return
         ));
     }
     let ret = |s: Option<Stats>| s.map_or("none (no complete episode)".to_string(), |s| format!("min {:.1}, mean {:.1}, max {:.1}", s.min, s.mean, s.max));

@@ -137,6 +137,9 @@ pub struct BenchmarkSpec {
     /// Keep the SAC run directory as `<out>/sac-run/` instead of deleting it.
     pub keep_run: bool,
     pub device: Device,
+    /// `--medium-score`: the medium policy's D4RL-normalized target instead of one third of the
+    /// final policy's score.
+    pub medium_score: Option<f64>,
 }
 
 /// Seed streams of the rollout sets (distinct from the runner's 1–4).
@@ -227,7 +230,7 @@ fn generate_in(spec: &BenchmarkSpec, work: &Path) -> Result<BenchmarkManifest> {
     let final_agent = run_dir.join(&summary.checkpoint).join(checkpoint::AGENT);
 
     // 3. medium: the earliest evaluation at one third of the expert's normalized score.
-    let medium = choose_medium(&evals, task)?;
+    let medium = choose_medium(&evals, task, spec.medium_score)?;
     let last = *evals.last().context("the SAC run made no evaluation")?;
     eprintln!(
         "make-benchmark {task}: [3/5] medium policy = evaluation at env step {} (return {:.1} ≥ target {:.1}; expert {:.1}), {} rows",
@@ -285,7 +288,7 @@ fn generate_in(spec: &BenchmarkSpec, work: &Path) -> Result<BenchmarkManifest> {
             evaluations: evals.clone(),
             wall_s: sac_wall,
         },
-        medium_rule: "the earliest SAC evaluation (deterministic policy, every eval_every env steps) whose mean return reaches target = REF_MIN + (R_expert - REF_MIN) / 3, i.e. one third of the final policy's D4RL-normalized evaluation score; the final policy when none does".into(),
+        medium_rule: medium_rule(spec.medium_score),
         medium,
         files,
         wall_s: t0.elapsed().as_secs_f64(),
@@ -329,15 +332,29 @@ fn snapshot_path(dir: &Path, step: u64) -> PathBuf {
     dir.join(format!("step-{step}.ot"))
 }
 
+/// The manifest's `medium_rule`, in words.
+fn medium_rule(medium_score: Option<f64>) -> String {
+    let tail = "(deterministic policy, every eval_every env steps); the final policy when none does";
+    match medium_score {
+        None => format!("the earliest SAC evaluation whose mean return reaches target = REF_MIN + (R_expert - REF_MIN) / 3, i.e. one third of the final policy's D4RL-normalized evaluation score {tail}"),
+        Some(x) => format!("the earliest SAC evaluation whose mean return reaches target = REF_MIN + {x} / 100 * (REF_MAX - REF_MIN), i.e. a D4RL-normalized evaluation score of {x} (--medium-score) {tail}"),
+    }
+}
+
 /// D4RL's medium policy, "a policy at about one third of the expert's performance": the
 /// earliest evaluation whose mean return reaches `REF_MIN + (R_expert − REF_MIN) / 3`, where
 /// `R_expert` is the last (final policy's) evaluation — one third of the expert's normalized
-/// score. Early stopping would have stopped SAC there. When none reaches it (an expert worse
-/// than D4RL's random reference), the final policy.
-pub fn choose_medium(evals: &[EvalPoint], family: &str) -> Result<MediumChoice> {
+/// score. Early stopping would have stopped SAC there. With `medium_score` (`--medium-score`)
+/// the target is that D4RL-normalized score instead, `REF_MIN + score / 100 · (REF_MAX −
+/// REF_MIN)`: one third of D4RL's own expert, when our SAC's expert is weaker than D4RL's.
+/// When none reaches the target, the final policy.
+pub fn choose_medium(evals: &[EvalPoint], family: &str, medium_score: Option<f64>) -> Result<MediumChoice> {
     let last = *evals.last().context("no SAC evaluation to choose the medium policy from")?;
-    let (ref_min, _) = o2o_datasets::scores::ref_scores(family)?;
-    let target = ref_min + (last.mean_return - ref_min) / 3.0;
+    let (ref_min, ref_max) = o2o_datasets::scores::ref_scores(family)?;
+    let target = match medium_score {
+        None => ref_min + (last.mean_return - ref_min) / 3.0,
+        Some(x) => ref_min + x / 100.0 * (ref_max - ref_min),
+    };
     let (eval, fallback_to_final) = match evals.iter().find(|e| e.mean_return >= target) {
         Some(e) => (*e, false),
         None => (last, true),
@@ -446,16 +463,31 @@ mod tests {
         // Hopper: REF_MIN = -20.272305, so a final return of 1500 gives a target of
         // -20.272305 + 1520.272305 / 3 = 486.485130.
         let evals = [ev(1, 100.0), ev(2, 600.0), ev(3, 300.0), ev(4, 900.0), ev(5, 1500.0)];
-        let m = choose_medium(&evals, "hopper").unwrap();
+        let m = choose_medium(&evals, "hopper", None).unwrap();
         assert!((m.target_return - 486.485_13).abs() < 1e-5, "{}", m.target_return);
         assert_eq!((m.eval.step, m.fallback_to_final, m.expert_eval_return), (2, false, 1500.0));
         // Normalized score of the target = a third of the expert's.
         let n = |r: f64| o2o_datasets::scores::normalized_score("hopper", r).unwrap();
         assert!((n(m.target_return) - n(1500.0) / 3.0).abs() < 1e-9);
         // A final policy below D4RL's random reference: no evaluation reaches the target.
-        let m = choose_medium(&[ev(1, -50.0), ev(2, -60.0)], "hopper").unwrap();
+        let m = choose_medium(&[ev(1, -50.0), ev(2, -60.0)], "hopper", None).unwrap();
         assert_eq!((m.eval.step, m.fallback_to_final), (2, true));
-        assert!(choose_medium(&[], "hopper").is_err());
+        assert!(choose_medium(&[], "hopper", None).is_err());
+    }
+
+    #[test]
+    fn medium_score_sets_the_target_on_d4rls_scale() {
+        // Hopper: REF_MIN = -20.272305, REF_MAX = 3234.3; a score of 45 is
+        // -20.272305 + 0.45 * 3254.572305 = 1444.285232.
+        let evals = [ev(1, 100.0), ev(2, 1200.0), ev(3, 1500.0), ev(4, 1300.0), ev(5, 3000.0)];
+        let m = choose_medium(&evals, "hopper", Some(45.0)).unwrap();
+        assert!((m.target_return - 1444.285_232).abs() < 1e-5, "{}", m.target_return);
+        // The default rule would have taken step 2 (target 986.5); the score rule takes step 3.
+        assert_eq!((m.eval.step, m.fallback_to_final, m.expert_eval_return), (3, false, 3000.0));
+        assert_eq!(choose_medium(&evals, "hopper", None).unwrap().eval.step, 2);
+        // No evaluation that high: the final policy.
+        let m = choose_medium(&evals, "hopper", Some(95.0)).unwrap();
+        assert_eq!((m.eval.step, m.fallback_to_final), (5, true));
     }
 
     fn episodes(ends: &[(usize, bool, bool)], n: usize) -> D4rlDataset {
