@@ -514,10 +514,7 @@ fn check_same_dataset(manifest: &Path, then: Option<&DatasetInfo>, now: Option<&
 pub(crate) fn new_manifest(config: &RunConfig, device: Device, parent: Option<ParentInfo>) -> Manifest {
     use super::actor::{derive_seed, stream};
     Manifest {
-        o2o_version: env!("CARGO_PKG_VERSION").to_string(),
-        git_revision: rundir::git_revision(),
-        created_utc: rundir::utc_timestamp(),
-        command: std::env::args().collect(),
+        provenance: rundir::Provenance::now(),
         preset: config.preset.clone(),
         algo: config.algo.clone(),
         env: config.env.clone(),

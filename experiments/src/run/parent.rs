@@ -36,7 +36,7 @@ impl ParentRun {
         }
         let run_dir = std::fs::canonicalize(&dir).with_context(|| format!("cannot resolve {}", dir.display()))?;
         let checkpoint = std::fs::canonicalize(&checkpoint)?;
-        let git_revision = std::fs::read_to_string(dir.join(rundir::MANIFEST)).ok().and_then(|t| serde_json::from_str::<Manifest>(&t).ok()).map(|m| m.git_revision);
+        let git_revision = std::fs::read_to_string(dir.join(rundir::MANIFEST)).ok().and_then(|t| serde_json::from_str::<Manifest>(&t).ok()).map(|m| m.provenance.git_revision);
         let info = ParentInfo { run_dir: run_dir.display().to_string(), checkpoint: checkpoint.display().to_string(), git_revision };
         Ok(Self { config, checkpoint, info })
     }

@@ -30,6 +30,7 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("rlpd-halfcheetah-medium", include_str!("../../presets/rlpd-halfcheetah-medium.toml")),
     ("rlpd-walker2d-medium", include_str!("../../presets/rlpd-walker2d-medium.toml")),
     ("wsrl-hopper-small", include_str!("../../presets/wsrl-hopper-small.toml")),
+    ("wsrl-halfcheetah-small", include_str!("../../presets/wsrl-halfcheetah-small.toml")),
     ("wsrl-hopper-medium", include_str!("../../presets/wsrl-hopper-medium.toml")),
     ("wsrl-halfcheetah-medium", include_str!("../../presets/wsrl-halfcheetah-medium.toml")),
     ("wsrl-walker2d-medium", include_str!("../../presets/wsrl-walker2d-medium.toml")),

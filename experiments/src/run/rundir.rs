@@ -192,17 +192,35 @@ pub fn write_config(dir: &Path, config: &RunConfig) -> Result<()> {
     write_atomic(&dir.join(CONFIG), config.to_toml_string()?.as_bytes())
 }
 
+/// Where a file came from: the o2o build and the command line that wrote it. Every manifest
+/// o2o writes (a run's, a made benchmark's, AntMaze's, Adroit's) carries these four keys at its
+/// top level (`#[serde(flatten)]`), made in one place by [`Provenance::now`].
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct Provenance {
+    /// The o2o version that wrote it.
+    pub o2o_version: String,
+    /// `git rev-parse HEAD` of the source tree the binary was built from (`-dirty` with
+    /// uncommitted changes), or "unknown"; see [`git_revision`].
+    pub git_revision: String,
+    /// When it was written (UTC, RFC 3339).
+    pub created_utc: String,
+    /// The command line that wrote it.
+    pub command: Vec<String>,
+}
+
+impl Provenance {
+    /// This binary, this process's command line, now.
+    pub fn now() -> Self {
+        Self { o2o_version: env!("CARGO_PKG_VERSION").to_string(), git_revision: git_revision(), created_utc: utc_timestamp(), command: std::env::args().collect() }
+    }
+}
+
 /// `manifest.json`: where the run came from and what it ran on.
 #[derive(Debug, Serialize, serde::Deserialize)]
 pub struct Manifest {
-    /// The o2o version that made the run.
-    pub o2o_version: String,
-    /// `git rev-parse HEAD` of the source tree the binary was built from, or "unknown".
-    pub git_revision: String,
-    /// When the run was created (UTC, RFC 3339).
-    pub created_utc: String,
-    /// The command line that created the run.
-    pub command: Vec<String>,
+    /// The o2o version, source revision, creation time and command line of the run.
+    #[serde(flatten)]
+    pub provenance: Provenance,
     /// The preset (or config name).
     pub preset: String,
     /// The algorithm.

@@ -1,7 +1,8 @@
 //! The table `o2o run` ends with: the score at each phase boundary of an offline-to-online run
 //! (end of pre-training, end of warm-up, the lowest evaluation while fine-tuning — WSRL's
-//! expected early dip — and the final one), with the wall time at each, and where the Rerun
-//! recording is.
+//! expected early dip — and the final one), with the wall time at each; when the agent logs
+//! diagnostics, the critics' Q against Monte-Carlo returns on the online data over the run (the
+//! recalibration WSRL's warm-up is for); and where the Rerun recording is.
 
 use super::checkpoint::PhaseEval;
 use super::eval::EvalResult;
@@ -79,11 +80,63 @@ pub fn table(rows: &[Stage]) -> String {
     s
 }
 
+/// One diagnostics record on online data: the critics' mean Q on sampled rows against their
+/// Monte-Carlo returns (`diag/online/q`, `diag/online/mc_return`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Calibration {
+    /// Env steps at the record.
+    pub env_step: u64,
+    /// The critics' mean Q on the sampled online rows.
+    pub q: f64,
+    /// Their mean Monte-Carlo return (finished episodes only).
+    pub mc_return: f64,
+}
+
+/// Every online diagnostics record with both Q and the MC return, in order.
+pub fn calibration(run_dir: &Path) -> Result<Vec<Calibration>> {
+    let path = run_dir.join(METRICS);
+    let q = read_curve(&path, "diag/online/q", "env_step")?;
+    let g = read_curve(&path, "diag/online/mc_return", "env_step")?;
+    // Both come from one record; a record without finished episodes has Q but no MC return.
+    let mut out = Vec::new();
+    let mut q = q.into_iter().peekable();
+    for (x, mc) in g {
+        while q.next_if(|&(qx, _)| qx < x).is_some() {}
+        if let Some(&(qx, qv)) = q.peek().filter(|&&(qx, _)| qx == x) {
+            out.push(Calibration { env_step: qx as u64, q: qv, mc_return: mc });
+        }
+    }
+    Ok(out)
+}
+
+/// At most `n` of `rows`, evenly spread, the first and last always among them.
+fn spread<T: Copy>(rows: &[T], n: usize) -> Vec<T> {
+    if rows.len() <= n || n < 2 {
+        return rows.to_vec();
+    }
+    (0..n).map(|i| rows[i * (rows.len() - 1) / (n - 1)]).collect()
+}
+
+/// The calibration rows as markdown (at most 8, evenly spread over the run).
+pub fn calibration_table(rows: &[Calibration]) -> String {
+    let mut s = String::from("| env steps | Q (critics' mean) | Monte-Carlo return | Q − MC |\n|---|---|---|---|\n");
+    for c in spread(rows, 8) {
+        s.push_str(&format!("| {} | {:.1} | {:.1} | {:+.1} |\n", c.env_step, c.q, c.mc_return, c.q - c.mc_return));
+    }
+    s
+}
+
 /// Print the table and where the recording is.
 pub fn print(run_dir: &Path, summary: &Summary) -> Result<()> {
     let rows = stages(summary, &evaluations(run_dir)?);
     println!();
     print!("{}", table(&rows));
+    let cal = calibration(run_dir)?;
+    if cal.len() > 1 {
+        println!();
+        println!("Q against the Monte-Carlo return on online data (diag/online/*: a pessimistic pretrained critic below the return at the switch, recalibrated by fine-tuning):");
+        print!("{}", calibration_table(&cal));
+    }
     for w in &summary.warnings {
         println!("warning: {w}");
     }
@@ -129,5 +182,27 @@ mod tests {
         assert_eq!(rows[3].ret, 500.0);
         let t = table(&rows);
         assert!(t.contains("| lowest while fine-tuning | 100 | 120.0 | 12.0 | – |"), "{t}");
+    }
+
+    #[test]
+    fn calibration_pairs_q_with_the_mc_return_of_the_same_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let lines = [
+            r#"{"env_step":0,"grad_step":0,"diag/online/q":5.0}"#,
+            r#"{"env_step":100,"grad_step":10,"eval/return":3.0}"#,
+            r#"{"env_step":200,"grad_step":20,"diag/online/q":41.0,"diag/online/mc_return":89.0}"#,
+            r#"{"env_step":300,"grad_step":30,"diag/online/q":60.0,"diag/online/mc_return":90.5}"#,
+            r#"{"env_step":400,"grad_step":40,"diag/online/q":88.0,"diag/online/mc_return":92.0}"#,
+        ];
+        std::fs::write(dir.path().join(METRICS), lines.join("\n") + "\n").unwrap();
+        let c = calibration(dir.path()).unwrap();
+        let got: Vec<_> = c.iter().map(|c| (c.env_step, c.q, c.mc_return)).collect();
+        assert_eq!(got, [(200, 41.0, 89.0), (300, 60.0, 90.5), (400, 88.0, 92.0)]);
+        let t = calibration_table(&c);
+        assert!(t.contains("| 200 | 41.0 | 89.0 | -48.0 |") && t.contains("| 400 | 88.0 | 92.0 | -4.0 |"), "{t}");
+        // Long runs: 8 rows, the first and the last among them.
+        let many: Vec<_> = (0..30).map(|i| Calibration { env_step: i, q: 0.0, mc_return: 0.0 }).collect();
+        let picked = spread(&many, 8);
+        assert_eq!((picked.len(), picked[0].env_step, picked[7].env_step), (8, 0, 29));
     }
 }

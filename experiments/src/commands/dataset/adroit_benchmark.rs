@@ -25,7 +25,7 @@ use o2o_datasets::h5util::{Column, Dtype};
 use o2o_envs::mujoco::AdroitKind;
 use o2o_envs::Env;
 use o2o_experiments::run::actor::derive_seed;
-use o2o_experiments::run::rundir;
+use o2o_experiments::run::rundir::{self, Provenance};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -70,10 +70,8 @@ pub struct AdroitManifest {
     pub format: String,
     pub env: String,
     pub file: String,
-    pub o2o_version: String,
-    pub git_revision: String,
-    pub created_utc: String,
-    pub command: Vec<String>,
+    #[serde(flatten)]
+    pub provenance: Provenance,
     pub seed: u64,
     pub controller: String,
     pub action_noise: f64,
@@ -166,10 +164,7 @@ pub fn generate(spec: &AdroitSpec) -> Result<AdroitManifest> {
         format: FORMAT.into(),
         env: id,
         file,
-        o2o_version: env!("CARGO_PKG_VERSION").to_string(),
-        git_revision: rundir::git_revision(),
-        created_utc: rundir::utc_timestamp(),
-        command: std::env::args().collect(),
+        provenance: Provenance::now(),
         seed: spec.seed,
         controller: "scripted hold-pose: every position servo's target at its joint's qpos0, plus σ·N(0, 1) per action, clipped to [-1, 1]".into(),
         action_noise: spec.action_noise,

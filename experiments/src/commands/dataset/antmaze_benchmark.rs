@@ -42,7 +42,8 @@ use o2o_envs::Env;
 use o2o_experiments::run::actor::derive_seed;
 use o2o_experiments::run::config::{self, RunConfig};
 use o2o_experiments::run::runner::{self, Hooks, Start};
-use o2o_experiments::run::{checkpoint, presets, rundir};
+use o2o_experiments::run::rundir::{self, Provenance};
+use o2o_experiments::run::{checkpoint, presets};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -157,10 +158,8 @@ pub struct AntMazeManifest {
     /// The env to evaluate agents trained on it in.
     pub env: String,
     pub generation_map: String,
-    pub o2o_version: String,
-    pub git_revision: String,
-    pub created_utc: String,
-    pub command: Vec<String>,
+    #[serde(flatten)]
+    pub provenance: Provenance,
     pub seeds: AntMazeSeeds,
     pub controller: ControllerRecord,
     pub collection: CollectionRecord,
@@ -321,10 +320,7 @@ fn generate_in(spec: &AntMazeSpec, work: &Path) -> Result<AntMazeManifest> {
         id: id.clone(),
         env: id.clone(),
         generation_map: map.name.to_string(),
-        o2o_version: env!("CARGO_PKG_VERSION").to_string(),
-        git_revision: rundir::git_revision(),
-        created_utc: rundir::utc_timestamp(),
-        command: std::env::args().collect(),
+        provenance: Provenance::now(),
         seeds,
         controller: controller_record,
         collection: CollectionRecord {

@@ -3,6 +3,7 @@
 //! `o2o dataset info` reads it to describe a file that sits next to it.
 
 use anyhow::{Context, Result};
+use o2o_experiments::run::rundir::Provenance;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -22,10 +23,8 @@ pub struct BenchmarkManifest {
     pub env: String,
     /// `small`, `full` (or `custom` when sizes were overridden).
     pub scale: String,
-    pub o2o_version: String,
-    pub git_revision: String,
-    pub created_utc: String,
-    pub command: Vec<String>,
+    #[serde(flatten)]
+    pub provenance: Provenance,
     pub device: String,
     pub torch_threads: i64,
     pub seeds: Seeds,
@@ -170,7 +169,7 @@ pub fn describe(path: &Path) -> Result<Option<Vec<String>>> {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let Some(f) = m.file(&name) else { return Ok(None) };
     let mut out = vec![
-        format!("benchmark: {} (role {}, scale {}, env {}), made by o2o {} ({}) on {}", f.id, f.role, m.scale, m.env, m.o2o_version, m.git_revision, m.created_utc),
+        format!("benchmark: {} (role {}, scale {}, env {}), made by o2o {} ({}) on {}", f.id, f.role, m.scale, m.env, m.provenance.o2o_version, m.provenance.git_revision, m.provenance.created_utc),
         format!("  policy: {}", f.policy),
     ];
     if f.role == "medium" || f.role == "medium-replay" {
