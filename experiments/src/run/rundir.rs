@@ -338,33 +338,35 @@ impl Machine {
     }
 }
 
-/// `git rev-parse HEAD` in the source tree this binary was built from (with `-dirty` when it
-/// has uncommitted changes), or "unknown" when git or the tree is not there.
+/// The source revision this binary was built from: `git rev-parse HEAD` at build time
+/// (`experiments/build.rs`), with `-dirty` when the tree it was built from still has the same
+/// HEAD and uncommitted changes to tracked files; "unknown" for a build outside a git checkout.
+/// When the checkout has moved on since the build (HEAD is another commit now, or the tree is
+/// gone), the build's revision alone: it is the code that runs, whatever the tree holds now.
 pub fn git_revision() -> String {
-    // The tree this binary was built from, or (a binary reused from a checkout that is gone)
-    // the current directory.
-    let built = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let src = if built.is_dir() { built } else { Path::new(".") };
+    revision_of_build(env!("O2O_BUILD_GIT_REVISION"), Path::new(env!("CARGO_MANIFEST_DIR")))
+}
+
+fn revision_of_build(built: &str, tree: &Path) -> String {
     let run = |args: &[&str]| {
         std::process::Command::new("git")
             .arg("-C")
-            .arg(src)
+            .arg(tree)
             .args(args)
             .output()
             .ok()
             .filter(|o| o.status.success())
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
     };
-    match run(&["rev-parse", "HEAD"]) {
-        Some(rev) if !rev.is_empty() => {
-            let dirty = run(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
-            if dirty {
-                format!("{rev}-dirty")
-            } else {
-                rev
-            }
-        }
-        _ => "unknown".into(),
+    if built.is_empty() {
+        return "unknown".into();
+    }
+    let same_head = tree.is_dir() && run(&["rev-parse", "HEAD"]).is_some_and(|h| h == built);
+    let dirty = same_head && run(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+    if dirty {
+        format!("{built}-dirty")
+    } else {
+        built.to_string()
     }
 }
 
@@ -405,6 +407,33 @@ fn civil_from_unix(secs: i64) -> (i64, u32, u32, u32, u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The revision is the build's: `-dirty` only while the tree is at that commit with edits,
+    /// the build's alone once the tree has moved on or is gone.
+    #[test]
+    fn the_revision_is_the_builds_not_the_trees() {
+        let tmp = tempfile::tempdir().unwrap();
+        let repo = tmp.path();
+        let git = |args: &[&str]| {
+            let o = std::process::Command::new("git").arg("-C").arg(repo).args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]).args(args).output().expect("git runs");
+            assert!(o.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+            String::from_utf8_lossy(&o.stdout).trim().to_string()
+        };
+        git(&["init", "-q"]);
+        std::fs::write(repo.join("a.txt"), "1").unwrap();
+        git(&["add", "a.txt"]);
+        git(&["commit", "-qm", "one"]);
+        let first = git(&["rev-parse", "HEAD"]);
+        assert_eq!(revision_of_build(&first, repo), first);
+        std::fs::write(repo.join("a.txt"), "2").unwrap();
+        assert_eq!(revision_of_build(&first, repo), format!("{first}-dirty"));
+        // A commit after the build: the binary still runs `first`'s code, edits or not.
+        git(&["commit", "-qam", "two"]);
+        std::fs::write(repo.join("a.txt"), "3").unwrap();
+        assert_eq!(revision_of_build(&first, repo), first);
+        assert_eq!(revision_of_build(&first, &repo.join("gone")), first);
+        assert_eq!(revision_of_build("", repo), "unknown");
+    }
 
     #[test]
     fn civil_dates_match_known_instants() {
