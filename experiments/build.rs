@@ -18,14 +18,22 @@ fn main() {
     println!("cargo:rustc-env=O2O_BUILD_GIT_REVISION={rev}");
     // HEAD itself (a checkout), the branch it points to and packed refs (a commit): in a
     // worktree HEAD lives in its own git dir and the refs in the common one.
+    // Only files that exist: cargo reruns a build script on every build while a watched path is
+    // missing (a repository without packed refs has no `packed-refs`). A loose branch ref that
+    // `git pack-refs` later removes goes missing, which reruns the script, as it should.
     let abs = |p: String| if Path::new(&p).is_absolute() { PathBuf::from(p) } else { dir.join(p) };
+    let watch = |p: PathBuf| {
+        if p.is_file() {
+            println!("cargo:rerun-if-changed={}", p.display());
+        }
+    };
     if let Some(git_dir) = git(&dir, &["rev-parse", "--git-dir"]).map(abs) {
-        println!("cargo:rerun-if-changed={}", git_dir.join("HEAD").display());
+        watch(git_dir.join("HEAD"));
     }
     if let Some(common) = git(&dir, &["rev-parse", "--git-common-dir"]).map(abs) {
-        println!("cargo:rerun-if-changed={}", common.join("packed-refs").display());
+        watch(common.join("packed-refs"));
         if let Some(branch) = git(&dir, &["symbolic-ref", "-q", "HEAD"]) {
-            println!("cargo:rerun-if-changed={}", common.join(branch).display());
+            watch(common.join(branch));
         }
     }
 }
