@@ -229,7 +229,7 @@ fn generate_in(spec: &BenchmarkSpec, work: &Path) -> Result<BenchmarkManifest> {
     let sac_wall = t_sac.elapsed().as_secs_f64();
     let final_agent = run_dir.join(&summary.checkpoint).join(checkpoint::AGENT);
 
-    // 3. medium: the earliest evaluation at one third of the expert's normalized score.
+    // 3. medium: the earliest evaluation at the medium rule's target ([`choose_medium`]).
     let medium = choose_medium(&evals, task, spec.medium_score)?;
     let last = *evals.last().context("the SAC run made no evaluation")?;
     eprintln!(
