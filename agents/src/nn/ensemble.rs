@@ -90,6 +90,14 @@ impl EnsembleMlp {
         Self { layers, members: self.members, dropout: self.dropout, activation: self.activation }
     }
 
+    /// Each layer's `(W, b)` (`[E, in, out]`, `[E, 1, out]`), the head last, when the ensemble
+    /// is plain dense layers with SiLU between them (no LayerNorm, no dropout): what a hand-written
+    /// pass over its layers needs (the dynamics ensemble's fused training step).
+    pub(crate) fn silu_layers(&self) -> Option<Vec<(&Tensor, &Tensor)>> {
+        let plain = self.activation == Activation::Silu && self.dropout == 0.0 && self.layers.iter().all(|l| l.norm.is_none());
+        plain.then(|| self.layers.iter().map(|l| (&l.weight, &l.bias)).collect())
+    }
+
     /// Number of members `E`.
     pub fn members(&self) -> i64 {
         self.members

@@ -9,7 +9,9 @@
 //!   policies and per-state balance model;
 //! - `mlp_pass`: one network's training pass on the ensemble's CPU fast path (actors, V);
 //! - `critic`: a critic ensemble with its Polyak target, built together, and one critic step;
-//! - [`StateNorm`]: fixed dataset state statistics (TD3+BC, BC).
+//! - [`StateNorm`]: fixed dataset state statistics (TD3+BC, BC);
+//! - `silu`: a hidden layer's bias and SiLU fused into one CPU pass, forward and backward (the
+//!   dynamics ensemble).
 
 pub mod adam;
 pub(crate) mod critic;
@@ -22,6 +24,7 @@ pub(crate) mod mlp_pass;
 pub mod obs_norm;
 pub mod params;
 pub mod polyak;
+pub(crate) mod silu;
 pub mod state_norm;
 pub mod tanh_gaussian;
 pub(crate) mod mkl;

@@ -114,6 +114,9 @@ impl Dynamics {
     /// An untrained ensemble.
     pub fn new(cfg: DynamicsConfig, obs_dim: i64, act_dim: i64, device: Device, rng: &mut AgentRng) -> Result<Self, AgentError> {
         cfg.validate()?;
+        if device == Device::Cpu {
+            crate::alloc::tune_cpu_allocator();
+        }
         let out = obs_dim + 1;
         let mut params = ParamSet::new();
         let net = EnsembleMlp::new(&mut params, "dynamics", cfg.members, obs_dim + act_dim, 2 * out, &cfg.net, 1.0, rng, device);
@@ -195,6 +198,98 @@ impl Dynamics {
         &nll + (max.sum(Kind::Float) - min.sum(Kind::Float)) * self.cfg.logvar_loss_coef + decay
     }
 
+    /// One training step on raw inputs `x` `[E, B, o + a]` and targets `y` `[E, B, o + 1]`:
+    /// the gradients of [`Dynamics::loss`] (the fused CPU pass where it applies, else autograd)
+    /// and one Adam step. Returns the loss.
+    pub fn train_step(&self, opt: &mut Adam, x: &Tensor, y: &Tensor) -> f64 {
+        let (loss, grads) = match self.fused_grads(x, y) {
+            Some(done) => done,
+            None => {
+                let loss = self.loss(x, y);
+                let grads = Tensor::run_backward(&[&loss], &self.params.tensors(), false, false);
+                (loss.double_value(&[]), grads)
+            }
+        };
+        opt.apply(&self.params, &grads);
+        loss
+    }
+
+    /// [`Dynamics::loss`] and its gradients (in the order of [`Dynamics::params`]) with the
+    /// members' layers written out, on float32 CPU tensors: each hidden layer is one batched
+    /// matmul and one fused bias + SiLU pass ([`crate::nn::silu`]) forward, one fused pass and
+    /// two matmuls backward; autograd only sees the loss on the head's output (`[E, B, 2(o + 1)]`)
+    /// and the log-variance bounds; the weight decay's gradient `λ_l W_l` is the addend of the
+    /// matmul that forms `∂W_l`. `None` where it does not apply (another device or dtype, another activation).
+    fn fused_grads(&self, x: &Tensor, y: &Tensor) -> Option<(f64, Vec<Tensor>)> {
+        let layers = self.net.silu_layers()?;
+        if x.device() != Device::Cpu || x.kind() != Kind::Float || layers[0].0.kind() != Kind::Float || layers[0].0.device() != Device::Cpu {
+            return None;
+        }
+        let (e, threads) = (self.cfg.members as usize, tch::get_num_threads().max(1) as usize);
+        let last = layers.len() - 1;
+        // SAFETY (both closures): the tensors are fresh or contiguous float32 CPU tensors, and
+        // no two slices alive at once share storage.
+        let slice_mut = |t: &Tensor| unsafe { std::slice::from_raw_parts_mut(t.data_ptr() as *mut f32, t.numel()) };
+        let slice = |t: &Tensor| unsafe { std::slice::from_raw_parts(t.data_ptr() as *const f32, t.numel()) };
+        // Forward: inputs[i] is layer i's input, sigmas[i] its σ.
+        let (mut inputs, mut sigmas) = (Vec::with_capacity(layers.len()), Vec::with_capacity(last));
+        let head_out = tch::no_grad(|| {
+            inputs.push(((x - &self.in_mean) / &self.in_std).contiguous());
+            for (w, b) in &layers[..last] {
+                let z = inputs.last().expect("an input").bmm(w);
+                let h = z.empty_like();
+                let bias = b.contiguous();
+                crate::nn::silu::forward(slice_mut(&z), slice_mut(&h), slice(&bias), e, threads);
+                sigmas.push(z);
+                inputs.push(h);
+            }
+            let (w, b) = layers[last];
+            b.baddbmm(inputs.last().expect("an input"), w, 1.0, 1.0)
+        });
+        // The loss on the head's output, by autograd (small tensors).
+        let out = head_out.set_requires_grad(true);
+        let k = self.obs_dim + 1;
+        let (max, min) = self.bounds();
+        let (mu, raw) = (out.narrow(-1, 0, k), out.narrow(-1, k, k));
+        let lv = &max - (&max - raw).softplus();
+        let lv = &min + (lv - &min).softplus();
+        let fit = ((&mu - y).square() * (-&lv).exp()).mean_dim([1i64, 2].as_slice(), false, Kind::Float).sum(Kind::Float) + lv.mean_dim([1i64, 2].as_slice(), false, Kind::Float).sum(Kind::Float) + (max.sum(Kind::Float) - min.sum(Kind::Float)) * self.cfg.logvar_loss_coef;
+        let mut g = Tensor::run_backward(&[&fit], &[&out, &max, &min], false, false);
+        let (grad_min, grad_max, grad_out) = (g.pop()?, g.pop()?, g.pop()?);
+        let mut loss = fit.double_value(&[]);
+        // Backward through the layers, from the head down.
+        let grads = tch::no_grad(|| {
+            let mut per_layer: Vec<(Tensor, Tensor)> = Vec::with_capacity(layers.len());
+            // ∂W_l = λ_l W_l + xᵀ g_z: the weight decay's gradient as the matmul's addend.
+            let decay = &self.cfg.weight_decay;
+            let (w, _) = layers[last];
+            per_layer.push((w.baddbmm(&inputs[last].transpose(1, 2), &grad_out, decay[last], 1.0), grad_out.sum_dim_intlist(&[1i64][..], true, Kind::Float)));
+            let mut grad_h = grad_out.bmm(&w.transpose(1, 2));
+            for i in (0..last).rev() {
+                let (w, b) = layers[i];
+                let grad_b = Tensor::zeros(b.size(), (Kind::Float, Device::Cpu));
+                crate::nn::silu::backward(slice_mut(&grad_h), slice(&sigmas[i]), slice(&inputs[i + 1]), slice_mut(&grad_b), e, threads);
+                let grad_w = w.baddbmm(&inputs[i].transpose(1, 2), &grad_h, decay[i], 1.0);
+                let below = (i > 0).then(|| grad_h.bmm(&w.transpose(1, 2)));
+                per_layer.push((grad_w, grad_b));
+                if let Some(next) = below {
+                    grad_h = next;
+                }
+            }
+            per_layer.reverse();
+            // The weight decay's value Σ_l ½ λ_l ‖W_l‖².
+            for ((w, _), l) in layers.iter().zip(decay) {
+                let flat = w.reshape([-1]);
+                loss += 0.5 * l * flat.dot(&flat).double_value(&[]);
+            }
+            let mut grads: Vec<Tensor> = per_layer.into_iter().flat_map(|(w, b)| [w, b]).collect();
+            grads.push(grad_max);
+            grads.push(grad_min);
+            grads
+        });
+        Some((loss, grads))
+    }
+
     /// The trainable parameters (members, then the log-variance bounds).
     pub fn params(&self) -> &ParamSet {
         &self.params
@@ -247,9 +342,7 @@ impl Dynamics {
                 let idx = rows.narrow(1, start, len).reshape([-1]);
                 let x = x_train.index_select(0, &idx).view([e, len, -1]);
                 let y = y_train.index_select(0, &idx).view([e, len, -1]);
-                let loss = self.loss(&x, &y);
-                opt.minimize(&self.params, &loss);
-                sum += loss.double_value(&[]);
+                sum += self.train_step(&mut opt, &x, &y);
                 batches += 1.0;
                 start += len;
             }
@@ -403,6 +496,36 @@ mod tests {
         assert!((mean[0] - 1.15).abs() < 0.05 && (mean[1] + 0.65).abs() < 0.05, "mean s′ {mean:?}");
         assert!(std.iter().all(|s| (0.05..0.2).contains(s)), "spread of s′ {std:?} (noise σ 0.1)");
         assert!((r1.mean(Kind::Double).double_value(&[]) - 0.5).abs() < 0.1, "mean r {r1:?}");
+    }
+
+    /// The fused training step's loss and every gradient equal autograd's on [`Dynamics::loss`]
+    /// (the reference), on a small ensemble (one thread) and one large enough to split its
+    /// members over threads; and the step is the one `train` takes.
+    #[test]
+    fn fused_step_matches_autograd() {
+        for (hidden, rows) in [(vec![19, 13], 7), (vec![64, 64, 64], 200)] {
+            let mut rng = AgentRng::new(5);
+            let decay = (0..=hidden.len()).map(|i| 1e-3 * (i + 1) as f64).collect();
+            let cfg = DynamicsConfig { net: MlpConfig { hidden, activation: Activation::Silu, ..MlpConfig::default() }, members: 3, elites: 2, weight_decay: decay, ..DynamicsConfig::default() };
+            let mut dy = Dynamics::new(cfg, 4, 2, Device::Cpu, &mut rng).unwrap();
+            tch::no_grad(|| {
+                dy.in_mean.copy_(&Tensor::from_slice(&[0.1f32, -0.2, 0.3, 0.0, 0.5, -0.5]));
+                dy.in_std.copy_(&Tensor::from_slice(&[1.0f32, 2.0, 0.5, 1.5, 1.0, 3.0]));
+            });
+            let (x, y) = (rng.normal(&[3, rows, 6], Device::Cpu) * 2.0, rng.normal(&[3, rows, 5], Device::Cpu));
+            let want_loss = dy.loss(&x, &y);
+            let want = Tensor::run_backward(&[&want_loss], &dy.params().tensors(), false, false);
+            let (loss, got) = dy.fused_grads(&x, &y).expect("the fused pass applies to a SiLU ensemble on the CPU");
+            let want_loss = want_loss.double_value(&[]);
+            assert!((loss - want_loss).abs() < 1e-5 * want_loss.abs().max(1.0), "loss {loss} against {want_loss}");
+            assert_eq!(got.len(), want.len());
+            for ((g, w), (name, _)) in got.iter().zip(&want).zip(dy.params().named()) {
+                assert_eq!(g.size(), w.size(), "{name}");
+                let scale = 1.0 + w.abs().max().double_value(&[]);
+                let diff = (g - w).abs().max().double_value(&[]);
+                assert!(diff < 1e-5 * scale, "{name}: {diff}");
+            }
+        }
     }
 
     #[test]

@@ -357,7 +357,7 @@ fn sera_table(all: &[Variant], rows: &[(&str, &str)], args: &UpdateArgs, device:
 /// GFLOP/s of a 1024³ float32 matmul on the current threads, per wall second and per CPU second
 /// of this thread (0 where unreadable; at one thread the matmul runs on this thread, so the
 /// second is the peak that [`time_ours`]'s per-CPU-second rates compare with).
-fn matmul_peak(device: Device) -> (f64, f64) {
+pub(super) fn matmul_peak(device: Device) -> (f64, f64) {
     let mut rng = AgentRng::new(0);
     let (a, b) = (rng.normal(&[1024, 1024], device), rng.normal(&[1024, 1024], device));
     for _ in 0..3 {
