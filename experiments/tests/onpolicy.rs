@@ -132,8 +132,14 @@ fn unio4_runs_offline_to_online_with_its_diagnostics() {
     assert!(common::metric(&run, "train/reward_scaling_std").iter().all(|s| (s / std[0] - 1.0).abs() < 0.5), "online σ_R continues near the offline one");
     // The online agent continued the statistic: n = the dataset pass's rows + one per env step.
     let ck = std::fs::read_dir(run.join("checkpoints")).unwrap().filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.join("agent.ot").is_file()).max().unwrap();
-    let stats = tch::Tensor::load_multi(ck.join("agent.ot")).unwrap().into_iter().find(|(n, _)| n == "reward_scaling/stats").expect("reward_scaling/stats in the agent's checkpoint").1;
-    assert_eq!(stats.double_value(&[0]), count[0] + 2048.0, "online steps continue the offline count");
+    let saved = tch::Tensor::load_multi(ck.join("agent.ot")).unwrap();
+    let get = |name: &str| saved.iter().find(|(n, _)| n == name).unwrap_or_else(|| panic!("{name} in the agent's checkpoint")).1.shallow_clone();
+    assert_eq!(get("reward_scaling/stats").double_value(&[0]), count[0] + 2048.0, "online steps continue the offline count");
+    // The members learned on dataset-standardized states, so the online agent normalizes with
+    // the dataset's frozen statistics (hopper's height, observation 0, has mean ≈ 1.2 there).
+    assert_eq!(get("obs_norm/frozen").int64_value(&[0]), 1, "the hand-over freezes the dataset's statistics");
+    let (mean, var) = (get("obs_norm/mean"), get("obs_norm/var"));
+    assert!((mean.double_value(&[0]) - 1.2).abs() < 0.3 && var.double_value(&[0]) > 0.0 && var.double_value(&[0]) < 0.5, "obs_norm mean {mean} var {var}");
     let holdout = common::metric(&run, "unio4/dynamics/holdout/0");
     assert!(holdout.len() == 2 && holdout.iter().all(|l| l.is_finite() && *l > 0.0), "{holdout:?}");
     assert!(common::metric(&run, "unio4/ope/disagreement").iter().all(|d| *d > 0.0), "independently initialized members disagree");
@@ -243,6 +249,12 @@ fn unio4_presets_validate_and_the_refit_scale_is_checked() {
     ] {
         let c = unio4(name);
         assert_eq!((c.online.reward_scaling, c.online.critic_head, c.value_refit.is_some(), c.critic.path), (scaling, head, refit, path), "{name}");
+    }
+    // Every preset's `online` table keeps Uni-O4's online defaults for what it leaves out: the
+    // dataset's frozen normalization and advantages standardized over the rollout.
+    for name in &names {
+        let c = unio4(name);
+        assert_eq!((c.online.obs_norm.mode, c.online.advantage_norm), (o2o_agents::nn::ObsNormMode::Dataset, o2o_agents::ppo::AdvantageNorm::Rollout), "{name}");
     }
     let err = o2o_experiments::Run::preset("unio4-halfcheetah-medium").unwrap().set(["agent.online.reward_scaling=\"constant\""]).and_then(|r| r.config()).unwrap_err();
     assert!(format!("{err:#}").contains("unio4.value_refit.reward_scaling"), "{err:#}");

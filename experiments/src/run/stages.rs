@@ -134,7 +134,7 @@ pub fn print(run_dir: &Path, summary: &Summary) -> Result<()> {
     let cal = calibration(run_dir)?;
     if cal.len() > 1 {
         println!();
-        println!("Q against the Monte-Carlo return on online data (diag/online/*: a pessimistic pretrained critic below the return at the switch, recalibrated by fine-tuning):");
+        println!("Q against the Monte-Carlo return on online data (diag/online/*: how far the pretrained critic is from the return at the switch, and how fine-tuning recalibrates it):");
         print!("{}", calibration_table(&cal));
     }
     for w in &summary.warnings {

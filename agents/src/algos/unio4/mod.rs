@@ -70,7 +70,10 @@ pub struct Unio4Config {
     /// Members handed to the real-env evaluation at the hand-over (top-k by last AM-Q score).
     pub handover_top_k: usize,
     /// The online phase: PPO from the chosen member and the offline V (the actor and critic
-    /// must have the offline networks' shapes).
+    /// must have the offline networks' shapes). A table given here is laid over Uni-O4's online
+    /// defaults ([`online_defaults`]), not over plain PPO's: keys it leaves out (the dataset's
+    /// frozen normalization, advantages standardized over the rollout, …) stay Uni-O4's.
+    #[serde(deserialize_with = "online_over_defaults")]
     pub online: PpoConfig,
     /// Start the online critic from a fresh V regressed on the dataset's Monte-Carlo returns of
     /// rescaled rewards instead of the offline IQL V (the hopper scripts' `--scale_strategy
@@ -124,6 +127,31 @@ pub fn online_defaults(actor: &GaussianConfig, value: &MlpConfig) -> PpoConfig {
     }
 }
 
+/// Deserialize `online` as its table laid over [`online_defaults`] (tables merged key by key,
+/// recursively), so a preset that sets a few PPO keys keeps Uni-O4's values for the rest.
+fn online_over_defaults<'de, D: serde::Deserializer<'de>>(d: D) -> Result<PpoConfig, D::Error> {
+    use serde::de::Error;
+    fn lay(base: &mut toml::Value, over: toml::Value) {
+        match (base, over) {
+            (toml::Value::Table(b), toml::Value::Table(o)) => {
+                for (k, v) in o {
+                    match b.get_mut(&k) {
+                        Some(slot) => lay(slot, v),
+                        None => {
+                            b.insert(k, v);
+                        }
+                    }
+                }
+            }
+            (slot, v) => *slot = v,
+        }
+    }
+    let given = toml::Value::deserialize(d)?;
+    let mut base = toml::Value::try_from(online_defaults(&bc::PolicyConfig::default().actor, &critic::CriticConfig::default().value)).map_err(D::Error::custom)?;
+    lay(&mut base, given);
+    base.try_into().map_err(D::Error::custom)
+}
+
 impl Unio4Config {
     /// Reject settings that cannot work, naming the field.
     pub fn validate(&self) -> Result<(), AgentError> {
@@ -137,6 +165,12 @@ impl Unio4Config {
         }
         if self.save_every % self.log_every != 0 || self.save_every % self.ope.eval_step != 0 {
             return Err(AgentError::Config(format!("unio4.save_every ({}) must be a multiple of log_every ({}) and of ope.eval_step ({})", self.save_every, self.log_every, self.ope.eval_step)));
+        }
+        if self.state_norm && self.online.obs_norm.mode != ObsNormMode::Dataset {
+            return Err(AgentError::Config(format!(
+                "unio4.online.obs_norm.mode must be \"dataset\" when unio4.state_norm = true (the members are trained on states standardized with the dataset's statistics), found {:?}",
+                self.online.obs_norm.mode
+            )));
         }
         if self.online.actor.mlp != self.policy.actor.mlp || self.online.actor.squash_mean != self.policy.actor.squash_mean {
             return Err(AgentError::Config("unio4.online.actor must have the shape of unio4.policy.actor (the chosen member is copied into it)".into()));
@@ -375,6 +409,29 @@ mod tests {
             })
             .collect();
         assert!(scores[0] < scores[1] && scores[1] < scores[2], "AM-Q {scores:?} against true returns {true_return:?}");
+    }
+
+    /// An `online` table that sets a few PPO keys keeps Uni-O4's online defaults for the rest
+    /// (it used to fall back to plain PPO's: running normalization, per-minibatch advantages, so
+    /// the members, trained on dataset-standardized states, were evaluated and fine-tuned on raw
+    /// ones); a normalization other than the dataset's is refused while `state_norm` is on.
+    #[test]
+    fn an_online_table_is_laid_over_unio4s_online_defaults() {
+        let cfg: Unio4Config = toml::from_str("[online]\nepochs = 10\nactor_lr = 1e-5\nactor = { mlp = { hidden = [256, 256, 256] }, log_std_min = -5.0 }").unwrap();
+        let want = online_defaults(&bc::PolicyConfig::default().actor, &critic::CriticConfig::default().value);
+        assert_eq!(cfg.online.obs_norm, ObsNormConfig { mode: ObsNormMode::Dataset, clip: 0.0, eps: 1e-20 });
+        assert_eq!(cfg.online.advantage_norm, AdvantageNorm::Rollout);
+        assert_eq!((cfg.online.epochs, cfg.online.actor_lr, cfg.online.clip), (10, 1e-5, 0.05));
+        assert_eq!(cfg.online.actor, want.actor, "nested tables merge key by key");
+        cfg.validate().unwrap();
+        assert_eq!(cfg.online_config().obs_norm.mode, ObsNormMode::Dataset);
+        let running: Unio4Config = toml::from_str("[online]\nobs_norm = { mode = \"running\" }").unwrap();
+        let err = running.validate().unwrap_err().to_string();
+        assert!(err.contains("unio4.online.obs_norm.mode") && err.contains("Running"), "{err}");
+        let off: Unio4Config = toml::from_str("state_norm = false\n[online]\nobs_norm = { mode = \"running\" }").unwrap();
+        off.validate().unwrap();
+        assert_eq!(off.online_config().obs_norm.mode, ObsNormMode::None);
+        assert!(toml::from_str::<Unio4Config>("[online]\nepoch = 3").unwrap_err().to_string().contains("epoch"), "unknown keys are still refused");
     }
 
     #[test]
