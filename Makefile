@@ -19,12 +19,12 @@ build: setup
 test: build
 	cargo test --release --workspace --no-fail-fast
 
-# The main job: WSRL end to end on the small hopper dataset shipped in data/hopper-small
+# The main job: WSRL end to end on the small halfcheetah dataset shipped in data/halfcheetah-small
 # (pretrain → warm-up → fine-tune → evaluation, ≤ 10 min on 2 cores), ending with a table of
 # the score at each phase and where its Rerun recording is. A second `make demo` prints the
 # finished run's table again; delete runs/demo to run it afresh.
 demo: build
-	$(O2O) run --preset wsrl-hopper-small --runs-dir runs/demo --reuse --threads 1
+	$(O2O) run --preset wsrl-halfcheetah-small --runs-dir runs/demo --reuse --threads 1
 
 bench: build
 	$(O2O) bench env HalfCheetah-v5
