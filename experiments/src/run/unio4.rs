@@ -366,6 +366,19 @@ pub fn spearman(x: &[f64], y: &[f64]) -> f64 {
 mod tests {
     use super::*;
 
+    /// Stage records and the AM-Q gate are kept as JSON and read back on resume, so every f64
+    /// must survive the trip bit for bit (serde_json's `float_roundtrip`: its default parser put
+    /// this AM-Q score, seen in a resumed run, 1 ulp off), here and over many random values.
+    #[test]
+    fn json_keeps_every_f64_exactly() {
+        let mut rng = o2o_agents::rng::AgentRng::new(7);
+        let values: Vec<f64> = std::iter::once(2.0388873375952246).chain((0..20_000).map(|_| f64::from_bits(rng.below(u64::MAX) >> 2) * 1e-300 + rng.uniform() * 10.0)).collect();
+        for x in values {
+            let back: f64 = serde_json::from_str(&serde_json::to_string(&x).unwrap()).unwrap();
+            assert_eq!(back.to_bits(), x.to_bits(), "{x:e} read back as {back:e}");
+        }
+    }
+
     #[test]
     fn spearman_of_orders() {
         assert!((spearman(&[1.0, 2.0, 3.0], &[10.0, 20.0, 30.0]) - 1.0).abs() < 1e-12);
