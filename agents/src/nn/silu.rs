@@ -15,6 +15,8 @@
 //! are split over libtorch's threads whole, so each `∂b` sum runs in one order whatever the
 //! thread count.
 
+use tch::{Device, Kind, Tensor};
+
 /// `log₂ e`.
 const LOG2E: f32 = std::f32::consts::LOG2_E;
 /// `ln 2` split in two (Cody–Waite), so `x − k ln 2` keeps its low bits.
@@ -148,21 +150,44 @@ fn groups(members: usize, threads: usize) -> Vec<(usize, usize)> {
     out
 }
 
+/// `x` (member-major, `per` values a member) cut at the boundaries of `groups`.
+fn cut_mut<'a>(x: &'a mut [f32], per: usize, groups: &[(usize, usize)]) -> Vec<&'a mut [f32]> {
+    let mut rest = x;
+    groups
+        .iter()
+        .map(|&(_, n)| {
+            let (piece, tail) = std::mem::take(&mut rest).split_at_mut(n * per);
+            rest = tail;
+            piece
+        })
+        .collect()
+}
+
+/// [`cut_mut`] for a read-only `x`.
+fn cut<'a>(x: &'a [f32], per: usize, groups: &[(usize, usize)]) -> Vec<&'a [f32]> {
+    groups.iter().map(|&(first, n)| &x[first * per..(first + n) * per]).collect()
+}
+
+/// A float32 view of a contiguous CPU tensor; panics naming `what` otherwise.
+///
+/// SAFETY (for callers): while the slice lives, the tensor's storage is not written through
+/// another view (and not read through another one when the slice is written).
+#[allow(clippy::mut_from_ref)] // a tensor handle is shared; its storage is what is written
+unsafe fn floats<'a>(t: &'a Tensor, what: &str) -> &'a mut [f32] {
+    assert!(t.is_contiguous() && t.kind() == Kind::Float && t.device() == Device::Cpu, "silu: {what} must be a contiguous float32 CPU tensor");
+    std::slice::from_raw_parts_mut(t.data_ptr() as *mut f32, t.numel())
+}
+
 /// The forward pass: `z` `[E, R, W]` (the matmul output) becomes `σ`, `h` `[E, R, W]` gets
-/// `z σ`; `bias` is `[E, W]`.
-pub(crate) fn forward(z: &mut [f32], h: &mut [f32], bias: &[f32], members: usize, threads: usize) {
-    assert!(members > 0 && z.len() == h.len() && z.len() % members == 0 && bias.len() % members == 0, "silu::forward: buffer sizes");
-    let (per, width) = (z.len() / members, bias.len() / members);
-    let isa = isa();
-    let (mut zs, mut hs) = (z, h);
-    let mut pieces = Vec::new();
-    for (first, n) in groups(members, threads) {
-        let (z1, z2) = zs.split_at_mut(n * per);
-        let (h1, h2) = hs.split_at_mut(n * per);
-        (zs, hs) = (z2, h2);
-        pieces.push((z1, h1, &bias[first * width..(first + n) * width]));
-    }
-    crate::nn::team::run(pieces, |(z, h, b): (&mut [f32], &mut [f32], &[f32])| {
+/// `z σ`; `bias` is `[E, 1, W]`. Three distinct contiguous float32 CPU tensors.
+pub(crate) fn forward(z: &Tensor, h: &Tensor, bias: &Tensor, threads: usize) {
+    let members = bias.size()[0] as usize;
+    assert!(members > 0 && z.size() == h.size() && z.size()[0] == bias.size()[0], "silu::forward: z {:?}, h {:?}, bias {:?}", z.size(), h.size(), bias.size());
+    // SAFETY: distinct tensors, one view each, ending with this function.
+    let (z, h, bias) = unsafe { (floats(z, "z"), floats(h, "h"), &*floats(bias, "bias")) };
+    let (per, width, groups, isa) = (z.len() / members, bias.len() / members, groups(members, threads), isa());
+    let pieces: Vec<_> = cut_mut(z, per, &groups).into_iter().zip(cut_mut(h, per, &groups)).zip(cut(bias, width, &groups)).collect();
+    crate::nn::team::run(pieces, |((z, h), b): ((&mut [f32], &mut [f32]), &[f32])| {
         for ((zm, hm), bm) in z.chunks_exact_mut(per).zip(h.chunks_exact_mut(per)).zip(b.chunks_exact(width)) {
             forward_one(isa, zm, hm, bm);
         }
@@ -170,20 +195,16 @@ pub(crate) fn forward(z: &mut [f32], h: &mut [f32], bias: &[f32], members: usize
 }
 
 /// The backward pass: `g` `[E, R, W]` (`∂L/∂h`) becomes `∂L/∂z` in place, and each member's
-/// `Σ_r ∂L/∂z` is added to `grad_bias` `[E, W]`; `sigma` and `h` are the forward pass's.
-pub(crate) fn backward(g: &mut [f32], sigma: &[f32], h: &[f32], grad_bias: &mut [f32], members: usize, threads: usize) {
-    assert!(members > 0 && g.len() == sigma.len() && g.len() == h.len() && g.len() % members == 0 && grad_bias.len() % members == 0, "silu::backward: buffer sizes");
-    let (per, width) = (g.len() / members, grad_bias.len() / members);
-    let isa = isa();
-    let (mut gs, mut bs) = (g, grad_bias);
-    let mut pieces = Vec::new();
-    for (first, n) in groups(members, threads) {
-        let (g1, g2) = gs.split_at_mut(n * per);
-        let (b1, b2) = bs.split_at_mut(n * width);
-        (gs, bs) = (g2, b2);
-        pieces.push((g1, &sigma[first * per..(first + n) * per], &h[first * per..(first + n) * per], b1));
-    }
-    crate::nn::team::run(pieces, |(g, s, h, b): (&mut [f32], &[f32], &[f32], &mut [f32])| {
+/// `Σ_r ∂L/∂z` is added to `grad_bias` `[E, 1, W]`; `sigma` and `h` are the forward pass's.
+/// Four distinct contiguous float32 CPU tensors.
+pub(crate) fn backward(g: &Tensor, sigma: &Tensor, h: &Tensor, grad_bias: &Tensor, threads: usize) {
+    let members = grad_bias.size()[0] as usize;
+    assert!(members > 0 && g.size() == sigma.size() && g.size() == h.size() && g.size()[0] == grad_bias.size()[0], "silu::backward: g {:?}, sigma {:?}, h {:?}, grad_bias {:?}", g.size(), sigma.size(), h.size(), grad_bias.size());
+    // SAFETY: distinct tensors, one view each, ending with this function.
+    let (g, sigma, h, grad_bias) = unsafe { (floats(g, "g"), &*floats(sigma, "sigma"), &*floats(h, "h"), floats(grad_bias, "grad_bias")) };
+    let (per, width, groups, isa) = (g.len() / members, grad_bias.len() / members, groups(members, threads), isa());
+    let pieces: Vec<_> = cut_mut(g, per, &groups).into_iter().zip(cut(sigma, per, &groups)).zip(cut(h, per, &groups)).zip(cut_mut(grad_bias, width, &groups)).collect();
+    crate::nn::team::run(pieces, |(((g, s), h), b): (((&mut [f32], &[f32]), &[f32]), &mut [f32])| {
         for (((gm, sm), hm), bm) in g.chunks_exact_mut(per).zip(s.chunks_exact(per)).zip(h.chunks_exact(per)).zip(b.chunks_exact_mut(width)) {
             backward_one(isa, gm, sm, hm, bm);
         }
@@ -193,7 +214,6 @@ pub(crate) fn backward(g: &mut [f32], sigma: &[f32], h: &[f32], grad_bias: &mut 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tch::{Device, Kind, Tensor};
 
     /// The polynomial `e^x` against the correctly rounded one, over the whole clamped range
     /// and at its ends.
@@ -224,14 +244,13 @@ mod tests {
         let want = Tensor::run_backward(&[&(&want_h * &g).sum(Kind::Float)], &[&zl, &bl], false, false);
         let mut bits = Vec::new();
         for threads in [1, 3] {
-            let (zb, hb, gb, db) = (z.copy(), z.zeros_like(), g.copy(), Tensor::zeros([e, w], (Kind::Float, Device::Cpu)));
-            let f = |t: &Tensor| unsafe { std::slice::from_raw_parts_mut(t.data_ptr() as *mut f32, t.numel()) };
-            forward(f(&zb), f(&hb), f(&b.contiguous()), e as usize, threads);
-            backward(f(&gb), f(&zb), f(&hb), f(&db), e as usize, threads);
+            let (zb, hb, gb, db) = (z.copy(), z.zeros_like(), g.copy(), Tensor::zeros([e, 1, w], (Kind::Float, Device::Cpu)));
+            forward(&zb, &hb, &b.contiguous(), threads);
+            backward(&gb, &zb, &hb, &db, threads);
             let diff = |a: &Tensor, b: &Tensor| ((a - b).abs() / (b.abs() + 1.0)).max().double_value(&[]);
             assert!(diff(&hb, &want_h.detach()) < 1e-6, "h: {}", diff(&hb, &want_h.detach()));
             assert!(diff(&gb, &want[0]) < 1e-6, "∂z: {}", diff(&gb, &want[0]));
-            assert!(diff(&db, &want[1].squeeze_dim(1)) < 1e-4, "∂b: {}", diff(&db, &want[1].squeeze_dim(1)));
+            assert!(diff(&db, &want[1]) < 1e-4, "∂b: {}", diff(&db, &want[1]));
             bits.push((Vec::<f32>::try_from(&hb.flatten(0, -1)).unwrap(), Vec::<f32>::try_from(&db.flatten(0, -1)).unwrap()));
         }
         assert_eq!(bits[0], bits[1], "one thread and three give the same bits");

@@ -143,13 +143,26 @@ impl Dynamics {
     /// `(μ, log σ²)`, each `[E, B, o + 1]`, for raw `s` `[B, o]` (or `[E, B, o]`) and `a`.
     pub fn predict(&self, s: &Tensor, a: &Tensor) -> (Tensor, Tensor) {
         let x = (Tensor::cat(&[s, a], -1) - &self.in_mean) / &self.in_std;
-        let out = self.net.forward(&x, None);
+        self.gaussian(&self.net.forward(&x, None))
+    }
+
+    /// `(μ, log σ²)` from the members' head output `[…, 2(o + 1)]`, with the soft log-variance
+    /// bounds of the module doc.
+    fn gaussian(&self, out: &Tensor) -> (Tensor, Tensor) {
         let k = self.obs_dim + 1;
         let (mu, raw) = (out.narrow(-1, 0, k), out.narrow(-1, k, k));
         let (max, min) = self.bounds();
         let lv = &max - (&max - raw).softplus();
         let lv = &min + (lv - &min).softplus();
         (mu, lv)
+    }
+
+    /// `L` without the weight decay: the Gaussian NLL per member, summed over members, and the
+    /// log-variance bound term.
+    fn fit_loss(&self, mu: &Tensor, lv: &Tensor, y: &Tensor) -> Tensor {
+        let nll = ((mu - y).square() * (-lv).exp()).mean_dim([1i64, 2].as_slice(), false, Kind::Float).sum(Kind::Float) + lv.mean_dim([1i64, 2].as_slice(), false, Kind::Float).sum(Kind::Float);
+        let (max, min) = self.bounds();
+        nll + (max.sum(Kind::Float) - min.sum(Kind::Float)) * self.cfg.logvar_loss_coef
     }
 
     /// Each member's best holdout MSE.
@@ -190,12 +203,10 @@ impl Dynamics {
     pub fn loss(&self, x: &Tensor, y: &Tensor) -> Tensor {
         let o = self.obs_dim;
         let (mu, lv) = self.predict(&x.narrow(2, 0, o), &x.narrow(2, o, x.size()[2] - o));
-        // Gaussian NLL per member, summed over members.
-        let nll = ((&mu - y).square() * (-&lv).exp()).mean_dim([1i64, 2].as_slice(), false, Kind::Float).sum(Kind::Float) + lv.mean_dim([1i64, 2].as_slice(), false, Kind::Float).sum(Kind::Float);
-        let (max, min) = self.bounds();
+        let fit = self.fit_loss(&mu, &lv, y);
         let weights = self.params.named().into_iter().filter(|(name, _)| name.ends_with("/weight"));
-        let decay = weights.zip(&self.cfg.weight_decay).map(|((_, w), l)| w.square().sum(Kind::Float) * (0.5 * l)).fold(nll.zeros_like(), |a, b| a + b);
-        &nll + (max.sum(Kind::Float) - min.sum(Kind::Float)) * self.cfg.logvar_loss_coef + decay
+        let decay = weights.zip(&self.cfg.weight_decay).map(|((_, w), l)| w.square().sum(Kind::Float) * (0.5 * l)).fold(fit.zeros_like(), |a, b| a + b);
+        fit + decay
     }
 
     /// One training step on raw inputs `x` `[E, B, o + a]` and targets `y` `[E, B, o + 1]`:
@@ -225,12 +236,8 @@ impl Dynamics {
         if x.device() != Device::Cpu || x.kind() != Kind::Float || layers[0].0.kind() != Kind::Float || layers[0].0.device() != Device::Cpu {
             return None;
         }
-        let (e, threads) = (self.cfg.members as usize, tch::get_num_threads().max(1) as usize);
+        let threads = tch::get_num_threads().max(1) as usize;
         let last = layers.len() - 1;
-        // SAFETY (both closures): the tensors are fresh or contiguous float32 CPU tensors, and
-        // no two slices alive at once share storage.
-        let slice_mut = |t: &Tensor| unsafe { std::slice::from_raw_parts_mut(t.data_ptr() as *mut f32, t.numel()) };
-        let slice = |t: &Tensor| unsafe { std::slice::from_raw_parts(t.data_ptr() as *const f32, t.numel()) };
         // Forward: inputs[i] is layer i's input, sigmas[i] its σ.
         let (mut inputs, mut sigmas) = (Vec::with_capacity(layers.len()), Vec::with_capacity(last));
         let head_out = tch::no_grad(|| {
@@ -238,8 +245,7 @@ impl Dynamics {
             for (w, b) in &layers[..last] {
                 let z = inputs.last().expect("an input").bmm(w);
                 let h = z.empty_like();
-                let bias = b.contiguous();
-                crate::nn::silu::forward(slice_mut(&z), slice_mut(&h), slice(&bias), e, threads);
+                crate::nn::silu::forward(&z, &h, &b.contiguous(), threads);
                 sigmas.push(z);
                 inputs.push(h);
             }
@@ -248,12 +254,9 @@ impl Dynamics {
         });
         // The loss on the head's output, by autograd (small tensors).
         let out = head_out.set_requires_grad(true);
-        let k = self.obs_dim + 1;
+        let (mu, lv) = self.gaussian(&out);
+        let fit = self.fit_loss(&mu, &lv, y);
         let (max, min) = self.bounds();
-        let (mu, raw) = (out.narrow(-1, 0, k), out.narrow(-1, k, k));
-        let lv = &max - (&max - raw).softplus();
-        let lv = &min + (lv - &min).softplus();
-        let fit = ((&mu - y).square() * (-&lv).exp()).mean_dim([1i64, 2].as_slice(), false, Kind::Float).sum(Kind::Float) + lv.mean_dim([1i64, 2].as_slice(), false, Kind::Float).sum(Kind::Float) + (max.sum(Kind::Float) - min.sum(Kind::Float)) * self.cfg.logvar_loss_coef;
         let mut g = Tensor::run_backward(&[&fit], &[&out, &max, &min], false, false);
         let (grad_min, grad_max, grad_out) = (g.pop()?, g.pop()?, g.pop()?);
         let mut loss = fit.double_value(&[]);
@@ -268,7 +271,7 @@ impl Dynamics {
             for i in (0..last).rev() {
                 let (w, b) = layers[i];
                 let grad_b = Tensor::zeros(b.size(), (Kind::Float, Device::Cpu));
-                crate::nn::silu::backward(slice_mut(&grad_h), slice(&sigmas[i]), slice(&inputs[i + 1]), slice_mut(&grad_b), e, threads);
+                crate::nn::silu::backward(&grad_h, &sigmas[i], &inputs[i + 1], &grad_b, threads);
                 let grad_w = w.baddbmm(&inputs[i].transpose(1, 2), &grad_h, decay[i], 1.0);
                 let below = (i > 0).then(|| grad_h.bmm(&w.transpose(1, 2)));
                 per_layer.push((grad_w, grad_b));
