@@ -7,10 +7,18 @@ the first `--random-steps` env steps, then one update per env step. Deterministi
 (tanh of the mean) every `--eval-every` env steps. Prints one JSON object per evaluation.
 
     python scripts/sac_reference.py --env Hopper-v5 --steps 30000 --seed 0
+
+With `--out DIR` it also writes DIR as a run directory `o2o report` reads next to o2o's runs:
+`config.toml` (algo, env, seed, the step budget in o2o's keys, the initialization as
+`agent.critic.init`), `metrics.jsonl` (one line per evaluation: `env_step`, `grad_step`,
+`eval/return`, `train/alpha`, `wall_s`) and, once the run ends, `summary.json` with
+`"finished": true`. An existing finished DIR is left alone; an unfinished one is started over.
 """
 
 import argparse
 import json
+import os
+import sys
 import time
 
 import gymnasium as gym
@@ -71,7 +79,24 @@ def main():
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--init", choices=["torch", "orthogonal"], default="torch",
                    help="PyTorch's default Linear init, or o2o's (orthogonal, gain √2 hidden and 1 on the output layer, zero biases)")
+    p.add_argument("--out", default=None, help="also write a run directory o2o report reads (config.toml, metrics.jsonl, summary.json)")
     args = p.parse_args()
+    metrics = None
+    if args.out:
+        if os.path.exists(os.path.join(args.out, "summary.json")):
+            print(f"{args.out} already holds a finished run; leaving it", file=sys.stderr)
+            return
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "config.toml"), "w") as f:
+            f.write(
+                f'# scripts/sac_reference.py {" ".join(sys.argv[1:])}\n'
+                f'algo = "sac (PyTorch reference, scripts/sac_reference.py)"\npreset = "sac-reference"\n'
+                f'env = "{args.env}"\nseed = {args.seed}\n\n[train]\noffline_steps = 0\n'
+                f"random_steps = {args.random_steps}\nwarmup_steps = 0\nonline_steps = {args.steps - args.random_steps}\n"
+                f'\n[agent.critic]\ninit = "{"torch_default" if args.init == "torch" else "orthogonal"}"\n'
+                f'\n[agent.actor.mlp]\ninit = "{"torch_default" if args.init == "torch" else "orthogonal"}"\n'
+            )
+        metrics = open(os.path.join(args.out, "metrics.jsonl"), "w")
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
@@ -147,7 +172,18 @@ def main():
             alpha_opt.step()
         if step % args.eval_every == 0:
             ret = evaluate(args.env, actor, scale, args.eval_episodes, args.seed)
-            print(json.dumps({"env_step": step, "eval_return": ret, "alpha": float(log_alpha.exp().detach()), "wall_s": time.time() - t0}), flush=True)
+            alpha_now = float(log_alpha.exp().detach())
+            print(json.dumps({"env_step": step, "eval_return": ret, "alpha": alpha_now, "wall_s": time.time() - t0}), flush=True)
+            if metrics is not None:
+                grad_step = max(0, step - args.random_steps)
+                metrics.write(json.dumps({"env_step": step, "grad_step": grad_step, "eval/return": ret, "train/alpha": alpha_now, "wall_s": time.time() - t0}) + "\n")
+                metrics.flush()
+    if metrics is not None:
+        metrics.close()
+        tmp = os.path.join(args.out, "summary.json.tmp")
+        with open(tmp, "w") as f:
+            json.dump({"finished": True, "env_steps": args.steps, "wall_s": time.time() - t0}, f)
+        os.replace(tmp, os.path.join(args.out, "summary.json"))
 
 
 if __name__ == "__main__":

@@ -42,6 +42,11 @@ pub struct ReportArgs {
     /// Seed of the bootstrap's random generator.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// A config key (dotted, e.g. `agent.critic.init`) whose value also splits groups: runs that
+    /// differ in it are compared side by side instead of being counted as seeds of one group.
+    /// Repeatable; a run whose config lacks the key shows `unset`.
+    #[arg(long = "split-by", value_name = "KEY")]
+    pub split_by: Vec<String>,
 }
 
 /// Confidence level of every interval in the report.
@@ -315,13 +320,24 @@ fn write_atomic(path: &Path, text: &str) -> Result<()> {
     Ok(())
 }
 
+/// Append ` · key=value` to each run's group for every `--split-by` key.
+fn split_groups(runs: &mut [Run], keys: &[String]) {
+    for r in runs.iter_mut() {
+        for k in keys {
+            let v = r.settings.get(k).map(|v| v.trim_matches('"').to_string()).unwrap_or_else(|| "unset".into());
+            r.group = format!("{} · {k}={v}", r.group);
+        }
+    }
+}
+
 /// `o2o report`.
 pub fn run(args: ReportArgs) -> Result<()> {
     if !["grad_step", "env_step", "wall_s"].contains(&args.x.as_str()) {
         bail!("--x must be grad_step, env_step or wall_s, found {:?}", args.x);
     }
     let dirs = expand_run_dirs(&args.runs)?;
-    let runs = dirs.iter().map(|d| load_run(d, &args.metric, &args.x)).collect::<Result<Vec<_>>>()?;
+    let mut runs = dirs.iter().map(|d| load_run(d, &args.metric, &args.x)).collect::<Result<Vec<_>>>()?;
+    split_groups(&mut runs, &args.split_by);
     if runs.iter().all(|r| r.curve.is_empty()) {
         let hint = if args.metric == "eval/normalized_score" {
             " (their envs have no D4RL score); use --metric eval/return, or --metric eval/success_rate for tasks with a success flag"
@@ -374,7 +390,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         // Final scores 0, 1, 2, 10 (see stats.rs for the hand enumeration); best scores 20, 20, 20, 20.
         let runs: Vec<Run> = [0.0, 1.0, 2.0, 10.0].iter().enumerate().map(|(i, f)| run("iql · hopper-v2", i as i64, &[(0.0, 20.0), (100.0, *f)])).collect();
-        let args = ReportArgs { runs: vec![], out: d.path().to_path_buf(), metric: "eval/normalized_score".into(), x: "grad_step".into(), reps: DEFAULT_REPS, seed: 1 };
+        let args = ReportArgs { runs: vec![], out: d.path().to_path_buf(), metric: "eval/normalized_score".into(), x: "grad_step".into(), reps: DEFAULT_REPS, seed: 1, split_by: vec![] };
         let md = build_report(&runs, &args).unwrap();
         assert!(md.contains("| iql · hopper-v2 | iql | 4 | 3.2 [0.5, 7.8] | 1.5 [0.0, 10.0] | 20.0 [20.0, 20.0] | 20.0 [20.0, 20.0] | — |"), "{md}");
         assert!(md.contains("| runs/iql · hopper-v2-3 | iql · hopper-v2 | 3 | finished | yes | 10.0 | 20.0 | 2 |"), "{md}");
@@ -383,6 +399,31 @@ mod tests {
 
     /// Runs that differ in algorithm, env, dataset bytes or budget land in different groups;
     /// seeds of one experiment (and a fine-tune's parent pointer) do not split a group.
+    /// `--split-by` keeps runs that differ in the named setting apart (the same seed in both is
+    /// then counted in each, not dropped as a duplicate), and names the value in the group.
+    #[test]
+    fn split_by_separates_runs_that_differ_in_a_setting() {
+        let d = tempfile::tempdir().unwrap();
+        let make = |name: &str, init: Option<&str>| {
+            let dir = d.path().join(name);
+            std::fs::create_dir(&dir).unwrap();
+            let init = init.map(|i| format!("[agent.critic]\ninit = \"{i}\"\n")).unwrap_or_default();
+            std::fs::write(dir.join("config.toml"), format!("preset = \"p\"\nalgo = \"sac\"\nenv = \"Hopper-v5\"\nseed = 0\n{init}")).unwrap();
+            std::fs::write(dir.join("metrics.jsonl"), "{\"grad_step\":100,\"env_step\":0,\"eval/return\":1.0}\n").unwrap();
+            std::fs::write(dir.join("summary.json"), r#"{"finished": true}"#).unwrap();
+            load_run(&dir, "eval/return", "grad_step").unwrap()
+        };
+        let mut runs = vec![make("a", Some("orthogonal")), make("b", Some("fan_in_uniform")), make("c", None)];
+        assert_eq!(groups(&runs, "eval/return").len(), 1, "without --split-by the three are one group");
+        split_groups(&mut runs, &["agent.critic.init".to_string()]);
+        let g = groups(&runs, "eval/return");
+        assert_eq!(g.len(), 3);
+        assert!(g.iter().all(|g| g.counted.len() == 1), "each keeps its seed-0 run");
+        let names: Vec<&str> = g.iter().map(|g| g.name).collect();
+        assert!(names.iter().any(|n| n.ends_with("agent.critic.init=orthogonal")), "{names:?}");
+        assert!(names.iter().any(|n| n.ends_with("agent.critic.init=unset")), "{names:?}");
+    }
+
     #[test]
     fn runs_group_by_algorithm_env_dataset_and_budget() {
         let d = tempfile::tempdir().unwrap();
@@ -437,7 +478,7 @@ mod tests {
             r.dir = dir;
             runs.push(r);
         }
-        let args = ReportArgs { runs: vec![], out: d.path().join("out"), metric: "eval/success/real".into(), x: "grad_step".into(), reps: 100, seed: 1 };
+        let args = ReportArgs { runs: vec![], out: d.path().join("out"), metric: "eval/success/real".into(), x: "grad_step".into(), reps: 100, seed: 1, split_by: vec![] };
         let md = build_report(&runs, &args).unwrap();
         assert!(md.contains("| group | runs | real | real/jump-forward |"), "{md}");
         assert!(md.contains("| bc · imaginebench | 2 | 50.0 | 75.0 |"), "{md}");
@@ -453,7 +494,7 @@ mod tests {
         let mut other_lr = run("g", 1, &[(0.0, 5.0)]);
         other_lr.settings.insert("agent.actor_lr".into(), "0.001".into());
         let runs = vec![run("g", 0, &[(0.0, 1.0)]), again, other_lr, stopped];
-        let args = ReportArgs { runs: vec![], out: d.path().to_path_buf(), metric: "eval/normalized_score".into(), x: "grad_step".into(), reps: 100, seed: 1 };
+        let args = ReportArgs { runs: vec![], out: d.path().to_path_buf(), metric: "eval/normalized_score".into(), x: "grad_step".into(), reps: 100, seed: 1, split_by: vec![] };
         let md = build_report(&runs, &args).unwrap();
         let row = md.lines().find(|l| l.starts_with("| g |")).unwrap();
         assert!(row.contains("| g | iql | 2 | 6.0 "), "two counted runs (seed 0's newest: 7, seed 1: 5): {row}");

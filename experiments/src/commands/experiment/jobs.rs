@@ -167,6 +167,12 @@ pub fn at(curve: &[(f64, f64)], x: u64) -> Option<f64> {
 /// The markdown rows of the score table: mean ± std over seeds at each of `steps`, one row per
 /// variant in `order` (variants without curves left out).
 pub fn score_rows(curves: &Curves, steps: &[u64], order: &[&str]) -> String {
+    rows_with(curves, steps, order, at, |m, sd| format!("{m:.1} ± {sd:.1}"))
+}
+
+/// [`score_rows`] with the value of a curve at a step read by `pick` and a cell's mean and std
+/// written by `cell`.
+pub fn rows_with(curves: &Curves, steps: &[u64], order: &[&str], pick: impl Fn(&[(f64, f64)], u64) -> Option<f64>, cell: impl Fn(f64, f64) -> String) -> String {
     let mut s = String::from("| variant |");
     for x in steps {
         s.push_str(&format!(" {x} |"));
@@ -178,12 +184,12 @@ pub fn score_rows(curves: &Curves, steps: &[u64], order: &[&str]) -> String {
         let Some(runs) = curves.get(v) else { continue };
         s.push_str(&format!("| {v} |"));
         for &x in steps {
-            let vals: Vec<f64> = runs.iter().filter_map(|c| at(c, x)).collect();
+            let vals: Vec<f64> = runs.iter().filter_map(|c| pick(c, x)).collect();
             if vals.is_empty() {
                 s.push_str(" – |");
             } else {
                 let (m, sd) = mean_std(&vals);
-                s.push_str(&format!(" {m:.1} ± {sd:.1} |"));
+                s.push_str(&format!(" {} |", cell(m, sd)));
             }
         }
         s.push('\n');

@@ -3,29 +3,32 @@
 //!
 //! | variant | start | warm-up | online updates | offline data online |
 //! |---|---|---|---|---|
-//! | `wsrl` | Cal-QL pre-training | K frozen-policy steps | SAC, UTD 4 × 256, 10 critics | none |
+//! | `wsrl` | the preset's pre-training (CQL on locomotion) | K frozen-policy steps | SAC, UTD 4 | none |
 //! | `wsrl-no-warmup` | the same checkpoint | none | the same | none |
-//! | `calql-retain` | the same checkpoint | none | Cal-QL (regularizer kept), UTD 1 × 256 | 50/50 |
-//! | `rlpd` | nothing (from scratch) | K uniformly random steps | RLPD, UTD 4 × 256 | 50/50 |
+//! | `calql-retain` | Cal-QL pre-training | none | Cal-QL (regularizer kept), UTD 1 × 256 | 50/50 |
+//! | `rlpd` | nothing (from scratch) | K uniformly random steps | RLPD, UTD 4 × 1024 | 50/50 |
 //!
-//! Every variant gets the same env-step budget (K + N) and the same networks. Pre-training runs
-//! once per seed, and the three pre-trained variants start from that one checkpoint, so they
-//! differ only in what they do online. Pre-training uses Cal-QL (WSRL's recipe on AntMaze,
-//! Adroit and Kitchen) so that the `calql-retain` baseline is Cal-QL proper; the `wsrl-*`
-//! presets use CQL for locomotion, as the paper does. The `rlpd` variant is "RLPD (UTD 4)":
-//! RLPD's own settings (mean actor, subset without replacement, backup entropy, H̄ = −|A|/2,
-//! LRs 3e-4) with UTD 4 on 1024-row batches after K uniformly random steps, to match WSRL's
-//! compute. It is neither RLPD's UTD 20 nor WSRL's re-implementation, which runs WSRL's own SAC
-//! agent with a policy warm-up (fidelity-audit D22).
+//! Every variant gets the same env-step budget (K + N) and the same networks. The two `wsrl-*`
+//! variants start from one pre-training per seed, the preset's own (`wsrl-<env>-small`: CQL
+//! with max-target backup for locomotion, as the paper does), so they differ only in the
+//! warm-up; that is where the paper says the warm-up matters (a CQL critic's Q collapses when
+//! online SAC starts from it with no online data). `calql-retain` is Cal-QL proper, so it
+//! starts from a Cal-QL pre-training of the same budget (shared with the `wsrl-*` variants when
+//! the preset pre-trains with Cal-QL). The `rlpd` variant is "RLPD (UTD 4)": RLPD's own settings
+//! (mean actor, subset without replacement, backup entropy, H̄ = −|A|/2, LRs 3e-4) with UTD 4
+//! on 1024-row batches after K uniformly random steps, to match WSRL's compute. It is neither
+//! RLPD's UTD 20 nor WSRL's re-implementation, which runs WSRL's own SAC agent with a policy
+//! warm-up (fidelity-audit D22).
 //!
 //! Runs are separate `o2o run` / `o2o train` processes (`--jobs` at a time, `--threads` torch
 //! threads each) in `<out>/runs/<variant>/seed-<s>/`; a finished run found there is reused, so
 //! an interrupted experiment continues where it stopped. The output folder gets `table.md`
-//! (mean ± std over seeds of the normalized score at fixed env steps), `curves.png` and
-//! `results.json`.
+//! (mean ± std over seeds of the normalized score at fixed env steps, and the critics' Q against
+//! the Monte-Carlo return on online data after the switch), `curves.png` and `results.json`.
 
-use super::jobs::{children_cpu_seconds, command_line, plot, run_jobs, score_rows, sets, Curves, Job, Processes};
+use super::jobs::{children_cpu_seconds, command_line, plot, rows_with, run_jobs, score_rows, sets, Curves, Job, Processes};
 use o2o_experiments::report::runs::read_curve;
+use o2o_experiments::run::stages::calibration;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
@@ -96,7 +99,7 @@ pub fn run(args: AblationArgs) -> Result<()> {
             let file = std::fs::canonicalize(&file).with_context(|| {
                 format!("the small-scale dataset {} is missing; make it with `o2o dataset make-benchmark {env_name} --scale small --out data/{env_name}-small`", file.display())
             })?;
-            ("wsrl-hopper-small".into(), vec![format!("env={env}"), format!("dataset.path={:?}", file.display().to_string())])
+            (format!("wsrl-{env_name}-small"), vec![format!("env={env}"), format!("dataset.path={:?}", file.display().to_string())])
         }
         Scale::Full => (format!("wsrl-{}", args.task), Vec::new()),
     };
@@ -104,17 +107,28 @@ pub fn run(args: AblationArgs) -> Result<()> {
     shared.extend(args.set.iter().cloned());
     let budget = budget_of(&base, &shared)?;
     let (k, n) = (budget.warmup, budget.online);
+    let pretrain_algo = pretrain_of(&base, &shared)?;
 
-    // Jobs: per seed, the pre-training, the three variants that start from it, and RLPD.
+    // Jobs: per seed, the preset's pre-training (and a Cal-QL one for `calql-retain` when the
+    // preset's is not Cal-QL), the variants that start from them, and RLPD.
     let mut jobs: Vec<Job> = Vec::new();
     let runs_dir = |variant: &str, seed: u64| out.join("runs").join(variant).join(format!("seed-{seed}"));
-    let mut pretrain = Vec::new();
-    for seed in 0..args.seeds {
-        pretrain.push(jobs.len());
+    let pretrain_job = |variant: &'static str, algo: &str, seed: u64| {
         let mut a = vec!["run".to_string(), "--preset".into(), preset.clone(), "--seed".into(), seed.to_string()];
         sets(&mut a, &shared);
-        sets(&mut a, &["agent.pretrain=calql".into(), "train.warmup_steps=0".into(), "train.online_steps=0".into()]);
-        jobs.push(Job { variant: "pretrain", seed, args: a, parent: None, runs_dir: runs_dir("pretrain", seed) });
+        sets(&mut a, &[format!("agent.pretrain={algo}"), "train.warmup_steps=0".into(), "train.online_steps=0".into()]);
+        Job { variant, seed, args: a, parent: None, runs_dir: runs_dir(variant, seed) }
+    };
+    let (mut pretrain, mut pretrain_calql) = (Vec::new(), Vec::new());
+    for seed in 0..args.seeds {
+        pretrain.push(jobs.len());
+        jobs.push(pretrain_job("pretrain", &pretrain_algo, seed));
+        if pretrain_algo != "calql" {
+            pretrain_calql.push(jobs.len());
+            jobs.push(pretrain_job("pretrain-calql", "calql", seed));
+        } else {
+            pretrain_calql.push(jobs.len() - 1);
+        }
     }
     for seed in 0..args.seeds {
         // RLPD from scratch, same networks and budget: K random steps, then N online steps.
@@ -140,12 +154,13 @@ pub fn run(args: AblationArgs) -> Result<()> {
         jobs.push(Job { variant: "rlpd", seed, args: a, parent: None, runs_dir: runs_dir("rlpd", seed) });
     }
     for seed in 0..args.seeds {
-        let p = pretrain[seed as usize];
-        let variant_sets: [(&'static str, Vec<String>); 3] = [
-            ("wsrl", vec![]),
-            ("wsrl-no-warmup", vec!["train.warmup_steps=0".into(), format!("train.online_steps={}", k + n)]),
+        let (p, p_calql) = (pretrain[seed as usize], pretrain_calql[seed as usize]);
+        let variant_sets: [(&'static str, usize, Vec<String>); 3] = [
+            ("wsrl", p, vec![format!("agent.pretrain={pretrain_algo}")]),
+            ("wsrl-no-warmup", p, vec![format!("agent.pretrain={pretrain_algo}"), "train.warmup_steps=0".into(), format!("train.online_steps={}", k + n)]),
             (
                 "calql-retain",
+                p_calql,
                 vec![
                     "train.warmup_steps=0".into(),
                     format!("train.online_steps={}", k + n),
@@ -157,12 +172,11 @@ pub fn run(args: AblationArgs) -> Result<()> {
                 ],
             ),
         ];
-        for (variant, extra) in variant_sets {
+        for (variant, parent, extra) in variant_sets {
             let mut a = vec!["run".to_string(), "--preset".into(), preset.clone(), "--seed".into(), seed.to_string()];
             sets(&mut a, &shared);
-            sets(&mut a, &["agent.pretrain=calql".into()]);
             sets(&mut a, &extra);
-            jobs.push(Job { variant, seed, args: a, parent: Some(p), runs_dir: runs_dir(variant, seed) });
+            jobs.push(Job { variant, seed, args: a, parent: Some(parent), runs_dir: runs_dir(variant, seed) });
         }
     }
 
@@ -180,15 +194,18 @@ pub fn run(args: AblationArgs) -> Result<()> {
     let cpu_s = children_cpu_seconds();
     eprintln!("all runs done in {:.0} s ({cpu_s:.0} s of CPU in the runs this process started)", t0.elapsed().as_secs_f64());
 
-    // Curves: normalized score against env steps, per variant and seed.
-    let mut curves = Curves::new();
+    // Curves: normalized score against env steps, per variant and seed; and the critics' Q
+    // against the Monte-Carlo return on online data (Q − MC), from the online diagnostics.
+    let (mut curves, mut gaps) = (Curves::new(), Curves::new());
     for (job, dir) in jobs.iter().zip(&dirs) {
-        if job.variant == "pretrain" {
+        if job.variant.starts_with("pretrain") {
             continue;
         }
         let metrics = dir.join("metrics.jsonl");
         let curve = read_curve(&metrics, "eval/normalized_score", "env_step").or_else(|_| read_curve(&metrics, "eval/return", "env_step"))?;
         curves.entry(job.variant).or_default().push(curve);
+        let gap = calibration(dir)?.iter().map(|c| (c.env_step as f64, c.q - c.mc_return)).collect();
+        gaps.entry(job.variant).or_default().push(gap);
     }
     let total = k + n;
     let mut steps: Vec<u64> = (0..=total).step_by(budget.eval_every.max(1) as usize).collect();
@@ -196,11 +213,13 @@ pub fn run(args: AblationArgs) -> Result<()> {
         steps.push(total);
     }
     let command = command_line();
-    let table = table(&curves, &steps, &args.task, scale, args.seeds, &budget, &command, t0.elapsed().as_secs_f64(), cpu_s);
+    let mut table = table(&curves, &steps, &args.task, scale, args.seeds, &budget, &pretrain_algo, &command, t0.elapsed().as_secs_f64(), cpu_s);
+    table.push_str(&gap_table(&gaps, &gap_steps(k, total)));
     std::fs::write(out.join("table.md"), &table).with_context(|| format!("cannot write {}/table.md", out.display()))?;
     plot(&out.join("curves.png"), &curves, &VARIANTS, &format!("WSRL ablation, {} ({scale}), {} seeds", args.task, args.seeds), "env steps (warm-up included)")?;
     let json = serde_json::json!({
-        "task": args.task, "scale": scale, "seeds": args.seeds, "command": command,
+        "task": args.task, "scale": scale, "seeds": args.seeds, "command": command, "pretrain": pretrain_algo,
+        "q_minus_mc": gaps.iter().map(|(v, c)| (v.to_string(), serde_json::json!(c))).collect::<serde_json::Map<_, _>>(),
         "budget": {"offline_steps": budget.offline, "warmup_steps": k, "online_steps": n, "eval_every": budget.eval_every},
         "curves": curves.iter().map(|(v, c)| (v.to_string(), serde_json::json!(c))).collect::<serde_json::Map<_, _>>(),
         "runs": jobs.iter().zip(&dirs).map(|(j, d)| serde_json::json!({"variant": j.variant, "seed": j.seed, "run_dir": d})).collect::<Vec<_>>(),
@@ -223,19 +242,72 @@ fn budget_of(base: &toml::Table, overrides: &[String]) -> Result<Budget> {
     Ok(b)
 }
 
+/// The pre-training algorithm the preset (with overrides) names: `agent.pretrain`, `cql` when unset.
+fn pretrain_of(base: &toml::Table, overrides: &[String]) -> Result<String> {
+    let mut t = base.clone();
+    o2o_experiments::run::config::apply_overrides(&mut t, overrides)?;
+    Ok(t.get("agent").and_then(|a| a.get("pretrain")).and_then(|p| p.as_str()).unwrap_or("cql").to_string())
+}
+
+/// Full name of a pre-training algorithm for the table.
+fn algo_name(algo: &str) -> &str {
+    match algo {
+        "cql" => "CQL",
+        "calql" => "Cal-QL",
+        other => other,
+    }
+}
+
 /// The markdown table: mean ± std over seeds at each of `steps`.
 #[allow(clippy::too_many_arguments)]
-fn table(curves: &Curves, steps: &[u64], task: &str, scale: &str, seeds: u64, b: &Budget, command: &str, wall_s: f64, cpu_s: f64) -> String {
+fn table(curves: &Curves, steps: &[u64], task: &str, scale: &str, seeds: u64, b: &Budget, pretrain: &str, command: &str, wall_s: f64, cpu_s: f64) -> String {
+    let calql = if pretrain == "calql" { "the same checkpoint".to_string() } else { format!("its own {} Cal-QL gradient steps", b.offline) };
     format!(
         "# WSRL ablation: {task} ({scale})\n\nD4RL normalized score (×100), mean ± std over {seeds} seeds, at fixed env steps of the online budget \
-         ({} warm-up or random steps + {} online steps; step 0 is the offline policy). Pre-training: {} Cal-QL gradient steps, shared by the \
-         three pre-trained variants of a seed.\n\nCommand: `{command}` ({wall_s:.0} s wall; {cpu_s:.0} s of CPU in the runs it started, \
+         ({} warm-up or random steps + {} online steps; step 0 is the offline policy). Pre-training: {} {} gradient steps, shared by the \
+         two wsrl variants of a seed; calql-retain starts from {calql}. Without a warm-up the first online update still waits \
+         for one online batch of rows, as the official code does (fidelity-audit D21).\n\nCommand: `{command}` ({wall_s:.0} s wall; {cpu_s:.0} s of CPU in the runs it started, \
          finished runs it reused not counted)\n\n{}",
         b.warmup,
         b.online,
         b.offline,
+        algo_name(pretrain),
         score_rows(curves, steps, &VARIANTS)
     )
+}
+
+/// Env steps at which the Q − MC table reads the diagnostics: the switch, every 2.5k steps of
+/// the first 10k after it, then every 10k, and the end.
+fn gap_steps(warmup: u64, total: u64) -> Vec<u64> {
+    let mut s: Vec<u64> = (0..=4).map(|i| warmup + 2500 * i).filter(|&x| x > 0 && x <= total).collect();
+    let mut x = warmup + 20_000;
+    while x < total {
+        s.push(x);
+        x += 10_000;
+    }
+    if s.last() != Some(&total) {
+        s.push(total);
+    }
+    s
+}
+
+/// The newest point of `curve` at or before `x`, within 2500 steps of it (diagnostics records
+/// fall on loop steps, which need not be the table's env steps).
+fn near(curve: &[(f64, f64)], x: u64) -> Option<f64> {
+    curve.iter().rev().find(|(s, _)| *s as u64 <= x && *s as u64 + 2500 > x).map(|(_, y)| *y)
+}
+
+/// The Q − Monte-Carlo table: how far the critics' mean Q on online data is from the return it
+/// predicts, mean ± std over seeds (a collapsed critic shows a large negative gap after the
+/// switch; an over-estimating one a large positive gap).
+fn gap_table(gaps: &Curves, steps: &[u64]) -> String {
+    let mut s = String::from(
+        "\n## Q against the Monte-Carlo return on online data\n\nThe critics' mean Q on sampled online rows minus their Monte-Carlo return \
+         (`diag/online/q` − `diag/online/mc_return`), mean ± std over seeds, at env steps (the `wsrl` switch is after the warm-up; \
+         the other variants learn from their first online step). A critic that has collapsed sits far below the return.\n\n",
+    );
+    s.push_str(&rows_with(gaps, steps, &VARIANTS, near, |m, sd| format!("{m:+.1} ± {sd:.1}")));
+    s
 }
 
 #[cfg(test)]
@@ -247,9 +319,29 @@ mod tests {
         let mut curves = Curves::new();
         curves.insert("wsrl", vec![vec![(0.0, 10.0), (100.0, 20.0)]]);
         let b = Budget { offline: 5, warmup: 50, online: 50, eval_every: 100 };
-        let t = table(&curves, &[0, 100], "hopper-medium", "small", 1, &b, "o2o experiment", 1.0, 2.0);
-        assert!(t.contains("50 warm-up or random steps + 50 online steps") && t.contains("5 Cal-QL gradient steps"), "{t}");
+        let t = table(&curves, &[0, 100], "hopper-medium", "small", 1, &b, "cql", "o2o experiment", 1.0, 2.0);
+        assert!(t.contains("50 warm-up or random steps + 50 online steps") && t.contains("5 CQL gradient steps"), "{t}");
+        assert!(t.contains("calql-retain starts from its own 5 Cal-QL gradient steps"), "{t}");
         assert!(t.contains("| wsrl | 10.0 ± 0.0 | 20.0 ± 0.0 |"), "{t}");
+        let t = table(&curves, &[0, 100], "hopper-medium", "small", 1, &b, "calql", "o2o experiment", 1.0, 2.0);
+        assert!(t.contains("5 Cal-QL gradient steps") && t.contains("calql-retain starts from the same checkpoint"), "{t}");
+    }
+
+    #[test]
+    fn gap_table_reads_the_nearest_earlier_diagnostic() {
+        assert_eq!(gap_steps(2500, 47_500), vec![2500, 5000, 7500, 10_000, 12_500, 22_500, 32_500, 42_500, 47_500]);
+        assert_eq!(gap_steps(0, 30_000), vec![2500, 5000, 7500, 10_000, 20_000, 30_000]);
+        let mut gaps = Curves::new();
+        gaps.insert("wsrl-no-warmup", vec![vec![(2500.0, -100.0), (4750.0, -50.0)], vec![(2500.0, -300.0)]]);
+        let t = gap_table(&gaps, &[2500, 5000, 7500]);
+        assert!(t.contains("| wsrl-no-warmup | -200.0 ± 100.0 | -50.0 ± 0.0 | – |"), "{t}");
+    }
+
+    #[test]
+    fn the_preset_names_the_pretraining() {
+        let (_, base) = o2o_experiments::run::presets::load("wsrl-halfcheetah-small").unwrap();
+        assert_eq!(pretrain_of(&base, &[]).unwrap(), "cql");
+        assert_eq!(pretrain_of(&base, &["agent.pretrain=\"calql\"".into()]).unwrap(), "calql");
     }
 
     #[test]
