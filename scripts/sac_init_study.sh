@@ -9,7 +9,7 @@
 #   SEEDS=5 STEPS=100000 JOBS=2 scripts/sac_init_study.sh
 #   o2o report OUT --metric eval/return --x env_step --split-by agent.critic.init --out OUT/report
 #
-# Resumable: a finished run is skipped, an o2o run that was stopped is continued with
+# Resumable: a finished run (a summary.json under OUT/<variant>/seed-<s>) is skipped, an o2o run that was stopped is continued with
 # `o2o resume` from its last checkpoint (every 10k steps), and a stopped reference run (it keeps
 # no checkpoint) starts over. Each run's directory holds config.toml and metrics.jsonl, and
 # summary.json once finished, which is what `o2o report` reads.
@@ -25,6 +25,10 @@ mkdir -p "$OUT/logs"
 
 one() { # variant seed
     local variant=$1 seed=$2 dir="$OUT/$1/seed-$2" log="$OUT/logs/$1-seed-$2.log"
+    if [[ -n $(find "$dir" -maxdepth 2 -name summary.json 2>/dev/null) ]]; then
+        echo "$variant seed $seed: finished run in $dir, skipped"
+        return
+    fi
     case $variant in
     reference-torch)
         "$PY" scripts/sac_reference.py --env Hopper-v5 --steps "$STEPS" --seed "$seed" --eval-every 5000 \

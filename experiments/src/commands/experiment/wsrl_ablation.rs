@@ -8,7 +8,8 @@
 //! | `calql-retain` | Cal-QL pre-training | none | Cal-QL (regularizer kept), UTD 1 × 256 | 50/50 |
 //! | `rlpd` | nothing (from scratch) | K uniformly random steps | RLPD, UTD 4 × 1024 | 50/50 |
 //!
-//! Every variant gets the same env-step budget (K + N) and the same networks. The two `wsrl-*`
+//! Every variant gets the same env-step budget (K + N) and the same networks (widths and number
+//! of critics; RLPD's target takes the min over a subset of 2 of them, the preset's other rule). The two `wsrl-*`
 //! variants start from one pre-training per seed, the preset's own (`wsrl-<env>-small`: CQL
 //! with max-target backup for locomotion, as the paper does), so they differ only in the
 //! warm-up; that is where the paper says the warm-up matters (a CQL critic's Q collapses when
@@ -133,7 +134,10 @@ pub fn run(args: AblationArgs) -> Result<()> {
     for seed in 0..args.seeds {
         // RLPD from scratch, same networks and budget: K random steps, then N online steps.
         let mut a = vec!["train".to_string(), "--preset".into(), format!("rlpd-{}", args.task), "--seed".into(), seed.to_string()];
-        let width = base.get("agent").and_then(|t| t.get("critic")).and_then(|c| c.get("hidden")).map(|h| h.to_string()).unwrap_or_else(|| "[256, 256]".into());
+        let agent = base.get("agent");
+        let width = agent.and_then(|t| t.get("critic")).and_then(|c| c.get("hidden")).map(|h| h.to_string()).unwrap_or_else(|| "[256, 256]".into());
+        // The same critic ensemble as the WSRL variants (RLPD's own is 10 with a subset of 2).
+        let critics = agent.and_then(|t| t.get("num_critics")).and_then(|n| n.as_integer()).unwrap_or(10);
         sets(&mut a, &shared);
         sets(
             &mut a,
@@ -146,6 +150,8 @@ pub fn run(args: AblationArgs) -> Result<()> {
                 "train.offline_ratio=0.5".into(),
                 "agent.critic_steps=4".into(),
                 format!("agent.critic.hidden={width}"),
+                format!("agent.num_critics={critics}"),
+                format!("agent.target_subset={}", critics.min(2)),
                 format!("agent.actor.mlp.hidden={width}"),
                 format!("eval.every={}", budget.eval_every),
                 "eval.at_start=true".into(),
