@@ -7,7 +7,8 @@
 //! and the best value of the score (`eval/normalized_score` by default) are read from
 //! `metrics.jsonl`; for each group, the mean and the interquartile mean (IQM) over seeds with
 //! 95 % stratified-bootstrap confidence intervals, computed as rliable does (`stats.rs`).
-//! Output: `report.md` (also printed) and one `curves-<n>.png` per group in `--out`.
+//! Output: `report.md` (also printed), one `curves-<n>.png` per group and, with several groups,
+//! `curves-all.png` (every group's mean) in `--out`.
 
 pub mod plot;
 pub mod runs;
@@ -273,8 +274,21 @@ pub fn build_report(runs: &[Run], args: &ReportArgs) -> Result<String> {
             Err(e) => eprintln!("o2o report: no curves for {}: {e:#}", g.name),
         }
     }
+    // With several groups, one plot of every group's mean, so they can be compared at a glance.
+    let means: Vec<plot::Line> = groups
+        .iter()
+        .enumerate()
+        .map(|(i, g)| plot::Line { label: Some(format!("{} ({} runs)", g.name, g.counted.len())), color: i, points: mean_curve(&g.counted), faint: false })
+        .filter(|l| !l.points.is_empty())
+        .collect();
+    if means.len() > 1 {
+        match plot::plot_curves(&args.out.join("curves-all.png"), "mean of each group", &args.x, &args.metric, &means, (1100, 640)) {
+            Ok(()) => writeln!(pictures, "![every group's mean](curves-all.png)\n")?,
+            Err(e) => eprintln!("o2o report: no combined curves: {e:#}"),
+        }
+    }
     if !pictures.is_empty() {
-        writeln!(md, "\n## Curves\n\nBold: mean over counted runs; faint: each run.\n\n{pictures}")?;
+        writeln!(md, "\n## Curves\n\nBold: mean over counted runs; faint: each run. `curves-all.png`: each group's mean.\n\n{pictures}")?;
     }
     Ok(md)
 }
@@ -395,6 +409,11 @@ mod tests {
         assert!(md.contains("| iql · hopper-v2 | iql | 4 | 3.2 [0.5, 7.8] | 1.5 [0.0, 10.0] | 20.0 [20.0, 20.0] | 20.0 [20.0, 20.0] | — |"), "{md}");
         assert!(md.contains("| runs/iql · hopper-v2-3 | iql · hopper-v2 | 3 | finished | yes | 10.0 | 20.0 | 2 |"), "{md}");
         assert!(d.path().join("curves-1.png").exists());
+        assert!(!d.path().join("curves-all.png").exists(), "one group needs no combined plot");
+        let mut two = runs.clone();
+        two.push(run("cql · hopper-v2", 0, &[(0.0, 5.0), (100.0, 6.0)]));
+        let md = build_report(&two, &args).unwrap();
+        assert!(d.path().join("curves-all.png").exists() && md.contains("](curves-all.png)"), "{md}");
     }
 
     /// Runs that differ in algorithm, env, dataset bytes or budget land in different groups;
