@@ -207,3 +207,38 @@ fn wsrl_ablation_runs_each_variant_from_its_own_pretraining() {
     // Q − MC record diverges from the warm-started run's.
     assert_ne!(gaps["wsrl"][0], gaps["wsrl-no-warmup"][0], "the warm-up made no difference: {gaps}");
 }
+
+/// Cal-QL fine-tuning keeps the dataset and labels online rows with Monte-Carlo returns, so its
+/// online buffer hands out finished episodes only. On HalfCheetah (1000-step episodes) the
+/// diagnostics right after the switch come before any episode has ended: they must skip the
+/// online record, not fail the run (`wsrl-ablation`'s `calql-retain` did).
+#[test]
+fn diagnostics_before_the_first_finished_episode_do_not_stop_a_calql_finetune() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let data = root.join("data/halfcheetah-small/halfcheetah-medium-v2.hdf5");
+    let run = common::run_o2o(
+        "o2o-calql-diag-",
+        &["run", "--preset", "wsrl-halfcheetah-small"],
+        &[
+            format!("dataset.path={:?}", data.display().to_string()),
+            "agent.pretrain=\"calql\"".into(),
+            "agent.online_conservative=true".into(),
+            "agent.online_critic_steps=1".into(),
+            "agent.critic.hidden=[16, 16]".into(),
+            "agent.actor.mlp.hidden=[16, 16]".into(),
+            "train.offline_steps=10".into(),
+            "train.warmup_steps=0".into(),
+            "train.online_steps=300".into(),
+            "train.offline_ratio=0.5".into(),
+            "train.online_batch_size=64".into(),
+            "eval.every=0".into(),
+            "eval.at_phase_end=false".into(),
+            "diagnostics.every=100".into(),
+            "diagnostics.window=100".into(),
+            "diagnostics.dense_every=50".into(),
+            "checkpoint.every=0".into(),
+        ],
+    );
+    assert!(metric(&run, "diag/online/q").is_empty(), "no episode finished, so no online record");
+    assert!(!metric(&run, "diag/offline/q").is_empty(), "the dataset's record is still taken");
+}

@@ -753,8 +753,10 @@ pub(super) fn diagnose(
     let mut rng = ChaCha8Rng::seed_from_u64(derive_seed(config.seed, stream::DIAGNOSTICS, state.step));
     let rows = config.diagnostics.batch;
     let mut values: Vec<(String, f64)> = Vec::new();
-    if let Some(r) = replay.filter(|r| !r.is_empty()) {
-        let b = r.sample(rows.min(r.len()), &mut rng, device).context("sampling a diagnostic batch of online data")?;
+    // A buffer that hands out finished episodes only (Cal-QL's Monte-Carlo returns) has nothing
+    // to sample before the first episode ends (1000 steps on HalfCheetah): no online record then.
+    if let Some(r) = replay.filter(|r| r.sampleable_len() > 0) {
+        let b = r.sample(rows.min(r.sampleable_len()), &mut rng, device).context("sampling a diagnostic batch of online data")?;
         values.extend(agent.diagnose(&b).into_iter().map(|(k, v)| (format!("diag/online/{k}"), v)));
         for s in agent.diagnose_rows(&b) {
             logger.scatter(state.grad_step, state.env_step, &format!("diag/online/{}", s.name), &s.x, &s.y)?;
