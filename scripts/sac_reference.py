@@ -87,14 +87,14 @@ def main():
             print(f"{args.out} already holds a finished run; leaving it", file=sys.stderr)
             return
         os.makedirs(args.out, exist_ok=True)
+        init = "torch_default" if args.init == "torch" else "orthogonal"
         with open(os.path.join(args.out, "config.toml"), "w") as f:
             f.write(
                 f'# scripts/sac_reference.py {" ".join(sys.argv[1:])}\n'
                 f'algo = "sac (PyTorch reference, scripts/sac_reference.py)"\npreset = "sac-reference"\n'
                 f'env = "{args.env}"\nseed = {args.seed}\n\n[train]\noffline_steps = 0\n'
                 f"random_steps = {args.random_steps}\nwarmup_steps = 0\nonline_steps = {args.steps - args.random_steps}\n"
-                f'\n[agent.critic]\ninit = "{"torch_default" if args.init == "torch" else "orthogonal"}"\n'
-                f'\n[agent.actor.mlp]\ninit = "{"torch_default" if args.init == "torch" else "orthogonal"}"\n'
+                f'\n[agent.critic]\ninit = "{init}"\n\n[agent.actor.mlp]\ninit = "{init}"\n'
             )
         metrics = open(os.path.join(args.out, "metrics.jsonl"), "w")
     torch.set_num_threads(args.threads)

@@ -199,6 +199,11 @@ fn wsrl_ablation_runs_each_variant_from_its_own_pretraining() {
     };
     assert!(config("pretrain").contains("pretrain = \"cql\"") && config("pretrain-calql").contains("pretrain = \"calql\""));
     assert!(config("wsrl-no-warmup").contains("pretrain = \"cql\"") && config("calql-retain").contains("pretrain = \"calql\""));
+    // RLPD gets the networks every other variant runs, `--set` overrides included.
+    let rlpd: toml::Table = toml::from_str(&config("rlpd")).unwrap();
+    let hidden = |net: &toml::Value| net.get("hidden").and_then(|h| h.as_array()).map(|h| h.iter().filter_map(|v| v.as_integer()).collect::<Vec<_>>());
+    assert_eq!(hidden(&rlpd["agent"]["critic"]), Some(vec![16, 16]), "{rlpd}");
+    assert_eq!(hidden(&rlpd["agent"]["actor"]["mlp"]), Some(vec![16, 16]), "{rlpd}");
     let results: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
     assert_eq!(results["pretrain"], "cql");
     let gaps = &results["q_minus_mc"];

@@ -106,9 +106,11 @@ pub fn run(args: AblationArgs) -> Result<()> {
     };
     let base = o2o_experiments::run::presets::load(&preset).with_context(|| format!("no WSRL preset for task {}", args.task))?.1;
     shared.extend(args.set.iter().cloned());
-    let budget = budget_of(&base, &shared)?;
+    // The preset with every run's overrides: what the budget, pre-training and networks read.
+    let resolved = resolve(&base, &shared)?;
+    let budget = budget_of(&resolved)?;
     let (k, n) = (budget.warmup, budget.online);
-    let pretrain_algo = pretrain_of(&base, &shared)?;
+    let pretrain_algo = pretrain_of(&resolved);
 
     // Jobs: per seed, the preset's pre-training (and a Cal-QL one for `calql-retain` when the
     // preset's is not Cal-QL), the variants that start from them, and RLPD.
@@ -134,7 +136,7 @@ pub fn run(args: AblationArgs) -> Result<()> {
     for seed in 0..args.seeds {
         // RLPD from scratch, same networks and budget: K random steps, then N online steps.
         let mut a = vec!["train".to_string(), "--preset".into(), format!("rlpd-{}", args.task), "--seed".into(), seed.to_string()];
-        let agent = base.get("agent");
+        let agent = resolved.get("agent");
         let width = agent.and_then(|t| t.get("critic")).and_then(|c| c.get("hidden")).map(|h| h.to_string()).unwrap_or_else(|| "[256, 256]".into());
         // The same critic ensemble as the WSRL variants (RLPD's own is 10 with a subset of 2).
         let critics = agent.and_then(|t| t.get("num_critics")).and_then(|n| n.as_integer()).unwrap_or(10);
@@ -236,10 +238,15 @@ pub fn run(args: AblationArgs) -> Result<()> {
     Ok(())
 }
 
-/// The step counts a preset table plus overrides resolve to.
-fn budget_of(base: &toml::Table, overrides: &[String]) -> Result<Budget> {
+/// The preset table with `overrides` applied (as each run resolves its own config).
+fn resolve(base: &toml::Table, overrides: &[String]) -> Result<toml::Table> {
     let mut t = base.clone();
     o2o_experiments::run::config::apply_overrides(&mut t, overrides)?;
+    Ok(t)
+}
+
+/// The step counts a resolved preset table names.
+fn budget_of(t: &toml::Table) -> Result<Budget> {
     let get = |section: &str, key: &str| t.get(section).and_then(|s| s.get(key)).and_then(|v| v.as_integer()).unwrap_or(0).max(0) as u64;
     let b = Budget { offline: get("train", "offline_steps"), warmup: get("train", "warmup_steps"), online: get("train", "online_steps"), eval_every: get("eval", "every") };
     if b.online == 0 || b.eval_every == 0 {
@@ -248,11 +255,9 @@ fn budget_of(base: &toml::Table, overrides: &[String]) -> Result<Budget> {
     Ok(b)
 }
 
-/// The pre-training algorithm the preset (with overrides) names: `agent.pretrain`, `cql` when unset.
-fn pretrain_of(base: &toml::Table, overrides: &[String]) -> Result<String> {
-    let mut t = base.clone();
-    o2o_experiments::run::config::apply_overrides(&mut t, overrides)?;
-    Ok(t.get("agent").and_then(|a| a.get("pretrain")).and_then(|p| p.as_str()).unwrap_or("cql").to_string())
+/// The pre-training algorithm a resolved preset table names: `agent.pretrain`, `cql` when unset.
+fn pretrain_of(t: &toml::Table) -> String {
+    t.get("agent").and_then(|a| a.get("pretrain")).and_then(|p| p.as_str()).unwrap_or("cql").to_string()
 }
 
 /// Full name of a pre-training algorithm for the table.
@@ -346,15 +351,15 @@ mod tests {
     #[test]
     fn the_preset_names_the_pretraining() {
         let (_, base) = o2o_experiments::run::presets::load("wsrl-halfcheetah-small").unwrap();
-        assert_eq!(pretrain_of(&base, &[]).unwrap(), "cql");
-        assert_eq!(pretrain_of(&base, &["agent.pretrain=\"calql\"".into()]).unwrap(), "calql");
+        assert_eq!(pretrain_of(&resolve(&base, &[]).unwrap()), "cql");
+        assert_eq!(pretrain_of(&resolve(&base, &["agent.pretrain=\"calql\"".into()]).unwrap()), "calql");
     }
 
     #[test]
     fn budget_reads_the_preset_with_overrides() {
         let (_, base) = o2o_experiments::run::presets::load("wsrl-hopper-small").unwrap();
-        let b = budget_of(&base, &["train.online_steps=7".into()]).unwrap();
+        let b = budget_of(&resolve(&base, &["train.online_steps=7".into()]).unwrap()).unwrap();
         assert_eq!((b.warmup, b.online), (2500, 7));
-        assert!(budget_of(&base, &["train.online_steps=0".into()]).is_err());
+        assert!(budget_of(&resolve(&base, &["train.online_steps=0".into()]).unwrap()).is_err());
     }
 }
