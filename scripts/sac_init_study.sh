@@ -7,6 +7,7 @@
 #
 #   scripts/sac_init_study.sh [OUT]          # default OUT: experiments-out/sac-init-hopper
 #   SEEDS=5 STEPS=100000 JOBS=2 scripts/sac_init_study.sh
+#   VARIANTS=reference-torch FIRST_SEED=1 SEEDS=4 JOBS=1 scripts/sac_init_study.sh   # a subset
 #   o2o report OUT --metric eval/return --x env_step --split-by agent.critic.init --out OUT/report
 #
 # Resumable: a finished run (a summary.json under OUT/<variant>/seed-<s>) is skipped, an o2o run that was stopped is continued with
@@ -19,6 +20,8 @@ OUT=${1:-experiments-out/sac-init-hopper}
 SEEDS=${SEEDS:-5}
 STEPS=${STEPS:-100000}
 JOBS=${JOBS:-2}
+FIRST_SEED=${FIRST_SEED:-0}
+VARIANTS=${VARIANTS:-reference-torch o2o-orthogonal o2o-fan-in-uniform}
 O2O=${O2O:-target/release/o2o}
 PY=${PY:-$HOME/.cache/o2o/venv/bin/python}
 mkdir -p "$OUT/logs"
@@ -53,6 +56,6 @@ one() { # variant seed
 export -f one
 export OUT STEPS O2O PY
 
-for ((s = 0; s < SEEDS; s++)); do
-    for v in reference-torch o2o-orthogonal o2o-fan-in-uniform; do echo "$v $s"; done
+for ((s = FIRST_SEED; s < SEEDS; s++)); do
+    for v in $VARIANTS; do echo "$v $s"; done
 done | xargs -P "$JOBS" -L 1 bash -c 'one "$0" "$1"'

@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Does the whole training loop keep up with the bare update? (issue 27 item 3)
+
+For each thread count, in one process after another on the same machine:
+
+1. `o2o bench update --json --only iql,cql,sac` gives the bare update rates (updates per wall
+   second, batch 256, obs 17, act 6: HalfCheetah's shapes).
+2. Offline runs of the same algorithms and shapes on the shipped HalfCheetah data
+   (`iql-halfcheetah-medium`, `cql-halfcheetah-medium`, `--dataset data/halfcheetah-small/...`)
+   give the loop's rate, sampling, logging and the presets' periodic evaluations included: the
+   total steps over the total time of every `perf/steps_per_s` window after the first (the first
+   holds start-up).
+3. An online `sac-halfcheetah` run (1k random steps, then one update per env step) gives the
+   online loop's rate over its windows with updates; its per-step overhead (env step, replay
+   insert, action sampling, logging, evaluation) is `1/loop − 1/bench`.
+
+    scripts/loop_overhead.py [--threads 1 2] [--steps 10000] [--o2o target/release/o2o] [--out DIR]
+
+Prints a Markdown table and writes it with the raw figures (`loop_overhead.json`) to DIR.
+"""
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+import time
+
+DATA = "data/halfcheetah-small/halfcheetah-medium-v2.hdf5"
+OFFLINE = [("iql", "iql-halfcheetah-medium"), ("cql", "cql-halfcheetah-medium")]
+
+
+def bench(o2o, threads):
+    cmd = [o2o, "bench", "update", "--json", "--threads", str(threads), "--only", "iql,cql,sac", "--rounds", "2", "--updates", "100", "--warmup", "10"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    last = json.loads(out.strip().splitlines()[-1])
+    return {r["algo"]: r["ours_updates_per_s"] for r in last["results"]}, last
+
+
+def loop_rate(run_dir, key="grad_step", from_step=0):
+    """Total steps over total seconds of the windows after the first (and ending after
+    `from_step`), steps counted in `key`."""
+    steps = secs = 0.0
+    prev = None
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        rows = [json.loads(line) for line in f if '"perf/steps_per_s"' in line]
+    for row in rows:
+        step = row[key]
+        if prev is not None and step > from_step:
+            n = step - prev
+            if n > 0:
+                steps += n
+                secs += n / row["perf/steps_per_s"]
+        prev = step
+    if secs == 0:
+        sys.exit(f"{run_dir}/metrics.jsonl: no perf/steps_per_s windows to measure")
+    return steps / secs
+
+
+def train(o2o, threads, out, preset, sets):
+    runs = os.path.join(out, f"{preset}-t{threads}")
+    cmd = [o2o, "train", "--preset", preset, "--threads", str(threads), "--runs-dir", runs, "--set", "checkpoint.every=1000000000"] + [a for s in sets for a in ("--set", s)]
+    t0 = time.time()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wall = time.time() - t0
+    dirs = sorted(glob.glob(os.path.join(runs, "*", "metrics.jsonl")), key=os.path.getmtime)
+    if not dirs:
+        sys.exit(f"{runs}: the run wrote no metrics.jsonl")
+    return os.path.dirname(dirs[-1]), wall
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--threads", type=int, nargs="+", default=[2, 1])
+    p.add_argument("--steps", type=int, default=10000, help="offline updates, and online env steps after the random ones")
+    p.add_argument("--o2o", default="target/release/o2o")
+    p.add_argument("--out", default="experiments-out/loop-overhead")
+    a = p.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    load = open("/proc/loadavg").read().split()[:3] if os.path.exists("/proc/loadavg") else []
+    rows, raw = [], {"load_average_before": load, "steps": a.steps, "runs": []}
+    for t in a.threads:
+        rates, full = bench(a.o2o, t)
+        raw["runs"].append({"threads": t, "bench": full})
+        for algo, preset in OFFLINE:
+            run, wall = train(a.o2o, t, a.out, preset, [f"train.offline_steps={a.steps}", f'dataset.path="{DATA}"'])
+            r = loop_rate(run)
+            rows.append((t, algo, f"offline `{preset}`", rates[algo], r, r / rates[algo], 1e6 / r - 1e6 / rates[algo]))
+            raw["runs"].append({"threads": t, "preset": preset, "run": run, "loop_steps_per_s": r, "bench_updates_per_s": rates[algo], "wall_s": wall})
+            print(f"{t} thread(s) {preset}: loop {r:.1f} steps/s, bench {rates[algo]:.1f} updates/s", flush=True)
+        random = 1000
+        run, wall = train(a.o2o, t, a.out, "sac-halfcheetah", [f"train.random_steps={random}", f"train.online_steps={a.steps}"])
+        r = loop_rate(run, key="env_step", from_step=random + 1000)
+        rows.append((t, "sac", "online `sac-halfcheetah`", rates["sac"], r, r / rates["sac"], 1e6 / r - 1e6 / rates["sac"]))
+        raw["runs"].append({"threads": t, "preset": "sac-halfcheetah", "run": run, "loop_steps_per_s": r, "bench_updates_per_s": rates["sac"], "wall_s": wall})
+        print(f"{t} thread(s) sac-halfcheetah: loop {r:.1f} steps/s, bench {rates['sac']:.1f} updates/s", flush=True)
+    raw["load_average_after"] = open("/proc/loadavg").read().split()[:3] if os.path.exists("/proc/loadavg") else []
+    lines = [
+        "| threads | algo | loop | bench updates/s | loop steps/s | loop / bench | overhead per step (µs) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    lines += [f"| {t} | {algo} | {what} | {b:.1f} | {r:.1f} | {ratio:.3f} | {over:.0f} |" for t, algo, what, b, r, ratio, over in rows]
+    table = "\n".join(lines)
+    print(table)
+    with open(os.path.join(a.out, "loop_overhead.md"), "w") as f:
+        f.write(table + "\n")
+    with open(os.path.join(a.out, "loop_overhead.json"), "w") as f:
+        json.dump(raw, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
