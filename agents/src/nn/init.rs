@@ -19,9 +19,8 @@ pub enum WeightInit {
     #[default]
     Orthogonal,
     /// PyTorch's `nn.Linear` default: weight and bias uniform on `±1/√fan_in`, gains ignored
-    /// (CleanRL, CORL). On Hopper, SAC learned faster with it than with `Orthogonal` in the
-    /// first 50k steps of the seeds tried (BENCHMARKS.md, "SAC's learning curve against a
-    /// reference SAC").
+    /// (CleanRL, CORL). On Hopper-v5, 5 seeds × 100k steps, SAC with it ended lower than with
+    /// `Orthogonal` (final IQM 497 against 1035; BENCHMARKS.md, "The initialization study").
     FanInUniform,
     /// Glorot/Xavier uniform (flax `xavier_uniform`, RLPD's `default_init` for every layer,
     /// heads included; fidelity-audit D20): weights uniform on `±√(6 / (fan_in + fan_out))`,

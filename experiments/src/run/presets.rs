@@ -183,6 +183,25 @@ mod tests {
         }
     }
 
+    /// The SAC presets start from the orthogonal initialization, the one the 5-seed Hopper
+    /// study chose (BENCHMARKS.md, "The initialization study"): a preset that switches its
+    /// init needs a study of its own.
+    #[test]
+    fn sac_presets_use_the_initialization_the_study_chose() {
+        use o2o_agents::config::AgentConfig;
+        use o2o_agents::nn::init::WeightInit;
+        let mut checked = 0;
+        for name in names().into_iter().filter(|n| n.starts_with("sac-")) {
+            let (n, mut table) = load(name).unwrap();
+            table.insert("preset".into(), toml::Value::String(n));
+            let c = RunConfig::from_table(table, name).unwrap();
+            let AgentConfig::Sac(sac) = c.agent_config().unwrap() else { panic!("{name} is not SAC") };
+            assert_eq!((sac.critic.init, sac.actor.mlp.init), (WeightInit::Orthogonal, WeightInit::Orthogonal), "{name}");
+            checked += 1;
+        }
+        assert!(checked >= 2, "only {checked} sac-* presets");
+    }
+
     #[test]
     fn unknown_preset_lists_the_known_ones() {
         let err = load("sac-hoper").unwrap_err().to_string();
