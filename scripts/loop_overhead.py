@@ -3,8 +3,10 @@
 
 For each thread count, in one process after another on the same machine:
 
-1. `o2o bench update --json --only iql,cql,sac` gives the bare update rates (updates per wall
-   second, batch 256, obs 17, act 6: HalfCheetah's shapes).
+1. `o2o bench update --json --only ALGO`, right before and right after each run below, gives
+   the bare update rate (updates per wall second, batch 256, obs 17, act 6: HalfCheetah's
+   shapes); the run is compared with the mean of the two, since this kind of host drifts by
+   several percent between minutes.
 2. Offline runs of the same algorithms and shapes on the shipped HalfCheetah data
    (`iql-halfcheetah-medium`, `cql-halfcheetah-medium`, `--dataset data/halfcheetah-small/...`)
    give the loop's rate, sampling, logging and the presets' periodic evaluations included: the
@@ -14,7 +16,7 @@ For each thread count, in one process after another on the same machine:
    online loop's rate over its windows with updates; its per-step overhead (env step, replay
    insert, action sampling, logging, evaluation) is `1/loop − 1/bench`.
 
-    scripts/loop_overhead.py [--threads 1 2] [--steps 10000] [--o2o target/release/o2o] [--out DIR]
+    scripts/loop_overhead.py [--threads 2 1] [--steps 10000] [--cql-steps 4000] [--o2o target/release/o2o] [--out DIR]
 
 Prints a Markdown table and writes it with the raw figures (`loop_overhead.json`) to DIR.
 """
@@ -30,8 +32,8 @@ DATA = "data/halfcheetah-small/halfcheetah-medium-v2.hdf5"
 OFFLINE = [("iql", "iql-halfcheetah-medium"), ("cql", "cql-halfcheetah-medium")]
 
 
-def bench(o2o, threads):
-    cmd = [o2o, "bench", "update", "--json", "--threads", str(threads), "--only", "iql,cql,sac", "--rounds", "2", "--updates", "100", "--warmup", "10"]
+def bench(o2o, threads, only):
+    cmd = [o2o, "bench", "update", "--json", "--threads", str(threads), "--only", only, "--rounds", "2", "--updates", "100", "--warmup", "10"]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     last = json.loads(out.strip().splitlines()[-1])
     return {r["algo"]: r["ours_updates_per_s"] for r in last["results"]}, last
@@ -72,34 +74,35 @@ def train(o2o, threads, out, preset, sets):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--threads", type=int, nargs="+", default=[2, 1])
-    p.add_argument("--steps", type=int, default=10000, help="offline updates, and online env steps after the random ones")
+    p.add_argument("--steps", type=int, default=10000, help="IQL's offline updates, and online env steps after the random ones")
+    p.add_argument("--cql-steps", type=int, default=4000, help="CQL's offline updates (its update is about 10x IQL's)")
     p.add_argument("--o2o", default="target/release/o2o")
     p.add_argument("--out", default="experiments-out/loop-overhead")
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
     load = open("/proc/loadavg").read().split()[:3] if os.path.exists("/proc/loadavg") else []
-    rows, raw = [], {"load_average_before": load, "steps": a.steps, "runs": []}
+    rows, raw = [], {"load_average_before": load, "steps": a.steps, "cql_steps": a.cql_steps, "runs": []}
     for t in a.threads:
-        rates, full = bench(a.o2o, t)
-        raw["runs"].append({"threads": t, "bench": full})
-        for algo, preset in OFFLINE:
-            run, wall = train(a.o2o, t, a.out, preset, [f"train.offline_steps={a.steps}", f'dataset.path="{DATA}"'])
-            r = loop_rate(run)
-            rows.append((t, algo, f"offline `{preset}`", rates[algo], r, r / rates[algo], 1e6 / r - 1e6 / rates[algo]))
-            raw["runs"].append({"threads": t, "preset": preset, "run": run, "loop_steps_per_s": r, "bench_updates_per_s": rates[algo], "wall_s": wall})
-            print(f"{t} thread(s) {preset}: loop {r:.1f} steps/s, bench {rates[algo]:.1f} updates/s", flush=True)
+        jobs = [(algo, preset, f"offline `{preset}`", [f"train.offline_steps={a.cql_steps if algo == 'cql' else a.steps}", f'dataset.path="{DATA}"'], "grad_step", 0) for algo, preset in OFFLINE]
         random = 1000
-        run, wall = train(a.o2o, t, a.out, "sac-halfcheetah", [f"train.random_steps={random}", f"train.online_steps={a.steps}"])
-        r = loop_rate(run, key="env_step", from_step=random + 1000)
-        rows.append((t, "sac", "online `sac-halfcheetah`", rates["sac"], r, r / rates["sac"], 1e6 / r - 1e6 / rates["sac"]))
-        raw["runs"].append({"threads": t, "preset": "sac-halfcheetah", "run": run, "loop_steps_per_s": r, "bench_updates_per_s": rates["sac"], "wall_s": wall})
-        print(f"{t} thread(s) sac-halfcheetah: loop {r:.1f} steps/s, bench {rates['sac']:.1f} updates/s", flush=True)
+        jobs.append(("sac", "sac-halfcheetah", "online `sac-halfcheetah`", [f"train.random_steps={random}", f"train.online_steps={a.steps}"], "env_step", random + 1000))
+        for algo, preset, what, sets, key, from_step in jobs:
+            # The bench right before and right after the run: this host's speed drifts by
+            # several percent between minutes, so the run is compared with both.
+            before, full_before = bench(a.o2o, t, algo)
+            run, wall = train(a.o2o, t, a.out, preset, sets)
+            after, full_after = bench(a.o2o, t, algo)
+            r = loop_rate(run, key=key, from_step=from_step)
+            ref = (before[algo] + after[algo]) / 2
+            rows.append((t, algo, what, before[algo], after[algo], r, r / ref, 1e6 / r - 1e6 / ref))
+            raw["runs"].append({"threads": t, "preset": preset, "run": run, "loop_steps_per_s": r, "bench_before": full_before, "bench_after": full_after, "wall_s": wall})
+            print(f"{t} thread(s) {preset}: loop {r:.1f} steps/s, bench {before[algo]:.1f} before, {after[algo]:.1f} after (updates/s)", flush=True)
     raw["load_average_after"] = open("/proc/loadavg").read().split()[:3] if os.path.exists("/proc/loadavg") else []
     lines = [
-        "| threads | algo | loop | bench updates/s | loop steps/s | loop / bench | overhead per step (µs) |",
+        "| threads | algo | loop | bench updates/s (before / after) | loop steps/s | loop / bench | overhead per step (µs) |",
         "|---|---|---|---|---|---|---|",
     ]
-    lines += [f"| {t} | {algo} | {what} | {b:.1f} | {r:.1f} | {ratio:.3f} | {over:.0f} |" for t, algo, what, b, r, ratio, over in rows]
+    lines += [f"| {t} | {algo} | {what} | {b0:.1f} / {b1:.1f} | {r:.1f} | {ratio:.3f} | {over:.0f} |" for t, algo, what, b0, b1, r, ratio, over in rows]
     table = "\n".join(lines)
     print(table)
     with open(os.path.join(a.out, "loop_overhead.md"), "w") as f:

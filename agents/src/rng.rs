@@ -28,6 +28,9 @@ impl Clone for AgentRng {
     }
 }
 
+/// Below this many Box–Muller pairs a normal draw is transformed on one thread.
+const PARALLEL_PAIRS: usize = 256;
+
 impl AgentRng {
     /// A fresh stream from `seed`.
     pub fn new(seed: u64) -> Self {
@@ -41,16 +44,24 @@ impl AgentRng {
 
     /// `n` standard normal samples (Box–Muller; pairs are drawn whole and the spare dropped,
     /// so the state stays just the stream position).
+    ///
+    /// The uniforms are drawn in stream order; the transform (a logarithm, a square root, a
+    /// sine and a cosine per pair) runs split over libtorch's team for large draws, each pair by
+    /// the same operations, so the values do not depend on the thread count.
     pub fn normal_vec(&mut self, n: usize) -> Vec<f32> {
-        let mut out = Vec::with_capacity(n + 1);
-        while out.len() < n {
-            let u1 = 1.0 - self.uniform(); // (0, 1]: ln is finite
-            let u2 = self.uniform();
-            let r = (-2.0 * u1.ln()).sqrt();
-            let (s, c) = (2.0 * std::f64::consts::PI * u2).sin_cos();
-            out.push((r * c) as f32);
-            out.push((r * s) as f32);
-        }
+        let uniforms: Vec<[f64; 2]> = (0..n.div_ceil(2)).map(|_| [1.0 - self.uniform(), self.uniform()]).collect(); // u1 ∈ (0, 1]: ln is finite
+        let mut out = vec![0f32; 2 * uniforms.len()];
+        let box_muller = |(u, out): (&[[f64; 2]], &mut [f32])| {
+            for ([u1, u2], z) in u.iter().zip(out.chunks_exact_mut(2)) {
+                let r = (-2.0 * u1.ln()).sqrt();
+                let (s, c) = (2.0 * std::f64::consts::PI * u2).sin_cos();
+                z[0] = (r * c) as f32;
+                z[1] = (r * s) as f32;
+            }
+        };
+        let threads = if uniforms.len() >= PARALLEL_PAIRS && crate::nn::team::available() { tch::get_num_threads().max(1) as usize } else { 1 };
+        let per = uniforms.len().div_ceil(threads).max(1);
+        crate::nn::team::run(uniforms.chunks(per).zip(out.chunks_mut(2 * per)).collect(), box_muller);
         out.truncate(n);
         out
     }
@@ -145,6 +156,29 @@ impl AgentRng {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The Box–Muller draws are the sequential ones (the stream every earlier run and
+    /// checkpoint was made with), with the transform split over the team or not.
+    #[test]
+    fn normal_draws_keep_the_sequential_stream() {
+        for n in [1usize, 7, 600, 1537] {
+            let mut rng = AgentRng::new(9);
+            let mut copy = rng.clone();
+            let got = rng.normal_vec(n);
+            let mut want = Vec::new();
+            while want.len() < n {
+                let u1 = 1.0 - copy.uniform();
+                let u2 = copy.uniform();
+                let r = (-2.0 * u1.ln()).sqrt();
+                let (s, c) = (2.0 * std::f64::consts::PI * u2).sin_cos();
+                want.push((r * c) as f32);
+                want.push((r * s) as f32);
+            }
+            want.truncate(n);
+            assert_eq!(got, want, "{n} draws");
+            assert_eq!(rng.uniform(), copy.uniform(), "the stream position after {n} draws");
+        }
+    }
 
     #[test]
     fn normal_samples_have_unit_moments() {

@@ -215,6 +215,43 @@ impl Iql {
         (expectile_loss(&(q_target - v), self.cfg.expectile), pass)
     }
 
+    /// `(L_V, ∂L_V/∂θ_V)`: on the taped pass the expectile loss's gradient in `V(s)` in closed
+    /// form, `∂L_V/∂V(s_b) = −2 |τ − 1(u_b < 0)| u_b / B`, carried through V by the tape;
+    /// elsewhere autograd on [`Iql::value_loss`].
+    fn value_step_grads(&mut self, obs: &Tensor, q_target: &Tensor) -> (Tensor, Vec<Tensor>) {
+        let plain = q_target.device() == Device::Cpu && q_target.kind() == Kind::Float && MlpPass::applies(&self.m.value, obs);
+        if !plain {
+            let (loss, pass) = self.value_loss(obs, q_target);
+            let grads = pass.grads(&loss, &self.m.value_params);
+            return (loss, grads);
+        }
+        let pass = MlpPass::new(&self.m.value, obs, None);
+        let v = Vec::<f32>::try_from(pass.out.detach().contiguous().view([-1])).expect("V(s) as floats");
+        let q = Vec::<f32>::try_from(q_target.detach().contiguous().view([-1])).expect("q̄ as floats");
+        let (rows, tau) = (v.len(), self.cfg.expectile as f32);
+        let (mut grad, mut loss) = (vec![0f32; rows], 0f64);
+        for ((g, v), q) in grad.iter_mut().zip(&v).zip(&q) {
+            let u = q - v;
+            let w = if u < 0.0 { 1.0 - tau } else { tau };
+            loss += (w * u * u) as f64;
+            *g = -2.0 * w * u / rows as f32;
+        }
+        let grad = Tensor::from_slice(&grad).view([rows as i64, 1]);
+        (Tensor::from((loss / rows as f64) as f32), pass.grads_from_out(&grad, &self.m.value_params))
+    }
+
+    /// `(L_π, ∂L_π/∂θ_π)` of [`Iql::actor_loss`]: in closed form on the taped pass
+    /// ([`GaussianActor::weighted_nll_step`]), else by autograd.
+    fn actor_step_grads(&mut self, obs: &Tensor, action: &Tensor, adv: &Tensor) -> (Tensor, Vec<Tensor>) {
+        let weight = (adv * self.cfg.beta).exp().clamp_max(self.cfg.max_weight);
+        if let Some(done) = self.m.actor.weighted_nll_step(obs, action, &weight, &self.m.actor_params) {
+            return done;
+        }
+        let (loss, pass) = self.actor_loss(obs, action, adv);
+        let grads = pass.grads(&loss, &self.m.actor_params);
+        (loss, grads)
+    }
+
     /// L_π = −E[min(exp(β (q̄ − V(s))), max_weight) · log π(a|s)]; with the actor's pass.
     fn actor_loss(&mut self, obs: &Tensor, action: &Tensor, adv: &Tensor) -> (Tensor, MlpPass) {
         let weight = (adv * self.cfg.beta).exp().clamp_max(self.cfg.max_weight);
@@ -257,6 +294,14 @@ pub(crate) struct CriticParts<'a> {
 /// `θ̄ ← (1 − τ) θ̄ + τ θ`; returns `(L_Q, mean Q)`, detached.
 pub(crate) fn q_step(c: CriticParts<'_>, sa: &Tensor, y: &Tensor, tau: f64, rng: &mut AgentRng) -> (Tensor, Tensor) {
     let pass = CriticPass::new(c.critic, sa, rng);
+    if pass.is_taped() {
+        // ∂L_Q/∂Q_j(s_b, a_b) = 2 (Q_j − y_b) / B, formed directly.
+        let diff = tch::no_grad(|| pass.q.detach() - y.unsqueeze(0));
+        let loss = diff.square().sum_dim_intlist(0, false, Kind::Float).mean(Kind::Float);
+        let grad_q = &diff * (2.0 / diff.size()[1] as f64);
+        let q = pass.step_from_grad(c.critic, c.opt, c.params, c.target, tau, &grad_q, None);
+        return (loss, q.mean(Kind::Float));
+    }
     let loss = (&pass.q - y.unsqueeze(0)).square().sum_dim_intlist(0, false, Kind::Float).mean(Kind::Float);
     let q = pass.step(c.critic, c.opt, c.params, c.target, tau, &loss, None);
     (loss.detach(), q.mean(Kind::Float))
@@ -297,18 +342,16 @@ impl Agent for Iql {
         // q̄ = min_j Q̄_j(s, a) from the target critics.
         let q_target = target_min_q(&self.m.target, &state_action(&b.obs, &b.action));
         // 1. value step.
-        let (value_loss, pass) = self.value_loss(&b.obs, &q_target);
-        let grads = pass.grads(&value_loss, &self.m.value_params);
+        let (value_loss, grads) = self.value_step_grads(&b.obs, &q_target);
         self.m.value_opt.apply(&self.m.value_params, &grads);
         // 2. actor step with the updated V: V(s) and V(s') in one pass over both row sets.
         let n = b.obs.size()[0];
         let both = forward_no_grad(&self.m.value, &Tensor::cat(&[&b.obs, &b.next_obs], 0)).squeeze_dim(-1);
         let (v, v_next) = (both.narrow(0, 0, n), both.narrow(0, n, n));
         let adv = &q_target - &v;
-        let (actor_loss, pass) = self.actor_loss(&b.obs, &b.action, &adv);
+        let (actor_loss, grads) = self.actor_step_grads(&b.obs, &b.action, &adv);
         self.m.actor_opt.lr = self.cfg.actor_lr_at(self.m.actor_opt.steps());
         let actor_lr = self.m.actor_opt.lr;
-        let grads = pass.grads(&actor_loss, &self.m.actor_params);
         self.m.actor_opt.apply(&self.m.actor_params, &grads);
         // 3. Q step towards r + γ (1 − d) V(s'), and 4. the target's Polyak step.
         let y = &b.reward + (1.0 - &b.terminal) * self.cfg.gamma * v_next;
@@ -357,6 +400,37 @@ mod tests {
         let q = &v0 + Tensor::from_slice(&[1.0f32, -1.0]);
         let l = agent.value_loss(&obs, &q).0.double_value(&[]);
         assert!((l - 0.5).abs() < 1e-6, "{l}");
+    }
+
+    /// The value step's closed-form gradient equals autograd's on the expectile loss, and the
+    /// Q step's directly formed gradient moves the critic as autograd's does.
+    #[test]
+    fn closed_form_value_and_q_steps_match_autograd() {
+        let cfg = IqlConfig { expectile: 0.8, ..IqlConfig::default() };
+        let mut agent = Iql::new(cfg.clone(), 4, 2, Device::Cpu, 1).unwrap();
+        let mut rng = AgentRng::new(5);
+        let obs = rng.normal(&[64, 4], Device::Cpu);
+        let q = rng.normal(&[64], Device::Cpu);
+        let (loss, grads) = agent.value_step_grads(&obs, &q);
+        let (want_loss, pass) = agent.value_loss(&obs, &q);
+        let want = pass.grads(&want_loss, &agent.m.value_params);
+        assert!((loss.double_value(&[]) - want_loss.double_value(&[])).abs() < 1e-5);
+        for (g, w) in grads.iter().zip(&want) {
+            assert!((g - w).abs().max().double_value(&[]) < 1e-5 * (1.0 + w.abs().max().double_value(&[])));
+        }
+        // Q: two copies of one agent, one step each, the closed form against autograd.
+        let (sa, y) = (rng.normal(&[64, 6], Device::Cpu), rng.normal(&[64], Device::Cpu));
+        let mut other = Iql::new(cfg, 4, 2, Device::Cpu, 1).unwrap();
+        let m = &mut agent.m;
+        let (l1, _) = q_step(CriticParts { critic: &m.critic, opt: &mut m.critic_opt, params: &m.critic_params, target: &m.target_params }, &sa, &y, 0.005, &mut AgentRng::new(0));
+        let o = &mut other.m;
+        let pass = CriticPass::new(&o.critic, &sa, &mut AgentRng::new(0));
+        let l2 = (&pass.q - y.unsqueeze(0)).square().sum_dim_intlist(0, false, Kind::Float).mean(Kind::Float);
+        pass.step(&o.critic, &mut o.critic_opt, &o.critic_params, &o.target_params, 0.005, &l2, None);
+        assert!((l1.double_value(&[]) - l2.double_value(&[])).abs() < 1e-5);
+        for ((name, a), (_, b)) in agent.m.critic_params.named().iter().zip(other.m.critic_params.named()) {
+            assert!((a - b).abs().max().double_value(&[]) < 1e-6, "{name}");
+        }
     }
 
     #[test]

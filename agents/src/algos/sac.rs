@@ -506,16 +506,24 @@ impl Sac {
                 (self.td_target(&augmented, alpha), pass)
             }
         };
-        // L_Q = mean over members and batch of (Q_i(s, a) − y)².
-        let td_loss = (&pass.q - y.unsqueeze(0)).square().mean(Kind::Float);
         let term = extra(self, b, &pass.q);
-        let loss = match &term.on_q {
-            Some(t) => &td_loss + t,
-            None => td_loss.shallow_clone(),
-        };
-        // Adam on L plus the variant's own gradient, then θ̄ ← (1 − τ) θ̄ + τ θ.
         let m = &mut self.m;
-        let q = pass.step(&m.critic, &mut m.critic_opt, &m.critic_params, &m.target_params, self.cfg.tau, &loss, term.grads.as_deref());
+        let (td_loss, q) = if pass.is_taped() && term.on_q.is_none() {
+            // L_Q = mean over members and batch of (Q_i(s, a) − y)², its gradient in Q formed
+            // directly: ∂L_Q/∂Q_i(s, a) = 2 (Q_i(s, a) − y) / (E B).
+            let diff = tch::no_grad(|| pass.q.detach() - y.unsqueeze(0));
+            let grad_q = &diff * (2.0 / diff.numel() as f64);
+            let td_loss = diff.square().mean(Kind::Float);
+            (td_loss, pass.step_from_grad(&m.critic, &mut m.critic_opt, &m.critic_params, &m.target_params, self.cfg.tau, &grad_q, term.grads.as_deref()))
+        } else {
+            let td_loss = (&pass.q - y.unsqueeze(0)).square().mean(Kind::Float);
+            let loss = match &term.on_q {
+                Some(t) => &td_loss + t,
+                None => td_loss.shallow_clone(),
+            };
+            // Adam on L plus the variant's own gradient, then θ̄ ← (1 − τ) θ̄ + τ θ.
+            (td_loss, pass.step(&m.critic, &mut m.critic_opt, &m.critic_params, &m.target_params, self.cfg.tau, &loss, term.grads.as_deref()))
+        };
         CriticOut { loss: td_loss.detach(), q_mean: q.mean(Kind::Float), target_mean: y.mean(Kind::Float), extra: term.logs }
     }
 
@@ -560,11 +568,20 @@ impl Sac {
             self.m.actor_opt.apply(&self.m.actor_params, &grads);
             actor_loss
         };
-        // L_α = −α (E[log π] + H̄).
-        let alpha_loss = self.m.temperature.loss(&logp, self.target_entropy);
-        if self.cfg.learn_temperature {
-            self.m.temperature_opt.minimize(&self.m.temperature_params, &alpha_loss);
-        }
+        // L_α = −α (E[log π] + H̄); on the CPU its gradient in closed form.
+        let alpha_loss = if self.device == Device::Cpu {
+            let (loss, grad) = self.m.temperature.loss_and_grad(&logp, self.target_entropy);
+            if self.cfg.learn_temperature {
+                self.m.temperature_opt.apply(&self.m.temperature_params, &[grad]);
+            }
+            loss
+        } else {
+            let loss = self.m.temperature.loss(&logp, self.target_entropy);
+            if self.cfg.learn_temperature {
+                self.m.temperature_opt.minimize(&self.m.temperature_params, &loss);
+            }
+            loss
+        };
         (actor_loss.detach(), alpha_loss.detach(), logp.detach())
     }
 }

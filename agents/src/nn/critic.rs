@@ -65,14 +65,8 @@ impl CriticPass {
     pub fn step(self, critic: &EnsembleMlp, opt: &mut Adam, params: &ParamSet, target: &ParamSet, tau: f64, loss: &Tensor, extra: Option<&[Tensor]>) -> Tensor {
         match self.tape {
             Some(tape) => {
-                let mut grads = critic.backward_loss(tape, loss, &self.q);
-                if let Some(extra) = extra {
-                    tch::no_grad(|| grads.iter_mut().zip(extra).for_each(|(g, e)| {
-                        let _ = g.g_add_(e);
-                    }));
-                }
-                // Adam, and θ̄ ← (1 − τ) θ̄ + τ θ in the same pass over the weights.
-                opt.apply_and_track(params, &grads, target, tau);
+                let grads = critic.backward_loss(tape, loss, &self.q);
+                Self::adam_and_polyak(grads, opt, params, target, tau, extra);
             }
             None => {
                 // The caller's own gradient G enters through Σ_p ⟨p, G_p⟩ (value dropped).
@@ -90,5 +84,31 @@ impl CriticPass {
             }
         }
         self.q.detach()
+    }
+
+    /// Whether the pass is the taped one, for [`CriticPass::step_from_grad`].
+    pub fn is_taped(&self) -> bool {
+        self.tape.is_some()
+    }
+
+    /// [`CriticPass::step`] on the taped pass for a loss whose gradient in `Q` the caller
+    /// formed itself, `grad_q = ∂L/∂Q` `[E, B]` (a squared TD error's `2 (Q − y) / (E B)`):
+    /// no graph and no backward pass for the loss.
+    #[allow(clippy::too_many_arguments)]
+    pub fn step_from_grad(self, critic: &EnsembleMlp, opt: &mut Adam, params: &ParamSet, target: &ParamSet, tau: f64, grad_q: &Tensor, extra: Option<&[Tensor]>) -> Tensor {
+        let tape = self.tape.expect("step_from_grad needs the taped pass");
+        let grads = critic.backward_params(tape, grad_q);
+        Self::adam_and_polyak(grads, opt, params, target, tau, extra);
+        self.q.detach()
+    }
+
+    /// `∇ + extra`, one Adam step, and `θ̄ ← (1 − τ) θ̄ + τ θ` in the same pass over the weights.
+    fn adam_and_polyak(mut grads: Vec<Tensor>, opt: &mut Adam, params: &ParamSet, target: &ParamSet, tau: f64, extra: Option<&[Tensor]>) {
+        if let Some(extra) = extra {
+            tch::no_grad(|| grads.iter_mut().zip(extra).for_each(|(g, e)| {
+                let _ = g.g_add_(e);
+            }));
+        }
+        opt.apply_and_track(params, &grads, target, tau);
     }
 }

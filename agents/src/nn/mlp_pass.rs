@@ -41,6 +41,11 @@ impl MlpPass {
         Self { out, tape: Some((view, tape)), trunk }
     }
 
+    /// Whether [`MlpPass::new`] takes the taped pass for `mlp` on `x` (so draws no dropout).
+    pub fn applies(mlp: &Mlp, x: &Tensor) -> bool {
+        EnsembleMlp::of_mlp(mlp).tape_applies_any_head(x)
+    }
+
     /// Whether the pass is the taped one (its output a leaf).
     pub fn is_taped(&self) -> bool {
         self.tape.is_some()
@@ -49,10 +54,18 @@ impl MlpPass {
     /// `∂L/∂θ` of the taped pass for a loss `L` whose gradient in the output is `grad_out`
     /// `[B, out]` and which reaches no other parameter of `params` (zeros for those).
     pub fn grads_from_out(self, grad_out: &Tensor, params: &ParamSet) -> Vec<Tensor> {
+        let rest: Vec<Tensor> = params.tensors()[self.trunk..].iter().map(|p| p.detach().zeros_like()).collect();
+        self.grads_from_out_and(grad_out, params, rest)
+    }
+
+    /// [`MlpPass::grads_from_out`] where the caller also formed the gradients of the other
+    /// parameters of `params` (those after the network's, in order: a free log σ).
+    pub fn grads_from_out_and(self, grad_out: &Tensor, params: &ParamSet, rest: Vec<Tensor>) -> Vec<Tensor> {
         let (view, tape) = self.tape.expect("grads_from_out needs the taped pass");
         let all = params.tensors();
+        assert_eq!(rest.len(), all.len() - self.trunk, "one gradient for each parameter after the network's");
         let mut out = trunk_grads(&view, tape, grad_out, &all);
-        out.extend(all[self.trunk..].iter().map(|p| p.detach().zeros_like()));
+        out.extend(rest);
         out
     }
 
@@ -102,10 +115,12 @@ mod tests {
 
     /// The taped pass's output and every gradient equal autograd's, for a one-output network
     /// (V) and a wide head (an actor's [μ, log σ]), with and without LayerNorm, with a further
-    /// parameter outside the network; and the no-gradient pass equals the forward pass.
+    /// parameter outside the network, on few rows and on enough to be split by rows; and the
+    /// no-gradient pass equals the forward pass.
     #[test]
     fn taped_pass_matches_autograd() {
-        for (layer_norm, out, rows) in [(false, 1, 9), (true, 1, 9), (false, 12, 200), (true, 5, 200)] {
+        // 600 rows of the 64-wide layer pass the size at which a one-member pass is split by rows.
+        for (layer_norm, out, rows) in [(false, 1, 9), (true, 1, 9), (false, 12, 200), (true, 5, 200), (false, 12, 600), (true, 1, 600)] {
             let cfg = MlpConfig { hidden: vec![64, 48], layer_norm, ..MlpConfig::default() };
             let mut p = ParamSet::new();
             let mut rng = AgentRng::new(2);

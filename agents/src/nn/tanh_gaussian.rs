@@ -120,15 +120,10 @@ impl TanhGaussianActor {
         let pass = MlpPass::new(&self.net, obs, None);
         // The default head (state-dependent log σ, no affine) on a taped pass: the sample, its
         // log-density and later their gradient in one pass over the rows, without a graph.
-        if pass.is_taped() && self.log_std.is_none() && self.affine.is_none() && eps.kind() == Kind::Float && eps.device() == Device::Cpu {
-            let out = pass.out.detach().contiguous();
-            let eps = eps.contiguous();
-            let rows = out.size()[0];
-            let (a, logp) = (Tensor::empty([rows, self.act_dim], (Kind::Float, Device::Cpu)), Tensor::empty([rows], (Kind::Float, Device::Cpu)));
+        if pass.is_taped() && self.head_fuses(&pass.out, eps) {
+            let (out, eps) = (pass.out.detach().contiguous(), eps.contiguous());
+            let (a, logp) = self.fused_head(&out, &eps);
             let (lo, hi) = (self.cfg.log_std_min as f32, self.cfg.log_std_max as f32);
-            // SAFETY: contiguous float32 CPU tensors of the shapes the head says (`out` [B, 2A],
-            // `eps` and `a` [B, A], `logp` [B]); `a` and `logp` are fresh; the slices end here.
-            unsafe { head_forward(slice(&out), slice(&eps), slice_mut(&a), slice_mut(&logp), self.act_dim as usize, lo, hi) };
             // Leaves, so a loss of them can still be differentiated in them by autograd.
             return ActorSample { a: a.set_requires_grad(true), log_prob: logp.set_requires_grad(true), pass, fused: Some((out, eps, lo, hi)) };
         }
@@ -141,9 +136,32 @@ impl TanhGaussianActor {
     /// TD target's next actions).
     pub(crate) fn sample_no_grad(&self, obs: &Tensor, eps: &Tensor) -> (Tensor, Tensor) {
         tch::no_grad(|| {
-            let (mean, log_std) = self.dist_of(forward_no_grad(&self.net, obs));
+            let out = forward_no_grad(&self.net, obs);
+            if self.head_fuses(&out, eps) {
+                return self.fused_head(&out.contiguous(), &eps.contiguous());
+            }
+            let (mean, log_std) = self.dist_of(out);
             draw(&mean, &log_std, eps)
         })
+    }
+
+    /// Whether the head's fused pass applies: the default head (state-dependent log σ, no
+    /// affine) on float32 CPU tensors.
+    fn head_fuses(&self, out: &Tensor, eps: &Tensor) -> bool {
+        self.log_std.is_none() && self.affine.is_none() && [out, eps].iter().all(|t| t.kind() == Kind::Float && t.device() == Device::Cpu)
+    }
+
+    /// `(a, log π)` from the network's output `[B, 2A]` and `ε` `[B, A]` (both contiguous) in
+    /// one pass over the rows, split over libtorch's team.
+    fn fused_head(&self, out: &Tensor, eps: &Tensor) -> (Tensor, Tensor) {
+        let rows = out.size()[0];
+        let (a, logp) = (Tensor::empty([rows, self.act_dim], (Kind::Float, Device::Cpu)), Tensor::empty([rows], (Kind::Float, Device::Cpu)));
+        let (lo, hi) = (self.cfg.log_std_min as f32, self.cfg.log_std_max as f32);
+        assert_eq!((out.size(), eps.size()), (vec![rows, 2 * self.act_dim], vec![rows, self.act_dim]), "the head's output and noise");
+        // SAFETY: contiguous float32 CPU tensors of the shapes just checked (`out` [B, 2A],
+        // `eps` and `a` [B, A], `logp` [B]); `a` and `logp` are fresh; the slices end here.
+        unsafe { head_forward_rows(slice(&out.detach()), slice(eps), slice_mut(&a), slice_mut(&logp), self.act_dim as usize, lo, hi) };
+        (a, logp)
     }
 
     /// The deterministic action `tanh(μ)` (evaluation).
@@ -173,7 +191,7 @@ impl ActorSample {
                 let (gl, ga) = (d_logp.detach().to_kind(Kind::Float).contiguous(), d_a.detach().to_kind(Kind::Float).contiguous());
                 let grad_out = out.empty_like();
                 // SAFETY: as in `sample_pass`; `grad_out` is fresh, `[B, 2A]`.
-                unsafe { head_backward(slice(&out), slice(&eps), slice(&gl), slice(&ga), slice_mut(&grad_out), ga.size()[1] as usize, lo, hi) };
+                unsafe { head_backward_rows(slice(&out), slice(&eps), slice(&gl), slice(&ga), slice_mut(&grad_out), ga.size()[1] as usize, lo, hi) };
                 self.pass.grads_from_out(&grad_out, params)
             }
             None => {
@@ -231,6 +249,42 @@ fn head_backward(out: &[f32], eps: &[f32], d_logp: &[f32], d_a: &[f32], grad: &m
 }
 
 /// `log(1 + eˣ)`, as libtorch's softplus (β = 1, linear above 20).
+/// Below this many rows the head's passes stay on one thread.
+const HEAD_PARALLEL_ROWS: usize = 64;
+
+/// Row ranges for the head's passes: one per thread of libtorch's team (its intra-op count),
+/// or one. Each row's values come from the same operations wherever the cuts fall.
+fn head_parts(rows: usize) -> Vec<std::ops::Range<usize>> {
+    let parts = if rows >= HEAD_PARALLEL_ROWS && super::team::available() { (tch::get_num_threads().max(1) as usize).min(rows) } else { 1 };
+    (0..parts).map(|i| rows * i / parts..rows * (i + 1) / parts).collect()
+}
+
+/// [`head_forward`] with its rows split over libtorch's team.
+fn head_forward_rows(out: &[f32], eps: &[f32], a: &mut [f32], logp: &mut [f32], act: usize, lo: f32, hi: f32) {
+    let mut pieces = Vec::new();
+    let (mut a, mut logp) = (a, logp);
+    for r in head_parts(logp.len()) {
+        let (ap, at) = std::mem::take(&mut a).split_at_mut(r.len() * act);
+        let (lp, lt) = std::mem::take(&mut logp).split_at_mut(r.len());
+        (a, logp) = (at, lt);
+        pieces.push((&out[r.start * 2 * act..r.end * 2 * act], &eps[r.start * act..r.end * act], ap, lp));
+    }
+    super::team::run(pieces, |(o, e, a, lp)| head_forward(o, e, a, lp, act, lo, hi));
+}
+
+/// [`head_backward`] with its rows split over libtorch's team.
+#[allow(clippy::too_many_arguments)]
+fn head_backward_rows(out: &[f32], eps: &[f32], d_logp: &[f32], d_a: &[f32], grad: &mut [f32], act: usize, lo: f32, hi: f32) {
+    let mut pieces = Vec::new();
+    let mut grad = grad;
+    for r in head_parts(d_logp.len()) {
+        let (gp, gt) = std::mem::take(&mut grad).split_at_mut(r.len() * 2 * act);
+        grad = gt;
+        pieces.push((&out[r.start * 2 * act..r.end * 2 * act], &eps[r.start * act..r.end * act], &d_logp[r.clone()], &d_a[r.start * act..r.end * act], gp));
+    }
+    super::team::run(pieces, |(o, e, gl, ga, g)| head_backward(o, e, gl, ga, g, act, lo, hi));
+}
+
 fn softplus(x: f32) -> f32 {
     if x > 20.0 {
         x
@@ -310,10 +364,29 @@ mod tests {
         };
         close(&draw.a, &want_a, "a");
         close(&draw.log_prob, &want_lp, "log π");
+        // The no-gradient draw (the TD target's) takes the same fused head.
+        let (a, lp) = actor.sample_no_grad(&obs, &eps);
+        assert!(!a.requires_grad() && a.equal(&draw.a.detach()) && lp.equal(&draw.log_prob.detach()));
         let got = draw.grads(&d_logp, &d_a, &p);
         for ((g, w), (name, _)) in got.iter().zip(&want).zip(p.named()) {
             close(g, w, name);
         }
+    }
+
+    /// The head's passes split over the team's rows give the one-pass bits.
+    #[test]
+    fn row_split_head_passes_equal_one_pass() {
+        let (rows, act) = (301usize, 6usize);
+        let v = |n: usize, seed: u64| AgentRng::new(seed).normal_vec(n);
+        let (out, eps, gl, ga) = (v(rows * 2 * act, 1), v(rows * act, 2), v(rows, 3), v(rows * act, 4));
+        let (mut a1, mut l1, mut a2, mut l2) = (vec![0f32; rows * act], vec![0f32; rows], vec![0f32; rows * act], vec![0f32; rows]);
+        head_forward(&out, &eps, &mut a1, &mut l1, act, -1.0, 0.5);
+        head_forward_rows(&out, &eps, &mut a2, &mut l2, act, -1.0, 0.5);
+        assert!(a1 == a2 && l1 == l2);
+        let (mut g1, mut g2) = (vec![0f32; rows * 2 * act], vec![0f32; rows * 2 * act]);
+        head_backward(&out, &eps, &gl, &ga, &mut g1, act, -1.0, 0.5);
+        head_backward_rows(&out, &eps, &gl, &ga, &mut g2, act, -1.0, 0.5);
+        assert!(g1 == g2 && g1.iter().any(|g| *g != 0.0));
     }
 
     #[test]

@@ -50,6 +50,21 @@ impl Temperature {
         let gap = (log_prob.detach() + target_entropy).mean(tch::Kind::Float);
         -(self.alpha() * gap).sum(tch::Kind::Float)
     }
+
+    /// `L_α` and its gradient in the parameter, `∂L_α/∂θ = −(E[log π] + H̄) dα/dθ` with
+    /// `dα/dθ = α` (`exp`) or `σ(θ)` (`softplus`), in closed form on the host: one read of
+    /// `E[log π]` and of θ instead of a graph and a backward pass (the CPU update's fast path;
+    /// on an accelerator the reads would synchronize, so callers keep [`Temperature::loss`]).
+    pub fn loss_and_grad(&self, log_prob: &Tensor, target_entropy: f64) -> (Tensor, Tensor) {
+        let gap = log_prob.detach().mean(tch::Kind::Float).double_value(&[]) + target_entropy;
+        let theta = self.param.double_value(&[0]);
+        let (alpha, slope) = match self.form {
+            TemperatureForm::LogAlpha => (theta.exp(), theta.exp()),
+            TemperatureForm::Softplus => (if theta > 20.0 { theta } else { theta.exp().ln_1p() }, 1.0 / (1.0 + (-theta).exp())),
+        };
+        let device = self.param.device();
+        (Tensor::from(-(alpha * gap) as f32).to_device(device), Tensor::from_slice(&[(-gap * slope) as f32]).to_device(device))
+    }
 }
 
 #[cfg(test)]
@@ -66,6 +81,15 @@ mod tests {
             let lp = Tensor::from_slice(&[1.0f32, 1.0]);
             let g = Tensor::run_backward(&[t.loss(&lp, 0.0)], &p.tensors(), false, false);
             assert!(g[0].double_value(&[0]) < 0.0, "{form:?}");
+            // The closed form gives autograd's loss and gradient.
+            for (lp, h) in [(Tensor::from_slice(&[1.0f32, 1.0]), 0.0), (Tensor::from_slice(&[-2.0f32, 0.5, 3.0]), -6.0)] {
+                let (loss, grad) = t.loss_and_grad(&lp, h);
+                let want = t.loss(&lp, h);
+                let want_g = Tensor::run_backward(&[&want], &p.tensors(), false, false);
+                assert!((loss.double_value(&[]) - want.double_value(&[])).abs() < 1e-6, "{form:?} loss");
+                assert_eq!(grad.size(), vec![1]);
+                assert!((grad.double_value(&[0]) - want_g[0].double_value(&[0])).abs() < 1e-6, "{form:?} gradient");
+            }
         }
     }
 }

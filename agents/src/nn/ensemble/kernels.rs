@@ -115,16 +115,112 @@ pub(super) struct Backward<'a> {
     pub per_state: Option<(&'a mut [f32], usize)>,
 }
 
-/// Run the forward pass (AVX2 where the CPU has it), its members split over `threads`.
+/// Run the forward pass (AVX2 where the CPU has it), its members split over `threads`; a
+/// one-member pass (an actor's trunk, IQL's V) is split by rows instead. Every row's values
+/// are computed by the same operations wherever the cut falls, so the results do not depend on
+/// the thread count either way.
 pub(super) fn forward(f: Forward<'_>, threads: usize) {
     let dims = f.dims;
+    if dims.members == 1 {
+        return crate::nn::team::run(split_rows(f, dims, threads), forward_one);
+    }
     crate::nn::team::run(split_members(f, dims, threads, Forward::split), forward_one);
 }
 
+/// A one-member forward pass as up to `threads` passes over consecutive row ranges (cut at
+/// multiples of [`BLOCK`] and of a paired layer's `k`).
+fn split_rows(pass: Forward<'_>, dims: Dims, threads: usize) -> Vec<Forward<'_>> {
+    let big = dims.rows * dims.width >= PARALLEL_MIN && crate::nn::team::available();
+    let k = pass.per_state.as_ref().map_or(1, |(_, k)| *k);
+    let unit = BLOCK * k;
+    let parts = if big { threads.min(dims.rows / unit).max(1) } else { 1 };
+    let (mut pieces, mut rest, mut rows) = (Vec::with_capacity(parts), pass, dims.rows);
+    while pieces.len() + 1 < parts {
+        let at = rows / (parts - pieces.len()) / unit * unit;
+        let (a, b) = rest.split_rows(at);
+        pieces.push(a);
+        (rest, rows) = (b, rows - at);
+    }
+    pieces.push(rest);
+    pieces
+}
+
 /// Run the backward pass (AVX2 where the CPU has it), its members split over `threads`.
+///
+/// A large one-member pass (an actor's trunk, IQL's V) is cut into two row ranges whatever the
+/// thread count, each accumulating its parameter gradients on its own, then summed in order:
+/// the same sums on one thread or many, the two ranges in parallel where the team has two
+/// threads.
 pub(super) fn backward(b: Backward<'_>, threads: usize) {
     let dims = b.dims;
+    let k = b.per_state.as_ref().map_or(1, |(_, k)| *k);
+    if dims.members == 1 && b.rows_from.is_none() && dims.rows * dims.width >= PARALLEL_MIN && dims.rows >= 2 * k {
+        return backward_halves(b, k);
+    }
     crate::nn::team::run(split_members(b, dims, threads, Backward::split), backward_one);
+}
+
+/// [`backward`] of a one-member pass in two row ranges: the first accumulates into the pass's
+/// own buffers, the second into zeroed scratch that is added to them afterwards.
+fn backward_halves(b: Backward<'_>, k: usize) {
+    let Dims { rows, width: w, .. } = b.dims;
+    let at = rows / 2 / k * k;
+    let (d1, d2) = (Dims { rows: at, ..b.dims }, Dims { rows: rows - at, ..b.dims });
+    let Backward { grad, h, norm, grad_bias, per_state, .. } = b;
+    let (h1, h2) = h.split_at(at * w);
+    // The second range's accumulators: ∂b, ∂γ, ∂β, the head's ∂w and ∂c.
+    let mut scratch = vec![0f32; 4 * w + 1];
+    let (s_bias, rest) = scratch.split_at_mut(w);
+    let (s_gain, rest) = rest.split_at_mut(w);
+    let (s_shift, rest) = rest.split_at_mut(w);
+    let (s_head_w, s_head_b) = rest.split_at_mut(w);
+    let mut head_acc = None;
+    let (g1, g2) = match grad {
+        GradIn::InPlace(buf) => {
+            let (x, y) = buf.split_at_mut(at * w);
+            (GradIn::InPlace(x), GradIn::InPlace(y))
+        }
+        GradIn::Head { grad_q, weight, out, grad_weight, grad_bias } => {
+            let (q1, q2) = grad_q.split_at(at);
+            let (o1, o2) = out.split_at_mut(at * w);
+            let acc = head_acc.insert((grad_weight, grad_bias));
+            (GradIn::Head { grad_q: q1, weight, out: o1, grad_weight: &mut *acc.0, grad_bias: &mut *acc.1 }, GradIn::Head { grad_q: q2, weight, out: o2, grad_weight: &mut *s_head_w, grad_bias: &mut *s_head_b })
+        }
+    };
+    let mut norm_acc = None;
+    let (n1, n2) = match norm {
+        Some(n) => {
+            let (z1, z2) = n.z.split_at(at * w);
+            let (t1, t2) = n.stats.split_at(at * 2);
+            let acc = norm_acc.insert((n.grad_gain, n.grad_shift));
+            (
+                Some(NormBackward { z: z1, stats: t1, gain: n.gain, grad_gain: &mut *acc.0, grad_shift: &mut *acc.1 }),
+                Some(NormBackward { z: z2, stats: t2, gain: n.gain, grad_gain: &mut *s_gain, grad_shift: &mut *s_shift }),
+            )
+        }
+        None => (None, None),
+    };
+    // A paired first layer's per-state sums: the ranges cover disjoint states.
+    let (p1, p2) = match per_state {
+        Some((p, k)) => {
+            let (x, y) = p.split_at_mut(at / k * w);
+            (Some((x, k)), Some((y, k)))
+        }
+        None => (None, None),
+    };
+    let first = Backward { dims: d1, grad: g1, h: h1, norm: n1, rows_from: None, grad_bias: &mut *grad_bias, per_state: p1 };
+    let second = Backward { dims: d2, grad: g2, h: h2, norm: n2, rows_from: None, grad_bias: &mut *s_bias, per_state: p2 };
+    crate::nn::team::run(vec![first, second], backward_one);
+    let add = |into: &mut [f32], from: &[f32]| into.iter_mut().zip(from).for_each(|(a, b)| *a += b);
+    add(grad_bias, s_bias);
+    if let Some((gg, gs)) = norm_acc {
+        add(gg, s_gain);
+        add(gs, s_shift);
+    }
+    if let Some((gw, gc)) = head_acc {
+        add(gw, s_head_w);
+        add(gc, s_head_b);
+    }
 }
 
 /// A pass as `parts(dims, threads)` passes over consecutive groups of members.
@@ -220,6 +316,48 @@ impl<'a> Forward<'a> {
             None => (None, None),
         };
         (Forward { dims: d1, z: z1, first: f1, bias: b1, per_state: p1, norm: n1, head: h1 }, Forward { dims: d2, z: z2, first: f2, bias: b2, per_state: p2, norm: n2, head: h2 })
+    }
+}
+
+impl<'a> Forward<'a> {
+    /// Rows `..at` and `at..` of a one-member pass as two independent passes (`at` a multiple
+    /// of a paired layer's `k`); the parameters are shared.
+    fn split_rows(self, at: usize) -> (Forward<'a>, Forward<'a>) {
+        let Dims { members, rows, width: w } = self.dims;
+        debug_assert_eq!(members, 1);
+        let (d1, d2) = (Dims { rows: at, ..self.dims }, Dims { rows: rows - at, ..self.dims });
+        let (z1, z2) = self.z.split_at_mut(at * w);
+        let (p1, p2) = match self.per_state {
+            Some((p, k)) => {
+                debug_assert_eq!(at % k, 0);
+                let (x, y) = p.split_at(at / k * w);
+                (Some((x, k)), Some((y, k)))
+            }
+            None => (None, None),
+        };
+        let (n1, n2) = match self.norm {
+            Some(n) => {
+                let (t1, t2) = n.stats.split_at_mut(at * 2);
+                let (o1, o2) = n.out.split_at_mut(at * w);
+                (Some(NormForward { gain: n.gain, shift: n.shift, stats: t1, out: o1 }), Some(NormForward { gain: n.gain, shift: n.shift, stats: t2, out: o2 }))
+            }
+            None => (None, None),
+        };
+        let (h1, h2) = match self.head {
+            Some(h) => {
+                let (q1, q2) = h.q.split_at_mut(at);
+                (Some(HeadForward { weight: h.weight, bias: h.bias, q: q1 }), Some(HeadForward { weight: h.weight, bias: h.bias, q: q2 }))
+            }
+            None => (None, None),
+        };
+        let (f1, f2) = match self.first {
+            Some(f) => {
+                let (x1, x2) = f.x.split_at(at * f.d);
+                (Some(FirstLayer { x: x1, ..f }), Some(FirstLayer { x: x2, ..f }))
+            }
+            None => (None, None),
+        };
+        (Forward { dims: d1, z: z1, first: f1, bias: self.bias, per_state: p1, norm: n1, head: h1 }, Forward { dims: d2, z: z2, first: f2, bias: self.bias, per_state: p2, norm: n2, head: h2 })
     }
 }
 
@@ -785,7 +923,15 @@ mod tests {
     /// the fused head and per-state sums.
     #[test]
     fn a_pass_split_over_threads_equals_one_thread() {
-        let (e, r, w, k) = (3usize, 64usize, 200usize, 4usize);
+        // Three members split by member; one member split by rows (forward) and in two row
+        // ranges (backward).
+        for (e, r) in [(3usize, 64usize), (1, 192)] {
+            split_pass_equals_one_thread(e, r);
+        }
+    }
+
+    fn split_pass_equals_one_thread(e: usize, r: usize) {
+        let (w, k) = (200usize, 4usize);
         assert!(e * r * w >= PARALLEL_MIN);
         let n = e * r * w;
         let run = |threads: usize| {
@@ -858,7 +1004,45 @@ mod tests {
         let (one, two) = (run(1), run(2));
         assert!(one[3].iter().all(|v| v.is_finite()) && one[4].iter().any(|v| *v != 0.0));
         assert!(one[13].iter().chain(&one[15]).all(|v| v.is_finite()), "the first layer wrote every z");
-        assert!(one == two, "the 2-thread pass differs from the 1-thread pass");
+        assert!(one == two, "the 2-thread pass differs from the 1-thread pass ({e} members)");
+    }
+
+    /// A one-member backward pass in two row ranges gives each row's `g_z` bit for bit and the
+    /// parameter gradients up to the order of the sums, against one pass over all rows.
+    #[test]
+    fn one_member_backward_in_two_ranges_matches_one_pass() {
+        let (r, w, k) = (192usize, 200usize, 4usize);
+        assert!(r * w >= PARALLEL_MIN);
+        let dims = Dims { members: 1, rows: r, width: w };
+        let (z, stats, gain) = (data(r * w, 1), data(2 * r, 2).iter().map(|v| v.abs() + 0.5).collect::<Vec<_>>(), data(w, 3));
+        let (h, grad_q, head_w) = (data(r * w, 4), data(r, 5), data(w, 6));
+        let run = |whole: bool| {
+            let (mut gz, mut gw, mut gc, mut gb, mut gg, mut gs, mut sums) = (vec![0f32; r * w], vec![0f32; w], vec![0f32; 1], vec![0f32; w], vec![0f32; w], vec![0f32; w], vec![0f32; r / k * w]);
+            let pass = Backward {
+                dims,
+                grad: GradIn::Head { grad_q: &grad_q, weight: &head_w, out: &mut gz, grad_weight: &mut gw, grad_bias: &mut gc },
+                h: &h,
+                norm: Some(NormBackward { z: &z, stats: &stats, gain: &gain, grad_gain: &mut gg, grad_shift: &mut gs }),
+                rows_from: None,
+                grad_bias: &mut gb,
+                per_state: Some((&mut sums, k)),
+            };
+            if whole {
+                backward_one(pass);
+            } else {
+                backward(pass, 2);
+            }
+            [gz, gw, gc, gb, gg, gs, sums]
+        };
+        let (whole, halves) = (run(true), run(false));
+        assert!(whole[0] == halves[0], "g_z differs");
+        assert!(whole[6] == halves[6], "per-state sums differ (the ranges cover disjoint states)");
+        for (i, (a, b)) in whole.iter().zip(&halves).enumerate().skip(1) {
+            let scale = a.iter().fold(1f32, |m, v| m.max(v.abs()));
+            let diff = a.iter().zip(b).fold(0f32, |m, (x, y)| m.max((x - y).abs()));
+            assert!(diff <= 1e-5 * scale, "accumulator {i}: {diff}");
+            assert!(a.iter().any(|v| *v != 0.0), "accumulator {i} is all zero");
+        }
     }
 
     /// The AVX2 build and the portable one give the same bits (reductions in the same lane
