@@ -155,14 +155,15 @@ pub(super) fn backward(b: Backward<'_>, threads: usize) {
     let dims = b.dims;
     let k = b.per_state.as_ref().map_or(1, |(_, k)| *k);
     if dims.members == 1 && b.rows_from.is_none() && dims.rows * dims.width >= PARALLEL_MIN && dims.rows >= 2 * k {
-        return backward_halves(b, k);
+        return backward_halves(b, k, threads);
     }
     crate::nn::team::run(split_members(b, dims, threads, Backward::split), backward_one);
 }
 
 /// [`backward`] of a one-member pass in two row ranges: the first accumulates into the pass's
-/// own buffers, the second into zeroed scratch that is added to them afterwards.
-fn backward_halves(b: Backward<'_>, k: usize) {
+/// own buffers, the second into zeroed scratch that is added to them afterwards; the two run
+/// in parallel with `threads > 1`, else one after the other, with the same results.
+fn backward_halves(b: Backward<'_>, k: usize, threads: usize) {
     let Dims { rows, width: w, .. } = b.dims;
     let at = rows / 2 / k * k;
     let (d1, d2) = (Dims { rows: at, ..b.dims }, Dims { rows: rows - at, ..b.dims });
@@ -210,7 +211,13 @@ fn backward_halves(b: Backward<'_>, k: usize) {
     };
     let first = Backward { dims: d1, grad: g1, h: h1, norm: n1, rows_from: None, grad_bias: &mut *grad_bias, per_state: p1 };
     let second = Backward { dims: d2, grad: g2, h: h2, norm: n2, rows_from: None, grad_bias: &mut *s_bias, per_state: p2 };
-    crate::nn::team::run(vec![first, second], backward_one);
+    if threads > 1 {
+        crate::nn::team::run(vec![first, second], backward_one);
+    } else {
+        // One after the other on this thread (a team of two would spin a second core).
+        backward_one(first);
+        backward_one(second);
+    }
     let add = |into: &mut [f32], from: &[f32]| into.iter_mut().zip(from).for_each(|(a, b)| *a += b);
     add(grad_bias, s_bias);
     if let Some((gg, gs)) = norm_acc {
