@@ -16,7 +16,7 @@ For each thread count, in one process after another on the same machine:
    online loop's rate over its windows with updates; its per-step overhead (env step, replay
    insert, action sampling, logging, evaluation) is `1/loop − 1/bench`.
 
-    scripts/loop_overhead.py [--threads 2 1] [--steps 10000] [--cql-steps 4000] [--o2o target/release/o2o] [--out DIR]
+    scripts/loop_overhead.py [--threads 2 1] [--steps 10000] [--cql-steps 4000] [--algos iql,cql,sac] [--o2o target/release/o2o] [--out DIR]
 
 Prints a Markdown table and writes it with the raw figures (`loop_overhead.json`) to DIR.
 """
@@ -82,6 +82,7 @@ def main():
     p.add_argument("--threads", type=int, nargs="+", default=[2, 1])
     p.add_argument("--steps", type=int, default=10000, help="IQL's offline updates, and online env steps after the random ones")
     p.add_argument("--cql-steps", type=int, default=4000, help="CQL's offline updates (its update is about 10x IQL's)")
+    p.add_argument("--algos", default="iql,cql,sac", help="which of iql, cql (offline) and sac (online) to run")
     p.add_argument("--o2o", default="target/release/o2o")
     p.add_argument("--out", default="experiments-out/loop-overhead")
     a = p.parse_args()
@@ -92,7 +93,7 @@ def main():
         jobs = [(algo, preset, f"offline `{preset}`", [f"train.offline_steps={a.cql_steps if algo == 'cql' else a.steps}", f'dataset.path="{DATA}"'], "grad_step", 0) for algo, preset in OFFLINE]
         random = 1000
         jobs.append(("sac", "sac-halfcheetah", "online `sac-halfcheetah`", [f"train.random_steps={random}", f"train.online_steps={a.steps}"], "env_step", random + 1000))
-        for algo, preset, what, sets, key, from_step in jobs:
+        for algo, preset, what, sets, key, from_step in [j for j in jobs if j[0] in a.algos.split(",")]:
             # The bench right before and right after the run: this host's speed drifts by
             # several percent between minutes, so the run is compared with both.
             before, full_before = bench(a.o2o, t, algo)
