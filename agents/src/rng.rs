@@ -59,7 +59,7 @@ impl AgentRng {
                 z[1] = (r * s) as f32;
             }
         };
-        let threads = if uniforms.len() >= PARALLEL_PAIRS && crate::nn::team::available() { tch::get_num_threads().max(1) as usize } else { 1 };
+        let threads = crate::nn::team::pieces(uniforms.len(), PARALLEL_PAIRS);
         let per = uniforms.len().div_ceil(threads).max(1);
         crate::nn::team::run(uniforms.chunks(per).zip(out.chunks_mut(2 * per)).collect(), box_muller);
         out.truncate(n);

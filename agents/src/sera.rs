@@ -203,7 +203,7 @@ pub fn knn(gram: &[f64], norms: &[f64], ref_norms: &[f64], q: &[f32], ref_q: &[f
     assert!(gram.len() == n * m && norms.len() == n && ref_norms.len() == m && (1..=m).contains(&k), "knn: gram [{n}, {m}], k = {k}");
     let mut eps_sq = vec![0f64; n];
     let mut n_v = vec![0i64; n];
-    let threads = if n * m >= 1 << 14 { (tch::get_num_threads().max(1) as usize).min(n) } else { 1 };
+    let threads = crate::nn::team::pieces(n * m, 1 << 14).min(n);
     let per = n.div_ceil(threads);
     let rows = |first: usize, eps: &mut [f64], counts: &mut [i64]| {
         // Each row as the bit patterns of its (non-negative) f64 values, whose integer order

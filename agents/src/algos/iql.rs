@@ -247,14 +247,14 @@ impl Iql {
         if let Some(done) = self.m.actor.weighted_nll_step(obs, action, &weight, &self.m.actor_params) {
             return done;
         }
-        let (loss, pass) = self.actor_loss(obs, action, adv);
+        let (loss, pass) = self.actor_loss(obs, action, &weight);
         let grads = pass.grads(&loss, &self.m.actor_params);
         (loss, grads)
     }
 
-    /// L_π = −E[min(exp(β (q̄ − V(s))), max_weight) · log π(a|s)]; with the actor's pass.
-    fn actor_loss(&mut self, obs: &Tensor, action: &Tensor, adv: &Tensor) -> (Tensor, MlpPass) {
-        let weight = (adv * self.cfg.beta).exp().clamp_max(self.cfg.max_weight);
+    /// L_π = −E[w · log π(a|s)] for the advantage weights `w = min(exp(β (q̄ − V(s))),
+    /// max_weight)`; with the actor's pass.
+    fn actor_loss(&mut self, obs: &Tensor, action: &Tensor, weight: &Tensor) -> (Tensor, MlpPass) {
         let (logp, pass) = self.m.actor.log_prob_pass(obs, action, Some(&mut self.rng));
         (-(weight * logp).mean(Kind::Float), pass)
     }

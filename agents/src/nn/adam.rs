@@ -177,7 +177,7 @@ fn fused_cpu_step(p: &Tensor, g: &Tensor, m: &Tensor, v: &Tensor, track: Option<
     };
     // Large tensors (a 10-member layer is 655k weights) in contiguous ranges over libtorch's
     // thread team; each element's update is independent, so the result does not depend on it.
-    let threads = if n >= 1 << 16 { tch::get_num_threads().max(1) as usize } else { 1 };
+    let threads = super::team::pieces(n, 1 << 16);
     let len = n.div_ceil(threads);
     let mut targets = t.map(|t| t.chunks_mut(len));
     let pieces: Vec<_> = p.chunks_mut(len).zip(g.chunks(len)).zip(m.chunks_mut(len)).zip(v.chunks_mut(len)).map(|(((p, g), m), v)| Elems { p, g, m, v, t: targets.as_mut().and_then(|t| t.next()) }).collect();

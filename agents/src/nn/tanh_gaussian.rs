@@ -255,7 +255,7 @@ const HEAD_PARALLEL_ROWS: usize = 64;
 /// Row ranges for the head's passes: one per thread of libtorch's team (its intra-op count),
 /// or one. Each row's values come from the same operations wherever the cuts fall.
 fn head_parts(rows: usize) -> Vec<std::ops::Range<usize>> {
-    let parts = if rows >= HEAD_PARALLEL_ROWS && super::team::available() { (tch::get_num_threads().max(1) as usize).min(rows) } else { 1 };
+    let parts = super::team::pieces(rows, HEAD_PARALLEL_ROWS).min(rows);
     (0..parts).map(|i| rows * i / parts..rows * (i + 1) / parts).collect()
 }
 

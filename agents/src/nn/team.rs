@@ -38,6 +38,21 @@ pub(crate) fn available() -> bool {
     gomp().is_some()
 }
 
+/// libtorch's intra-op thread count, so `--threads` governs our loops as it does its own.
+pub(crate) fn threads() -> usize {
+    tch::get_num_threads().max(1) as usize
+}
+
+/// How many pieces to cut a loop over `work` independent units into for [`run`]: [`threads`]
+/// from `min_work` units on where the team is reachable, else 1.
+pub(crate) fn pieces(work: usize, min_work: usize) -> usize {
+    if work >= min_work && available() {
+        threads()
+    } else {
+        1
+    }
+}
+
 struct Job<'a, T, F> {
     pieces: Vec<Mutex<Option<T>>>,
     work: &'a F,

@@ -236,7 +236,7 @@ impl Dynamics {
         if x.device() != Device::Cpu || x.kind() != Kind::Float || layers[0].0.kind() != Kind::Float || layers[0].0.device() != Device::Cpu {
             return None;
         }
-        let threads = tch::get_num_threads().max(1) as usize;
+        let threads = crate::nn::team::threads();
         let last = layers.len() - 1;
         // Forward: inputs[i] is layer i's input, sigmas[i] its σ.
         let (mut inputs, mut sigmas) = (Vec::with_capacity(layers.len()), Vec::with_capacity(last));

@@ -324,9 +324,7 @@ impl<'a> Forward<'a> {
         };
         (Forward { dims: d1, z: z1, first: f1, bias: b1, per_state: p1, norm: n1, head: h1 }, Forward { dims: d2, z: z2, first: f2, bias: b2, per_state: p2, norm: n2, head: h2 })
     }
-}
 
-impl<'a> Forward<'a> {
     /// Rows `..at` and `at..` of a one-member pass as two independent passes (`at` a multiple
     /// of a paired layer's `k`); the parameters are shared.
     fn split_rows(self, at: usize) -> (Forward<'a>, Forward<'a>) {

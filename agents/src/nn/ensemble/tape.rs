@@ -55,11 +55,6 @@ unsafe fn slice(t: &Tensor) -> &[f32] {
     std::slice::from_raw_parts(t.data_ptr() as *const f32, t.numel())
 }
 
-/// Threads for the fused passes: libtorch's intra-op count, so `--threads` governs both.
-fn threads() -> usize {
-    tch::get_num_threads().max(1) as usize
-}
-
 fn empty(shape: &[i64]) -> Tensor {
     Tensor::empty(shape, (Kind::Float, Device::Cpu))
 }
@@ -164,7 +159,7 @@ impl EnsembleMlp {
                         per_state: per_state.as_ref().map(|p| (slice(p), k)),
                         norm: norm.as_ref().map(|(g, s, st, out)| NormForward { gain: slice(g), shift: slice(s), stats: slice_mut(st), out: slice_mut(out) }),
                         head: head.as_ref().map(|(w, c, q)| HeadForward { weight: slice(w), bias: slice(c), q: slice_mut(q) }),
-                    }, threads());
+                    }, crate::nn::team::threads());
                 }
                 if let Some((_, _, qt)) = head {
                     q = qt;
@@ -241,7 +236,7 @@ impl EnsembleMlp {
             }
             let members: Vec<usize> = (0..e).filter(|&m| count[m] > 0).collect();
             // Consecutive members per thread, about B / threads rows each.
-            let threads = threads().min(members.len()).max(1);
+            let threads = crate::nn::team::threads().min(members.len()).max(1);
             let mut groups: Vec<Vec<usize>> = vec![Vec::new(); threads];
             for &m in &members {
                 let g = (start[m] * threads / b.max(1)).min(threads - 1);
@@ -398,7 +393,7 @@ impl EnsembleMlp {
                         rows_from: None,
                         grad_bias: slice_mut(&grad_bias),
                         per_state: per_state.as_ref().zip(paired_k).map(|(p, k)| (slice_mut(p), k as usize)),
-                    }, threads());
+                    }, crate::nn::team::threads());
                 }
                 // ∂W = xᵀ g_z, with x the layer's input.
                 let grad_w = if !params {
