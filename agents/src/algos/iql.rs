@@ -426,7 +426,7 @@ mod tests {
         let o = &mut other.m;
         let pass = CriticPass::new(&o.critic, &sa, &mut AgentRng::new(0));
         let l2 = (&pass.q - y.unsqueeze(0)).square().sum_dim_intlist(0, false, Kind::Float).mean(Kind::Float);
-        pass.step(&o.critic, &mut o.critic_opt, &o.critic_params, &o.target_params, 0.005, &l2, None);
+        let _ = pass.step(&o.critic, &mut o.critic_opt, &o.critic_params, &o.target_params, 0.005, &l2, None);
         assert!((l1.double_value(&[]) - l2.double_value(&[])).abs() < 1e-5);
         for ((name, a), (_, b)) in agent.m.critic_params.named().iter().zip(other.m.critic_params.named()) {
             assert!((a - b).abs().max().double_value(&[]) < 1e-6, "{name}");
