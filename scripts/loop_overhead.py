@@ -15,8 +15,11 @@ For each thread count, in one process after another on the same machine:
 3. An online `sac-halfcheetah` run (1k random steps, then one update per env step) gives the
    online loop's rate over its windows with updates; its per-step overhead (env step, replay
    insert, action sampling, logging, evaluation) is `1/loop − 1/bench`.
+4. Each run's own `perf/update_s` and `perf/sample_s` give the share of its loop's seconds in
+   the updates and in drawing batches: the loop's cost beside the update, free of the drift
+   between the run and the benches.
 
-    scripts/loop_overhead.py [--threads 2 1] [--steps 10000] [--cql-steps 4000] [--algos iql,cql,sac] [--o2o target/release/o2o] [--out DIR]
+    scripts/loop_overhead.py [--threads 2 1] [--steps 10000] [--cql-steps 4000] [--algos iql,cql,sac] [--repeat N] [--o2o target/release/o2o] [--out DIR]
 
 Prints a Markdown table and writes it with the raw figures (`loop_overhead.json`) to DIR.
 """
@@ -42,8 +45,11 @@ def bench(o2o, threads, only):
 def loop_rate(run_dir, key="grad_step", from_step=0, without_evaluations=False):
     """Total steps over total seconds of the windows after the first (and ending after
     `from_step`), steps counted in `key`; `without_evaluations` leaves out the windows that
-    hold a periodic evaluation (the window after each `eval/return` line)."""
-    steps = secs = 0.0
+    hold a periodic evaluation (the window after each `eval/return` line). Returns the rate
+    and the share of those seconds the run spent in its updates and in drawing batches (its
+    own `perf/update_s` and `perf/sample_s`: measured in the same seconds, so the host's drift
+    does not bias them)."""
+    steps = secs = update_s = sample_s = 0.0
     prev = None
     with open(os.path.join(run_dir, "metrics.jsonl")) as f:
         lines = [json.loads(line) for line in f]
@@ -59,10 +65,12 @@ def loop_rate(run_dir, key="grad_step", from_step=0, without_evaluations=False):
             if n > 0:
                 steps += n
                 secs += n / row["perf/steps_per_s"]
+                update_s += row.get("perf/update_s", float("nan"))
+                sample_s += row.get("perf/sample_s", float("nan"))
         prev = step
     if secs == 0:
         sys.exit(f"{run_dir}/metrics.jsonl: no perf/steps_per_s windows to measure")
-    return steps / secs
+    return steps / secs, update_s / secs, sample_s / secs
 
 
 def train(o2o, threads, out, preset, sets):
@@ -85,6 +93,7 @@ def main():
     p.add_argument("--algos", default="iql,cql,sac", help="which of iql, cql (offline) and sac (online) to run")
     p.add_argument("--o2o", default="target/release/o2o")
     p.add_argument("--out", default="experiments-out/loop-overhead")
+    p.add_argument("--repeat", type=int, default=1, help="run each bench-run-bench triple this many times (the host drifts: compare the medians)")
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
     load = open("/proc/loadavg").read().split()[:3] if os.path.exists("/proc/loadavg") else []
@@ -94,23 +103,24 @@ def main():
         random = 1000
         jobs.append(("sac", "sac-halfcheetah", "online `sac-halfcheetah`", [f"train.random_steps={random}", f"train.online_steps={a.steps}"], "env_step", random + 1000))
         for algo, preset, what, sets, key, from_step in [j for j in jobs if j[0] in a.algos.split(",")]:
-            # The bench right before and right after the run: this host's speed drifts by
-            # several percent between minutes, so the run is compared with both.
-            before, full_before = bench(a.o2o, t, algo)
-            run, wall = train(a.o2o, t, a.out, preset, sets)
-            after, full_after = bench(a.o2o, t, algo)
-            r = loop_rate(run, key=key, from_step=from_step)
-            r_quiet = loop_rate(run, key=key, from_step=from_step, without_evaluations=True)
-            ref = (before[algo] + after[algo]) / 2
-            rows.append((t, algo, what, before[algo], after[algo], r, r / ref, 1e6 / r - 1e6 / ref, r_quiet / ref))
-            raw["runs"].append({"threads": t, "preset": preset, "run": run, "loop_steps_per_s": r, "loop_steps_per_s_without_evaluations": r_quiet, "bench_before": full_before, "bench_after": full_after, "wall_s": wall})
-            print(f"{t} thread(s) {preset}: loop {r:.1f} steps/s, bench {before[algo]:.1f} before, {after[algo]:.1f} after (updates/s)", flush=True)
+            for _ in range(a.repeat):
+                # The bench right before and right after the run: this host's speed drifts by
+                # several percent between minutes, so the run is compared with both.
+                before, full_before = bench(a.o2o, t, algo)
+                run, wall = train(a.o2o, t, a.out, preset, sets)
+                after, full_after = bench(a.o2o, t, algo)
+                r, in_update, in_sample = loop_rate(run, key=key, from_step=from_step)
+                r_quiet = loop_rate(run, key=key, from_step=from_step, without_evaluations=True)[0]
+                ref = (before[algo] + after[algo]) / 2
+                rows.append((t, algo, what, before[algo], after[algo], r, r / ref, 1e6 / r - 1e6 / ref, r_quiet / ref, in_update, in_sample))
+                raw["runs"].append({"threads": t, "preset": preset, "run": run, "loop_steps_per_s": r, "loop_steps_per_s_without_evaluations": r_quiet, "share_in_updates": in_update, "share_sampling": in_sample, "bench_before": full_before, "bench_after": full_after, "wall_s": wall})
+                print(f"{t} thread(s) {preset}: loop {r:.1f} steps/s ({100 * in_update:.1f}% of it in updates, {100 * in_sample:.1f}% sampling), bench {before[algo]:.1f} before, {after[algo]:.1f} after (updates/s)", flush=True)
     raw["load_average_after"] = open("/proc/loadavg").read().split()[:3] if os.path.exists("/proc/loadavg") else []
     lines = [
-        "| threads | algo | loop | bench updates/s (before / after) | loop steps/s | loop / bench | overhead per step (µs) | loop / bench without the evaluation windows |",
-        "|---|---|---|---|---|---|---|---|",
+        "| threads | algo | loop | bench updates/s (before / after) | loop steps/s | loop / bench | overhead per step (µs) | loop / bench without the evaluation windows | the loop's time in updates / sampling |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    lines += [f"| {t} | {algo} | {what} | {b0:.1f} / {b1:.1f} | {r:.1f} | {ratio:.3f} | {over:.0f} | {quiet:.3f} |" for t, algo, what, b0, b1, r, ratio, over, quiet in rows]
+    lines += [f"| {t} | {algo} | {what} | {b0:.1f} / {b1:.1f} | {r:.1f} | {ratio:.3f} | {over:.0f} | {quiet:.3f} | {100 * upd:.1f}% / {100 * smp:.1f}% |" for t, algo, what, b0, b1, r, ratio, over, quiet, upd, smp in rows]
     table = "\n".join(lines)
     print(table)
     with open(os.path.join(a.out, "loop_overhead.md"), "w") as f:

@@ -11,6 +11,7 @@ use o2o_agents::sera::{Neighbours, Sera};
 use o2o_agents::{Agent, Metrics};
 use o2o_datasets::{MixedSampler, OfflineBuffer, ReplayBuffer, TransitionBatch};
 use rand_chacha::ChaCha8Rng;
+use std::time::Instant;
 use tch::Device;
 
 /// r' = scale · r + shift, applied to offline and online rewards alike (the agent must see one
@@ -112,10 +113,31 @@ impl Source<'_> {
 /// agent's critic as it is at that update (the one place where it is applied, for every
 /// algorithm); its `train/sera/…` statistics of the last batch join the metrics.
 pub fn learn(agent: &mut dyn Agent, source: &Source<'_>, batch_size: usize, updates: usize, rng: &mut ChaCha8Rng, device: Device, sera: Option<&Sera>) -> Result<Metrics> {
+    learn_timed(agent, source, batch_size, updates, rng, device, sera, &mut LearnTime::default())
+}
+
+/// Wall seconds [`learn_timed`] spent drawing batches and in the agent's updates (SERA's bonus
+/// included), summed over calls: the runner logs them per window as `perf/sample_s` and
+/// `perf/update_s`, so a run shows what its loop costs beside the update, measured in the same
+/// seconds as its `perf/steps_per_s` (a comparison that the host's drift cannot bias).
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct LearnTime {
+    /// Drawing the batches.
+    pub sample_s: f64,
+    /// The updates.
+    pub update_s: f64,
+}
+
+/// [`learn`], adding the time it spends sampling and updating to `time`.
+#[allow(clippy::too_many_arguments)] // learn's arguments and the clock
+pub fn learn_timed(agent: &mut dyn Agent, source: &Source<'_>, batch_size: usize, updates: usize, rng: &mut ChaCha8Rng, device: Device, sera: Option<&Sera>, time: &mut LearnTime) -> Result<Metrics> {
     let mut metrics = Metrics::new();
     let mut last = None;
     for _ in 0..updates {
+        let t0 = Instant::now();
         let batch = source.sample(batch_size, rng, device)?;
+        let t1 = Instant::now();
+        time.sample_s += (t1 - t0).as_secs_f64();
         metrics = match sera {
             Some(sera) => {
                 let extra = match (sera.config().neighbours, source.online()) {
@@ -127,6 +149,7 @@ pub fn learn(agent: &mut dyn Agent, source: &Source<'_>, batch_size: usize, upda
             }
             None => agent.update(&batch),
         };
+        time.update_s += t1.elapsed().as_secs_f64();
         last = Some(batch);
     }
     let offline_fraction = match (source, &last) {

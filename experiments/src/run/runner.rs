@@ -507,6 +507,8 @@ impl Prepared<'_> {
         // The loop: one iteration is one gradient step (offline) or one env step (online).
         let mut pending_checkpoint = false;
         let mut last_log = (Instant::now(), state.step);
+        // Seconds sampling and updating since the last log line (`perf/sample_s`, `perf/update_s`).
+        let mut learn_time = learner::LearnTime::default();
         let mut agent_phase = None;
         while state.step < total {
             let phase = phases::phase_at(&plan, state.step).expect("step < total");
@@ -523,7 +525,7 @@ impl Prepared<'_> {
             match phase.kind {
                 PhaseKind::Offline => {
                     let data = offline.as_ref().context("an offline phase needs [dataset]")?;
-                    metrics = Some(learner::learn(&mut *agent, &data.source(), config.train.batch_size, 1, &mut rng, device, None)?);
+                    metrics = Some(learner::learn_timed(&mut *agent, &data.source(), config.train.batch_size, 1, &mut rng, device, None, &mut learn_time)?);
                     state.grad_step += 1;
                 }
                 PhaseKind::Random | PhaseKind::Warmup | PhaseKind::Online => {
@@ -575,7 +577,7 @@ impl Prepared<'_> {
                             None => source,
                         };
                         let n = config.train.updates_per_step;
-                        metrics = Some(learner::learn(&mut *agent, &source, batch_size, n, &mut rng, device, sera.as_ref())?);
+                        metrics = Some(learner::learn_timed(&mut *agent, &source, batch_size, n, &mut rng, device, sera.as_ref(), &mut learn_time)?);
                         state.grad_step += n as u64;
                     }
                 }
@@ -585,7 +587,8 @@ impl Prepared<'_> {
 
             if state.step % config.train.log_every == 0 {
                 let secs = last_log.0.elapsed().as_secs_f64().max(1e-9);
-                let mut values: Vec<(&str, f64)> = vec![("perf/steps_per_s", (state.step - last_log.1) as f64 / secs)];
+                let mut values: Vec<(&str, f64)> = vec![("perf/steps_per_s", (state.step - last_log.1) as f64 / secs), ("perf/sample_s", learn_time.sample_s), ("perf/update_s", learn_time.update_s)];
+                learn_time = learner::LearnTime::default();
                 // Only metrics of an update made at this very step, so the log depends on nothing
                 // but the step (and a resumed run logs exactly the same).
                 let named: Vec<(String, f64)> = metrics.iter().flatten().map(|(k, v)| (namespaced(k), *v)).collect();
