@@ -8,16 +8,9 @@ use std::path::Path;
 
 /// Every `perf/steps_per_s` record's `(window seconds, perf/sample_s, perf/update_s)`.
 fn windows(run: &Path, log_every: f64) -> Vec<(f64, f64, f64)> {
-    std::fs::read_to_string(run.join("metrics.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .filter(|v| v.get("perf/steps_per_s").is_some())
-        .map(|v| {
-            let get = |k: &str| v[k].as_f64().unwrap_or_else(|| panic!("{k} missing or not a number in {v}"));
-            (log_every / get("perf/steps_per_s"), get("perf/sample_s"), get("perf/update_s"))
-        })
-        .collect()
+    let (rate, sample, update) = (common::metric(run, "perf/steps_per_s"), common::metric(run, "perf/sample_s"), common::metric(run, "perf/update_s"));
+    assert_eq!((sample.len(), update.len()), (rate.len(), rate.len()), "every perf/steps_per_s record carries perf/sample_s and perf/update_s");
+    rate.iter().zip(sample).zip(update).map(|((r, s), u)| (log_every / r, s, u)).collect()
 }
 
 #[test]
