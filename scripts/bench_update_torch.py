@@ -113,10 +113,16 @@ class SAC:
         alpha = self.log_alpha.exp().detach()
         k = self.critic_steps
         out = {}
+        # o2o draws the noise of every minibatch's next actions at once (one [N, A] draw,
+        # minibatch i taking rows i::k; the actor does not move during the critic steps); the
+        # cross-check slices it the same way. Timing draws fresh noise per step, as the
+        # official code's loop does.
+        next_eps = noise.pop(0) if noise and k > 1 else None
         for i in range(k):
             b = {key: v[i::k] for key, v in batch.items()}
             with torch.no_grad():
-                next_a, next_logp = self.actor(b["next_obs"], noise.pop(0) if noise else None)
+                eps = next_eps[i::k] if next_eps is not None else (noise.pop(0) if noise else None)
+                next_a, next_logp = self.actor(b["next_obs"], eps)
                 if self.subset < self.num_critics:
                     idx = noise.pop(0).tolist() if noise else torch.randperm(self.num_critics)[: self.subset].tolist()
                 else:

@@ -21,6 +21,10 @@
 //! Minibatch `i` of `k` takes rows `i, i + k, i + 2k, …` (a strided view, no copy), so every
 //! minibatch keeps the batch's composition: a mixed batch (offline rows first, then online)
 //! gives each minibatch the same offline/online split, as RLPD's interleaved batches do.
+//! The actor does not move during the critic steps, so the next actions of all k minibatches
+//! are drawn in one pass over the batch's `s'` before them (one draw of ε; minibatch i takes
+//! its rows of it), not in k small passes; not with `max_target_backup` or
+//! `zero_grad_adam_steps`, whose idle steps move the actor between critic steps.
 //!
 //! Plain SAC is E = M = 2, entropy in the backup, one critic step. WSRL's online agent is
 //! E = 10, M = 2 with replacement, LayerNorm, no backup entropy, 4 critic steps, softplus α.
@@ -31,7 +35,7 @@
 //! `s'` as WSRL does; it saves a forward pass and targets the same entropy.
 
 use crate::checkpoint::{load_agent, save_agent};
-use crate::nn::critic::{critic_and_target, CriticPass};
+use crate::nn::critic::{critic_and_target, squared_td_grad_cpu, td_target_cpu, CriticPass};
 use crate::nn::{Adam, EnsembleMlp, MlpConfig, ParamSet, TanhGaussianActor, TanhGaussianConfig, Temperature, TemperatureForm};
 use crate::rng::AgentRng;
 use crate::{Agent, AgentError, DeterministicPolicy, Metrics, Phase, RewardBonus};
@@ -221,10 +225,10 @@ struct Modules {
 pub(crate) struct CriticOut {
     /// The TD part of the loss, `mean (Q − y)²`.
     pub loss: Tensor,
-    /// Mean Q(s, a) over members and rows.
-    pub q_mean: Tensor,
-    /// Mean TD target y.
-    pub target_mean: Tensor,
+    /// Q(s, a) of every member, `[E, B]`, detached (its mean is logged for the last step).
+    pub q: Tensor,
+    /// The TD targets y, `[B]`.
+    pub target: Tensor,
     /// Extra values the added critic term reported.
     pub extra: Vec<(&'static str, Tensor)>,
 }
@@ -455,14 +459,18 @@ impl Sac {
     /// The TD target, without gradients:
     /// `y = r + γ (1 − d) (min_{i∈I} Q̄_i(s', a') − [backup_entropy] α log π(a'|s'))`, `a' ~ π(·|s')`;
     /// with `max_target_backup`, K next actions per state and the max over them (with its log π).
-    fn td_target(&mut self, b: &TransitionBatch, alpha: &Tensor) -> Tensor {
-        let cfg = &self.cfg;
+    /// `next` is `(a', log π(a'|s'))` drawn beforehand for these rows ([`Sac::next_actions`]);
+    /// without it they are drawn here.
+    fn td_target(&mut self, b: &TransitionBatch, alpha: &Tensor, next: Option<(Tensor, Tensor)>) -> Tensor {
         let n = b.obs.size()[0];
-        let k = if cfg.max_target_backup { cfg.max_target_backup_samples } else { 1 };
+        let k = if self.cfg.max_target_backup { self.cfg.max_target_backup_samples } else { 1 };
+        let next_obs = if k > 1 { b.next_obs.repeat_interleave_self_int(k, 0, None) } else { b.next_obs.shallow_clone() };
+        let (next_a, next_logp) = match next {
+            Some(drawn) if k == 1 => drawn,
+            _ => self.next_actions(&next_obs),
+        };
+        let cfg = &self.cfg;
         tch::no_grad(|| {
-            let next_obs = if k > 1 { b.next_obs.repeat_interleave_self_int(k, 0, None) } else { b.next_obs.shallow_clone() };
-            let eps = self.rng.normal(&[n * k, self.act_dim], self.device);
-            let (next_a, next_logp) = self.m.actor.sample_no_grad(&next_obs, &eps);
             let x = Self::critic_input(&next_obs, &next_a);
             let idx = (cfg.target_subset < cfg.num_critics || cfg.subset_with_replacement).then(|| self.rng.indices(cfg.num_critics as usize, cfg.target_subset as usize, cfg.subset_with_replacement, self.device));
             let q = match &idx {
@@ -470,6 +478,11 @@ impl Sac {
                 Some(idx) => self.m.target.forward_subset(&x, idx).squeeze_dim(-1),
                 None => self.m.target.forward(&x, None).squeeze_dim(-1),
             };
+            if k == 1 {
+                if let Some(y) = td_target_cpu(&q, &next_logp, &b.reward, &b.terminal, cfg.backup_entropy.then_some(alpha), cfg.gamma) {
+                    return y;
+                }
+            }
             let (mut q_next, mut next_logp) = (q.amin(0, false), next_logp);
             if k > 1 {
                 // max_k min_{i∈I} Q̄_i(s', a'_k), and the log π of the chosen a'_k.
@@ -484,26 +497,32 @@ impl Sac {
         })
     }
 
+    /// `a' ~ π(·|s')` and `log π(a'|s')` for every row of `next_obs`, without gradients.
+    fn next_actions(&mut self, next_obs: &Tensor) -> (Tensor, Tensor) {
+        let eps = self.rng.normal(&[next_obs.size()[0], self.act_dim], self.device);
+        self.m.actor.sample_no_grad(next_obs, &eps)
+    }
+
     /// One critic step on `b`: `L = mean_{i,b} (Q_i(s, a) − y)² + extra`, where
     /// `extra(self, b, Q)` is a variant's added term (CQL's regularizer; nothing for SAC), then
     /// Polyak ([`CriticPass`]: the taped pass on the CPU, autograd elsewhere).
     ///
     /// With `bonus`, the critic's pass comes first and `y` is formed with `r + bonus(Q(s, a))`
     /// (SERA without a second critic pass).
-    fn critic_step<F>(&mut self, b: &TransitionBatch, alpha: &Tensor, extra: &mut F, bonus: Option<RewardBonus<'_>>) -> CriticOut
+    fn critic_step<F>(&mut self, b: &TransitionBatch, alpha: &Tensor, extra: &mut F, bonus: Option<RewardBonus<'_>>, next: Option<(Tensor, Tensor)>) -> CriticOut
     where
         F: FnMut(&mut Sac, &TransitionBatch, &Tensor) -> CriticTerm,
     {
         let (y, pass) = match bonus {
             None => {
-                let y = self.td_target(b, alpha);
+                let y = self.td_target(b, alpha, next);
                 (y, CriticPass::new(&self.m.critic, &Self::critic_input(&b.obs, &b.action), &mut self.rng))
             }
             Some(f) => {
                 let pass = CriticPass::new(&self.m.critic, &Self::critic_input(&b.obs, &b.action), &mut self.rng);
                 let mut augmented = b.map_columns(|t| t.shallow_clone());
                 augmented.reward = &b.reward + f(&pass.q.detach()).to_kind(b.reward.kind());
-                (self.td_target(&augmented, alpha), pass)
+                (self.td_target(&augmented, alpha, next), pass)
             }
         };
         let term = extra(self, b, &pass.q);
@@ -511,9 +530,10 @@ impl Sac {
         let (td_loss, q) = if pass.is_taped() && term.on_q.is_none() {
             // L_Q = mean over members and batch of (Q_i(s, a) − y)², its gradient in Q formed
             // directly: ∂L_Q/∂Q_i(s, a) = 2 (Q_i(s, a) − y) / (E B).
-            let diff = tch::no_grad(|| pass.q.detach() - y.unsqueeze(0));
-            let grad_q = &diff * (2.0 / diff.numel() as f64);
-            let td_loss = diff.square().mean(Kind::Float);
+            let (grad_q, td_loss) = squared_td_grad_cpu(&pass.q, &y).unwrap_or_else(|| {
+                let diff = tch::no_grad(|| pass.q.detach() - y.unsqueeze(0));
+                (&diff * (2.0 / diff.numel() as f64), diff.square().mean(Kind::Float))
+            });
             (td_loss, pass.step_from_grad(&m.critic, &mut m.critic_opt, &m.critic_params, &m.target_params, self.cfg.tau, &grad_q, term.grads.as_deref()))
         } else {
             let td_loss = (&pass.q - y.unsqueeze(0)).square().mean(Kind::Float);
@@ -524,7 +544,7 @@ impl Sac {
             // Adam on L plus the variant's own gradient, then θ̄ ← (1 − τ) θ̄ + τ θ.
             (td_loss, pass.step(&m.critic, &mut m.critic_opt, &m.critic_params, &m.target_params, self.cfg.tau, &loss, term.grads.as_deref()))
         };
-        CriticOut { loss: td_loss.detach(), q_mean: q.mean(Kind::Float), target_mean: y.mean(Kind::Float), extra: term.logs }
+        CriticOut { loss: td_loss.detach(), q, target: y, extra: term.logs }
     }
 
     /// One actor step and one temperature step on `obs`; returns `(L_π, L_α, log π)`.
@@ -695,9 +715,15 @@ impl Sac {
         let mut alpha = self.m.temperature.alpha().detach();
         let mut critic = None;
         let mut last_obs = b.obs.shallow_clone();
+        // The actor does not move during the critic steps (unless idle steps come between
+        // them), so every minibatch's next actions a' ~ π(·|s') come from one pass over the
+        // whole batch: one draw of ε for all rows, and minibatch i takes rows i, i + k, … of
+        // it. Same distribution as a draw per step; one large pass instead of k small ones.
+        let next = (k > 1 && !idle && !self.cfg.max_target_backup).then(|| self.next_actions(&b.next_obs));
         for i in 0..k {
             let part = minibatch(b, i, k);
-            critic = Some(self.critic_step(&part, &alpha, &mut extra, bonus.take()));
+            let part_next = next.as_ref().map(|(a, logp)| (a.slice(0, i, n, k), logp.slice(0, i, n, k)));
+            critic = Some(self.critic_step(&part, &alpha, &mut extra, bonus.take(), part_next));
             last_obs = part.obs;
             if idle {
                 // The reference's critic-only call also applies the actor's and α's optimizers.
@@ -718,8 +744,8 @@ impl Sac {
         let c = critic.expect("at least one critic step");
         let mut out = vec![
             ("critic_loss", c.loss.double_value(&[])),
-            ("q_mean", c.q_mean.double_value(&[])),
-            ("target_q_mean", c.target_mean.double_value(&[])),
+            ("q_mean", c.q.mean(Kind::Float).double_value(&[])),
+            ("target_q_mean", c.target.mean(Kind::Float).double_value(&[])),
             ("actor_loss", actor_loss.double_value(&[])),
             ("alpha", alpha.double_value(&[0])),
             ("alpha_loss", alpha_loss.double_value(&[])),
@@ -780,10 +806,10 @@ mod tests {
         let mut b = batch(&mut rng, 8, 3, 1);
         b.terminal = Tensor::ones([8], (Kind::Float, Device::Cpu));
         let alpha = agent.m.temperature.alpha().detach();
-        let y = agent.td_target(&b, &alpha).mean(Kind::Float);
+        let y = agent.td_target(&b, &alpha, None).mean(Kind::Float);
         assert!((y.double_value(&[]) - b.reward.mean(Kind::Float).double_value(&[])).abs() < 1e-6);
         b.terminal = Tensor::zeros([8], (Kind::Float, Device::Cpu));
-        let y = agent.td_target(&b, &alpha).mean(Kind::Float);
+        let y = agent.td_target(&b, &alpha, None).mean(Kind::Float);
         assert!((y.double_value(&[]) - b.reward.mean(Kind::Float).double_value(&[])).abs() > 1e-4);
     }
 
@@ -822,7 +848,7 @@ mod tests {
         let mut r = Sac::new(SacConfig { zero_grad_adam_steps: false, ..cfg.clone() }, 3, 2, Device::Cpu, 1).unwrap();
         for i in 0..4 {
             let alpha = r.m.temperature.alpha().detach();
-            r.critic_step(&minibatch(&b, i, 4), &alpha, &mut |_: &mut Sac, _: &TransitionBatch, _: &Tensor| CriticTerm::default(), None);
+            r.critic_step(&minibatch(&b, i, 4), &alpha, &mut |_: &mut Sac, _: &TransitionBatch, _: &Tensor| CriticTerm::default(), None, None);
             r.m.actor_opt.idle_step(&r.m.actor_params);
             r.m.temperature_opt.idle_step(&r.m.temperature_params);
         }

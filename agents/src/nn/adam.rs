@@ -87,12 +87,21 @@ impl Adam {
         // θ += m / d with d = −(√v / √bc2 + ε) / step_size, i.e. θ −= step_size · m / (√v̂' + ε).
         let c1 = -1.0 / (step_size * bc2.sqrt());
         let c2 = -self.eps / step_size;
+        let consts = [1.0 - self.beta1, 1.0 - self.beta2, c1, c2];
         tch::no_grad(|| {
-            for (i, (((_, p), g), (m, v))) in params.named().iter().zip(grads).zip(self.m.iter_mut().zip(self.v.iter_mut())).enumerate() {
+            // Every float32 CPU tensor takes the fused pass, all of them in one split over the
+            // thread team; any other (CUDA, non-contiguous) takes the tensor path.
+            let mut fused = Vec::new();
+            for (i, (((_, p), g), (m, v))) in params.named().iter().zip(grads).zip(self.m.iter().zip(&self.v)).enumerate() {
                 let track = target.map(|(set, tau)| (&set.named()[i].1, tau));
-                if fused_cpu_step(p, g, m, v, track, [1.0 - self.beta1, 1.0 - self.beta2, c1, c2], step_size == 0.0) {
+                // SAFETY: the parameter, its fresh gradient, the optimizer's own moments and
+                // the target's copy are distinct buffers that nothing else touches until
+                // `fused_cpu_step` below returns, which ends the slices.
+                if let Some(e) = unsafe { cpu_elems(p, g, m, v, track.map(|(t, _)| t)) } {
+                    fused.push(e);
                     continue;
                 }
+                let (mut m, mut v) = (m.shallow_clone(), v.shallow_clone());
                 let _ = m.lerp_(g, 1.0 - self.beta1);
                 let _ = v.lerp_(&g.square(), 1.0 - self.beta2);
                 if step_size != 0.0 {
@@ -100,12 +109,14 @@ impl Adam {
                     // as in PyTorch; the folded constants would divide by zero.)
                     let mut d = v.sqrt();
                     let _ = d.g_mul_scalar_(c1).g_add_scalar_(c2);
-                    let _ = p.shallow_clone().addcdiv_(m, &d);
+                    let _ = p.shallow_clone().addcdiv_(&m, &d);
                 }
                 if let Some((t, tau)) = track {
                     super::polyak::polyak_one(t, p, tau);
                 }
             }
+            let tau = target.map_or(0.0, |(_, tau)| tau);
+            fused_cpu_step(fused, consts, tau, step_size == 0.0);
         });
     }
 
@@ -149,40 +160,60 @@ pub fn clip_grad_norm(grads: &mut [Tensor], max_norm: f64) -> f64 {
     norm
 }
 
-/// The step of [`Adam::apply`] for one contiguous float32 CPU parameter as one pass over its
+/// The step of [`Adam::apply`] on contiguous float32 CPU parameters as one pass over their
 /// elements: `m += w₁ (g − m)`, `v += w₂ (g² − v)`, `θ += m / (c₁ √v + c₂)` (the tensor path's
 /// `lerp_`, `sqrt`, scale, `addcdiv_`, which take seven passes over memory; for a 10-member
 /// ensemble's 720k weights those passes cost about as much as a matmul layer), and with a
-/// tracked target `θ̄ += τ (θ − θ̄)` (one multiply-add, as libtorch's `lerp_`). Returns `false`
-/// (nothing done) for any other tensor, which then takes the tensor path (CUDA included).
-fn fused_cpu_step(p: &Tensor, g: &Tensor, m: &Tensor, v: &Tensor, track: Option<(&Tensor, f64)>, [w1, w2, c1, c2]: [f64; 4], moments_only: bool) -> bool {
+/// tracked target `θ̄ += τ (θ − θ̄)` (one multiply-add, as libtorch's `lerp_`).
+///
+/// All of a set's tensors are cut into one contiguous range of elements per thread of
+/// libtorch's team, across tensor boundaries, and run in one parallel region: a 10-member
+/// critic's small tensors (the first layer, biases, LayerNorm) no longer run on one thread
+/// while the other waits, and one region replaces one per tensor. Each element's update is
+/// independent of the others, so the result does not depend on the cut.
+fn fused_cpu_step(elems: Vec<Elems<'_>>, [w1, w2, c1, c2]: [f64; 4], tau: f64, moments_only: bool) {
+    let c = Consts { w1: w1 as f32, w2: w2 as f32, c1: c1 as f32, c2: c2 as f32, tau: tau as f32, moments_only };
+    let total: usize = elems.iter().map(|e| e.p.len()).sum();
+    let threads = super::team::pieces(total, 1 << 16);
+    let per = total.div_ceil(threads.max(1)).max(1);
+    let mut pieces: Vec<Vec<Elems<'_>>> = vec![Vec::new()];
+    let mut room = per;
+    for mut e in elems {
+        while e.p.len() > room {
+            let (head, tail) = e.split_at(room);
+            pieces.last_mut().expect("a piece").push(head);
+            pieces.push(Vec::new());
+            e = tail;
+            room = per;
+        }
+        room -= e.p.len();
+        pieces.last_mut().expect("a piece").push(e);
+    }
+    super::team::run(pieces, |piece| piece.into_iter().for_each(|e| adam_elems(e, c)));
+}
+
+/// The slices of one parameter's fused step, or `None` (the tensor path) unless the parameter,
+/// its gradient, moments and target are contiguous float32 CPU tensors of one size.
+///
+/// # Safety
+/// The buffers must be distinct, and nothing else may read or write them while the returned
+/// slices live.
+unsafe fn cpu_elems<'a>(p: &'a Tensor, g: &'a Tensor, m: &'a Tensor, v: &'a Tensor, track: Option<&'a Tensor>) -> Option<Elems<'a>> {
     let n = p.numel();
     let ok = |t: &Tensor| t.device() == tch::Device::Cpu && t.kind() == Kind::Float && t.is_contiguous() && t.numel() == n;
-    if !(ok(p) && ok(g) && ok(m) && ok(v) && track.is_none_or(|(t, _)| ok(t))) {
-        return false;
+    if !(ok(p) && ok(g) && ok(m) && ok(v) && track.is_none_or(ok)) {
+        return None;
     }
-    let c = Consts { w1: w1 as f32, w2: w2 as f32, c1: c1 as f32, c2: c2 as f32, tau: track.map_or(0.0, |(_, tau)| tau as f32), moments_only };
-    // SAFETY: the tensors are distinct contiguous float32 CPU buffers of n elements (the
-    // parameter, its fresh gradient, the optimizer's own moments and the target's copy of the
-    // parameter), nothing else runs on them during the step, and the slices do not outlive
-    // this call.
-    let (p, g, m, v, t) = unsafe {
-        (
-            std::slice::from_raw_parts_mut(p.data_ptr() as *mut f32, n),
-            std::slice::from_raw_parts(g.data_ptr() as *const f32, n),
-            std::slice::from_raw_parts_mut(m.data_ptr() as *mut f32, n),
-            std::slice::from_raw_parts_mut(v.data_ptr() as *mut f32, n),
-            track.map(|(t, _)| std::slice::from_raw_parts_mut(t.data_ptr() as *mut f32, n)),
-        )
-    };
-    // Large tensors (a 10-member layer is 655k weights) in contiguous ranges over libtorch's
-    // thread team; each element's update is independent, so the result does not depend on it.
-    let threads = super::team::pieces(n, 1 << 16);
-    let len = n.div_ceil(threads);
-    let mut targets = t.map(|t| t.chunks_mut(len));
-    let pieces: Vec<_> = p.chunks_mut(len).zip(g.chunks(len)).zip(m.chunks_mut(len)).zip(v.chunks_mut(len)).map(|(((p, g), m), v)| Elems { p, g, m, v, t: targets.as_mut().and_then(|t| t.next()) }).collect();
-    super::team::run(pieces, |e| adam_elems(e, c));
-    true
+    // SAFETY: the caller's contract; each tensor was just checked to hold n contiguous floats.
+    unsafe {
+        Some(Elems {
+            p: std::slice::from_raw_parts_mut(p.data_ptr() as *mut f32, n),
+            g: std::slice::from_raw_parts(g.data_ptr() as *const f32, n),
+            m: std::slice::from_raw_parts_mut(m.data_ptr() as *mut f32, n),
+            v: std::slice::from_raw_parts_mut(v.data_ptr() as *mut f32, n),
+            t: track.map(|t| std::slice::from_raw_parts_mut(t.data_ptr() as *mut f32, n)),
+        })
+    }
 }
 
 /// The step's constants (see [`fused_cpu_step`]).
@@ -203,6 +234,24 @@ struct Elems<'a> {
     m: &'a mut [f32],
     v: &'a mut [f32],
     t: Option<&'a mut [f32]>,
+}
+
+impl<'a> Elems<'a> {
+    /// The first `k` elements and the rest.
+    fn split_at(self, k: usize) -> (Elems<'a>, Elems<'a>) {
+        let (p0, p1) = self.p.split_at_mut(k);
+        let (g0, g1) = self.g.split_at(k);
+        let (m0, m1) = self.m.split_at_mut(k);
+        let (v0, v1) = self.v.split_at_mut(k);
+        let (t0, t1) = match self.t {
+            Some(t) => {
+                let (a, b) = t.split_at_mut(k);
+                (Some(a), Some(b))
+            }
+            None => (None, None),
+        };
+        (Elems { p: p0, g: g0, m: m0, v: v0, t: t0 }, Elems { p: p1, g: g1, m: m1, v: v1, t: t1 })
+    }
 }
 
 /// The loop compiled with AVX2 and FMA where the CPU has them (eight elements per
