@@ -329,6 +329,13 @@ fn a_learner_and_actor_processes_train_sac_through_kills_and_restarts() {
     let metrics = std::fs::read_to_string(dir.join("metrics.jsonl")).unwrap();
     assert!(metrics.contains("\"fleet/actor/actor-0-") && metrics.contains("/joined\"") && metrics.contains("/left\"") && metrics.contains("/transitions_per_s\""));
     assert!(metrics.contains("\"fleet/rejected\""), "no fleet/rejected in metrics.jsonl");
+    // Each record's window: the seconds spent drawing batches and updating, inside its wall time.
+    let (windows, samples, updates) = (common::metric(&dir, "perf/window_s"), common::metric(&dir, "perf/sample_s"), common::metric(&dir, "perf/update_s"));
+    assert!(!windows.is_empty() && windows.len() == samples.len() && windows.len() == updates.len(), "{} / {} / {} perf records", windows.len(), samples.len(), updates.len());
+    assert!(updates.iter().any(|u| *u > 0.0), "no window spent time in updates: {updates:?}");
+    for ((w, s), u) in windows.iter().zip(&samples).zip(&updates) {
+        assert!(*s >= 0.0 && *u >= 0.0 && s + u <= *w, "window {w} s: sampling {s} s + updates {u} s");
+    }
     assert!(metrics.contains("\"train/critic_loss\"") || metrics.contains("\"train/"), "no training metrics");
     let _ = std::fs::remove_dir_all(&work);
 }

@@ -22,7 +22,7 @@ use crate::run::actor::{derive_seed, stream};
 use crate::run::checkpoint::{self, RunnerState};
 use crate::run::config::RunConfig;
 use crate::run::eval;
-use crate::run::learner::{learn, RewardTransform, Source};
+use crate::run::learner::{learn_timed, LearnTime, RewardTransform, Source};
 use crate::run::rundir::{self, METRICS, SUMMARY};
 use crate::run::runner::{build_agent, truncate_metrics, Summary};
 use anyhow::{bail, Context, Result};
@@ -261,6 +261,8 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
 
     let t0 = Instant::now();
     let mut last_metrics = None;
+    // The log window's clock and the time `learn_timed` spent in it (`perf/…_s`).
+    let (mut window, mut learn_time) = (Instant::now(), LearnTime::default());
     let (mut next_log, mut next_eval, mut next_ckpt) = (after(fleet.consumed, t.log_every), after(fleet.consumed, config.eval.every), after(fleet.consumed, config.checkpoint.every));
     let mut last_publish = state.grad_step;
     let mut retry_publish: Option<Instant> = None;
@@ -332,7 +334,7 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
             if !limiter.can_sample(b) {
                 break;
             }
-            last_metrics = Some(learn(&mut *agent, &Source::Online(&replay), b as usize, 1, &mut rng, device, None)?);
+            last_metrics = Some(learn_timed(&mut *agent, &Source::Online(&replay), b as usize, 1, &mut rng, device, None, &mut learn_time)?);
             state.grad_step += 1;
             limiter.sampled(b);
         }
@@ -364,7 +366,13 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
                 ("fleet/samples_per_insert".into(), limiter.ratio()),
                 ("fleet/policy_version".into(), fleet.policy_version as f64),
                 ("perf/transitions_per_s".into(), fleet.consumed as f64 / secs),
+                // Since the previous record: its wall seconds, and those spent drawing batches
+                // and in the updates (the rest is the stream, publishing, liveness, evaluation).
+                ("perf/window_s".into(), window.elapsed().as_secs_f64()),
+                ("perf/sample_s".into(), learn_time.sample_s),
+                ("perf/update_s".into(), learn_time.update_s),
             ];
+            (window, learn_time) = (Instant::now(), LearnTime::default());
             values.extend(last_metrics.iter().flatten().map(|(k, v)| (if k.contains('/') { k.to_string() } else { format!("train/{k}") }, *v)));
             let named: Vec<(&str, f64)> = values.iter().map(|(k, v)| (k.as_str(), *v)).collect();
             logger.log(state.grad_step, state.env_step, &named)?;
