@@ -409,6 +409,43 @@ mod tests {
         }
     }
 
+    /// A set of tensors stepped together (its elements cut into one range per thread across the
+    /// tensors' boundaries) gives the same bits as each tensor stepped alone, target included.
+    #[test]
+    fn one_region_over_many_tensors_equals_one_step_per_tensor() {
+        let shapes: [&[i64]; 5] = [&[3, 23, 256], &[7], &[300, 211], &[1], &[50, 40]];
+        let mut rng = crate::rng::AgentRng::new(11);
+        let inits: Vec<(Tensor, Tensor)> = shapes.iter().map(|s| (rng.normal(s, Device::Cpu), rng.normal(s, Device::Cpu))).collect();
+        let (mut all, mut all_t) = (ParamSet::new(), ParamSet::new());
+        for (i, (w, t)) in inits.iter().enumerate() {
+            let _ = all.add(&format!("w{i}"), w.copy(), Device::Cpu);
+            let _ = all_t.add(&format!("w{i}"), t.copy(), Device::Cpu);
+        }
+        let mut joint = Adam::new(&all, 0.01);
+        let mut alone: Vec<(ParamSet, ParamSet, Adam)> = inits
+            .iter()
+            .map(|(w, t)| {
+                let (mut p, mut pt) = (ParamSet::new(), ParamSet::new());
+                let _ = p.add("w", w.copy(), Device::Cpu);
+                let _ = pt.add("w", t.copy(), Device::Cpu);
+                let opt = Adam::new(&p, 0.01);
+                (p, pt, opt)
+            })
+            .collect();
+        for _ in 0..3 {
+            let grads: Vec<Tensor> = shapes.iter().map(|s| rng.normal(s, Device::Cpu)).collect();
+            joint.apply_and_track(&all, &grads.iter().map(|g| g.copy()).collect::<Vec<_>>(), &all_t, 0.005);
+            for ((p, pt, opt), g) in alone.iter_mut().zip(&grads) {
+                opt.apply_and_track(p, &[g.copy()], pt, 0.005);
+            }
+        }
+        for (i, (p, pt, _)) in alone.iter().enumerate() {
+            assert!(all.named()[i].1.equal(&p.named()[0].1), "weights of tensor {i}");
+            assert!(all_t.named()[i].1.equal(&pt.named()[0].1), "target of tensor {i}");
+            assert!(!p.named()[0].1.equal(&inits[i].0), "tensor {i} moved");
+        }
+    }
+
     #[test]
     fn minimizes_a_quadratic() {
         let mut p = ParamSet::new();
