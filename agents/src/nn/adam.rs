@@ -10,6 +10,7 @@
 //! the parameters its optimizer owns.
 
 use super::ParamSet;
+use super::floats::{floats, floats_mut};
 use tch::{Kind, Tensor};
 
 /// Adam state for one [`ParamSet`].
@@ -206,13 +207,7 @@ unsafe fn cpu_elems<'a>(p: &'a Tensor, g: &'a Tensor, m: &'a Tensor, v: &'a Tens
     }
     // SAFETY: the caller's contract; each tensor was just checked to hold n contiguous floats.
     unsafe {
-        Some(Elems {
-            p: std::slice::from_raw_parts_mut(p.data_ptr() as *mut f32, n),
-            g: std::slice::from_raw_parts(g.data_ptr() as *const f32, n),
-            m: std::slice::from_raw_parts_mut(m.data_ptr() as *mut f32, n),
-            v: std::slice::from_raw_parts_mut(v.data_ptr() as *mut f32, n),
-            t: track.map(|t| std::slice::from_raw_parts_mut(t.data_ptr() as *mut f32, n)),
-        })
+        Some(Elems { p: floats_mut(p), g: floats(g), m: floats_mut(m), v: floats_mut(v), t: track.map(|t| floats_mut(t)) })
     }
 }
 

@@ -9,6 +9,7 @@
 
 use super::{polyak_update, Adam, EnsembleMlp, MlpConfig, ParamSet};
 use super::ensemble::EnsembleTape;
+use super::floats::floats;
 use crate::rng::AgentRng;
 use tch::{Device, Kind, Tensor};
 
@@ -71,7 +72,7 @@ pub(crate) fn td_target_cpu(q_next: &Tensor, next_logp: &Tensor, reward: &Tensor
         return None;
     }
     // SAFETY: a contiguous float32 CPU tensor of members × rows elements, only read here.
-    let q = unsafe { std::slice::from_raw_parts(q_next.data_ptr() as *const f32, members * rows) };
+    let q = unsafe { floats(q_next) };
     let gamma = gamma as f32;
     let y: Vec<f32> = (0..rows)
         .map(|j| {
@@ -101,7 +102,7 @@ pub(crate) fn squared_td_grad_cpu(q: &Tensor, y: &Tensor) -> Option<(Tensor, Ten
         return None;
     }
     // SAFETY: a contiguous float32 CPU tensor of members × rows elements, only read here.
-    let qs = unsafe { std::slice::from_raw_parts(q.data_ptr() as *const f32, members * rows) };
+    let qs = unsafe { floats(q) };
     let scale = (2.0 / (members * rows) as f64) as f32;
     let mut sum = 0.0f64;
     let grad: Vec<f32> = qs

@@ -12,11 +12,14 @@
 //! - [`StateNorm`]: fixed dataset state statistics (TD3+BC, BC);
 //! - `silu`: a hidden layer's bias and SiLU fused into one CPU pass, forward and backward (the
 //!   dynamics ensemble).
+//! - `floats`: the float32 view of a contiguous CPU tensor that every fused CPU pass reads and
+//!   writes through.
 
 pub mod adam;
 pub(crate) mod critic;
 pub mod ensemble;
 pub mod family;
+pub(crate) mod floats;
 pub mod gaussian;
 pub mod init;
 pub mod mlp;

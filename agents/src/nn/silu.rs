@@ -175,7 +175,7 @@ fn cut<'a>(x: &'a [f32], per: usize, groups: &[(usize, usize)]) -> Vec<&'a [f32]
 #[allow(clippy::mut_from_ref)] // a tensor handle is shared; its storage is what is written
 unsafe fn floats<'a>(t: &'a Tensor, what: &str) -> &'a mut [f32] {
     assert!(t.is_contiguous() && t.kind() == Kind::Float && t.device() == Device::Cpu, "silu: {what} must be a contiguous float32 CPU tensor");
-    std::slice::from_raw_parts_mut(t.data_ptr() as *mut f32, t.numel())
+    super::floats::floats_mut(t)
 }
 
 /// The forward pass: `z` `[E, R, W]` (the matmul output) becomes `σ`, `h` `[E, R, W]` gets

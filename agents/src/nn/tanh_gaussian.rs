@@ -10,6 +10,7 @@
 
 use super::mlp_pass::{forward_no_grad, MlpPass};
 use super::{Mlp, MlpConfig, ParamSet};
+use super::floats::{floats as slice, floats_mut as slice_mut};
 use crate::rng::AgentRng;
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
@@ -200,18 +201,6 @@ impl ActorSample {
             }
         }
     }
-}
-
-/// A mutable float32 view of a contiguous CPU tensor (the caller guarantees it is one, and
-/// that nothing else reads or writes it while the slice lives).
-#[allow(clippy::mut_from_ref)]
-unsafe fn slice_mut(t: &Tensor) -> &mut [f32] {
-    std::slice::from_raw_parts_mut(t.data_ptr() as *mut f32, t.numel())
-}
-
-/// A read-only float32 view (same contract as [`slice_mut`]).
-unsafe fn slice(t: &Tensor) -> &[f32] {
-    std::slice::from_raw_parts(t.data_ptr() as *const f32, t.numel())
 }
 
 /// The head forward, row by row: `ℓ = clamp(raw, lo, hi)`, `u = μ + e^ℓ ε`, `a = tanh u`,

@@ -13,6 +13,7 @@
 
 use super::kernels::{self, Dims, FirstLayer, Forward, GradIn, HeadForward, NormBackward, NormForward};
 use super::EnsembleMlp;
+use crate::nn::floats::{floats as slice, floats_mut as slice_mut};
 use tch::{Device, Kind, Tensor};
 
 /// What the first layer saw.
@@ -37,22 +38,6 @@ struct Hidden {
 pub struct EnsembleTape {
     input: Input,
     hidden: Vec<Hidden>,
-}
-
-/// A mutable float32 view of a contiguous CPU tensor.
-///
-/// SAFETY (for callers): `t` is contiguous float32 on the CPU, no other view of its storage is
-/// used while the slice lives, and the slice does not outlive `t`.
-#[allow(clippy::mut_from_ref)] // a tensor handle is shared; its storage is what is written
-unsafe fn slice_mut(t: &Tensor) -> &mut [f32] {
-    debug_assert!(t.is_contiguous() && t.kind() == Kind::Float && t.device() == Device::Cpu);
-    std::slice::from_raw_parts_mut(t.data_ptr() as *mut f32, t.numel())
-}
-
-/// A read-only float32 view (same contract as [`slice_mut`]).
-unsafe fn slice(t: &Tensor) -> &[f32] {
-    debug_assert!(t.is_contiguous() && t.kind() == Kind::Float && t.device() == Device::Cpu);
-    std::slice::from_raw_parts(t.data_ptr() as *const f32, t.numel())
 }
 
 fn empty(shape: &[i64]) -> Tensor {
