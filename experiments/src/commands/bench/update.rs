@@ -15,8 +15,13 @@
 //! "pytorch_updates_per_s", "max_abs_loss_diff", "gflops", "ours_updates_per_cpu_s",
 //! "pytorch_updates_per_cpu_s", "share_of_peak", "share_of_peak_cpu"}, ...], "matmul_peak_gflops": x,
 //! "matmul_peak_gflops_per_cpu_s": y, "load_average": "1m 5m 15m", "ensemble_cost_ratio": r}`
-//! (`share_of_peak` = `gflops / matmul_peak_gflops`, the share of the machine; `…_cpu` the same
-//! per CPU second of the timing thread, which other load disturbs far less at one thread); the
+//! (`share_of_peak` = `gflops / matmul_peak_gflops`, the share of libtorch's matmul peak; `…_cpu`
+//! the same per CPU second of the timing thread, which other load disturbs far less at one
+//! thread), and `"fma_peak_gflops"` with each row's `"share_of_fma_peak"`: the cores' own
+//! multiply-add ceiling on the same threads (`o2o_agents::nn::fma_peak_gflops`). On AMD CPUs
+//! with AVX-512 the matmul peak is MKL's AVX2 kernel, about half that ceiling, and our updates'
+//! AVX-512 products ([`o2o_agents::nn`]'s `gemm`) run above it; the FMA share is then the
+//! share of the machine. The
 //! per-CPU-second rates count only the timing thread's CPU time, so other load on a shared
 //! machine disturbs them far less than the wall-clock rates. `ensemble_cost_ratio` is the
 //! 10-critic / 2-critic cost of our update timed in interleaved blocks (the median over 25 pairs
@@ -428,7 +433,7 @@ pub fn run(args: UpdateArgs) -> anyhow::Result<()> {
     std::fs::write(dir.path().join("manifest.json"), serde_json::to_string(&json!({"variants": manifest}))?)?;
 
     let py_device = if device == Device::Cpu { "cpu" } else { "cuda" };
-    let (mut peak, mut peak_cpu) = (0.0f64, 0.0f64);
+    let (mut peak, mut peak_cpu, mut fma_peak) = (0.0f64, 0.0f64, 0.0f64);
     let mut ours_ups = vec![0.0f64; vs.len()];
     let mut torch_ups = vec![0.0f64; vs.len()];
     let mut ours_cpu = vec![0.0f64; vs.len()];
@@ -437,6 +442,9 @@ pub fn run(args: UpdateArgs) -> anyhow::Result<()> {
     for round in 0..args.rounds.max(1) {
         let (wall, cpu) = matmul_peak(device);
         (peak, peak_cpu) = (peak.max(wall), peak_cpu.max(cpu));
+        if device == Device::Cpu {
+            fma_peak = fma_peak.max(o2o_agents::nn::fma_peak_gflops());
+        }
         for (i, v) in vs.iter().enumerate() {
             let (wall, cpu) = time_ours(v, &batches[i], device, args.warmup, args.updates)?;
             ours_ups[i] = ours_ups[i].max(wall);
@@ -454,7 +462,7 @@ pub fn run(args: UpdateArgs) -> anyhow::Result<()> {
     }
 
     let mut results = Vec::new();
-    println!("{:<14} {:>10} {:>10} {:>7} {:>10} {:>14} {:>9} {:>10} {:>8} {:>8}", "algo", "ours up/s", "torch up/s", "ratio", "cpu ratio", "max|Δloss|", "MFLOP/up", "ours GF/s", "% peak", "% cpu pk");
+    println!("{:<14} {:>10} {:>10} {:>7} {:>10} {:>14} {:>9} {:>10} {:>8} {:>8} {:>8}", "algo", "ours up/s", "torch up/s", "ratio", "cpu ratio", "max|Δloss|", "MFLOP/up", "ours GF/s", "% peak", "% cpu pk", "% fma pk");
     for (i, ((v, ups), torch_ups)) in vs.iter().zip(&ours_ups).zip(&torch_ups).enumerate() {
         let (ups, torch_ups, metrics) = (*ups, *torch_ups, &our_losses[i]);
         // The same ratio per CPU second of each side's thread (steadier under other load).
@@ -471,8 +479,9 @@ pub fn run(args: UpdateArgs) -> anyhow::Result<()> {
         // second and per CPU second of the timing thread (the steadier one under other load;
         // at more than one thread both sides count the timing thread's CPU time only).
         let share_cpu = if peak_cpu > 0.0 { v.flops * ours_cpu[i] / 1e9 / peak_cpu } else { f64::NAN };
-        println!("{:<14} {:>10.1} {:>10.1} {:>6.2}x {:>9.2}x {:>14.2e} {:>9.1} {:>10.1} {:>7.0}% {:>7.0}%", v.name, ups, torch_ups, ups / torch_ups, cpu_ratio, diff, v.flops / 1e6, gflops, 100.0 * gflops / peak, 100.0 * share_cpu);
-        results.push(json!({"algo": v.name, "ours_updates_per_s": ups, "pytorch_updates_per_s": torch_ups, "max_abs_loss_diff": diff, "gflops": gflops, "ours_updates_per_cpu_s": ours_cpu[i], "pytorch_updates_per_cpu_s": torch_cpu[i], "share_of_peak": gflops / peak, "share_of_peak_cpu": share_cpu}));
+        let share_fma = if fma_peak > 0.0 { gflops / fma_peak } else { f64::NAN };
+        println!("{:<14} {:>10.1} {:>10.1} {:>6.2}x {:>9.2}x {:>14.2e} {:>9.1} {:>10.1} {:>7.0}% {:>7.0}% {:>7.0}%", v.name, ups, torch_ups, ups / torch_ups, cpu_ratio, diff, v.flops / 1e6, gflops, 100.0 * gflops / peak, 100.0 * share_cpu, 100.0 * share_fma);
+        results.push(json!({"algo": v.name, "ours_updates_per_s": ups, "pytorch_updates_per_s": torch_ups, "max_abs_loss_diff": diff, "gflops": gflops, "ours_updates_per_cpu_s": ours_cpu[i], "pytorch_updates_per_cpu_s": torch_cpu[i], "share_of_peak": gflops / peak, "share_of_peak_cpu": share_cpu, "share_of_fma_peak": (fma_peak > 0.0).then_some(share_fma)}));
     }
     let pos = |name: &str| vs.iter().position(|v| v.name == name);
     let rate = |r: &[f64], name: &str| pos(name).map(|i| r[i]);
@@ -488,13 +497,14 @@ pub fn run(args: UpdateArgs) -> anyhow::Result<()> {
         Some(r) => format!("{r:.2}x (median of {COST_PAIRS} interleaved pairs of blocks; best-of-rounds rates: {cost_ratio})"),
         None => cost_ratio,
     };
-    println!("matmul 1024³ f32 peak: {peak:.1} GFLOP/s ({peak_cpu:.1} per CPU second of this thread); 10-critic / 2-critic update cost (ours): {cost_ratio}; PyTorch {}", reference["torch"]);
+    let products = if o2o_agents::nn::avx512_products() { "AVX-512 (o2o's kernels)" } else { "libtorch's" };
+    println!("matmul 1024³ f32 peak: {peak:.1} GFLOP/s ({peak_cpu:.1} per CPU second of this thread); FMA peak of the cores: {fma_peak:.1} GFLOP/s; our updates' products: {products}; 10-critic / 2-critic update cost (ours): {cost_ratio}; PyTorch {}", reference["torch"]);
     let worst = results.iter().map(|r| r["max_abs_loss_diff"].as_f64().unwrap_or(f64::INFINITY)).fold(0.0, f64::max);
     if worst > 1e-5 {
         eprintln!("warning: losses differ from PyTorch by {worst:.2e} (> 1e-5)");
     }
     if args.json {
-        println!("{}", json!({"results": results, "matmul_peak_gflops": peak, "matmul_peak_gflops_per_cpu_s": peak_cpu, "load_average": load, "ensemble_cost_ratio": interleaved, "sera_overhead": sera}));
+        println!("{}", json!({"results": results, "matmul_peak_gflops": peak, "matmul_peak_gflops_per_cpu_s": peak_cpu, "fma_peak_gflops": (fma_peak > 0.0).then_some(fma_peak), "avx512_products": o2o_agents::nn::avx512_products(), "load_average": load, "ensemble_cost_ratio": interleaved, "sera_overhead": sera}));
     }
     Ok(())
 }
