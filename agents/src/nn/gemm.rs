@@ -17,7 +17,9 @@
 //! does not ask for libtorch's (`O2O_CPU_GEMM=libtorch`); elsewhere callers take their
 //! libtorch path.
 
+use super::floats::{floats, floats_mut};
 use std::sync::OnceLock;
+use tch::{Device, Kind, Tensor};
 
 /// Whether [`batched`] runs on this machine (AVX-512F, and `O2O_CPU_GEMM` is not `libtorch`).
 pub(crate) fn available() -> bool {
@@ -123,6 +125,65 @@ unsafe fn split(a: Lhs<'_>, b: Rhs<'_>, c: &mut [f32], s: Shape, threads: usize)
         // SAFETY: the caller's contract; `out` is exactly these units' outputs.
         unsafe { run_units(a, b, out, s, groups, u0, u1) }
     });
+}
+
+/// `a b` for `a` `[E, m, k]` and `b` `[E, k, n]` → `[E, m, n]`; with `pick`, `b` is a larger
+/// stack `[S, k, n]` and product `e` takes its member `pick[e]` in place. `None` (nothing done)
+/// where the kernels are not [`available`] or a factor is not a float32 CPU tensor.
+pub(crate) fn bmm(a: &Tensor, b: &Tensor, pick: Option<&[usize]>) -> Option<Tensor> {
+    let ([e, m, k], [eb, k2, n]) = (dims3(a)?, dims3(b)?);
+    assert!(k == k2 && (pick.is_some() || e == eb), "gemm::bmm: shapes [{e}, {m}, {k}] and [{eb}, {k2}, {n}]");
+    product(a, (m * k, k, 1), b, pick, Shape { members: e, m, n, k })
+}
+
+/// `aᵀ b` for `a` `[E, k, m]`, or `[k, m]` shared by every member, and `b` `[E, k, n]` →
+/// `[E, m, n]` (the weight gradient `xᵀ g`); `None` as [`bmm`].
+pub(crate) fn bmm_at(a: &Tensor, b: &Tensor) -> Option<Tensor> {
+    let [e, k, n] = dims3(b)?;
+    let (member, k2, m) = match a.size()[..] {
+        [ea, ka, ma] if ea as usize == e => ((ka * ma) as usize, ka as usize, ma as usize),
+        [ka, ma] => (0, ka as usize, ma as usize),
+        _ => panic!("gemm::bmm_at: the left factor is neither [E, k, m] nor [k, m]"),
+    };
+    assert_eq!(k, k2, "gemm::bmm_at: inner sizes differ");
+    product(a, (member, 1, m), b, None, Shape { members: e, m, n, k })
+}
+
+/// `a bᵀ` for `a` `[E, m, k]` and `b` `[E, n, k]` → `[E, m, n]` (the input gradient `g Wᵀ`),
+/// through `b` transposed member by member (the kernel's right factor has contiguous rows);
+/// `None` as [`bmm`].
+pub(crate) fn bmm_bt(a: &Tensor, b: &Tensor) -> Option<Tensor> {
+    let ([e, m, k], [eb, n, k2]) = (dims3(a)?, dims3(b)?);
+    assert!(e == eb && k == k2, "gemm::bmm_bt: shapes [{e}, {m}, {k}] and [{eb}, {n}, {k2}]");
+    let b = b.contiguous();
+    let bt = Tensor::empty([e as i64, k as i64, n as i64], (Kind::Float, Device::Cpu));
+    // SAFETY: contiguous float32 CPU tensors (checked by `dims3`), `bt` fresh; the views end here.
+    unsafe { transpose_members(floats(&b), floats_mut(&bt), e, n, k) };
+    product(a, (m * k, k, 1), &bt, None, Shape { members: e, m, n, k })
+}
+
+/// The sizes of a 3-D float32 CPU tensor, where the kernels run; else `None`.
+fn dims3(t: &Tensor) -> Option<[usize; 3]> {
+    if !available() || t.device() != Device::Cpu || t.kind() != Kind::Float {
+        return None;
+    }
+    match t.size()[..] {
+        [a, b, c] => Some([a as usize, b as usize, c as usize]),
+        _ => None,
+    }
+}
+
+/// [`batched`] on tensors: `A_e(i, p)` at `a[e·member + i·row + p·col]`, `B_e` the row-major
+/// `[k, n]` matrix `pick[e]` (or `e`) of `b`, into a fresh `[members, m, n]` tensor.
+fn product(a: &Tensor, (member, row, col): (usize, usize, usize), b: &Tensor, pick: Option<&[usize]>, s: Shape) -> Option<Tensor> {
+    if a.device() != Device::Cpu || a.kind() != Kind::Float {
+        return None;
+    }
+    let out = Tensor::empty([s.members as i64, s.m as i64, s.n as i64], (Kind::Float, Device::Cpu));
+    let (a, b) = (a.contiguous(), b.contiguous());
+    // SAFETY: contiguous float32 CPU tensors; `out` is fresh; the views end with this statement.
+    let done = unsafe { batched(Lhs { data: floats(&a), member, row, col }, Rhs { data: floats(&b), member: s.k * s.n, pick }, floats_mut(&out), s) };
+    done.then_some(out)
 }
 
 /// The bounds [`batched`] relies on.
@@ -332,7 +393,7 @@ unsafe fn avx2_chains(iters: usize) -> f32 {
 /// `out_e = w_eᵀ` for `members` matrices of `rows × cols` (`out_e` is `cols × rows`), split
 /// by members over the team: the right factor of `g Wᵀ` for [`batched`], whose `B` rows must
 /// be contiguous.
-pub(crate) fn transpose_members(w: &[f32], out: &mut [f32], members: usize, rows: usize, cols: usize) {
+fn transpose_members(w: &[f32], out: &mut [f32], members: usize, rows: usize, cols: usize) {
     let each = rows * cols;
     assert!(w.len() >= members * each && out.len() == members * each, "transpose_members: slice lengths");
     if each == 0 {

@@ -14,7 +14,7 @@
 use super::kernels::{self, Dims, FirstLayer, Forward, GradIn, HeadForward, NormBackward, NormForward};
 use super::EnsembleMlp;
 use crate::nn::floats::{floats as slice, floats_mut as slice_mut};
-use crate::nn::gemm::{self, Lhs, Rhs, Shape};
+use crate::nn::gemm;
 use tch::{Device, Kind, Tensor};
 
 /// What the first layer saw.
@@ -47,20 +47,6 @@ fn empty(shape: &[i64]) -> Tensor {
 
 fn zeros(shape: &[i64]) -> Tensor {
     Tensor::zeros(shape, (Kind::Float, Device::Cpu))
-}
-
-/// `C_e = A_e B_e` `[members, m, n]` on [`gemm`]'s AVX-512 kernels, `A_e(i, p)` read at
-/// `a[e·member + i·row + p·col]` and `B_e` the row-major `[k, n]` matrix `pick[e]` (or `e`)
-/// of `b`; `None` where the kernels do not run here (the caller takes libtorch's `bmm`).
-fn product(a: &Tensor, (member, row, col): (usize, usize, usize), b: &Tensor, pick: Option<&[usize]>, s: Shape) -> Option<Tensor> {
-    if !gemm::available() {
-        return None;
-    }
-    let out = empty(&[s.members as i64, s.m as i64, s.n as i64]);
-    let (a, b) = (a.contiguous(), b.contiguous());
-    // SAFETY: contiguous float32 CPU tensors; `out` is fresh; the slices end with this block.
-    let done = unsafe { gemm::batched(Lhs { data: slice(&a), member, row, col }, Rhs { data: slice(&b), member: s.k * s.n, pick }, slice_mut(&out), s) };
-    done.then_some(out)
 }
 
 impl EnsembleMlp {
@@ -122,7 +108,7 @@ impl EnsembleMlp {
             let mut hidden: Vec<Hidden> = Vec::with_capacity(last);
             let mut q = Tensor::new();
             for (i, layer) in self.layers.iter().enumerate().take(last) {
-                let (fan_in, width) = (layer.weight.size()[1], layer.weight.size()[2]);
+                let width = layer.weight.size()[2];
                 // The picked members' weights, copied out only where libtorch needs them.
                 let weight = match (hidden.last(), idx) {
                     (Some(_), None) => layer.weight.contiguous(),
@@ -133,12 +119,7 @@ impl EnsembleMlp {
                 // computed there too).
                 let mut first = None;
                 let (z, per_state, k) = match (&input, hidden.last()) {
-                    (_, Some(prev)) => {
-                        let (rows, kk) = (prev.h.size()[1] as usize, fan_in as usize);
-                        let s = Shape { members: e as usize, m: rows, n: width as usize, k: kk };
-                        let z = product(&prev.h, (rows * kk, kk, 1), &layer.weight, picked.as_deref(), s).unwrap_or_else(|| prev.h.bmm(&weight));
-                        (z, None, 1)
-                    }
+                    (_, Some(prev)) => (gemm::bmm(&prev.h, &layer.weight, picked.as_deref()).unwrap_or_else(|| prev.h.bmm(&weight)), None, 1),
                     (Input::Shared(x), None) => {
                         first = Some(x.contiguous());
                         (empty(&[e, x.size()[0], width]), None, 1)
@@ -410,17 +391,13 @@ impl EnsembleMlp {
                 let grad_w = if !params {
                     Tensor::new()
                 } else if i > 0 {
-                    // ∂W_e = h_eᵀ g_z,e: A_e(i, r) = h_e[r, i].
                     let h = &hidden[i - 1].h;
-                    let fan_in = h.size()[2] as usize;
-                    let s = Shape { members: e as usize, m: fan_in, n: width as usize, k: rows as usize };
-                    product(h, (rows as usize * fan_in, 1, fan_in), &gz, None, s).unwrap_or_else(|| h.transpose(1, 2).bmm(&gz))
+                    gemm::bmm_at(h, &gz).unwrap_or_else(|| h.transpose(1, 2).bmm(&gz))
                 } else {
                     match &input {
                         Input::Shared(x) => {
                             let (b, d) = (x.size()[0], x.size()[1]);
-                            let s = Shape { members: e as usize, m: d as usize, n: width as usize, k: b as usize };
-                            product(x, (0, 1, d as usize), &gz, None, s).unwrap_or_else(|| x.tr().unsqueeze(0).expand([e, d, b], false).bmm(&gz))
+                            gemm::bmm_at(x, &gz).unwrap_or_else(|| x.tr().unsqueeze(0).expand([e, d, b], false).bmm(&gz))
                         }
                         Input::Paired { obs, act } => {
                             let (b, o, a) = (obs.size()[0], obs.size()[1], act.size()[1]);
@@ -437,21 +414,7 @@ impl EnsembleMlp {
                         input_grad = Some(gz.bmm(&layer.weight.transpose(1, 2)).sum_dim_intlist(&[0i64][..], false, Kind::Float));
                     }
                 }
-                grad_h = (i > 0).then(|| {
-                    // ∂h_e = g_z,e W_eᵀ, through each member's weights transposed (the kernel's
-                    // right factor has contiguous rows).
-                    let fan_in = layer.weight.size()[1];
-                    gemm::available()
-                        .then(|| {
-                            let (w, wt) = (layer.weight.contiguous(), empty(&[e, width, fan_in]));
-                            // SAFETY: contiguous float32 CPU tensors, `wt` fresh; the slices end here.
-                            unsafe { gemm::transpose_members(slice(&w), slice_mut(&wt), e as usize, fan_in as usize, width as usize) };
-                            let s = Shape { members: e as usize, m: rows as usize, n: fan_in as usize, k: width as usize };
-                            product(&gz, ((rows * width) as usize, width as usize, 1), &wt, None, s)
-                        })
-                        .flatten()
-                        .unwrap_or_else(|| gz.bmm(&layer.weight.transpose(1, 2)))
-                });
+                grad_h = (i > 0).then(|| gemm::bmm_bt(&gz, &layer.weight).unwrap_or_else(|| gz.bmm(&layer.weight.transpose(1, 2))));
                 let mut grads = vec![grad_w, grad_bias];
                 if let Some((_, gg, gs)) = norm_grads {
                     grads.push(gg);
