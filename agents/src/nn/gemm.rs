@@ -30,7 +30,8 @@ pub(crate) fn available() -> bool {
     })
 }
 
-/// [`available`] for callers outside the crate (the bench reports which products ran).
+/// Whether the AVX-512 products run here (`available` for callers outside the crate: the bench
+/// reports which products ran).
 pub fn avx512_products() -> bool {
     available()
 }
@@ -336,7 +337,7 @@ mod avx512 {
 /// The cores' float32 multiply-add ceiling, GFLOP/s over libtorch's team (its thread count):
 /// each thread runs independent chains of fused multiply-adds on the widest vectors the CPU
 /// has (16 lanes with AVX-512F, else 8 with AVX2 and FMA; 0 on other CPUs), whichever
-/// products [`available`] chose.
+/// products this machine runs.
 /// The bench reports it beside the 1024³ matmul peak, which on AMD CPUs is MKL's AVX2 kernel.
 pub fn fma_peak_gflops() -> f64 {
     #[cfg(target_arch = "x86_64")]

@@ -14,6 +14,8 @@
 //!   dynamics ensemble).
 //! - `floats`: the float32 view of a contiguous CPU tensor that every fused CPU pass reads and
 //!   writes through.
+//! - `gemm`: batched float32 products on AVX-512 for the taped passes and the dynamics step
+//!   (libtorch's MKL runs AVX2 kernels on AMD CPUs); [`fma_peak_gflops`], the cores' FMA ceiling.
 
 pub mod adam;
 pub(crate) mod critic;
