@@ -336,9 +336,9 @@ mod avx512 {
 
 /// The cores' float32 multiply-add ceiling, GFLOP/s over libtorch's team (its thread count):
 /// each thread runs independent chains of fused multiply-adds on the widest vectors the CPU
-/// has (16 lanes with AVX-512F, else 8 with AVX2 and FMA; 0 on other CPUs), whichever
-/// products this machine runs.
-/// The bench reports it beside the 1024³ matmul peak, which on AMD CPUs is MKL's AVX2 kernel.
+/// has (16 lanes with AVX-512F, else 8 with AVX2 and FMA; 0 on other CPUs), whether or not
+/// the updates' products run on the kernels here. The bench reports it beside the 1024³ matmul
+/// peak, which on AMD CPUs is MKL's AVX2 kernel.
 pub fn fma_peak_gflops() -> f64 {
     #[cfg(target_arch = "x86_64")]
     {

@@ -109,22 +109,19 @@ impl EnsembleMlp {
             let mut q = Tensor::new();
             for (i, layer) in self.layers.iter().enumerate().take(last) {
                 let width = layer.weight.size()[2];
-                // The picked members' weights, copied out only where libtorch needs them.
-                let weight = match (hidden.last(), idx) {
-                    (Some(_), None) => layer.weight.contiguous(),
-                    (Some(_), Some(_)) if gemm::available() => Tensor::new(),
-                    _ => pick(&layer.weight).contiguous(),
-                };
                 // z = x W (the bias is added in the fused pass; a shared first layer's x W is
-                // computed there too).
+                // computed there too, from `first`: the input and the picked members' weights).
+                // The gemm kernels read picked members in place; libtorch's `bmm` needs them
+                // copied out.
                 let mut first = None;
                 let (z, per_state, k) = match (&input, hidden.last()) {
-                    (_, Some(prev)) => (gemm::bmm(&prev.h, &layer.weight, picked.as_deref()).unwrap_or_else(|| prev.h.bmm(&weight)), None, 1),
+                    (_, Some(prev)) => (gemm::bmm(&prev.h, &layer.weight, picked.as_deref()).unwrap_or_else(|| prev.h.bmm(&pick(&layer.weight))), None, 1),
                     (Input::Shared(x), None) => {
-                        first = Some(x.contiguous());
+                        first = Some((x.contiguous(), pick(&layer.weight).contiguous()));
                         (empty(&[e, x.size()[0], width]), None, 1)
                     }
                     (Input::Paired { obs, act }, None) => {
+                        let weight = pick(&layer.weight);
                         let (b, o, rows, a) = (obs.size()[0], obs.size()[1], act.size()[0], act.size()[1]);
                         let per_state = obs.unsqueeze(0).expand([e, b, o], false).bmm(&weight.narrow(1, 0, o));
                         let z = act.unsqueeze(0).expand([e, rows, a], false).bmm(&weight.narrow(1, o, a));
@@ -146,7 +143,7 @@ impl EnsembleMlp {
                     kernels::forward(Forward {
                         dims,
                         z: slice_mut(&z),
-                        first: first.as_ref().map(|x| FirstLayer { x: slice(x), weight: slice(&weight), d: x.size()[1] as usize }),
+                        first: first.as_ref().map(|(x, weight)| FirstLayer { x: slice(x), weight: slice(weight), d: x.size()[1] as usize }),
                         bias: slice(&bias),
                         per_state: per_state.as_ref().map(|p| (slice(p), k)),
                         norm: norm.as_ref().map(|(g, s, st, out)| NormForward { gain: slice(g), shift: slice(s), stats: slice_mut(st), out: slice_mut(out) }),
