@@ -14,8 +14,12 @@
 //!
 //! **What it computes** (the k-NN estimator of VCSE, Kim et al. NeurIPS 2023, which SERA
 //! adapts by conditioning on Q̂(s, a) instead of V(s); `shared/reference/algorithms-next.md` §3):
-//! for the batch's N states s_i (optionally standardized) and q_i = Q̂(s_i, a_i) (the critic's
-//! ensemble reduced by `min` or `mean`, no gradient):
+//! for the batch's N states s_i and q_i = Q̂(s_i, a_i) (the critic's ensemble reduced by `min`
+//! or `mean`, no gradient), both scaled first as VCSE's code scales them (`VCSE_SAC/agent/sac.py`):
+//! q standardized over the neighbour set (a fresh LayerNorm without affine: mean 0, variance 1,
+//! ε = 1e-5) and the states divided by their dimension d_s. Without that scaling, Q̂'s spread of
+//! O(100) on locomotion dominates every distance and tanh(r_int) ≈ 0.97 on every state: a
+//! constant alive bonus, not a novelty signal (fidelity-audit-2 E8).
 //!
 //! - D_ij = max(‖s_i − s_j‖₂, |q_i − q_j|)                         (joint distance)
 //! - ε_i = the k-th smallest D_ij over j, self (D_ii = 0) counted
@@ -25,12 +29,17 @@
 //!   literally)
 //! - r ← r + λ · tanh(r_int)                                         (Eq. 1; `normalization`)
 //!
+//! The bonus goes on the online rows of a batch (`bonus_rows = "online"`, the paper's "during
+//! online fine-tuning"); offline rows of a mixed batch keep their rewards, so Cal-QL's floor
+//! max(Q, G), whose G is the env's return on those rows, stays consistent with what they learn.
+//!
 //! The paper's ambiguities and the choice made for each are the config's fields below and are
 //! listed in `docs/agents.md` (section SERA).
 
 use crate::{Agent, AgentError, Metrics};
 use o2o_datasets::TransitionBatch;
 use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use tch::{Kind, Tensor};
 
 /// The small constant inside the KSG logarithm, log(2ε + 1e-5), as in VCSE's code: a finite
@@ -72,12 +81,46 @@ pub enum Neighbours {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum StateScaling {
+    /// s / d_s, VCSE's `obs / obs.shape[-1]` (the default).
+    Dimension,
     /// Raw observations (the paper does not mention scaling).
     None,
     /// (s − μ) / σ per dimension, μ and σ of the offline dataset's observations (so a joint
     /// angle and a velocity count alike).
     Dataset,
 }
+
+/// How Q̂ is scaled before distances are taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum QScaling {
+    /// (q − mean) / √(var + 1e-5) over the neighbour set, the biased variance: VCSE's fresh
+    /// `LayerNorm` over the batch's Q (no affine). The default.
+    BatchStandardize,
+    /// Raw Q̂ (o2o before fidelity-audit-2 E8).
+    None,
+}
+
+/// Which rows of a batch get the bonus.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BonusRows {
+    /// Rows drawn from the online buffer only (a batch's `is_offline` flag 0; every row of a
+    /// batch that has no flags). The default: the paper adds the bonus during online fine-tuning.
+    Online,
+    /// Every row, offline rows of a mixed batch included.
+    All,
+}
+
+/// The ε of VCSE's LayerNorm: q̃ = (q − mean) / √(var + 1e-5).
+pub const Q_SCALING_EPS: f64 = 1e-5;
+
+/// Below this per-batch standard deviation of tanh(r_int) the bonus is close to a constant
+/// (fidelity-audit-2 E8 measured ≈ 0.97 ± small on raw hopper values).
+pub const CONSTANT_BONUS_STD: f64 = 0.05;
+
+/// Consecutive batches with a spread below [`CONSTANT_BONUS_STD`] before the runner warns.
+pub const CONSTANT_BONUS_PATIENCE: usize = 1000;
 
 /// The form of the distance term of r_int.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -108,8 +151,12 @@ pub struct SeraConfig {
     pub neighbours: Neighbours,
     /// Online transitions added to the neighbour set with `neighbours = "online-sample"`.
     pub neighbour_samples: usize,
-    /// `none` or `dataset`.
+    /// `dimension` (s / d_s, VCSE), `none` or `dataset`.
     pub state_scaling: StateScaling,
+    /// `batch-standardize` (VCSE) or `none`.
+    pub q_scaling: QScaling,
+    /// `online` (rows from the online buffer) or `all`.
+    pub bonus_rows: BonusRows,
     /// `ksg` or `log2-max`.
     pub log_form: LogForm,
 }
@@ -124,7 +171,9 @@ impl Default for SeraConfig {
             normalization: Normalization::Tanh,
             neighbours: Neighbours::Batch,
             neighbour_samples: 4096,
-            state_scaling: StateScaling::None,
+            state_scaling: StateScaling::Dimension,
+            q_scaling: QScaling::BatchStandardize,
+            bonus_rows: BonusRows::Online,
             log_form: LogForm::Ksg,
         }
     }
@@ -235,6 +284,10 @@ pub struct Sera {
     cfg: SeraConfig,
     /// μ and σ (`[d]`) for `state_scaling = "dataset"`.
     scaling: Option<(Tensor, Tensor)>,
+    /// Consecutive batches whose tanh(r_int) spread was below [`CONSTANT_BONUS_STD`].
+    flat_batches: AtomicUsize,
+    /// The constant-bonus warning has been handed out.
+    warned: AtomicBool,
 }
 
 impl Sera {
@@ -242,7 +295,7 @@ impl Sera {
     /// required then; it is ignored otherwise.
     pub fn new(cfg: SeraConfig, dataset_obs: Option<&Tensor>) -> Result<Self, AgentError> {
         let scaling = match cfg.state_scaling {
-            StateScaling::None => None,
+            StateScaling::None | StateScaling::Dimension => None,
             StateScaling::Dataset => {
                 let obs = dataset_obs.ok_or_else(|| AgentError::Config("key `sera.state_scaling`: \"dataset\" needs the run's offline dataset ([dataset]), and this run has none; use \"none\"".into()))?;
                 let obs = obs.to_kind(Kind::Float);
@@ -253,7 +306,7 @@ impl Sera {
                 Some((mean, std))
             }
         };
-        Ok(Self { cfg, scaling })
+        Ok(Self { cfg, scaling, flat_batches: AtomicUsize::new(0), warned: AtomicBool::new(false) })
     }
 
     /// The config.
@@ -269,11 +322,42 @@ impl Sera {
         }
     }
 
+    /// States as the distances see them: `[B, d]`.
     fn scaled(&self, obs: &Tensor) -> Tensor {
-        match &self.scaling {
-            Some((mean, std)) => (obs - mean.to_device(obs.device())) / std.to_device(obs.device()),
-            None => obs.shallow_clone(),
+        match (&self.scaling, self.cfg.state_scaling) {
+            (Some((mean, std)), _) => (obs - mean.to_device(obs.device())) / std.to_device(obs.device()),
+            (None, StateScaling::Dimension) => obs / obs.size()[1] as f64,
+            (None, _) => obs.shallow_clone(),
         }
+    }
+
+    /// `q` `[N]` and the neighbours' `ref_q` `[M]` as the distances see them: with
+    /// `q_scaling = "batch-standardize"` both standardized by the mean and biased variance of
+    /// `ref_q` (the neighbour set, which holds the batch), VCSE's LayerNorm.
+    pub fn scaled_q(&self, q: &Tensor, ref_q: &Tensor) -> (Tensor, Tensor) {
+        match self.cfg.q_scaling {
+            QScaling::None => (q.shallow_clone(), ref_q.shallow_clone()),
+            QScaling::BatchStandardize => {
+                let r = ref_q.to_kind(Kind::Double);
+                let mean = r.mean(Kind::Double);
+                let scale = (r.var(false) + Q_SCALING_EPS).sqrt();
+                let z = |t: &Tensor| ((t.to_kind(Kind::Double) - &mean) / &scale).to_kind(q.kind());
+                (z(q), z(ref_q))
+            }
+        }
+    }
+
+    /// The warning to print once when the bonus has stayed nearly constant: a per-batch
+    /// standard deviation of tanh(r_int) below [`CONSTANT_BONUS_STD`] for
+    /// [`CONSTANT_BONUS_PATIENCE`] batches in a row. `Some` at most once per `Sera`.
+    pub fn take_warning(&self) -> Option<String> {
+        if self.flat_batches.load(Ordering::Relaxed) < CONSTANT_BONUS_PATIENCE || self.warned.swap(true, Ordering::Relaxed) {
+            return None;
+        }
+        Some(format!(
+            "[sera]: the bonus has been nearly constant for {CONSTANT_BONUS_PATIENCE} batches in a row (per-batch std of tanh(r_int) < {CONSTANT_BONUS_STD}, see train/sera/bonus_spread): on a terminating task it acts as an alive bonus, not a novelty signal; check sera.q_scaling and sera.state_scaling (q_scaling = {:?}, state_scaling = {:?})",
+            self.cfg.q_scaling, self.cfg.state_scaling
+        ))
     }
 
     /// The extra neighbours of `neighbours = "online-sample"`: `extra`'s scaled states and their
@@ -283,29 +367,60 @@ impl Sera {
         Ok(Neighbourhood { states: self.scaled(&extra.obs), q: self.reduce(&q) })
     }
 
-    /// The bonus λ·tanh(r_int) `[B]` for `batch`, given its critic values `q` `[E, B]`, the
-    /// neighbours searched in the batch plus `extra`; and `train/sera/r_int_mean`,
-    /// `train/sera/r_int_std` and `train/sera/bonus_share` (Σ|bonus| / (Σ|r| + Σ|bonus|)).
-    pub fn bonus(&self, q: &Tensor, batch: &TransitionBatch, extra: Option<&Neighbourhood>) -> (Tensor, Metrics) {
-        let q = self.reduce(q);
+    /// r_int `[B]` for `batch`'s states and reduced values `q` `[B]`, the neighbours searched in
+    /// the batch plus `extra`, both scaled per `state_scaling` and `q_scaling`.
+    pub fn r_int(&self, q: &Tensor, batch: &TransitionBatch, extra: Option<&Neighbourhood>) -> Tensor {
         let states = self.scaled(&batch.obs);
         let (ref_states, ref_q) = match extra {
-            Some(e) => (Tensor::cat(&[&states, &e.states.to_device(states.device())], 0), Tensor::cat(&[&q, &e.q.to_device(q.device())], 0)),
+            Some(e) => (Tensor::cat(&[&states, &e.states.to_device(states.device())], 0), Tensor::cat(&[q, &e.q.to_device(q.device())], 0)),
             None => (states.shallow_clone(), q.shallow_clone()),
         };
-        let r_int = intrinsic_reward(&states, &q, &ref_states, &ref_q, self.cfg.k, self.cfg.log_form).reward;
+        let (q, ref_q) = self.scaled_q(q, &ref_q);
+        intrinsic_reward(&states, &q, &ref_states, &ref_q, self.cfg.k, self.cfg.log_form).reward
+    }
+
+    /// The bonus λ·tanh(r_int) `[B]` for `batch`, given its critic values `q` `[E, B]`, the
+    /// neighbours searched in the batch plus `extra`, zero on offline rows under
+    /// `bonus_rows = "online"`; and the statistics `train/sera/r_int_mean`, `train/sera/r_int_std`,
+    /// `train/sera/bonus_spread` (the std of tanh(r_int) over the rows that get the bonus: near 0
+    /// means a constant bonus) and `train/sera/bonus_share` (Σ|bonus| / (Σ|r| + Σ|bonus|)).
+    pub fn bonus(&self, q: &Tensor, batch: &TransitionBatch, extra: Option<&Neighbourhood>) -> (Tensor, Metrics) {
+        let r_int = self.r_int(&self.reduce(q), batch, extra);
         let normalized = match self.cfg.normalization {
             Normalization::Tanh => r_int.tanh(),
             Normalization::None => r_int.shallow_clone(),
         };
-        let bonus = normalized * self.cfg.lambda;
+        // 1 on the rows that get the bonus.
+        let online = match (self.cfg.bonus_rows, &batch.is_offline) {
+            (BonusRows::Online, Some(flags)) => Some(1.0 - flags.to_device(r_int.device()).to_kind(normalized.kind())),
+            _ => None,
+        };
+        let bonus = match &online {
+            Some(mask) => &normalized * mask * self.cfg.lambda,
+            None => &normalized * self.cfg.lambda,
+        };
+        let receiving = match &online {
+            Some(mask) => normalized.masked_select(&mask.gt(0.5)),
+            None => normalized.shallow_clone(),
+        };
+        let spread = if receiving.size()[0] > 1 { receiving.to_kind(Kind::Double).std(false).double_value(&[]) } else { f64::NAN };
+        if spread.is_finite() {
+            if spread < CONSTANT_BONUS_STD {
+                self.flat_batches.fetch_add(1, Ordering::Relaxed);
+            } else {
+                self.flat_batches.store(0, Ordering::Relaxed);
+            }
+        }
         let (ext, added) = (batch.reward.abs().sum(Kind::Double).double_value(&[]), bonus.abs().sum(Kind::Double).double_value(&[]));
         let share = if ext + added > 0.0 { added / (ext + added) } else { 0.0 };
-        let stats = vec![
+        let mut stats = vec![
             ("train/sera/r_int_mean", r_int.mean(Kind::Double).double_value(&[])),
             ("train/sera/r_int_std", if r_int.size()[0] > 1 { r_int.std(false).double_value(&[]) } else { 0.0 }),
             ("train/sera/bonus_share", share),
         ];
+        if spread.is_finite() {
+            stats.push(("train/sera/bonus_spread", spread));
+        }
         (bonus, stats)
     }
 
@@ -527,6 +642,101 @@ mod tests {
         }
     }
 
+    fn batch_of(obs: Tensor, is_offline: Option<Tensor>) -> TransitionBatch {
+        let n = obs.size()[0];
+        let z = || Tensor::zeros([n], (Kind::Float, Device::Cpu));
+        TransitionBatch { action: Tensor::zeros([n, 1], (Kind::Float, Device::Cpu)), reward: z(), next_obs: obs.shallow_clone(), terminal: z(), obs, mc_return: None, is_offline }
+    }
+
+    fn spread(v: &Tensor) -> f64 {
+        v.to_kind(Kind::Double).std(false).double_value(&[])
+    }
+
+    /// fidelity-audit-2 E8: with raw values, a Q̂ spread 100× the state spread fills every
+    /// joint distance, and tanh(r_int) is the same ≈ 1 on every row (an alive bonus). VCSE's
+    /// scaling (the defaults) gives a bonus that varies across rows.
+    #[test]
+    fn a_q_spread_100x_the_state_spread_still_gives_a_varying_bonus() {
+        let mut rng = crate::rng::AgentRng::new(21);
+        let (n, d) = (256, 11);
+        let obs = rng.normal(&[n, d], Device::Cpu);
+        let q = (rng.normal(&[n], Device::Cpu) * 100.0 + 300.0).unsqueeze(0);
+        let batch = batch_of(obs, None);
+        let faithful = Sera::new(SeraConfig { enabled: true, ..SeraConfig::default() }, None).unwrap();
+        let raw = Sera::new(SeraConfig { enabled: true, q_scaling: QScaling::None, state_scaling: StateScaling::None, ..SeraConfig::default() }, None).unwrap();
+        let (b_faithful, stats) = faithful.bonus(&q, &batch, None);
+        let (b_raw, _) = raw.bonus(&q, &batch, None);
+        let (s_faithful, s_raw) = (spread(&b_faithful), spread(&b_raw));
+        assert!(s_raw < CONSTANT_BONUS_STD, "raw values: the bonus should be nearly constant, std {s_raw}");
+        assert!(b_raw.mean(Kind::Double).double_value(&[]) > 0.9, "raw values: tanh(r_int) ≈ 1");
+        assert!(s_faithful > CONSTANT_BONUS_STD, "scaled values: the bonus should vary across rows (not be flagged constant), std {s_faithful}");
+        let logged = stats.iter().find(|(k, _)| *k == "train/sera/bonus_spread").unwrap().1;
+        assert!((logged - s_faithful).abs() < 1e-6, "logged spread {logged} vs {s_faithful} (λ = 1)");
+    }
+
+    /// The scaled estimator against a hand computation. States [0, 0], [2, 0], [6, 0] (d_s = 2,
+    /// so s / d_s puts them at 0, 1, 3 on the first axis) and Q̂ = 0, 10, 30, standardized to
+    /// q̃ = (q − 40/3) / √(1400/9 + 1e-5) ≈ −1.06904, −0.26726, 1.33631. With k = 2:
+    /// row 0: D = [0, max(1, .80178), max(3, 2.40535)] → ε = 1, |Δq̃| < 1 for itself and row 1 → n_v = 2;
+    /// row 1: D = [1, 0, max(2, 1.60357)] → ε = 1, n_v = 2 (itself, row 0);
+    /// row 2: D = [3, 2, 0] → ε = 2, n_v = 2 (itself, row 1).
+    /// r_int = ψ(3)/2 + log(2ε + 1e-5).
+    #[test]
+    fn the_scaled_estimator_equals_a_hand_computation() {
+        let obs = t(&[&[0.0, 0.0], &[2.0, 0.0], &[6.0, 0.0]]);
+        let q = Tensor::from_slice(&[0.0f32, 10.0, 30.0]).unsqueeze(0);
+        let sera = Sera::new(SeraConfig { enabled: true, k: 2, ..SeraConfig::default() }, None).unwrap();
+        let (qs, _) = sera.scaled_q(&q.squeeze_dim(0), &q.squeeze_dim(0));
+        let scale = (1400.0f64 / 9.0 + 1e-5).sqrt();
+        for (i, raw) in [0.0f64, 10.0, 30.0].iter().enumerate() {
+            let want = (raw - 40.0 / 3.0) / scale;
+            assert!((qs.double_value(&[i as i64]) - want).abs() < 1e-6, "q̃[{i}] = {} vs {want}", qs.double_value(&[i as i64]));
+        }
+        let psi3 = 1.5 - 0.577_215_664_9;
+        let want = [psi3 / 2.0 + (2.0f64 + 1e-5).ln(), psi3 / 2.0 + (2.0f64 + 1e-5).ln(), psi3 / 2.0 + (4.0f64 + 1e-5).ln()];
+        let (bonus, _) = sera.bonus(&q, &batch_of(obs.shallow_clone(), None), None);
+        let r = sera.r_int(&q.squeeze_dim(0), &batch_of(obs, None), None);
+        for i in 0..3 {
+            assert!((r.double_value(&[i]) - want[i as usize]).abs() < 1e-5, "r_int[{i}] = {} vs {}", r.double_value(&[i]), want[i as usize]);
+            assert!((bonus.double_value(&[i]) - want[i as usize].tanh()).abs() < 1e-5);
+        }
+    }
+
+    /// `bonus_rows = "online"` (the default) leaves offline rows' rewards alone; `"all"` does not.
+    #[test]
+    fn offline_rows_get_no_bonus_by_default() {
+        let mut rng = crate::rng::AgentRng::new(4);
+        let obs = rng.normal(&[64, 3], Device::Cpu);
+        let q = rng.normal(&[2, 64], Device::Cpu);
+        let flags = Tensor::cat(&[Tensor::ones([32], (Kind::Float, Device::Cpu)), Tensor::zeros([32], (Kind::Float, Device::Cpu))], 0);
+        let batch = batch_of(obs, Some(flags));
+        let online = Sera::new(SeraConfig { enabled: true, k: 5, ..SeraConfig::default() }, None).unwrap();
+        let all = Sera::new(SeraConfig { enabled: true, k: 5, bonus_rows: BonusRows::All, ..SeraConfig::default() }, None).unwrap();
+        let (b_online, _) = online.bonus(&q, &batch, None);
+        let (b_all, _) = all.bonus(&q, &batch, None);
+        assert_eq!(b_online.narrow(0, 0, 32).abs().max().double_value(&[]), 0.0, "offline rows got a bonus");
+        assert!(b_online.narrow(0, 32, 32).ne_tensor(&b_all.narrow(0, 32, 32)).sum(Kind::Int64).int64_value(&[]) == 0, "online rows: the same bonus either way");
+        assert!(b_all.narrow(0, 0, 32).abs().max().double_value(&[]) > 0.0);
+    }
+
+    /// The warning comes once, after the patience, and a varying batch resets the count.
+    #[test]
+    fn a_constant_bonus_is_warned_about_once() {
+        let obs = Tensor::zeros([16, 2], (Kind::Float, Device::Cpu));
+        let q = Tensor::zeros([1, 16], (Kind::Float, Device::Cpu));
+        let sera = Sera::new(SeraConfig { enabled: true, k: 3, ..SeraConfig::default() }, None).unwrap();
+        let batch = batch_of(obs, None);
+        for _ in 0..CONSTANT_BONUS_PATIENCE - 1 {
+            sera.bonus(&q, &batch, None);
+        }
+        assert!(sera.take_warning().is_none());
+        sera.bonus(&q, &batch, None);
+        let w = sera.take_warning().expect("a warning after the patience");
+        assert!(w.contains("q_scaling") && w.contains("bonus_spread"), "{w}");
+        sera.bonus(&q, &batch, None);
+        assert!(sera.take_warning().is_none(), "warned twice");
+    }
+
     #[test]
     fn bad_settings_are_rejected_naming_the_key() {
         let err = |c: SeraConfig| c.validate(256).unwrap_err().to_string();
@@ -538,6 +748,10 @@ mod tests {
         assert!(toml_err.contains("normalisation"), "{toml_err}");
         let parsed: SeraConfig = toml::from_str("enabled = true\nlog_form = \"log2-max\"\nneighbours = \"online-sample\"\nq_reduction = \"mean\"").unwrap();
         assert_eq!((parsed.log_form, parsed.neighbours, parsed.q_reduction), (LogForm::Log2Max, Neighbours::OnlineSample, QReduction::Mean));
+        let parsed: SeraConfig = toml::from_str("q_scaling = \"none\"\nstate_scaling = \"none\"\nbonus_rows = \"all\"").unwrap();
+        assert_eq!((parsed.q_scaling, parsed.state_scaling, parsed.bonus_rows), (QScaling::None, StateScaling::None, BonusRows::All));
+        let d = SeraConfig::default();
+        assert_eq!((d.q_scaling, d.state_scaling, d.bonus_rows), (QScaling::BatchStandardize, StateScaling::Dimension, BonusRows::Online), "VCSE's scaling and online rows are the defaults");
     }
 }
 

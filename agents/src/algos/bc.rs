@@ -1,9 +1,11 @@
 //! Behaviour cloning: a deterministic policy regressed onto the dataset's actions, the simplest
 //! baseline ImagineBench compares (its d3rlpy `BC`: a deterministic MLP, mean squared error).
 //!
-//! One `update(batch)`: `L_BC = E[ ‖π(s̃) − a‖² ]`, π(s̃) = tanh(MLP(s̃)), s̃ the state
-//! normalized with the offline data's statistics ([`crate::nn::StateNorm`], on by default as in
-//! TD3+BC, whose data pipeline ImagineBench shares); one Adam step. The deterministic action is
+//! One `update(batch)`: `L_BC = E[ ‖π(s̃) − a‖² ]`, π(s̃) = tanh(MLP(s̃)), s̃ the state,
+//! normalized with the offline data's statistics ([`crate::nn::StateNorm`]) when
+//! `normalize_states` (on by default, TD3+BC's pipeline); one Adam step. ImagineBench itself does
+//! *not* normalize: it trains d3rlpy's BC with no observation scaler, a 2×256 tanh encoder and
+//! batch 100, and its presets (`bc-imaginebench-*`) reproduce that (fidelity-audit-2 E14). The deterministic action is
 //! π(s̃); a stochastic action adds N(0, `explore_std`²) and clips to [−1, 1] (for online use).
 //! Deviation: the tanh output keeps actions inside the box (d3rlpy's BC head is tanh too).
 

@@ -33,16 +33,28 @@
 //! `fixed_beta = b` turns the balance model off: β = b everywhere, offline and online (the
 //! ablation's "CQL with one fixed β").
 //!
+//! The balance model's output layer starts as the official one (`balance_head_init =
+//! "variance-scaling"`: flax `variance_scaling(1e-2, fan_in, uniform)`, zero bias), so β starts
+//! at the middle of its range on every state.
+//!
+//! **Why β saturates.** L_u = α log π − β·Q makes β an inverse temperature: a larger β gives a
+//! greedier π_u and a larger Q(s, π_u(s, β)), so the balance loss −Q has a positive gradient in β
+//! almost everywhere and β climbs to the top of its range. That is the official objective
+//! (fidelity-audit-2 E7); the run logs dQ/dβ at the chosen β (`diag/…/dq_dbeta_mean`,
+//! `dq_dbeta_positive`) so a saturated β is explained in the run itself. `balance_entropy = true`
+//! adds FamO2O-IQL's balance temperature (`L_b = E[α_b log π_b(u|s) − min_j Q_j]`, α_b learned
+//! towards `balance_target_entropy` = −0.5): **a deviation** from the official FamO2O-CQL, opt-in.
+//!
 //! Deviations: the critic loss is the mean over the two heads (the reference sums them, a
 //! constant factor Adam does not see); the temperature loss is SAC's `−α (log π + H̄)`, as in
-//! [`super::cql`], not JaxCQL's `−log α (log π + H̄)`; weights start orthogonal (JaxCQL: Flax's
-//! defaults, the Q head at variance scale 1e-2).
+//! [`super::cql`], not JaxCQL's `−log α (log π + H̄)`; hidden weights start orthogonal (JaxCQL:
+//! Flax's defaults, the Q head at variance scale 1e-2).
 
 use super::cql::{conservative_gap, SampledActions, SampledQ};
 use crate::checkpoint::{load_agent, save_agent};
 use crate::nn::critic::{critic_and_target, critic_values, state_action};
-use crate::nn::family::{beta_scatters, beta_stats};
-use crate::nn::{polyak_update, Adam, BalanceModel, BetaEncoding, BetaMap, BetaRange, Conditioned, EnsembleMlp, MlpConfig, ParamSet, TanhGaussianActor, TanhGaussianConfig, Temperature, TemperatureForm};
+use crate::nn::family::{beta_scatters, beta_stats, dq_dbeta};
+use crate::nn::{polyak_update, Adam, BalanceHeadInit, BalanceModel, BetaEncoding, BetaMap, BetaRange, Conditioned, EnsembleMlp, MlpConfig, ParamSet, TanhGaussianActor, TanhGaussianConfig, Temperature, TemperatureForm};
 use crate::rng::AgentRng;
 use crate::{Agent, AgentError, DeterministicPolicy, Metrics, Phase, Scatter};
 use o2o_datasets::TransitionBatch;
@@ -100,6 +112,18 @@ pub struct Famo2oCqlConfig {
     pub cql_n_actions: i64,
     /// Temperature T of the logsumexp.
     pub cql_temperature: f64,
+    /// How the balance model's output layer starts: `variance-scaling` (the official head, the
+    /// default) or `orthogonal`.
+    pub balance_head_init: BalanceHeadInit,
+    /// Add FamO2O-IQL's entropy term to the balance loss, with a learned temperature α_b
+    /// (a deviation from the official FamO2O-CQL, whose balance loss is −Q alone; off by default).
+    pub balance_entropy: bool,
+    /// H̄_b, the balance model's target entropy with `balance_entropy` (FamO2O-IQL: −0.5).
+    pub balance_target_entropy: f64,
+    /// α_b's learning rate with `balance_entropy`.
+    pub balance_temperature_lr: f64,
+    /// α_b's initial value with `balance_entropy`.
+    pub balance_init_temperature: f64,
 }
 
 impl Default for Famo2oCqlConfig {
@@ -126,6 +150,11 @@ impl Default for Famo2oCqlConfig {
             cql_alpha: 1.0,
             cql_n_actions: 10,
             cql_temperature: 1.0,
+            balance_head_init: BalanceHeadInit::VarianceScaling,
+            balance_entropy: false,
+            balance_target_entropy: -0.5,
+            balance_temperature_lr: 3e-4,
+            balance_init_temperature: 1.0,
         }
     }
 }
@@ -148,6 +177,9 @@ impl Famo2oCqlConfig {
         }
         if self.init_temperature <= 0.0 {
             return bad(format!("famo2o-cql.init_temperature must be > 0, found {}", self.init_temperature));
+        }
+        if self.balance_entropy && (self.balance_init_temperature <= 0.0 || self.balance_temperature_lr <= 0.0) {
+            return bad(format!("famo2o-cql.balance_init_temperature and famo2o-cql.balance_temperature_lr must be > 0 with balance_entropy, found {} and {}", self.balance_init_temperature, self.balance_temperature_lr));
         }
         if self.cql_alpha < 0.0 || self.cql_n_actions < 1 || self.cql_temperature <= 0.0 {
             return bad(format!("famo2o-cql.cql_alpha must be ≥ 0, cql_n_actions ≥ 1 and cql_temperature > 0, found {}, {} and {}", self.cql_alpha, self.cql_n_actions, self.cql_temperature));
@@ -176,20 +208,26 @@ struct Modules {
     temperature: Temperature,
     temperature_params: ParamSet,
     temperature_opt: Adam,
+    /// α_b, its parameters and optimizer (`balance_entropy` only).
+    balance_temperature: Option<(Temperature, ParamSet, Adam)>,
 }
 
 impl Modules {
-    fn sets(&self) -> [&ParamSet; 5] {
-        [&self.actor_params, &self.balance_params, &self.critic_params, &self.target_params, &self.temperature_params]
+    fn sets(&self) -> Vec<&ParamSet> {
+        let mut v = vec![&self.actor_params, &self.balance_params, &self.critic_params, &self.target_params, &self.temperature_params];
+        v.extend(self.balance_temperature.as_ref().map(|(_, p, _)| p));
+        v
     }
 
-    fn optimizers(&self) -> [(&'static str, &Adam, &ParamSet); 4] {
-        [
+    fn optimizers(&self) -> Vec<(&'static str, &Adam, &ParamSet)> {
+        let mut v = vec![
             ("actor_opt", &self.actor_opt, &self.actor_params),
             ("balance_opt", &self.balance_opt, &self.balance_params),
             ("critic_opt", &self.critic_opt, &self.critic_params),
             ("temperature_opt", &self.temperature_opt, &self.temperature_params),
-        ]
+        ];
+        v.extend(self.balance_temperature.as_ref().map(|(_, p, o)| ("balance_temperature_opt", o, p)));
+        v
     }
 }
 
@@ -198,6 +236,8 @@ pub(crate) struct Losses {
     universal: Tensor,
     /// `None` with `fixed_beta`.
     balance: Option<Tensor>,
+    /// α_b's loss (`balance_entropy`).
+    balance_temperature: Option<Tensor>,
     temperature: Tensor,
     critic: Tensor,
     logs: Vec<(&'static str, Tensor)>,
@@ -239,11 +279,18 @@ impl Famo2oCql {
         let mut actor_params = ParamSet::new();
         let actor = Conditioned::new(obs_dim, cfg.encoding, |d| TanhGaussianActor::new(&mut actor_params, "actor", d, act_dim, &cfg.actor, &mut rng, device));
         let mut balance_params = ParamSet::new();
-        let balance = BalanceModel::new(&mut balance_params, "balance", obs_dim, &cfg.balance, cfg.range(), &mut rng, device);
+        let balance = BalanceModel::new(&mut balance_params, "balance", obs_dim, &cfg.balance, cfg.range(), cfg.balance_head_init, &mut rng, device);
         let (critic, critic_params, target, target_params) = critic_and_target(cfg.num_critics, obs_dim + act_dim, &cfg.critic, &mut rng, device);
         let mut temperature_params = ParamSet::new();
         let temperature = Temperature::new(&mut temperature_params, "temperature", cfg.init_temperature, TemperatureForm::LogAlpha, device);
+        let balance_temperature = cfg.balance_entropy.then(|| {
+            let mut p = ParamSet::new();
+            let t = Temperature::new(&mut p, "balance_temperature", cfg.balance_init_temperature, TemperatureForm::LogAlpha, device);
+            let opt = Adam::new(&p, cfg.balance_temperature_lr);
+            (t, p, opt)
+        });
         let m = Modules {
+            balance_temperature,
             actor_opt: Adam::new(&actor_params, cfg.actor_lr),
             balance_opt: Adam::new(&balance_params, cfg.balance_lr),
             critic_opt: Adam::new(&critic_params, cfg.critic_lr),
@@ -291,7 +338,10 @@ impl Famo2oCql {
     fn load_impl(&mut self, path: &Path, parts: Option<&[&str]>) -> Result<(), AgentError> {
         let live = self.named_tensors();
         let m = &mut self.m;
-        let mut opts: [(&str, &mut Adam); 4] = [("actor_opt", &mut m.actor_opt), ("balance_opt", &mut m.balance_opt), ("critic_opt", &mut m.critic_opt), ("temperature_opt", &mut m.temperature_opt)];
+        let mut opts: Vec<(&str, &mut Adam)> = vec![("actor_opt", &mut m.actor_opt), ("balance_opt", &mut m.balance_opt), ("critic_opt", &mut m.critic_opt), ("temperature_opt", &mut m.temperature_opt)];
+        if let Some((_, _, o)) = m.balance_temperature.as_mut() {
+            opts.push(("balance_temperature_opt", o));
+        }
         if let Some(meta) = load_agent(path, "famo2o-cql", &live, &mut opts, parts)? {
             self.step = meta.step;
             self.rng = meta.rng;
@@ -321,9 +371,13 @@ impl Famo2oCql {
         (alpha * log_prob - beta.detach() * q).mean(Kind::Float)
     }
 
-    /// L_b = −E[min_j Q_j(s, ã_b)], ã_b ~ π_u(·|s, e(β_b(s))).
-    fn balance_loss(q_b: &Tensor) -> Tensor {
-        -q_b.mean(Kind::Float)
+    /// L_b = −E[min_j Q_j(s, ã_b)], ã_b ~ π_u(·|s, e(β_b(s))); with `balance_entropy`,
+    /// L_b = E[α_b log π_b(u|s) − min_j Q_j(s, ã_b)] (FamO2O-IQL's form; a deviation here).
+    fn balance_loss(&self, q_b: &Tensor, log_prob_b: &Tensor) -> Tensor {
+        match &self.m.balance_temperature {
+            Some((t, ..)) => (t.alpha().detach() * log_prob_b - q_b).mean(Kind::Float),
+            None => -q_b.mean(Kind::Float),
+        }
     }
 
     /// The TD target `y = r + γ (1 − d) min_j Q̄_j(s', a')`, `a' ~ π_u(·|s', e(β_b(s)))`, no
@@ -356,11 +410,12 @@ impl Famo2oCql {
         let n = b.obs.size()[0];
         let alpha = self.m.temperature.alpha().detach();
         // β_b(s) ~ π_b(·|s), reparameterized (or the fixed β).
-        let beta_b = match self.cfg.fixed_beta {
-            Some(v) => Tensor::full([n], v, (Kind::Float, self.device)),
+        let (beta_b, log_prob_b) = match self.cfg.fixed_beta {
+            Some(v) => (Tensor::full([n], v, (Kind::Float, self.device)), None),
             None => {
                 let eps = self.rng.normal(&[n, 1], self.device);
-                self.m.balance.sample(&b.obs, &eps).0
+                let (beta, log_prob) = self.m.balance.sample(&b.obs, &eps);
+                (beta, Some(log_prob))
             }
         };
         let beta_bd = beta_b.detach();
@@ -378,8 +433,12 @@ impl Famo2oCql {
             } else {
                 q_u.shallow_clone()
             };
-            Self::balance_loss(&q_b)
+            self.balance_loss(&q_b, log_prob_b.as_ref().expect("a balance draw"))
         });
+        let balance_temperature = match (&self.m.balance_temperature, &log_prob_b) {
+            (Some((t, ..)), Some(lp)) => Some(t.loss(lp, self.cfg.balance_target_entropy)),
+            _ => None,
+        };
         let temperature = self.m.temperature.loss(&logp_u, self.target_entropy);
         // Q: TD towards y with s' actions conditioned on β_b(s), plus w Δ.
         let y = self.td_target(b, &beta_bd);
@@ -387,7 +446,7 @@ impl Famo2oCql {
         let td = (&q_data - y.unsqueeze(0)).square().mean(Kind::Float);
         let gap = self.conservative_gap(b, &q_data, &beta_u.detach(), &beta_bd);
         let critic = &td + gap.mean(Kind::Float) * self.cfg.cql_alpha;
-        let logs = vec![
+        let mut logs = vec![
             ("critic_loss", td.detach()),
             ("cql_gap", gap.mean(Kind::Float).detach()),
             ("q_mean", q_data.mean(Kind::Float).detach()),
@@ -397,7 +456,11 @@ impl Famo2oCql {
             ("alpha_loss", temperature.detach()),
             ("entropy", -logp_u.mean(Kind::Float).detach()),
         ];
-        Losses { universal, balance, temperature, critic, logs, beta: beta_bd }
+        if let (Some((t, ..)), Some(lp)) = (&self.m.balance_temperature, &log_prob_b) {
+            logs.push(("balance_alpha", t.alpha().detach().squeeze()));
+            logs.push(("balance_entropy", -lp.mean(Kind::Float).detach()));
+        }
+        Losses { universal, balance, balance_temperature, temperature, critic, logs, beta: beta_bd }
     }
 
     /// Gradients of every loss for its own model only, then every step together, then Polyak.
@@ -408,6 +471,10 @@ impl Famo2oCql {
         let g_u = terms.universal.then(|| grads(&l.universal, &m.actor_params, true));
         let g_b = l.balance.as_ref().filter(|_| terms.balance).map(|loss| grads(loss, &m.balance_params, false));
         let g_t = grads(&l.temperature, &m.temperature_params, false);
+        let g_bt = match (&l.balance_temperature, &m.balance_temperature) {
+            (Some(loss), Some((_, p, _))) => Some(grads(loss, p, false)),
+            _ => None,
+        };
         let g_q = grads(&l.critic, &m.critic_params, false);
         let m = &mut self.m;
         if let Some(g) = g_u {
@@ -417,6 +484,9 @@ impl Famo2oCql {
             m.balance_opt.apply(&m.balance_params, &g);
         }
         m.temperature_opt.apply(&m.temperature_params, &g_t);
+        if let (Some(g), Some((_, p, o))) = (g_bt, m.balance_temperature.as_mut()) {
+            o.apply(p, &g);
+        }
         m.critic_opt.apply(&m.critic_params, &g_q);
         polyak_update(&m.target_params, &m.critic_params, self.cfg.tau);
     }
@@ -511,12 +581,18 @@ impl Agent for Famo2oCql {
     fn diagnose(&mut self, batch: &TransitionBatch) -> Metrics {
         let b = batch.to_device(self.device);
         let beta = self.beta(&b.obs);
-        tch::no_grad(|| {
+        let mut out = tch::no_grad(|| {
             let q = critic_values(&self.m.critic, &b.obs, &b.action, self.device).mean_dim(0, false, Kind::Float);
             let mut out = vec![("q", q.mean(Kind::Float).double_value(&[])), ("alpha", self.m.temperature.alpha().double_value(&[0]))];
             out.extend(beta_stats(&beta));
             out
-        })
+        });
+        // dQ/dβ at the chosen β: Q of π_u's mode at (s, e(β)) as a function of β.
+        out.extend(dq_dbeta(&beta, |beta| {
+            let a = self.m.actor.policy.mode(&self.m.actor.input(&b.obs, beta));
+            self.min_q(&b.obs, &a)
+        }));
+        out
     }
 
     fn diagnose_rows(&mut self, batch: &TransitionBatch) -> Vec<Scatter> {
@@ -648,6 +724,33 @@ mod tests {
         let batches: Vec<TransitionBatch> = (0..8).map(|_| batch(&mut rng, 16)).collect();
         let obs = rng.normal(&[5, 3], Device::Cpu);
         let make = |seed| Famo2oCql::new(small(), 3, 2, Device::Cpu, seed).unwrap();
+        crate::algos::testing::assert_exact_resume(make, Famo2oCql::named_tensors, &batches, 4, 6, &obs);
+    }
+
+    /// The official head is the default; `balance_entropy` is opt-in, learns α_b, logs it and
+    /// resumes exactly; the diagnostics carry dQ/dβ.
+    #[test]
+    fn balance_entropy_is_opt_in_learns_its_temperature_and_resumes_exactly() {
+        assert_eq!(Famo2oCqlConfig::default().balance_head_init, BalanceHeadInit::VarianceScaling);
+        assert!(!Famo2oCqlConfig::default().balance_entropy);
+        let mut rng = AgentRng::new(3);
+        let batches: Vec<TransitionBatch> = (0..8).map(|_| batch(&mut rng, 16)).collect();
+        let plain = Famo2oCql::new(small(), 3, 2, Device::Cpu, 0).unwrap();
+        assert!(plain.named_tensors().iter().all(|(n, _)| !n.starts_with("balance_temperature")));
+        let cfg = Famo2oCqlConfig { balance_entropy: true, balance_temperature_lr: 1e-2, ..small() };
+        let mut a = Famo2oCql::new(cfg.clone(), 3, 2, Device::Cpu, 0).unwrap();
+        assert!(a.named_tensors().iter().any(|(n, _)| n.starts_with("balance_temperature/")));
+        let mut last = Metrics::new();
+        for b in &batches {
+            last = a.update(b);
+        }
+        let alpha = last.iter().find(|(k, _)| *k == "balance_alpha").expect("balance_alpha logged").1;
+        assert!(alpha.is_finite() && (alpha - 1.0).abs() > 1e-3, "α_b moved: {alpha}");
+        assert!(last.iter().any(|(k, _)| *k == "balance_entropy"));
+        let d = a.diagnose(&batches[0]);
+        assert!(d.iter().any(|(k, v)| *k == "dq_dbeta_mean" && v.is_finite()), "{d:?}");
+        let obs = rng.normal(&[5, 3], Device::Cpu);
+        let make = |seed| Famo2oCql::new(cfg.clone(), 3, 2, Device::Cpu, seed).unwrap();
         crate::algos::testing::assert_exact_resume(make, Famo2oCql::named_tensors, &batches, 4, 6, &obs);
     }
 }

@@ -34,7 +34,7 @@ use super::iql::{expectile_loss, q_step, target_min_q, CriticParts};
 use crate::checkpoint::{load_agent, save_agent};
 use crate::nn::critic::{critic_and_target, critic_values, state_action};
 use crate::nn::family::beta_stats;
-use crate::nn::{Adam, BalanceModel, BetaEncoding, BetaMap, BetaRange, Conditioned, EnsembleMlp, GaussianActor, GaussianConfig, Mlp, MlpConfig, ParamSet, TanhGaussianConfig, Temperature, TemperatureForm};
+use crate::nn::{Adam, BalanceHeadInit, BalanceModel, BetaEncoding, BetaMap, BetaRange, Conditioned, EnsembleMlp, GaussianActor, GaussianConfig, Mlp, MlpConfig, ParamSet, TanhGaussianConfig, Temperature, TemperatureForm};
 use crate::rng::AgentRng;
 use crate::{Agent, AgentError, DeterministicPolicy, Metrics, Phase};
 use o2o_datasets::TransitionBatch;
@@ -207,7 +207,7 @@ impl Famo2oIql {
         let mut actor_params = ParamSet::new();
         let actor = Conditioned::new(obs_dim, cfg.encoding, |d| GaussianActor::new(&mut actor_params, "actor", d, act_dim, &cfg.actor, &mut rng, device));
         let mut balance_params = ParamSet::new();
-        let balance = BalanceModel::new(&mut balance_params, "balance", obs_dim, &cfg.balance, cfg.range(), &mut rng, device);
+        let balance = BalanceModel::new(&mut balance_params, "balance", obs_dim, &cfg.balance, cfg.range(), BalanceHeadInit::Orthogonal, &mut rng, device);
         let mut balance_temperature_params = ParamSet::new();
         let balance_temperature = Temperature::new(&mut balance_temperature_params, "balance_temperature", cfg.balance_init_temperature, TemperatureForm::LogAlpha, device);
         let (critic, critic_params, target, target_params) = critic_and_target(cfg.num_critics, obs_dim + act_dim, &cfg.critic, &mut rng, device);

@@ -119,6 +119,23 @@ impl BetaRange {
     }
 }
 
+/// How the balance model's output layer starts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BalanceHeadInit {
+    /// As the network's other heads (orthogonal, gain 1, with the default `init`): β starts
+    /// spread over its range.
+    #[default]
+    Orthogonal,
+    /// The official FamO2O-CQL head (`JaxCQL/model.py FullyConnectedNetwork`): weights uniform on
+    /// ±√(3 · 1e-2 / fan_in) (flax `variance_scaling(1e-2, "fan_in", "uniform")`), zero bias, so
+    /// μ_b ≈ 0 and β starts at the map's middle on every state, with log σ ≈ the affine's offset.
+    VarianceScaling,
+}
+
+/// The scale of [`BalanceHeadInit::VarianceScaling`].
+pub const BALANCE_HEAD_SCALE: f64 = 1e-2;
+
 /// `π_b(β | s)`: a 1-D tanh-Gaussian over `u`, mapped to β.
 #[derive(Debug)]
 pub struct BalanceModel {
@@ -127,10 +144,22 @@ pub struct BalanceModel {
 }
 
 impl BalanceModel {
-    /// A balance model on `obs_dim` states with parameters under `prefix` in `params`.
+    /// A balance model on `obs_dim` states with parameters under `prefix` in `params`, its
+    /// output layer drawn per `head` (after the network, from the same stream).
     #[allow(clippy::too_many_arguments)]
-    pub fn new(params: &mut ParamSet, prefix: &str, obs_dim: i64, cfg: &TanhGaussianConfig, range: BetaRange, rng: &mut AgentRng, device: Device) -> Self {
-        Self { net: TanhGaussianActor::new(params, prefix, obs_dim, 1, cfg, rng, device), range }
+    pub fn new(params: &mut ParamSet, prefix: &str, obs_dim: i64, cfg: &TanhGaussianConfig, range: BetaRange, head: BalanceHeadInit, rng: &mut AgentRng, device: Device) -> Self {
+        let net = TanhGaussianActor::new(params, prefix, obs_dim, 1, cfg, rng, device);
+        if head == BalanceHeadInit::VarianceScaling {
+            let (weight, bias) = net.head();
+            let fan_in = weight.size()[0];
+            let bound = (3.0 * BALANCE_HEAD_SCALE / fan_in as f64).sqrt();
+            let w = rng.uniform_tensor(&weight.size(), Device::Cpu) * (2.0 * bound) - bound;
+            tch::no_grad(|| {
+                weight.shallow_clone().copy_(&w);
+                let _ = bias.shallow_clone().zero_();
+            });
+        }
+        Self { net, range }
     }
 
     /// A copy with detached weights (inference outside training).
@@ -174,6 +203,18 @@ pub fn beta_stats(beta: &Tensor) -> Vec<(&'static str, f64)> {
         v[lo] as f64 + (v[hi] as f64 - v[lo] as f64) * (pos - lo as f64)
     };
     vec![("beta_mean", mean), ("beta_std", var.sqrt()), ("beta_q10", q(0.1)), ("beta_q50", q(0.5)), ("beta_q90", q(0.9))]
+}
+
+/// dQ/dβ at `beta` `[B]`, per row: the derivative of `q(β)` `[B]` (row i depending on β_i only,
+/// e.g. `min_j Q_j(s, π_u(s, e(β)))` at the policy's mode) through autograd, without touching any
+/// parameter's gradient. Logged as `dq_dbeta_mean` and `dq_dbeta_positive` (the share of rows
+/// where a larger β gives a larger Q): a positive derivative almost everywhere is why a balance
+/// loss of −Q alone drives β to the top of its range (fidelity-audit-2 E7).
+pub fn dq_dbeta(beta: &Tensor, q: impl FnOnce(&Tensor) -> Tensor) -> Vec<(&'static str, f64)> {
+    let leaf = beta.detach().to_kind(Kind::Float).set_requires_grad(true);
+    let value = q(&leaf).sum(Kind::Float);
+    let grad = Tensor::run_backward(&[value], &[&leaf], false, false).remove(0);
+    vec![("dq_dbeta_mean", grad.mean(Kind::Float).double_value(&[])), ("dq_dbeta_positive", grad.gt(0.0).to_kind(Kind::Float).mean(Kind::Float).double_value(&[]))]
 }
 
 /// FamO2O's scatter diagnostics for a batch: the balance model's β(s) `[B]` against `q`
@@ -241,7 +282,7 @@ mod tests {
         let mut rng = AgentRng::new(3);
         let range = BetaRange { min: 8.0, max: 14.0, map: BetaMap::Paper };
         let cfg = TanhGaussianConfig { state_dependent_std: false, log_std_min: -10.0, ..TanhGaussianConfig::default() };
-        let m = BalanceModel::new(&mut p, "balance", 4, &cfg, range, &mut rng, Device::Cpu);
+        let m = BalanceModel::new(&mut p, "balance", 4, &cfg, range, BalanceHeadInit::Orthogonal, &mut rng, Device::Cpu);
         let obs = rng.normal(&[32, 4], Device::Cpu) * 5.0;
         let (beta, logp) = m.sample(&obs, &(rng.normal(&[32, 1], Device::Cpu) * 3.0));
         assert_eq!((beta.size(), logp.size()), (vec![32], vec![32]));
@@ -254,5 +295,39 @@ mod tests {
         let get = |k: &str| s.iter().find(|(n, _)| *n == k).unwrap().1;
         assert_eq!((get("beta_mean"), get("beta_q50"), get("beta_q10")), (3.0, 3.0, 1.4));
         assert!((get("beta_std") - 2f64.sqrt()).abs() < 1e-12);
+    }
+
+    /// The official FamO2O-CQL head: weights within ±√(3e-2 / fan_in), zero bias. Its weights
+    /// have variance 1e-2/fan_in against the orthogonal head's 1/fan_in, and the hidden layers
+    /// are the same draws, so μ_b(s) = atanh(β − 0.5) (the code map) spreads √1e-2 = 0.1 times as
+    /// much over states: β starts near the middle of its range (within 0.1 here, analytically
+    /// ≈ 3 × 0.075 at the 3σ tail for these inputs), where the orthogonal head spreads it.
+    /// dQ/dβ of a function increasing in β is positive on every row.
+    #[test]
+    fn the_variance_scaling_head_starts_beta_mid_range() {
+        let cfg = TanhGaussianConfig { mlp: super::super::MlpConfig { hidden: vec![64, 64], ..Default::default() }, log_std_affine: true, ..TanhGaussianConfig::default() };
+        let range = BetaRange { min: 0.5, max: 1.5, map: BetaMap::Code };
+        let obs = AgentRng::new(9).normal(&[256, 4], Device::Cpu);
+        let mut mu_std = Vec::new();
+        for head in [BalanceHeadInit::VarianceScaling, BalanceHeadInit::Orthogonal] {
+            let (mut p, mut rng) = (ParamSet::new(), AgentRng::new(1));
+            let m = BalanceModel::new(&mut p, "balance", 4, &cfg, range, head, &mut rng, Device::Cpu);
+            let beta = m.mode(&obs);
+            let mu = (beta.to_kind(Kind::Double) - 0.5).clamp(-1.0 + 1e-9, 1.0 - 1e-9).atanh();
+            mu_std.push(mu.std(false).double_value(&[]));
+            if head == BalanceHeadInit::VarianceScaling {
+                let (w, b) = m.net.head();
+                assert!(w.abs().max().double_value(&[]) <= (3e-2f64 / 64.0).sqrt() + 1e-7);
+                assert_eq!(b.abs().max().double_value(&[]), 0.0);
+                let off = (m.mode(&obs) - 0.5).abs().max().double_value(&[]);
+                assert!(off < 0.1, "variance scaling: β within {off} of the middle");
+            }
+        }
+        // 64 weights per output: the ratio's sampling error is about 1/√64 ≈ 12 %, so [0.05, 0.2]
+        // holds the analytic 0.1 with room for that error.
+        let ratio = mu_std[0] / mu_std[1];
+        assert!((0.05..0.2).contains(&ratio), "std of μ_b: variance scaling {} vs orthogonal {} (ratio {ratio}, analytic 0.1)", mu_std[0], mu_std[1]);
+        let d = dq_dbeta(&Tensor::from_slice(&[0.2f32, 1.0, 1.4]), |b| b.square() * 3.0);
+        assert!((d[0].1 - (1.2 + 6.0 + 8.4) / 3.0).abs() < 1e-5 && d[1].1 == 1.0, "{d:?}");
     }
 }

@@ -39,7 +39,7 @@ pub mod temperature;
 
 pub use adam::{clip_grad_norm, Adam};
 pub use ensemble::EnsembleMlp;
-pub use family::{BalanceModel, BetaEncoding, BetaMap, BetaRange, Conditioned};
+pub use family::{BalanceHeadInit, BalanceModel, BetaEncoding, BetaMap, BetaRange, Conditioned};
 pub use gaussian::{GaussianActor, GaussianConfig};
 pub use init::WeightInit;
 pub use mlp::{Activation, Dense, Mlp, MlpConfig};

@@ -69,6 +69,13 @@ impl TanhGaussianActor {
         Self { net, log_std, affine, act_dim, cfg: cfg.clone() }
     }
 
+    /// The output layer's `(weight [hidden, out], bias [out])` (FamO2O's balance head init).
+    pub(crate) fn head(&self) -> (&Tensor, &Tensor) {
+        let (layers, ..) = self.net.parts();
+        let head = layers[layers.len() - 1];
+        (&head.weight, &head.bias)
+    }
+
     /// A copy with detached weights, for inference outside training (TorchScript export).
     pub fn detached(&self) -> Self {
         let affine = self.affine.as_ref().map(|(m, o)| (m.detach().copy(), o.detach().copy()));

@@ -145,7 +145,11 @@ pub fn learn_timed(agent: &mut dyn Agent, source: &Source<'_>, batch_size: usize
                     (Neighbours::OnlineSample, None) => anyhow::bail!("sera.neighbours = \"online-sample\" needs an online replay buffer"),
                     (Neighbours::Batch, _) => None,
                 };
-                sera.update(agent, &batch, extra.as_ref())?
+                let m = sera.update(agent, &batch, extra.as_ref())?;
+                if let Some(warning) = sera.take_warning() {
+                    eprintln!("warning: {warning}");
+                }
+                m
             }
             None => agent.update(&batch),
         };

@@ -35,6 +35,7 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("wsrl-halfcheetah-medium", include_str!("../../presets/wsrl-halfcheetah-medium.toml")),
     ("wsrl-walker2d-medium", include_str!("../../presets/wsrl-walker2d-medium.toml")),
     ("sera-calql-hopper-small", include_str!("../../presets/sera-calql-hopper-small.toml")),
+    ("sera-calql-halfcheetah-small", include_str!("../../presets/sera-calql-halfcheetah-small.toml")),
     ("sera-calql-hopper-medium", include_str!("../../presets/sera-calql-hopper-medium.toml")),
     ("sera-calql-halfcheetah-medium", include_str!("../../presets/sera-calql-halfcheetah-medium.toml")),
     ("sera-calql-walker2d-medium", include_str!("../../presets/sera-calql-walker2d-medium.toml")),
@@ -200,6 +201,74 @@ mod tests {
             checked += 1;
         }
         assert!(checked >= 2, "only {checked} sac-* presets");
+    }
+
+    fn resolved(name: &str) -> RunConfig {
+        let (n, mut table) = load(name).unwrap();
+        table.insert("preset".into(), toml::Value::String(n));
+        RunConfig::from_table(table, name).unwrap()
+    }
+
+    /// fidelity-audit-2 E6: every FamO2O preset samples one buffer of dataset + online rows
+    /// uniformly, as the official code, and the FamO2O-CQL ones start the balance head as the
+    /// official one (E7).
+    #[test]
+    fn famo2o_presets_mix_proportionally_with_the_official_balance_head() {
+        use super::super::config::OfflineMix;
+        use o2o_agents::config::AgentConfig;
+        use o2o_agents::nn::BalanceHeadInit;
+        let names: Vec<&str> = names().into_iter().filter(|n| n.starts_with("famo2o-")).collect();
+        assert!(names.len() >= 10, "{names:?}");
+        for name in names {
+            let c = resolved(name);
+            assert_eq!(c.train.offline_mix, OfflineMix::Proportional, "{name}");
+            if let AgentConfig::Famo2oCql(f) = c.agent_config().unwrap() {
+                assert_eq!(f.balance_head_init, BalanceHeadInit::VarianceScaling, "{name}");
+                assert!(!f.balance_entropy, "{name}: the balance entropy is an opt-in deviation");
+            }
+        }
+    }
+
+    /// fidelity-audit-2 E8/E9: the SERA presets scale Q̂ and the states as VCSE does and give the
+    /// bonus to online rows only.
+    #[test]
+    fn sera_presets_use_vcse_scaling_on_online_rows() {
+        use o2o_agents::sera::{BonusRows, QScaling, StateScaling};
+        let names: Vec<&str> = names().into_iter().filter(|n| n.starts_with("sera-")).collect();
+        assert!(names.len() >= 7);
+        for name in names {
+            let c = resolved(name);
+            assert_eq!((c.sera.q_scaling, c.sera.state_scaling, c.sera.bonus_rows), (QScaling::BatchStandardize, StateScaling::Dimension, BonusRows::Online), "{name}");
+        }
+    }
+
+    /// fidelity-audit-2 E14: the BC and TD3+BC ImagineBench presets train as ImagineBench's
+    /// d3rlpy runs do: raw states, 2×256 tanh encoders, BC batch 100.
+    #[test]
+    fn imaginebench_bc_and_td3bc_presets_are_in_parity_mode() {
+        use o2o_agents::config::AgentConfig;
+        use o2o_agents::nn::Activation;
+        let mut checked = 0;
+        for name in names().into_iter().filter(|n| n.starts_with("bc-imaginebench") || n.starts_with("td3bc-imaginebench")) {
+            let c = resolved(name);
+            match c.agent_config().unwrap() {
+                AgentConfig::Bc(b) => {
+                    assert!(!b.normalize_states, "{name}");
+                    assert_eq!((b.actor.hidden.clone(), b.actor.activation), (vec![256, 256], Activation::Tanh), "{name}");
+                    assert_eq!(c.train.batch_size, 100, "{name}");
+                }
+                AgentConfig::Td3bc(t) => {
+                    assert!(!t.normalize_states, "{name}");
+                    for m in [&t.actor, &t.critic] {
+                        assert_eq!((m.hidden.clone(), m.activation), (vec![256, 256], Activation::Tanh), "{name}");
+                    }
+                    assert_eq!(c.train.batch_size, 256, "{name}");
+                }
+                other => panic!("{name}: {}", other.algo()),
+            }
+            checked += 1;
+        }
+        assert_eq!(checked, 4);
     }
 
     #[test]

@@ -223,6 +223,75 @@ pub fn plot_with_y(path: &Path, curves: &Curves, order: &[&str], title: &str, x_
     plot_curves(path, title, x_label, y_label, &lines, (900, 560))
 }
 
+/// Per-seed values of each variant: variant → (seed → value).
+pub type PerSeed = BTreeMap<&'static str, BTreeMap<u64, f64>>;
+
+/// A paired comparison over seeds: `variant − reference` per seed (the seeds both have), their
+/// mean with a 95 % bootstrap interval (seeds resampled with replacement, 50 000 replicates, as
+/// `o2o report`'s intervals), and what the interval says.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Paired {
+    /// The variant.
+    pub variant: String,
+    /// What it is compared against.
+    pub reference: String,
+    /// The seeds both have, ascending.
+    pub seeds: Vec<u64>,
+    /// `variant − reference`, per seed.
+    pub diffs: Vec<f64>,
+    /// Mean difference.
+    pub mean: f64,
+    /// 95 % interval of the mean difference.
+    pub ci: (f64, f64),
+    /// `higher` (the interval above 0), `lower` (below 0) or `inconclusive` (it spans 0).
+    pub direction: &'static str,
+}
+
+/// [`Paired`] of `variant` against `reference` in `values`; `None` without a common seed.
+pub fn paired(values: &PerSeed, variant: &str, reference: &str) -> Option<Paired> {
+    use o2o_experiments::report::stats::{aggregate_mean, stratified_bootstrap, DEFAULT_REPS};
+    let (a, b) = (values.get(variant)?, values.get(reference)?);
+    let seeds: Vec<u64> = a.keys().filter(|s| b.contains_key(s)).copied().collect();
+    if seeds.is_empty() {
+        return None;
+    }
+    let diffs: Vec<f64> = seeds.iter().map(|s| a[s] - b[s]).collect();
+    let e = stratified_bootstrap(std::slice::from_ref(&diffs), aggregate_mean, DEFAULT_REPS, 0.95, 0);
+    let direction = if e.lo > 0.0 {
+        "higher"
+    } else if e.hi < 0.0 {
+        "lower"
+    } else {
+        "inconclusive"
+    };
+    Some(Paired { variant: variant.into(), reference: reference.into(), seeds, diffs, mean: e.point, ci: (e.lo, e.hi), direction })
+}
+
+/// Markdown rows `| measure | variant − reference | mean [95 % CI] | per seed | direction |` for
+/// each `(measure, values)` and each variant of `order` other than `reference`.
+pub fn paired_rows(measures: &[(&str, &PerSeed)], reference: &str, order: &[&str]) -> (String, Vec<(String, Paired)>) {
+    let mut s = String::from("| measure | comparison | mean difference [95% CI] | per seed | direction |\n|---|---|---|---|---|\n");
+    let mut all = Vec::new();
+    for (measure, values) in measures {
+        for v in order.iter().filter(|v| **v != reference) {
+            if let Some(p) = paired(values, v, reference) {
+                let per: Vec<String> = p.seeds.iter().zip(&p.diffs).map(|(s, d)| format!("{s}: {d:+.1}")).collect();
+                s.push_str(&format!("| {measure} | {v} − {reference} | {:+.1} [{:+.1}, {:+.1}] | {} | {} |\n", p.mean, p.ci.0, p.ci.1, per.join(", "), p.direction));
+                all.push((measure.to_string(), p));
+            }
+        }
+    }
+    (s, all)
+}
+
+/// The mean of `curve`'s values at env steps in `(from, to]` (the evaluations of the online
+/// phase after its start): the area under the learning curve per evaluation, the measure of how
+/// fast a variant improves. `None` when no evaluation falls there.
+pub fn mean_between(curve: &[(f64, f64)], from: u64, to: u64) -> Option<f64> {
+    let v: Vec<f64> = curve.iter().filter(|(x, _)| (*x as u64) > from && (*x as u64) <= to).map(|(_, y)| *y).collect();
+    (!v.is_empty()).then(|| mean(&v))
+}
+
 /// The command line this process was started with, for the record.
 pub fn command_line() -> String {
     std::iter::once("o2o".to_string()).chain(std::env::args().skip(1)).collect::<Vec<_>>().join(" ")
@@ -231,6 +300,29 @@ pub fn command_line() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Differences are taken per seed over the seeds both variants have; the interval of a
+    /// consistent gain lies above 0, of mixed signs spans it.
+    #[test]
+    fn paired_differences_are_per_seed_with_a_bootstrap_interval() {
+        let mut v = PerSeed::new();
+        v.insert("a", (0..5).map(|s| (s, 10.0 + s as f64)).collect());
+        v.insert("b", (1..6).map(|s| (s, 8.0 + s as f64)).collect());
+        v.insert("c", (0..5).map(|s| (s, if s % 2 == 0 { 14.0 } else { 6.0 } + s as f64)).collect());
+        let p = paired(&v, "a", "b").unwrap();
+        assert_eq!(p.seeds, vec![1, 2, 3, 4]);
+        assert_eq!(p.diffs, vec![2.0; 4]);
+        assert_eq!((p.mean, p.ci, p.direction), (2.0, (2.0, 2.0), "higher"));
+        let q = paired(&v, "c", "a").unwrap();
+        assert_eq!(q.direction, "inconclusive", "{q:?}");
+        assert!(q.ci.0 < 0.0 && q.ci.1 > 0.0);
+        assert!(paired(&v, "a", "missing").is_none());
+        let (rows, all) = paired_rows(&[("final", &v)], "a", &["a", "b", "c"]);
+        assert_eq!(all.len(), 2);
+        assert!(rows.contains("| final | b − a | -2.0 [-2.0, -2.0] | 1: -2.0, 2: -2.0, 3: -2.0, 4: -2.0 | lower |"), "{rows}");
+        assert_eq!(mean_between(&[(0.0, 1.0), (10.0, 3.0), (20.0, 5.0)], 0, 20), Some(4.0));
+        assert_eq!(mean_between(&[(0.0, 1.0)], 0, 20), None);
+    }
 
     #[test]
     fn score_rows_take_mean_and_std_at_fixed_steps_in_order() {

@@ -10,10 +10,17 @@
 //! only in the bonus. Runs are `o2o run` processes (`--jobs` at a time, `--threads` torch
 //! threads each) in `<out>/runs/<variant>/seed-<s>/`; a finished run found there is reused, so an
 //! interrupted experiment continues where it stopped. The output folder gets `table.md` (mean ±
-//! std over seeds of the normalized score at fixed env steps, and the IQM over seeds at the end),
-//! `curves.png` and `results.json`.
+//! std over seeds of the normalized score at fixed env steps, the IQM over seeds at the end, and
+//! the paired per-seed differences sera-calql − calql of the final score and of the mean online
+//! score, each with a 95 % bootstrap interval), `curves.png` and `results.json` (every per-seed
+//! value). The SERA runs' `train/sera/bonus_spread` (the std of tanh(r_int) over a batch) is
+//! reported too: near 0, the bonus would be a constant and the comparison would test an alive
+//! bonus, not SERA (fidelity-audit-2 E8).
+//!
+//! The claim (SERA, arXiv 2310.19805): the Q-conditioned state-entropy bonus speeds up online
+//! fine-tuning. `--task halfcheetah-small` runs the dense locomotion regime on D4RL-level data.
 
-use super::jobs::{children_cpu_seconds, command_line, plot, run_jobs, score_rows, sets, Curves, Job, Processes};
+use super::jobs::{children_cpu_seconds, command_line, mean_between, paired_rows, plot, run_jobs, score_rows, sets, Curves, Job, PerSeed, Processes};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use o2o_experiments::report::runs::read_curve;
@@ -32,7 +39,7 @@ pub struct AblationArgs {
     #[arg(long, default_value = "hopper-small")]
     pub task: String,
     /// Seeds 0..N.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 5)]
     pub seeds: u64,
     /// Output folder (default `experiments-out/sera-ablation-<task>`).
     #[arg(long)]
@@ -100,10 +107,22 @@ pub fn run(args: AblationArgs) -> Result<()> {
     eprintln!("all runs done in {wall_s:.0} s ({cpu_s:.0} s of CPU in the runs this process started)");
 
     let mut curves = Curves::new();
+    let (mut finals_by_seed, mut auc_by_seed, mut spread_by_seed) = (PerSeed::new(), PerSeed::new(), PerSeed::new());
     for (job, dir) in jobs.iter().zip(&dirs) {
         if job.variant != "pretrain" {
             let metrics = dir.join("metrics.jsonl");
             let curve = read_curve(&metrics, "eval/normalized_score", "env_step").or_else(|_| read_curve(&metrics, "eval/return", "env_step"))?;
+            if let Some(v) = super::jobs::at(&curve, online) {
+                finals_by_seed.entry(job.variant).or_default().insert(job.seed, v);
+            }
+            if let Some(v) = mean_between(&curve, 0, online) {
+                auc_by_seed.entry(job.variant).or_default().insert(job.seed, v);
+            }
+            if let Ok(spread) = read_curve(&metrics, "train/sera/bonus_spread", "env_step") {
+                if !spread.is_empty() {
+                    spread_by_seed.entry(job.variant).or_default().insert(job.seed, mean(&spread.iter().map(|(_, y)| *y).collect::<Vec<_>>()));
+                }
+            }
             curves.entry(job.variant).or_default().push(curve);
         }
     }
@@ -127,6 +146,20 @@ pub fn run(args: AblationArgs) -> Result<()> {
             table.push_str(&format!("| {v} | {:.1} ± {:.1} | {:.1} | {} |\n", mean(vals), std_dev(vals), iqm(vals), vals.len()));
         }
     }
+    let (paired_md, paired) = paired_rows(&[("final score", &finals_by_seed), ("mean online score", &auc_by_seed)], "calql", &order);
+    table.push_str(&format!(
+        "\nPaired per-seed differences (the variants of a seed share its pre-training; 95% bootstrap intervals over seeds; \"mean online score\" is the mean of the \
+         evaluations after step 0, the area under the online curve):\n\n{paired_md}"
+    ));
+    for (v, spreads) in &spread_by_seed {
+        let vals: Vec<f64> = spreads.values().copied().collect();
+        table.push_str(&format!(
+            "\n{v}: train/sera/bonus_spread (std of tanh(r_int) over a batch's online rows), mean over the online phase: {:.3} ± {:.3} over {} seeds (below 0.05 the bonus is a constant).\n",
+            mean(&vals),
+            std_dev(&vals),
+            vals.len()
+        ));
+    }
     std::fs::write(out.join("table.md"), &table).with_context(|| format!("cannot write {}/table.md", out.display()))?;
     plot(&out.join("curves.png"), &curves, &order, &format!("SERA ablation, {preset}, {} seeds", args.seeds), "online env steps")?;
     let json = serde_json::json!({
@@ -134,6 +167,8 @@ pub fn run(args: AblationArgs) -> Result<()> {
         "budget": {"offline_steps": offline, "online_steps": online, "eval_every": eval_every},
         "curves": curves.iter().map(|(v, c)| (v.to_string(), serde_json::json!(c))).collect::<serde_json::Map<_, _>>(),
         "final": finals.iter().map(|(v, x)| (v.to_string(), serde_json::json!(x))).collect::<serde_json::Map<_, _>>(),
+        "per_seed": {"final_score": finals_by_seed, "mean_online_score": auc_by_seed, "bonus_spread": spread_by_seed},
+        "paired": paired.iter().map(|(m, p)| serde_json::json!({"measure": m, "comparison": p})).collect::<Vec<_>>(),
         "runs": jobs.iter().zip(&dirs).map(|(j, d)| serde_json::json!({"variant": j.variant, "seed": j.seed, "run_dir": d})).collect::<Vec<_>>(),
     });
     std::fs::write(out.join("results.json"), serde_json::to_string_pretty(&json)?)?;
