@@ -96,6 +96,10 @@ pub trait OnPolicy {
 pub trait Agent: Send {
     /// Short algorithm name, e.g. `"sac"`.
     fn name(&self) -> &'static str;
+    /// The discount γ of the agent's TD targets or returns, the one potential-based reward
+    /// shaping must use to keep the optimal policy; `None` for an agent that learns no value
+    /// (BC).
+    fn gamma(&self) -> Option<f64>;
     /// Actions for a batch of observations `[B, obs_dim]` → `[B, act_dim]` in `[-1, 1]`.
     /// `deterministic` takes the policy's mode (evaluation); otherwise a sample.
     fn act(&mut self, obs: &Tensor, deterministic: bool) -> Tensor;

@@ -116,6 +116,45 @@ fn relabelled_goals_fractions_and_rewards_match_the_env() {
     assert!((fraction - 0.5).abs() < 0.03, "k = 1: relabelled fraction {fraction}, expected 0.5");
 }
 
+/// E13: set up as the runner sets up its replay buffer, a HER run samples finished episodes
+/// only (SB3's `HerReplayBuffer`): no row of the episode still running is drawn and no goal is
+/// taken from it; `replay.closed_episodes_only = false` draws it too.
+#[test]
+fn her_by_default_never_samples_the_open_episode() {
+    use o2o_envs::{EnvSpec, GoalLayout, GoalSpec};
+    let layout = GoalLayout { achieved: [0, 1], desired: [1, 2], observation: [2, 4] };
+    let spec = EnvSpec { id: "Goal-v0".into(), max_episode_steps: Some(20), normalization_family: None, goal: Some(GoalSpec { layout, distance_threshold: 0.05, dense: false }) };
+    // Episode e, step t: obs = [achieved 100e + t, desired −1 − e, t, e]; 6 closed episodes of
+    // 10..=15 steps and an open one of 7.
+    let mut buf = ReplayBuffer::new(1000, 4, 1, 0.98).unwrap();
+    let lengths = [10, 11, 12, 13, 14, 15, 7];
+    let open = lengths.len() - 1;
+    for (e, &len) in lengths.iter().enumerate() {
+        let (ef, g) = (e as f32, -1.0 - e as f32);
+        for t in 0..len {
+            let tf = t as f32;
+            buf.push(&[100.0 * ef + tf, g, tf, ef], &[0.0], -1.0, &[100.0 * ef + tf + 1.0, g, tf, ef], false, e != open && t + 1 == len).unwrap();
+        }
+    }
+    let draw = |buf: &ReplayBuffer, seed: u64| {
+        let b = buf.sample(4000, &mut ChaCha8Rng::seed_from_u64(seed), tch::Device::Cpu).unwrap();
+        let obs = Vec::<f32>::try_from(b.obs.reshape([-1])).unwrap();
+        (0..4000).map(|r| (obs[4 * r + 3] as usize, obs[4 * r + 1])).collect::<Vec<(usize, f32)>>()
+    };
+    o2o_experiments::run::her::configure_replay(&mut buf, &her_config(4.0), &spec, 4, RewardTransform::IDENTITY, false).unwrap();
+    let rows = draw(&buf, 2);
+    let relabelled = rows.iter().filter(|(e, g)| *g != -1.0 - *e as f32).count();
+    assert!(relabelled > 3000, "{relabelled} of 4000 relabelled");
+    for (e, g) in &rows {
+        assert_ne!(*e, open, "a row of the open episode was drawn");
+        assert!(*g < 0.0 || ((*g - 1.0) / 100.0).floor() as usize == *e, "episode {e}: goal {g} from another episode");
+    }
+    // The current behaviour, on request.
+    let text = "preset = \"t\"\nalgo = \"sac\"\nenv = \"FetchPush-v4\"\n[replay]\nher = \"future\"\nclosed_episodes_only = false\n[train]\nonline_steps = 10\n";
+    o2o_experiments::run::her::configure_replay(&mut buf, &RunConfig::from_toml_str(text, "test").unwrap(), &spec, 4, RewardTransform::IDENTITY, false).unwrap();
+    assert!(draw(&buf, 2).iter().any(|(e, _)| *e == open), "with closed_episodes_only = false the open episode is drawn");
+}
+
 fn f64s(x: &[f32]) -> Vec<f64> {
     x.iter().map(|v| *v as f64).collect()
 }

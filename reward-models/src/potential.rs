@@ -2,7 +2,10 @@
 //!
 //! [`ProgressPotential`] follows one episode: its first observation is the forward anchor
 //! s_init, the model's goal anchor the backward one, and a [`Tracker`] carries the
-//! path-dependent estimates (incremental, consistency-weighted). [`Shaper`] turns each
+//! path-dependent estimates (incremental, consistency-weighted). Only the backward estimate is
+//! a function of the state alone ([`Fusion::is_markov`]); with it, the shaping term of a
+//! transition depends on (s, s') and nothing else, so online rows and dataset rows shaped by
+//! the same [`Shaper`] carry the same F for the same (s, s'). [`Shaper`] turns each
 //! transition (s, a, r_env, s', terminated) into the stored reward:
 //!
 //! - `pbrs`:  r' = r_gold + γ·Φ(s') − Φ(s), with Φ(s') := 0 when `terminated` (kept at a
@@ -66,6 +69,11 @@ impl ProgressPotential {
     /// The model.
     pub fn model(&self) -> &ProgressModel {
         &self.model
+    }
+
+    /// Which estimate is Φ.
+    pub fn fusion(&self) -> Fusion {
+        self.fusion
     }
 
     /// The state (all views, concatenated) of a flat observation.
@@ -135,6 +143,21 @@ impl Shaper {
         let shaping = PotentialShaping::new(gamma).map_err(|e| RewardModelError::Config { key: "shaping.gamma".into(), expected: "in (0, 1]".into(), found: e.to_string() })?;
         let delta = potential.model().config().success_delta;
         Ok(Self { potential, mode, gold, shaping, delta, phi: None })
+    }
+
+    /// The discount γ of the shaping term (the learner's).
+    pub fn gamma(&self) -> f64 {
+        self.shaping.gamma()
+    }
+
+    /// The potential.
+    pub fn potential(&self) -> &ProgressPotential {
+        &self.potential
+    }
+
+    /// Forget the episode in progress: the next transition starts a new one at its `obs`.
+    pub fn restart(&mut self) {
+        self.phi = None;
     }
 
     /// The reward for the transition obs → next_obs with env reward `reward`. A transition

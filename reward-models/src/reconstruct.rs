@@ -17,20 +17,29 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Which estimate of Φ to use as the potential.
+/// Which estimate of Φ to use as the potential. Only [`Fusion::Backward`] is Markov (a function
+/// of the state alone, the goal anchor being fixed by the model), which potential-based shaping
+/// needs for its guarantee; the others depend on the episode's history.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Fusion {
-    /// Φ_I only (path dependent).
+    /// Φ_I only (history-dependent: the whole path).
     Incremental,
-    /// Φ_F only (a function of (s_0, s_t)).
+    /// Φ_F only (history-dependent: a function of (s_0, s_t)).
     Forward,
-    /// Φ_B only (a function of (goal, s_t)).
+    /// Φ_B only (Markov: a function of s_t, the goal anchor being the model's).
     Backward,
-    /// (Φ_I + Φ_F + Φ_B) / 3.
+    /// (Φ_I + Φ_F + Φ_B) / 3 (history-dependent).
     Mean,
-    /// The consistency-weighted update with weight exp(−α Δ²).
+    /// The consistency-weighted update with weight exp(−α Δ²) (history-dependent).
     Weighted,
+}
+
+impl Fusion {
+    /// Whether the estimate is a function of the current state alone (only `backward`).
+    pub fn is_markov(self) -> bool {
+        self == Fusion::Backward
+    }
 }
 
 /// One incremental step: Φ(s_{t−1}) and h = H(s_{t−1}, s_t) → Φ(s_t). Stays in [0, 1] when Φ(s_{t−1}) ∈ [0, 1] and h ∈ [−1, 1].

@@ -117,6 +117,11 @@ impl Agent for Bc {
         "bc"
     }
 
+    /// BC fits actions only: no value, no discount.
+    fn gamma(&self) -> Option<f64> {
+        None
+    }
+
     fn act(&mut self, obs: &Tensor, deterministic: bool) -> Tensor {
         let out = obs.device();
         let obs = obs.to_device(self.device).to_kind(Kind::Float);

@@ -567,6 +567,10 @@ impl Agent for Cql {
         self.name
     }
 
+    fn gamma(&self) -> Option<f64> {
+        self.sac.gamma()
+    }
+
     fn act(&mut self, obs: &Tensor, deterministic: bool) -> Tensor {
         self.sac.act(obs, deterministic)
     }

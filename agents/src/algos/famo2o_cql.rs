@@ -518,6 +518,10 @@ impl Agent for Famo2oCql {
         "famo2o-cql"
     }
 
+    fn gamma(&self) -> Option<f64> {
+        Some(self.cfg.gamma)
+    }
+
     fn act(&mut self, obs: &Tensor, deterministic: bool) -> Tensor {
         let out_device = obs.device();
         let obs = obs.to_device(self.device).to_kind(Kind::Float);

@@ -496,6 +496,10 @@ impl Agent for Ppo {
         self.name
     }
 
+    fn gamma(&self) -> Option<f64> {
+        Some(self.cfg.gamma)
+    }
+
     /// The policy's mean (deterministic) or a sample, clipped to `[-1, 1]`, on raw observations
     /// (normalized here with the statistics as they stand, not updated).
     fn act(&mut self, obs: &Tensor, deterministic: bool) -> Tensor {

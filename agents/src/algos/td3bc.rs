@@ -207,6 +207,10 @@ impl Agent for Td3Bc {
         "td3bc"
     }
 
+    fn gamma(&self) -> Option<f64> {
+        Some(self.cfg.gamma)
+    }
+
     fn act(&mut self, obs: &Tensor, deterministic: bool) -> Tensor {
         let out = obs.device();
         let obs = self.normalized(&obs.to_device(self.device).to_kind(Kind::Float));

@@ -190,6 +190,10 @@ impl Agent for Wsrl {
         "wsrl"
     }
 
+    fn gamma(&self) -> Option<f64> {
+        self.cql.gamma()
+    }
+
     fn act(&mut self, obs: &Tensor, deterministic: bool) -> Tensor {
         self.cql.act(obs, deterministic)
     }

@@ -18,6 +18,12 @@
 //! Cal-QL's "no floor") on relabelled rows because the return to go belongs to the old goal.
 //! Relabelling happens as a row is copied into a batch; the buffer itself is never changed, and
 //! every draw comes from the sampler's RNG, so a resumed run relabels exactly as before.
+//!
+//! Which rows are drawn is the buffer's choice: with
+//! [`ReplayBuffer::set_closed_episodes_only`](super::ReplayBuffer::set_closed_episodes_only)
+//! only rows of finished episodes, so no goal of the episode still running is ever used (SB3's
+//! `HerReplayBuffer`, the runner's default for HER runs); without it the open episode's rows
+//! are drawn too, their future goals taken up to its newest step.
 
 use rand::Rng;
 
@@ -214,6 +220,48 @@ mod tests {
         let fraction = relabelled as f64 / rows as f64;
         assert!((fraction - 0.8).abs() < 0.01, "relabelled fraction {fraction}, expected 0.8");
         assert!(same_step > 0 && same_step < relabelled / 2, "{same_step} of {relabelled} relabelled rows use their own step");
+    }
+
+    /// With finished episodes only (SB3's HER buffer), no row of the open episode is drawn and no
+    /// relabelled goal comes from it, across the ring's wrap; every closed episode is drawn.
+    #[test]
+    fn closed_episodes_only_never_draws_or_relabels_from_the_open_episode() {
+        let lengths: Vec<usize> = (0..9).map(|e| 7 + e).collect();
+        let mut buf = ReplayBuffer::new(64, 4, 1, 0.99).unwrap();
+        fill(&mut buf, &lengths, 5);
+        buf.set_her(Some(Her::future(GoalSlices { achieved: [0, 1], desired: [1, 2] }, GoalReward::Sparse { threshold: 0.05 }, 4.0, 4).unwrap())).unwrap();
+        buf.set_closed_episodes_only(true);
+        let open = lengths.len();
+        let (mut rows, mut relabelled) = (0usize, 0usize);
+        let mut seen = std::collections::BTreeSet::new();
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        for _ in 0..20 {
+            let b = buf.sample(1000, &mut rng, Device::Cpu).unwrap();
+            let obs = Vec::<f32>::try_from(b.obs.reshape([-1])).unwrap();
+            for r in 0..b.reward.size()[0] as usize {
+                let o = &obs[4 * r..4 * r + 4];
+                let (t, e) = (o[2] as usize, o[3] as usize);
+                rows += 1;
+                assert!(e < open, "row {t} of the open episode drawn");
+                seen.insert(e);
+                if o[1] != -1.0 - e as f32 {
+                    relabelled += 1;
+                    // g' = 100e' + t' + 1: the goal's episode e' is the row's own, closed one.
+                    let from = ((o[1] - 1.0) / 100.0).floor() as usize;
+                    assert_eq!(from, e, "episode {e} step {t}: goal {} from episode {from}", o[1]);
+                    assert!(((o[1] - 1.0) as usize) % 100 < lengths[e]);
+                }
+            }
+        }
+        assert!(relabelled > rows / 2, "{relabelled} of {rows}");
+        // The ring holds the tail of the episodes that fit: all of those closed ones are drawn.
+        let oldest = (0..open).find(|&e| seen.contains(&e)).unwrap();
+        assert_eq!(seen, (oldest..open).collect(), "closed episodes drawn");
+        // Off: the open episode's rows are drawn too.
+        buf.set_closed_episodes_only(false);
+        let b = buf.sample(2000, &mut rng, Device::Cpu).unwrap();
+        let obs = Vec::<f32>::try_from(b.obs.reshape([-1])).unwrap();
+        assert!((0..2000).any(|r| obs[4 * r + 3] as usize == open), "with the option off the open episode is drawn");
     }
 
     /// The episode column survives a save and load, so a resumed buffer relabels the same rows

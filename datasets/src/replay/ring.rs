@@ -23,8 +23,10 @@
 //! **Closed episodes only.** With [`ReplayBuffer::set_closed_episodes_only`], sampling leaves
 //! out the rows of the episode in progress, as WSRL's and Cal-QL's official buffers do (WSRL
 //! samples only finished episodes' rows; Cal-QL inserts a trajectory when it ends): every sampled
-//! row then has its MC return. The open episode is always the newest rows, so the sampleable rows
-//! are the oldest `len − open` ones, a contiguous run in ring order.
+//! row then has its MC return. With [`Her`] it is SB3's `HerReplayBuffer` behaviour too (only
+//! finished episodes are sampled and relabelled; the runner's default for HER runs). The open
+//! episode is always the newest rows, so the sampleable rows are the oldest `len − open` ones, a
+//! contiguous run in ring order.
 //!
 //! **Checkpoints.** [`ReplayBuffer::save`] writes a small header (dims, capacity, cursor, length,
 //! open episode, γ), the raw little-endian `f32` columns and the episode column to a temp file,

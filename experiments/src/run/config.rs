@@ -210,6 +210,20 @@ impl TrainConfig {
     pub fn mixes_offline_data(&self) -> bool {
         self.offline_mix == OfflineMix::Proportional || self.offline_ratio > 0.0
     }
+
+    /// The key that makes the run train on offline rows (`train.offline_steps`,
+    /// `train.offline_mix` or `train.offline_ratio`), `None` when it trains on none.
+    pub fn offline_share_key(&self) -> Option<&'static str> {
+        if self.offline_steps > 0 {
+            Some("train.offline_steps")
+        } else if self.offline_mix == OfflineMix::Proportional {
+            Some("train.offline_mix")
+        } else if self.offline_ratio > 0.0 {
+            Some("train.offline_ratio")
+        } else {
+            None
+        }
+    }
 }
 
 impl Default for TrainConfig {
@@ -247,7 +261,9 @@ pub struct ReplayConfig {
     /// Sample online rows of finished episodes only (`true`), or every stored row, the episode
     /// in progress included (`false`). Unset: `true` for agents that use MC returns (Cal-QL), as
     /// WSRL's and Cal-QL's official buffers do, so every sampled row has its return
-    /// (fidelity-audit D13); `false` for the others.
+    /// (fidelity-audit D13), and for HER runs, as SB3's HER buffer samples finished episodes
+    /// only, so no row is relabelled with a goal of the episode still running
+    /// (fidelity-audit-2 E13); `false` for the others.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub closed_episodes_only: Option<bool>,
 }
@@ -281,9 +297,10 @@ impl ReplayConfig {
     }
 
     /// Whether online batches leave out the episode in progress, for an agent that does or does
-    /// not use MC returns ([`ReplayConfig::closed_episodes_only`]).
+    /// not use MC returns ([`ReplayConfig::closed_episodes_only`]; unset: yes with MC returns or
+    /// HER).
     pub fn closed_episodes_only_for(&self, agent_uses_mc_returns: bool) -> bool {
-        self.closed_episodes_only.unwrap_or(agent_uses_mc_returns)
+        self.closed_episodes_only.unwrap_or(agent_uses_mc_returns || self.her_enabled())
     }
 }
 
@@ -394,10 +411,13 @@ impl Default for CheckpointConfig {
 }
 
 /// `[shaping]`: online transitions get r' = r_gold + γΦ(s') − Φ(s) (`mode = "pbrs"`, Φ := 0
-/// after a true termination, kept at truncation, γ = the agent's `gamma`) or the naive
+/// after a true termination, kept at truncation, γ = the built agent's discount) or the naive
 /// r_gold + Φ(s') − Φ(s) (`mode = "naive"`, for comparison), as they are stored; Φ is a
-/// progress model from `o2o reward train`. Offline data and evaluation are not shaped. Use it
-/// with `[dataset] reward = "none"`: a reward shift applied after shaping would break the
+/// progress model from `o2o reward train`. The `[dataset]` rows are shaped the same way at
+/// load (same model, γ and terminal convention, episode by episode), so every row of a mixed
+/// batch carries its F; where a dataset cannot be shaped at load (ImagineBench's), a nonzero
+/// offline share is refused naming its key. Evaluation is not shaped. Use it with
+/// `[dataset] reward = "none"`: a reward shift applied after shaping would break the
 /// invariance.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -414,10 +434,20 @@ pub struct ShapingConfig {
     /// r_gold: `env` (the env's reward) or `success` (1 when Φ(s') ≥ 1 − δ).
     #[serde(default = "default_gold")]
     pub gold: o2o_reward_models::GoldReward,
-    /// Which estimate is Φ (`incremental`, `forward`, `backward`, `mean`, `weighted`); default:
-    /// the model's own.
+    /// Which estimate is Φ. Default `backward` (goal-anchored, 1 + H(goal, s)): the only Markov
+    /// one, a function of the state alone, as potential-based shaping needs for its guarantee.
+    /// History-dependent options (the shaped reward then depends on the path, and the guarantee
+    /// no longer holds): `incremental` (the whole path), `forward` (anchored at the episode's
+    /// first state), `mean` (the three averaged), `weighted` (the consistency-weighted update).
     #[serde(default)]
     pub fusion: Option<o2o_reward_models::Fusion>,
+}
+
+impl ShapingConfig {
+    /// The estimate used as Φ: `fusion`, or the Markov `backward` when unset.
+    pub fn fusion(&self) -> o2o_reward_models::Fusion {
+        self.fusion.unwrap_or(o2o_reward_models::Fusion::Backward)
+    }
 }
 
 fn default_true() -> bool {
@@ -596,6 +626,15 @@ impl RunConfig {
                 bail!("key `replay.her` = \"future\" with an enabled [shaping] section: HER recomputes rewards from the goals alone, which would drop the shaping term (and the progress model's goal view would see the old goal); use one or the other");
             }
         }
+        if let (Some(s), Some(d)) = (&self.shaping, &self.dataset) {
+            // ImagineBench rows (real and imaginary, two buffers) are loaded without the shaper:
+            // shaping only the online rows of a mixed batch is not potential-based (E10).
+            if s.enabled && d.is_imaginebench() {
+                if let Some(key) = self.train.offline_share_key() {
+                    bail!("key `{key}`: an enabled [shaping] needs every trained-on row shaped, but ImagineBench datasets are not shaped at load; set `{key}` to its default (no offline rows) or disable [shaping]");
+                }
+            }
+        }
         if let Some(ib) = &self.imaginebench {
             super::imaginebench::validate_section(ib)?;
         }
@@ -750,6 +789,34 @@ online_steps = 100
         assert!(c.to_toml_string().unwrap().contains("closed_episodes_only = true"));
         let err = format!("{:#}", resolve(&["algo=\"ppo\"", "replay.closed_episodes_only=true"]).unwrap_err());
         assert!(err.contains("on-policy") && err.contains("replay.closed_episodes_only"), "{err}");
+    }
+
+    /// E13: a HER run samples finished episodes only unless told otherwise, as SB3's HER buffer.
+    #[test]
+    fn her_runs_sample_finished_episodes_only_by_default() {
+        let c = resolve(&["replay.her=\"future\""]).unwrap();
+        assert!(c.replay.closed_episodes_only_for(false), "HER: closed episodes by default");
+        let c = resolve(&["replay.her=\"future\"", "replay.closed_episodes_only=false"]).unwrap();
+        assert!(!c.replay.closed_episodes_only_for(false) && !c.replay.closed_episodes_only_for(true), "the open episode on request");
+    }
+
+    /// E10/E11: `[shaping]` defaults to the Markov (backward) potential, and refuses a share of
+    /// ImagineBench rows (not shaped at load), naming the key that sets it.
+    #[test]
+    fn shaping_defaults_to_a_markov_potential_and_refuses_unshaped_offline_rows() {
+        let c = resolve(&["shaping.model=\"m.pt\""]).unwrap();
+        let s = c.shaping.as_ref().unwrap();
+        assert_eq!(s.fusion(), o2o_reward_models::Fusion::Backward);
+        assert!(s.fusion().is_markov());
+        let c = resolve(&["shaping.model=\"m.pt\"", "shaping.fusion=\"mean\""]).unwrap();
+        assert!(!c.shaping.unwrap().fusion().is_markov(), "history-dependent fusions stay options");
+        let ib = ["shaping.model=\"m.pt\"", "dataset.path=\"d.hdf5\"", "dataset.format=\"imaginebench\"", "dataset.reward=\"none\""];
+        for (set, key) in [("train.offline_ratio=0.5", "train.offline_ratio"), ("train.offline_mix=\"proportional\"", "train.offline_mix"), ("train.offline_steps=10", "train.offline_steps")] {
+            let err = format!("{:#}", resolve(&[&ib[..], &[set]].concat()).unwrap_err());
+            assert!(err.contains(key) && err.contains("[shaping]"), "{set}: {err}");
+        }
+        assert!(resolve(&ib).is_ok(), "no offline share: nothing to refuse");
+        assert!(resolve(&[&ib[..], &["train.offline_ratio=0.5", "shaping.enabled=false"]].concat()).is_ok());
     }
 
     #[test]

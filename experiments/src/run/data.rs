@@ -84,6 +84,24 @@ pub fn dataset_mc_config(config: &RunConfig, gamma: f32) -> Result<McConfig> {
 /// with `in_memory = true` takes `given` (the dataset handed to the run) instead of a file.
 #[allow(clippy::too_many_arguments)]
 pub fn load(cfg: &DatasetConfig, given: Option<D4rlDataset>, action_space: &BoxSpace, env_id: &str, obs_dim: usize, act_dim: usize, max_episode_steps: Option<usize>, mc: Option<McConfig>) -> Result<OfflineData> {
+    load_shaped(cfg, given, action_space, env_id, obs_dim, act_dim, max_episode_steps, mc, None)
+}
+
+/// [`load`], with every row's reward shaped by `shaper` (`[shaping]`) as an online row's is:
+/// the env's reward shaped first, then the reward transform, then the MC returns, in the same
+/// order as online rows are shaped, transformed and stored ([`super::shaping::shape_rows`]).
+#[allow(clippy::too_many_arguments)]
+pub fn load_shaped(
+    cfg: &DatasetConfig,
+    given: Option<D4rlDataset>,
+    action_space: &BoxSpace,
+    env_id: &str,
+    obs_dim: usize,
+    act_dim: usize,
+    max_episode_steps: Option<usize>,
+    mc: Option<McConfig>,
+    shaper: Option<&mut o2o_reward_models::Shaper>,
+) -> Result<OfflineData> {
     let (ds, path, sha256) = if cfg.in_memory {
         let ds = given.context("this run's dataset was handed over in memory (`dataset.in_memory = true`); pass the same data again with Run::dataset")?;
         let sha = ds.content_sha256();
@@ -128,8 +146,13 @@ pub fn load(cfg: &DatasetConfig, given: Option<D4rlDataset>, action_space: &BoxS
     let mut probe = [0.0f32, 1.0];
     preset.apply(&mut probe, &ds.episode_returns(max_episode_steps)).with_context(|| format!("dataset {}", path.display()))?;
     let reward = RewardTransform { scale: (probe[1] - probe[0]) as f64, shift: probe[0] as f64 };
-    for r in t.rewards.iter_mut() {
-        *r = reward.apply(*r as f64) as f32;
+    let shaped = match shaper {
+        Some(s) => Some(super::shaping::shape_rows(&t, s).with_context(|| format!("shaping dataset {}", path.display()))?),
+        None => None,
+    };
+    for (i, r) in t.rewards.iter_mut().enumerate() {
+        let raw = shaped.as_ref().map_or(*r as f64, |s| s[i]);
+        *r = reward.apply(raw) as f32;
     }
     if let Some(mc) = &mc {
         t.mc_returns = Some(returns_to_go(&t.rewards, &t.episode_ends, mc).with_context(|| format!("MC returns of dataset {}", path.display()))?);

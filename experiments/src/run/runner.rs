@@ -201,7 +201,7 @@ pub struct Prepared<'a> {
     /// HIL-SERL's intervention buffer, when `train.intervention_share > 0`.
     pub(super) interventions: Option<ReplayBuffer>,
     pub(super) recorder: Option<Recorder>,
-    /// The `[shaping]` reward of online transitions.
+    /// The `[shaping]` reward of online transitions (the dataset's rows were shaped at load).
     pub(super) shaper: Option<Shaper>,
     pub(super) state: RunnerState,
     pub(super) on_eval: Option<&'a mut OnEval<'a>>,
@@ -245,11 +245,19 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
     // computed for the dataset here and for online episodes by the replay buffer.
     let gamma = config.agent.get("gamma").and_then(|g| g.as_float()).unwrap_or(0.99) as f32;
     let mc = data::mc_config(config, gamma)?;
+    let needs_data = config.train.offline_steps > 0 || config.train.mixes_offline_data();
+    // The agent (its own seeded random stream: building it first changes no draw).
+    let mut agent = build_agent(config, obs_dim, act_dim, device)?;
+    // `[shaping]`: one shaper, with the built agent's discount (E12), for the online rows and
+    // for the dataset's rows at load (E10), so every row of a mixed batch carries its F.
+    let mut shaper = match &config.shaping {
+        Some(s) if s.enabled && (needs_env || needs_data) => Some(shaping::shaper(s, &*agent, obs_dim)?),
+        _ => None,
+    };
     // Offline data, with its reward transform (which online rewards get too), and its MC
     // returns (for Cal-QL, and for diagnostics). A run that trains on online data only still
     // loads the dataset when it can, for the reward transform and the `diag/offline/` values;
     // without the file it goes on unless the reward preset needs the data.
-    let needs_data = config.train.offline_steps > 0 || config.train.mixes_offline_data();
     let offline: Option<OfflineData> = match &config.dataset {
         None => None,
         Some(d) if d.is_imaginebench() => {
@@ -259,7 +267,7 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
             };
             Some(super::imaginebench::load(d, &encoder, eval_env.action_space(), &config.env, obs_dim, act_dim, Some(data::dataset_mc_config(config, gamma)?))?)
         }
-        Some(d) => match data::load(d, hooks.dataset.take(), eval_env.action_space(), &config.env, obs_dim, act_dim, eval_env.spec().max_episode_steps, Some(data::dataset_mc_config(config, gamma)?)) {
+        Some(d) => match data::load_shaped(d, hooks.dataset.take(), eval_env.action_space(), &config.env, obs_dim, act_dim, eval_env.spec().max_episode_steps, Some(data::dataset_mc_config(config, gamma)?), shaper.as_mut()) {
             Ok(o) => Some(o),
             // Data handed over in memory is part of the run (its diagnostics too): never optional.
             Err(e) if needs_data || d.in_memory => return Err(e),
@@ -274,8 +282,7 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
     };
     let reward = offline.as_ref().map_or(RewardTransform::IDENTITY, |o| o.reward);
 
-    // Agent, replay buffer, runner state.
-    let mut agent = build_agent(config, obs_dim, act_dim, device)?;
+    // Replay buffer, runner state.
     let mut replay = if needs_env {
         let mc = mc.unwrap_or(McConfig::dense(gamma));
         Some(ReplayBuffer::with_mc(config.train.replay_capacity, obs_dim, act_dim, mc).context("creating the replay buffer")?)
@@ -322,18 +329,16 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
             state
         }
     };
-    // Hindsight relabelling of online batches (`[replay] her`), from the env's goal layout.
+    // Hindsight relabelling of online batches (`[replay] her`), from the env's goal layout, and
+    // rows of the episode in progress left out of online batches when the agent uses MC returns
+    // or HER relabels (`[replay] closed_episodes_only`, fidelity-audit D13, fidelity-audit-2 E13).
     if let Some(r) = replay.as_mut() {
-        let her = super::her::her_for(config, eval_env.spec(), obs_dim, reward)?;
-        r.set_her(her).context("setting up [replay] her")?;
+        super::her::configure_replay(r, config, eval_env.spec(), obs_dim, reward, mc.is_some())?;
     } else if config.replay.her_enabled() {
         bail!("key `replay.her` = \"future\" relabels the online replay buffer, but this run has no online steps");
     }
-    // Rows of the episode in progress are left out of online batches when the agent uses MC
-    // returns (`[replay] closed_episodes_only`, fidelity-audit D13).
-    let closed_only = config.replay.closed_episodes_only_for(mc.is_some());
-    for b in replay.iter_mut().chain(interventions.iter_mut()) {
-        b.set_closed_episodes_only(closed_only);
+    if let Some(b) = interventions.as_mut() {
+        b.set_closed_episodes_only(config.replay.closed_episodes_only_for(mc.is_some()));
     }
     // The run's own experience as a D4RL dataset, when asked for (continued on resume).
     let recorder = if config.train.record_dataset && needs_env {
@@ -360,10 +365,8 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
         Vec::new()
     };
     let sera = if config.sera.enabled { Some(sera_for(config, &*agent, offline.as_ref(), obs_dim, act_dim, device)?) } else { None };
-    let shaper = match &config.shaping {
-        Some(s) if needs_env && s.enabled => Some(shaping::shaper(s, gamma as f64, obs_dim)?),
-        _ => None,
-    };
+    // The online rows are shaped only when the run steps an env.
+    let shaper = if needs_env { shaper } else { None };
     let warnings = budget_warnings(config);
     Ok(Prepared {
         config: config.clone(),
@@ -452,6 +455,16 @@ impl Prepared<'_> {
     /// table), as the manifest records it.
     pub fn instruction_embeddings(&self) -> Option<&str> {
         self.instruction_embeddings.as_deref()
+    }
+
+    /// The offline data as the run trains on it (rewards shaped at load under `[shaping]`).
+    pub fn offline(&self) -> Option<&OfflineData> {
+        self.offline.as_ref()
+    }
+
+    /// The `[shaping]` shaper of online transitions (the run steps an env and shapes).
+    pub fn shaper(&self) -> Option<&Shaper> {
+        self.shaper.as_ref()
     }
 
     /// Budget warnings (see [`budget_warnings`]); they also go into `summary.json`.
