@@ -259,3 +259,36 @@ fn unio4_presets_validate_and_the_refit_scale_is_checked() {
     let err = o2o_experiments::Run::preset("unio4-halfcheetah-medium").unwrap().set(["agent.online.reward_scaling=\"constant\""]).and_then(|r| r.config()).unwrap_err();
     assert!(format!("{err:#}").contains("unio4.value_refit.reward_scaling"), "{err:#}");
 }
+
+/// fidelity-audit-2 E1: every `ppo-*` preset (CleanRL's recipe) normalizes rewards as CleanRL
+/// does (`NormalizeReward`: divided by a running std of the discounted return, then
+/// `TransformReward`: clipped to ±10), so the ±0.2 value clip acts in normalized units. E4:
+/// like CleanRL, they store the unclamped sample.
+#[test]
+fn cleanrl_ppo_presets_scale_rewards_and_store_the_unclamped_sample() {
+    use o2o_agents::ppo::RewardScaling;
+    let names: Vec<&str> = o2o_experiments::run::presets::names().into_iter().filter(|n| n.starts_with("ppo-")).collect();
+    assert!(names.contains(&"ppo-hopper") && names.contains(&"ppo-halfcheetah") && names.contains(&"ppo-inverted-pendulum"), "{names:?}");
+    for name in names {
+        let c = match o2o_experiments::Run::preset(name).unwrap().config().unwrap().agent_config().unwrap() {
+            o2o_agents::AgentConfig::Ppo(c) => c,
+            other => panic!("{name}: {}", other.algo()),
+        };
+        assert_eq!((c.reward_scaling, c.reward_clip, c.reward_scale), (RewardScaling::Dynamic, 10.0, 1.0), "{name}");
+        assert!(c.clip_value && !c.store_clamped_action, "{name}");
+    }
+}
+
+/// fidelity-audit-2 E4: every Uni-O4 preset's online PPO stores the sampled action clamped to
+/// ±1 and the log-probability of the clamped action, as the official `ppo_finetune` does.
+#[test]
+fn unio4_presets_store_the_clamped_action() {
+    let names: Vec<&str> = o2o_experiments::run::presets::names().into_iter().filter(|n| n.starts_with("unio4-")).collect();
+    assert!(!names.is_empty());
+    for name in names {
+        match o2o_experiments::Run::preset(name).unwrap().config().unwrap().agent_config().unwrap() {
+            o2o_agents::AgentConfig::Unio4(c) => assert!(c.online.store_clamped_action && c.online_config().store_clamped_action, "{name}"),
+            other => panic!("{name}: {}", other.algo()),
+        }
+    }
+}

@@ -19,17 +19,26 @@
 //! 3. learning rates `lr₀ (1 − t / T_decay)` with `t` the env steps before this rollout.
 //!
 //! The policy is a Gaussian with a state-independent log σ ([`GaussianActor`]; CleanRL's
-//! linear mean by default, Uni-O4's tanh'd mean with `actor.squash_mean`), sampled without
-//! clipping so the stored log-probability is that of the sampled action (the runner clips the
-//! action into the env's box). Adam's ε is 1e-5. Observations are normalized by the agent
+//! linear mean by default, Uni-O4's tanh'd mean with `actor.squash_mean`). By default (CleanRL)
+//! the sample is stored unclipped, with the log-probability of that sample, and the runner clips
+//! the action into the env's box. With `store_clamped_action` (Uni-O4's `ppo_finetune/ppo.py
+//! choose_action`) the sample is clamped to [−1, 1] first, and the stored action and its
+//! log-probability are those of the clamped action (the Gaussian density at the clamped point).
+//! Adam's ε is 1e-5. Observations are normalized by the agent
 //! ([`ObsNorm`]: running statistics as CleanRL, or a dataset's frozen statistics as Uni-O4).
 //!
 //! Deviations: actor and critic have separate Adam optimizers and separate gradient-norm clips
 //! (Uni-O4's form; CleanRL steps one Adam on `L_π + c_V L_V` and clips the joint norm — Adam
 //! is per-parameter, so the only difference is the clip, and `c_V` has no effect beyond Adam's
-//! ε); CleanRL's reward normalization wrapper is replaced by a constant `reward_scale`, or by
-//! Uni-O4's `dynamic` scaling (`reward_scaling = "dynamic"`: rewards divided by a running std of
-//! the discounted return, [`ReturnStdScaler`], whose state is checkpointed with the agent).
+//! ε). Rewards are scaled before GAE by `reward_scaling`:
+//! - `constant` multiplies by `reward_scale`;
+//! - `dynamic` divides by a running std of the discounted return ([`ReturnStdScaler`]), whose
+//!   state is checkpointed with the agent. This is Uni-O4's `dynamic` strategy. It is also the
+//!   statistic of CleanRL's `NormalizeReward` wrapper; only the start differs, `S = 1` here
+//!   against a unit-variance prior of weight 1e-4 there, which washes out after a few rollouts.
+//!
+//! `reward_clip > 0` then clips the scaled reward to ±`reward_clip` (CleanRL's `TransformReward`
+//! after `NormalizeReward`: ±10). The `ppo-*` presets use `dynamic` with the ±10 clip.
 //!
 //! Options for Uni-O4's online phase: `critic_head = "relu"` ends V in a ReLU (`V ≥ 0`, the
 //! official `ValueReluMLP` its task scripts use whenever they refit V), and `reward_scaling`.
@@ -136,6 +145,12 @@ pub struct PpoConfig {
     pub reward_scale: f64,
     /// `constant` (only `reward_scale`) or `dynamic` (divided by a running return std first).
     pub reward_scaling: RewardScaling,
+    /// Clip the scaled reward to ±this before GAE (CleanRL: 10 after its reward normalization);
+    /// 0 = no clip.
+    pub reward_clip: f64,
+    /// Store the sampled action clamped to [−1, 1], and the log-probability of the clamped
+    /// action (Uni-O4's online PPO); off = the unclamped sample and its log-probability (CleanRL).
+    pub store_clamped_action: bool,
     /// Stop a rollout's epochs early once the approximate KL exceeds this (0 = never).
     pub target_kl: f64,
 }
@@ -164,6 +179,8 @@ impl Default for PpoConfig {
             lr_decay_steps: 0,
             reward_scale: 1.0,
             reward_scaling: RewardScaling::Constant,
+            reward_clip: 0.0,
+            store_clamped_action: false,
             target_kl: 0.0,
         }
     }
@@ -184,6 +201,9 @@ impl PpoConfig {
         }
         if !(self.max_grad_norm > 0.0) || !(self.adam_eps > 0.0) {
             return bad(format!("ppo.max_grad_norm and ppo.adam_eps must be > 0, found {} and {}", self.max_grad_norm, self.adam_eps));
+        }
+        if !(self.reward_clip >= 0.0 && self.reward_clip.is_finite()) {
+            return bad(format!("ppo.reward_clip must be ≥ 0 (0 = no clip), found {}", self.reward_clip));
         }
         if self.actor.mlp.dropout != 0.0 || self.critic.dropout != 0.0 {
             return bad("ppo takes no dropout (log-probabilities must be those of the acting policy)".into());
@@ -408,6 +428,7 @@ impl OnPolicy for Ppo {
         tch::no_grad(|| {
             let mean = self.m.actor.mean(&obs, None);
             let a = &mean + self.m.actor.log_std().exp() * eps;
+            let a = if self.cfg.store_clamped_action { a.clamp(-1.0, 1.0) } else { a };
             let logp = self.m.actor.log_prob_at(&mean, &a);
             let v = self.critic_value(&obs);
             (a, logp, v)
@@ -421,9 +442,14 @@ impl OnPolicy for Ppo {
     fn update_rollout(&mut self, r: &RolloutBuffer, env_step: u64, total_env_steps: u64) -> Metrics {
         let c = self.cfg.clone();
         // 1. GAE on the scaled rewards: `dynamic` divides by the running return std first (in
-        // time order, each env's R continuing across rollouts), then × reward_scale.
+        // time order, each env's R continuing across rollouts), then × reward_scale, then the
+        // optional clip to ±reward_clip.
         let dynamic = self.m.returns.as_mut().map(|s| s.scale_rollout(&r.rewards, &r.done, r.envs));
-        let rewards: Vec<f32> = dynamic.as_deref().unwrap_or(&r.rewards).iter().map(|x| x * c.reward_scale as f32).collect();
+        let mut rewards: Vec<f32> = dynamic.as_deref().unwrap_or(&r.rewards).iter().map(|x| x * c.reward_scale as f32).collect();
+        if c.reward_clip > 0.0 {
+            let b = c.reward_clip as f32;
+            rewards.iter_mut().for_each(|x| *x = x.clamp(-b, b));
+        }
         let (adv, ret) = gae(&rewards, &r.values, &r.next_values, &r.terminated, &r.done, r.envs, c.gamma as f32, c.gae_lambda as f32);
         let rows = r.len() as i64;
         let dev = self.device;
@@ -670,6 +696,54 @@ mod tests {
         fresh.load_parts(&path, &["reward_scaling"]).unwrap();
         assert_eq!(fresh.reward_scaler().unwrap().stats(), reference.stats());
         assert!(make(&PpoConfig::default(), 5).load_parts(&path, &["reward_scaling"]).is_err(), "a constant-scaling agent has no such part");
+    }
+
+    /// `store_clamped_action` (Uni-O4, fidelity-audit-2 E4): the stored action is the sample
+    /// clamped to [−1, 1], and the stored log-probability is the Gaussian's at that clamped
+    /// action. Without it (CleanRL) the same seed stores the unclamped sample and its own
+    /// log-probability. With σ = 1 at the start, about a third of the coordinates leave
+    /// [−1, 1], so both cases occur.
+    #[test]
+    fn store_clamped_action_stores_the_clamp_and_its_log_prob() {
+        let make = |clamped| Ppo::new(PpoConfig { store_clamped_action: clamped, ..PpoConfig::default() }, 3, 2, Device::Cpu, 11).unwrap();
+        let (mut off, mut on) = (make(false), make(true));
+        let obs = AgentRng::new(12).normal(&[256, 3], Device::Cpu);
+        let ((a0, lp0, v0), (a1, lp1, v1)) = (off.act_value(&obs), on.act_value(&obs));
+        assert!(v0.equal(&v1));
+        let outside = a0.abs().gt(1.0);
+        let rows_out = outside.any_dim(1, false);
+        let n_out = rows_out.sum(Kind::Int64).int64_value(&[]);
+        assert!(n_out > 20 && n_out < 236, "{n_out} of 256 rows have a coordinate outside [−1, 1]");
+        assert!(a1.equal(&a0.clamp(-1.0, 1.0)), "the stored action is the clamped sample");
+        // log N(a; μ, σ²) at the clamped action, written out: μ = the actor's mean, σ = e^{log σ}.
+        let mean = on.m.actor.mean(&obs, None).detach();
+        let ls = on.m.actor.log_std().detach();
+        let want = ((&a1 - &mean) * (-&ls).exp()).square() * (-0.5) - &ls - 0.918_938_533_204_672_7;
+        let want = want.sum_dim_intlist(-1, false, Kind::Float);
+        assert!((&lp1 - &want).abs().max().double_value(&[]) < 1e-5, "the stored log-probability is that of the clamped action");
+        // Rows inside the box are untouched; rows outside it store a higher density (closer to μ).
+        let inside = rows_out.logical_not();
+        assert!(lp1.masked_select(&inside).equal(&lp0.masked_select(&inside)));
+        assert!(lp1.masked_select(&rows_out).gt_tensor(&lp0.masked_select(&rows_out)).all().int64_value(&[]) == 1);
+    }
+
+    /// `reward_clip` clips the reward GAE sees after the scaling (CleanRL's ±10 after
+    /// `NormalizeReward`): an agent with `reward_scale = 100, reward_clip = 1` updates exactly as
+    /// an unscaled, unclipped agent given `clamp(100 r, −1, 1)`.
+    #[test]
+    fn reward_clip_clips_the_scaled_reward() {
+        let base = PpoConfig { epochs: 2, minibatch_size: 16, ..PpoConfig::default() };
+        let (mut clipped, mut plain) = (Ppo::new(PpoConfig { reward_scale: 100.0, reward_clip: 1.0, ..base.clone() }, 2, 1, Device::Cpu, 3).unwrap(), Ppo::new(base, 2, 1, Device::Cpu, 3).unwrap());
+        let done = [true; 16];
+        for k in 0..2 {
+            let b = bandit_rollout(&mut clipped, done);
+            let mut pre = bandit_rollout(&mut plain, done);
+            assert_eq!(b, pre, "same seed, same rollout");
+            assert!(b.rewards.iter().any(|r| r * 100.0 < -1.0) && b.rewards.iter().any(|r| r * 100.0 > -1.0), "the clip engages on some rows only");
+            pre.rewards = pre.rewards.iter().map(|r| (r * 100.0f32).clamp(-1.0, 1.0)).collect();
+            assert_eq!(clipped.update_rollout(&b, k * 64, 1000), plain.update_rollout(&pre, k * 64, 1000), "rollout {k}");
+        }
+        assert!(PpoConfig { reward_clip: -1.0, ..PpoConfig::default() }.validate().is_err());
     }
 
     /// `critic_head = "relu"`: V is the linear head's output through a ReLU (same weights).

@@ -15,9 +15,17 @@
 //! **BPPO** per member, step t of T, on 512 states: `a ~ π_i^old(·|s)`,
 //! `A_i = min_j Q_j(s, a) − V(s)` standardized over the batch (mean, std + 1e-10),
 //! `L_i = −E[min(ρ A_i, clip(ρ, 1 − ε_t, 1 + ε_t) A_i)]`, `ρ = π_i(a|s) / π_i^old(a|s)`;
-//! `ε_t = ε₀ (1 − min(t, 200) / T)`, learning rate `lr₀ (1 − t / T)`, each member's gradient
-//! norm clipped to 0.5 on its own. `π_i^old ← π_i` only when AM-Q says member i improved
-//! ([`PolicyEnsemble::accept`]).
+//! `ε_t = ε₀ (1 − min(t, 200) / T)`, each member's gradient norm clipped to 0.5 on its own.
+//! `π_i^old ← π_i` only when AM-Q says member i improved ([`PolicyEnsemble::accept`]).
+//! - The learning rate of step t (0-based) is `lr₀ (1 − max(t − 1, 0) / T)`. The official
+//!   `main.py` sets `lr₀ (1 − t / T)` *after* step t, so step 0 and step 1 both run at lr₀
+//!   (fidelity-audit-2 E5).
+//! - BPPO starts from a fresh Adam: zero moments, step count 0. The official code builds one
+//!   optimizer per member for BPPO and loads only the BC weights into it (fidelity-audit-2 E2).
+//!   Here the ensemble's single Adam is reset before BPPO's first step. Adam is elementwise and
+//!   the members' step counts are equal, so this is the same as n fresh per-member optimizers.
+//!   The reset happens whether BC ran in this process or a cached BC stage was loaded. A run
+//!   resumed inside BPPO (step > 0) restores BPPO's own Adam from its checkpoint.
 
 use super::Data;
 use crate::nn::{Adam, EnsembleMlp, GaussianConfig, MlpConfig, ParamSet};
@@ -301,17 +309,28 @@ impl PolicyEnsemble {
         (loss, clip_frac)
     }
 
+    /// BPPO's learning rate at step `t` (0-based): `lr₀ (1 − max(t − 1, 0) / T)`. The official
+    /// loop sets the LR after each step, so step t runs at the value set after step t − 1.
+    pub fn bppo_lr_at(&self, t: u64) -> f64 {
+        self.cfg.bppo_lr * (1.0 - t.saturating_sub(1) as f64 / self.cfg.bppo_steps.max(1) as f64)
+    }
+
     /// One BPPO step on `batch_size` random dataset states; `advantage` is `Q − V` (IQL: `min Q`),
-    /// `weight` the non-IQL path's ω ([`super::OfflineCritic::advantage_weight`]).
+    /// `weight` the non-IQL path's ω ([`super::OfflineCritic::advantage_weight`]). The first
+    /// step (t = 0) resets the optimizer first: BPPO starts with zero moments and step 0, not
+    /// with BC's Adam.
     pub fn bppo_update(&mut self, data: &Data, state_norm: bool, advantage: &mut dyn FnMut(&Tensor, &Tensor) -> Tensor, weight: Option<f64>) -> Metrics {
         let t = self.bppo_step as u64;
+        if t == 0 {
+            self.opt.reset();
+        }
         let clip = self.cfg.clip_at(t);
         let idx = self.rng.indices(data.len(), self.cfg.batch_size, true, data.obs.device());
         let s = data.norm_obs(&data.obs.index_select(0, &idx), state_norm);
         let (loss, clip_frac) = self.bppo_loss(&s, advantage, weight, clip);
         let mut grads = Tensor::run_backward(&[&loss], &self.pi.params.tensors(), false, false);
         let norms = clip_per_member(&mut grads, self.cfg.members, self.cfg.max_grad_norm);
-        self.opt.lr = self.cfg.bppo_lr * (1.0 - t as f64 / self.cfg.bppo_steps.max(1) as f64);
+        self.opt.lr = self.bppo_lr_at(t);
         self.opt.apply(&self.pi.params, &grads);
         self.bppo_step += 1;
         vec![("bppo_loss", loss.double_value(&[])), ("clip", clip), ("clip_fraction", clip_frac), ("grad_norm", norms.mean(Kind::Float).double_value(&[])), ("lr", self.opt.lr)]
@@ -388,16 +407,10 @@ mod tests {
     /// π into π_old and leaves 1 and 3 bit-identical.
     #[test]
     fn only_improved_members_replace_their_old_policy() {
-        let mut p = PolicyEnsemble::new(PolicyConfig { bc_steps: 1, bppo_steps: 10, ..small() }, 3, 2, Device::Cpu, 4).unwrap();
-        let mut rng = AgentRng::new(5);
-        let n = 64;
-        let f = |t: &Tensor| Vec::<f32>::try_from(&t.flatten(0, -1)).unwrap();
-        let (s, a) = (rng.normal(&[n, 3], Device::Cpu), rng.normal(&[n, 2], Device::Cpu).tanh());
-        let zeros = vec![0.0f32; n as usize];
-        let d = Data::new(&f(&s), &f(&a), &zeros, &f(&s), &zeros, &zeros, 3, 2, Device::Cpu).unwrap();
-        p.bc_update(&d, false);
+        let d = toy_data(5);
+        let mut p = after_bc(&PolicyConfig { bc_steps: 1, bppo_steps: 10, ..small() }, &d, 4);
         let before: Vec<Tensor> = p.old.params.named().iter().map(|(_, t)| t.detach().copy()).collect();
-        p.bppo_update(&d, false, &mut |s, a| s.sum_dim_intlist(1, false, Kind::Float) - a.sum_dim_intlist(1, false, Kind::Float), None);
+        p.bppo_update(&d, false, &mut toy_advantage, None);
         p.accept(&[true, false, true, false]);
         for (((_, old), (_, pi)), was) in p.old.params.named().iter().zip(p.pi.params.named()).zip(&before) {
             for e in [0i64, 2] {
@@ -428,6 +441,121 @@ mod tests {
         assert!(norm > 1e-3, "{norm}");
         assert!((&half - &plain * 0.5).abs().max().double_value(&[]) < 1e-6 * norm.max(1.0));
         assert!((&skew - &half).norm().double_value(&[]) > 1e-2 * norm);
+    }
+
+    /// 64 random dataset pairs `(s, a)` (3-dim states, 2-dim actions in (−1, 1)).
+    fn toy_data(seed: u64) -> Data {
+        let mut rng = AgentRng::new(seed);
+        let n = 64;
+        let f = |t: &Tensor| Vec::<f32>::try_from(&t.flatten(0, -1)).unwrap();
+        let (s, a) = (rng.normal(&[n, 3], Device::Cpu), rng.normal(&[n, 2], Device::Cpu).tanh());
+        let zeros = vec![0.0f32; n as usize];
+        Data::new(&f(&s), &f(&a), &zeros, &f(&s), &zeros, &zeros, 3, 2, Device::Cpu).unwrap()
+    }
+
+    fn toy_advantage(s: &Tensor, a: &Tensor) -> Tensor {
+        s.sum_dim_intlist(1, false, Kind::Float) - a.sum_dim_intlist(1, false, Kind::Float)
+    }
+
+    /// A fresh ensemble (seed `seed`) after its `cfg.bc_steps` BC steps on `d`.
+    fn after_bc(cfg: &PolicyConfig, d: &Data, seed: u64) -> PolicyEnsemble {
+        let mut p = PolicyEnsemble::new(cfg.clone(), 3, 2, Device::Cpu, seed).unwrap();
+        for _ in 0..cfg.bc_steps {
+            p.bc_update(d, false);
+        }
+        p
+    }
+
+    /// What `path` holds, loaded into an ensemble built from another seed.
+    fn reloaded(cfg: &PolicyConfig, path: &Path) -> PolicyEnsemble {
+        let mut q = PolicyEnsemble::new(cfg.clone(), 3, 2, Device::Cpu, 99).unwrap();
+        q.load(path).unwrap();
+        q
+    }
+
+    fn same_weights(x: &PolicyEnsemble, y: &PolicyEnsemble) -> bool {
+        x.pi.params.named().iter().zip(y.pi.params.named()).all(|((_, a), (_, b))| a.equal(b))
+    }
+
+    /// fidelity-audit-2 E2: the first BPPO step is an Adam step from zero moments and step 0
+    /// (lr₀ · m̂/(√v̂ + ε) with m̂ = g, v̂ = g²) on BPPO's clipped gradient, not a step of the
+    /// BC stage's Adam. This holds both after BC in the same process and when the finished BC
+    /// stage is loaded from its checkpoint (a cached `bc.ot`, a resumed run). Replaying the
+    /// same sample through BC's Adam instead lands elsewhere, so the check has teeth.
+    #[test]
+    fn bppo_starts_from_a_fresh_adam() {
+        let cfg = PolicyConfig { bc_steps: 5, bppo_steps: 10, ..small() };
+        let d = toy_data(5);
+        let mut p = after_bc(&cfg, &d, 4);
+        assert_eq!(p.opt.steps(), 5);
+        let dir = tempfile::tempdir().unwrap();
+        let bc = dir.path().join("bc.ot");
+        p.save(&bc).unwrap();
+        let load = || reloaded(&cfg, &bc);
+        // The reference: BPPO's first step by hand, through a brand-new Adam (and, for the
+        // contrast, through the BC Adam the checkpoint holds).
+        let step_by_hand = |q: &mut PolicyEnsemble, fresh: bool| {
+            let idx = q.rng.indices(d.len(), q.cfg.batch_size, true, Device::Cpu);
+            let s = d.norm_obs(&d.obs.index_select(0, &idx), false);
+            let (loss, _) = q.bppo_loss(&s, &mut toy_advantage, None, q.cfg.clip_at(0));
+            let mut g = grads(q, &loss);
+            let _ = clip_per_member(&mut g, q.cfg.members, q.cfg.max_grad_norm);
+            if fresh {
+                Adam::new(&q.pi.params, q.cfg.bppo_lr).apply(&q.pi.params, &g);
+            } else {
+                q.opt.lr = q.cfg.bppo_lr;
+                q.opt.apply(&q.pi.params, &g);
+            }
+        };
+        let (mut want, mut stale) = (load(), load());
+        step_by_hand(&mut want, true);
+        step_by_hand(&mut stale, false);
+        assert!(!same_weights(&want, &stale), "BC's Adam state must change the step, or this test proves nothing");
+        let mut resumed = load();
+        for (who, q) in [("in-process", &mut p), ("loaded from the BC checkpoint", &mut resumed)] {
+            q.bppo_update(&d, false, &mut toy_advantage, None);
+            assert!(same_weights(q, &want), "{who}: the first BPPO step is not a fresh Adam's");
+            assert_eq!(q.opt.steps(), 1, "{who}: BPPO's Adam counts from 0");
+        }
+    }
+
+    /// Inside BPPO nothing is reset: a run saved after BPPO step 2 and loaded continues with
+    /// BPPO's own Adam (moments, step 2) bit for bit.
+    #[test]
+    fn bppo_resumed_mid_stage_keeps_its_adam() {
+        let cfg = PolicyConfig { bc_steps: 3, bppo_steps: 10, ..small() };
+        let d = toy_data(6);
+        let mut p = after_bc(&cfg, &d, 7);
+        for _ in 0..2 {
+            p.bppo_update(&d, false, &mut toy_advantage, None);
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bppo.partial.ot");
+        p.save(&path).unwrap();
+        let mut q = reloaded(&cfg, &path);
+        assert_eq!((q.steps(), q.opt.steps()), ((3, 2), 2));
+        for _ in 0..2 {
+            assert_eq!(p.bppo_update(&d, false, &mut toy_advantage, None), q.bppo_update(&d, false, &mut toy_advantage, None));
+        }
+        assert!(same_weights(&p, &q) && p.opt.steps() == 4 && q.opt.steps() == 4);
+        for ((n, x), (_, y)) in p.live().iter().zip(q.live()) {
+            assert!(x.equal(&y), "{n}");
+        }
+    }
+
+    /// fidelity-audit-2 E5: step t runs at lr₀ (1 − max(t − 1, 0) / T), as the official loop
+    /// sets lr₀ (1 − t / T) after step t: steps 0 and 1 at lr₀, step 2 at lr₀ (1 − 1/T), the last
+    /// step (T − 1) at lr₀ (1 − (T − 2)/T).
+    #[test]
+    fn bppo_lr_is_set_after_each_step() {
+        let cfg = PolicyConfig { bc_steps: 1, bppo_steps: 10, bppo_lr: 1e-4, ..small() };
+        let d = toy_data(9);
+        let mut p = after_bc(&cfg, &d, 1);
+        let lr: Vec<f64> = (0..10).map(|_| p.bppo_update(&d, false, &mut toy_advantage, None).iter().find(|(k, _)| *k == "lr").unwrap().1).collect();
+        let want: Vec<f64> = [1.0, 1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2].iter().map(|f| 1e-4 * f).collect();
+        for (t, (got, want)) in lr.iter().zip(&want).enumerate() {
+            assert!((got - want).abs() < 1e-15, "step {t}: lr {got}, want {want}");
+        }
     }
 
     #[test]

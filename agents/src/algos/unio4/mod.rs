@@ -109,7 +109,9 @@ impl Default for Unio4Config {
 /// Uni-O4's online PPO defaults (§1.2): 2048-step rollouts, minibatch 128, K = 30, actor LR 2e-5,
 /// critic LR 2e-4, ε = 0.05 for the ratio and the value, entropy 0.01, grad-norm 0.5, Adam ε 1e-5,
 /// LR decay over 3e6 env steps, advantages standardized over the rollout, the dataset's
-/// frozen normalization, and the offline networks' shapes.
+/// frozen normalization, the offline networks' shapes, and the sampled action clamped to ±1
+/// before it and its log-probability are stored (`ppo_finetune/ppo.py choose_action`;
+/// fidelity-audit-2 E4).
 pub fn online_defaults(actor: &GaussianConfig, value: &MlpConfig) -> PpoConfig {
     PpoConfig {
         actor: actor.clone(),
@@ -123,6 +125,7 @@ pub fn online_defaults(actor: &GaussianConfig, value: &MlpConfig) -> PpoConfig {
         minibatch_size: 128,
         advantage_norm: AdvantageNorm::Rollout,
         lr_decay_steps: 3_000_000,
+        store_clamped_action: true,
         ..PpoConfig::default()
     }
 }
@@ -432,6 +435,19 @@ mod tests {
         off.validate().unwrap();
         assert_eq!(off.online_config().obs_norm.mode, ObsNormMode::None);
         assert!(toml::from_str::<Unio4Config>("[online]\nepoch = 3").unwrap_err().to_string().contains("epoch"), "unknown keys are still refused");
+    }
+
+    /// fidelity-audit-2 E4: Uni-O4's online PPO stores the clamped action by default, also under
+    /// an `online` table that does not mention it, and a table can turn it off; plain PPO's
+    /// default (CleanRL) stores the unclamped sample.
+    #[test]
+    fn online_phase_stores_the_clamped_action_by_default() {
+        assert!(Unio4Config::default().online.store_clamped_action);
+        assert!(!PpoConfig::default().store_clamped_action);
+        let cfg: Unio4Config = toml::from_str("[online]\nepochs = 10").unwrap();
+        assert!(cfg.online.store_clamped_action && cfg.online_config().store_clamped_action);
+        let off: Unio4Config = toml::from_str("[online]\nstore_clamped_action = false").unwrap();
+        assert!(!off.online.store_clamped_action);
     }
 
     #[test]
