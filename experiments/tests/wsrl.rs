@@ -173,8 +173,9 @@ fn a_short_wsrl_run_improves_on_its_offline_start() {
 }
 
 /// `o2o experiment wsrl-ablation` end to end at a tiny budget on the shipped hopper data: the
-/// preset pre-trains with CQL, so the two `wsrl-*` variants start from a CQL checkpoint and
-/// `calql-retain` from its own Cal-QL one; every variant's row and its Q − MC row are in the table.
+/// preset pre-trains with CQL, so the `wsrl-*` and `no-retain-cql` variants start from a CQL
+/// checkpoint and `calql-retain` from its own Cal-QL one; every variant's row, its Q − MC row and
+/// its claim row are in the table, with the paired differences to `wsrl`.
 #[test]
 fn wsrl_ablation_runs_each_variant_from_its_own_pretraining() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
@@ -202,15 +203,18 @@ fn wsrl_ablation_runs_each_variant_from_its_own_pretraining() {
     assert!(o.status.success(), "wsrl-ablation failed:\n{}", String::from_utf8_lossy(&o.stderr));
     let table = std::fs::read_to_string(out.join("table.md")).unwrap();
     assert!(table.contains("Pre-training: 20 CQL gradient steps") && table.contains("calql-retain starts from its own 20 Cal-QL gradient steps"), "{table}");
-    for v in ["wsrl", "wsrl-no-warmup", "calql-retain", "rlpd"] {
-        assert_eq!(table.matches(&format!("| {v} |")).count(), 2, "{v} has a score row and a Q − MC row:\n{table}");
+    for v in ["wsrl", "wsrl-no-warmup", "no-retain-cql", "calql-retain", "rlpd"] {
+        assert_eq!(table.matches(&format!("| {v} |")).count(), 3, "{v} has a score row, a Q − MC row and a claim row:\n{table}");
     }
+    // The claim's paired rows: every other variant against wsrl, on three measures.
+    assert_eq!(table.matches(" − wsrl |").count(), 12, "{table}");
     let config = |variant: &str| {
         let dir = std::fs::read_dir(out.join("runs").join(variant).join("seed-0")).unwrap().next().unwrap().unwrap().path();
         std::fs::read_to_string(dir.join("config.toml")).unwrap()
     };
     assert!(config("pretrain").contains("pretrain = \"cql\"") && config("pretrain-calql").contains("pretrain = \"calql\""));
     assert!(config("wsrl-no-warmup").contains("pretrain = \"cql\"") && config("calql-retain").contains("pretrain = \"calql\""));
+    assert!(config("no-retain-cql").contains("online_conservative = true") && config("no-retain-cql").contains("warmup_steps = 0"));
     // RLPD gets the networks every other variant runs, `--set` overrides included.
     let rlpd: toml::Table = toml::from_str(&config("rlpd")).unwrap();
     let hidden = |net: &toml::Value| net.get("hidden").and_then(|h| h.as_array()).map(|h| h.iter().filter_map(|v| v.as_integer()).collect::<Vec<_>>());
@@ -218,6 +222,8 @@ fn wsrl_ablation_runs_each_variant_from_its_own_pretraining() {
     assert_eq!(hidden(&rlpd["agent"]["actor"]["mlp"]), Some(vec![16, 16]), "{rlpd}");
     let results: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
     assert_eq!(results["pretrain"], "cql");
+    assert!(results["per_seed"]["early_dip"]["wsrl"]["0"].is_number(), "{}", results["per_seed"]);
+    assert_eq!(results["paired"].as_array().map(|p| p.len()), Some(12));
     let gaps = &results["q_minus_mc"];
     assert!(gaps["wsrl"][0].as_array().is_some_and(|g| !g.is_empty()), "wsrl logged Q against MC: {gaps}");
     // Without the warm-up the critic is updated from the first full online batch on, so its

@@ -5,6 +5,7 @@
 //! |---|---|---|---|---|
 //! | `wsrl` | the preset's pre-training (CQL on locomotion) | K frozen-policy steps | SAC, UTD 4 | none |
 //! | `wsrl-no-warmup` | the same checkpoint | none | the same | none |
+//! | `no-retain-cql` | the same checkpoint | none | SAC with CQL's regularizer kept, UTD 4 | none |
 //! | `calql-retain` | Cal-QL pre-training | none | Cal-QL (regularizer kept), UTD 1 × 256 | 50/50 |
 //! | `rlpd` | nothing (from scratch) | K uniformly random steps | RLPD, UTD 4 × 1024 | 50/50 |
 //!
@@ -26,8 +27,18 @@
 //! an interrupted experiment continues where it stopped. The output folder gets `table.md`
 //! (mean ± std over seeds of the normalized score at fixed env steps, and the critics' Q against
 //! the Monte-Carlo return on online data after the switch), `curves.png` and `results.json`.
+//!
+//! **The claim it tests** (WSRL, algorithms.md §1.6): without a warm-up, fine-tuning with no
+//! retained data collapses at the switch (Q spikes, the policy unlearns), and a few thousand
+//! warm-up steps of the frozen policy prevent it. Per variant and seed the table reports
+//! - the **early dip**: the lowest score in the first 20 % of the online env steps minus the
+//!   offline score (step 0);
+//! - **Q − MC at the switch** (the first online diagnostic) and its **largest magnitude** after;
+//! - the **final score**, as IQM over seeds with a 95 % stratified-bootstrap interval;
+//! and the paired per-seed differences of each variant to `wsrl` (final, mean online score, dip)
+//! with 95 % bootstrap intervals.
 
-use super::jobs::{children_cpu_seconds, command_line, plot, rows_with, run_jobs, score_rows, sets, Curves, Job, Processes};
+use super::jobs::{children_cpu_seconds, command_line, mean_between, paired_rows, plot, rows_with, run_jobs, score_rows, sets, Curves, Job, PerSeed, Processes};
 use o2o_experiments::report::runs::read_curve;
 use o2o_experiments::run::stages::calibration;
 use anyhow::{bail, Context, Result};
@@ -52,7 +63,7 @@ pub struct AblationArgs {
     #[arg(long, default_value = "hopper-medium")]
     pub task: String,
     /// Seeds 0..N.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 5)]
     pub seeds: u64,
     /// `small` or `full`.
     #[arg(long, value_enum, default_value = "small")]
@@ -67,8 +78,8 @@ pub struct AblationArgs {
     pub set: Vec<String>,
 }
 
-/// The four variants, in table order.
-pub const VARIANTS: [&str; 4] = ["wsrl", "wsrl-no-warmup", "calql-retain", "rlpd"];
+/// The variants, in table order.
+pub const VARIANTS: [&str; 5] = ["wsrl", "wsrl-no-warmup", "no-retain-cql", "calql-retain", "rlpd"];
 
 /// Step counts of one scale (after `--set` overrides of the same keys).
 #[derive(Debug, Clone, Copy)]
@@ -163,9 +174,16 @@ pub fn run(args: AblationArgs) -> Result<()> {
     }
     for seed in 0..args.seeds {
         let (p, p_calql) = (pretrain[seed as usize], pretrain_calql[seed as usize]);
-        let variant_sets: [(&'static str, usize, Vec<String>); 3] = [
+        let variant_sets: [(&'static str, usize, Vec<String>); 4] = [
             ("wsrl", p, vec![format!("agent.pretrain={pretrain_algo}")]),
             ("wsrl-no-warmup", p, vec![format!("agent.pretrain={pretrain_algo}"), "train.warmup_steps=0".into(), format!("train.online_steps={}", k + n)]),
+            // No retained data and no warm-up, the pre-training's regularizer kept online: the
+            // "fine-tune the offline algorithm as is" baseline of the paper.
+            (
+                "no-retain-cql",
+                p,
+                vec![format!("agent.pretrain={pretrain_algo}"), "train.warmup_steps=0".into(), format!("train.online_steps={}", k + n), "agent.online_conservative=true".into()],
+            ),
             (
                 "calql-retain",
                 p_calql,
@@ -205,17 +223,19 @@ pub fn run(args: AblationArgs) -> Result<()> {
     // Curves: normalized score against env steps, per variant and seed; and the critics' Q
     // against the Monte-Carlo return on online data (Q − MC), from the online diagnostics.
     let (mut curves, mut gaps) = (Curves::new(), Curves::new());
+    let total = k + n;
+    let mut per = ClaimValues::default();
     for (job, dir) in jobs.iter().zip(&dirs) {
         if job.variant.starts_with("pretrain") {
             continue;
         }
         let metrics = dir.join("metrics.jsonl");
         let curve = read_curve(&metrics, "eval/normalized_score", "env_step").or_else(|_| read_curve(&metrics, "eval/return", "env_step"))?;
+        let gap: Vec<(f64, f64)> = calibration(dir)?.iter().map(|c| (c.env_step as f64, c.q - c.mc_return)).collect();
+        per.add(job.variant, job.seed, &curve, &gap, total);
         curves.entry(job.variant).or_default().push(curve);
-        let gap = calibration(dir)?.iter().map(|c| (c.env_step as f64, c.q - c.mc_return)).collect();
         gaps.entry(job.variant).or_default().push(gap);
     }
-    let total = k + n;
     let mut steps: Vec<u64> = (0..=total).step_by(budget.eval_every.max(1) as usize).collect();
     if steps.last() != Some(&total) {
         steps.push(total);
@@ -223,11 +243,15 @@ pub fn run(args: AblationArgs) -> Result<()> {
     let command = command_line();
     let mut table = table(&curves, &steps, &args.task, scale, args.seeds, &budget, &pretrain_algo, &command, t0.elapsed().as_secs_f64(), cpu_s);
     table.push_str(&gap_table(&gaps, &gap_steps(k, total)));
+    let (claim_md, paired) = claim_table(&per, total);
+    table.push_str(&claim_md);
     std::fs::write(out.join("table.md"), &table).with_context(|| format!("cannot write {}/table.md", out.display()))?;
     plot(&out.join("curves.png"), &curves, &VARIANTS, &format!("WSRL ablation, {} ({scale}), {} seeds", args.task, args.seeds), "env steps (warm-up included)")?;
     let json = serde_json::json!({
         "task": args.task, "scale": scale, "seeds": args.seeds, "command": command, "pretrain": pretrain_algo,
         "q_minus_mc": gaps.iter().map(|(v, c)| (v.to_string(), serde_json::json!(c))).collect::<serde_json::Map<_, _>>(),
+        "per_seed": {"final_score": per.finals, "mean_online_score": per.online_mean, "early_dip": per.dip, "q_minus_mc_at_switch": per.gap_at_switch, "q_minus_mc_peak": per.gap_peak},
+        "paired": paired.iter().map(|(m, p)| serde_json::json!({"measure": m, "comparison": p})).collect::<Vec<_>>(),
         "budget": {"offline_steps": budget.offline, "warmup_steps": k, "online_steps": n, "eval_every": budget.eval_every},
         "curves": curves.iter().map(|(v, c)| (v.to_string(), serde_json::json!(c))).collect::<serde_json::Map<_, _>>(),
         "runs": jobs.iter().zip(&dirs).map(|(j, d)| serde_json::json!({"variant": j.variant, "seed": j.seed, "run_dir": d})).collect::<Vec<_>>(),
@@ -236,6 +260,80 @@ pub fn run(args: AblationArgs) -> Result<()> {
     println!("{table}");
     println!("written: {}/table.md, {}/curves.png, {}/results.json", out.display(), out.display(), out.display());
     Ok(())
+}
+
+/// The claim's per-seed measures of every variant.
+#[derive(Default)]
+struct ClaimValues {
+    finals: PerSeed,
+    online_mean: PerSeed,
+    dip: PerSeed,
+    gap_at_switch: PerSeed,
+    gap_peak: PerSeed,
+}
+
+impl ClaimValues {
+    /// Read one run: its score `curve` and its `gap` (Q − MC against env steps) over `total`
+    /// env steps (step 0 is the offline policy).
+    fn add(&mut self, variant: &'static str, seed: u64, curve: &[(f64, f64)], gap: &[(f64, f64)], total: u64) {
+        let put = |m: &mut PerSeed, v: Option<f64>| {
+            if let Some(v) = v.filter(|v| v.is_finite()) {
+                m.entry(variant).or_default().insert(seed, v);
+            }
+        };
+        put(&mut self.finals, super::jobs::at(curve, total));
+        put(&mut self.online_mean, mean_between(curve, 0, total));
+        put(&mut self.dip, early_dip(curve, total));
+        put(&mut self.gap_at_switch, gap.first().map(|(_, g)| *g));
+        put(&mut self.gap_peak, gap.iter().map(|(_, g)| *g).max_by(|a, b| a.abs().total_cmp(&b.abs())));
+    }
+}
+
+/// The early dip: the lowest score at env steps in (0, 20 % of `total`] minus the score at step
+/// 0 (the offline policy); `None` without both.
+fn early_dip(curve: &[(f64, f64)], total: u64) -> Option<f64> {
+    let start = super::jobs::at(curve, 0)?;
+    let cut = total as f64 * 0.2;
+    let low = curve.iter().filter(|(x, _)| *x > 0.0 && *x <= cut).map(|(_, y)| *y).min_by(f64::total_cmp)?;
+    Some(low - start)
+}
+
+/// The claim's section: per variant the final IQM with its 95 % interval, the mean early dip,
+/// Q − MC at the switch and its peak; then every variant's paired differences to `wsrl`.
+fn claim_table(per: &ClaimValues, total: u64) -> (String, Vec<(String, super::jobs::Paired)>) {
+    use o2o_experiments::report::stats::{aggregate_iqm, stratified_bootstrap, DEFAULT_REPS};
+    let mut s = format!(
+        "\n## The claim: a collapse at the switch that the warm-up prevents\n\nPer variant over seeds: the final score's IQM with its 95% \
+         stratified-bootstrap interval; the early dip (the lowest score in the first 20% of the {total} env steps minus the offline score, mean ± std); \
+         Q − MC at the first online diagnostic and the largest |Q − MC| after it (mean ± std).\n\n\
+         | variant | final IQM [95% CI] | early dip | Q − MC at the switch | peak Q − MC | seeds |\n|---|---|---|---|---|---|\n"
+    );
+    let ms = |m: &PerSeed, v: &str| {
+        m.get(v).filter(|x| !x.is_empty()).map(|x| {
+            let vals: Vec<f64> = x.values().copied().collect();
+            let (mu, sd) = super::jobs::mean_std(&vals);
+            format!("{mu:+.1} ± {sd:.1}")
+        })
+    };
+    for v in VARIANTS {
+        let Some(finals) = per.finals.get(v).filter(|f| !f.is_empty()) else { continue };
+        let vals: Vec<f64> = finals.values().copied().collect();
+        let e = stratified_bootstrap(std::slice::from_ref(&vals), aggregate_iqm, DEFAULT_REPS, 0.95, 0);
+        let dash = || "–".to_string();
+        s.push_str(&format!(
+            "| {v} | {:.1} [{:.1}, {:.1}] | {} | {} | {} | {} |\n",
+            e.point,
+            e.lo,
+            e.hi,
+            ms(&per.dip, v).unwrap_or_else(dash),
+            ms(&per.gap_at_switch, v).unwrap_or_else(dash),
+            ms(&per.gap_peak, v).unwrap_or_else(dash),
+            vals.len()
+        ));
+    }
+    let (rows, paired) = paired_rows(&[("final score", &per.finals), ("mean online score", &per.online_mean), ("early dip", &per.dip)], "wsrl", &VARIANTS);
+    s.push_str(&format!("\nPaired per-seed differences to `wsrl` (95% bootstrap intervals over seeds; a dip is negative, so a deeper dip than WSRL's reads lower):\n\n{rows}"));
+    (s, paired)
 }
 
 /// The preset table with `overrides` applied (as each run resolves its own config).
@@ -336,6 +434,29 @@ mod tests {
         assert!(t.contains("| wsrl | 10.0 ± 0.0 | 20.0 ± 0.0 |"), "{t}");
         let t = table(&curves, &[0, 100], "hopper-medium", "small", 1, &b, "calql", "o2o experiment", 1.0, 2.0);
         assert!(t.contains("5 Cal-QL gradient steps") && t.contains("calql-retain starts from the same checkpoint"), "{t}");
+    }
+
+    /// The dip is the lowest score in the first 20 % of the online steps against step 0; the
+    /// claim table holds each measure and the paired rows against `wsrl`.
+    #[test]
+    fn the_claim_measures_dip_gap_and_paired_differences() {
+        let curve = [(0.0, 40.0), (1000.0, 30.0), (2000.0, 10.0), (3000.0, 5.0), (10_000.0, 60.0)];
+        // 20 % of 10 000 = 2000: the evaluations at 1000 and 2000 count, 3000 does not.
+        assert_eq!(early_dip(&curve, 10_000), Some(-30.0));
+        assert_eq!(early_dip(&curve[1..], 10_000), None, "no offline score");
+        let mut per = ClaimValues::default();
+        for seed in 0..3 {
+            let s = seed as f64;
+            per.add("wsrl", seed, &[(0.0, 40.0), (2000.0, 38.0 + s), (10_000.0, 60.0 + s)], &[(2500.0, -5.0), (5000.0, 20.0)], 10_000);
+            per.add("wsrl-no-warmup", seed, &[(0.0, 40.0), (2000.0, 10.0), (10_000.0, 50.0 + s)], &[(2500.0, -80.0 - s), (5000.0, 30.0)], 10_000);
+        }
+        assert_eq!(per.gap_peak["wsrl-no-warmup"][&1], -81.0);
+        assert_eq!(per.gap_at_switch["wsrl"][&0], -5.0);
+        let (t, paired) = claim_table(&per, 10_000);
+        assert!(t.contains("| wsrl | 61.0 [60.0, 62.0] | -1.0 ± 0.8 | -5.0 ± 0.0 | +20.0 ± 0.0 | 3 |"), "{t}");
+        assert!(t.contains("| final score | wsrl-no-warmup − wsrl | -10.0 [-10.0, -10.0] |"), "{t}");
+        assert!(t.contains("| early dip | wsrl-no-warmup − wsrl | -29.0 ["), "{t}");
+        assert_eq!(paired.len(), 3);
     }
 
     #[test]
