@@ -96,6 +96,14 @@ pub const HARDEST_MAZE: MazeMap = MazeMap {
 };
 
 impl MazeMap {
+    /// The eval map of an AntMaze env id (`antmaze-umaze*` → [`U_MAZE_TEST`], `antmaze-medium*`
+    /// → [`BIG_MAZE_TEST`], `antmaze-large*` → [`HARDEST_MAZE_TEST`], as the registry builds
+    /// them); `None` for any other id.
+    pub fn of_env(id: &str) -> Option<MazeMap> {
+        let rest = id.strip_prefix("antmaze-")?;
+        [("umaze", U_MAZE_TEST), ("medium", BIG_MAZE_TEST), ("large", HARDEST_MAZE_TEST)].into_iter().find(|(p, _)| rest.starts_with(p)).map(|(_, m)| m)
+    }
+
     /// Rows × columns.
     pub fn shape(&self) -> (usize, usize) {
         (self.rows.len(), self.rows.first().map_or(0, |r| r.len()))
@@ -165,6 +173,12 @@ impl MazeMap {
     /// down, up). `target` itself when the two are equal; `None` when no path exists. `current`
     /// may be a wall cell (the half-cell-off [`MazeMap::d4rl_rowcol`] can put the ant in one).
     pub fn next_cell(&self, current: (usize, usize), target: (usize, usize)) -> Option<(usize, usize)> {
+        self.next_cell_avoiding(current, target, &[])
+    }
+
+    /// [`MazeMap::next_cell`] with the `blocked` cells counted as walls (paths never pass through
+    /// them; `current` may be one). `None` when every path to `target` crosses a blocked cell.
+    pub fn next_cell_avoiding(&self, current: (usize, usize), target: (usize, usize), blocked: &[(usize, usize)]) -> Option<(usize, usize)> {
         if current == target {
             return Some(target);
         }
@@ -184,7 +198,7 @@ impl MazeMap {
                     if cell == current {
                         return Some((row, col));
                     }
-                    if self.cell(cell.0, cell.1) == b'1' || visited[cell.0 * w + cell.1] {
+                    if self.cell(cell.0, cell.1) == b'1' || blocked.contains(&cell) || visited[cell.0 * w + cell.1] {
                         continue;
                     }
                     next.push(cell);
@@ -419,6 +433,14 @@ mod tests {
         // From a wall cell next to the path the search still answers.
         assert_eq!(m.next_cell((2, 1), (3, 1)), Some((3, 1)));
         assert_eq!(m.next_cell((2, 2), (3, 1)), Some((3, 2)));
+        // With the goal arm's cells (3, 2), (3, 1) blocked, paths stay in the other cells.
+        assert_eq!(m.next_cell_avoiding((1, 1), (3, 3), &[(3, 2), (3, 1)]), Some((1, 2)));
+        assert_eq!(m.next_cell_avoiding((3, 2), (1, 1), &[(3, 2), (3, 1)]), Some((3, 3)), "the ant's own cell may be blocked");
+        assert_eq!(m.next_cell_avoiding((1, 1), (3, 3), &[(2, 3)]), None, "every path crosses a blocked cell");
+        assert_eq!(MazeMap::of_env("antmaze-umaze-diverse-v2"), Some(U_MAZE_TEST));
+        assert_eq!(MazeMap::of_env("antmaze-medium-play-v0"), Some(BIG_MAZE_TEST));
+        assert_eq!(MazeMap::of_env("antmaze-large-diverse-v2"), Some(HARDEST_MAZE_TEST));
+        assert_eq!(MazeMap::of_env("hopper-v2"), None);
         // An unreachable target.
         let island = MazeMap { name: "ISLAND", rows: &["11111", "1r101", "11111"] };
         assert_eq!(island.next_cell((1, 1), (1, 3)), None);

@@ -10,6 +10,7 @@
 //! Output: `report.md` (also printed), one `curves-<n>.png` per group and, with several groups,
 //! `curves-all.png` (every group's mean) in `--out`.
 
+pub mod coverage;
 pub mod plot;
 pub mod runs;
 pub mod stats;

@@ -36,6 +36,7 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("wsrl-walker2d-medium", include_str!("../../presets/wsrl-walker2d-medium.toml")),
     ("sera-calql-hopper-small", include_str!("../../presets/sera-calql-hopper-small.toml")),
     ("sera-calql-halfcheetah-small", include_str!("../../presets/sera-calql-halfcheetah-small.toml")),
+    ("sera-calql-antmaze-umaze-onearm-small", include_str!("../../presets/sera-calql-antmaze-umaze-onearm-small.toml")),
     ("sera-calql-hopper-medium", include_str!("../../presets/sera-calql-hopper-medium.toml")),
     ("sera-calql-halfcheetah-medium", include_str!("../../presets/sera-calql-halfcheetah-medium.toml")),
     ("sera-calql-walker2d-medium", include_str!("../../presets/sera-calql-walker2d-medium.toml")),

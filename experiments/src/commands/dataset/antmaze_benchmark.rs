@@ -30,6 +30,18 @@
 //! `manifest.json` records the command, revision, seeds, the controller and how well it reaches
 //! goals, and the data's own success statistics: how far the file is from D4RL's is measured,
 //! not claimed.
+//!
+//! **Avoided cells** (`--avoid-cells`, not D4RL's; for data that under-covers the maze, e.g.
+//! `--avoid-cells 3,1 3,2` on umaze leaves out the arm holding the eval goal): the cells count as
+//! walls for the planner, so no waypoint leads into them; goals come from the generation map's goal
+//! cells outside them, or, when none is left, from every free cell outside them (D4RL's
+//! `goal_sampler` over those cells, as the diverse files); random starts (`multi_start`) too. An
+//! episode whose ant strays into an avoided cell anyway (by the nearest-centre cell of its xy,
+//! [`MazeMap::xy_to_cell`]) is **cut** there: the step that entered the cell is dropped, the row
+//! before it becomes the episode's last (its timeout set), and a new episode starts. So no row's
+//! state, and no state a row leads to inside its episode, lies in an avoided cell. The manifest's
+//! `avoided` records the cells, this rule, how many episodes were cut and the cells the data does
+//! cover.
 
 use anyhow::{bail, Context, Result};
 use o2o_agents::Agent;
@@ -147,6 +159,9 @@ pub struct AntMazeSpec {
     pub keep_run: bool,
     pub gzip: Option<u8>,
     pub device: Device,
+    /// Cells (row, column) of the generation map the data keeps out of (see the module docs);
+    /// empty for D4RL's layout.
+    pub avoid_cells: Vec<(usize, usize)>,
 }
 
 /// The manifest.
@@ -164,6 +179,9 @@ pub struct AntMazeManifest {
     pub controller: ControllerRecord,
     pub collection: CollectionRecord,
     pub data: DataStats,
+    /// The cells the data keeps out of (absent without `--avoid-cells`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub avoided: Option<AvoidRecord>,
     pub file: FileEntry,
     /// How this file differs from D4RL's, in words.
     pub differences_from_d4rl: Vec<String>,
@@ -232,6 +250,23 @@ pub struct DataStats {
     pub mean_cells_visited: f64,
 }
 
+/// What `--avoid-cells` did.
+#[derive(Debug, Clone, Serialize)]
+pub struct AvoidRecord {
+    /// The avoided cells, [row, column] of the generation map.
+    pub cells: Vec<[usize; 2]>,
+    /// The rule, in words.
+    pub rule: String,
+    /// Episodes cut short because the ant entered an avoided cell (each lost that one step).
+    pub cut_episodes: usize,
+    /// Episodes whose first step entered an avoided cell, so no row was kept (not in `episodes`).
+    pub empty_episodes: usize,
+    /// The cells (nearest centre) of every row's state and of the state after it, [row, column].
+    pub cells_covered: Vec<[usize; 2]>,
+    /// The generation map's free cells, for comparison.
+    pub free_cells: usize,
+}
+
 /// The written file.
 #[derive(Debug, Clone, Serialize)]
 pub struct FileEntry {
@@ -252,7 +287,25 @@ pub fn generate(spec: &AntMazeSpec) -> Result<AntMazeManifest> {
             spec.rows, spec.episode_steps, spec.controller_eval_episodes, spec.action_noise
         );
     }
+    check_avoided(&spec.maze.generation_map(), &spec.avoid_cells)?;
     super::benchmark::with_work_dir(&spec.out, spec.keep_run.then_some("controller-run"), |work| generate_in(spec, work))
+}
+
+/// The avoided cells must be free cells of `map` other than the reset cell, and every other free
+/// cell must stay reachable from the reset cell without crossing one.
+pub fn check_avoided(map: &MazeMap, avoid: &[(usize, usize)]) -> Result<()> {
+    let reset = map.reset_cell().context("the generation map has no reset cell")?;
+    for &(r, c) in avoid {
+        if map.cell(r, c) == b'1' || (r, c) == reset {
+            bail!("--avoid-cells: ({r}, {c}) is {} of {}; expected a free cell other than the reset cell {reset:?}", if map.cell(r, c) == b'1' { "a wall or outside" } else { "the reset cell" }, map.name);
+        }
+    }
+    for cell in map.free_cells().into_iter().filter(|c| !avoid.contains(c) && *c != reset) {
+        if map.next_cell_avoiding(reset, cell, avoid).is_none() {
+            bail!("--avoid-cells: with {avoid:?} avoided, cell {cell:?} of {} cannot be reached from the reset cell", map.name);
+        }
+    }
+    Ok(())
 }
 
 fn generate_in(spec: &AntMazeSpec, work: &Path) -> Result<AntMazeManifest> {
@@ -300,7 +353,7 @@ fn generate_in(spec: &AntMazeSpec, work: &Path) -> Result<AntMazeManifest> {
 
     // 3. The maze episodes.
     eprintln!("make-benchmark {id}: [3/3] {} rows in {} ({} steps per episode)", spec.rows, spec.maze.generation_map().name, spec.episode_steps);
-    let (mut ds, data) = collect(spec, &mut controller, seeds.collection)?;
+    let (mut ds, data, avoided) = collect(spec, &mut controller, seeds.collection)?;
     let file = format!("{id}.hdf5");
     let path = spec.out.join(&file);
     ds.source = path.clone();
@@ -315,6 +368,35 @@ fn generate_in(spec: &AntMazeSpec, work: &Path) -> Result<AntMazeManifest> {
     );
 
     let map = spec.maze.generation_map();
+    let mut differences_from_d4rl = vec![
+        "the controller is o2o's SAC policy trained on ant-goal-v0 (see controller), not D4RL's goal-reaching policy; its measured target success and the data's success rate above are how far it is".into(),
+        format!("{} rows instead of D4RL's 1,000,000", spec.rows),
+        "episodes have exactly episode_steps rows with the timeout on the last (D4RL's generator made 1001-row episodes); the rows of a goal reached stay in the episode, as in D4RL".into(),
+        "the rewards/terminals are the env's sparse reward of the state after each step, also on an episode's last row (D4RL's relabel used the next row, which there is the next episode's first)".into(),
+        "random draws come from ChaCha8 streams, not NumPy's".into(),
+    ];
+    if let Some(a) = &avoided {
+        differences_from_d4rl.push(format!(
+            "the data avoids cells {:?} of {} (see avoided): goals, starts and waypoints keep out of them and episodes that enter one are cut there ({} of {} episodes), so the file is not D4RL's {id} layout",
+            a.cells, map.name, a.cut_episodes, data.episodes
+        ));
+    }
+    let goals_text = if spec.avoid_cells.is_empty() {
+        if spec.maze.diverse_goals() { "any free cell, by D4RL's goal_sampler (diverse)".into() } else { format!("the goal cells of {}, by D4RL's goal_sampler (a fixed goal set)", map.name) }
+    } else {
+        let cells = goal_choices(spec.maze, &spec.avoid_cells);
+        format!("the cells {cells:?} of {} (its goal cells outside the avoided ones, or every free cell outside them when none is left), by D4RL's goal_sampler", map.name)
+    };
+    let starts_text = match (spec.maze.multi_start(), spec.avoid_cells.is_empty()) {
+        (true, true) => "a uniformly drawn free cell + U(0, 1) m per axis, floored at 0 (D4RL's multi_start)".to_string(),
+        (true, false) => "a uniformly drawn free cell outside the avoided ones + U(0, 1) m per axis, floored at 0 (D4RL's multi_start)".to_string(),
+        (false, _) => "the reset cell r (D4RL's reset noise only)".to_string(),
+    };
+    let waypoints_text = if spec.avoid_cells.is_empty() {
+        "every step: BFS next cell from D4RL's cell of the ant toward the goal's cell; its centre + U(0, 1) m per axis, or the goal in the goal's cell; the offset capped at 6 m".to_string()
+    } else {
+        "every step: BFS next cell (the avoided cells counted as walls) from D4RL's cell of the ant toward the goal's cell; its centre + U(0, 1) m per axis, or the goal in the goal's cell; the offset capped at 6 m".to_string()
+    };
     let manifest = AntMazeManifest {
         format: FORMAT.to_string(),
         id: id.clone(),
@@ -326,19 +408,14 @@ fn generate_in(spec: &AntMazeSpec, work: &Path) -> Result<AntMazeManifest> {
         collection: CollectionRecord {
             episode_steps: spec.episode_steps,
             action_noise: spec.action_noise,
-            starts: if spec.maze.multi_start() { "a uniformly drawn free cell + U(0, 1) m per axis, floored at 0 (D4RL's multi_start)".into() } else { "the reset cell r (D4RL's reset noise only)".into() },
-            goals: if spec.maze.diverse_goals() { "any free cell, by D4RL's goal_sampler (diverse)".into() } else { format!("the goal cells of {}, by D4RL's goal_sampler (a fixed goal set)", map.name) },
-            waypoints: "every step: BFS next cell from D4RL's cell of the ant toward the goal's cell; its centre + U(0, 1) m per axis, or the goal in the goal's cell; the offset capped at 6 m".into(),
+            starts: starts_text,
+            goals: goals_text,
+            waypoints: waypoints_text,
         },
         data,
+        avoided,
         file: FileEntry { file, bytes, sha256, gzip: spec.gzip.unwrap_or(0) },
-        differences_from_d4rl: vec![
-            "the controller is o2o's SAC policy trained on ant-goal-v0 (see controller), not D4RL's goal-reaching policy; its measured target success and the data's success rate above are how far it is".into(),
-            format!("{} rows instead of D4RL's 1,000,000", spec.rows),
-            "episodes have exactly episode_steps rows with the timeout on the last (D4RL's generator made 1001-row episodes); the rows of a goal reached stay in the episode, as in D4RL".into(),
-            "the rewards/terminals are the env's sparse reward of the state after each step, also on an episode's last row (D4RL's relabel used the next row, which there is the next episode's first)".into(),
-            "random draws come from ChaCha8 streams, not NumPy's".into(),
-        ],
+        differences_from_d4rl,
         wall_s: t0.elapsed().as_secs_f64(),
     };
     rundir::write_json(&spec.out.join("manifest.json"), &manifest)?;
@@ -465,11 +542,12 @@ fn measure_controller(controller: &mut Controller, episodes: usize, seed: u64) -
     })
 }
 
-/// D4RL's waypoint toward `goal` for an ant at `xy` (see the module docs), or the goal itself
-/// when the planner finds no path (the ant's cell walled off from the goal's).
-pub fn waypoint(map: &MazeMap, xy: [f64; 2], goal: [f64; 2], rng: &mut ChaCha8Rng) -> [f64; 2] {
+/// D4RL's waypoint toward `goal` for an ant at `xy` (see the module docs), the `avoid` cells
+/// counted as walls by the planner (none for D4RL's layout), or the goal itself when the planner
+/// finds no path (the ant's cell walled off from the goal's).
+pub fn waypoint(map: &MazeMap, xy: [f64; 2], goal: [f64; 2], avoid: &[(usize, usize)], rng: &mut ChaCha8Rng) -> [f64; 2] {
     let (Some(here), Some(target)) = (map.d4rl_rowcol(xy), map.d4rl_rowcol(goal)) else { return goal };
-    match map.next_cell(here, target) {
+    match map.next_cell_avoiding(here, target, avoid) {
         Some(next) if next != target => {
             let [x, y] = map.cell_xy(next);
             [x + rng.gen::<f64>() * 0.25 * MAZE_SCALING, y + rng.gen::<f64>() * 0.25 * MAZE_SCALING]
@@ -490,9 +568,9 @@ fn capped(from: [f64; 2], to: [f64; 2], max: f64) -> [f64; 2] {
 }
 
 /// D4RL's `_get_reset_location`: a uniformly drawn free cell's centre + U(0, 0.5)·s/2 per axis,
-/// each axis floored at 0.
-fn reset_location(map: &MazeMap, rng: &mut ChaCha8Rng) -> [f64; 2] {
-    let free = map.free_cells();
+/// each axis floored at 0; cells in `avoid` are not drawn.
+fn reset_location(map: &MazeMap, avoid: &[(usize, usize)], rng: &mut ChaCha8Rng) -> [f64; 2] {
+    let free: Vec<(usize, usize)> = map.free_cells().into_iter().filter(|c| !avoid.contains(c)).collect();
     let [x, y] = map.cell_xy(free[rng.gen_range(0..free.len())]);
     let noise = |rng: &mut ChaCha8Rng| rng.gen::<f64>() * 0.5 * 0.5 * MAZE_SCALING;
     [(x + noise(rng)).max(0.0), (y + noise(rng)).max(0.0)]
@@ -502,10 +580,25 @@ fn column(data: Vec<f32>, width: usize) -> Column {
     Column { shape: vec![data.len() / width, width], dtype: Dtype::Float32, data }
 }
 
+/// The cells goals are drawn from: D4RL's (the generation map's goal cells, or every free cell
+/// for `diverse`), less the avoided ones; when none is left, every free cell outside them.
+pub fn goal_choices(maze: Maze, avoid: &[(usize, usize)]) -> Vec<(usize, usize)> {
+    let map = maze.generation_map();
+    let d4rl = if maze.diverse_goals() { map.free_cells() } else { map.goal_cells() };
+    let kept: Vec<(usize, usize)> = d4rl.into_iter().filter(|c| !avoid.contains(c)).collect();
+    if kept.is_empty() {
+        map.free_cells().into_iter().filter(|c| !avoid.contains(c)).collect()
+    } else {
+        kept
+    }
+}
+
 /// The maze episodes, in D4RL's layout, and their statistics.
-fn collect(spec: &AntMazeSpec, controller: &mut Controller, seed: u64) -> Result<(D4rlDataset, DataStats)> {
+fn collect(spec: &AntMazeSpec, controller: &mut Controller, seed: u64) -> Result<(D4rlDataset, DataStats, Option<AvoidRecord>)> {
     let map = spec.maze.generation_map();
-    let goal_cells = if spec.maze.diverse_goals() { map.free_cells() } else { map.goal_cells() };
+    let avoid = spec.avoid_cells.as_slice();
+    let goal_cells = goal_choices(spec.maze, avoid);
+    let (mut cut_episodes, mut empty_episodes, mut covered) = (0usize, 0usize, std::collections::BTreeSet::new());
     let sampler = AntMaze::collecting(map);
     let mut env = MujocoEnv::new(o2o_envs::spec(&spec.maze.id())?, Box::new(AntMaze::collecting(map)))?;
     let (nq, nv) = (env.qpos().len(), env.qvel().len());
@@ -520,7 +613,7 @@ fn collect(spec: &AntMazeSpec, controller: &mut Controller, seed: u64) -> Result
         env.reset(Some(derive_seed(seed, 1, episode)))?;
         if spec.maze.multi_start() {
             let mut q = env.qpos().to_vec();
-            q[..2].copy_from_slice(&reset_location(&map, &mut rng));
+            q[..2].copy_from_slice(&reset_location(&map, avoid, &mut rng));
             let v = env.qvel().to_vec();
             env.set_state(&q, &v)?;
         }
@@ -528,26 +621,45 @@ fn collect(spec: &AntMazeSpec, controller: &mut Controller, seed: u64) -> Result
         env.set_goal(goal)?;
         let (mut first, mut min_d, mut visited) = (None, f64::INFINITY, std::collections::BTreeSet::new());
         let len = spec.episode_steps.min(spec.rows - rewards.len());
+        let mut kept = 0usize;
         for t in 0..len {
             let (q, v) = (env.qpos().to_vec(), env.qvel().to_vec());
             let xy = [q[0], q[1]];
             visited.insert(map.xy_to_cell(xy));
-            let w = capped(xy, waypoint(&map, xy, goal, &mut rng), TARGET_DISTANCE.1);
+            let w = capped(xy, waypoint(&map, xy, goal, avoid, &mut rng), TARGET_DISTANCE.1);
             let a = controller.act(&controller_obs(&q, &v, w), &mut rng)?;
-            obs.extend(env.observation_f64().iter().map(|x| *x as f32));
+            let o = env.observation_f64();
+            let step = env.step(&a)?;
+            let after = [env.qpos()[0], env.qpos()[1]];
+            // The step entered an avoided cell: the episode ends before it (module docs).
+            if !avoid.is_empty() && map.xy_to_cell(after).is_some_and(|c| avoid.contains(&c)) {
+                cut_episodes += 1;
+                break;
+            }
+            if !avoid.is_empty() {
+                covered.extend(map.xy_to_cell(xy));
+                covered.extend(map.xy_to_cell(after));
+            }
+            obs.extend(o.iter().map(|x| *x as f32));
             qpos.extend(q.iter().map(|x| *x as f32));
             qvel.extend(v.iter().map(|x| *x as f32));
             goals.extend(goal.iter().map(|x| *x as f32));
             actions.extend_from_slice(&a);
-            let step = env.step(&a)?;
-            let after = [env.qpos()[0], env.qpos()[1]];
             min_d = f64::min(min_d, ((after[0] - goal[0]).powi(2) + (after[1] - goal[1]).powi(2)).sqrt());
             if step.reward > 0.0 && first.is_none() {
                 first = Some(t as f64);
             }
             rewards.push(step.reward as f32);
-            timeouts.push(if t + 1 == len { 1.0 } else { 0.0 });
+            timeouts.push(0.0);
+            kept += 1;
         }
+        if kept == 0 {
+            // Cut at its first step: nothing of it is in the file.
+            empty_episodes += 1;
+            episode += 1;
+            continue;
+        }
+        *timeouts.last_mut().expect("kept rows") = 1.0;
         if let Some(f) = first {
             successes += 1;
             first_steps.push(f);
@@ -559,7 +671,7 @@ fn collect(spec: &AntMazeSpec, controller: &mut Controller, seed: u64) -> Result
     }
     progress.finish();
     let n = rewards.len();
-    let episodes = episode as usize;
+    let episodes = episode as usize - empty_episodes;
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
     let stats = DataStats {
         rows: n,
@@ -591,7 +703,15 @@ fn collect(spec: &AntMazeSpec, controller: &mut Controller, seed: u64) -> Result
         metadata: BTreeMap::new(),
         dtypes,
     };
-    Ok((ds, stats))
+    let avoided = (!avoid.is_empty()).then(|| AvoidRecord {
+        cells: avoid.iter().map(|&(r, c)| [r, c]).collect(),
+        rule: "goals, random starts and waypoints (the planner counts these cells as walls) keep out of the cells; an episode whose ant enters one (the nearest-centre cell of its xy after a step) is cut there: that step is dropped and the row before it gets the episode's timeout".into(),
+        cut_episodes,
+        empty_episodes,
+        cells_covered: covered.iter().map(|&(r, c)| [r, c]).collect(),
+        free_cells: map.free_cells().len(),
+    });
+    Ok((ds, stats, avoided))
 }
 
 #[cfg(test)]
@@ -605,15 +725,31 @@ mod tests {
         let goal = [0.7, 8.9];
         // From the reset cell the next cell is (1, 2), centre (4, 0), plus U(0, 1) per axis.
         for _ in 0..50 {
-            let w = waypoint(&map, [0.2, 0.1], goal, &mut rng);
+            let w = waypoint(&map, [0.2, 0.1], goal, &[], &mut rng);
             assert!((4.0..5.0).contains(&w[0]) && (0.0..1.0).contains(&w[1]), "{w:?}");
         }
         // In (3, 2) the next cell is the goal's: the waypoint is the goal itself.
-        assert_eq!(waypoint(&map, [4.5, 8.5], goal, &mut rng), goal);
+        assert_eq!(waypoint(&map, [4.5, 8.5], goal, &[], &mut rng), goal);
+        // With the goal arm (3, 1), (3, 2) avoided, a goal in (3, 3) is approached from (2, 3):
+        // from (1, 3) the waypoint is in (2, 3), and an ant in (3, 2) is sent back to (3, 3).
+        let arm = [(3, 1), (3, 2)];
+        for _ in 0..50 {
+            let w = waypoint(&map, [8.5, 0.5], [8.7, 8.7], &arm, &mut rng);
+            assert!((8.0..9.0).contains(&w[0]) && (4.0..5.0).contains(&w[1]), "{w:?}");
+            let w = waypoint(&map, [4.5, 8.5], [8.7, 8.7], &arm, &mut rng);
+            assert_eq!(w, [8.7, 8.7], "the next cell is the goal's: the waypoint is the goal");
+        }
+        assert!(check_avoided(&map, &arm).is_ok());
+        assert!(check_avoided(&map, &[(1, 1)]).is_err(), "the reset cell");
+        assert!(check_avoided(&map, &[(2, 2)]).is_err(), "a wall");
+        assert!(check_avoided(&map, &[(2, 3)]).is_err(), "cuts (3, *) off from the reset cell");
+        assert_eq!(goal_choices(Maze::Umaze, &[]), vec![(3, 1)]);
+        assert_eq!(goal_choices(Maze::Umaze, &arm), vec![(1, 1), (1, 2), (1, 3), (2, 3), (3, 3)], "no goal cell left: every free cell outside the arm");
+        assert_eq!(goal_choices(Maze::MediumPlay, &[(2, 6)]), vec![(5, 1), (6, 5)], "BIG_MAZE's other goal cells");
         assert_eq!(capped([0.0, 0.0], [10.0, 0.0], 6.0), [6.0, 0.0]);
         assert_eq!(capped([0.0, 0.0], [3.0, 4.0], 6.0), [3.0, 4.0]);
         for _ in 0..50 {
-            let [x, y] = reset_location(&BIG_MAZE, &mut rng);
+            let [x, y] = reset_location(&BIG_MAZE, &[], &mut rng);
             let cell = BIG_MAZE.xy_to_cell([x, y]).unwrap();
             assert!(x >= 0.0 && y >= 0.0 && BIG_MAZE.cell(cell.0, cell.1) != b'1', "{x} {y}");
         }

@@ -75,6 +75,17 @@ pub struct MakeBenchmarkArgs {
     /// AntMaze: σ of the Gaussian noise added to the controller's actions (D4RL: 0.2).
     #[arg(long, default_value_t = 0.2)]
     pub action_noise: f64,
+    /// AntMaze: cells (ROW,COL of the generation map) the data keeps out of: no goal, start or
+    /// waypoint there, and an episode that strays into one is cut (`antmaze_benchmark`'s docs),
+    /// e.g. `--avoid-cells 3,1 3,2` for umaze without the eval goal's arm. Not D4RL's layout.
+    #[arg(long, value_name = "ROW,COL", num_args = 1.., value_parser = parse_cell)]
+    pub avoid_cells: Vec<(usize, usize)>,
+}
+
+fn parse_cell(s: &str) -> std::result::Result<(usize, usize), String> {
+    let (r, c) = s.split_once(',').ok_or_else(|| format!("expected ROW,COL, found {s:?}"))?;
+    let n = |x: &str| x.trim().parse::<usize>().map_err(|_| format!("expected ROW,COL of non-negative integers, found {s:?}"));
+    Ok((n(r)?, n(c)?))
 }
 
 /// What `make-benchmark` makes.
@@ -152,6 +163,7 @@ fn run_antmaze(args: MakeBenchmarkArgs, maze: super::antmaze_benchmark::Maze) ->
         keep_run: args.keep_run,
         gzip: Some(args.gzip.unwrap_or(4)).filter(|g| *g > 0),
         device: args.device.resolve()?,
+        avoid_cells: args.avoid_cells,
     };
     let m = am::generate(&spec)?;
     let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
@@ -162,6 +174,9 @@ fn run_antmaze(args: MakeBenchmarkArgs, maze: super::antmaze_benchmark::Maze) ->
         100.0 * m.data.success_rate, ms(m.data.mean_first_success_step), 100.0 * m.data.reward_rate, m.data.mean_min_goal_distance,
         CONTROLLER = am::CONTROLLER_ENV,
     );
+    if let Some(a) = &m.avoided {
+        println!("avoided cells {:?}: {} episodes cut there ({} left empty); the data covers {} of {} free cells: {:?}", a.cells, a.cut_episodes, a.empty_episodes, a.cells_covered.len(), a.free_cells, a.cells_covered);
+    }
     Ok(())
 }
 

@@ -19,10 +19,22 @@
 //!
 //! The claim (SERA, arXiv 2310.19805): the Q-conditioned state-entropy bonus speeds up online
 //! fine-tuning. `--task halfcheetah-small` runs the dense locomotion regime on D4RL-level data.
+//!
+//! **AntMaze tasks** (a preset whose env is `antmaze-*`, e.g. `--task antmaze-umaze-onearm-small`:
+//! sparse-reward navigation on data that never enters the eval goal's arm) also measure state
+//! coverage: the fine-tuning runs record their env transitions (`train.record_dataset = true`)
+//! and the table adds the maze cells (D4RL's grid, `report::coverage`) their states visited
+//! against env steps, the cells the offline data never visited, the first env step in the eval
+//! goal's cell per seed, the success rate (`eval/success_rate`), and the paired per-seed
+//! differences of final cells, mean cells over the online phase (how fast coverage grows) and
+//! final success; `coverage.png` plots the cells against env steps.
 
-use super::jobs::{children_cpu_seconds, command_line, mean_between, paired_rows, plot, run_jobs, score_rows, sets, Curves, Job, PerSeed, Processes};
+use super::jobs::{children_cpu_seconds, command_line, mean_between, paired_rows, plot, plot_with_y, rows_with, run_jobs, score_rows, sets, Curves, Job, PerSeed, Processes};
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use o2o_datasets::d4rl::D4rlDataset;
+use o2o_envs::mujoco::antmaze::MazeMap;
+use o2o_experiments::report::coverage::Coverage;
 use o2o_experiments::report::runs::read_curve;
 use o2o_experiments::report::stats::{iqm, mean, std_dev};
 use std::path::PathBuf;
@@ -63,7 +75,8 @@ pub fn run(args: AblationArgs) -> Result<()> {
 
     // A preset's relative data path is made absolute (the runs record where their data was).
     let mut shared = Vec::new();
-    if let Some(path) = base.get("dataset").and_then(|d| d.get("path")).and_then(|p| p.as_str()) {
+    let path_given = args.set.iter().any(|s| s.trim_start().starts_with("dataset.path"));
+    if let Some(path) = base.get("dataset").and_then(|d| d.get("path")).and_then(|p| p.as_str()).filter(|_| !path_given) {
         let file = std::fs::canonicalize(path).with_context(|| format!("the dataset {path} of preset {preset} is missing (run from the repository root, or pass --set dataset.path=…)"))?;
         shared.push(format!("dataset.path={:?}", file.display().to_string()));
     }
@@ -75,6 +88,9 @@ pub fn run(args: AblationArgs) -> Result<()> {
     if offline == 0 || online == 0 || eval_every == 0 {
         bail!("the ablation needs train.offline_steps, train.online_steps and eval.every above 0 (found {offline}, {online}, {eval_every})");
     }
+    // AntMaze: the fine-tuning runs record their transitions, for the coverage measure.
+    let maze = resolved.get("env").and_then(|e| e.as_str()).and_then(MazeMap::of_env);
+    let record: Vec<String> = if maze.is_some() { vec!["train.record_dataset=true".into()] } else { Vec::new() };
 
     // Jobs: per seed, the pre-training, then both variants from it.
     let runs_dir = |variant: &str, seed: u64| out.join("runs").join(variant).join(format!("seed-{seed}"));
@@ -89,6 +105,7 @@ pub fn run(args: AblationArgs) -> Result<()> {
             let mut a = vec!["run".to_string(), "--preset".into(), preset.clone(), "--seed".into(), seed.to_string()];
             sets(&mut a, &shared);
             sets(&mut a, &["eval.at_start=true".into()]);
+            sets(&mut a, &record);
             sets(&mut a, &extra.iter().map(|s| s.to_string()).collect::<Vec<_>>());
             jobs.push(Job { variant, seed, args: a, parent: Some(p), runs_dir: runs_dir(variant, seed) });
         }
@@ -162,7 +179,15 @@ pub fn run(args: AblationArgs) -> Result<()> {
     }
     std::fs::write(out.join("table.md"), &table).with_context(|| format!("cannot write {}/table.md", out.display()))?;
     plot(&out.join("curves.png"), &curves, &order, &format!("SERA ablation, {preset}, {} seeds", args.seeds), "online env steps")?;
-    let json = serde_json::json!({
+    let maze_report = match maze {
+        Some(map) => Some(maze_section(&map, &resolved, &jobs, &dirs, &steps, &order, online)?),
+        None => None,
+    };
+    if let Some(m) = &maze_report {
+        table.push_str(&m.markdown);
+        plot_with_y(&out.join("coverage.png"), &m.curves, &order, &format!("SERA ablation, {preset}: maze cells visited, {} seeds", args.seeds), "online env steps", "cells visited")?;
+    }
+    let mut json = serde_json::json!({
         "preset": preset, "seeds": args.seeds, "command": command,
         "budget": {"offline_steps": offline, "online_steps": online, "eval_every": eval_every},
         "curves": curves.iter().map(|(v, c)| (v.to_string(), serde_json::json!(c))).collect::<serde_json::Map<_, _>>(),
@@ -171,8 +196,114 @@ pub fn run(args: AblationArgs) -> Result<()> {
         "paired": paired.iter().map(|(m, p)| serde_json::json!({"measure": m, "comparison": p})).collect::<Vec<_>>(),
         "runs": jobs.iter().zip(&dirs).map(|(j, d)| serde_json::json!({"variant": j.variant, "seed": j.seed, "run_dir": d})).collect::<Vec<_>>(),
     });
+    if let Some(m) = maze_report {
+        json["maze"] = m.json;
+    }
     std::fs::write(out.join("results.json"), serde_json::to_string_pretty(&json)?)?;
     println!("{table}");
-    println!("written: {}/table.md, {}/curves.png, {}/results.json", out.display(), out.display(), out.display());
+    let coverage_png = if maze.is_some() { format!(", {}/coverage.png", out.display()) } else { String::new() };
+    println!("written: {}/table.md, {}/curves.png, {}/results.json{coverage_png}", out.display(), out.display(), out.display());
     Ok(())
+}
+
+/// The AntMaze part of the report: its markdown, the coverage curves and the JSON record.
+struct MazeReport {
+    markdown: String,
+    curves: Curves,
+    json: serde_json::Value,
+}
+
+/// Coverage (cells visited by each fine-tuning run's recorded transitions), success and their
+/// paired per-seed differences; `steps` is the evaluation grid of the online phase.
+fn maze_section(map: &MazeMap, resolved: &toml::Table, jobs: &[Job], dirs: &[PathBuf], steps: &[u64], order: &[&str], online: u64) -> Result<MazeReport> {
+    let free = map.free_cells();
+    let goal_cells = map.goal_cells();
+    // The offline data's cells, when the preset names a file.
+    let offline_cells = match resolved.get("dataset").and_then(|d| d.get("path")).and_then(|p| p.as_str()) {
+        Some(path) => {
+            let ds = D4rlDataset::read(std::path::Path::new(path)).with_context(|| format!("reading the offline data {path} for its coverage"))?;
+            Some(Coverage::of_dataset(&ds, map)?.cells())
+        }
+        None => None,
+    };
+    let grid: Vec<u64> = steps.iter().copied().filter(|s| *s > 0).collect();
+    let (mut curves, mut success) = (Curves::new(), Curves::new());
+    let (mut cells_final, mut cells_mean, mut cells_new, mut success_final) = (PerSeed::new(), PerSeed::new(), PerSeed::new(), PerSeed::new());
+    let mut goal_steps: std::collections::BTreeMap<&str, std::collections::BTreeMap<u64, Option<u64>>> = Default::default();
+    for (job, dir) in jobs.iter().zip(dirs).filter(|(j, _)| j.variant != "pretrain") {
+        let file = dir.join(o2o_experiments::run::rundir::DATASET);
+        let ds = D4rlDataset::read(&file).with_context(|| format!("{} seed {}: no recorded transitions {} (the runs record them with train.record_dataset = true)", job.variant, job.seed, file.display()))?;
+        let c = Coverage::of_dataset(&ds, map)?;
+        if c.steps < online {
+            bail!("{}: {} recorded transitions, expected the {online} online env steps", file.display(), c.steps);
+        }
+        let curve = c.curve(&grid);
+        cells_final.entry(job.variant).or_default().insert(job.seed, c.cells_at(online) as f64);
+        cells_mean.entry(job.variant).or_default().insert(job.seed, super::jobs::mean_std(&curve.iter().map(|(_, y)| *y).collect::<Vec<_>>()).0);
+        if let Some(known) = &offline_cells {
+            cells_new.entry(job.variant).or_default().insert(job.seed, c.new_cells(known) as f64);
+        }
+        let first_goal = goal_cells.iter().filter_map(|g| c.first_visit.get(g).copied()).min();
+        goal_steps.entry(job.variant).or_default().insert(job.seed, first_goal);
+        curves.entry(job.variant).or_default().push(curve);
+        let metrics = dir.join("metrics.jsonl");
+        let s: Vec<(f64, f64)> = read_curve(&metrics, "eval/success_rate", "env_step")?.into_iter().map(|(x, y)| (x, 100.0 * y)).collect();
+        if let Some(v) = super::jobs::at(&s, online) {
+            success_final.entry(job.variant).or_default().insert(job.seed, v);
+        }
+        success.entry(job.variant).or_default().push(s);
+    }
+
+    let mut md = format!("
+## Maze coverage ({}: {} free cells; eval goal cell {:?})
+
+", map.name, free.len(), goal_cells);
+    if let Some(known) = &offline_cells {
+        md.push_str(&format!("The offline data's states visit {} of the {} free cells: {:?}.
+
+", known.len(), free.len(), known));
+    }
+    md.push_str("Cells visited by the states of each fine-tuning run's first t online env steps (the run's recorded transitions, nearest cell centre), mean ± std over seeds:
+
+");
+    md.push_str(&rows_with(&curves, &grid, order, super::jobs::at, |m, sd| format!("{m:.2} ± {sd:.2}")));
+    md.push_str("
+Success rate (%) of the evaluations (`eval/success_rate` × 100), mean ± std over seeds:
+
+");
+    md.push_str(&score_rows(&success, steps, order));
+    md.push_str("
+First online env step with a state in the eval goal's cell, per seed (– never):
+
+| variant | per seed | seeds that reached it |
+|---|---|---|
+");
+    for v in order {
+        let Some(per) = goal_steps.get(v) else { continue };
+        let cells: Vec<String> = per.iter().map(|(s, x)| format!("{s}: {}", x.map_or("–".to_string(), |x| x.to_string()))).collect();
+        md.push_str(&format!("| {v} | {} | {} of {} |
+", cells.join(", "), per.values().filter(|x| x.is_some()).count(), per.len()));
+    }
+    let mut measures: Vec<(&str, &PerSeed)> = vec![("cells visited, final", &cells_final), ("cells visited, mean over the online evaluations", &cells_mean)];
+    if offline_cells.is_some() {
+        measures.push(("cells outside the offline data's", &cells_new));
+    }
+    measures.push(("final success (%)", &success_final));
+    let (paired_md, paired) = paired_rows(&measures, "calql", order);
+    md.push_str(&format!("
+Paired per-seed differences of coverage and success (95% bootstrap intervals over seeds):
+
+{paired_md}"));
+    let json = serde_json::json!({
+        "map": map.name,
+        "free_cells": free.len(),
+        "goal_cells": goal_cells,
+        "offline_cells": offline_cells,
+        "coverage_steps": grid,
+        "coverage_curves": curves.iter().map(|(v, c)| (v.to_string(), serde_json::json!(c))).collect::<serde_json::Map<_, _>>(),
+        "success_curves": success.iter().map(|(v, c)| (v.to_string(), serde_json::json!(c))).collect::<serde_json::Map<_, _>>(),
+        "per_seed": {"cells_final": cells_final, "cells_mean": cells_mean, "cells_outside_offline": cells_new, "final_success_pct": success_final, "first_step_in_goal_cell": goal_steps},
+        "paired": paired.iter().map(|(m, p)| serde_json::json!({"measure": m, "comparison": p})).collect::<Vec<_>>(),
+    });
+    Ok(MazeReport { markdown: md, curves, json })
 }
