@@ -53,6 +53,7 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("famo2o-cql-walker2d-medium-expert", include_str!("../../presets/famo2o-cql-walker2d-medium-expert.toml")),
     ("famo2o-cql-walker2d-medium-replay", include_str!("../../presets/famo2o-cql-walker2d-medium-replay.toml")),
     ("famo2o-cql-hopper-small", include_str!("../../presets/famo2o-cql-hopper-small.toml")),
+    ("famo2o-cql-halfcheetah-mixed-small", include_str!("../../presets/famo2o-cql-halfcheetah-mixed-small.toml")),
     ("famo2o-iql-antmaze-large-diverse", include_str!("../../presets/famo2o-iql-antmaze-large-diverse.toml")),
     ("famo2o-iql-antmaze-large-play", include_str!("../../presets/famo2o-iql-antmaze-large-play.toml")),
     ("famo2o-iql-antmaze-medium-diverse", include_str!("../../presets/famo2o-iql-antmaze-medium-diverse.toml")),

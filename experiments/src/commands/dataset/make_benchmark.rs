@@ -5,7 +5,7 @@
 
 use super::benchmark::{self, BenchmarkSpec, Scale, Task};
 use crate::commands::run::DeviceArg;
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use std::path::PathBuf;
 
@@ -64,6 +64,16 @@ pub struct MakeBenchmarkArgs {
     /// Torch intra-op threads (default: libtorch's choice).
     #[arg(long)]
     pub threads: Option<i32>,
+    /// Locomotion: make one file whose quality differs by state region, `<task>-mixed-v2.hdf5`,
+    /// instead of the four: this finished o2o run's policy (its newest checkpoint) acts where
+    /// --policy-region holds and uniformly random actions are taken elsewhere
+    /// (`mixed_benchmark`); --transitions, --eval-episodes, --gzip, --seed and --scale's sizes apply.
+    #[arg(long, value_name = "RUN_DIR", requires = "policy_region")]
+    pub mixed_quality: Option<PathBuf>,
+    /// With --mixed-quality: region A, the states where the policy acts, as `obs[I]<X` or
+    /// `obs[I]>X` (e.g. `obs[8]<2.5`: HalfCheetah's forward velocity below 2.5).
+    #[arg(long, value_name = "RULE", requires = "mixed_quality", value_parser = parse_region)]
+    pub policy_region: Option<super::mixed_benchmark::RegionRule>,
     /// AntMaze: drive this finished SAC run on `ant-goal-v0` (its newest checkpoint) through the
     /// maze instead of training a controller here (then --sac-steps, --sac-random-steps,
     /// --eval-every and --set apply to the controller's training).
@@ -99,6 +109,10 @@ pub enum Target {
     AntMaze(super::antmaze_benchmark::Maze),
     /// A D4RL-layout Adroit file from a scripted controller (`pen`, `door`, `hammer`, `relocate`).
     Adroit(o2o_envs::mujoco::AdroitKind),
+}
+
+fn parse_region(s: &str) -> std::result::Result<super::mixed_benchmark::RegionRule, String> {
+    super::mixed_benchmark::RegionRule::parse(s).map_err(|e| e.to_string())
 }
 
 fn parse_target(s: &str) -> std::result::Result<Target, String> {
@@ -210,6 +224,44 @@ fn run_adroit(args: MakeBenchmarkArgs, kind: o2o_envs::mujoco::AdroitKind) -> Re
     Ok(())
 }
 
+/// `o2o dataset make-benchmark <locomotion task> --mixed-quality RUN_DIR --policy-region RULE`.
+fn run_mixed(args: MakeBenchmarkArgs, policy_run: PathBuf) -> Result<()> {
+    use super::mixed_benchmark::{self as mb, MixedSpec};
+    let Target::Locomotion(task) = args.task else { bail!("--mixed-quality: expected hopper, halfcheetah or walker2d") };
+    let sac_only = args.sac_steps.is_some() || args.sac_random_steps.is_some() || args.eval_every.is_some() || !args.set.is_empty() || args.keep_run || args.medium_score.is_some() || args.controller.is_some();
+    if sac_only {
+        bail!("--mixed-quality takes --scale, --transitions, --eval-episodes, --gzip, --out, --seed, --device and --threads (the policy is trained already: no SAC options)");
+    }
+    let rule = args.policy_region.context("--mixed-quality needs --policy-region")?;
+    let mut sizes = args.scale.sizes();
+    if let Some(g) = args.gzip {
+        if g > 9 {
+            bail!("--gzip: expected a level 0-9, found {g}");
+        }
+        sizes.gzip = g;
+    }
+    set_threads(args.threads)?;
+    let spec = MixedSpec {
+        task,
+        policy_run,
+        rule,
+        out: args.out.unwrap_or_else(|| PathBuf::from(format!("data/{}-mixed-{}", task.name(), args.scale.name()))),
+        seed: args.seed,
+        rows: args.transitions.unwrap_or(sizes.rows),
+        eval_episodes: args.eval_episodes.unwrap_or(sizes.eval_episodes),
+        gzip: (sizes.gzip > 0).then_some(sizes.gzip),
+        device: args.device.resolve()?,
+    };
+    let m = mb::generate(&spec)?;
+    let reward = |r: Option<f64>| r.map_or("-".to_string(), |r| format!("{r:.3}"));
+    println!(
+        "{}: {} ({} rows, {} episodes, mean return {}) in {:.0} s; the policy alone: return {:.1}; region A ({}): {:.1}% of rows, mean reward {}; region B: {:.1}%, mean reward {}",
+        spec.out.display(), m.file.file, m.file.rows, m.file.episodes, m.file.returns.map_or("-".to_string(), |s| format!("{:.1}", s.mean)), m.wall_s,
+        m.policy.eval_return, m.region_rule.text, 100.0 * m.regions.a.share, reward(m.regions.a.mean_reward), 100.0 * m.regions.b.share, reward(m.regions.b.mean_reward)
+    );
+    Ok(())
+}
+
 fn set_threads(threads: Option<i32>) -> Result<()> {
     if let Some(n) = threads {
         if n < 1 {
@@ -222,6 +274,9 @@ fn set_threads(threads: Option<i32>) -> Result<()> {
 
 /// `o2o dataset make-benchmark`.
 pub fn run(args: MakeBenchmarkArgs) -> Result<()> {
+    if let Some(policy_run) = args.mixed_quality.clone() {
+        return run_mixed(args, policy_run);
+    }
     let task = match args.task {
         Target::ImagineBenchMujoco => return run_imaginebench(args),
         Target::AntMaze(m) => return run_antmaze(args, m),

@@ -9,6 +9,7 @@ pub mod download;
 pub mod imaginebench_benchmark;
 pub mod info;
 pub mod make_benchmark;
+pub mod mixed_benchmark;
 pub mod view;
 
 use anyhow::Result;
@@ -38,7 +39,9 @@ pub enum DatasetCommand {
     /// or an ImagineBench file of real and model-imagined rollouts: `make-benchmark imaginebench-mujoco`.
     /// AntMaze files from a waypoint planner and an o2o-trained ant controller:
     /// `make-benchmark antmaze-umaze --controller data/antmaze-controller`; Adroit-layout files from
-    /// a scripted controller: `make-benchmark pen`.
+    /// a scripted controller: `make-benchmark pen`. A file whose quality differs by state region
+    /// (a trained policy in one region, random actions elsewhere):
+    /// `make-benchmark halfcheetah --mixed-quality RUN_DIR --policy-region 'obs[8]<2.5'`.
     MakeBenchmark(make_benchmark::MakeBenchmarkArgs),
 }
 

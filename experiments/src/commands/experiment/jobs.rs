@@ -120,6 +120,16 @@ pub fn run_jobs(jobs: &[Job], args: &Processes, out: &Path) -> Result<Vec<PathBu
     Ok(dirs)
 }
 
+/// [`run_jobs`], timed: each job's run dir, the wall seconds and the CPU seconds of the runs this
+/// process started (finished runs it reused not counted), also said on stderr.
+pub fn run_jobs_timed(jobs: &[Job], args: &Processes, out: &Path) -> Result<(Vec<PathBuf>, f64, f64)> {
+    let t0 = Instant::now();
+    let dirs = run_jobs(jobs, args, out)?;
+    let (wall_s, cpu_s) = (t0.elapsed().as_secs_f64(), children_cpu_seconds());
+    eprintln!("all runs done in {wall_s:.0} s ({cpu_s:.0} s of CPU in the runs this process started)");
+    Ok((dirs, wall_s, cpu_s))
+}
+
 /// One `o2o` process for `job` (or the finished run already there).
 fn run_one(exe: &Path, job: &Job, parent: Option<&Path>, args: &Processes, out: &Path) -> std::result::Result<PathBuf, String> {
     if let Some(done) = finished_run(&job.runs_dir) {

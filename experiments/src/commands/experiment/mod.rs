@@ -3,6 +3,7 @@
 
 pub mod dopamine;
 pub mod famo2o_ablation;
+pub mod famo2o_claim;
 pub mod jobs;
 pub mod sera_ablation;
 pub mod wsrl_ablation;
@@ -26,6 +27,10 @@ pub enum Which {
     /// FamO2O-CQL against the same agent with one fixed β = 1 (CQL with a fixed balance), on
     /// one preset's data and budget, over seeds.
     Famo2oAblation(famo2o_ablation::AblationArgs),
+    /// FamO2O-CQL's state-adaptive balance against fixed β = 0.5, 1.0 and 1.5 (each its own
+    /// pre-training), on data whose quality differs by state region: paired per-seed differences
+    /// and the balance model's β(s) per region.
+    Famo2oClaim(famo2o_claim::ClaimArgs),
     /// Cal-QL fine-tuning with and without SERA's bonus, from the same offline checkpoint per
     /// seed, on one preset's data and budget.
     SeraAblation(sera_ablation::AblationArgs),
@@ -39,6 +44,7 @@ pub fn run(args: ExperimentArgs) -> Result<()> {
     match args.which {
         Which::WsrlAblation(a) => wsrl_ablation::run(a),
         Which::Famo2oAblation(a) => famo2o_ablation::run(a),
+        Which::Famo2oClaim(a) => famo2o_claim::run(a),
         Which::SeraAblation(a) => sera_ablation::run(a),
         Which::Dopamine(a) => dopamine::run(a),
     }

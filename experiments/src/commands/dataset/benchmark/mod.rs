@@ -403,7 +403,7 @@ fn policy_rollout(config: &RunConfig, env_id: &str, agent_path: &Path, device: D
 /// `rows` env steps of `policy` with the runner's actor (episode k resets with
 /// `derive_seed(seed, 1, k)`), recorded in D4RL format with the states before each step. The
 /// last episode is cut at `rows`, as in D4RL's files.
-fn rollout(env_id: &str, policy: &mut dyn Policy, rows: usize, seed: u64, label: &'static str) -> Result<D4rlDataset> {
+pub fn rollout(env_id: &str, policy: &mut dyn Policy, rows: usize, seed: u64, label: &'static str) -> Result<D4rlDataset> {
     let (env, log) = states::make_logged(env_id)?;
     let obs_dim = env.observation_space().dim();
     let scale = ActionScale::new(env.action_space(), env_id)?;
@@ -423,7 +423,7 @@ fn rollout(env_id: &str, policy: &mut dyn Policy, rows: usize, seed: u64, label:
 }
 
 /// Write `<out>/<task>-<role>-v2.hdf5` (atomically) and describe it for the manifest.
-fn write_file(out: &Path, task: &str, role: &str, policy: &str, ds: &mut D4rlDataset, float: Dtype, gzip: Option<u8>) -> Result<FileRecord> {
+pub fn write_file(out: &Path, task: &str, role: &str, policy: &str, ds: &mut D4rlDataset, float: Dtype, gzip: Option<u8>) -> Result<FileRecord> {
     let id = format!("{task}-{role}-v2");
     let file = format!("{id}.hdf5");
     let path = out.join(&file);
