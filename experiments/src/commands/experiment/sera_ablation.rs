@@ -177,8 +177,6 @@ pub fn run(args: AblationArgs) -> Result<()> {
             vals.len()
         ));
     }
-    std::fs::write(out.join("table.md"), &table).with_context(|| format!("cannot write {}/table.md", out.display()))?;
-    plot(&out.join("curves.png"), &curves, &order, &format!("SERA ablation, {preset}, {} seeds", args.seeds), "online env steps")?;
     let maze_report = match maze {
         Some(map) => Some(maze_section(&map, &resolved, &jobs, &dirs, &steps, &order, online)?),
         None => None,
@@ -187,6 +185,8 @@ pub fn run(args: AblationArgs) -> Result<()> {
         table.push_str(&m.markdown);
         plot_with_y(&out.join("coverage.png"), &m.curves, &order, &format!("SERA ablation, {preset}: maze cells visited, {} seeds", args.seeds), "online env steps", "cells visited")?;
     }
+    std::fs::write(out.join("table.md"), &table).with_context(|| format!("cannot write {}/table.md", out.display()))?;
+    plot(&out.join("curves.png"), &curves, &order, &format!("SERA ablation, {preset}, {} seeds", args.seeds), "online env steps")?;
     let mut json = serde_json::json!({
         "preset": preset, "seeds": args.seeds, "command": command,
         "budget": {"offline_steps": offline, "online_steps": online, "eval_every": eval_every},
