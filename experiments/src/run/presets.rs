@@ -98,6 +98,7 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("ppo-hopper", include_str!("../../presets/ppo-hopper.toml")),
     ("ppo-halfcheetah", include_str!("../../presets/ppo-halfcheetah.toml")),
     ("unio4-hopper-small", include_str!("../../presets/unio4-hopper-small.toml")),
+    ("unio4-halfcheetah-small", include_str!("../../presets/unio4-halfcheetah-small.toml")),
     ("unio4-hopper-medium", include_str!("../../presets/unio4-hopper-medium.toml")),
     ("unio4-hopper-medium-replay", include_str!("../../presets/unio4-hopper-medium-replay.toml")),
     ("unio4-hopper-medium-expert", include_str!("../../presets/unio4-hopper-medium-expert.toml")),

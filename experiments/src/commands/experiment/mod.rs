@@ -6,6 +6,7 @@ pub mod famo2o_ablation;
 pub mod famo2o_claim;
 pub mod jobs;
 pub mod sera_ablation;
+pub mod unio4_claim;
 pub mod wsrl_ablation;
 
 use anyhow::Result;
@@ -37,6 +38,9 @@ pub enum Which {
     /// RLPD fine-tuning from scripted demos with the sparse reward, the naive progress reward
     /// and PBRS on a learned progress model Φ, over seeds: success rate against env steps.
     Dopamine(dopamine::DopamineArgs),
+    /// Uni-O4 offline → online against IQL → IQL on the same data and PPO from scratch, on the
+    /// same env-step budget: the dip at the hand-over, the final score and AM-Q's ranking.
+    Unio4Claim(unio4_claim::ClaimArgs),
 }
 
 /// Dispatch.
@@ -47,5 +51,6 @@ pub fn run(args: ExperimentArgs) -> Result<()> {
         Which::Famo2oClaim(a) => famo2o_claim::run(a),
         Which::SeraAblation(a) => sera_ablation::run(a),
         Which::Dopamine(a) => dopamine::run(a),
+        Which::Unio4Claim(a) => unio4_claim::run(a),
     }
 }

@@ -31,8 +31,8 @@
 //! **The claim it tests** (WSRL, algorithms.md §1.6): without a warm-up, fine-tuning with no
 //! retained data collapses at the switch (Q spikes, the policy unlearns), and a few thousand
 //! warm-up steps of the frozen policy prevent it. Per variant and seed the table reports
-//! - the **early dip**: the lowest score in the first 20 % of the online env steps minus the
-//!   offline score (step 0);
+//! - the **early dip**: the lowest score in the first 20 % of the online env steps (at least the
+//!   first online evaluation) minus the offline score (step 0);
 //! - **Q − MC at the switch** (the first online diagnostic) and its **largest magnitude** after;
 //! - the **final score**, as IQM over seeds with a 95 % stratified-bootstrap interval;
 //! and the paired per-seed differences of each variant to `wsrl` (final, mean online score, dip)
@@ -289,11 +289,13 @@ impl ClaimValues {
     }
 }
 
-/// The early dip: the lowest score at env steps in (0, 20 % of `total`] minus the score at step
-/// 0 (the offline policy); `None` without both.
-fn early_dip(curve: &[(f64, f64)], total: u64) -> Option<f64> {
+/// The early dip: the lowest score at env steps in (0, 20 % of `total`] (or at the first online
+/// evaluation, when none falls there) minus the score at step 0 (the offline policy); `None`
+/// without an offline and an online evaluation.
+pub(super) fn early_dip(curve: &[(f64, f64)], total: u64) -> Option<f64> {
     let start = super::jobs::at(curve, 0)?;
-    let cut = total as f64 * 0.2;
+    let first = curve.iter().map(|(x, _)| *x).filter(|x| *x > 0.0).min_by(f64::total_cmp)?;
+    let cut = (total as f64 * 0.2).max(first);
     let low = curve.iter().filter(|(x, _)| *x > 0.0 && *x <= cut).map(|(_, y)| *y).min_by(f64::total_cmp)?;
     Some(low - start)
 }
@@ -444,6 +446,8 @@ mod tests {
         // 20 % of 10 000 = 2000: the evaluations at 1000 and 2000 count, 3000 does not.
         assert_eq!(early_dip(&curve, 10_000), Some(-30.0));
         assert_eq!(early_dip(&curve[1..], 10_000), None, "no offline score");
+        // Evaluations sparser than 20 % of the budget: the first online one is the dip's window.
+        assert_eq!(early_dip(&[(0.0, 40.0), (4000.0, 35.0), (8000.0, 20.0)], 10_000), Some(-5.0));
         let mut per = ClaimValues::default();
         for seed in 0..3 {
             let s = seed as f64;
