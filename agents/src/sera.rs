@@ -32,6 +32,8 @@
 //! The bonus goes on the online rows of a batch (`bonus_rows = "online"`, the paper's "during
 //! online fine-tuning"); offline rows of a mixed batch keep their rewards, so Cal-QL's floor
 //! max(Q, G), whose G is the env's return on those rows, stays consistent with what they learn.
+//! On online rows the floor and Q differ by the discounted bonus, whose sign is the mean bonus's
+//! (logged as `train/sera/bonus_mean`).
 //!
 //! The paper's ambiguities and the choice made for each are the config's fields below and are
 //! listed in `docs/agents.md` (section SERA).
@@ -383,7 +385,8 @@ impl Sera {
     /// neighbours searched in the batch plus `extra`, zero on offline rows under
     /// `bonus_rows = "online"`; and the statistics `train/sera/r_int_mean`, `train/sera/r_int_std`,
     /// `train/sera/bonus_spread` (the std of tanh(r_int) over the rows that get the bonus: near 0
-    /// means a constant bonus) and `train/sera/bonus_share` (Σ|bonus| / (Σ|r| + Σ|bonus|)).
+    /// means a constant bonus), `train/sera/bonus_mean` (the mean bonus on those rows) and
+    /// `train/sera/bonus_share` (Σ|bonus| / (Σ|r| + Σ|bonus|)).
     pub fn bonus(&self, q: &Tensor, batch: &TransitionBatch, extra: Option<&Neighbourhood>) -> (Tensor, Metrics) {
         let r_int = self.r_int(&self.reduce(q), batch, extra);
         let normalized = match self.cfg.normalization {
@@ -413,6 +416,7 @@ impl Sera {
         }
         let (ext, added) = (batch.reward.abs().sum(Kind::Double).double_value(&[]), bonus.abs().sum(Kind::Double).double_value(&[]));
         let share = if ext + added > 0.0 { added / (ext + added) } else { 0.0 };
+        let bonus_mean = if receiving.size()[0] > 0 { receiving.to_kind(Kind::Double).mean(Kind::Double).double_value(&[]) * self.cfg.lambda } else { f64::NAN };
         let mut stats = vec![
             ("train/sera/r_int_mean", r_int.mean(Kind::Double).double_value(&[])),
             ("train/sera/r_int_std", if r_int.size()[0] > 1 { r_int.std(false).double_value(&[]) } else { 0.0 }),
@@ -420,6 +424,11 @@ impl Sera {
         ];
         if spread.is_finite() {
             stats.push(("train/sera/bonus_spread", spread));
+        }
+        // The mean bonus on the rows that get it: away from 0 it is a per-step reward (or cost)
+        // on top of the novelty signal, shifting Q by about its value / (1 − γ).
+        if bonus_mean.is_finite() {
+            stats.push(("train/sera/bonus_mean", bonus_mean));
         }
         (bonus, stats)
     }
@@ -672,6 +681,8 @@ mod tests {
         assert!(s_faithful > CONSTANT_BONUS_STD, "scaled values: the bonus should vary across rows (not be flagged constant), std {s_faithful}");
         let logged = stats.iter().find(|(k, _)| *k == "train/sera/bonus_spread").unwrap().1;
         assert!((logged - s_faithful).abs() < 1e-6, "logged spread {logged} vs {s_faithful} (λ = 1)");
+        let mean = stats.iter().find(|(k, _)| *k == "train/sera/bonus_mean").unwrap().1;
+        assert!((mean - b_faithful.mean(Kind::Double).double_value(&[])).abs() < 1e-6, "logged mean {mean}");
     }
 
     /// The scaled estimator against a hand computation. States [0, 0], [2, 0], [6, 0] (d_s = 2,

@@ -35,7 +35,8 @@
 //!
 //! The balance model's output layer starts as the official one (`balance_head_init =
 //! "variance-scaling"`: flax `variance_scaling(1e-2, fan_in, uniform)`, zero bias), so β starts
-//! at the middle of its range on every state.
+//! at ≈ 0.5 on every state (u ≈ 0: the middle of the coded range (−0.5, 1.5), the bottom of the
+//! nominal (0.5, 1.5)).
 //!
 //! **Why β saturates.** L_u = α log π − β·Q makes β an inverse temperature: a larger β gives a
 //! greedier π_u and a larger Q(s, π_u(s, β)), so the balance loss −Q has a positive gradient in β

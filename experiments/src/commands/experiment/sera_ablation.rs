@@ -124,7 +124,7 @@ pub fn run(args: AblationArgs) -> Result<()> {
     eprintln!("all runs done in {wall_s:.0} s ({cpu_s:.0} s of CPU in the runs this process started)");
 
     let mut curves = Curves::new();
-    let (mut finals_by_seed, mut auc_by_seed, mut spread_by_seed) = (PerSeed::new(), PerSeed::new(), PerSeed::new());
+    let (mut finals_by_seed, mut auc_by_seed, mut spread_by_seed, mut bonus_mean_by_seed) = (PerSeed::new(), PerSeed::new(), PerSeed::new(), PerSeed::new());
     for (job, dir) in jobs.iter().zip(&dirs) {
         if job.variant != "pretrain" {
             let metrics = dir.join("metrics.jsonl");
@@ -138,6 +138,11 @@ pub fn run(args: AblationArgs) -> Result<()> {
             if let Ok(spread) = read_curve(&metrics, "train/sera/bonus_spread", "env_step") {
                 if !spread.is_empty() {
                     spread_by_seed.entry(job.variant).or_default().insert(job.seed, mean(&spread.iter().map(|(_, y)| *y).collect::<Vec<_>>()));
+                }
+            }
+            if let Ok(m) = read_curve(&metrics, "train/sera/bonus_mean", "env_step") {
+                if !m.is_empty() {
+                    bonus_mean_by_seed.entry(job.variant).or_default().insert(job.seed, mean(&m.iter().map(|(_, y)| *y).collect::<Vec<_>>()));
                 }
             }
             curves.entry(job.variant).or_default().push(curve);
@@ -177,6 +182,15 @@ pub fn run(args: AblationArgs) -> Result<()> {
             vals.len()
         ));
     }
+    for (v, means) in &bonus_mean_by_seed {
+        let vals: Vec<f64> = means.values().copied().collect();
+        table.push_str(&format!(
+            "\n{v}: train/sera/bonus_mean (the mean bonus on a batch's online rows), mean over the online phase: {:+.3} ± {:.3} over {} seeds (away from 0 it also acts as a per-step reward or cost).\n",
+            mean(&vals),
+            std_dev(&vals),
+            vals.len()
+        ));
+    }
     let maze_report = match maze {
         Some(map) => Some(maze_section(&map, &resolved, &jobs, &dirs, &steps, &order, online)?),
         None => None,
@@ -192,7 +206,7 @@ pub fn run(args: AblationArgs) -> Result<()> {
         "budget": {"offline_steps": offline, "online_steps": online, "eval_every": eval_every},
         "curves": curves.iter().map(|(v, c)| (v.to_string(), serde_json::json!(c))).collect::<serde_json::Map<_, _>>(),
         "final": finals.iter().map(|(v, x)| (v.to_string(), serde_json::json!(x))).collect::<serde_json::Map<_, _>>(),
-        "per_seed": {"final_score": finals_by_seed, "mean_online_score": auc_by_seed, "bonus_spread": spread_by_seed},
+        "per_seed": {"final_score": finals_by_seed, "mean_online_score": auc_by_seed, "bonus_spread": spread_by_seed, "bonus_mean": bonus_mean_by_seed},
         "paired": paired.iter().map(|(m, p)| serde_json::json!({"measure": m, "comparison": p})).collect::<Vec<_>>(),
         "runs": jobs.iter().zip(&dirs).map(|(j, d)| serde_json::json!({"variant": j.variant, "seed": j.seed, "run_dir": d})).collect::<Vec<_>>(),
     });
