@@ -738,13 +738,13 @@ mod tests {
         let sera = Sera::new(SeraConfig { enabled: true, k: 3, ..SeraConfig::default() }, None).unwrap();
         let batch = batch_of(obs, None);
         for _ in 0..CONSTANT_BONUS_PATIENCE - 1 {
-            sera.bonus(&q, &batch, None);
+            let _ = sera.bonus(&q, &batch, None);
         }
         assert!(sera.take_warning().is_none());
-        sera.bonus(&q, &batch, None);
+        let _ = sera.bonus(&q, &batch, None);
         let w = sera.take_warning().expect("a warning after the patience");
         assert!(w.contains("q_scaling") && w.contains("bonus_spread"), "{w}");
-        sera.bonus(&q, &batch, None);
+        let _ = sera.bonus(&q, &batch, None);
         assert!(sera.take_warning().is_none(), "warned twice");
     }
 
