@@ -225,7 +225,7 @@ fn sigkill_inside_unio4_bppo_then_resume_is_exact() {
 #[test]
 fn unio4_presets_validate_and_the_refit_scale_is_checked() {
     let names: Vec<&str> = o2o_experiments::run::presets::names().into_iter().filter(|n| n.starts_with("unio4-")).collect();
-    assert_eq!(names.len(), 10);
+    assert_eq!(names.len(), 11, "{names:?}");
     for name in &names {
         o2o_experiments::Run::preset(name).unwrap().config().unwrap_or_else(|e| panic!("{name}: {e:#}"));
     }
