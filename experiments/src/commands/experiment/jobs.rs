@@ -44,6 +44,24 @@ pub struct Job {
     pub runs_dir: PathBuf,
 }
 
+/// Preset `name` (for `--task task`) with every run's overrides: `(shared, resolved)`, where
+/// `shared` is the preset's relative data path made absolute (the runs record where their data
+/// was; left out when `set` gives `dataset.path` itself) followed by `set`, and `resolved` the
+/// preset table with `shared` applied (what the experiment reads its budget from).
+pub fn preset_overrides(name: &str, task: &str, set: &[String]) -> Result<(Vec<String>, toml::Table)> {
+    let (_, base) = o2o_experiments::run::presets::load(name).with_context(|| format!("--task {task}: no preset {name}"))?;
+    let mut shared = Vec::new();
+    let path_given = set.iter().any(|s| s.trim_start().starts_with("dataset.path"));
+    if let Some(path) = base.get("dataset").and_then(|d| d.get("path")).and_then(|p| p.as_str()).filter(|_| !path_given) {
+        let file = std::fs::canonicalize(path).with_context(|| format!("the dataset {path} of preset {name} is missing (run from the repository root, or pass --set dataset.path=…)"))?;
+        shared.push(format!("dataset.path={:?}", file.display().to_string()));
+    }
+    shared.extend(set.iter().cloned());
+    let mut resolved = base;
+    o2o_experiments::run::config::apply_overrides(&mut resolved, &shared)?;
+    Ok((shared, resolved))
+}
+
 /// Append `--set s` for each override.
 pub fn sets(args: &mut Vec<String>, overrides: &[String]) {
     for s in overrides {

@@ -69,20 +69,9 @@ pub fn run(args: AblationArgs) -> Result<()> {
         bail!("--seeds, --jobs and --threads must be at least 1");
     }
     let preset = format!("sera-calql-{}", args.task);
-    let (_, base) = o2o_experiments::run::presets::load(&preset).with_context(|| format!("--task {}: no preset {preset}", args.task))?;
+    let (shared, resolved) = super::jobs::preset_overrides(&preset, &args.task, &args.set)?;
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("experiments-out/sera-ablation-{}", args.task)));
     std::fs::create_dir_all(out.join("logs")).with_context(|| format!("cannot create {}", out.display()))?;
-
-    // A preset's relative data path is made absolute (the runs record where their data was).
-    let mut shared = Vec::new();
-    let path_given = args.set.iter().any(|s| s.trim_start().starts_with("dataset.path"));
-    if let Some(path) = base.get("dataset").and_then(|d| d.get("path")).and_then(|p| p.as_str()).filter(|_| !path_given) {
-        let file = std::fs::canonicalize(path).with_context(|| format!("the dataset {path} of preset {preset} is missing (run from the repository root, or pass --set dataset.path=…)"))?;
-        shared.push(format!("dataset.path={:?}", file.display().to_string()));
-    }
-    shared.extend(args.set.iter().cloned());
-    let mut resolved = base.clone();
-    o2o_experiments::run::config::apply_overrides(&mut resolved, &shared)?;
     let get = |section: &str, key: &str| resolved.get(section).and_then(|s| s.get(key)).and_then(|v| v.as_integer()).unwrap_or(0).max(0) as u64;
     let (offline, online, eval_every) = (get("train", "offline_steps"), get("train", "online_steps"), get("eval", "every"));
     if offline == 0 || online == 0 || eval_every == 0 {

@@ -166,17 +166,9 @@ pub fn run(args: ClaimArgs) -> Result<()> {
         bail!("--seeds, --jobs and --threads must be at least 1");
     }
     let preset = format!("unio4-{}", args.task);
-    let (_, base) = o2o_experiments::run::presets::load(&preset).with_context(|| format!("--task {}: no preset {preset}", args.task))?;
+    let (shared, resolved) = super::jobs::preset_overrides(&preset, &args.task, &args.set)?;
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("experiments-out/unio4-claim-{}", args.task)));
     std::fs::create_dir_all(out.join("logs")).with_context(|| format!("cannot create {}", out.display()))?;
-    let mut shared = Vec::new();
-    if let Some(path) = base.get("dataset").and_then(|d| d.get("path")).and_then(|p| p.as_str()) {
-        let file = std::fs::canonicalize(path).with_context(|| format!("the dataset {path} of preset {preset} is missing (run from the repository root, or pass --set dataset.path=…)"))?;
-        shared.push(format!("dataset.path={:?}", file.display().to_string()));
-    }
-    shared.extend(args.set.iter().cloned());
-    let mut resolved = base.clone();
-    o2o_experiments::run::config::apply_overrides(&mut resolved, &shared)?;
     let setting = setting_of(&resolved)?;
     // The baselines take the run-wide overrides that every algorithm has; agent keys stay Uni-O4's.
     let general: Vec<String> = args.set.iter().filter(|s| !s.trim_start().starts_with("agent.")).cloned().collect();
