@@ -76,6 +76,16 @@ pub fn finished_run(runs_dir: &Path) -> Option<PathBuf> {
     entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.join("summary.json").is_file()).max()
 }
 
+/// The newest unfinished run in `runs_dir` (no `summary.json`) that has a complete checkpoint:
+/// a run an earlier experiment process left when it was stopped, which `o2o resume` continues.
+pub fn interrupted_run(runs_dir: &Path) -> Option<PathBuf> {
+    let entries = std::fs::read_dir(runs_dir).ok()?;
+    let mut unfinished: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_dir() && !p.join("summary.json").is_file()).collect();
+    // Run directories end in their start time, so the newest sorts last.
+    unfinished.sort();
+    unfinished.into_iter().rev().find(|p| o2o_experiments::run::checkpoint::list(p).is_ok_and(|c| !c.is_empty()))
+}
+
 /// Run every job (parents before children, `--jobs` at a time); returns each job's run dir.
 pub fn run_jobs(jobs: &[Job], args: &Processes, out: &Path) -> Result<Vec<PathBuf>> {
     let exe = std::env::current_exe().context("cannot find the o2o executable")?;
@@ -154,14 +164,23 @@ fn run_one(exe: &Path, job: &Job, parent: Option<&Path>, args: &Processes, out: 
         return Ok(done);
     }
     let log_path = out.join("logs").join(format!("{}-seed{}.log", job.variant, job.seed));
-    let log = std::fs::File::create(&log_path).map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
     let mut c = Command::new(exe);
-    c.args(&job.args);
-    if let Some(p) = parent {
-        c.arg("--from").arg(p);
-    }
     let device = format!("{:?}", args.device).to_lowercase();
-    c.args(["--device", &device, "--threads", &args.threads.to_string(), "--rerun=off", "--runs-dir"]).arg(&job.runs_dir);
+    let log = if let Some(stopped) = interrupted_run(&job.runs_dir) {
+        // Continue where an earlier process was stopped (exact resume: the same results as an
+        // uninterrupted run), appending to its log.
+        eprintln!("{} seed {}: continuing the interrupted run {}", job.variant, job.seed, stopped.display());
+        c.arg("resume").arg(&stopped).args(["--device", &device, "--threads", &args.threads.to_string(), "--rerun=off"]);
+        std::fs::OpenOptions::new().create(true).append(true).open(&log_path)
+    } else {
+        c.args(&job.args);
+        if let Some(p) = parent {
+            c.arg("--from").arg(p);
+        }
+        c.args(["--device", &device, "--threads", &args.threads.to_string(), "--rerun=off", "--runs-dir"]).arg(&job.runs_dir);
+        std::fs::File::create(&log_path)
+    };
+    let log = log.map_err(|e| format!("cannot open {}: {e}", log_path.display()))?;
     c.stdin(Stdio::null()).stdout(log.try_clone().map_err(|e| e.to_string())?).stderr(log);
     let status = c.status().map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
     if !status.success() {
@@ -328,6 +347,33 @@ pub fn command_line() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A stopped run is continued only when it has a complete checkpoint; of several, the
+    /// newest; a finished run is never taken for one.
+    #[test]
+    fn an_interrupted_run_is_the_newest_unfinished_one_with_a_checkpoint() {
+        let dir = std::env::temp_dir().join(format!("o2o-interrupted-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mk = |name: &str, checkpoint: bool, finished: bool| {
+            let run = dir.join(name);
+            std::fs::create_dir_all(run.join("checkpoints/step-0000000100")).unwrap();
+            if checkpoint {
+                std::fs::write(run.join("checkpoints/step-0000000100").join(o2o_experiments::run::checkpoint::STATE), "{}").unwrap();
+            }
+            if finished {
+                std::fs::write(run.join("summary.json"), "{}").unwrap();
+            }
+        };
+        assert_eq!(interrupted_run(&dir), None, "no runs dir");
+        mk("run-0-20260101T000000Z", true, true);
+        assert_eq!(interrupted_run(&dir), None, "a finished run is not interrupted");
+        mk("run-0-20260101T000001Z", true, false);
+        mk("run-0-20260101T000002Z", false, false);
+        assert_eq!(interrupted_run(&dir), Some(dir.join("run-0-20260101T000001Z")), "the newest one with a checkpoint");
+        mk("run-0-20260101T000003Z", true, false);
+        assert_eq!(interrupted_run(&dir), Some(dir.join("run-0-20260101T000003Z")));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     /// Differences are taken per seed over the seeds both variants have; the interval of a
     /// consistent gain lies above 0, of mixed signs spans it.
