@@ -89,7 +89,8 @@ pub trait OnPolicy {
     fn value(&mut self, obs: &Tensor) -> Tensor;
     /// One update on a full rollout whose observations are normalized; `env_step` of
     /// `total_env_steps` is where the run stands (the learning-rate schedule).
-    fn update_rollout(&mut self, rollout: &o2o_datasets::RolloutBuffer, env_step: u64, total_env_steps: u64) -> Metrics;
+    fn update_rollout(&mut self, rollout: &o2o_datasets::RolloutBuffer, env_step: u64, total_env_steps: u64)
+        -> Metrics;
 }
 
 /// An RL agent.

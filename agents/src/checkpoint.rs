@@ -32,7 +32,8 @@ pub fn save(path: &Path, tensors: &[(String, Tensor)]) -> Result<(), AgentError>
     }
     let file_name = path.file_name().ok_or_else(|| err("not a file path".into()))?;
     let tmp = path.with_file_name(format!(".{}.tmp{}", file_name.to_string_lossy(), std::process::id()));
-    let cpu: Vec<(String, Tensor)> = tensors.iter().map(|(n, t)| (n.clone(), t.detach().to_device(Device::Cpu))).collect();
+    let cpu: Vec<(String, Tensor)> =
+        tensors.iter().map(|(n, t)| (n.clone(), t.detach().to_device(Device::Cpu))).collect();
     if let Err(e) = Tensor::save_multi(&cpu, &tmp) {
         let _ = std::fs::remove_file(&tmp);
         return Err(err(format!("writing {}: {e}", tmp.display())));
@@ -54,7 +55,10 @@ impl Checkpoint {
         if !path.is_file() {
             return Err(AgentError::Checkpoint { path: path.to_path_buf(), message: "no such file".into() });
         }
-        let list = Tensor::load_multi_with_device(path, Device::Cpu).map_err(|e| AgentError::Checkpoint { path: path.to_path_buf(), message: format!("not a readable checkpoint: {e}") })?;
+        let list = Tensor::load_multi_with_device(path, Device::Cpu).map_err(|e| AgentError::Checkpoint {
+            path: path.to_path_buf(),
+            message: format!("not a readable checkpoint: {e}"),
+        })?;
         Ok(Self { path: path.to_path_buf(), tensors: list.into_iter().collect() })
     }
 
@@ -72,7 +76,9 @@ impl Checkpoint {
 
     /// The tensor `name`, or `MissingTensor`.
     pub fn get(&self, name: &str) -> Result<&Tensor, AgentError> {
-        self.tensors.get(name).ok_or_else(|| AgentError::MissingTensor { path: self.path.clone(), name: name.to_string() })
+        self.tensors
+            .get(name)
+            .ok_or_else(|| AgentError::MissingTensor { path: self.path.clone(), name: name.to_string() })
     }
 
     /// The algorithm that wrote the checkpoint (`meta/algo`).
@@ -86,7 +92,10 @@ impl Checkpoint {
     pub fn expect_algo(&self, algo: &str) -> Result<(), AgentError> {
         let found = self.algo()?;
         if found != algo {
-            return Err(AgentError::Checkpoint { path: self.path.clone(), message: format!("written by algorithm `{found}`, expected `{algo}`") });
+            return Err(AgentError::Checkpoint {
+                path: self.path.clone(),
+                message: format!("written by algorithm `{found}`, expected `{algo}`"),
+            });
         }
         Ok(())
     }
@@ -95,7 +104,12 @@ impl Checkpoint {
     pub fn i64s(&self, name: &str, len: usize) -> Result<Vec<i64>, AgentError> {
         let t = self.get(name)?;
         if t.kind() != Kind::Int64 || t.numel() != len {
-            return Err(AgentError::ShapeMismatch { path: self.path.clone(), name: name.into(), expected: vec![len as i64], found: t.size() });
+            return Err(AgentError::ShapeMismatch {
+                path: self.path.clone(),
+                name: name.into(),
+                expected: vec![len as i64],
+                found: t.size(),
+            });
         }
         Ok(Vec::<i64>::try_from(t.flatten(0, -1)).unwrap_or_default())
     }
@@ -111,10 +125,18 @@ impl Checkpoint {
         for (name, t) in &selected {
             let src = self.get(name)?;
             if src.size() != t.size() {
-                return Err(AgentError::ShapeMismatch { path: self.path.clone(), name: name.clone(), expected: t.size(), found: src.size() });
+                return Err(AgentError::ShapeMismatch {
+                    path: self.path.clone(),
+                    name: name.clone(),
+                    expected: t.size(),
+                    found: src.size(),
+                });
             }
             if src.kind() != t.kind() {
-                return Err(AgentError::Checkpoint { path: self.path.clone(), message: format!("tensor `{name}` has kind {:?}, expected {:?}", src.kind(), t.kind()) });
+                return Err(AgentError::Checkpoint {
+                    path: self.path.clone(),
+                    message: format!("tensor `{name}` has kind {:?}, expected {:?}", src.kind(), t.kind()),
+                });
             }
         }
         tch::no_grad(|| {
@@ -141,7 +163,14 @@ pub(crate) fn state_tensors(sets: &[&ParamSet], optimizers: &[(&str, &Adam, &Par
 
 /// Write an agent's state: its live tensors (weights, targets, temperature, optimizer moments),
 /// each optimizer's step count as `{prefix}/step`, and `meta/algo`, `meta/step`, `meta/rng`.
-pub(crate) fn save_agent(path: &Path, algo: &str, live: &[(String, Tensor)], optimizers: &[(&str, &Adam)], step: i64, rng: &AgentRng) -> Result<(), AgentError> {
+pub(crate) fn save_agent(
+    path: &Path,
+    algo: &str,
+    live: &[(String, Tensor)],
+    optimizers: &[(&str, &Adam)],
+    step: i64,
+    rng: &AgentRng,
+) -> Result<(), AgentError> {
     let mut all: Vec<(String, Tensor)> = live.iter().map(|(n, t)| (n.clone(), t.shallow_clone())).collect();
     for (prefix, opt) in optimizers {
         all.push((format!("{prefix}/step"), opt.step_tensor()));
@@ -162,13 +191,22 @@ pub(crate) struct Meta {
 /// Restore an agent's state written by [`save_agent`]. `parts` selects name prefixes
 /// (`None` = everything, which also checks `meta/algo == algo`). Optimizer step counts are
 /// restored with their optimizer's part. Nothing is changed unless every check passes.
-pub(crate) fn load_agent(path: &Path, algo: &str, live: &[(String, Tensor)], optimizers: &mut [(&str, &mut Adam)], parts: Option<&[&str]>) -> Result<Option<Meta>, AgentError> {
+pub(crate) fn load_agent(
+    path: &Path,
+    algo: &str,
+    live: &[(String, Tensor)],
+    optimizers: &mut [(&str, &mut Adam)],
+    parts: Option<&[&str]>,
+) -> Result<Option<Meta>, AgentError> {
     if let Some(ps) = parts {
         let mut known: Vec<&str> = live.iter().filter_map(|(n, _)| n.split('/').next()).collect();
         known.push("meta");
         known.dedup();
         if let Some(p) = ps.iter().find(|p| !known.contains(p)) {
-            return Err(AgentError::Config(format!("unknown checkpoint part `{p}`; this {algo} agent has {}", known.join(", "))));
+            return Err(AgentError::Config(format!(
+                "unknown checkpoint part `{p}`; this {algo} agent has {}",
+                known.join(", ")
+            )));
         }
     }
     let ck = Checkpoint::read(path)?;
@@ -187,7 +225,12 @@ pub(crate) fn load_agent(path: &Path, algo: &str, live: &[(String, Tensor)], opt
     }
     let meta = if wanted("meta") {
         let step = ck.i64s("meta/step", 1)?[0];
-        let rng = AgentRng::from_state_tensor(ck.get("meta/rng")?).ok_or_else(|| AgentError::ShapeMismatch { path: path.to_path_buf(), name: "meta/rng".into(), expected: vec![4], found: ck.tensors["meta/rng"].size() })?;
+        let rng = AgentRng::from_state_tensor(ck.get("meta/rng")?).ok_or_else(|| AgentError::ShapeMismatch {
+            path: path.to_path_buf(),
+            name: "meta/rng".into(),
+            expected: vec![4],
+            found: ck.tensors["meta/rng"].size(),
+        })?;
         Some(Meta { step, rng })
     } else {
         None
@@ -210,7 +253,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sub/ck.ot");
         let a = Tensor::from_slice(&[1.0f32, 2.0, 3.0]).view([3, 1]);
-        save(&path, &[("x/a".into(), a.shallow_clone()), ("meta/algo".into(), algo_tensor("sac")), ("meta/n".into(), Tensor::from_slice(&[7i64]))]).unwrap();
+        save(
+            &path,
+            &[
+                ("x/a".into(), a.shallow_clone()),
+                ("meta/algo".into(), algo_tensor("sac")),
+                ("meta/n".into(), Tensor::from_slice(&[7i64])),
+            ],
+        )
+        .unwrap();
         assert_eq!(std::fs::read_dir(path.parent().unwrap()).unwrap().count(), 1, "no temp file left");
         let ck = Checkpoint::read(&path).unwrap();
         ck.expect_algo("sac").unwrap();
@@ -222,12 +273,19 @@ mod tests {
         // Wrong shape: typed error, target untouched.
         let wrong = Tensor::zeros([4], (Kind::Float, Device::Cpu));
         let e = ck.restore(&[("x/a".into(), wrong.shallow_clone())], None).unwrap_err();
-        assert!(matches!(e, AgentError::ShapeMismatch { ref name, ref expected, ref found, .. } if name == "x/a" && expected == &vec![4] && found == &vec![3, 1]), "{e}");
+        assert!(
+            matches!(e, AgentError::ShapeMismatch { ref name, ref expected, ref found, .. } if name == "x/a" && expected == &vec![4] && found == &vec![3, 1]),
+            "{e}"
+        );
         assert_eq!(wrong.abs().sum(Kind::Float).double_value(&[]), 0.0);
         // Missing tensor, but not when its part is not selected.
         let e = ck.restore(&[("y/b".into(), wrong.shallow_clone())], None).unwrap_err();
         assert!(matches!(e, AgentError::MissingTensor { ref name, .. } if name == "y/b"));
-        assert_eq!(ck.restore(&[("y/b".into(), wrong.shallow_clone()), ("x/a".into(), live.shallow_clone())], Some(&["x"])).unwrap(), 1);
+        assert_eq!(
+            ck.restore(&[("y/b".into(), wrong.shallow_clone()), ("x/a".into(), live.shallow_clone())], Some(&["x"]))
+                .unwrap(),
+            1
+        );
         // Garbage and absent files.
         let junk = dir.path().join("junk.ot");
         std::fs::write(&junk, b"not a checkpoint").unwrap();

@@ -13,11 +13,14 @@
 
 use crate::algos::bc::{Bc, BcConfig};
 use crate::algos::famo2o_cql::{Famo2oCql, Famo2oCqlConfig};
-use crate::algos::td3bc::{Td3Bc, Td3BcConfig};
 use crate::algos::famo2o_iql::{Famo2oIql, Famo2oIqlConfig};
-use crate::algos::{calql, calql::CalQlConfig, cql::Cql, cql::CqlConfig, iql::Iql, iql::IqlConfig, rlpd, rlpd::RlpdConfig, sac::Sac, sac::SacConfig, wsrl::Wsrl, wsrl::WsrlConfig};
 use crate::algos::ppo::{Ppo, PpoConfig};
+use crate::algos::td3bc::{Td3Bc, Td3BcConfig};
 use crate::algos::unio4::Unio4Config;
+use crate::algos::{
+    calql, calql::CalQlConfig, cql::Cql, cql::CqlConfig, iql::Iql, iql::IqlConfig, rlpd, rlpd::RlpdConfig, sac::Sac,
+    sac::SacConfig, wsrl::Wsrl, wsrl::WsrlConfig,
+};
 use crate::{Agent, AgentError};
 use serde::{Deserialize, Serialize};
 use tch::Device;
@@ -121,7 +124,13 @@ impl AgentConfig {
 /// Build the agent `config` describes for `obs_dim`-dimensional observations and
 /// `act_dim`-dimensional actions in `[-1, 1]`, with every tensor on `device` and every random
 /// draw (weight init, exploration noise, ensemble subsets, dropout) from `seed`.
-pub fn build(config: &AgentConfig, obs_dim: usize, act_dim: usize, device: Device, seed: u64) -> Result<Box<dyn Agent>, AgentError> {
+pub fn build(
+    config: &AgentConfig,
+    obs_dim: usize,
+    act_dim: usize,
+    device: Device,
+    seed: u64,
+) -> Result<Box<dyn Agent>, AgentError> {
     let (o, a) = (obs_dim as i64, act_dim as i64);
     Ok(match config {
         AgentConfig::Sac(c) => Box::new(Sac::new(c.clone(), o, a, device, seed)?),
@@ -145,7 +154,8 @@ mod tests {
 
     #[test]
     fn toml_round_trip_defaults_and_unknown_keys() {
-        let v: toml::Value = toml::from_str("algo = \"sac\"\nnum_critics = 10\ncritic = { layer_norm = true }\n").unwrap();
+        let v: toml::Value =
+            toml::from_str("algo = \"sac\"\nnum_critics = 10\ncritic = { layer_norm = true }\n").unwrap();
         let c = AgentConfig::from_toml(v).unwrap();
         let AgentConfig::Sac(s) = &c else { panic!("not sac") };
         assert_eq!(s.num_critics, 10);

@@ -196,7 +196,9 @@ impl SeraConfig {
             return bad(format!("key `sera.k`: k = {} exceeds the {pool} samples the neighbours are searched among (the online batch{})", self.k, if self.neighbours == Neighbours::OnlineSample { " plus sera.neighbour_samples" } else { "" }));
         }
         if self.neighbours == Neighbours::OnlineSample && self.neighbour_samples == 0 {
-            return bad("key `sera.neighbour_samples`: expected at least 1 with neighbours = \"online-sample\", found 0".into());
+            return bad(
+                "key `sera.neighbour_samples`: expected at least 1 with neighbours = \"online-sample\", found 0".into(),
+            );
         }
         Ok(())
     }
@@ -220,14 +222,26 @@ pub struct Intrinsic {
 /// ‖s_i‖² + ‖s_j‖² − 2 s_i·s_j loses nothing that matters at float32 precision); the k-th
 /// smallest joint distance and the counts run on the CPU in [`knn`]: libtorch's
 /// `topk`/`kthvalue` over the N × M matrix cost more than the update they serve.
-pub fn intrinsic_reward(states: &Tensor, q: &Tensor, ref_states: &Tensor, ref_q: &Tensor, k: i64, log_form: LogForm) -> Intrinsic {
+pub fn intrinsic_reward(
+    states: &Tensor,
+    q: &Tensor,
+    ref_states: &Tensor,
+    ref_q: &Tensor,
+    k: i64,
+    log_form: LogForm,
+) -> Intrinsic {
     tch::no_grad(|| {
         let device = states.device();
         let d_s = states.size()[1];
         let centre = ref_states.to_kind(Kind::Double).mean_dim(0, true, Kind::Double);
         let (s, r) = (states.to_kind(Kind::Double) - &centre, ref_states.to_kind(Kind::Double) - &centre);
-        let vec64 = |t: Tensor| Vec::<f64>::try_from(t.to_device(tch::Device::Cpu).contiguous().view(-1)).expect("a double tensor");
-        let vec32 = |t: &Tensor| Vec::<f32>::try_from(t.to_device(tch::Device::Cpu).to_kind(Kind::Float).contiguous().view(-1)).expect("a float tensor");
+        let vec64 = |t: Tensor| {
+            Vec::<f64>::try_from(t.to_device(tch::Device::Cpu).contiguous().view(-1)).expect("a double tensor")
+        };
+        let vec32 = |t: &Tensor| {
+            Vec::<f32>::try_from(t.to_device(tch::Device::Cpu).to_kind(Kind::Float).contiguous().view(-1))
+                .expect("a float tensor")
+        };
         let norms = |t: &Tensor| vec64(t.square().sum_dim_intlist(1, false, Kind::Double));
         let gram = vec64(s.matmul(&r.transpose(0, 1)));
         let (eps_sq, n_v) = knn(&gram, &norms(&s), &norms(&r), &vec32(q), &vec32(ref_q), k as usize);
@@ -251,7 +265,10 @@ pub fn intrinsic_reward(states: &Tensor, q: &Tensor, ref_states: &Tensor, ref_q:
 /// over libtorch's OpenMP team when the matrix is large enough to pay for it.
 pub fn knn(gram: &[f64], norms: &[f64], ref_norms: &[f64], q: &[f32], ref_q: &[f32], k: usize) -> (Vec<f64>, Vec<i64>) {
     let (n, m) = (q.len(), ref_q.len());
-    assert!(gram.len() == n * m && norms.len() == n && ref_norms.len() == m && (1..=m).contains(&k), "knn: gram [{n}, {m}], k = {k}");
+    assert!(
+        gram.len() == n * m && norms.len() == n && ref_norms.len() == m && (1..=m).contains(&k),
+        "knn: gram [{n}, {m}], k = {k}"
+    );
     let mut eps_sq = vec![0f64; n];
     let mut n_v = vec![0i64; n];
     let threads = crate::nn::team::pieces(n * m, 1 << 14).min(n);
@@ -276,7 +293,8 @@ pub fn knn(gram: &[f64], norms: &[f64], ref_norms: &[f64], q: &[f32], ref_q: &[f
     };
     // On libtorch's own OpenMP team (`nn::team`): threads of ours would share their cores with
     // the team's threads spinning after the update's last op.
-    let pieces: Vec<(usize, &mut [f64], &mut [i64])> = eps_sq.chunks_mut(per).zip(n_v.chunks_mut(per)).enumerate().map(|(t, (e, c))| (t * per, e, c)).collect();
+    let pieces: Vec<(usize, &mut [f64], &mut [i64])> =
+        eps_sq.chunks_mut(per).zip(n_v.chunks_mut(per)).enumerate().map(|(t, (e, c))| (t * per, e, c)).collect();
     crate::nn::team::run(pieces, |(first, e, c)| rows(first, e, c));
     (eps_sq, n_v)
 }
@@ -353,7 +371,9 @@ impl Sera {
     /// standard deviation of tanh(r_int) below [`CONSTANT_BONUS_STD`] for
     /// [`CONSTANT_BONUS_PATIENCE`] batches in a row. `Some` at most once per `Sera`.
     pub fn take_warning(&self) -> Option<String> {
-        if self.flat_batches.load(Ordering::Relaxed) < CONSTANT_BONUS_PATIENCE || self.warned.swap(true, Ordering::Relaxed) {
+        if self.flat_batches.load(Ordering::Relaxed) < CONSTANT_BONUS_PATIENCE
+            || self.warned.swap(true, Ordering::Relaxed)
+        {
             return None;
         }
         Some(format!(
@@ -365,7 +385,8 @@ impl Sera {
     /// The extra neighbours of `neighbours = "online-sample"`: `extra`'s scaled states and their
     /// Q̂ under `agent`'s critic.
     pub fn neighbourhood(&self, agent: &dyn Agent, extra: &TransitionBatch) -> Result<Neighbourhood, AgentError> {
-        let q = tch::no_grad(|| agent.critic_values(&extra.obs, &extra.action)).ok_or_else(|| no_critic(agent.name()))?;
+        let q =
+            tch::no_grad(|| agent.critic_values(&extra.obs, &extra.action)).ok_or_else(|| no_critic(agent.name()))?;
         Ok(Neighbourhood { states: self.scaled(&extra.obs), q: self.reduce(&q) })
     }
 
@@ -374,7 +395,10 @@ impl Sera {
     pub fn r_int(&self, q: &Tensor, batch: &TransitionBatch, extra: Option<&Neighbourhood>) -> Tensor {
         let states = self.scaled(&batch.obs);
         let (ref_states, ref_q) = match extra {
-            Some(e) => (Tensor::cat(&[&states, &e.states.to_device(states.device())], 0), Tensor::cat(&[q, &e.q.to_device(q.device())], 0)),
+            Some(e) => (
+                Tensor::cat(&[&states, &e.states.to_device(states.device())], 0),
+                Tensor::cat(&[q, &e.q.to_device(q.device())], 0),
+            ),
             None => (states.shallow_clone(), q.shallow_clone()),
         };
         let (q, ref_q) = self.scaled_q(q, &ref_q);
@@ -406,7 +430,11 @@ impl Sera {
             Some(mask) => normalized.masked_select(&mask.gt(0.5)),
             None => normalized.shallow_clone(),
         };
-        let spread = if receiving.size()[0] > 1 { receiving.to_kind(Kind::Double).std(false).double_value(&[]) } else { f64::NAN };
+        let spread = if receiving.size()[0] > 1 {
+            receiving.to_kind(Kind::Double).std(false).double_value(&[])
+        } else {
+            f64::NAN
+        };
         if spread.is_finite() {
             if spread < CONSTANT_BONUS_STD {
                 self.flat_batches.fetch_add(1, Ordering::Relaxed);
@@ -414,9 +442,14 @@ impl Sera {
                 self.flat_batches.store(0, Ordering::Relaxed);
             }
         }
-        let (ext, added) = (batch.reward.abs().sum(Kind::Double).double_value(&[]), bonus.abs().sum(Kind::Double).double_value(&[]));
+        let (ext, added) =
+            (batch.reward.abs().sum(Kind::Double).double_value(&[]), bonus.abs().sum(Kind::Double).double_value(&[]));
         let share = if ext + added > 0.0 { added / (ext + added) } else { 0.0 };
-        let bonus_mean = if receiving.size()[0] > 0 { receiving.to_kind(Kind::Double).mean(Kind::Double).double_value(&[]) * self.cfg.lambda } else { f64::NAN };
+        let bonus_mean = if receiving.size()[0] > 0 {
+            receiving.to_kind(Kind::Double).mean(Kind::Double).double_value(&[]) * self.cfg.lambda
+        } else {
+            f64::NAN
+        };
         let mut stats = vec![
             ("train/sera/r_int_mean", r_int.mean(Kind::Double).double_value(&[])),
             ("train/sera/r_int_std", if r_int.size()[0] > 1 { r_int.std(false).double_value(&[]) } else { 0.0 }),
@@ -437,7 +470,12 @@ impl Sera {
     /// critic as it is before this update, [`Agent::update_with_bonus`]), the neighbours in
     /// the batch plus `extra` (the online sample of `neighbours = "online-sample"`). Returns the
     /// update's metrics followed by the `train/sera/…` statistics. The runner's one call.
-    pub fn update(&self, agent: &mut dyn Agent, batch: &TransitionBatch, extra: Option<&TransitionBatch>) -> Result<Metrics, AgentError> {
+    pub fn update(
+        &self,
+        agent: &mut dyn Agent,
+        batch: &TransitionBatch,
+        extra: Option<&TransitionBatch>,
+    ) -> Result<Metrics, AgentError> {
         let hood = extra.map(|e| self.neighbourhood(&*agent, e)).transpose()?;
         let mut stats = Metrics::new();
         let name = agent.name();
@@ -589,7 +627,11 @@ mod tests {
     fn dense_reference(s: &Tensor, q: &Tensor, rs: &Tensor, rq: &Tensor, k: i64) -> (Tensor, Tensor) {
         let joint = Tensor::cdist(s, rs, 2.0, 2).maximum(&(q.unsqueeze(1) - rq.unsqueeze(0)).abs());
         let (eps, _) = joint.kthvalue(k, 1, false);
-        let n_v = (q.unsqueeze(1) - rq.unsqueeze(0)).abs().lt_tensor(&eps.unsqueeze(1)).sum_dim_intlist(1, false, Kind::Int64);
+        let n_v = (q.unsqueeze(1) - rq.unsqueeze(0)).abs().lt_tensor(&eps.unsqueeze(1)).sum_dim_intlist(
+            1,
+            false,
+            Kind::Int64,
+        );
         (eps, n_v)
     }
 
@@ -600,7 +642,14 @@ mod tests {
             let s = rng.normal(&[n, d], Device::Cpu) * 3.0;
             // Q on a coarse grid, so ties in |Δq| occur.
             let q = (rng.normal(&[n], Device::Cpu) * 4.0).round();
-            let (rs, rq) = if extra > 0 { (Tensor::cat(&[&s, &rng.normal(&[extra, d], Device::Cpu)], 0), Tensor::cat(&[&q, &rng.normal(&[extra], Device::Cpu).round()], 0)) } else { (s.shallow_clone(), q.shallow_clone()) };
+            let (rs, rq) = if extra > 0 {
+                (
+                    Tensor::cat(&[&s, &rng.normal(&[extra, d], Device::Cpu)], 0),
+                    Tensor::cat(&[&q, &rng.normal(&[extra], Device::Cpu).round()], 0),
+                )
+            } else {
+                (s.shallow_clone(), q.shallow_clone())
+            };
             let ours = intrinsic_reward(&s, &q, &rs, &rq, k, LogForm::Ksg);
             let (eps, n_v) = dense_reference(&s, &q, &rs, &rq, k);
             let diff = (&ours.epsilon - &eps).abs().max().double_value(&[]);
@@ -630,7 +679,9 @@ mod tests {
         let sera = Sera::new(SeraConfig { enabled: true, k: 5, ..SeraConfig::default() }, None).unwrap();
         let build: [&dyn Fn() -> Box<dyn Agent>; 3] = [
             &|| Box::new(Sac::new(SacConfig::default(), 5, 2, Device::Cpu, 1).unwrap()),
-            &|| Box::new(Sac::new(SacConfig { critic_steps: 2, ..SacConfig::default() }, 5, 2, Device::Cpu, 1).unwrap()),
+            &|| {
+                Box::new(Sac::new(SacConfig { critic_steps: 2, ..SacConfig::default() }, 5, 2, Device::Cpu, 1).unwrap())
+            },
             &|| Box::new(calql::new(CalQlConfig::default(), 5, 2, Device::Cpu, 1).unwrap()),
         ];
         for make in build {
@@ -654,7 +705,15 @@ mod tests {
     fn batch_of(obs: Tensor, is_offline: Option<Tensor>) -> TransitionBatch {
         let n = obs.size()[0];
         let z = || Tensor::zeros([n], (Kind::Float, Device::Cpu));
-        TransitionBatch { action: Tensor::zeros([n, 1], (Kind::Float, Device::Cpu)), reward: z(), next_obs: obs.shallow_clone(), terminal: z(), obs, mc_return: None, is_offline }
+        TransitionBatch {
+            action: Tensor::zeros([n, 1], (Kind::Float, Device::Cpu)),
+            reward: z(),
+            next_obs: obs.shallow_clone(),
+            terminal: z(),
+            obs,
+            mc_return: None,
+            is_offline,
+        }
     }
 
     fn spread(v: &Tensor) -> f64 {
@@ -672,13 +731,25 @@ mod tests {
         let q = (rng.normal(&[n], Device::Cpu) * 100.0 + 300.0).unsqueeze(0);
         let batch = batch_of(obs, None);
         let faithful = Sera::new(SeraConfig { enabled: true, ..SeraConfig::default() }, None).unwrap();
-        let raw = Sera::new(SeraConfig { enabled: true, q_scaling: QScaling::None, state_scaling: StateScaling::None, ..SeraConfig::default() }, None).unwrap();
+        let raw = Sera::new(
+            SeraConfig {
+                enabled: true,
+                q_scaling: QScaling::None,
+                state_scaling: StateScaling::None,
+                ..SeraConfig::default()
+            },
+            None,
+        )
+        .unwrap();
         let (b_faithful, stats) = faithful.bonus(&q, &batch, None);
         let (b_raw, _) = raw.bonus(&q, &batch, None);
         let (s_faithful, s_raw) = (spread(&b_faithful), spread(&b_raw));
         assert!(s_raw < CONSTANT_BONUS_STD, "raw values: the bonus should be nearly constant, std {s_raw}");
         assert!(b_raw.mean(Kind::Double).double_value(&[]) > 0.9, "raw values: tanh(r_int) ≈ 1");
-        assert!(s_faithful > CONSTANT_BONUS_STD, "scaled values: the bonus should vary across rows (not be flagged constant), std {s_faithful}");
+        assert!(
+            s_faithful > CONSTANT_BONUS_STD,
+            "scaled values: the bonus should vary across rows (not be flagged constant), std {s_faithful}"
+        );
         let logged = stats.iter().find(|(k, _)| *k == "train/sera/bonus_spread").unwrap().1;
         assert!((logged - s_faithful).abs() < 1e-6, "logged spread {logged} vs {s_faithful} (λ = 1)");
         let mean = stats.iter().find(|(k, _)| *k == "train/sera/bonus_mean").unwrap().1;
@@ -701,14 +772,24 @@ mod tests {
         let scale = (1400.0f64 / 9.0 + 1e-5).sqrt();
         for (i, raw) in [0.0f64, 10.0, 30.0].iter().enumerate() {
             let want = (raw - 40.0 / 3.0) / scale;
-            assert!((qs.double_value(&[i as i64]) - want).abs() < 1e-6, "q̃[{i}] = {} vs {want}", qs.double_value(&[i as i64]));
+            assert!(
+                (qs.double_value(&[i as i64]) - want).abs() < 1e-6,
+                "q̃[{i}] = {} vs {want}",
+                qs.double_value(&[i as i64])
+            );
         }
         let psi3 = 1.5 - 0.577_215_664_9;
-        let want = [psi3 / 2.0 + (2.0f64 + 1e-5).ln(), psi3 / 2.0 + (2.0f64 + 1e-5).ln(), psi3 / 2.0 + (4.0f64 + 1e-5).ln()];
+        let want =
+            [psi3 / 2.0 + (2.0f64 + 1e-5).ln(), psi3 / 2.0 + (2.0f64 + 1e-5).ln(), psi3 / 2.0 + (4.0f64 + 1e-5).ln()];
         let (bonus, _) = sera.bonus(&q, &batch_of(obs.shallow_clone(), None), None);
         let r = sera.r_int(&q.squeeze_dim(0), &batch_of(obs, None), None);
         for i in 0..3 {
-            assert!((r.double_value(&[i]) - want[i as usize]).abs() < 1e-5, "r_int[{i}] = {} vs {}", r.double_value(&[i]), want[i as usize]);
+            assert!(
+                (r.double_value(&[i]) - want[i as usize]).abs() < 1e-5,
+                "r_int[{i}] = {} vs {}",
+                r.double_value(&[i]),
+                want[i as usize]
+            );
             assert!((bonus.double_value(&[i]) - want[i as usize].tanh()).abs() < 1e-5);
         }
     }
@@ -719,14 +800,22 @@ mod tests {
         let mut rng = crate::rng::AgentRng::new(4);
         let obs = rng.normal(&[64, 3], Device::Cpu);
         let q = rng.normal(&[2, 64], Device::Cpu);
-        let flags = Tensor::cat(&[Tensor::ones([32], (Kind::Float, Device::Cpu)), Tensor::zeros([32], (Kind::Float, Device::Cpu))], 0);
+        let flags = Tensor::cat(
+            &[Tensor::ones([32], (Kind::Float, Device::Cpu)), Tensor::zeros([32], (Kind::Float, Device::Cpu))],
+            0,
+        );
         let batch = batch_of(obs, Some(flags));
         let online = Sera::new(SeraConfig { enabled: true, k: 5, ..SeraConfig::default() }, None).unwrap();
-        let all = Sera::new(SeraConfig { enabled: true, k: 5, bonus_rows: BonusRows::All, ..SeraConfig::default() }, None).unwrap();
+        let all =
+            Sera::new(SeraConfig { enabled: true, k: 5, bonus_rows: BonusRows::All, ..SeraConfig::default() }, None)
+                .unwrap();
         let (b_online, _) = online.bonus(&q, &batch, None);
         let (b_all, _) = all.bonus(&q, &batch, None);
         assert_eq!(b_online.narrow(0, 0, 32).abs().max().double_value(&[]), 0.0, "offline rows got a bonus");
-        assert!(b_online.narrow(0, 32, 32).ne_tensor(&b_all.narrow(0, 32, 32)).sum(Kind::Int64).int64_value(&[]) == 0, "online rows: the same bonus either way");
+        assert!(
+            b_online.narrow(0, 32, 32).ne_tensor(&b_all.narrow(0, 32, 32)).sum(Kind::Int64).int64_value(&[]) == 0,
+            "online rows: the same bonus either way"
+        );
         assert!(b_all.narrow(0, 0, 32).abs().max().double_value(&[]) > 0.0);
     }
 
@@ -754,15 +843,30 @@ mod tests {
         assert!(err(SeraConfig { k: 0, ..Default::default() }).contains("sera.k"));
         assert!(err(SeraConfig { k: 300, ..Default::default() }).contains("exceeds the 256"));
         assert!(err(SeraConfig { lambda: -1.0, ..Default::default() }).contains("sera.lambda"));
-        assert!(SeraConfig { k: 300, neighbours: Neighbours::OnlineSample, ..Default::default() }.validate(256).is_ok());
+        assert!(SeraConfig { k: 300, neighbours: Neighbours::OnlineSample, ..Default::default() }
+            .validate(256)
+            .is_ok());
         let toml_err = toml::from_str::<SeraConfig>("normalisation = \"tanh\"").unwrap_err().to_string();
         assert!(toml_err.contains("normalisation"), "{toml_err}");
-        let parsed: SeraConfig = toml::from_str("enabled = true\nlog_form = \"log2-max\"\nneighbours = \"online-sample\"\nq_reduction = \"mean\"").unwrap();
-        assert_eq!((parsed.log_form, parsed.neighbours, parsed.q_reduction), (LogForm::Log2Max, Neighbours::OnlineSample, QReduction::Mean));
-        let parsed: SeraConfig = toml::from_str("q_scaling = \"none\"\nstate_scaling = \"none\"\nbonus_rows = \"all\"").unwrap();
-        assert_eq!((parsed.q_scaling, parsed.state_scaling, parsed.bonus_rows), (QScaling::None, StateScaling::None, BonusRows::All));
+        let parsed: SeraConfig = toml::from_str(
+            "enabled = true\nlog_form = \"log2-max\"\nneighbours = \"online-sample\"\nq_reduction = \"mean\"",
+        )
+        .unwrap();
+        assert_eq!(
+            (parsed.log_form, parsed.neighbours, parsed.q_reduction),
+            (LogForm::Log2Max, Neighbours::OnlineSample, QReduction::Mean)
+        );
+        let parsed: SeraConfig =
+            toml::from_str("q_scaling = \"none\"\nstate_scaling = \"none\"\nbonus_rows = \"all\"").unwrap();
+        assert_eq!(
+            (parsed.q_scaling, parsed.state_scaling, parsed.bonus_rows),
+            (QScaling::None, StateScaling::None, BonusRows::All)
+        );
         let d = SeraConfig::default();
-        assert_eq!((d.q_scaling, d.state_scaling, d.bonus_rows), (QScaling::BatchStandardize, StateScaling::Dimension, BonusRows::Online), "VCSE's scaling and online rows are the defaults");
+        assert_eq!(
+            (d.q_scaling, d.state_scaling, d.bonus_rows),
+            (QScaling::BatchStandardize, StateScaling::Dimension, BonusRows::Online),
+            "VCSE's scaling and online rows are the defaults"
+        );
     }
 }
-

@@ -33,16 +33,35 @@ fn configs() -> Vec<AgentConfig> {
         // dropout masks' random stream is exercised too.
         AgentConfig::Sac(SacConfig {
             subset_with_replacement: true,
-            critic: o2o_agents::nn::MlpConfig { hidden: vec![32, 32], layer_norm: true, dropout: 0.1, ..Default::default() },
+            critic: o2o_agents::nn::MlpConfig {
+                hidden: vec![32, 32],
+                layer_norm: true,
+                dropout: 0.1,
+                ..Default::default()
+            },
             num_critics: 5,
             temperature_form: o2o_agents::nn::TemperatureForm::Softplus,
             ..SacConfig::default()
         }),
         // CQL in its Lagrange form (the multiplier and its moments are state too), and RLPD's
         // strided minibatches with the actor on the last one.
-        AgentConfig::Cql(o2o_agents::cql::CqlConfig { cql: o2o_agents::cql::CqlTerm { cql_lagrange: true, cql_n_actions: 3, ..Default::default() }, ..Default::default() }),
-        AgentConfig::Rlpd(o2o_agents::rlpd::RlpdConfig(SacConfig { critic_steps: 4, num_critics: 4, ..o2o_agents::rlpd::RlpdConfig::default().0 })),
-        AgentConfig::Iql(IqlConfig { actor_lr_decay_steps: 10, actor: o2o_agents::nn::GaussianConfig { mlp: o2o_agents::nn::MlpConfig { dropout: 0.1, ..Default::default() }, ..Default::default() }, ..IqlConfig::default() }),
+        AgentConfig::Cql(o2o_agents::cql::CqlConfig {
+            cql: o2o_agents::cql::CqlTerm { cql_lagrange: true, cql_n_actions: 3, ..Default::default() },
+            ..Default::default()
+        }),
+        AgentConfig::Rlpd(o2o_agents::rlpd::RlpdConfig(SacConfig {
+            critic_steps: 4,
+            num_critics: 4,
+            ..o2o_agents::rlpd::RlpdConfig::default().0
+        })),
+        AgentConfig::Iql(IqlConfig {
+            actor_lr_decay_steps: 10,
+            actor: o2o_agents::nn::GaussianConfig {
+                mlp: o2o_agents::nn::MlpConfig { dropout: 0.1, ..Default::default() },
+                ..Default::default()
+            },
+            ..IqlConfig::default()
+        }),
     ]
 }
 
@@ -103,7 +122,17 @@ fn bad_checkpoints_give_typed_errors_and_leave_the_agent_alone() {
     Sac::new(SacConfig::default(), OBS as i64, ACT as i64, Device::Cpu, 0).unwrap().save(&sac_path).unwrap();
 
     // Different architecture → ShapeMismatch naming the tensor.
-    let mut wide = Sac::new(SacConfig { critic: o2o_agents::nn::MlpConfig { hidden: vec![64, 64], ..Default::default() }, ..SacConfig::default() }, OBS as i64, ACT as i64, Device::Cpu, 0).unwrap();
+    let mut wide = Sac::new(
+        SacConfig {
+            critic: o2o_agents::nn::MlpConfig { hidden: vec![64, 64], ..Default::default() },
+            ..SacConfig::default()
+        },
+        OBS as i64,
+        ACT as i64,
+        Device::Cpu,
+        0,
+    )
+    .unwrap();
     let before = wide.named_tensors().iter().map(|(_, t)| t.copy()).collect::<Vec<_>>();
     match wide.load(&sac_path) {
         Err(AgentError::ShapeMismatch { name, .. }) => assert!(name.starts_with("critic"), "{name}"),

@@ -13,7 +13,13 @@ use tch::{Device, Kind, Tensor};
 
 fn small(sac: SacConfig) -> SacConfig {
     let mlp = MlpConfig { hidden: vec![64, 64], ..Default::default() };
-    SacConfig { actor: TanhGaussianConfig { mlp: mlp.clone(), ..Default::default() }, critic: mlp, critic_lr: 1e-3, actor_lr: 1e-3, ..sac }
+    SacConfig {
+        actor: TanhGaussianConfig { mlp: mlp.clone(), ..Default::default() },
+        critic: mlp,
+        critic_lr: 1e-3,
+        actor_lr: 1e-3,
+        ..sac
+    }
 }
 
 /// Rows of a dataset, sampled into batches with the test's own generator.
@@ -32,7 +38,15 @@ impl Data {
         let idx: Vec<i64> = (0..n).map(|_| rng.below(rows as u64) as i64).collect();
         let idx = Tensor::from_slice(&idx);
         let pick = |t: &Tensor| t.index_select(0, &idx);
-        TransitionBatch { obs: pick(&self.obs), action: pick(&self.action), reward: pick(&self.reward), next_obs: pick(&self.next_obs), terminal: pick(&self.terminal), mc_return: Some(pick(&self.mc_return)), is_offline: None }
+        TransitionBatch {
+            obs: pick(&self.obs),
+            action: pick(&self.action),
+            reward: pick(&self.reward),
+            next_obs: pick(&self.next_obs),
+            terminal: pick(&self.terminal),
+            mc_return: Some(pick(&self.mc_return)),
+            is_offline: None,
+        }
     }
 }
 
@@ -53,9 +67,17 @@ fn cql_lowers_q_on_out_of_distribution_actions_relative_to_sac() {
     let mut rng = AgentRng::new(0);
     let n = 2000;
     let obs = rng.normal(&[n, 2], Device::Cpu);
-    let action = ((obs.narrow(1, 0, 1) * 2.0).tanh() * 0.5 + rng.normal(&[n, 1], Device::Cpu) * 0.05).clamp(-0.99, 0.99);
+    let action =
+        ((obs.narrow(1, 0, 1) * 2.0).tanh() * 0.5 + rng.normal(&[n, 1], Device::Cpu) * 0.05).clamp(-0.99, 0.99);
     let reward = -(&action - (obs.narrow(1, 0, 1) * 2.0).tanh() * 0.5).square().squeeze_dim(1) + 1.0;
-    let data = Data { next_obs: rng.normal(&[n, 2], Device::Cpu), terminal: Tensor::zeros([n], (Kind::Float, Device::Cpu)), mc_return: reward.zeros_like(), obs, action, reward };
+    let data = Data {
+        next_obs: rng.normal(&[n, 2], Device::Cpu),
+        terminal: Tensor::zeros([n], (Kind::Float, Device::Cpu)),
+        mc_return: reward.zeros_like(),
+        obs,
+        action,
+        reward,
+    };
     let sac_cfg = small(SacConfig { gamma: 0.9, backup_entropy: false, ..SacConfig::default() });
     let mut sac = Sac::new(sac_cfg.clone(), 2, 1, Device::Cpu, 1).unwrap();
     let mut cql = Cql::new(CqlConfig { sac: sac_cfg, ..CqlConfig::default() }, 2, 1, Device::Cpu, 1).unwrap();
@@ -71,7 +93,12 @@ fn cql_lowers_q_on_out_of_distribution_actions_relative_to_sac() {
     let (sac_ood, sac_data) = (q_mean(&sac, &test, &ood), q_mean(&sac, &test, &beh));
     let (cql_ood, cql_data) = (q_mean(cql.sac(), &test, &ood), q_mean(cql.sac(), &test, &beh));
     eprintln!("SAC: Q_ood {sac_ood:.3} Q_data {sac_data:.3}; CQL: Q_ood {cql_ood:.3} Q_data {cql_data:.3}");
-    assert!(cql_ood - cql_data < sac_ood - sac_data - 1.0, "CQL gap {} vs SAC gap {}", cql_ood - cql_data, sac_ood - sac_data);
+    assert!(
+        cql_ood - cql_data < sac_ood - sac_data - 1.0,
+        "CQL gap {} vs SAC gap {}",
+        cql_ood - cql_data,
+        sac_ood - sac_data
+    );
     assert!(cql_ood < sac_ood - 1.0);
 }
 
@@ -117,10 +144,16 @@ fn calql_keeps_q_on_dataset_actions_above_the_mc_return_where_cql_falls_below() 
         let m = calql.update(&b);
         bound = m.iter().find(|(k, _)| *k == "calql_bound_rate").unwrap().1;
     }
-    let under = |a: &Cql| (agent_q(a.sac(), &data.obs, &data.action).mean_dim(0, false, Kind::Float) - &data.mc_return).mean(Kind::Float).double_value(&[]);
+    let under = |a: &Cql| {
+        (agent_q(a.sac(), &data.obs, &data.action).mean_dim(0, false, Kind::Float) - &data.mc_return)
+            .mean(Kind::Float)
+            .double_value(&[])
+    };
     let (cql_gap, calql_gap) = (under(&cql), under(&calql));
     let mean_g = data.mc_return.mean(Kind::Float).double_value(&[]);
-    eprintln!("mean G {mean_g:.3}; mean Q(s,a_D) − G: CQL {cql_gap:.3}, Cal-QL {calql_gap:.3}; Cal-QL bound rate {bound:.3}");
+    eprintln!(
+        "mean G {mean_g:.3}; mean Q(s,a_D) − G: CQL {cql_gap:.3}, Cal-QL {calql_gap:.3}; Cal-QL bound rate {bound:.3}"
+    );
     assert!(bound > 0.05, "the floor must bind for this test to mean anything: bound rate {bound}");
     assert!(calql_gap > -0.05 * mean_g, "Cal-QL Q(s,a_D) − G = {calql_gap}");
     assert!(cql_gap < calql_gap - 0.1 * mean_g, "CQL {cql_gap} vs Cal-QL {calql_gap}");

@@ -12,7 +12,14 @@ fn sac_finds_the_best_action_of_a_contextual_bandit() {
     // Tiny networks: one thread is fastest and does not suffer when the machine is busy.
     tch::set_num_threads(1);
     let mlp = o2o_agents::nn::MlpConfig { hidden: vec![64, 64], ..Default::default() };
-    let cfg = SacConfig { actor: o2o_agents::nn::TanhGaussianConfig { mlp: mlp.clone(), ..Default::default() }, critic: mlp, actor_lr: 1e-3, critic_lr: 1e-3, temperature_lr: 1e-3, ..SacConfig::default() };
+    let cfg = SacConfig {
+        actor: o2o_agents::nn::TanhGaussianConfig { mlp: mlp.clone(), ..Default::default() },
+        critic: mlp,
+        actor_lr: 1e-3,
+        critic_lr: 1e-3,
+        temperature_lr: 1e-3,
+        ..SacConfig::default()
+    };
     let mut agent = Sac::new(cfg, 2, 1, Device::Cpu, 0).unwrap();
     let mut rng = AgentRng::new(1);
     // a*(s) = 0.6 tanh(2 s₀); reward −4 (a − a*)²; every episode ends after one step.
@@ -22,7 +29,15 @@ fn sac_finds_the_best_action_of_a_contextual_bandit() {
         let obs = rng.normal(&[64, 2], Device::Cpu);
         let action = agent.act(&obs, false);
         let reward = ((&action - best(&obs)).square() * -4.0).squeeze_dim(1);
-        let b = TransitionBatch { next_obs: obs.zeros_like(), terminal: Tensor::ones([64], (Kind::Float, Device::Cpu)), obs, action, reward, mc_return: None, is_offline: None };
+        let b = TransitionBatch {
+            next_obs: obs.zeros_like(),
+            terminal: Tensor::ones([64], (Kind::Float, Device::Cpu)),
+            obs,
+            action,
+            reward,
+            mc_return: None,
+            is_offline: None,
+        };
         let m = agent.update(&b);
         assert!(m.iter().all(|(_, v)| v.is_finite()), "step {step}: {m:?}");
         if step == 0 {

@@ -84,7 +84,11 @@ pub struct RelabelStats {
 /// the relabelled rewards).
 pub fn relabel(t: &mut Transitions, task: BinaryTask) -> Result<RelabelStats> {
     if t.obs_dim != task.obs_dim() {
-        return Err(DatasetError::Dimension { what: format!("observation size for the {task:?} binary relabel"), expected: task.obs_dim(), found: t.obs_dim });
+        return Err(DatasetError::Dimension {
+            what: format!("observation size for the {task:?} binary relabel"),
+            expected: task.obs_dim(),
+            found: t.obs_dim,
+        });
     }
     if t.mc_returns.is_some() {
         return Err(DatasetError::Invalid("relabel the rewards before computing MC returns".into()));
@@ -99,7 +103,8 @@ pub fn relabel(t: &mut Transitions, task: BinaryTask) -> Result<RelabelStats> {
         }
         let rows = start..i + 1;
         start = i + 1;
-        let success: Vec<bool> = rows.clone().map(|k| task.success(&t.next_observations[k * od..(k + 1) * od])).collect();
+        let success: Vec<bool> =
+            rows.clone().map(|k| task.success(&t.next_observations[k * od..(k + 1) * od])).collect();
         let Some(last) = success.iter().rposition(|s| *s) else {
             stats.dropped_episodes += 1;
             continue;

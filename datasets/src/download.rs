@@ -145,7 +145,12 @@ pub fn download(req: &DownloadRequest, progress: &mut dyn FnMut(u64, Option<u64>
     if let Some(want) = &req.sha256 {
         if !want.eq_ignore_ascii_case(&sha) {
             std::fs::remove_file(&partial).map_err(|e| DatasetError::io(&partial, e))?;
-            return Err(DatasetError::ChecksumMismatch { url: req.url.clone(), expected: want.clone(), found: sha, partial });
+            return Err(DatasetError::ChecksumMismatch {
+                url: req.url.clone(),
+                expected: want.clone(),
+                found: sha,
+                partial,
+            });
         }
     }
     std::fs::rename(&partial, &path).map_err(|e| DatasetError::io(&path, e))?;
@@ -174,7 +179,8 @@ fn transfer(req: &DownloadRequest, partial: &Path, progress: &mut dyn FnMut(u64,
     }
     let resp = call.call().map_err(|e| net_error(req, partial, e))?;
     let status = resp.status().as_u16();
-    let content_len = resp.headers().get("content-length").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    let content_len =
+        resp.headers().get("content-length").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     let (append, total) = match status {
         206 => (true, content_len.map(|l| l + have)),
         200 => (false, content_len),
@@ -210,7 +216,10 @@ fn transfer(req: &DownloadRequest, partial: &Path, progress: &mut dyn FnMut(u64,
     file.sync_all().map_err(|e| DatasetError::io(partial, e))?;
     if let Some(t) = total {
         if done < t {
-            return Err(DatasetError::Network { url: req.url.clone(), message: format!("connection closed after {done} of {t} bytes; partial file kept") });
+            return Err(DatasetError::Network {
+                url: req.url.clone(),
+                message: format!("connection closed after {done} of {t} bytes; partial file kept"),
+            });
         }
     }
     Ok(())
@@ -226,7 +235,11 @@ fn is_timeout(e: &ureq::Error) -> bool {
 
 fn net_error(req: &DownloadRequest, partial: &Path, e: ureq::Error) -> DatasetError {
     if is_timeout(&e) {
-        return DatasetError::Timeout { url: req.url.clone(), secs: req.timeout.as_secs().max(1), partial: partial.into() };
+        return DatasetError::Timeout {
+            url: req.url.clone(),
+            secs: req.timeout.as_secs().max(1),
+            partial: partial.into(),
+        };
     }
     DatasetError::Network { url: req.url.clone(), message: e.to_string() }
 }
@@ -235,9 +248,16 @@ fn io_net_error(req: &DownloadRequest, partial: &Path, e: std::io::Error) -> Dat
     let timeout = matches!(e.kind(), std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock)
         || e.get_ref().and_then(|inner| inner.downcast_ref::<ureq::Error>()).is_some_and(is_timeout);
     if timeout {
-        return DatasetError::Timeout { url: req.url.clone(), secs: req.timeout.as_secs().max(1), partial: partial.into() };
+        return DatasetError::Timeout {
+            url: req.url.clone(),
+            secs: req.timeout.as_secs().max(1),
+            partial: partial.into(),
+        };
     }
-    DatasetError::Network { url: req.url.clone(), message: format!("transfer interrupted ({e}); partial file kept for resuming") }
+    DatasetError::Network {
+        url: req.url.clone(),
+        message: format!("transfer interrupted ({e}); partial file kept for resuming"),
+    }
 }
 
 fn file_len(path: &Path) -> u64 {

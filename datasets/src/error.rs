@@ -119,7 +119,9 @@ pub enum DatasetError {
         message: String,
     },
     /// An id that is not in the registry.
-    #[error("unknown dataset id `{id}`; run `o2o dataset download --list` or see docs/datasets.md for the known ids{hint}")]
+    #[error(
+        "unknown dataset id `{id}`; run `o2o dataset download --list` or see docs/datasets.md for the known ids{hint}"
+    )]
     UnknownId {
         /// The id asked for.
         id: String,

@@ -44,7 +44,10 @@ impl Dtype {
             TypeDescriptor::Integer(IntSize::U4) => Dtype::Int32,
             TypeDescriptor::Integer(IntSize::U8) => Dtype::Int64,
             TypeDescriptor::Integer(_) | TypeDescriptor::Unsigned(_) => Dtype::OtherInt,
-            TypeDescriptor::FixedAscii(_) | TypeDescriptor::FixedUnicode(_) | TypeDescriptor::VarLenAscii | TypeDescriptor::VarLenUnicode => Dtype::Str,
+            TypeDescriptor::FixedAscii(_)
+            | TypeDescriptor::FixedUnicode(_)
+            | TypeDescriptor::VarLenAscii
+            | TypeDescriptor::VarLenUnicode => Dtype::Str,
             _ => Dtype::Other,
         }
     }
@@ -76,7 +79,8 @@ impl std::fmt::Display for Dtype {
 }
 
 fn is_bool_enum(e: &hdf5_metno::types::EnumType) -> bool {
-    e.members.len() == 2 && e.members.iter().all(|m| (m.name == "FALSE" && m.value == 0) || (m.name == "TRUE" && m.value == 1))
+    e.members.len() == 2
+        && e.members.iter().all(|m| (m.name == "FALSE" && m.value == 0) || (m.name == "TRUE" && m.value == 1))
 }
 
 /// A numeric array read from a file, as `f32`, with its shape and stored dtype.
@@ -96,7 +100,8 @@ pub fn open(path: &Path) -> Result<File> {
     if !path.exists() {
         return Err(DatasetError::io(path, std::io::Error::new(std::io::ErrorKind::NotFound, "no such file")));
     }
-    let file = options().open(path).map_err(|e| DatasetError::Corrupt { path: path.to_path_buf(), message: e.to_string() })?;
+    let file =
+        options().open(path).map_err(|e| DatasetError::Corrupt { path: path.to_path_buf(), message: e.to_string() })?;
     close_on_exec(&file);
     Ok(file)
 }
@@ -109,14 +114,19 @@ pub fn create(path: &Path) -> Result<File> {
         let why = std::io::Error::new(e.kind(), format!("cannot create this file for writing: {e}"));
         return Err(DatasetError::io(path, why));
     }
-    let file = options().create(path).map_err(|e| DatasetError::Io { path: path.to_path_buf(), source: std::io::Error::other(format!("cannot write HDF5 here: {e}")) })?;
+    let file = options().create(path).map_err(|e| DatasetError::Io {
+        path: path.to_path_buf(),
+        source: std::io::Error::other(format!("cannot write HDF5 here: {e}")),
+    })?;
     close_on_exec(&file);
     Ok(file)
 }
 
 /// Opens `path` for reading and writing, marked close-on-exec like [`open`].
 pub fn open_rw(path: &Path) -> Result<File> {
-    let file = options().open_rw(path).map_err(|e| DatasetError::Corrupt { path: path.to_path_buf(), message: e.to_string() })?;
+    let file = options()
+        .open_rw(path)
+        .map_err(|e| DatasetError::Corrupt { path: path.to_path_buf(), message: e.to_string() })?;
     close_on_exec(&file);
     Ok(file)
 }
@@ -204,7 +214,11 @@ pub fn read_numeric(path: &Path, group: &Group, key: &str) -> Result<Column> {
                 path: path.to_path_buf(),
                 key: key.to_string(),
                 expected: "a number type (float32, float64, bool, integer)".into(),
-                found: ds.dtype().and_then(|t| t.to_descriptor()).map(|d| d.to_string()).unwrap_or_else(|_| dtype.to_string()),
+                found: ds
+                    .dtype()
+                    .and_then(|t| t.to_descriptor())
+                    .map(|d| d.to_string())
+                    .unwrap_or_else(|_| dtype.to_string()),
             })
         }
         _ => {
@@ -219,7 +233,11 @@ pub fn read_numeric(path: &Path, group: &Group, key: &str) -> Result<Column> {
 /// Reads several numeric keys and scans each for NaN/±∞ on a helper thread while the next key
 /// is read (HDF5 reads are serialized by a global lock, so the scan would otherwise add to the
 /// load time). Returns each column with its first non-finite value, in `keys` order.
-pub fn read_numeric_scanned(path: &Path, group: &Group, keys: &[&str]) -> Result<Vec<(Column, Option<(usize, usize, f64)>)>> {
+pub fn read_numeric_scanned(
+    path: &Path,
+    group: &Group,
+    keys: &[&str],
+) -> Result<Vec<(Column, Option<(usize, usize, f64)>)>> {
     let (tx, rx) = std::sync::mpsc::channel::<Column>();
     let scanner = std::thread::spawn(move || {
         rx.into_iter()
@@ -245,7 +263,9 @@ pub fn read_numeric_scanned(path: &Path, group: &Group, keys: &[&str]) -> Result
         }
     }
     drop(tx);
-    let scanned = scanner.join().map_err(|_| DatasetError::Invalid(format!("{}: the validation thread panicked", path.display())))?;
+    let scanned = scanner
+        .join()
+        .map_err(|_| DatasetError::Invalid(format!("{}: the validation thread panicked", path.display())))?;
     match read_err {
         Some(e) => Err(e),
         None => Ok(scanned),
@@ -282,12 +302,19 @@ pub fn read_string(path: &Path, group: &Group, key: &str) -> Result<String> {
     let d = ds.dtype().and_then(|t| t.to_descriptor()).map_err(|e| h5err(path, key, e))?;
     let s = match d {
         TypeDescriptor::VarLenUnicode => ds.read_scalar::<VarLenUnicode>().map(|s| s.as_str().to_string()),
-        TypeDescriptor::VarLenAscii => ds.read_scalar::<hdf5_metno::types::VarLenAscii>().map(|s| s.as_str().to_string()),
+        TypeDescriptor::VarLenAscii => {
+            ds.read_scalar::<hdf5_metno::types::VarLenAscii>().map(|s| s.as_str().to_string())
+        }
         TypeDescriptor::FixedAscii(n) | TypeDescriptor::FixedUnicode(n) if n <= 1024 => {
             ds.read_scalar::<hdf5_metno::types::FixedAscii<1024>>().map(|s| s.as_str().to_string())
         }
         other => {
-            return Err(DatasetError::WrongDtype { path: path.to_path_buf(), key: key.into(), expected: "a string".into(), found: other.to_string() })
+            return Err(DatasetError::WrongDtype {
+                path: path.to_path_buf(),
+                key: key.into(),
+                expected: "a string".into(),
+                found: other.to_string(),
+            })
         }
     };
     s.map_err(|e| h5err(path, key, e))
@@ -316,12 +343,28 @@ pub fn write_column(path: &Path, group: &Group, key: &str, shape: &[usize], dtyp
 /// [`write_column`], optionally compressed: `gzip = Some(level)` (1–9) stores the column in
 /// chunks of about 64 KiB through HDF5's shuffle and deflate filters, which h5py, D4RL and
 /// every HDF5 reader decompress transparently.
-pub fn write_column_gzip(path: &Path, group: &Group, key: &str, shape: &[usize], dtype: Dtype, data: &[f32], gzip: Option<u8>) -> Result<()> {
+pub fn write_column_gzip(
+    path: &Path,
+    group: &Group,
+    key: &str,
+    shape: &[usize],
+    dtype: Dtype,
+    data: &[f32],
+    gzip: Option<u8>,
+) -> Result<()> {
     match dtype {
-        Dtype::Float64 => write_typed_gzip(path, group, key, shape, &data.iter().map(|&v| v as f64).collect::<Vec<_>>(), gzip),
-        Dtype::Bool => write_typed_gzip(path, group, key, shape, &data.iter().map(|&v| v != 0.0).collect::<Vec<_>>(), gzip),
-        Dtype::Int32 => write_typed_gzip(path, group, key, shape, &data.iter().map(|&v| v as i32).collect::<Vec<_>>(), gzip),
-        Dtype::Int64 | Dtype::OtherInt => write_typed_gzip(path, group, key, shape, &data.iter().map(|&v| v as i64).collect::<Vec<_>>(), gzip),
+        Dtype::Float64 => {
+            write_typed_gzip(path, group, key, shape, &data.iter().map(|&v| v as f64).collect::<Vec<_>>(), gzip)
+        }
+        Dtype::Bool => {
+            write_typed_gzip(path, group, key, shape, &data.iter().map(|&v| v != 0.0).collect::<Vec<_>>(), gzip)
+        }
+        Dtype::Int32 => {
+            write_typed_gzip(path, group, key, shape, &data.iter().map(|&v| v as i32).collect::<Vec<_>>(), gzip)
+        }
+        Dtype::Int64 | Dtype::OtherInt => {
+            write_typed_gzip(path, group, key, shape, &data.iter().map(|&v| v as i64).collect::<Vec<_>>(), gzip)
+        }
         _ => write_typed_gzip(path, group, key, shape, data, gzip),
     }
 }
@@ -333,7 +376,14 @@ pub fn write_typed<T: H5Type>(path: &Path, group: &Group, key: &str, shape: &[us
 
 /// [`write_typed`], optionally gzip-compressed (see [`write_column_gzip`]). Empty columns and
 /// scalars are stored uncompressed (HDF5 chunks must be non-empty).
-pub fn write_typed_gzip<T: H5Type>(path: &Path, group: &Group, key: &str, shape: &[usize], data: &[T], gzip: Option<u8>) -> Result<()> {
+pub fn write_typed_gzip<T: H5Type>(
+    path: &Path,
+    group: &Group,
+    key: &str,
+    shape: &[usize],
+    data: &[T],
+    gzip: Option<u8>,
+) -> Result<()> {
     let rows = shape.first().copied().unwrap_or(0);
     let row_bytes = std::mem::size_of::<T>() * shape.iter().skip(1).product::<usize>().max(1);
     let gzip = gzip.filter(|_| rows > 0 && !shape.is_empty());
@@ -362,7 +412,8 @@ pub fn write_typed_gzip<T: H5Type>(path: &Path, group: &Group, key: &str, shape:
 
 /// Writes a scalar string dataset (variable-length UTF-8).
 pub fn write_string(path: &Path, group: &Group, key: &str, value: &str) -> Result<()> {
-    let v = VarLenUnicode::from_str(value).map_err(|e| DatasetError::Invalid(format!("{key}: string not storable in HDF5: {e}")))?;
+    let v = VarLenUnicode::from_str(value)
+        .map_err(|e| DatasetError::Invalid(format!("{key}: string not storable in HDF5: {e}")))?;
     let parent = parent_group(group, key).map_err(|e| h5err(path, key, e))?;
     let name = key.rsplit('/').next().unwrap_or(key);
     let ds = parent.new_dataset::<VarLenUnicode>().shape(()).create(name).map_err(|e| h5err(path, key, e))?;

@@ -76,10 +76,25 @@ impl ImagineBenchDataset {
     pub fn read(path: &Path) -> Result<Self> {
         let file = h5util::open(path)?;
         let root: &hdf5_metno::Group = &file;
-        let keys = ["observations", "actions", "rewards", "next_observations", "terminals", "source", "trajectory", "instruction_id", "instructions/text", "instructions/embedding"];
+        let keys = [
+            "observations",
+            "actions",
+            "rewards",
+            "next_observations",
+            "terminals",
+            "source",
+            "trajectory",
+            "instruction_id",
+            "instructions/text",
+            "instructions/embedding",
+        ];
         for key in keys {
             if !h5util::has(root, key) {
-                return Err(DatasetError::MissingKey { path: path.into(), key: key.into(), expected: "an o2o ImagineBench file (run scripts/imaginebench_convert.py)".into() });
+                return Err(DatasetError::MissingKey {
+                    path: path.into(),
+                    key: key.into(),
+                    expected: "an o2o ImagineBench file (run scripts/imaginebench_convert.py)".into(),
+                });
             }
         }
         let read = |k: &str| h5util::read_numeric(path, root, k);
@@ -90,20 +105,36 @@ impl ImagineBenchDataset {
         let wide = |k: &str, s: &[usize]| -> Result<(usize, usize)> {
             match s {
                 [n, d] => Ok((*n, *d)),
-                _ => Err(DatasetError::WrongShape { path: path.into(), key: k.into(), expected: "rank 2: (N, dim)".into(), found: s.to_vec() }),
+                _ => Err(DatasetError::WrongShape {
+                    path: path.into(),
+                    key: k.into(),
+                    expected: "rank 2: (N, dim)".into(),
+                    found: s.to_vec(),
+                }),
             }
         };
         let (n, obs_dim) = wide("observations", &obs.shape)?;
         let (na, act_dim) = wide("actions", &act.shape)?;
         let (k_emb, embed_dim) = wide("instructions/embedding", &emb.shape)?;
         if next.shape != obs.shape {
-            return Err(DatasetError::WrongShape { path: path.into(), key: "next_observations".into(), expected: format!("({n}, {obs_dim}) like observations"), found: next.shape });
+            return Err(DatasetError::WrongShape {
+                path: path.into(),
+                key: "next_observations".into(),
+                expected: format!("({n}, {obs_dim}) like observations"),
+                found: next.shape,
+            });
         }
         let len_check = |key: &str, found: usize| {
             if found == n {
                 Ok(())
             } else {
-                Err(DatasetError::LengthMismatch { path: path.into(), key: key.into(), reference: "observations".into(), expected: n, found })
+                Err(DatasetError::LengthMismatch {
+                    path: path.into(),
+                    key: key.into(),
+                    reference: "observations".into(),
+                    expected: n,
+                    found,
+                })
             }
         };
         len_check("actions", na)?;
@@ -113,8 +144,15 @@ impl ImagineBenchDataset {
             len_check(key, c.shape.first().copied().unwrap_or(0))?;
             cols.push(c.data);
         }
-        let [rewards, terminals, source, trajectory, iid]: [Vec<f32>; 5] = cols.try_into().map_err(|_| DatasetError::Invalid("internal: column count".into()))?;
-        for (key, data, w) in [("observations", &obs.data, obs_dim), ("actions", &act.data, act_dim), ("rewards", &rewards, 1), ("next_observations", &next.data, obs_dim), ("instructions/embedding", &emb.data, embed_dim)] {
+        let [rewards, terminals, source, trajectory, iid]: [Vec<f32>; 5] =
+            cols.try_into().map_err(|_| DatasetError::Invalid("internal: column count".into()))?;
+        for (key, data, w) in [
+            ("observations", &obs.data, obs_dim),
+            ("actions", &act.data, act_dim),
+            ("rewards", &rewards, 1),
+            ("next_observations", &next.data, obs_dim),
+            ("instructions/embedding", &emb.data, embed_dim),
+        ] {
             if let Some((row, column, value)) = h5util::first_non_finite(data, w) {
                 return Err(DatasetError::NonFinite { path: path.into(), key: key.into(), row, column, value });
             }
@@ -123,11 +161,22 @@ impl ImagineBenchDataset {
         let texts: Vec<VarLenUnicode> = text_ds.read_raw().map_err(|e| h5util::h5err(path, "instructions/text", e))?;
         let instructions: Vec<String> = texts.iter().map(|s| s.as_str().to_string()).collect();
         if instructions.len() != k_emb {
-            return Err(DatasetError::LengthMismatch { path: path.into(), key: "instructions/embedding".into(), reference: "instructions/text".into(), expected: instructions.len(), found: k_emb });
+            return Err(DatasetError::LengthMismatch {
+                path: path.into(),
+                key: "instructions/embedding".into(),
+                reference: "instructions/text".into(),
+                expected: instructions.len(),
+                found: k_emb,
+            });
         }
         let instruction_id: Vec<usize> = iid.iter().map(|&v| v as usize).collect();
         if let Some((row, &bad)) = instruction_id.iter().enumerate().find(|(_, &i)| i >= k_emb) {
-            return Err(DatasetError::WrongShape { path: path.into(), key: "instruction_id".into(), expected: format!("values < {k_emb} (the number of instructions); row {row}"), found: vec![bad] });
+            return Err(DatasetError::WrongShape {
+                path: path.into(),
+                key: "instruction_id".into(),
+                expected: format!("values < {k_emb} (the number of instructions); row {row}"),
+                found: vec![bad],
+            });
         }
         let mut metadata = Vec::new();
         for key in h5util::walk_datasets(path, root)?.into_iter().filter(|k| k.starts_with("metadata/")) {
@@ -160,7 +209,9 @@ impl ImagineBenchDataset {
         write_atomic(path, |tmp| {
             let file = h5util::create(tmp)?;
             let n = self.len();
-            let col = |key: &str, shape: &[usize], dtype: Dtype, data: &[f32]| h5util::write_column_gzip(tmp, &file, key, shape, dtype, data, Some(4));
+            let col = |key: &str, shape: &[usize], dtype: Dtype, data: &[f32]| {
+                h5util::write_column_gzip(tmp, &file, key, shape, dtype, data, Some(4))
+            };
             col("observations", &[n, self.obs_dim], Dtype::Float32, &self.observations)?;
             col("actions", &[n, self.act_dim], Dtype::Float32, &self.actions)?;
             col("rewards", &[n], Dtype::Float32, &self.rewards)?;
@@ -175,10 +226,20 @@ impl ImagineBenchDataset {
             let texts = self
                 .instructions
                 .iter()
-                .map(|t| t.parse::<VarLenUnicode>().map_err(|e| DatasetError::Invalid(format!("instruction {t:?} is not storable in HDF5: {e}"))))
+                .map(|t| {
+                    t.parse::<VarLenUnicode>()
+                        .map_err(|e| DatasetError::Invalid(format!("instruction {t:?} is not storable in HDF5: {e}")))
+                })
                 .collect::<Result<Vec<_>>>()?;
             h5util::write_typed(tmp, &file, "instructions/text", &[texts.len()], &texts)?;
-            h5util::write_column(tmp, &file, "instructions/embedding", &[self.instructions.len(), self.embed_dim], Dtype::Float32, &self.embeddings)?;
+            h5util::write_column(
+                tmp,
+                &file,
+                "instructions/embedding",
+                &[self.instructions.len(), self.embed_dim],
+                Dtype::Float32,
+                &self.embeddings,
+            )?;
             for (k, v) in &self.metadata {
                 h5util::write_string(tmp, &file, &format!("metadata/{k}"), v)?;
             }
@@ -190,7 +251,15 @@ impl ImagineBenchDataset {
     /// with the vectors of the encoder the run's env uses, so data and env agree.
     pub fn set_embeddings(&mut self, dim: usize, embeddings: Vec<f32>) -> Result<()> {
         if embeddings.len() != self.instructions.len() * dim {
-            return Err(DatasetError::Dimension { what: format!("{}: instruction embeddings ({} sentences × {dim})", self.source.display(), self.instructions.len()), expected: self.instructions.len() * dim, found: embeddings.len() });
+            return Err(DatasetError::Dimension {
+                what: format!(
+                    "{}: instruction embeddings ({} sentences × {dim})",
+                    self.source.display(),
+                    self.instructions.len()
+                ),
+                expected: self.instructions.len() * dim,
+                found: embeddings.len(),
+            });
         }
         self.embed_dim = dim;
         self.embeddings = embeddings;
@@ -246,7 +315,10 @@ impl ImagineBenchDataset {
 
     /// `(real, imaginary)` offline buffers, for [`crate::replay::sample_weighted`].
     pub fn buffers(&self, with_instruction: bool, mc: Option<McConfig>) -> Result<(OfflineBuffer, OfflineBuffer)> {
-        Ok((OfflineBuffer::new(self.transitions(Rows::Real, with_instruction, mc)?)?, OfflineBuffer::new(self.transitions(Rows::Imaginary, with_instruction, mc)?)?))
+        Ok((
+            OfflineBuffer::new(self.transitions(Rows::Real, with_instruction, mc)?)?,
+            OfflineBuffer::new(self.transitions(Rows::Imaginary, with_instruction, mc)?)?,
+        ))
     }
 }
 
@@ -259,21 +331,44 @@ pub fn read_instruction_table(path: &Path) -> Result<(Vec<String>, usize, Vec<f3
     let root: &hdf5_metno::Group = &file;
     for key in ["instructions/text", "instructions/embedding"] {
         if !h5util::has(root, key) {
-            return Err(DatasetError::MissingKey { path: path.into(), key: key.into(), expected: "an instruction table (scripts/imaginebench_convert.py --encodings …)".into() });
+            return Err(DatasetError::MissingKey {
+                path: path.into(),
+                key: key.into(),
+                expected: "an instruction table (scripts/imaginebench_convert.py --encodings …)".into(),
+            });
         }
     }
     let emb = h5util::read_numeric(path, root, "instructions/embedding")?;
     let (k, dim) = match emb.shape[..] {
         [k, d] => (k, d),
-        _ => return Err(DatasetError::WrongShape { path: path.into(), key: "instructions/embedding".into(), expected: "rank 2: (K, dim)".into(), found: emb.shape.clone() }),
+        _ => {
+            return Err(DatasetError::WrongShape {
+                path: path.into(),
+                key: "instructions/embedding".into(),
+                expected: "rank 2: (K, dim)".into(),
+                found: emb.shape.clone(),
+            })
+        }
     };
     let ds = root.dataset("instructions/text").map_err(|e| h5util::h5err(path, "instructions/text", e))?;
     let texts: Vec<VarLenUnicode> = ds.read_raw().map_err(|e| h5util::h5err(path, "instructions/text", e))?;
     if texts.len() != k {
-        return Err(DatasetError::LengthMismatch { path: path.into(), key: "instructions/embedding".into(), reference: "instructions/text".into(), expected: texts.len(), found: k });
+        return Err(DatasetError::LengthMismatch {
+            path: path.into(),
+            key: "instructions/embedding".into(),
+            reference: "instructions/text".into(),
+            expected: texts.len(),
+            found: k,
+        });
     }
     if let Some((row, column, value)) = h5util::first_non_finite(&emb.data, dim) {
-        return Err(DatasetError::NonFinite { path: path.into(), key: "instructions/embedding".into(), row, column, value });
+        return Err(DatasetError::NonFinite {
+            path: path.into(),
+            key: "instructions/embedding".into(),
+            row,
+            column,
+            value,
+        });
     }
     Ok((texts.iter().map(|s| s.as_str().to_string()).collect(), dim, emb.data))
 }

@@ -138,7 +138,11 @@ fn box_dim(path: &Path, key: &str, meta: &Map<String, Value>) -> Result<Option<u
     if ty != "Box" {
         return Err(bad(format!("`{key}` is a `{ty}` space; o2o supports flat Box spaces only")));
     }
-    let shape: Vec<usize> = space.get("shape").and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_u64).map(|x| x as usize).collect()).unwrap_or_default();
+    let shape: Vec<usize> = space
+        .get("shape")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_u64).map(|x| x as usize).collect())
+        .unwrap_or_default();
     Ok(Some(shape.iter().product()))
 }
 
@@ -157,7 +161,9 @@ impl MinariDataset {
         let text = std::fs::read_to_string(&meta_path).map_err(|e| DatasetError::io(&meta_path, e))?;
         let metadata = match parse_python_json(&text) {
             Ok(Value::Object(m)) => m,
-            Ok(_) => return Err(DatasetError::BadMetadata { path: meta_path, message: "expected a JSON object".into() }),
+            Ok(_) => {
+                return Err(DatasetError::BadMetadata { path: meta_path, message: "expected a JSON object".into() })
+            }
             Err(e) => return Err(DatasetError::BadMetadata { path: meta_path, message: format!("invalid JSON: {e}") }),
         };
         let h5 = data.join("main_data.hdf5");
@@ -171,16 +177,26 @@ impl MinariDataset {
         names.sort();
         let mut dtypes = BTreeMap::new();
         let mut episodes = Vec::with_capacity(names.len());
-        let (mut obs_dim, mut act_dim) = (box_dim(&meta_path, "observation_space", &metadata)?, box_dim(&meta_path, "action_space", &metadata)?);
+        let (mut obs_dim, mut act_dim) =
+            (box_dim(&meta_path, "observation_space", &metadata)?, box_dim(&meta_path, "action_space", &metadata)?);
         for (k, name) in &names {
             let g = file.group(name).map_err(|e| h5util::h5err(&h5, name, e))?;
             let key = |s: &str| format!("{name}/{s}");
             for sub in ["observations", "actions", "rewards", "terminations", "truncations"] {
                 if !h5util::has(&g, sub) {
-                    return Err(DatasetError::MissingKey { path: h5.clone(), key: key(sub), expected: "a Minari episode (observations, actions, rewards, terminations, truncations)".into() });
+                    return Err(DatasetError::MissingKey {
+                        path: h5.clone(),
+                        key: key(sub),
+                        expected: "a Minari episode (observations, actions, rewards, terminations, truncations)".into(),
+                    });
                 }
                 if g.group(sub).is_ok() {
-                    return Err(DatasetError::WrongShape { path: h5.clone(), key: key(sub), expected: "a flat array (Dict/Tuple spaces are not supported)".into(), found: vec![] });
+                    return Err(DatasetError::WrongShape {
+                        path: h5.clone(),
+                        key: key(sub),
+                        expected: "a flat array (Dict/Tuple spaces are not supported)".into(),
+                        found: vec![],
+                    });
                 }
             }
             let o = h5util::read_numeric(&h5, &g, "observations").map_err(|e| rekey(e, name))?;
@@ -192,18 +208,36 @@ impl MinariDataset {
             let od = o.shape.get(1..).map(|s| s.iter().product()).unwrap_or(1);
             let ad = a.shape.get(1..).map(|s| s.iter().product()).unwrap_or(1);
             if o.shape.first() != Some(&(t + 1)) {
-                return Err(DatasetError::LengthMismatch { path: h5.clone(), key: key("observations"), reference: key("rewards") + " + 1", expected: t + 1, found: o.shape.first().copied().unwrap_or(0) });
+                return Err(DatasetError::LengthMismatch {
+                    path: h5.clone(),
+                    key: key("observations"),
+                    reference: key("rewards") + " + 1",
+                    expected: t + 1,
+                    found: o.shape.first().copied().unwrap_or(0),
+                });
             }
             for (sub, c) in [("actions", &a), ("terminations", &te), ("truncations", &tr)] {
                 if c.shape.first() != Some(&t) {
-                    return Err(DatasetError::LengthMismatch { path: h5.clone(), key: key(sub), reference: key("rewards"), expected: t, found: c.shape.first().copied().unwrap_or(0) });
+                    return Err(DatasetError::LengthMismatch {
+                        path: h5.clone(),
+                        key: key(sub),
+                        reference: key("rewards"),
+                        expected: t,
+                        found: c.shape.first().copied().unwrap_or(0),
+                    });
                 }
             }
             let od_expected = *obs_dim.get_or_insert(od);
             let ad_expected = *act_dim.get_or_insert(ad);
             if od != od_expected || ad != ad_expected {
-                let (sub, e, _) = if od != od_expected { ("observations", od_expected, od) } else { ("actions", ad_expected, ad) };
-                return Err(DatasetError::WrongShape { path: h5.clone(), key: key(sub), expected: format!("{e} columns (the space in metadata.json / the first episode)"), found: if sub == "observations" { o.shape.clone() } else { a.shape.clone() } });
+                let (sub, e, _) =
+                    if od != od_expected { ("observations", od_expected, od) } else { ("actions", ad_expected, ad) };
+                return Err(DatasetError::WrongShape {
+                    path: h5.clone(),
+                    key: key(sub),
+                    expected: format!("{e} columns (the space in metadata.json / the first episode)"),
+                    found: if sub == "observations" { o.shape.clone() } else { a.shape.clone() },
+                });
             }
             for (sub, c, w) in [("observations", &o, od), ("actions", &a, ad), ("rewards", &r, 1)] {
                 if let Some((row, column, value)) = h5util::first_non_finite(&c.data, w) {
@@ -226,7 +260,14 @@ impl MinariDataset {
                 truncations: tr.data.iter().map(|&v| (v != 0.0) as u8 as f32).collect(),
             });
         }
-        Ok(Self { source: data, metadata, obs_dim: obs_dim.unwrap_or(0), act_dim: act_dim.unwrap_or(0), dtypes, episodes })
+        Ok(Self {
+            source: data,
+            metadata,
+            obs_dim: obs_dim.unwrap_or(0),
+            act_dim: act_dim.unwrap_or(0),
+            dtypes,
+            episodes,
+        })
     }
 
     /// Total number of steps (transitions).
@@ -246,7 +287,9 @@ impl MinariDataset {
         meta.insert("total_steps".into(), json!(self.total_steps()));
         meta.entry("data_format").or_insert(json!("hdf5"));
         let meta_path = data.join("metadata.json");
-        write_atomic(&meta_path, |tmp| std::fs::write(tmp, to_python_json(&Value::Object(meta))).map_err(|e| DatasetError::io(tmp, e)))
+        write_atomic(&meta_path, |tmp| {
+            std::fs::write(tmp, to_python_json(&Value::Object(meta))).map_err(|e| DatasetError::io(tmp, e))
+        })
     }
 
     fn write_hdf5(&self, tmp: &Path) -> Result<()> {
@@ -256,12 +299,25 @@ impl MinariDataset {
             let name = format!("episode_{k}");
             let g = file.create_group(&name).map_err(|e| h5util::h5err(tmp, &name, e))?;
             let t = ep.len();
-            h5util::write_column(tmp, &g, "observations", &[t + 1, self.obs_dim], dt("observations", Dtype::Float64), &ep.observations)?;
+            h5util::write_column(
+                tmp,
+                &g,
+                "observations",
+                &[t + 1, self.obs_dim],
+                dt("observations", Dtype::Float64),
+                &ep.observations,
+            )?;
             h5util::write_column(tmp, &g, "actions", &[t, self.act_dim], dt("actions", Dtype::Float32), &ep.actions)?;
             h5util::write_column(tmp, &g, "rewards", &[t], dt("rewards", Dtype::Float64), &ep.rewards)?;
             h5util::write_column(tmp, &g, "terminations", &[t], Dtype::Bool, &ep.terminations)?;
             h5util::write_column(tmp, &g, "truncations", &[t], Dtype::Bool, &ep.truncations)?;
-            let attr = |n: &str, v: i64| g.new_attr::<i64>().shape(()).create(n).and_then(|a| a.write_scalar(&v)).map_err(|e| h5util::h5err(tmp, &format!("{name}@{n}"), e));
+            let attr = |n: &str, v: i64| {
+                g.new_attr::<i64>()
+                    .shape(())
+                    .create(n)
+                    .and_then(|a| a.write_scalar(&v))
+                    .map_err(|e| h5util::h5err(tmp, &format!("{name}@{n}"), e))
+            };
             attr("id", ep.id)?;
             attr("total_steps", t as i64)?;
             if let Some(s) = ep.seed {
@@ -349,7 +405,8 @@ impl MinariDataset {
                 truncations,
             });
         }
-        let float = |k: &str| d.dtypes.get(k).copied().filter(|t| matches!(t, Dtype::Float64)).unwrap_or(Dtype::Float32);
+        let float =
+            |k: &str| d.dtypes.get(k).copied().filter(|t| matches!(t, Dtype::Float64)).unwrap_or(Dtype::Float32);
         let mut dtypes = BTreeMap::new();
         for k in ["observations", "actions", "rewards"] {
             dtypes.insert(k.to_string(), float(k));
@@ -375,8 +432,12 @@ impl MinariDataset {
 /// Prefixes an error's key with the episode group name.
 fn rekey(e: DatasetError, group: &str) -> DatasetError {
     match e {
-        DatasetError::Hdf5 { path, key, message } => DatasetError::Hdf5 { path, key: format!("{group}/{key}"), message },
-        DatasetError::WrongDtype { path, key, expected, found } => DatasetError::WrongDtype { path, key: format!("{group}/{key}"), expected, found },
+        DatasetError::Hdf5 { path, key, message } => {
+            DatasetError::Hdf5 { path, key: format!("{group}/{key}"), message }
+        }
+        DatasetError::WrongDtype { path, key, expected, found } => {
+            DatasetError::WrongDtype { path, key: format!("{group}/{key}"), expected, found }
+        }
         other => other,
     }
 }

@@ -83,10 +83,12 @@ const ANTMAZE_V2: [(&str, &str, Option<u64>); 6] = [
 ];
 
 /// Adroit v1: (task, obs_dim, act_dim, max_episode_steps).
-const ADROIT: [(&str, usize, usize, usize); 4] = [("pen", 45, 24, 100), ("hammer", 46, 26, 200), ("door", 39, 28, 200), ("relocate", 39, 30, 200)];
+const ADROIT: [(&str, usize, usize, usize); 4] =
+    [("pen", 45, 24, 100), ("hammer", 46, 26, 200), ("door", 39, 28, 200), ("relocate", 39, 30, 200)];
 
 /// Known Adroit v1 sizes (formats.md §1.4).
-const ADROIT_BYTES: [(&str, u64); 3] = [("door-human-v1", 3_121_206), ("door-cloned-v1", 294_356_136), ("door-expert-v1", 536_056_678)];
+const ADROIT_BYTES: [(&str, u64); 3] =
+    [("door-human-v1", 3_121_206), ("door-cloned-v1", 294_356_136), ("door-expert-v1", 536_056_678)];
 
 /// Kitchen v0: (dataset, file name).
 const KITCHEN: [(&str, &str); 3] = [
@@ -211,12 +213,17 @@ mod tests {
         let all = entries();
         assert_eq!(all.len(), 24 + 6 + 6 + 12 + 3);
         let e = lookup("hopper-medium-replay-v2").unwrap();
-        assert_eq!(e.url, "http://rail.eecs.berkeley.edu/datasets/offline_rl/gym_mujoco_v2/hopper_medium_replay-v2.hdf5");
+        assert_eq!(
+            e.url,
+            "http://rail.eecs.berkeley.edu/datasets/offline_rl/gym_mujoco_v2/hopper_medium_replay-v2.hdf5"
+        );
         assert_eq!(e.bytes, Some(75_854_457));
         assert_eq!(e.sha256, Some("e121c5f7c9857a307baa9edc6a2c3b48e85fedb9ac316ecddd0f48ca7ef4e39b"));
         assert_eq!((e.obs_dim, e.act_dim, e.family, e.env_id.as_str()), (11, 3, "hopper", "hopper-v2"));
         let a = lookup("antmaze-large-diverse-v2").unwrap();
-        assert!(a.url.ends_with("ant_maze_v2/Ant_maze_hardest-maze_noisy_multistart_True_multigoal_True_sparse_fixed.hdf5"));
+        assert!(a
+            .url
+            .ends_with("ant_maze_v2/Ant_maze_hardest-maze_noisy_multistart_True_multigoal_True_sparse_fixed.hdf5"));
         assert_eq!(lookup("kitchen-mixed-v0").unwrap().max_episode_steps, 280);
         assert_eq!(lookup("door-human-v1").unwrap().bytes, Some(3_121_206));
         assert_eq!(lookup("door-cloned-v1").unwrap().env_id, "door-v1");

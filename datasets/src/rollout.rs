@@ -83,9 +83,24 @@ impl RolloutBuffer {
     /// rewards and flags. `next_values` of these rows are filled later with
     /// [`RolloutBuffer::set_next_value`].
     #[allow(clippy::too_many_arguments)]
-    pub fn push_step(&mut self, obs: &[f32], actions: &[f32], log_probs: &[f32], values: &[f32], rewards: &[f32], terminated: &[bool], truncated: &[bool]) -> Result<()> {
+    pub fn push_step(
+        &mut self,
+        obs: &[f32],
+        actions: &[f32],
+        log_probs: &[f32],
+        values: &[f32],
+        rewards: &[f32],
+        terminated: &[bool],
+        truncated: &[bool],
+    ) -> Result<()> {
         let n = self.envs;
-        let check = |what: &str, found: usize, expected: usize| if found == expected { Ok(()) } else { Err(DatasetError::Dimension { what: format!("rollout step {what}"), expected, found }) };
+        let check = |what: &str, found: usize, expected: usize| {
+            if found == expected {
+                Ok(())
+            } else {
+                Err(DatasetError::Dimension { what: format!("rollout step {what}"), expected, found })
+            }
+        };
         check("observations", obs.len(), n * self.obs_dim)?;
         check("actions", actions.len(), n * self.act_dim)?;
         check("log-probabilities", log_probs.len(), n)?;
@@ -94,7 +109,11 @@ impl RolloutBuffer {
         check("terminated flags", terminated.len(), n)?;
         check("truncated flags", truncated.len(), n)?;
         if self.is_full() {
-            return Err(DatasetError::Dimension { what: "rollout rows (the buffer is full)".into(), expected: self.steps * n, found: self.len() + n });
+            return Err(DatasetError::Dimension {
+                what: "rollout rows (the buffer is full)".into(),
+                expected: self.steps * n,
+                found: self.len() + n,
+            });
         }
         self.obs.extend_from_slice(obs);
         self.actions.extend_from_slice(actions);
@@ -144,7 +163,16 @@ impl RolloutBuffer {
 /// `δ_t = r_t + γ (1 − terminated_t) V(s'_t) − V(s_t)`, `A_t = δ_t + γ λ (1 − done_t) A_{t+1}`,
 /// `R_t = A_t + V(s_t)`; the chain after the last step starts at 0. Returns `(A, R)`.
 #[allow(clippy::too_many_arguments)]
-pub fn gae(rewards: &[f32], values: &[f32], next_values: &[f32], terminated: &[bool], done: &[bool], envs: usize, gamma: f32, lambda: f32) -> (Vec<f32>, Vec<f32>) {
+pub fn gae(
+    rewards: &[f32],
+    values: &[f32],
+    next_values: &[f32],
+    terminated: &[bool],
+    done: &[bool],
+    envs: usize,
+    gamma: f32,
+    lambda: f32,
+) -> (Vec<f32>, Vec<f32>) {
     let rows = rewards.len();
     let mut adv = vec![0.0f32; rows];
     let mut carry = vec![0.0f32; envs];
@@ -198,6 +226,9 @@ mod tests {
         let (a, _) = gae(&r, &v, &nv, &term, &done, 2, 1.0, 1.0);
         assert_eq!(a, vec![2.0, 0.0, 1.0, 0.0]);
         let mut b = RolloutBuffer::new(1, 2, 1, 1);
-        assert!(b.push_step(&[0.0], &[0.0, 0.0], &[0.0; 2], &[0.0; 2], &[0.0; 2], &[false; 2], &[false; 2]).is_err(), "observation rows must match N");
+        assert!(
+            b.push_step(&[0.0], &[0.0, 0.0], &[0.0; 2], &[0.0; 2], &[0.0; 2], &[false; 2], &[false; 2]).is_err(),
+            "observation rows must match N"
+        );
     }
 }

@@ -22,11 +22,12 @@ pub const REF_SCORES: [(&str, f64, f64); 10] = [
 
 /// `(REF_MIN, REF_MAX)` of a normalization family (`hopper`, `antmaze`, …).
 pub fn ref_scores(family: &str) -> Result<(f64, f64)> {
-    REF_SCORES
-        .iter()
-        .find(|(f, _, _)| *f == family)
-        .map(|&(_, lo, hi)| (lo, hi))
-        .ok_or_else(|| DatasetError::Invalid(format!("unknown normalization family `{family}`; known: {}", REF_SCORES.map(|r| r.0).join(", "))))
+    REF_SCORES.iter().find(|(f, _, _)| *f == family).map(|&(_, lo, hi)| (lo, hi)).ok_or_else(|| {
+        DatasetError::Invalid(format!(
+            "unknown normalization family `{family}`; known: {}",
+            REF_SCORES.map(|r| r.0).join(", ")
+        ))
+    })
 }
 
 /// D4RL normalized score ×100 of an undiscounted raw-reward return.
@@ -67,7 +68,10 @@ impl RewardPreset {
     /// The preset called `name` (see [`RewardPreset::ALL`]).
     pub fn from_name(name: &str) -> Result<Self> {
         Self::ALL.iter().find(|(n, _)| *n == name).map(|(_, p)| *p).ok_or_else(|| {
-            DatasetError::Invalid(format!("unknown reward preset `{name}`; known: {}", Self::ALL.map(|p| p.0).join(", ")))
+            DatasetError::Invalid(format!(
+                "unknown reward preset `{name}`; known: {}",
+                Self::ALL.map(|p| p.0).join(", ")
+            ))
         })
     }
 
@@ -85,7 +89,8 @@ impl RewardPreset {
     /// Transforms `rewards` in place. `episode_returns` (undiscounted, raw) is needed by
     /// [`RewardPreset::IqlLocomotion`] only.
     pub fn apply(&self, rewards: &mut [f32], episode_returns: &[f64]) -> Result<()> {
-        let affine = |rewards: &mut [f32], scale: f32, shift: f32| rewards.iter_mut().for_each(|r| *r = *r * scale + shift);
+        let affine =
+            |rewards: &mut [f32], scale: f32, shift: f32| rewards.iter_mut().for_each(|r| *r = *r * scale + shift);
         match self {
             RewardPreset::None => {}
             RewardPreset::IqlLocomotion => {

@@ -157,15 +157,16 @@ fn writer_round_trips_keys_values_and_dtypes() {
         back.source = d.source.clone();
         assert_eq!(back, d, "{name}");
     }
-    let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    let names: Vec<_> =
+        std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     assert!(names.iter().all(|n| !n.contains(".tmp-")), "temp file left: {names:?}");
 }
 
 #[test]
 fn venv_h5py_reads_our_d4rl_file_as_d4rl_code_expects() {
-    let python = std::env::var("O2O_PYTHON")
-        .or_else(|_| option_env!("O2O_PYTHON").map(String::from).ok_or(()))
-        .expect("O2O_PYTHON is not set: run `make setup` (it writes .cargo/config.toml) so the venv python with h5py is known");
+    let python = std::env::var("O2O_PYTHON").or_else(|_| option_env!("O2O_PYTHON").map(String::from).ok_or(())).expect(
+        "O2O_PYTHON is not set: run `make setup` (it writes .cargo/config.toml) so the venv python with h5py is known",
+    );
     let dir = tempfile::tempdir().unwrap();
     let d = D4rlDataset::read(&fixture(dir.path(), "gym.hdf5", &GYM)).unwrap();
     let out = dir.path().join("ours.hdf5");
@@ -188,16 +189,25 @@ assert (alg.decode() if isinstance(alg, bytes) else alg) == "SAC", alg
 assert int(f["metadata/iteration"][()]) == 42
 print("OK", sorted(keys))
 "#;
-    let res = std::process::Command::new(&python).arg("-c").arg(script).arg(&out).output().unwrap_or_else(|e| panic!("cannot run {python}: {e}"));
+    let res = std::process::Command::new(&python)
+        .arg("-c")
+        .arg(script)
+        .arg(&out)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {python}: {e}"));
     let stdout = String::from_utf8_lossy(&res.stdout);
-    assert!(res.status.success() && stdout.starts_with("OK"), "h5py check failed:\n{stdout}\n{}", String::from_utf8_lossy(&res.stderr));
+    assert!(
+        res.status.success() && stdout.starts_with("OK"),
+        "h5py check failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&res.stderr)
+    );
 }
 
 #[test]
 fn gzip_writer_round_trips_and_h5py_sees_the_filters() {
-    let python = std::env::var("O2O_PYTHON")
-        .or_else(|_| option_env!("O2O_PYTHON").map(String::from).ok_or(()))
-        .expect("O2O_PYTHON is not set: run `make setup` (it writes .cargo/config.toml) so the venv python with h5py is known");
+    let python = std::env::var("O2O_PYTHON").or_else(|_| option_env!("O2O_PYTHON").map(String::from).ok_or(())).expect(
+        "O2O_PYTHON is not set: run `make setup` (it writes .cargo/config.toml) so the venv python with h5py is known",
+    );
     let dir = tempfile::tempdir().unwrap();
     let d = D4rlDataset::read(&fixture(dir.path(), "gym.hdf5", &GYM)).unwrap();
     let out = dir.path().join("gz.hdf5");
@@ -213,9 +223,18 @@ for k in ["observations", "actions", "rewards", "terminals", "timeouts", "next_o
 assert f["metadata/iteration"].compression is None
 print("OK")
 "#;
-    let res = std::process::Command::new(&python).arg("-c").arg(script).arg(&out).output().unwrap_or_else(|e| panic!("cannot run {python}: {e}"));
+    let res = std::process::Command::new(&python)
+        .arg("-c")
+        .arg(script)
+        .arg(&out)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {python}: {e}"));
     let stdout = String::from_utf8_lossy(&res.stdout);
-    assert!(res.status.success() && stdout.starts_with("OK"), "h5py check failed:\n{stdout}\n{}", String::from_utf8_lossy(&res.stderr));
+    assert!(
+        res.status.success() && stdout.starts_with("OK"),
+        "h5py check failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&res.stderr)
+    );
 }
 
 // ---- one deliberately broken file per validation error ----
@@ -346,9 +365,18 @@ fn kitchen_variant_and_the_step_counter_quirk() {
     let n = 8;
     {
         let f = o2o_datasets::h5util::create(&p).unwrap();
-        h5util::write_column(&p, &f, "observations", &[n, 1], Dtype::Float32, &(0..n).map(|i| i as f32).collect::<Vec<_>>()).unwrap();
+        h5util::write_column(
+            &p,
+            &f,
+            "observations",
+            &[n, 1],
+            Dtype::Float32,
+            &(0..n).map(|i| i as f32).collect::<Vec<_>>(),
+        )
+        .unwrap();
         h5util::write_column(&p, &f, "actions", &[n, 1], Dtype::Float32, &vec![0.0; n]).unwrap();
-        h5util::write_column(&p, &f, "rewards", &[n], Dtype::Float32, &(0..n).map(|i| i as f32).collect::<Vec<_>>()).unwrap();
+        h5util::write_column(&p, &f, "rewards", &[n], Dtype::Float32, &(0..n).map(|i| i as f32).collect::<Vec<_>>())
+            .unwrap();
         let mut term = vec![0.0; n];
         term[1] = 1.0;
         h5util::write_column(&p, &f, "terminals", &[n], Dtype::Float32, &term).unwrap();
@@ -378,9 +406,9 @@ fn kitchen_variant_and_the_step_counter_quirk() {
 /// `metadata/algorithm` as fixed-length bytes (`np.string_`), an int32 iteration, policy weights.
 #[test]
 fn reads_a_gzip_file_written_like_d4rl_by_h5py() {
-    let python = std::env::var("O2O_PYTHON")
-        .or_else(|_| option_env!("O2O_PYTHON").map(String::from).ok_or(()))
-        .expect("O2O_PYTHON is not set: run `make setup` (it writes .cargo/config.toml) so the venv python with h5py is known");
+    let python = std::env::var("O2O_PYTHON").or_else(|_| option_env!("O2O_PYTHON").map(String::from).ok_or(())).expect(
+        "O2O_PYTHON is not set: run `make setup` (it writes .cargo/config.toml) so the venv python with h5py is known",
+    );
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("hopper_medium-v2.hdf5");
     let script = r#"

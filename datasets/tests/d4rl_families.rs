@@ -99,5 +99,9 @@ fn registry_files_are_found_in_d4rls_own_cache() {
     write_antmaze(&theirs.path().join(&name), 5);
     assert_eq!(o2o_datasets::download::cached_file(None, &name), (theirs.path().join(&name), true));
     write_antmaze(&ours.path().join(&name), 5);
-    assert_eq!(o2o_datasets::download::cached_file(None, &name), (ours.path().join(&name), true), "o2o's own cache comes first");
+    assert_eq!(
+        o2o_datasets::download::cached_file(None, &name),
+        (ours.path().join(&name), true),
+        "o2o's own cache comes first"
+    );
 }

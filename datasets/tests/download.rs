@@ -71,20 +71,29 @@ fn read_request(stream: &mut TcpStream) -> String {
 
 fn handle(mut stream: TcpStream, mode: Mode, index: usize, log: &Mutex<Vec<String>>) {
     let req = read_request(&mut stream);
-    let range = req.lines().find_map(|l| l.to_ascii_lowercase().strip_prefix("range: bytes=").map(|r| r.trim_end_matches('-').to_string())).unwrap_or_default();
+    let range = req
+        .lines()
+        .find_map(|l| l.to_ascii_lowercase().strip_prefix("range: bytes=").map(|r| r.trim_end_matches('-').to_string()))
+        .unwrap_or_default();
     log.lock().unwrap().push(range.clone());
     let data = body();
     let _ = match mode {
-        Mode::NotFound => stream.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\nConnection: close\r\n\r\nnot found"),
+        Mode::NotFound => {
+            stream.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\nConnection: close\r\n\r\nnot found")
+        }
         Mode::Stall => {
-            let _ = stream.write_all(format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", data.len()).as_bytes());
+            let _ = stream.write_all(
+                format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", data.len()).as_bytes(),
+            );
             let _ = stream.write_all(&data[..100]);
             let _ = stream.flush();
             std::thread::sleep(Duration::from_secs(3));
             Ok(())
         }
         Mode::DropFirst if index == 0 => {
-            let _ = stream.write_all(format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", data.len()).as_bytes());
+            let _ = stream.write_all(
+                format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", data.len()).as_bytes(),
+            );
             stream.write_all(&data[..data.len() / 2])
         }
         _ => {

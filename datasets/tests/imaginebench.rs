@@ -40,7 +40,8 @@ np.save(os.path.join(d, "encode.npy"), enc, allow_pickle=True)
     let py = python();
     let res = std::process::Command::new(&py).arg("-c").arg(script).arg(dir).output().unwrap();
     assert!(res.status.success(), "fixture: {}", String::from_utf8_lossy(&res.stderr));
-    let conv = Path::new(&std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").into())).join("../scripts/imaginebench_convert.py");
+    let conv = Path::new(&std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").into()))
+        .join("../scripts/imaginebench_convert.py");
     let out = dir.join("ib.hdf5");
     let res = std::process::Command::new(&py)
         .arg(conv)

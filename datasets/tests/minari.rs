@@ -10,10 +10,9 @@ use o2o_datasets::minari::MinariDataset;
 use o2o_datasets::DatasetError;
 
 fn python() -> String {
-    std::env::var("O2O_PYTHON")
-        .ok()
-        .or_else(|| option_env!("O2O_PYTHON").map(String::from))
-        .expect("O2O_PYTHON is not set: run `make setup` (it writes .cargo/config.toml) so the venv python with h5py is known")
+    std::env::var("O2O_PYTHON").ok().or_else(|| option_env!("O2O_PYTHON").map(String::from)).expect(
+        "O2O_PYTHON is not set: run `make setup` (it writes .cargo/config.toml) so the venv python with h5py is known",
+    )
 }
 
 /// Two episodes (T = 3 and 2) of a 4-d obs, 2-d action Box dataset, as Minari 0.5 writes it.
@@ -75,7 +74,8 @@ fn our_writer_round_trips_and_keeps_infinity_tokens() {
     assert!(text.contains("\"ref_min_score\":-Infinity"), "{text}");
     // Python's json module reads our metadata.json back (bare tokens are what it expects).
     let check = "import json,sys; m=json.load(open(sys.argv[1])); assert m['ref_min_score']==-float('inf'); assert json.loads(m['observation_space'])['high'][0]==float('inf'); print('OK')";
-    let res = std::process::Command::new(python()).arg("-c").arg(check).arg(out.join("data/metadata.json")).output().unwrap();
+    let res =
+        std::process::Command::new(python()).arg("-c").arg(check).arg(out.join("data/metadata.json")).output().unwrap();
     assert!(res.status.success(), "{}", String::from_utf8_lossy(&res.stderr));
 }
 
@@ -95,7 +95,10 @@ fn minari_to_d4rl_and_back() {
     let m2 = MinariDataset::from_d4rl(&d2, "mujoco/toy/medium-v0", None);
     assert_eq!(m2.episodes.len(), 2);
     for (a, b) in m2.episodes.iter().zip(&m.episodes) {
-        assert_eq!((&a.observations, &a.actions, &a.rewards, &a.terminations, &a.truncations), (&b.observations, &b.actions, &b.rewards, &b.terminations, &b.truncations));
+        assert_eq!(
+            (&a.observations, &a.actions, &a.rewards, &a.terminations, &a.truncations),
+            (&b.observations, &b.actions, &b.rewards, &b.terminations, &b.truncations)
+        );
     }
 }
 
@@ -140,7 +143,10 @@ fn broken_episodes_are_named() {
         f.group("episode_1").unwrap().unlink("truncations").unwrap();
     }
     let err = MinariDataset::read(&root).unwrap_err();
-    assert!(matches!(err, DatasetError::MissingKey { .. }) && err.to_string().contains("episode_1/truncations"), "{err}");
+    assert!(
+        matches!(err, DatasetError::MissingKey { .. }) && err.to_string().contains("episode_1/truncations"),
+        "{err}"
+    );
     std::fs::write(root.join("data/metadata.json"), "{not json").unwrap();
     assert!(matches!(MinariDataset::read(&root), Err(DatasetError::BadMetadata { .. })));
 }

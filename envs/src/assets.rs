@@ -20,7 +20,10 @@ pub fn gym_assets_dir() -> Result<PathBuf, EnvError> {
         }
         return Err(EnvError::MissingAsset {
             path: dir.join("half_cheetah.xml"),
-            hint: format!("O2O_GYM_ASSETS is set to {} but it holds no Gymnasium MuJoCo XMLs; {INSTALL_HINT}", dir.display()),
+            hint: format!(
+                "O2O_GYM_ASSETS is set to {} but it holds no Gymnasium MuJoCo XMLs; {INSTALL_HINT}",
+                dir.display()
+            ),
         });
     }
     let mut tried = Vec::new();
@@ -80,18 +83,28 @@ pub fn robotics_assets_dir() -> Result<PathBuf, EnvError> {
         if dir.join(probe).is_file() {
             return Ok(dir);
         }
-        return Err(EnvError::MissingAsset { path: dir.join(probe), hint: format!("O2O_ROBOTICS_ASSETS is set to {} but it holds no Fetch XMLs; {ROBOTICS_HINT}", dir.display()) });
+        return Err(EnvError::MissingAsset {
+            path: dir.join(probe),
+            hint: format!(
+                "O2O_ROBOTICS_ASSETS is set to {} but it holds no Fetch XMLs; {ROBOTICS_HINT}",
+                dir.display()
+            ),
+        });
     }
     let mut tried = Vec::new();
     if let Some(dir) = find_in_venv("site-packages/gymnasium_robotics/envs/assets", probe, &mut tried) {
         return Ok(dir);
     }
     let shown = tried.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
-    Err(EnvError::MissingAsset { path: PathBuf::from("gymnasium_robotics/envs/assets").join(probe), hint: format!("looked in [{shown}]; {ROBOTICS_HINT}") })
+    Err(EnvError::MissingAsset {
+        path: PathBuf::from("gymnasium_robotics/envs/assets").join(probe),
+        hint: format!("looked in [{shown}]; {ROBOTICS_HINT}"),
+    })
 }
 
 /// What to tell the user when D4RL's files are missing.
-pub const D4RL_HINT: &str = "run `make setup` (it downloads the d4rl==1.1 wheel with `pip download --no-deps` and unpacks it \
+pub const D4RL_HINT: &str =
+    "run `make setup` (it downloads the d4rl==1.1 wheel with `pip download --no-deps` and unpacks it \
 into $O2O_HOME/d4rl/1.1; nothing is installed), or set O2O_D4RL_DIR to a folder holding d4rl/locomotion/assets/ant.xml";
 
 /// The unpacked `d4rl==1.1` wheel (a folder holding `d4rl/`), a file source for D4RL's own
@@ -133,7 +146,10 @@ pub fn adroit_assets_dir() -> Result<PathBuf, EnvError> {
         if dir.join(PROBE).is_file() {
             return Ok(dir);
         }
-        return Err(EnvError::MissingAsset { path: dir.join(PROBE), hint: format!("O2O_ADROIT_ASSETS holds no {PROBE}; {hint}") });
+        return Err(EnvError::MissingAsset {
+            path: dir.join(PROBE),
+            hint: format!("O2O_ADROIT_ASSETS holds no {PROBE}; {hint}"),
+        });
     }
     let mut tried = Vec::new();
     if let Some(dir) = find_in_venv("site-packages/gymnasium_robotics/envs/assets/adroit_hand", PROBE, &mut tried) {

@@ -99,7 +99,11 @@ impl BenchReport {
             self.load_avg_before.as_deref().unwrap_or("?"),
             self.load_avg_after.as_deref().unwrap_or("?")
         );
-        s += &format!("  ours (o2o, Rust)            {:>9.0} steps/s  {:>6.1} us/step\n", self.ours_steps_per_s, us(self.ours_steps_per_s));
+        s += &format!(
+            "  ours (o2o, Rust)            {:>9.0} steps/s  {:>6.1} us/step\n",
+            self.ours_steps_per_s,
+            us(self.ours_steps_per_s)
+        );
         s += &format!(
             "  physics bound (mj_step x fs) {:>8.0} steps/s  {:>6.1} us/step   ours/physics = {:.3}\n",
             self.physics_steps_per_s,
@@ -165,7 +169,11 @@ fn time_ours_and_physics(id: &str, acts: &[f32], act_dim: usize, seed: u64) -> R
             let s = env.step(a)?;
             if s.terminated || s.truncated {
                 env.reset(None)?;
-                restarts.push(Restart { at: base + k + 1, qpos: env.inner().qpos().to_vec(), qvel: env.inner().qvel().to_vec() });
+                restarts.push(Restart {
+                    at: base + k + 1,
+                    qpos: env.inner().qpos().to_vec(),
+                    qvel: env.inner().qvel().to_vec(),
+                });
             }
         }
         t_ours += t0.elapsed().as_secs_f64();
@@ -193,7 +201,14 @@ fn time_ours_and_physics(id: &str, acts: &[f32], act_dim: usize, seed: u64) -> R
 }
 
 /// Env steps per second of a `VecEnv` of `num_envs` on `threads` threads.
-fn time_vec(id: &str, num_envs: usize, threads: usize, acts: &[f32], act_dim: usize, seed: u64) -> Result<f64, EnvError> {
+fn time_vec(
+    id: &str,
+    num_envs: usize,
+    threads: usize,
+    acts: &[f32],
+    act_dim: usize,
+    seed: u64,
+) -> Result<f64, EnvError> {
     let mut v = VecEnv::make(id, num_envs, threads)?;
     v.reset(Some(seed))?;
     let row = num_envs * act_dim;
@@ -232,7 +247,9 @@ fn time_independent(id: &str, threads: usize, acts: &[f32], act_dim: usize, seed
                 })
             })
             .collect();
-        handles.into_iter().try_for_each(|h| h.join().unwrap_or_else(|_| Err(EnvError::Other("a bench thread panicked".into()))))
+        handles
+            .into_iter()
+            .try_for_each(|h| h.join().unwrap_or_else(|_| Err(EnvError::Other("a bench thread panicked".into()))))
     })?;
     Ok((per * threads) as f64 / t0.elapsed().as_secs_f64())
 }
@@ -249,7 +266,13 @@ fn best(repeats: usize, mut f: impl FnMut() -> Result<f64, EnvError>) -> Result<
 /// `mj_step` × frame skip steps/s). `episodes` are extra arguments that give the reference our
 /// episode ends (Adroit: our time limit, and D4RL's pen-drop termination for pen), so both sides
 /// pay for the same number of resets.
-fn gymnasium(python: &Path, script: &Path, gym_id: &str, o: &BenchOptions, episodes: &[String]) -> Result<(f64, f64), EnvError> {
+fn gymnasium(
+    python: &Path,
+    script: &Path,
+    gym_id: &str,
+    o: &BenchOptions,
+    episodes: &[String],
+) -> Result<(f64, f64), EnvError> {
     let fail = |message: String| EnvError::Reference { python: python.to_path_buf(), message };
     if !python.exists() {
         return Err(fail(format!("the Python interpreter does not exist; {}", crate::assets::INSTALL_HINT)));
@@ -262,12 +285,22 @@ fn gymnasium(python: &Path, script: &Path, gym_id: &str, o: &BenchOptions, episo
         .output()
         .map_err(|e| fail(format!("cannot run {}: {e}", script.display())))?;
     if !out.status.success() {
-        return Err(fail(format!("{} exited with {}:\n{}", script.display(), out.status, String::from_utf8_lossy(&out.stderr))));
+        return Err(fail(format!(
+            "{} exited with {}:\n{}",
+            script.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        )));
     }
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout.lines().rev().find(|l| l.trim_start().starts_with('{')).ok_or_else(|| fail("bench_gym.py printed no JSON".into()))?;
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'))
+        .ok_or_else(|| fail("bench_gym.py printed no JSON".into()))?;
     let v: serde_json::Value = serde_json::from_str(line).map_err(|e| fail(format!("cannot parse `{line}`: {e}")))?;
-    let gym = v["gymnasium_steps_per_s"].as_f64().ok_or_else(|| fail(format!("no gymnasium_steps_per_s in `{line}`")))?;
+    let gym =
+        v["gymnasium_steps_per_s"].as_f64().ok_or_else(|| fail(format!("no gymnasium_steps_per_s in `{line}`")))?;
     Ok((gym, v["python_mj_step_steps_per_s"].as_f64().unwrap_or(f64::NAN)))
 }
 
@@ -288,7 +321,8 @@ pub fn run(id: &str, o: &BenchOptions, python: &Path, script: &Path) -> Result<B
         )));
     }
     let probe = crate::registry::make(id)?;
-    let (act_dim, low, high) = (probe.action_space().dim(), probe.action_space().low.clone(), probe.action_space().high.clone());
+    let (act_dim, low, high) =
+        (probe.action_space().dim(), probe.action_space().low.clone(), probe.action_space().high.clone());
     let acts = actions(o.steps, &low, &high, o.seed);
     let load_avg_before = load_average();
 

@@ -129,7 +129,9 @@ pub fn reference_for(id: &str) -> Option<Reference> {
         "hopper-v2" => ("Hopper-v4", true, None),
         "walker2d-v2" => ("Walker2d-v4", true, None),
         "ant-v2" => ("Ant-v4", true, Some(27)),
-        id if crate::registry::is_fetch(id) => (crate::registry::known_ids().into_iter().find(|k| *k == id)?, false, None),
+        id if crate::registry::is_fetch(id) => {
+            (crate::registry::known_ids().into_iter().find(|k| *k == id)?, false, None)
+        }
         _ => return None,
     };
     Some(Reference { gym_id, clip_action, compared_obs_dims, oracle: Oracle::Gymnasium })
@@ -334,7 +336,11 @@ pub(crate) fn widened_action(space: &crate::env::BoxSpace, rng: &mut rand_chacha
 }
 
 /// Run our env for `opts.steps` steps and record every episode.
-fn run_ours<E: Replay>(env: &mut TimeLimit<E>, opts: &ParityOptions, sampled_goals: &mut Vec<[f64; 2]>) -> Result<Vec<OurEpisode>, EnvError> {
+fn run_ours<E: Replay>(
+    env: &mut TimeLimit<E>,
+    opts: &ParityOptions,
+    sampled_goals: &mut Vec<[f64; 2]>,
+) -> Result<Vec<OurEpisode>, EnvError> {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(opts.seed);
     let space = env.action_space().clone();
     let mut episodes = Vec::new();
@@ -352,10 +358,7 @@ fn run_ours<E: Replay>(env: &mut TimeLimit<E>, opts: &ParityOptions, sampled_goa
         }
         let raw = env.inner();
         let obs0 = raw.observation();
-        let mut ep = OurEpisode {
-            request: raw.start(),
-            trace: Trace { obs0, ..Default::default() },
-        };
+        let mut ep = OurEpisode { request: raw.start(), trace: Trace { obs0, ..Default::default() } };
         while done < opts.steps {
             let action = widened_action(&space, &mut rng);
             let step = env.step(&action)?;
@@ -364,7 +367,10 @@ fn run_ours<E: Replay>(env: &mut TimeLimit<E>, opts: &ParityOptions, sampled_goa
             let obs64 = env.inner().observation();
             // The f32 observation the agent sees must be the rounding of the one compared here.
             if obs64.iter().zip(&step.obs).any(|(x, y)| (*x as f32).to_bits() != y.to_bits()) {
-                return Err(EnvError::Other(format!("{}: step() observation is not the f32 rounding of observation_f64()", env.spec().id)));
+                return Err(EnvError::Other(format!(
+                    "{}: step() observation is not the f32 rounding of observation_f64()",
+                    env.spec().id
+                )));
             }
             ep.trace.push(obs64, &step);
             if step.terminated || step.truncated {
@@ -377,7 +383,11 @@ fn run_ours<E: Replay>(env: &mut TimeLimit<E>, opts: &ParityOptions, sampled_goa
 }
 
 /// Ask the reference script to replay `episodes`.
-pub(crate) fn run_reference<Req: Serialize, Rep: serde::de::DeserializeOwned>(python: &Path, script: &Path, req: &Req) -> Result<Rep, EnvError> {
+pub(crate) fn run_reference<Req: Serialize, Rep: serde::de::DeserializeOwned>(
+    python: &Path,
+    script: &Path,
+    req: &Req,
+) -> Result<Rep, EnvError> {
     let fail = |message: String| EnvError::Reference { python: python.to_path_buf(), message };
     if !python.exists() {
         return Err(fail(format!(
@@ -403,7 +413,8 @@ pub(crate) fn run_reference<Req: Serialize, Rep: serde::de::DeserializeOwned>(py
     let written = writer.join().map_err(|_| fail("the writer thread panicked".into()))?;
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr);
-        let tail: String = stderr.lines().rev().take(15).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
+        let tail: String =
+            stderr.lines().rev().take(15).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
         return Err(fail(format!("`{}` exited with {}:\n{tail}", script.display(), out.status)));
     }
     written.map_err(|e| fail(format!("writing the request: {e}")))?;
@@ -455,7 +466,9 @@ pub fn check(id: &str, opts: &ParityOptions, python: &Path, script: &Path) -> Re
         return crate::imaginebench::parity::check(id, opts, python, script);
     }
     if crate::registry::NO_PARITY_ORACLE.contains(&id) {
-        return Err(EnvError::Other(format!("{id} is o2o's own task (no Gymnasium or D4RL counterpart): it has no parity oracle")));
+        return Err(EnvError::Other(format!(
+            "{id} is o2o's own task (no Gymnasium or D4RL counterpart): it has no parity oracle"
+        )));
     }
     let reference = reference_for(id).ok_or_else(|| EnvError::UnknownId {
         id: id.to_string(),
@@ -481,7 +494,14 @@ pub fn check(id: &str, opts: &ParityOptions, python: &Path, script: &Path) -> Re
     };
     let requests: Vec<RequestEpisode> = ours.iter().map(|e| e.request.clone()).collect();
     let binary_reward = reference.oracle == Oracle::AdroitBinary;
-    let req = Request { robotics, gym_id: reference.gym_id, clip_action: reference.clip_action, max_episode_steps: max_steps, episodes: &requests, binary_reward };
+    let req = Request {
+        robotics,
+        gym_id: reference.gym_id,
+        clip_action: reference.clip_action,
+        max_episode_steps: max_steps,
+        episodes: &requests,
+        binary_reward,
+    };
     let reply: Reply = run_reference(python, &reference.oracle.script(script), &req)?;
     if reply.episodes.len() != ours.len() {
         return Err(EnvError::Reference {
@@ -510,12 +530,20 @@ pub fn check(id: &str, opts: &ParityOptions, python: &Path, script: &Path) -> Re
             .zip(&sampled_goals)
             .map(|(e, g)| e.request.qpos.iter().chain(&e.request.qvel).chain(g).copied().collect())
             .collect();
-        report.start_outside_support = outside_support(&mine, &theirs, ours[0].request.qpos.len(), ours[0].request.qvel.len());
+        report.start_outside_support =
+            outside_support(&mine, &theirs, ours[0].request.qpos.len(), ours[0].request.qvel.len());
     }
     if let Some(ours) = &settled {
-        let theirs = reply.initial_qpos.as_ref().ok_or_else(|| EnvError::Reference { python: python.to_path_buf(), message: "the reply has no initial_qpos for a Fetch task".into() })?;
+        let theirs = reply.initial_qpos.as_ref().ok_or_else(|| EnvError::Reference {
+            python: python.to_path_buf(),
+            message: "the reply has no initial_qpos for a Fetch task".into(),
+        })?;
         if theirs.len() != ours.len() {
-            return Err(EnvError::Shape { what: format!("{id}: reference initial_qpos"), expected: ours.len(), found: theirs.len() });
+            return Err(EnvError::Shape {
+                what: format!("{id}: reference initial_qpos"),
+                expected: ours.len(),
+                found: theirs.len(),
+            });
         }
         report.max_initial_state_diff = Some(ours.iter().zip(theirs).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max));
     }
@@ -525,7 +553,13 @@ pub fn check(id: &str, opts: &ParityOptions, python: &Path, script: &Path) -> Re
 /// Compare our episodes with the reference's, observation number by number (the first
 /// `compared_obs_dims` of ours, the rest of which must be exactly 0), reward by reward and flag
 /// by flag.
-pub(crate) fn compare(id: &str, reference: String, ours: &[&Trace], theirs: &[Trace], compared_obs_dims: Option<usize>) -> Result<ParityReport, EnvError> {
+pub(crate) fn compare(
+    id: &str,
+    reference: String,
+    ours: &[&Trace],
+    theirs: &[Trace],
+    compared_obs_dims: Option<usize>,
+) -> Result<ParityReport, EnvError> {
     let mut report = ParityReport {
         id: id.to_string(),
         reference,
@@ -550,7 +584,11 @@ pub(crate) fn compare(id: &str, reference: String, ours: &[&Trace], theirs: &[Tr
     let mut compare_obs = |ours: &[f64], theirs: &[f64], report: &mut ParityReport| -> Result<(), EnvError> {
         let n = compared_obs_dims.unwrap_or(ours.len());
         if theirs.len() != n || ours.len() < n {
-            return Err(EnvError::Shape { what: format!("{id}: reference observation"), expected: n, found: theirs.len() });
+            return Err(EnvError::Shape {
+                what: format!("{id}: reference observation"),
+                expected: n,
+                found: theirs.len(),
+            });
         }
         for (a, b) in ours.iter().zip(theirs) {
             obs_diff.add(*a, *b);
@@ -559,8 +597,16 @@ pub(crate) fn compare(id: &str, reference: String, ours: &[&Trace], theirs: &[Tr
         Ok(())
     };
     for (o, t) in ours.iter().zip(theirs) {
-        if t.obs.len() != o.obs.len() || t.reward.len() != o.reward.len() || t.terminated.len() != o.terminated.len() || t.truncated.len() != o.truncated.len() {
-            return Err(EnvError::Shape { what: format!("{id}: reference episode steps"), expected: o.obs.len(), found: t.obs.len() });
+        if t.obs.len() != o.obs.len()
+            || t.reward.len() != o.reward.len()
+            || t.terminated.len() != o.terminated.len()
+            || t.truncated.len() != o.truncated.len()
+        {
+            return Err(EnvError::Shape {
+                what: format!("{id}: reference episode steps"),
+                expected: o.obs.len(),
+                found: t.obs.len(),
+            });
         }
         compare_obs(&o.obs0, &t.obs0, &mut report)?;
         for k in 0..o.obs.len() {
@@ -591,7 +637,8 @@ mod tests {
 
     #[test]
     fn every_id_has_a_reference() {
-        for id in crate::registry::known_ids().into_iter().filter(|id| !crate::registry::NO_PARITY_ORACLE.contains(id)) {
+        for id in crate::registry::known_ids().into_iter().filter(|id| !crate::registry::NO_PARITY_ORACLE.contains(id))
+        {
             assert!(reference_for(id).is_some(), "{id}");
         }
         assert_eq!(reference_for("ant-v2").unwrap().compared_obs_dims, Some(27));

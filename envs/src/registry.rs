@@ -7,7 +7,10 @@
 use crate::env::{Env, EnvSpec};
 use crate::error::EnvError;
 use crate::mujoco::antmaze::{BIG_MAZE_TEST, HARDEST_MAZE_TEST, U_MAZE_TEST};
-use crate::mujoco::{Adroit, AdroitKind, Ant, AntGoal, AntMaze, FetchEnv, FetchTask, HalfCheetah, Hopper, InvertedPendulum, MujocoEnv, Task, Version, Walker2d};
+use crate::mujoco::{
+    Adroit, AdroitKind, Ant, AntGoal, AntMaze, FetchEnv, FetchTask, HalfCheetah, Hopper, InvertedPendulum, MujocoEnv,
+    Task, Version, Walker2d,
+};
 use crate::wrappers::TimeLimit;
 use std::path::Path;
 
@@ -21,42 +24,177 @@ struct Entry {
 
 /// Every registered id, in listing order.
 const ENTRIES: &[Entry] = &[
-    Entry { id: "HalfCheetah-v5", max_episode_steps: 1000, family: Some("halfcheetah"), task: || Box::new(HalfCheetah { version: Version::V5 }) },
-    Entry { id: "Hopper-v5", max_episode_steps: 1000, family: Some("hopper"), task: || Box::new(Hopper { version: Version::V5 }) },
-    Entry { id: "Walker2d-v5", max_episode_steps: 1000, family: Some("walker2d"), task: || Box::new(Walker2d { version: Version::V5 }) },
-    Entry { id: "Ant-v5", max_episode_steps: 1000, family: Some("ant"), task: || Box::new(Ant { version: Version::V5 }) },
+    Entry {
+        id: "HalfCheetah-v5",
+        max_episode_steps: 1000,
+        family: Some("halfcheetah"),
+        task: || Box::new(HalfCheetah { version: Version::V5 }),
+    },
+    Entry {
+        id: "Hopper-v5",
+        max_episode_steps: 1000,
+        family: Some("hopper"),
+        task: || Box::new(Hopper { version: Version::V5 }),
+    },
+    Entry {
+        id: "Walker2d-v5",
+        max_episode_steps: 1000,
+        family: Some("walker2d"),
+        task: || Box::new(Walker2d { version: Version::V5 }),
+    },
+    Entry {
+        id: "Ant-v5",
+        max_episode_steps: 1000,
+        family: Some("ant"),
+        task: || Box::new(Ant { version: Version::V5 }),
+    },
     Entry { id: "InvertedPendulum-v5", max_episode_steps: 1000, family: None, task: || Box::new(InvertedPendulum) },
-    Entry { id: "halfcheetah-v2", max_episode_steps: 1000, family: Some("halfcheetah"), task: || Box::new(HalfCheetah { version: Version::D4rlV2 }) },
-    Entry { id: "hopper-v2", max_episode_steps: 1000, family: Some("hopper"), task: || Box::new(Hopper { version: Version::D4rlV2 }) },
-    Entry { id: "walker2d-v2", max_episode_steps: 1000, family: Some("walker2d"), task: || Box::new(Walker2d { version: Version::D4rlV2 }) },
-    Entry { id: "ant-v2", max_episode_steps: 1000, family: Some("ant"), task: || Box::new(Ant { version: Version::D4rlV2 }) },
+    Entry {
+        id: "halfcheetah-v2",
+        max_episode_steps: 1000,
+        family: Some("halfcheetah"),
+        task: || Box::new(HalfCheetah { version: Version::D4rlV2 }),
+    },
+    Entry {
+        id: "hopper-v2",
+        max_episode_steps: 1000,
+        family: Some("hopper"),
+        task: || Box::new(Hopper { version: Version::D4rlV2 }),
+    },
+    Entry {
+        id: "walker2d-v2",
+        max_episode_steps: 1000,
+        family: Some("walker2d"),
+        task: || Box::new(Walker2d { version: Version::D4rlV2 }),
+    },
+    Entry {
+        id: "ant-v2",
+        max_episode_steps: 1000,
+        family: Some("ant"),
+        task: || Box::new(Ant { version: Version::D4rlV2 }),
+    },
     // AntMaze as D4RL registers it: the eval (`*_TEST`) map of each size; "play"/"diverse" name
     // datasets, not envs. -v2 draws a goal per reset, -v0 one per env.
-    Entry { id: "antmaze-umaze-v2", max_episode_steps: 700, family: Some("antmaze"), task: || Box::new(AntMaze::new(U_MAZE_TEST, true)) },
-    Entry { id: "antmaze-umaze-diverse-v2", max_episode_steps: 700, family: Some("antmaze"), task: || Box::new(AntMaze::new(U_MAZE_TEST, true)) },
-    Entry { id: "antmaze-medium-play-v2", max_episode_steps: 1000, family: Some("antmaze"), task: || Box::new(AntMaze::new(BIG_MAZE_TEST, true)) },
-    Entry { id: "antmaze-medium-diverse-v2", max_episode_steps: 1000, family: Some("antmaze"), task: || Box::new(AntMaze::new(BIG_MAZE_TEST, true)) },
-    Entry { id: "antmaze-large-play-v2", max_episode_steps: 1000, family: Some("antmaze"), task: || Box::new(AntMaze::new(HARDEST_MAZE_TEST, true)) },
-    Entry { id: "antmaze-large-diverse-v2", max_episode_steps: 1000, family: Some("antmaze"), task: || Box::new(AntMaze::new(HARDEST_MAZE_TEST, true)) },
-    Entry { id: "antmaze-umaze-v0", max_episode_steps: 700, family: Some("antmaze"), task: || Box::new(AntMaze::new(U_MAZE_TEST, false)) },
-    Entry { id: "antmaze-umaze-diverse-v0", max_episode_steps: 700, family: Some("antmaze"), task: || Box::new(AntMaze::new(U_MAZE_TEST, false)) },
-    Entry { id: "antmaze-medium-play-v0", max_episode_steps: 1000, family: Some("antmaze"), task: || Box::new(AntMaze::new(BIG_MAZE_TEST, false)) },
-    Entry { id: "antmaze-medium-diverse-v0", max_episode_steps: 1000, family: Some("antmaze"), task: || Box::new(AntMaze::new(BIG_MAZE_TEST, false)) },
-    Entry { id: "antmaze-large-play-v0", max_episode_steps: 1000, family: Some("antmaze"), task: || Box::new(AntMaze::new(HARDEST_MAZE_TEST, false)) },
-    Entry { id: "antmaze-large-diverse-v0", max_episode_steps: 1000, family: Some("antmaze"), task: || Box::new(AntMaze::new(HARDEST_MAZE_TEST, false)) },
+    Entry {
+        id: "antmaze-umaze-v2",
+        max_episode_steps: 700,
+        family: Some("antmaze"),
+        task: || Box::new(AntMaze::new(U_MAZE_TEST, true)),
+    },
+    Entry {
+        id: "antmaze-umaze-diverse-v2",
+        max_episode_steps: 700,
+        family: Some("antmaze"),
+        task: || Box::new(AntMaze::new(U_MAZE_TEST, true)),
+    },
+    Entry {
+        id: "antmaze-medium-play-v2",
+        max_episode_steps: 1000,
+        family: Some("antmaze"),
+        task: || Box::new(AntMaze::new(BIG_MAZE_TEST, true)),
+    },
+    Entry {
+        id: "antmaze-medium-diverse-v2",
+        max_episode_steps: 1000,
+        family: Some("antmaze"),
+        task: || Box::new(AntMaze::new(BIG_MAZE_TEST, true)),
+    },
+    Entry {
+        id: "antmaze-large-play-v2",
+        max_episode_steps: 1000,
+        family: Some("antmaze"),
+        task: || Box::new(AntMaze::new(HARDEST_MAZE_TEST, true)),
+    },
+    Entry {
+        id: "antmaze-large-diverse-v2",
+        max_episode_steps: 1000,
+        family: Some("antmaze"),
+        task: || Box::new(AntMaze::new(HARDEST_MAZE_TEST, true)),
+    },
+    Entry {
+        id: "antmaze-umaze-v0",
+        max_episode_steps: 700,
+        family: Some("antmaze"),
+        task: || Box::new(AntMaze::new(U_MAZE_TEST, false)),
+    },
+    Entry {
+        id: "antmaze-umaze-diverse-v0",
+        max_episode_steps: 700,
+        family: Some("antmaze"),
+        task: || Box::new(AntMaze::new(U_MAZE_TEST, false)),
+    },
+    Entry {
+        id: "antmaze-medium-play-v0",
+        max_episode_steps: 1000,
+        family: Some("antmaze"),
+        task: || Box::new(AntMaze::new(BIG_MAZE_TEST, false)),
+    },
+    Entry {
+        id: "antmaze-medium-diverse-v0",
+        max_episode_steps: 1000,
+        family: Some("antmaze"),
+        task: || Box::new(AntMaze::new(BIG_MAZE_TEST, false)),
+    },
+    Entry {
+        id: "antmaze-large-play-v0",
+        max_episode_steps: 1000,
+        family: Some("antmaze"),
+        task: || Box::new(AntMaze::new(HARDEST_MAZE_TEST, false)),
+    },
+    Entry {
+        id: "antmaze-large-diverse-v0",
+        max_episode_steps: 1000,
+        family: Some("antmaze"),
+        task: || Box::new(AntMaze::new(HARDEST_MAZE_TEST, false)),
+    },
     // The AntMaze ant on an open floor walking to a target: the goal-reaching controller that
     // `o2o dataset make-benchmark antmaze-*` drives through a maze is trained on it.
     Entry { id: "ant-goal-v0", max_episode_steps: 200, family: None, task: || Box::new(AntGoal::default()) },
     // Adroit as D4RL registers it (`{task}-{human,cloned,expert}-v1` all make these envs).
-    Entry { id: "pen-v1", max_episode_steps: 100, family: Some("pen"), task: || Box::new(Adroit::new(AdroitKind::Pen)) },
-    Entry { id: "door-v1", max_episode_steps: 200, family: Some("door"), task: || Box::new(Adroit::new(AdroitKind::Door)) },
-    Entry { id: "hammer-v1", max_episode_steps: 200, family: Some("hammer"), task: || Box::new(Adroit::new(AdroitKind::Hammer)) },
-    Entry { id: "relocate-v1", max_episode_steps: 200, family: Some("relocate"), task: || Box::new(Adroit::new(AdroitKind::Relocate)) },
+    Entry {
+        id: "pen-v1",
+        max_episode_steps: 100,
+        family: Some("pen"),
+        task: || Box::new(Adroit::new(AdroitKind::Pen)),
+    },
+    Entry {
+        id: "door-v1",
+        max_episode_steps: 200,
+        family: Some("door"),
+        task: || Box::new(Adroit::new(AdroitKind::Door)),
+    },
+    Entry {
+        id: "hammer-v1",
+        max_episode_steps: 200,
+        family: Some("hammer"),
+        task: || Box::new(Adroit::new(AdroitKind::Hammer)),
+    },
+    Entry {
+        id: "relocate-v1",
+        max_episode_steps: 200,
+        family: Some("relocate"),
+        task: || Box::new(Adroit::new(AdroitKind::Relocate)),
+    },
     // The binary-reward Adroit of Cal-QL / WSRL / RLPD (AWAC's mj_envs fork): r = 1[success] − 1,
     // terminated at the goal; the metric is the success rate, so no normalization family.
-    Entry { id: "pen-binary-v0", max_episode_steps: 100, family: None, task: || Box::new(Adroit::binary(AdroitKind::Pen)) },
-    Entry { id: "door-binary-v0", max_episode_steps: 200, family: None, task: || Box::new(Adroit::binary(AdroitKind::Door)) },
-    Entry { id: "relocate-binary-v0", max_episode_steps: 200, family: None, task: || Box::new(Adroit::binary(AdroitKind::Relocate)) },
+    Entry {
+        id: "pen-binary-v0",
+        max_episode_steps: 100,
+        family: None,
+        task: || Box::new(Adroit::binary(AdroitKind::Pen)),
+    },
+    Entry {
+        id: "door-binary-v0",
+        max_episode_steps: 200,
+        family: None,
+        task: || Box::new(Adroit::binary(AdroitKind::Door)),
+    },
+    Entry {
+        id: "relocate-binary-v0",
+        max_episode_steps: 200,
+        family: None,
+        task: || Box::new(Adroit::binary(AdroitKind::Relocate)),
+    },
 ];
 
 /// The Fetch tasks of gymnasium-robotics 1.4.2: id, task, dense reward. 50-step episodes.
@@ -88,7 +226,10 @@ pub fn is_fetch(id: &str) -> bool {
 
 /// The Fetch task `id` without its time limit.
 pub fn make_fetch_unwrapped(id: &str) -> Result<FetchEnv, EnvError> {
-    let (_, task, dense) = FETCH.iter().find(|f| f.0 == id).ok_or_else(|| EnvError::UnknownId { id: id.to_string(), known: known_ids().iter().map(|s| s.to_string()).collect() })?;
+    let (_, task, dense) = FETCH.iter().find(|f| f.0 == id).ok_or_else(|| EnvError::UnknownId {
+        id: id.to_string(),
+        known: known_ids().iter().map(|s| s.to_string()).collect(),
+    })?;
     FetchEnv::new(spec(id)?, *task, *dense)
 }
 
@@ -107,10 +248,20 @@ fn entry(id: &str) -> Result<&'static Entry, EnvError> {
 /// The spec of a registered id (no model is loaded).
 pub fn spec(id: &str) -> Result<EnvSpec, EnvError> {
     if let Some(f) = FETCH.iter().find(|f| f.0 == id) {
-        return Ok(EnvSpec { id: f.0.to_string(), max_episode_steps: Some(FETCH_MAX_EPISODE_STEPS), normalization_family: None, goal: Some(crate::mujoco::fetch_goal_spec(f.1, f.2)) });
+        return Ok(EnvSpec {
+            id: f.0.to_string(),
+            max_episode_steps: Some(FETCH_MAX_EPISODE_STEPS),
+            normalization_family: None,
+            goal: Some(crate::mujoco::fetch_goal_spec(f.1, f.2)),
+        });
     }
     if crate::imaginebench::is_env_id(id) {
-        return Ok(EnvSpec { id: id.to_string(), max_episode_steps: Some(crate::imaginebench::MAX_EPISODE_STEPS), normalization_family: None, goal: None });
+        return Ok(EnvSpec {
+            id: id.to_string(),
+            max_episode_steps: Some(crate::imaginebench::MAX_EPISODE_STEPS),
+            normalization_family: None,
+            goal: None,
+        });
     }
     let e = entry(id)?;
     Ok(EnvSpec {

@@ -89,7 +89,14 @@ impl Chunk {
             let index = self.first + k;
             let seed = seed.map(|s| s.wrapping_add(index as u64));
             let obs = env.reset(seed).map_err(|e| EnvError::SubEnv { index, source: Box::new(e) })?;
-            out.push(SubStep { obs, final_obs: None, reward: 0.0, terminated: false, truncated: false, info: Info::default() });
+            out.push(SubStep {
+                obs,
+                final_obs: None,
+                reward: 0.0,
+                terminated: false,
+                truncated: false,
+                info: Info::default(),
+            });
         }
         Ok(out)
     }
@@ -101,8 +108,16 @@ impl Chunk {
             let wrap = |e| EnvError::SubEnv { index, source: Box::new(e) };
             let s = env.step(action).map_err(wrap)?;
             // Same-step autoreset: the ended episode's last obs moves to `final_obs`.
-            let (obs, final_obs) = if s.terminated || s.truncated { (env.reset(None).map_err(wrap)?, Some(s.obs)) } else { (s.obs, None) };
-            out.push(SubStep { obs, final_obs, reward: s.reward, terminated: s.terminated, truncated: s.truncated, info: s.info });
+            let (obs, final_obs) =
+                if s.terminated || s.truncated { (env.reset(None).map_err(wrap)?, Some(s.obs)) } else { (s.obs, None) };
+            out.push(SubStep {
+                obs,
+                final_obs,
+                reward: s.reward,
+                terminated: s.terminated,
+                truncated: s.truncated,
+                info: s.info,
+            });
         }
         Ok(out)
     }
@@ -132,13 +147,22 @@ impl VecEnv {
     pub fn new(envs: Vec<Box<dyn Env>>, threads: usize) -> Result<Self, EnvError> {
         let n = envs.len();
         let first = envs.first().ok_or_else(|| EnvError::Other("VecEnv needs at least one env".into()))?;
-        let (spec, observation_space, action_space) = (first.spec().clone(), first.observation_space().clone(), first.action_space().clone());
+        let (spec, observation_space, action_space) =
+            (first.spec().clone(), first.observation_space().clone(), first.action_space().clone());
         for (i, e) in envs.iter().enumerate() {
             if e.observation_space().dim() != observation_space.dim() {
-                return Err(EnvError::Shape { what: format!("VecEnv: observation of env {i} ({})", e.spec().id), expected: observation_space.dim(), found: e.observation_space().dim() });
+                return Err(EnvError::Shape {
+                    what: format!("VecEnv: observation of env {i} ({})", e.spec().id),
+                    expected: observation_space.dim(),
+                    found: e.observation_space().dim(),
+                });
             }
             if e.action_space().dim() != action_space.dim() {
-                return Err(EnvError::Shape { what: format!("VecEnv: action of env {i} ({})", e.spec().id), expected: action_space.dim(), found: e.action_space().dim() });
+                return Err(EnvError::Shape {
+                    what: format!("VecEnv: action of env {i} ({})", e.spec().id),
+                    expected: action_space.dim(),
+                    found: e.action_space().dim(),
+                });
             }
         }
         let threads = threads.clamp(1, n);
@@ -285,7 +309,11 @@ impl VecEnv {
     }
 
     fn dead(w: &Worker) -> EnvError {
-        EnvError::Other(format!("VecEnv: the worker thread for envs {}..{} has stopped (it panicked)", w.first, w.first + w.len))
+        EnvError::Other(format!(
+            "VecEnv: the worker thread for envs {}..{} has stopped (it panicked)",
+            w.first,
+            w.first + w.len
+        ))
     }
 }
 

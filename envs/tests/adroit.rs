@@ -6,7 +6,9 @@ use o2o_envs::{make_mujoco, Env};
 
 #[test]
 fn sizes_and_horizons_are_d4rls() {
-    for (id, obs, act, limit) in [("pen-v1", 45, 24, 100), ("door-v1", 39, 28, 200), ("hammer-v1", 46, 26, 200), ("relocate-v1", 39, 30, 200)] {
+    for (id, obs, act, limit) in
+        [("pen-v1", 45, 24, 100), ("door-v1", 39, 28, 200), ("hammer-v1", 46, 26, 200), ("relocate-v1", 39, 30, 200)]
+    {
         let mut env = make_mujoco(id).unwrap();
         assert_eq!(env.observation_space().dim(), obs, "{id}");
         assert_eq!(env.action_space().dim(), act, "{id}");
@@ -36,7 +38,10 @@ fn door_moves_in_the_model_each_episode_within_d4rls_box() {
     for k in 0..10 {
         env.reset(if k == 0 { Some(4) } else { None }).unwrap();
         let p = env.inner().model().body_pos()[frame];
-        assert!((-0.3..=-0.2).contains(&p[0]) && (0.25..=0.35).contains(&p[1]) && (0.252..=0.35).contains(&p[2]), "{p:?}");
+        assert!(
+            (-0.3..=-0.2).contains(&p[0]) && (0.25..=0.35).contains(&p[1]) && (0.252..=0.35).contains(&p[2]),
+            "{p:?}"
+        );
         seen.push(p);
     }
     assert!(seen.windows(2).all(|w| w[0] != w[1]));
@@ -86,7 +91,11 @@ fn a_dropped_pen_ends_the_episode_with_the_penalty() {
 /// observations with `r = 1[success] − 1`, terminated at the goal, and no pen drop termination.
 #[test]
 fn binary_ids_pay_success_minus_one_and_end_at_the_goal() {
-    for (dense, binary, act, limit) in [("pen-v1", "pen-binary-v0", 24, 100), ("door-v1", "door-binary-v0", 28, 200), ("relocate-v1", "relocate-binary-v0", 30, 200)] {
+    for (dense, binary, act, limit) in [
+        ("pen-v1", "pen-binary-v0", 24, 100),
+        ("door-v1", "door-binary-v0", 28, 200),
+        ("relocate-v1", "relocate-binary-v0", 30, 200),
+    ] {
         let (mut d, mut b) = (make_mujoco(dense).unwrap(), make_mujoco(binary).unwrap());
         assert_eq!(b.spec().max_episode_steps, Some(limit), "{binary}");
         assert_eq!(b.spec().normalization_family, None, "{binary}: scored by success rate");

@@ -18,7 +18,8 @@ fn model_is_d4rls_ant_with_the_maze_walls() {
     assert_eq!(env.action_space().high, vec![1.0; 8]);
     assert_eq!(env.observation_space().dim(), 29);
     // The walls: one box geom per wall cell at D4RL's positions, on the world body.
-    let boxes: Vec<_> = raw.geoms().into_iter().filter(|g| g.name.as_deref().is_some_and(|n| n.starts_with("block_"))).collect();
+    let boxes: Vec<_> =
+        raw.geoms().into_iter().filter(|g| g.name.as_deref().is_some_and(|n| n.starts_with("block_"))).collect();
     let expected = U_MAZE_TEST.wall_boxes();
     assert_eq!(boxes.len(), expected.len());
     for (g, (pos, size)) in boxes.iter().zip(&expected) {
@@ -42,7 +43,10 @@ fn starts_at_the_reset_cell_with_d4rls_noise_and_a_fresh_goal_each_reset() {
             assert!((a - b).abs() <= 0.1, "qpos {a} vs qpos0 {b}");
         }
         assert!(env.inner().qvel().iter().all(|v| v.abs() < 0.6));
-        assert_eq!(obs[..15].iter().map(|v| *v as f64).collect::<Vec<_>>(), q.iter().map(|v| *v as f32 as f64).collect::<Vec<_>>());
+        assert_eq!(
+            obs[..15].iter().map(|v| *v as f64).collect::<Vec<_>>(),
+            q.iter().map(|v| *v as f32 as f64).collect::<Vec<_>>()
+        );
         goals.push(env.inner().task().goal().unwrap());
     }
     assert!(goals.windows(2).all(|w| w[0] != w[1]), "v2 must draw a new goal at each reset");
@@ -77,7 +81,8 @@ fn reaching_the_goal_pays_one_and_terminates() {
 
 #[test]
 fn time_limits_are_700_and_1000_and_the_ant_health_rule_does_not_end_episodes() {
-    for (id, limit) in [("antmaze-umaze-v2", 700), ("antmaze-medium-diverse-v2", 1000), ("antmaze-large-play-v2", 1000)] {
+    for (id, limit) in [("antmaze-umaze-v2", 700), ("antmaze-medium-diverse-v2", 1000), ("antmaze-large-play-v2", 1000)]
+    {
         let mut env = make(id).unwrap();
         env.reset(Some(2)).unwrap();
         let mut n = 0;

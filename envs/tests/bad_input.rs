@@ -75,12 +75,16 @@ fn parity_and_bench_refuse_empty_runs() {
     use o2o_envs::parity::{check, ParityOptions};
     let py = std::path::Path::new("/nonexistent/python");
     let script = std::path::Path::new("/nonexistent/gym_parity.py");
-    let err = check("Hopper-v5", &ParityOptions { steps: 0, ..Default::default() }, py, script).unwrap_err().to_string();
+    let err =
+        check("Hopper-v5", &ParityOptions { steps: 0, ..Default::default() }, py, script).unwrap_err().to_string();
     assert!(err.contains("steps (0)"), "{err}");
-    let err = check("Hopper-v5", &ParityOptions { max_episode_steps: Some(0), ..Default::default() }, py, script).unwrap_err().to_string();
+    let err = check("Hopper-v5", &ParityOptions { max_episode_steps: Some(0), ..Default::default() }, py, script)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("max_episode_steps (Some(0))"), "{err}");
     // A missing interpreter is named, with the fix.
-    let err = check("Hopper-v5", &ParityOptions { steps: 5, ..Default::default() }, py, script).unwrap_err().to_string();
+    let err =
+        check("Hopper-v5", &ParityOptions { steps: 5, ..Default::default() }, py, script).unwrap_err().to_string();
     assert!(err.contains("/nonexistent/python") && err.contains("make setup"), "{err}");
     let opts = o2o_envs::bench::BenchOptions { steps: 3, num_envs: 2, ..Default::default() };
     let err = o2o_envs::bench::run("Hopper-v5", &opts, py, script).unwrap_err().to_string();

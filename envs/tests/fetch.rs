@@ -1,8 +1,8 @@
 //! The Fetch tasks through the registry: shapes, the goal layout, the sparse reward against
 //! `info.success`, the 50-step time limit, and seeded resets.
 
-use o2o_envs::registry::{make, make_fetch};
 use o2o_envs::mujoco::{FetchScript, FetchTask};
+use o2o_envs::registry::{make, make_fetch};
 use o2o_envs::Env;
 
 #[test]
@@ -71,7 +71,11 @@ fn scripted_success(id: &str, task: FetchTask, n: u64) -> f64 {
 
 #[test]
 fn scripted_controllers_succeed_on_at_least_95_percent_of_seeds() {
-    for (id, task) in [("FetchReach-v4", FetchTask::Reach), ("FetchPush-v4", FetchTask::Push), ("FetchPickAndPlace-v4", FetchTask::PickAndPlace)] {
+    for (id, task) in [
+        ("FetchReach-v4", FetchTask::Reach),
+        ("FetchPush-v4", FetchTask::Push),
+        ("FetchPickAndPlace-v4", FetchTask::PickAndPlace),
+    ] {
         let rate = scripted_success(id, task, 20);
         eprintln!("{id}: scripted success {rate:.3} over 20 seeds");
         assert!(rate >= 0.95, "{id}: {rate}");

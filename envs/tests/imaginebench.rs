@@ -2,7 +2,9 @@
 //! reset, Δx after), round-robin tasks with their sentences' vectors, success terminations,
 //! the 200-step limit, and the released jump-instruction pairing.
 
-use o2o_envs::imaginebench::{builtin_embedding, ImagineBenchEnv, ImagineBenchOptions, Instructions, Level, TaskKind, EMBED_DIM};
+use o2o_envs::imaginebench::{
+    builtin_embedding, ImagineBenchEnv, ImagineBenchOptions, Instructions, Level, TaskKind, EMBED_DIM,
+};
 use o2o_envs::{make, Env};
 
 fn env(level: Level, instructions: Instructions) -> ImagineBenchEnv {
@@ -44,11 +46,21 @@ fn resets_cycle_tasks_and_append_the_sentence_vector() {
         assert_eq!(s.info.task, Some(e.task().key()));
     }
     use TaskKind::*;
-    assert_eq!(seen, [MoveForwardBackward, MoveBackwardForward, JumpInPlace, MoveForwardBackward, MoveBackwardForward, JumpInPlace]);
+    assert_eq!(
+        seen,
+        [MoveForwardBackward, MoveBackwardForward, JumpInPlace, MoveForwardBackward, MoveBackwardForward, JumpInPlace]
+    );
     // Ten paraphrases, drawn from the env's seeded stream: a seed gives the same sentence.
     let mut a = env(Level::Real, Instructions::Fixed);
     let mut b = env(Level::Real, Instructions::Fixed);
-    let draws = |e: &mut ImagineBenchEnv| (0..8).map(|k| { e.reset(Some(100 + k)).unwrap(); e.instruction() }).collect::<Vec<_>>();
+    let draws = |e: &mut ImagineBenchEnv| {
+        (0..8)
+            .map(|k| {
+                e.reset(Some(100 + k)).unwrap();
+                e.instruction()
+            })
+            .collect::<Vec<_>>()
+    };
     let (da, db) = (draws(&mut a), draws(&mut b));
     assert_eq!(da, db);
     assert!(da.iter().collect::<std::collections::HashSet<_>>().len() > 2, "{da:?}");
@@ -93,7 +105,11 @@ fn success_terminates_and_the_limit_truncates_at_200() {
         }
     };
     if end.terminated {
-        assert!(t >= 5 && end.info.success == Some(true) && end.info.get("x_travelled").unwrap() > 0.0, "t = {t}: {:?}", end.info);
+        assert!(
+            t >= 5 && end.info.success == Some(true) && end.info.get("x_travelled").unwrap() > 0.0,
+            "t = {t}: {:?}",
+            end.info
+        );
     } else {
         assert_eq!(t, 200);
     }

@@ -6,7 +6,8 @@ use mujoco_rs::prelude::*;
 #[test]
 fn mujoco_loads_gymnasium_half_cheetah_and_steps() {
     assert_eq!(o2o_envs::mujoco_version(), "3.17.0");
-    let path = o2o_envs::assets::asset_path("half_cheetah.xml").expect("Gymnasium assets must be installed by `make setup`");
+    let path =
+        o2o_envs::assets::asset_path("half_cheetah.xml").expect("Gymnasium assets must be installed by `make setup`");
     let model = MjModel::from_xml(&path).expect("half_cheetah.xml must load in MuJoCo 3.17");
     assert_eq!((model.ffi().nq, model.ffi().nv, model.ffi().nu), (9, 9, 6));
     let mut data = MjData::new(&model);

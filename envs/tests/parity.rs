@@ -15,13 +15,17 @@ fn python() -> PathBuf {
 }
 
 fn script() -> PathBuf {
-    PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").into())).join("../scripts/gym_parity.py")
+    PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").into()))
+        .join("../scripts/gym_parity.py")
 }
 
 fn assert_parity(id: &str, steps: usize, max_episode_steps: usize) -> o2o_envs::parity::ParityReport {
     let opts = ParityOptions { steps, seed: 5, max_episode_steps: Some(max_episode_steps) };
     let r = check(id, &opts, &python(), &script()).unwrap_or_else(|e| panic!("{id}: {e}"));
-    eprintln!("{id}: obs {:.2e} reward {:.2e} settled {:?} over {} steps", r.max_obs_abs_diff, r.max_reward_abs_diff, r.max_initial_state_diff, r.steps);
+    eprintln!(
+        "{id}: obs {:.2e} reward {:.2e} settled {:?} over {} steps",
+        r.max_obs_abs_diff, r.max_reward_abs_diff, r.max_initial_state_diff, r.steps
+    );
     assert!(r.passed(), "{id}: parity failed: {r:#?}");
     assert_eq!(r.steps, steps);
     assert!(r.episodes >= 2, "{id}: the run crossed no reset: {r:#?}");
@@ -78,7 +82,10 @@ fn ant_v2() {
 fn assert_antmaze_parity(id: &str, steps: usize, max_episode_steps: usize) {
     let r = assert_parity(id, steps, max_episode_steps);
     assert!(r.reference.contains("D4RL 1.1"), "{}", r.reference);
-    assert!(r.episodes >= 3 && r.terminations >= 1 && r.truncations >= 1, "{id}: goal hits and time limits not both exercised: {r:#?}");
+    assert!(
+        r.episodes >= 3 && r.terminations >= 1 && r.truncations >= 1,
+        "{id}: goal hits and time limits not both exercised: {r:#?}"
+    );
 }
 
 #[test]

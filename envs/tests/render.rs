@@ -16,12 +16,17 @@ fn fetch_cameras_render_headless_and_follow_the_arm() {
     for png in [&front, &left, &right] {
         assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "PNG signature");
         // IHDR: width and height, big-endian, at bytes 16..24.
-        assert_eq!((u32::from_be_bytes(png[16..20].try_into().unwrap()), u32::from_be_bytes(png[20..24].try_into().unwrap())), (96, 64));
+        assert_eq!(
+            (u32::from_be_bytes(png[16..20].try_into().unwrap()), u32::from_be_bytes(png[20..24].try_into().unwrap())),
+            (96, 64)
+        );
     }
     assert_eq!(left, right, "a single arm repeats its wrist view");
     assert_ne!(front, left, "scene and gripper cameras differ");
     // Frames are not blank, and the scene camera sees the arm move.
-    let mut data = |env: &mut o2o_envs::wrappers::TimeLimit<o2o_envs::mujoco::FetchEnv>, cam: &str| env.inner_mut().render_rgb(&mut r, cam).unwrap();
+    let mut data = |env: &mut o2o_envs::wrappers::TimeLimit<o2o_envs::mujoco::FetchEnv>, cam: &str| {
+        env.inner_mut().render_rgb(&mut r, cam).unwrap()
+    };
     let before = data(&mut env, FRONT_CAMERA);
     let mean = before.iter().map(|v| *v as f64).sum::<f64>() / before.len() as f64;
     let var = before.iter().map(|v| (*v as f64 - mean).powi(2)).sum::<f64>() / before.len() as f64;

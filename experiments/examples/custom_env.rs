@@ -22,8 +22,10 @@ struct PointMass {
 
 impl PointMass {
     fn new() -> Self {
-        let spec = EnvSpec { id: "PointMass-v0".into(), max_episode_steps: Some(50), normalization_family: None, goal: None };
-        let (obs_space, act_space) = (BoxSpace::new(vec![-1.0; 4], vec![1.0; 4]), BoxSpace::new(vec![-1.0; 2], vec![1.0; 2]));
+        let spec =
+            EnvSpec { id: "PointMass-v0".into(), max_episode_steps: Some(50), normalization_family: None, goal: None };
+        let (obs_space, act_space) =
+            (BoxSpace::new(vec![-1.0; 4], vec![1.0; 4]), BoxSpace::new(vec![-1.0; 2], vec![1.0; 2]));
         Self { spec, obs_space, act_space, rng: ChaCha8Rng::seed_from_u64(0), pos: [0.0; 2], goal: [0.0; 2], t: 0 }
     }
     fn obs(&self) -> Vec<f32> {
@@ -61,7 +63,13 @@ impl Env for PointMass {
         let dist = ((self.pos[0] - self.goal[0]).powi(2) + (self.pos[1] - self.goal[1]).powi(2)).sqrt();
         let reached = dist < 0.1;
         let info = Info { values: vec![("distance", dist as f64)], success: Some(reached), task: None };
-        Ok(Step { obs: self.obs(), reward: -dist as f64, terminated: reached, truncated: !reached && self.t >= 50, info })
+        Ok(Step {
+            obs: self.obs(),
+            reward: -dist as f64,
+            terminated: reached,
+            truncated: !reached && self.t >= 50,
+            info,
+        })
     }
 }
 
@@ -77,6 +85,11 @@ fn main() -> Result<()> {
         .device(tch::Device::Cpu)
         .fit_online(steps)?;
     let eval = done.summary.final_eval.expect("a finished run has a final evaluation");
-    println!("{}: return {:.2}, success rate {:.2}", done.dir.display(), eval.mean_return, eval.success_rate.unwrap_or(0.0));
+    println!(
+        "{}: return {:.2}, success rate {:.2}",
+        done.dir.display(),
+        eval.mean_return,
+        eval.success_rate.unwrap_or(0.0)
+    );
     Ok(())
 }

@@ -3,9 +3,9 @@
 //!
 //!     cargo run --release --example own_dataset -- [RUNS_DIR] [OFFLINE_STEPS] [ONLINE_STEPS]
 use anyhow::Result;
+use o2o_agents::rng::AgentRng;
 use o2o_datasets::d4rl::{Columns, D4rlDataset};
 use o2o_experiments::Run;
-use o2o_agents::rng::AgentRng;
 
 /// IQL with small networks; the data itself is handed over with `Run::dataset`.
 const CONFIG: &str = r#"
@@ -66,8 +66,16 @@ fn main() -> Result<()> {
     println!("dataset: {} transitions, sha256 {}", data.len(), &data.content_sha256()[..12]);
 
     // Offline (d3rlpy's `fit`), then online from that run's final agent (`fit_online`).
-    let offline = Run::from_toml_str("iql-pendulum", CONFIG)?.dataset(data.clone())?.runs_dir(&runs_dir).device(tch::Device::Cpu).fit(offline_steps)?;
-    let online = Run::finetune(&offline.dir)?.dataset(data)?.runs_dir(&runs_dir).device(tch::Device::Cpu).fit_online(online_steps)?;
+    let offline = Run::from_toml_str("iql-pendulum", CONFIG)?
+        .dataset(data.clone())?
+        .runs_dir(&runs_dir)
+        .device(tch::Device::Cpu)
+        .fit(offline_steps)?;
+    let online = Run::finetune(&offline.dir)?
+        .dataset(data)?
+        .runs_dir(&runs_dir)
+        .device(tch::Device::Cpu)
+        .fit_online(online_steps)?;
     for (what, done) in [("offline", &offline), ("online", &online)] {
         let ret = done.summary.final_eval.map_or(f64::NAN, |e| e.mean_return);
         println!("{what}: {} return {ret:.1}", done.dir.display());

@@ -9,7 +9,13 @@ use std::path::Path;
 /// SAC on InvertedPendulum-v5, a checkpoint every 500 steps (at the next episode end).
 fn sac<'a>(runs_dir: &str, steps: u64) -> Result<Run<'a>> {
     Ok(Run::preset("sac-inverted-pendulum")?
-        .set(["train.random_steps=300".to_string(), format!("train.online_steps={steps}"), "checkpoint.every=500".into(), "eval.every=500".into(), "eval.episodes=3".into()])?
+        .set([
+            "train.random_steps=300".to_string(),
+            format!("train.online_steps={steps}"),
+            "checkpoint.every=500".into(),
+            "eval.every=500".into(),
+            "eval.episodes=3".into(),
+        ])?
         .runs_dir(runs_dir)
         .device(tch::Device::Cpu))
 }
@@ -50,6 +56,10 @@ fn main() -> Result<()> {
     if a != b {
         bail!("the resumed run differs: {} records against {} uninterrupted", b.len(), a.len());
     }
-    println!("identical: {} metric records, final return {:?}", a.len(), resumed.summary.final_eval.map(|e| e.mean_return));
+    println!(
+        "identical: {} metric records, final return {:?}",
+        a.len(),
+        resumed.summary.final_eval.map(|e| e.mean_return)
+    );
     Ok(())
 }

@@ -32,7 +32,10 @@ mod tests {
     #[test]
     fn cpp_frames_are_dropped_and_the_message_kept() {
         let text = "PytorchStreamReader failed reading zip archive: failed finding central directory\nException raised from valid at ../caffe2/serialize/inline_container.cc:236 (most recent call first):\nframe #0: c10::Error::Error(...) + 0x9c (0x7f in libc10.so)\nframe #1: ...";
-        assert_eq!(without_cpp_frames(text), "PytorchStreamReader failed reading zip archive: failed finding central directory");
+        assert_eq!(
+            without_cpp_frames(text),
+            "PytorchStreamReader failed reading zip archive: failed finding central directory"
+        );
         assert_eq!(without_cpp_frames("plain"), "plain");
     }
 }

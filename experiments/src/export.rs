@@ -79,17 +79,26 @@ pub struct Exported {
 /// Write the deterministic policy of the run in `run_dir` (its checkpoint `checkpoint`, or the
 /// newest) to `out` as TorchScript, and `out` with the extension `.json` beside it. `env`
 /// gives the observation and action spaces; `None` makes the run's env from the registry.
-pub fn export_torchscript(run_dir: &Path, checkpoint: Option<&str>, out: &Path, env: Option<Box<dyn Env>>) -> Result<Exported> {
-    let CheckpointAgent { config, folder: ckpt, state, env, agent } = load_checkpoint_agent(run_dir, checkpoint, env, Device::Cpu)?;
+pub fn export_torchscript(
+    run_dir: &Path,
+    checkpoint: Option<&str>,
+    out: &Path,
+    env: Option<Box<dyn Env>>,
+) -> Result<Exported> {
+    let CheckpointAgent { config, folder: ckpt, state, env, agent } =
+        load_checkpoint_agent(run_dir, checkpoint, env, Device::Cpu)?;
     let (obs_space, act_space) = (env.observation_space().clone(), env.action_space().clone());
     let scale = ActionScale::new(&act_space, &config.env)?;
     let (obs_dim, act_dim) = (obs_space.dim(), act_space.dim());
-    let policy = agent.deterministic_policy().with_context(|| format!("the {} agent cannot give a deterministic policy to export", config.algo))?;
+    let policy = agent
+        .deterministic_policy()
+        .with_context(|| format!("the {} agent cannot give a deterministic policy to export", config.algo))?;
 
     // a_env = low + (clip(a, −1, 1) + 1) / 2 · (high − low), as ActionScale::to_env does.
     let (low, high) = scale.bounds();
     let low_t = Tensor::from_slice(low).view([1, act_dim as i64]);
-    let half_range = Tensor::from_slice(&low.iter().zip(high).map(|(l, h)| 0.5 * (h - l)).collect::<Vec<f32>>()).view([1, act_dim as i64]);
+    let half_range = Tensor::from_slice(&low.iter().zip(high).map(|(l, h)| 0.5 * (h - l)).collect::<Vec<f32>>())
+        .view([1, act_dim as i64]);
     let example = Tensor::zeros([2, obs_dim as i64], (Kind::Float, Device::Cpu));
     let module = tch::no_grad(|| {
         CModule::create_by_tracing("O2oPolicy", "forward", &[example], &mut |inputs: &[Tensor]| {
@@ -97,7 +106,9 @@ pub fn export_torchscript(run_dir: &Path, checkpoint: Option<&str>, out: &Path, 
             vec![&low_t + (a + 1.0) * &half_range]
         })
     })
-    .map_err(|e| anyhow::anyhow!("tracing the {} policy into TorchScript failed: {}", config.algo, first_line(&e.to_string())))?;
+    .map_err(|e| {
+        anyhow::anyhow!("tracing the {} policy into TorchScript failed: {}", config.algo, first_line(&e.to_string()))
+    })?;
 
     if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
@@ -107,7 +118,13 @@ pub fn export_torchscript(run_dir: &Path, checkpoint: Option<&str>, out: &Path, 
     std::fs::rename(&tmp, out).with_context(|| format!("cannot move {} to {}", tmp.display(), out.display()))?;
 
     let bounds = |v: &[f32]| v.iter().map(|x| x.is_finite().then_some(*x as f64)).collect::<Vec<_>>();
-    let side = |name: &str, dim: usize, space: &BoxSpace| TensorSpec { name: name.into(), dtype: "float32".into(), shape: vec![-1, dim as i64], low: bounds(&space.low), high: bounds(&space.high) };
+    let side = |name: &str, dim: usize, space: &BoxSpace| TensorSpec {
+        name: name.into(),
+        dtype: "float32".into(),
+        shape: vec![-1, dim as i64],
+        low: bounds(&space.low),
+        high: bounds(&space.high),
+    };
     let spec = PolicySpec {
         format: SPEC_FORMAT.into(),
         module: out.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default(),

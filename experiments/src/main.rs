@@ -62,7 +62,10 @@ fn main() {
     // command-line tools, instead of panicking in println!.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cli = Cli::parse();
-    if matches!(cli.command, Command::Train(_) | Command::Run(_) | Command::Finetune(_) | Command::Resume(_) | Command::Robot(_)) {
+    if matches!(
+        cli.command,
+        Command::Train(_) | Command::Run(_) | Command::Finetune(_) | Command::Resume(_) | Command::Robot(_)
+    ) {
         // Ctrl-C and SIGTERM: a checkpoint at the next safe point, then the resume command.
         o2o_experiments::run::interrupt::install();
     }
@@ -86,11 +89,18 @@ fn main() {
     };
     if let Err(err) = result {
         // A closed pipe (`o2o ... | head`) is not an error worth reporting.
-        if err.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)) {
+        if err
+            .chain()
+            .any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe))
+        {
             std::process::exit(0);
         }
         if let Some(stop) = err.downcast_ref::<o2o_experiments::run::interrupt::Interrupted>() {
-            eprintln!("o2o: stopped at step {} with a checkpoint ({}); continue with:", stop.step, stop.checkpoint.display());
+            eprintln!(
+                "o2o: stopped at step {} with a checkpoint ({}); continue with:",
+                stop.step,
+                stop.checkpoint.display()
+            );
             eprintln!("  o2o resume {}", stop.dir.display());
             std::process::exit(130);
         }

@@ -3,7 +3,6 @@
 //! Run-time environment variables win over the paths `scripts/setup.sh` wrote into the build
 //! environment, which win over the defaults under `$HOME/.cache/o2o`.
 
-
 use std::path::PathBuf;
 
 /// `$O2O_HOME`, default `$HOME/.cache/o2o`.

@@ -84,7 +84,15 @@ impl RobotSession {
     /// The session for the robot config at `path`.
     pub fn open(path: &Path) -> Result<Self> {
         let config = RobotConfig::read(path)?;
-        Ok(Self { id: env_id(path)?, path: path.to_path_buf(), config, recording: Arc::new(Mutex::new(None)), reports: Arc::new(Mutex::new(Vec::new())), made: Arc::new(0.into()), observer: Arc::new(Mutex::new(None)) })
+        Ok(Self {
+            id: env_id(path)?,
+            path: path.to_path_buf(),
+            config,
+            recording: Arc::new(Mutex::new(None)),
+            reports: Arc::new(Mutex::new(Vec::new())),
+            made: Arc::new(0.into()),
+            observer: Arc::new(Mutex::new(None)),
+        })
     }
 
     /// The run's env id for this robot.
@@ -108,7 +116,12 @@ impl RobotSession {
         }
         let env = config.build(&self.id, &self.path)?;
         let (o, a) = (env.observation_space().dim(), env.action_space().dim());
-        let rec = self.recording.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(|| Arc::new(Mutex::new(Recording::in_memory(o, a)))).clone();
+        let rec = self
+            .recording
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert_with(|| Arc::new(Mutex::new(Recording::in_memory(o, a))))
+            .clone();
         Ok(env.with_recording(rec).with_report_sink(self.reports.clone()).with_observer(self.observer.clone(), k))
     }
 
@@ -135,7 +148,10 @@ impl RobotSession {
     pub fn flush_into(&self, dir: &Path) -> Result<()> {
         if let Some(rec) = self.recording.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
             let path = dir.join(RECORDING);
-            rec.lock().unwrap_or_else(|p| p.into_inner()).adopt(&path).with_context(|| format!("writing the robot recording {}", path.display()))?;
+            rec.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .adopt(&path)
+                .with_context(|| format!("writing the robot recording {}", path.display()))?;
         }
         Ok(())
     }
@@ -143,15 +159,24 @@ impl RobotSession {
     /// After the run: the recording in `dir`, the envs' reports in `dir/robot.json`.
     pub fn finish(&self, dir: &Path) -> Result<RobotReport> {
         self.flush_into(dir)?;
-        let (recording, transitions, interventions) = match self.recording.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
-            Some(r) => {
-                let r = r.lock().unwrap_or_else(|p| p.into_inner());
-                (r.path().map(|p| p.display().to_string()), r.len(), r.interventions())
-            }
-            None => (None, 0, 0),
-        };
-        let envs: Vec<EnvReport> = self.reports.lock().unwrap_or_else(|p| p.into_inner()).iter().filter(|r| r.timing.steps > 0).cloned().collect();
-        let report = RobotReport { config: self.path.display().to_string(), recording, transitions, interventions, envs };
+        let (recording, transitions, interventions) =
+            match self.recording.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+                Some(r) => {
+                    let r = r.lock().unwrap_or_else(|p| p.into_inner());
+                    (r.path().map(|p| p.display().to_string()), r.len(), r.interventions())
+                }
+                None => (None, 0, 0),
+            };
+        let envs: Vec<EnvReport> = self
+            .reports
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter(|r| r.timing.steps > 0)
+            .cloned()
+            .collect();
+        let report =
+            RobotReport { config: self.path.display().to_string(), recording, transitions, interventions, envs };
         rundir::write_json(&dir.join(REPORT), &report)?;
         Ok(report)
     }

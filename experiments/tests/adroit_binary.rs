@@ -6,10 +6,10 @@
 
 use o2o_datasets::d4rl::D4rlDataset;
 use o2o_datasets::mc_returns::McConfig;
+use o2o_envs::{make_mujoco, Env};
 use o2o_experiments::run::config::DatasetConfig;
 use o2o_experiments::run::{data, presets, runner::build_agent};
 use o2o_experiments::Run;
-use o2o_envs::{make_mujoco, Env};
 use std::path::PathBuf;
 
 #[test]
@@ -21,7 +21,11 @@ fn every_binary_preset_builds_its_agent_and_names_its_data() {
         let task = ["pen", "door", "relocate"].into_iter().find(|t| name.contains(&format!("-{t}-"))).unwrap();
         assert_eq!(c.env, format!("{task}-binary-v0"), "{name}");
         let d = c.dataset.as_ref().unwrap();
-        assert_eq!((d.id.as_deref(), d.relabel.as_deref()), (Some(format!("{task}-human-v1").as_str()), Some("adroit-binary")), "{name}");
+        assert_eq!(
+            (d.id.as_deref(), d.relabel.as_deref()),
+            (Some(format!("{task}-human-v1").as_str()), Some("adroit-binary")),
+            "{name}"
+        );
         // Cal-QL and WSRL scale −1/0 to −5/+5; RLPD keeps the env's rewards.
         assert_eq!(d.reward, if c.algo == "rlpd" { "none" } else { "adroit-binary" }, "{name}");
         let (obs, act) = match task {

@@ -15,14 +15,17 @@ fn every_antmaze_preset_builds_its_agent_and_names_its_dataset() {
     tch::set_num_threads(1); // libtorch's spinning OpenMP threads only slow a shared 2-core machine
     let mut seen = 0;
     for name in presets::names() {
-        let Some(rest) = ["iql", "cql", "calql", "wsrl", "rlpd"].iter().find_map(|a| name.strip_prefix(&format!("{a}-antmaze-"))) else {
+        let Some(rest) =
+            ["iql", "cql", "calql", "wsrl", "rlpd"].iter().find_map(|a| name.strip_prefix(&format!("{a}-antmaze-")))
+        else {
             continue;
         };
         let c = Run::preset(name).unwrap().config().unwrap_or_else(|e| panic!("{name}: {e:#}"));
         assert_eq!(c.env, format!("antmaze-{rest}-v2"), "{name}");
         let d = c.dataset.as_ref().unwrap();
         assert_eq!(d.id.as_deref(), Some(c.env.as_str()), "{name}: the dataset is the env's");
-        let reward = if name.starts_with("iql") || name.starts_with("rlpd") { "antmaze-minus-one" } else { "calql-antmaze" };
+        let reward =
+            if name.starts_with("iql") || name.starts_with("rlpd") { "antmaze-minus-one" } else { "calql-antmaze" };
         assert_eq!(d.reward, reward, "{name}");
         // Building is the slow part (orthogonal inits of 10 critics): one maze per algorithm; the
         // other presets differ from it in the env and dataset ids only.
@@ -47,7 +50,8 @@ fn antmaze_file(dir: &Path) -> PathBuf {
     for ep in 0..4u64 {
         let mut obs = env.reset(Some(ep)).unwrap();
         for t in 0..100usize {
-            let a: Vec<f32> = (0..8).map(|k| (((t * 7 + k * 3 + ep as usize) % 13) as f32 / 6.0 - 1.0).clamp(-1.0, 1.0)).collect();
+            let a: Vec<f32> =
+                (0..8).map(|k| (((t * 7 + k * 3 + ep as usize) % 13) as f32 / 6.0 - 1.0).clamp(-1.0, 1.0)).collect();
             let s = env.step(&a).unwrap();
             let hit = ep % 2 == 1 && t >= 95;
             ds.observations.extend_from_slice(&obs);
@@ -65,7 +69,8 @@ fn antmaze_file(dir: &Path) -> PathBuf {
 
 #[test]
 fn a_short_antmaze_run_from_a_local_file_logs_success() {
-    let dir = tempfile::Builder::new().prefix("o2o-antmaze-data-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap().keep();
+    let dir =
+        tempfile::Builder::new().prefix("o2o-antmaze-data-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap().keep();
     let file = antmaze_file(&dir);
     let sets = [
         "agent.critic.hidden=[32, 32]",
@@ -80,7 +85,11 @@ fn a_short_antmaze_run_from_a_local_file_logs_success() {
         "eval.episodes=1",
         "checkpoint.every=0",
     ];
-    let run = common::run_o2o("o2o-antmaze-", &["run", "--preset", "iql-antmaze-umaze", "--dataset", file.to_str().unwrap()], &sets);
+    let run = common::run_o2o(
+        "o2o-antmaze-",
+        &["run", "--preset", "iql-antmaze-umaze", "--dataset", file.to_str().unwrap()],
+        &sets,
+    );
     let config = std::fs::read_to_string(run.join("config.toml")).unwrap();
     assert!(config.contains("antmaze-umaze-small.hdf5") && config.contains("antmaze-minus-one"), "{config}");
     let success = common::metric(&run, "eval/success_rate");
@@ -92,7 +101,8 @@ fn a_short_antmaze_run_from_a_local_file_logs_success() {
     for (s, n) in success.iter().zip(&score) {
         assert!((n - 100.0 * s).abs() < 1e-9, "score {n} vs success {s}");
     }
-    let summary: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap();
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["env_steps"].as_u64(), Some(100));
     assert!(summary["grad_steps"].as_u64().unwrap() >= 100);
 }

@@ -47,7 +47,16 @@ fn info_and_convert_on_d4rl_and_minari_files() {
     assert!(out.contains("does not fit the env") && out.contains("expects 17"), "{out}");
 
     let minari = dir.path().join("minari");
-    let (ok, out) = o2o(&["dataset", "convert", file.to_str().unwrap(), minari.to_str().unwrap(), "--to", "minari", "--id", "hopper-medium-v2"]);
+    let (ok, out) = o2o(&[
+        "dataset",
+        "convert",
+        file.to_str().unwrap(),
+        minari.to_str().unwrap(),
+        "--to",
+        "minari",
+        "--id",
+        "hopper-medium-v2",
+    ]);
     assert!(ok, "{out}");
     let (ok, out) = o2o(&["dataset", "info", minari.to_str().unwrap()]);
     assert!(ok, "{out}");
@@ -59,7 +68,10 @@ fn info_and_convert_on_d4rl_and_minari_files() {
     assert!(ok, "{out}");
     let d = D4rlDataset::read(&back).unwrap();
     let orig = hopper_like();
-    assert_eq!((d.observations, d.rewards, d.terminals, d.timeouts), (orig.observations, orig.rewards, orig.terminals, orig.timeouts));
+    assert_eq!(
+        (d.observations, d.rewards, d.terminals, d.timeouts),
+        (orig.observations, orig.rewards, orig.terminals, orig.timeouts)
+    );
 }
 
 #[test]

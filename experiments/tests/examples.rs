@@ -13,19 +13,33 @@ fn example(name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let profile_dir = exe.parent().and_then(Path::parent).unwrap();
     let path = profile_dir.join("examples").join(name);
-    assert!(path.is_file(), "{} is missing: examples are built by `cargo test` (or `cargo build --examples`)", path.display());
+    assert!(
+        path.is_file(),
+        "{} is missing: examples are built by `cargo test` (or `cargo build --examples`)",
+        path.display()
+    );
     path
 }
 
 fn run_example(name: &str, args: &[&str]) -> (PathBuf, Output) {
-    let runs = tempfile::Builder::new().prefix(&format!("example-{name}-")).tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap().keep();
+    let runs = tempfile::Builder::new()
+        .prefix(&format!("example-{name}-"))
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap()
+        .keep();
     let out = Command::new(example(name)).arg(&runs).args(args).env("OMP_NUM_THREADS", "1").output().unwrap();
-    assert!(out.status.success(), "example {name} failed:\n{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "example {name} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     (runs, out)
 }
 
 fn run_dirs(runs: &Path) -> Vec<PathBuf> {
-    let mut d: Vec<PathBuf> = std::fs::read_dir(runs).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
+    let mut d: Vec<PathBuf> =
+        std::fs::read_dir(runs).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
     d.sort();
     d
 }
@@ -73,7 +87,8 @@ fn own_dataset_example_trains_offline_on_memory_data_then_online() {
     assert!(stdout.contains("offline:") && stdout.contains("online:"), "{stdout}");
     let dirs = run_dirs(&runs);
     assert_eq!(dirs.len(), 2, "{dirs:?}");
-    let (offline, online) = if dirs[0].to_string_lossy().contains("finetune") { (&dirs[1], &dirs[0]) } else { (&dirs[0], &dirs[1]) };
+    let (offline, online) =
+        if dirs[0].to_string_lossy().contains("finetune") { (&dirs[1], &dirs[0]) } else { (&dirs[0], &dirs[1]) };
     let m = json(&offline.join("manifest.json"));
     assert_eq!(m["dataset"]["path"], "(in-memory dataset)");
     let sha = m["dataset"]["sha256"].as_str().unwrap().to_string();

@@ -35,10 +35,13 @@ fn o2o_actions(run: &Path, obs: &[Vec<f32>]) -> Vec<Vec<f32>> {
 
 fn max_abs_diff(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
     assert_eq!(a.len(), b.len());
-    a.iter().zip(b).flat_map(|(x, y)| {
-        assert_eq!(x.len(), y.len());
-        x.iter().zip(y).map(|(p, q)| (p - q).abs())
-    }).fold(0.0, f32::max)
+    a.iter()
+        .zip(b)
+        .flat_map(|(x, y)| {
+            assert_eq!(x.len(), y.len());
+            x.iter().zip(y).map(|(p, q)| (p - q).abs())
+        })
+        .fold(0.0, f32::max)
 }
 
 /// Export with the real CLI, then check the module from Python and from Rust.
@@ -47,7 +50,8 @@ fn check_export(run: &Path) {
     let o = Command::new(common::O2O).arg("export").arg(run).args(["--to", "torchscript"]).output().unwrap();
     assert!(o.status.success(), "o2o export failed: {}", String::from_utf8_lossy(&o.stderr));
     assert!(out.is_file() && run.join("export/policy.json").is_file());
-    let spec: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(run.join("export/policy.json")).unwrap()).unwrap();
+    let spec: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("export/policy.json")).unwrap()).unwrap();
     assert_eq!(spec["format"], "o2o-policy-v1");
     assert_eq!(spec["env"], "InvertedPendulum-v5");
     assert_eq!(spec["input"]["shape"], serde_json::json!([-1, 4]));
@@ -80,7 +84,8 @@ fn check_export(run: &Path) {
     let module = tch::CModule::load(&out).unwrap();
     let flat: Vec<f32> = obs.iter().flatten().copied().collect();
     let a = module.forward_ts(&[Tensor::from_slice(&flat).view([1000, 4])]).unwrap();
-    let from_rust: Vec<Vec<f32>> = Vec::<f32>::try_from(&a.flatten(0, -1)).unwrap().chunks(1).map(|c| c.to_vec()).collect();
+    let from_rust: Vec<Vec<f32>> =
+        Vec::<f32>::try_from(&a.flatten(0, -1)).unwrap().chunks(1).map(|c| c.to_vec()).collect();
     let d = max_abs_diff(&want, &from_rust);
     assert!(d <= 1e-6, "tch::CModule: max |Δaction| = {d}");
 }
@@ -103,9 +108,16 @@ fn sac_export_matches_o2o_actions_in_python_and_rust() {
     assert!(ckpts.len() >= 2, "{ckpts:?}");
     let first = ckpts[0].file_name().unwrap().to_string_lossy().to_string();
     let step: u64 = first.trim_start_matches("step-").parse().unwrap();
-    let o = Command::new(common::O2O).arg("export").arg(&done.dir).args(["--checkpoint", &format!("step-{step}"), "--out"]).arg(done.dir.join("early.pt")).output().unwrap();
+    let o = Command::new(common::O2O)
+        .arg("export")
+        .arg(&done.dir)
+        .args(["--checkpoint", &format!("step-{step}"), "--out"])
+        .arg(done.dir.join("early.pt"))
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let spec: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(done.dir.join("early.json")).unwrap()).unwrap();
+    let spec: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(done.dir.join("early.json")).unwrap()).unwrap();
     assert_eq!(spec["step"], step);
     let o = Command::new(common::O2O).arg("export").arg(&done.dir).args(["--checkpoint", "step-77"]).output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
@@ -137,7 +149,14 @@ fn iql_export_matches_o2o_actions_in_python_and_rust() {
     let data = D4rlDataset::from_columns(c).unwrap();
     let done = Run::preset("iql-hopper-medium")
         .unwrap()
-        .set(["env=InvertedPendulum-v5", "dataset.reward=\"none\"", "agent.critic.hidden=[32, 32]", "agent.value.hidden=[32, 32]", "agent.actor.mlp.hidden=[32, 32]", "eval.episodes=1"])
+        .set([
+            "env=InvertedPendulum-v5",
+            "dataset.reward=\"none\"",
+            "agent.critic.hidden=[32, 32]",
+            "agent.value.hidden=[32, 32]",
+            "agent.actor.mlp.hidden=[32, 32]",
+            "eval.episodes=1",
+        ])
         .unwrap()
         .dataset(data)
         .unwrap()

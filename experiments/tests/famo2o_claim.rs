@@ -44,8 +44,25 @@ fn policy_run() -> &'static PathBuf {
 
 fn make_mixed(out: &Path, seed: &str) {
     let (ok, log) = o2o(&[
-        "dataset", "make-benchmark", "halfcheetah", "--mixed-quality", policy_run().to_str().unwrap(), "--policy-region", RULE,
-        "--transitions", &ROWS.to_string(), "--eval-episodes", "1", "--seed", seed, "--out", out.to_str().unwrap(), "--threads", "1", "--device", "cpu",
+        "dataset",
+        "make-benchmark",
+        "halfcheetah",
+        "--mixed-quality",
+        policy_run().to_str().unwrap(),
+        "--policy-region",
+        RULE,
+        "--transitions",
+        &ROWS.to_string(),
+        "--eval-episodes",
+        "1",
+        "--seed",
+        seed,
+        "--out",
+        out.to_str().unwrap(),
+        "--threads",
+        "1",
+        "--device",
+        "cpu",
     ]);
     assert!(ok, "{log}");
 }
@@ -73,9 +90,15 @@ fn mixed_quality_rows_follow_the_region_rule_and_repeat_with_the_seed() {
     let path = mixed_file();
     let dir = path.parent().unwrap();
     let m = manifest(dir);
-    assert_eq!((m["format"].as_str(), m["task"].as_str(), m["env"].as_str()), (Some("o2o-benchmark-mixed/1"), Some("halfcheetah"), Some("halfcheetah-v2")));
+    assert_eq!(
+        (m["format"].as_str(), m["task"].as_str(), m["env"].as_str()),
+        (Some("o2o-benchmark-mixed/1"), Some("halfcheetah"), Some("halfcheetah-v2"))
+    );
     let rule = &m["region_rule"];
-    assert_eq!((rule["text"].as_str(), rule["feature"].as_u64(), rule["above"].as_bool(), rule["threshold"].as_f64()), (Some("obs[8] < 0"), Some(8), Some(false), Some(0.0)));
+    assert_eq!(
+        (rule["text"].as_str(), rule["feature"].as_u64(), rule["above"].as_bool(), rule["threshold"].as_f64()),
+        (Some("obs[8] < 0"), Some(8), Some(false), Some(0.0))
+    );
     assert!(m["command"].as_array().unwrap().iter().any(|a| a == RULE), "the command is recorded: {}", m["command"]);
     assert_eq!(m["policy"]["algo"], "sac");
     assert_eq!(m["policy"]["env_steps"], 500);
@@ -134,8 +157,19 @@ fn mixed_quality_rows_follow_the_region_rule_and_repeat_with_the_seed() {
     assert_ne!(manifest(&scratch.path().join("other"))["file"]["sha256"], m["file"]["sha256"]);
     // A rule on a number the observation does not have is refused.
     let (ok, log) = o2o(&[
-        "dataset", "make-benchmark", "halfcheetah", "--mixed-quality", policy_run().to_str().unwrap(), "--policy-region", "obs[17]<0",
-        "--transitions", "10", "--out", scratch.path().join("bad").to_str().unwrap(), "--device", "cpu",
+        "dataset",
+        "make-benchmark",
+        "halfcheetah",
+        "--mixed-quality",
+        policy_run().to_str().unwrap(),
+        "--policy-region",
+        "obs[17]<0",
+        "--transitions",
+        "10",
+        "--out",
+        scratch.path().join("bad").to_str().unwrap(),
+        "--device",
+        "cpu",
     ]);
     assert!(!ok && log.contains("17 observation numbers"), "{log}");
 }
@@ -147,10 +181,24 @@ fn mixed_quality_rows_follow_the_region_rule_and_repeat_with_the_seed() {
 #[test]
 fn famo2o_claim_compares_the_balance_model_with_each_fixed_beta() {
     let data = mixed_file();
-    let out = tempfile::Builder::new().prefix("o2o-famo2o-claim-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap().keep();
+    let out =
+        tempfile::Builder::new().prefix("o2o-famo2o-claim-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap().keep();
     let claim = || {
         let mut c = Command::new(common::O2O);
-        c.args(["experiment", "famo2o-claim", "--seeds", "2", "--jobs", "2", "--threads", "1", "--device", "cpu", "--out"]).arg(&out);
+        c.args([
+            "experiment",
+            "famo2o-claim",
+            "--seeds",
+            "2",
+            "--jobs",
+            "2",
+            "--threads",
+            "1",
+            "--device",
+            "cpu",
+            "--out",
+        ])
+        .arg(&out);
         for s in [
             format!("dataset.path={:?}", data.display().to_string()),
             "train.offline_steps=150".into(),
@@ -174,7 +222,11 @@ fn famo2o_claim_compares_the_balance_model_with_each_fixed_beta() {
     let table = std::fs::read_to_string(out.join("table.md")).unwrap();
     assert!(out.join("curves.png").is_file());
     for v in ["famo2o", "fixed-0.5", "fixed-1.0", "fixed-1.5"] {
-        assert_eq!(table.matches(&format!("| {v} |")).count(), 2, "{v}: a row at fixed steps and a summary row:\n{table}");
+        assert_eq!(
+            table.matches(&format!("| {v} |")).count(),
+            2,
+            "{v}: a row at fixed steps and a summary row:\n{table}"
+        );
     }
     for measure in ["final score", "mean online score"] {
         for fixed in ["fixed-0.5", "fixed-1.0", "fixed-1.5"] {
@@ -182,7 +234,10 @@ fn famo2o_claim_compares_the_balance_model_with_each_fixed_beta() {
         }
         assert_eq!(table.matches(&format!("| {measure} | famo2o − best fixed β (fixed-")).count(), 1, "{table}");
     }
-    assert!(table.contains("region A: ") && table.contains(RULE.replace('<', " < ").as_str()), "the data's rule and shares:\n{table}");
+    assert!(
+        table.contains("region A: ") && table.contains(RULE.replace('<', " < ").as_str()),
+        "the data's rule and shares:\n{table}"
+    );
 
     let r: Value = serde_json::from_str(&first).unwrap();
     for measure in ["final_score", "mean_online_score", "offline_end_score"] {
@@ -222,7 +277,12 @@ fn famo2o_claim_compares_the_balance_model_with_each_fixed_beta() {
     assert_eq!(r["beta_by_region"]["paired_a_minus_b"]["seeds"], serde_json::json!([0, 1]));
 
     let config = |variant: &str, seed: u64| {
-        let dir = std::fs::read_dir(out.join("runs").join(variant).join(format!("seed-{seed}"))).unwrap().next().unwrap().unwrap().path();
+        let dir = std::fs::read_dir(out.join("runs").join(variant).join(format!("seed-{seed}")))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
         toml::from_str::<toml::Table>(&std::fs::read_to_string(dir.join("config.toml")).unwrap()).unwrap()
     };
     assert!(config("famo2o", 1)["agent"].get("fixed_beta").is_none());
@@ -236,6 +296,10 @@ fn famo2o_claim_compares_the_balance_model_with_each_fixed_beta() {
     assert_eq!(second["per_seed"], r["per_seed"]);
     assert_eq!(second["beta_by_region"]["per_seed"], r["beta_by_region"]["per_seed"]);
     for v in ["famo2o", "fixed-1.5"] {
-        assert_eq!(std::fs::read_dir(out.join("runs").join(v).join("seed-0")).unwrap().count(), 1, "{v}: a second run was started");
+        assert_eq!(
+            std::fs::read_dir(out.join("runs").join(v).join("seed-0")).unwrap().count(),
+            1,
+            "{v}: a second run was started"
+        );
     }
 }

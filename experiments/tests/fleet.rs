@@ -28,7 +28,15 @@ impl Drop for Proc {
 }
 
 fn transition(i: usize) -> Transition {
-    Transition { obs: vec![i as f32, 0.5], action: vec![0.1], reward: i as f64, next_obs: vec![i as f32 + 1.0, 0.5], terminated: false, truncated: i % 10 == 9, intervention: false }
+    Transition {
+        obs: vec![i as f32, 0.5],
+        action: vec![0.1],
+        reward: i as f64,
+        next_obs: vec![i as f32 + 1.0, 0.5],
+        terminated: false,
+        truncated: i % 10 == 9,
+        intervention: false,
+    }
 }
 
 fn fast() -> FleetConfig {
@@ -36,7 +44,12 @@ fn fast() -> FleetConfig {
 }
 
 /// Rows per actor of every valid message with sequence ≤ `upto` (and every actor's sequences).
-fn stream_rows(bus: &Bus, upto: u64, obs: usize, act: usize) -> (u64, BTreeMap<String, u64>, BTreeMap<String, Vec<u64>>, u64) {
+fn stream_rows(
+    bus: &Bus,
+    upto: u64,
+    obs: usize,
+    act: usize,
+) -> (u64, BTreeMap<String, u64>, BTreeMap<String, Vec<u64>>, u64) {
     let (mut total, mut per, mut seqs, mut refused) = (0, BTreeMap::new(), BTreeMap::<String, Vec<u64>>::new(), 0);
     for (seq, payload) in read_stream(bus).unwrap() {
         match message::decode(&payload, &bus.names.run_id, obs, act) {
@@ -61,7 +74,10 @@ fn the_test_server_starts_on_a_free_port_and_is_gone_after_drop() {
     let port: u16 = url.rsplit(':').next().unwrap().parse().unwrap();
     assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_ok());
     drop(s);
-    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err(), "the server still listens on {port} after drop");
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+        "the server still listens on {port} after drop"
+    );
 }
 
 /// Acknowledged batches leave the actor; while the server is down they wait in the spool; after
@@ -69,7 +85,8 @@ fn the_test_server_starts_on_a_free_port_and_is_gone_after_drop() {
 #[test]
 fn the_spool_keeps_batches_across_a_server_restart() {
     let mut server = NatsServer::start().unwrap();
-    let bus = Bus::connect(&Connection::new(&server.url(), "spool-test"), "spool-run", Duration::from_millis(500)).unwrap();
+    let bus =
+        Bus::connect(&Connection::new(&server.url(), "spool-test"), "spool-run", Duration::from_millis(500)).unwrap();
     declare(&bus, &fast()).unwrap();
     let mut sink = StreamSink::new(&bus, "a0", 2, 1, &fast());
     for i in 0..8 {
@@ -160,7 +177,12 @@ fn a_stale_policy_actor_pauses_until_it_has_recent_weights() {
         std::thread::sleep(Duration::from_millis(50));
     }
     // Version 4 announced, its weights not there yet: lag 3 > 1.
-    bus.put_json(&h.control, keys::POLICY, &PolicyVersion { version: 4, object: "policy-00000004".into(), grad_step: 40 }).unwrap();
+    bus.put_json(
+        &h.control,
+        keys::POLICY,
+        &PolicyVersion { version: 4, object: "policy-00000004".into(), grad_step: 40 },
+    )
+    .unwrap();
     std::thread::sleep(Duration::from_millis(800));
     let before = count(&bus);
     std::thread::sleep(Duration::from_millis(1200));
@@ -168,7 +190,8 @@ fn a_stale_policy_actor_pauses_until_it_has_recent_weights() {
     assert_eq!(before, after, "a paused actor publishes nothing");
     let beats = bus.block_on(bus.js().get_key_value(bus.names.actors())).unwrap();
     let key = format!("actor-0-{}", std::process::id());
-    let beat: ActorBeat = serde_json::from_slice(&bus.block_on(beats.get(key.as_str())).unwrap().expect("a liveness beat")).unwrap();
+    let beat: ActorBeat =
+        serde_json::from_slice(&bus.block_on(beats.get(key.as_str())).unwrap().expect("a liveness beat")).unwrap();
     assert!(beat.paused && beat.policy_version == 1, "{beat:?}");
     // The weights arrive: the actor swaps and goes on.
     publish_weights(&bus, &h, &*agent, 4, 40).unwrap();
@@ -186,7 +209,22 @@ fn o2o() -> Command {
 
 fn spawn_actor(url: &str, run: &str, index: u64, log: &Path) -> Proc {
     let child = o2o()
-        .args(["fleet", "actor", "--learner-run", run, "--nats", url, "--index", &index.to_string(), "--batch", "16", "--rate-hz", "250", "--max-policy-lag", "1000"])
+        .args([
+            "fleet",
+            "actor",
+            "--learner-run",
+            run,
+            "--nats",
+            url,
+            "--index",
+            &index.to_string(),
+            "--batch",
+            "16",
+            "--rate-hz",
+            "250",
+            "--max-policy-lag",
+            "1000",
+        ])
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(log).unwrap())
         .spawn()
@@ -196,7 +234,23 @@ fn spawn_actor(url: &str, run: &str, index: u64, log: &Path) -> Proc {
 
 fn spawn_learner(url: &str, args: &[&str], log: &Path) -> Proc {
     let child = o2o()
-        .args(["fleet", "learner", "--nats", url, "--batch", "16", "--publish-every", "100", "--liveness-ttl", "2", "--device", "cpu", "--threads", "1", "--rerun=off"])
+        .args([
+            "fleet",
+            "learner",
+            "--nats",
+            url,
+            "--batch",
+            "16",
+            "--publish-every",
+            "100",
+            "--liveness-ttl",
+            "2",
+            "--device",
+            "cpu",
+            "--threads",
+            "1",
+            "--rerun=off",
+        ])
         .args(args)
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(log).unwrap())
@@ -216,7 +270,12 @@ fn wait_for(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
 /// The loop step (transitions consumed) of the learner's newest checkpoint, 0 when none.
 fn newest_checkpoint(dir: &Path) -> u64 {
     std::fs::read_dir(dir.join("checkpoints"))
-        .map(|d| d.filter_map(|e| e.ok()).filter_map(|e| e.file_name().to_string_lossy().strip_prefix("step-").and_then(|n| n.parse().ok())).max().unwrap_or(0))
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter_map(|e| e.file_name().to_string_lossy().strip_prefix("step-").and_then(|n| n.parse().ok()))
+                .max()
+                .unwrap_or(0)
+        })
         .unwrap_or(0)
 }
 
@@ -239,19 +298,42 @@ fn a_learner_and_actor_processes_train_sac_through_kills_and_restarts() {
     let config = work.join("tiny.toml");
     std::fs::write(&config, tiny_config(3000)).unwrap();
     let runs = work.join("runs");
-    let mut learner = spawn_learner(&url, &["--config", config.to_str().unwrap(), "--runs-dir", runs.to_str().unwrap()], &work.join("learner-1.log"));
+    let mut learner = spawn_learner(
+        &url,
+        &["--config", config.to_str().unwrap(), "--runs-dir", runs.to_str().unwrap()],
+        &work.join("learner-1.log"),
+    );
     let mut first = String::new();
     BufReader::new(learner.0.stdout.take().unwrap()).read_line(&mut first).unwrap();
     let run = first.trim().to_string();
-    assert!(!run.is_empty(), "the learner printed no run id; log: {}", std::fs::read_to_string(work.join("learner-1.log")).unwrap_or_default());
+    assert!(
+        !run.is_empty(),
+        "the learner printed no run id; log: {}",
+        std::fs::read_to_string(work.join("learner-1.log")).unwrap_or_default()
+    );
     let dir: PathBuf = runs.join(&run);
-    let logs = || (1..=2).map(|i| std::fs::read_to_string(work.join(format!("learner-{i}.log"))).unwrap_or_default()).collect::<Vec<_>>().join("\n");
+    let logs = || {
+        (1..=2)
+            .map(|i| std::fs::read_to_string(work.join(format!("learner-{i}.log"))).unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
 
-    let mut actors: Vec<Proc> = (0..3).map(|i| spawn_actor(&url, &run, i, &work.join(format!("actor-{i}.log")))).collect();
+    let mut actors: Vec<Proc> =
+        (0..3).map(|i| spawn_actor(&url, &run, i, &work.join(format!("actor-{i}.log")))).collect();
     let bus = Bus::connect(&Connection::new(&url, "e2e-test"), &run, Duration::from_secs(2)).unwrap();
     // Two messages the learner must refuse: bytes that are not the format, and another run's.
     let subject = bus.names.subject("intruder");
-    let other = Batch { schema: SCHEMA, run_id: "another-run".into(), actor: "intruder".into(), batch: 0, policy_version: 0, obs_dim: 17, act_dim: 6, transitions: vec![] };
+    let other = Batch {
+        schema: SCHEMA,
+        run_id: "another-run".into(),
+        actor: "intruder".into(),
+        batch: 0,
+        policy_version: 0,
+        obs_dim: 17,
+        act_dim: 6,
+        transitions: vec![],
+    };
     wait_for("the stream", Duration::from_secs(60), || read_stream(&bus).is_ok());
     for payload in [b"\x01\x02 not a batch".to_vec(), other.encode()] {
         bus.block_on(async { bus.js().publish(subject.clone(), payload.into()).await.unwrap().await.unwrap() });
@@ -264,13 +346,19 @@ fn a_learner_and_actor_processes_train_sac_through_kills_and_restarts() {
     actors[2].0.wait().unwrap();
     let at_kill = newest_checkpoint(&dir);
     let left = format!("actor actor-2-{victim_pid} left");
-    wait_for("the learner to see the killed actor leave (liveness TTL)", Duration::from_secs(30), || logs().contains(&left));
-    wait_for("a learner checkpoint after the actor's death", Duration::from_secs(60), || newest_checkpoint(&dir) > at_kill);
+    wait_for("the learner to see the killed actor leave (liveness TTL)", Duration::from_secs(30), || {
+        logs().contains(&left)
+    });
+    wait_for("a learner checkpoint after the actor's death", Duration::from_secs(60), || {
+        newest_checkpoint(&dir) > at_kill
+    });
 
     // 2. kill -9 the server, start it again on the same port and store: everyone reconnects.
     server.restart().unwrap();
     let at_restart = newest_checkpoint(&dir);
-    wait_for("a learner checkpoint after the server's restart", Duration::from_secs(60), || newest_checkpoint(&dir) > at_restart);
+    wait_for("a learner checkpoint after the server's restart", Duration::from_secs(60), || {
+        newest_checkpoint(&dir) > at_restart
+    });
     assert!(learner.0.try_wait().unwrap().is_none(), "the learner died with the server:\n{}", logs());
 
     // 3. kill -9 the learner, restart it from its run directory; it runs to the end.
@@ -283,7 +371,13 @@ fn a_learner_and_actor_processes_train_sac_through_kills_and_restarts() {
     assert!(status.success(), "the restarted learner failed:\n{log2}");
     assert!(log2.contains("resuming fleet learner"), "{log2}");
     // 4. refused with a logged error (before or after the restart), the learner going on.
-    assert!(logs().contains("refused stream message") && logs().contains("malformed transition message") && logs().contains("another-run"), "{}", logs());
+    assert!(
+        logs().contains("refused stream message")
+            && logs().contains("malformed transition message")
+            && logs().contains("another-run"),
+        "{}",
+        logs()
+    );
 
     // The surviving actors see the learner finish and exit cleanly, all acknowledged.
     let mut reports = Vec::new();
@@ -308,30 +402,55 @@ fn a_learner_and_actor_processes_train_sac_through_kills_and_restarts() {
     // The killed actor's acknowledged batches are all in the learner's buffer.
     let victim = format!("actor-2-{victim_pid}");
     let victim_seqs = seqs.get(&victim).expect("the killed actor published before it died");
-    assert!(victim_seqs.iter().all(|s| *s <= fleet.last_seq), "the killed actor's messages {victim_seqs:?} beyond {}", fleet.last_seq);
+    assert!(
+        victim_seqs.iter().all(|s| *s <= fleet.last_seq),
+        "the killed actor's messages {victim_seqs:?} beyond {}",
+        fleet.last_seq
+    );
     assert!(per[&victim] > 0);
     // Each surviving actor's acknowledged count is what the stream has from it: nothing it
     // was told was stored went missing across the server's restart, and none is there twice.
     let stream = read_stream(&bus).unwrap();
     for r in &reports {
         let id = r["actor"].as_str().unwrap();
-        let in_stream: u64 = stream.iter().filter_map(|(_, p)| message::decode(p, &run, 17, 6).ok()).filter(|b| b.actor == id).map(|b| b.transitions.len() as u64).sum();
+        let in_stream: u64 = stream
+            .iter()
+            .filter_map(|(_, p)| message::decode(p, &run, 17, 6).ok())
+            .filter(|b| b.actor == id)
+            .map(|b| b.transitions.len() as u64)
+            .sum();
         assert_eq!(r["acked"].as_u64().unwrap(), in_stream, "{id}");
         assert!(r["policy_version"].as_u64().unwrap() >= 2, "{r}");
     }
 
     // SAC trained at its update-to-data ratio, within the limiter's band.
-    let summary: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
     let grad = summary["grad_steps"].as_u64().unwrap() as f64;
     let expected = (fleet.consumed - 200) as f64;
     assert!((grad - expected).abs() <= 2.0 * 16.0 + 16.0, "{grad} updates for {} transitions", fleet.consumed);
     assert!(summary["final_eval"]["mean_return"].as_f64().unwrap().is_finite());
     let metrics = std::fs::read_to_string(dir.join("metrics.jsonl")).unwrap();
-    assert!(metrics.contains("\"fleet/actor/actor-0-") && metrics.contains("/joined\"") && metrics.contains("/left\"") && metrics.contains("/transitions_per_s\""));
+    assert!(
+        metrics.contains("\"fleet/actor/actor-0-")
+            && metrics.contains("/joined\"")
+            && metrics.contains("/left\"")
+            && metrics.contains("/transitions_per_s\"")
+    );
     assert!(metrics.contains("\"fleet/rejected\""), "no fleet/rejected in metrics.jsonl");
     // Each record's window: the seconds spent drawing batches and updating, inside its wall time.
-    let (windows, samples, updates) = (common::metric(&dir, "perf/window_s"), common::metric(&dir, "perf/sample_s"), common::metric(&dir, "perf/update_s"));
-    assert!(!windows.is_empty() && windows.len() == samples.len() && windows.len() == updates.len(), "{} / {} / {} perf records", windows.len(), samples.len(), updates.len());
+    let (windows, samples, updates) = (
+        common::metric(&dir, "perf/window_s"),
+        common::metric(&dir, "perf/sample_s"),
+        common::metric(&dir, "perf/update_s"),
+    );
+    assert!(
+        !windows.is_empty() && windows.len() == samples.len() && windows.len() == updates.len(),
+        "{} / {} / {} perf records",
+        windows.len(),
+        samples.len(),
+        updates.len()
+    );
     assert!(updates.iter().any(|u| *u > 0.0), "no window spent time in updates: {updates:?}");
     for ((w, s), u) in windows.iter().zip(&samples).zip(&updates) {
         assert!(*s >= 0.0 && *u >= 0.0 && s + u <= *w, "window {w} s: sampling {s} s + updates {u} s");
@@ -344,7 +463,10 @@ fn a_learner_and_actor_processes_train_sac_through_kills_and_restarts() {
 /// sinks, the learner comparison, and a JSON line whose rates are real measurements.
 #[test]
 fn the_fleet_benchmark_measures_both_sides_in_one_run() {
-    let out = o2o().args(["bench", "fleet", "--steps", "300", "--actors", "1,2", "--updates", "20", "--block", "10", "--json"]).output().unwrap();
+    let out = o2o()
+        .args(["bench", "fleet", "--steps", "300", "--actors", "1,2", "--updates", "20", "--block", "10", "--json"])
+        .output()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "o2o bench fleet failed:\n{}\n{}", stdout, String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("| 2 |") && stdout.contains("with the stream attached"), "{stdout}");
@@ -352,7 +474,11 @@ fn the_fleet_benchmark_measures_both_sides_in_one_run() {
     let actors = v["actors"].as_array().unwrap();
     assert_eq!(actors.iter().map(|r| r["actors"].as_u64().unwrap()).collect::<Vec<_>>(), vec![1, 2]);
     for r in actors {
-        let (s, l, q) = (r["stream_per_s"].as_f64().unwrap(), r["in_process_per_s"].as_f64().unwrap(), r["ratio"].as_f64().unwrap());
+        let (s, l, q) = (
+            r["stream_per_s"].as_f64().unwrap(),
+            r["in_process_per_s"].as_f64().unwrap(),
+            r["ratio"].as_f64().unwrap(),
+        );
         assert!(s > 0.0 && l > 0.0 && s.is_finite() && l.is_finite(), "{r}");
         assert!((q - s / l).abs() < 1e-9 * q.abs().max(1.0), "{r}");
     }
@@ -371,10 +497,19 @@ fn the_cli_refuses_a_nats_server_older_than_2_10() {
     let fake = dir.path().join("nats-server");
     std::fs::write(&fake, "#!/bin/sh\necho 'nats-server: v2.9.10'\n").unwrap();
     std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let out = o2o().args(["fleet", "server", "--port", "1", "--store"]).arg(dir.path().join("store")).env("O2O_NATS_SERVER", &fake).output().unwrap();
+    let out = o2o()
+        .args(["fleet", "server", "--port", "1", "--store"])
+        .arg(dir.path().join("store"))
+        .env("O2O_NATS_SERVER", &fake)
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("2.9.10") && err.contains("2.10.0 or newer"), "{err}");
     let out = o2o().arg("doctor").env("O2O_NATS_SERVER", &fake).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(!out.status.success() && text.lines().any(|l| l.starts_with("nats-server") && l.contains("MISSING") && l.contains("2.9.10")), "{text}");
+    assert!(
+        !out.status.success()
+            && text.lines().any(|l| l.starts_with("nats-server") && l.contains("MISSING") && l.contains("2.9.10")),
+        "{text}"
+    );
 }

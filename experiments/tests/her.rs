@@ -51,7 +51,15 @@ fn relabelled_goals_fractions_and_rewards_match_the_env() {
             let inner = env.inner();
             let (qpos, qvel) = (inner.qpos().to_vec(), inner.qvel().to_vec());
             let toward: Vec<f32> = (0..3).map(|i| (obs[9 + i] - obs[6 + i]) * 10.0).collect();
-            let action: Vec<f32> = (0..4).map(|i| if i < 3 && rng.gen::<f32>() < 0.5 { toward[i].clamp(-1.0, 1.0) } else { rng.gen_range(-1.0..1.0) }).collect();
+            let action: Vec<f32> = (0..4)
+                .map(|i| {
+                    if i < 3 && rng.gen::<f32>() < 0.5 {
+                        toward[i].clamp(-1.0, 1.0)
+                    } else {
+                        rng.gen_range(-1.0..1.0)
+                    }
+                })
+                .collect();
             let s = env.step(&action).unwrap();
             buf.push(&obs, &action, s.reward as f32, &s.obs, s.terminated, s.truncated).unwrap();
             steps.push(Recorded { episode, t, qpos, qvel, action, obs: obs.clone(), next_obs: s.obs.clone() });
@@ -74,24 +82,42 @@ fn relabelled_goals_fractions_and_rewards_match_the_env() {
             rows += 1;
             let (o, n) = (&obs[r * obs_dim..(r + 1) * obs_dim], &next[r * obs_dim..(r + 1) * obs_dim]);
             // The stored step: the observation part (6..) and achieved goal are never relabelled.
-            let s = steps.iter().find(|s| s.obs[6..] == o[6..] && s.obs[..3] == o[..3] && s.action == Vec::<f32>::try_from(b.action.get(r as i64)).unwrap()).expect("a sampled row is a stored step");
+            let s = steps
+                .iter()
+                .find(|s| {
+                    s.obs[6..] == o[6..]
+                        && s.obs[..3] == o[..3]
+                        && s.action == Vec::<f32>::try_from(b.action.get(r as i64)).unwrap()
+                })
+                .expect("a sampled row is a stored step");
             assert_eq!(&o[3..6], &n[3..6], "obs and next_obs carry the same goal");
             if o[3..6] == s.obs[3..6] {
-                assert_eq!(rew[r], o2o_envs::mujoco::FetchEnv::sparse_reward(&f64s(&s.next_obs[..3]), &f64s(&s.obs[3..6])) as f32);
+                assert_eq!(
+                    rew[r],
+                    o2o_envs::mujoco::FetchEnv::sparse_reward(&f64s(&s.next_obs[..3]), &f64s(&s.obs[3..6])) as f32
+                );
                 continue;
             }
             relabelled += 1;
             // The new goal is the achieved goal after a step t' ≥ t of the same episode (Push's
             // achieved goal is the object, which stays put for many steps: any such step will do).
             let from_future = steps.iter().any(|f| f.episode == s.episode && f.t >= s.t && f.next_obs[..3] == o[3..6]);
-            assert!(from_future, "episode {} step {}: the new goal is no achieved goal of a later-or-equal step", s.episode, s.t);
+            assert!(
+                from_future,
+                "episode {} step {}: the new goal is no achieved goal of a later-or-equal step",
+                s.episode, s.t
+            );
             // The env, put back at the stored state with the new goal and given the stored
             // action, pays the relabelled reward (checked on every 8th row: replays cost time).
             if relabelled % 8 == 0 {
                 let goal = [o[3] as f64, o[4] as f64, o[5] as f64];
                 replay_env.set_state(&s.qpos, &s.qvel, goal).unwrap();
                 let step = replay_env.step(&s.action).unwrap();
-                assert_eq!(rew[r], step.reward as f32, "episode {} step {}: relabelled reward vs the env's", s.episode, s.t);
+                assert_eq!(
+                    rew[r], step.reward as f32,
+                    "episode {} step {}: relabelled reward vs the env's",
+                    s.episode, s.t
+                );
                 assert_eq!(rew[r] == 0.0, step.info.success.unwrap());
                 let max_diff = step.obs.iter().zip(n).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
                 assert!(max_diff < 1e-4, "replayed next observation differs by {max_diff}");
@@ -104,7 +130,10 @@ fn relabelled_goals_fractions_and_rewards_match_the_env() {
     println!("{rows} rows, {relabelled} relabelled ({fraction:.4}), {successes} of them successes, {checked_in_env} replayed in the env");
     assert!((fraction - 0.8).abs() < 0.015, "relabelled fraction {fraction}, expected 1 − 1/(1 + 4) = 0.8");
     assert!(checked_in_env >= 300, "{checked_in_env}");
-    assert!(successes > relabelled / 20, "relabelling should turn some rows into successes: {successes} of {relabelled}");
+    assert!(
+        successes > relabelled / 20,
+        "relabelling should turn some rows into successes: {successes} of {relabelled}"
+    );
 
     // k = 1: half the rows.
     let her = her_for(&her_config(1.0), &spec, obs_dim, RewardTransform::IDENTITY).unwrap().unwrap();
@@ -123,7 +152,12 @@ fn relabelled_goals_fractions_and_rewards_match_the_env() {
 fn her_by_default_never_samples_the_open_episode() {
     use o2o_envs::{EnvSpec, GoalLayout, GoalSpec};
     let layout = GoalLayout { achieved: [0, 1], desired: [1, 2], observation: [2, 4] };
-    let spec = EnvSpec { id: "Goal-v0".into(), max_episode_steps: Some(20), normalization_family: None, goal: Some(GoalSpec { layout, distance_threshold: 0.05, dense: false }) };
+    let spec = EnvSpec {
+        id: "Goal-v0".into(),
+        max_episode_steps: Some(20),
+        normalization_family: None,
+        goal: Some(GoalSpec { layout, distance_threshold: 0.05, dense: false }),
+    };
     // Episode e, step t: obs = [achieved 100e + t, desired −1 − e, t, e]; 6 closed episodes of
     // 10..=15 steps and an open one of 7.
     let mut buf = ReplayBuffer::new(1000, 4, 1, 0.98).unwrap();
@@ -133,7 +167,15 @@ fn her_by_default_never_samples_the_open_episode() {
         let (ef, g) = (e as f32, -1.0 - e as f32);
         for t in 0..len {
             let tf = t as f32;
-            buf.push(&[100.0 * ef + tf, g, tf, ef], &[0.0], -1.0, &[100.0 * ef + tf + 1.0, g, tf, ef], false, e != open && t + 1 == len).unwrap();
+            buf.push(
+                &[100.0 * ef + tf, g, tf, ef],
+                &[0.0],
+                -1.0,
+                &[100.0 * ef + tf + 1.0, g, tf, ef],
+                false,
+                e != open && t + 1 == len,
+            )
+            .unwrap();
         }
     }
     let draw = |buf: &ReplayBuffer, seed: u64| {
@@ -141,7 +183,8 @@ fn her_by_default_never_samples_the_open_episode() {
         let obs = Vec::<f32>::try_from(b.obs.reshape([-1])).unwrap();
         (0..4000).map(|r| (obs[4 * r + 3] as usize, obs[4 * r + 1])).collect::<Vec<(usize, f32)>>()
     };
-    o2o_experiments::run::her::configure_replay(&mut buf, &her_config(4.0), &spec, 4, RewardTransform::IDENTITY, false).unwrap();
+    o2o_experiments::run::her::configure_replay(&mut buf, &her_config(4.0), &spec, 4, RewardTransform::IDENTITY, false)
+        .unwrap();
     let rows = draw(&buf, 2);
     let relabelled = rows.iter().filter(|(e, g)| *g != -1.0 - *e as f32).count();
     assert!(relabelled > 3000, "{relabelled} of 4000 relabelled");
@@ -151,8 +194,19 @@ fn her_by_default_never_samples_the_open_episode() {
     }
     // The current behaviour, on request.
     let text = "preset = \"t\"\nalgo = \"sac\"\nenv = \"FetchPush-v4\"\n[replay]\nher = \"future\"\nclosed_episodes_only = false\n[train]\nonline_steps = 10\n";
-    o2o_experiments::run::her::configure_replay(&mut buf, &RunConfig::from_toml_str(text, "test").unwrap(), &spec, 4, RewardTransform::IDENTITY, false).unwrap();
-    assert!(draw(&buf, 2).iter().any(|(e, _)| *e == open), "with closed_episodes_only = false the open episode is drawn");
+    o2o_experiments::run::her::configure_replay(
+        &mut buf,
+        &RunConfig::from_toml_str(text, "test").unwrap(),
+        &spec,
+        4,
+        RewardTransform::IDENTITY,
+        false,
+    )
+    .unwrap();
+    assert!(
+        draw(&buf, 2).iter().any(|(e, _)| *e == open),
+        "with closed_episodes_only = false the open episode is drawn"
+    );
 }
 
 fn f64s(x: &[f32]) -> Vec<f64> {
@@ -163,7 +217,17 @@ fn f64s(x: &[f32]) -> Vec<f64> {
 fn her_on_a_non_goal_env_names_the_env() {
     let runs = tempfile::tempdir().unwrap();
     let out = Command::new(common::O2O)
-        .args(["train", "--preset", "sac-inverted-pendulum", "--device", "cpu", "--rerun=off", "--set", "replay.her=\"future\"", "--runs-dir"])
+        .args([
+            "train",
+            "--preset",
+            "sac-inverted-pendulum",
+            "--device",
+            "cpu",
+            "--rerun=off",
+            "--set",
+            "replay.her=\"future\"",
+            "--runs-dir",
+        ])
         .arg(runs.path())
         .output()
         .unwrap();

@@ -21,7 +21,10 @@ use std::process::Command;
 mod common;
 
 fn small_file() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/imaginebench-mujoco-small/mujoco-small.hdf5").canonicalize().unwrap()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../data/imaginebench-mujoco-small/mujoco-small.hdf5")
+        .canonicalize()
+        .unwrap()
 }
 
 const DIM: usize = 8;
@@ -49,9 +52,16 @@ fn real_share(obs: &tch::Tensor, real: &HashSet<u32>) -> (usize, usize) {
 #[test]
 fn real_and_imaginary_mixes_have_the_asked_composition() {
     let encoder = InstructionEncoder::BuiltIn { dim: DIM };
-    let real: HashSet<u32> = Level::Real.tasks().iter().flat_map(|t| t.instructions(Instructions::Fixed)).map(|s| builtin_embedding(s, DIM)[0].to_bits()).collect();
+    let real: HashSet<u32> = Level::Real
+        .tasks()
+        .iter()
+        .flat_map(|t| t.instructions(Instructions::Fixed))
+        .map(|s| builtin_embedding(s, DIM)[0].to_bits())
+        .collect();
     let space = o2o_envs::BoxSpace::new(vec![-1.0; 6], vec![1.0; 6]);
-    let load_rows = |rows: &str, f: Option<f64>| load(&dataset(rows, f), &encoder, &space, "imaginebench-mujoco-all-v0", 18 + DIM, 6, None).unwrap();
+    let load_rows = |rows: &str, f: Option<f64>| {
+        load(&dataset(rows, f), &encoder, &space, "imaginebench-mujoco-all-v0", 18 + DIM, 6, None).unwrap()
+    };
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
     let dev = tch::Device::Cpu;
 
@@ -98,7 +108,8 @@ fn cql_preset_reports_success_per_level_and_task_and_report_tables_it() {
     let data = format!("dataset.path={:?}", small_file().display().to_string());
     let mut all: Vec<&str> = sets.to_vec();
     all.push(&data);
-    let run = common::run_o2o("o2o-imaginebench-", &["train", "--preset", "cql-imaginebench-mujoco-real+imagined"], &all);
+    let run =
+        common::run_o2o("o2o-imaginebench-", &["train", "--preset", "cql-imaginebench-mujoco-real+imagined"], &all);
     for l in Level::ALL {
         let v = common::metric(&run, &format!("eval/success/{}", l.name()));
         assert_eq!(v.len(), 1, "{}", l.name());
@@ -109,14 +120,23 @@ fn cql_preset_reports_success_per_level_and_task_and_report_tables_it() {
         }
     }
     let rate = common::metric(&run, "eval/success_rate")[0];
-    let per_level: f64 = Level::ALL.iter().map(|l| common::metric(&run, &format!("eval/success/{}", l.name()))[0] * l.tasks().len() as f64).sum();
+    let per_level: f64 = Level::ALL
+        .iter()
+        .map(|l| common::metric(&run, &format!("eval/success/{}", l.name()))[0] * l.tasks().len() as f64)
+        .sum();
     assert!((rate - per_level / 13.0).abs() < 1e-9, "the levels' rates average to the overall rate");
     assert_eq!(common::metric(&run, "train/real_fraction"), vec![0.5, 0.5], "half of each batch is real");
-    let manifest: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(run.join("manifest.json")).unwrap()).unwrap();
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("manifest.json")).unwrap()).unwrap();
     assert_eq!(manifest["instruction_embeddings"], "built-in hashed bag of words (64)");
 
     let out = run.join("report");
-    let r = Command::new(common::O2O).args(["report", "--metric", "eval/success/hard", "--reps", "100", "--out"]).arg(&out).arg(&run).output().unwrap();
+    let r = Command::new(common::O2O)
+        .args(["report", "--metric", "eval/success/hard", "--reps", "100", "--out"])
+        .arg(&out)
+        .arg(&run)
+        .output()
+        .unwrap();
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(md.contains("## Success by level and task"), "{md}");
@@ -125,7 +145,9 @@ fn cql_preset_reports_success_per_level_and_task_and_report_tables_it() {
 
 #[test]
 fn bad_imaginebench_settings_name_the_key() {
-    let base = |extra: &str| format!("preset = \"p\"\nalgo = \"bc\"\nenv = \"imaginebench-mujoco-real-v0\"\n[train]\noffline_steps = 10\n[dataset]\nformat = \"imaginebench\"\npath = \"x.hdf5\"\n{extra}");
+    let base = |extra: &str| {
+        format!("preset = \"p\"\nalgo = \"bc\"\nenv = \"imaginebench-mujoco-real-v0\"\n[train]\noffline_steps = 10\n[dataset]\nformat = \"imaginebench\"\npath = \"x.hdf5\"\n{extra}")
+    };
     let err = |extra: &str| format!("{:#}", RunConfig::from_toml_str(&base(extra), "t").unwrap_err());
     assert!(err("rows = \"dreamt\"").contains("dataset.rows"));
     assert!(err("rows = \"real\"\nreal_fraction = 0.5").contains("real_fraction"));
@@ -157,14 +179,23 @@ fn bad_imaginebench_settings_name_the_key() {
 #[test]
 fn short_bc_run_reports_per_level_success() {
     let data = format!("dataset.path={:?}", small_file().display().to_string());
-    let sets = ["train.offline_steps=300", "train.log_every=10", "eval.every=0", "eval.episodes=13", "checkpoint.every=0", &data];
+    let sets = [
+        "train.offline_steps=300",
+        "train.log_every=10",
+        "eval.every=0",
+        "eval.episodes=13",
+        "checkpoint.every=0",
+        &data,
+    ];
     let run = common::run_o2o("o2o-imaginebench-bc-", &["train", "--preset", "bc-imaginebench-mujoco-real"], &sets);
-    let levels: Vec<f64> = Level::ALL.iter().map(|l| common::metric(&run, &format!("eval/success/{}", l.name()))[0]).collect();
+    let levels: Vec<f64> =
+        Level::ALL.iter().map(|l| common::metric(&run, &format!("eval/success/{}", l.name()))[0]).collect();
     assert!(levels.iter().all(|v| (0.0..=1.0).contains(v)), "{levels:?}");
     let bc = common::metric(&run, "train/bc_loss");
     let late = bc[25..].iter().sum::<f64>() / 5.0;
     assert!(bc.len() == 30 && bc[0] > 1.3 * late, "the BC loss falls: {bc:?}");
-    let summary: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap();
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap();
     let ckpt = run.join(summary["checkpoint"].as_str().unwrap()).join("agent.ot");
     let t = tch::Tensor::load_multi(&ckpt).unwrap();
     let scale = &t.iter().find(|(n, _)| n == "obs_norm/scale").unwrap().1;
@@ -191,9 +222,17 @@ fn finetune_on_the_hard_level_reports_success_against_env_steps() {
         "agent.actor.mlp.hidden=[32, 32]",
         &data,
     ];
-    let run = common::run_o2o("o2o-imaginebench-ft-", &["run", "--preset", "calql-imaginebench-mujoco-hard-finetune"], &sets);
-    let rows: Vec<serde_json::Value> = std::fs::read_to_string(run.join("metrics.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    let evals: Vec<(f64, f64)> = rows.iter().filter_map(|r| Some((r.get("env_step")?.as_f64()?, r.get("eval/success/hard")?.as_f64()?))).collect();
+    let run =
+        common::run_o2o("o2o-imaginebench-ft-", &["run", "--preset", "calql-imaginebench-mujoco-hard-finetune"], &sets);
+    let rows: Vec<serde_json::Value> = std::fs::read_to_string(run.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let evals: Vec<(f64, f64)> = rows
+        .iter()
+        .filter_map(|r| Some((r.get("env_step")?.as_f64()?, r.get("eval/success/hard")?.as_f64()?)))
+        .collect();
     let steps: Vec<f64> = evals.iter().map(|e| e.0).collect();
     assert!(steps.len() >= 3, "evaluations before and during fine-tuning: {evals:?}");
     assert!(steps.iter().any(|s| *s > 0.0) && steps.contains(&0.0), "{evals:?}");

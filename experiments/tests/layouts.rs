@@ -29,7 +29,13 @@ fn run(preset: &str, sets: &[String]) -> PathBuf {
 /// Small InvertedPendulum runs on the test fixture's data (when `data`), tiny networks.
 fn sets(data: bool, extra: &[&str]) -> Vec<String> {
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/inverted-pendulum-sac-replay.hdf5");
-    let mut v: Vec<String> = vec!["env=InvertedPendulum-v5".into(), "eval.episodes=1".into(), "checkpoint.every=0".into(), "train.log_every=50".into(), "train.batch_size=32".into()];
+    let mut v: Vec<String> = vec![
+        "env=InvertedPendulum-v5".into(),
+        "eval.episodes=1".into(),
+        "checkpoint.every=0".into(),
+        "train.log_every=50".into(),
+        "train.batch_size=32".into(),
+    ];
     if data {
         v.push(format!("dataset.path={:?}", fixture.display().to_string()));
     }
@@ -51,13 +57,31 @@ fn check(run: &Path, kind: RunKind) -> Vec<Chunk> {
     }
     // The layout went with the recording: its views are in the blueprint store, the 3D one with
     // its camera.
-    let views = chunks.iter().filter(|c| c.entity.starts_with("/view/") && !c.entity.contains("/ViewContents") && c.entity.matches('/').count() == 2).count();
+    let views = chunks
+        .iter()
+        .filter(|c| {
+            c.entity.starts_with("/view/") && !c.entity.contains("/ViewContents") && c.entity.matches('/').count() == 2
+        })
+        .count();
     assert_eq!(views, layout.panels().len(), "{kind:?}: views in the recording's blueprint");
-    assert!(chunks.iter().any(|c| c.entity.starts_with("/view/") && c.entity.ends_with("/EyeControls3D")), "{kind:?}: no camera in the blueprint");
+    assert!(
+        chunks.iter().any(|c| c.entity.starts_with("/view/") && c.entity.ends_with("/EyeControls3D")),
+        "{kind:?}: no camera in the blueprint"
+    );
     // The camera follows the model's root body (InvertedPendulum: the cart), which moves.
-    let body = layout.panels().iter().find(|p| p.kind == PanelKind::Spatial3D).expect("a 3D panel").camera.clone().expect("a camera");
+    let body = layout
+        .panels()
+        .iter()
+        .find(|p| p.kind == PanelKind::Spatial3D)
+        .expect("a 3D panel")
+        .camera
+        .clone()
+        .expect("a camera");
     assert_eq!(body.tracking, "/episode/world/cart");
-    assert!(chunks.iter().any(|c| c.entity == body.tracking && c.timelines.iter().any(|t| t == "run_step")), "the root body has no pose on run_step");
+    assert!(
+        chunks.iter().any(|c| c.entity == body.tracking && c.timelines.iter().any(|t| t == "run_step")),
+        "the root body has no pose on run_step"
+    );
     chunks
 }
 
@@ -84,13 +108,27 @@ fn every_kind_of_run_records_the_entities_its_layout_shows() {
         ),
     );
     let c = check(&wsrl, RunKind::OfflineToOnline);
-    for e in ["/phases/offline_end/return", "/phases/warmup_end/return", "/diag/online/q_minus_mc", "/diag/offline/q_minus_mc"] {
+    for e in [
+        "/phases/offline_end/return",
+        "/phases/warmup_end/return",
+        "/diag/online/q_minus_mc",
+        "/diag/offline/q_minus_mc",
+    ] {
         assert!(c.iter().any(|x| x.entity == e), "{e} missing");
     }
     // Online only (SAC from scratch, random steps first).
     let sac = run(
         "sac-inverted-pendulum",
-        &sets(false, &["train.random_steps=100", "train.online_steps=200", "eval.every=100", "agent.critic.hidden=[16, 16]", "agent.actor.mlp.hidden=[16, 16]"]),
+        &sets(
+            false,
+            &[
+                "train.random_steps=100",
+                "train.online_steps=200",
+                "eval.every=100",
+                "agent.critic.hidden=[16, 16]",
+                "agent.actor.mlp.hidden=[16, 16]",
+            ],
+        ),
     );
     let c = check(&sac, RunKind::Online);
     assert!(!c.iter().any(|x| x.entity.starts_with("/diag/offline")));
@@ -99,7 +137,14 @@ fn every_kind_of_run_records_the_entities_its_layout_shows() {
         "iql-hopper-medium",
         &sets(
             true,
-            &["dataset.reward=\"none\"", "train.offline_steps=200", "eval.every=100", "agent.critic.hidden=[16, 16]", "agent.value.hidden=[16, 16]", "agent.actor.mlp.hidden=[16, 16]"],
+            &[
+                "dataset.reward=\"none\"",
+                "train.offline_steps=200",
+                "eval.every=100",
+                "agent.critic.hidden=[16, 16]",
+                "agent.value.hidden=[16, 16]",
+                "agent.actor.mlp.hidden=[16, 16]",
+            ],
         ),
     );
     check(&iql, RunKind::Offline);

@@ -45,7 +45,8 @@ fn sac_run() -> &'static PathBuf {
 
 /// The committed SAC replay (tests/data/README.md).
 fn sac_replay() -> PathBuf {
-    PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo test sets CARGO_MANIFEST_DIR")).join("tests/data/inverted-pendulum-sac-replay.hdf5")
+    PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo test sets CARGO_MANIFEST_DIR"))
+        .join("tests/data/inverted-pendulum-sac-replay.hdf5")
 }
 
 /// An offline IQL run of `steps` on the committed SAC replay. The expectile is 0.9 (the
@@ -56,7 +57,11 @@ fn sac_replay() -> PathBuf {
 /// three while BC is unchanged (its weights are all 1 whatever V learns).
 fn iql_on_sac_data(steps: u64, beta: f64) -> PathBuf {
     let dataset = sac_replay();
-    let dir = tempfile::Builder::new().prefix("o2o-learning-presets-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap().keep();
+    let dir = tempfile::Builder::new()
+        .prefix("o2o-learning-presets-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap()
+        .keep();
     let preset = dir.join(format!("iql-{steps}-{beta}.toml"));
     std::fs::write(
         &preset,
@@ -78,7 +83,11 @@ fn sac_reaches_900_on_inverted_pendulum() {
     // Its experience was recorded as a D4RL-format file: every env step, one row.
     let data = o2o_datasets::d4rl::D4rlDataset::read(&sac_run().join("dataset.hdf5")).unwrap();
     assert_eq!(data.rewards.len(), 12_000);
-    assert!(*r.last().unwrap() >= 900.0, "SAC's final evaluation return is {:?}, expected ≥ 900 (all: {r:?})", r.last());
+    assert!(
+        *r.last().unwrap() >= 900.0,
+        "SAC's final evaluation return is {:?}, expected ≥ 900 (all: {r:?})",
+        r.last()
+    );
 }
 
 #[test]
@@ -101,16 +110,25 @@ fn finetuning_from_iql_raises_the_return() {
     let parent = iql_on_sac_data(5_000, 3.0);
     // ... fine-tuned online (IQL losses, half of each batch from the offline data).
     let sets = ["eval.every=1000", "eval.episodes=5", "train.batch_size=128", "checkpoint.every=0"];
-    let ft = o2o(&["finetune", "--from", parent.to_str().unwrap(), "--steps", "10000", "--offline-ratio", "0.5"], &sets);
+    let ft =
+        o2o(&["finetune", "--from", parent.to_str().unwrap(), "--steps", "10000", "--offline-ratio", "0.5"], &sets);
     let r = eval_returns(&ft);
     println!("fine-tuning eval returns (first = before any online step): {r:?}");
     let start = r[0];
-    assert_eq!(start, *eval_returns(&parent).last().unwrap(), "the fine-tuning run starts from the parent's final agent");
+    assert_eq!(
+        start,
+        *eval_returns(&parent).last().unwrap(),
+        "the fine-tuning run starts from the parent's final agent"
+    );
     // The later half of the online evaluations (5k–10k steps): IQL fine-tuning starts slowly
     // (on seeds 0–4 the return first passed 500 between 1k and 9k online steps).
     let late = &r[r.len() - 5..];
     let mean = late.iter().sum::<f64>() / late.len() as f64;
-    assert!(mean >= start + 100.0, "mean return over the last 5k fine-tuning steps {mean:.1} is not above the starting {start:.1} by 100 ({r:?})");
-    let manifest: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(ft.join("manifest.json")).unwrap()).unwrap();
+    assert!(
+        mean >= start + 100.0,
+        "mean return over the last 5k fine-tuning steps {mean:.1} is not above the starting {start:.1} by 100 ({r:?})"
+    );
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(ft.join("manifest.json")).unwrap()).unwrap();
     assert!(manifest["parent"]["run_dir"].as_str().unwrap().ends_with(parent.file_name().unwrap().to_str().unwrap()));
 }

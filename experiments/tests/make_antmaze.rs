@@ -18,13 +18,23 @@ const EPISODE: usize = 400;
 
 #[test]
 fn a_tiny_made_antmaze_file_is_d4rls_layout_and_trains_wsrl_end_to_end() {
-    let dir = tempfile::Builder::new().prefix("o2o-make-antmaze-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap().keep();
+    let dir =
+        tempfile::Builder::new().prefix("o2o-make-antmaze-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap().keep();
     let out = dir.join("antmaze-umaze-tiny");
     let (rows, episode) = (ROWS.to_string(), EPISODE.to_string());
     let o = Command::new(env!("CARGO_BIN_EXE_o2o"))
         .args(["dataset", "make-benchmark", "antmaze-umaze", "--out", out.to_str().unwrap(), "--seed", "2"])
         .args(["--sac-steps", "300", "--sac-random-steps", "200", "--eval-every", "300", "--eval-episodes", "3"])
-        .args(["--set", "eval.episodes=1", "--set", "train.batch_size=64", "--transitions", &rows, "--episode-steps", &episode])
+        .args([
+            "--set",
+            "eval.episodes=1",
+            "--set",
+            "train.batch_size=64",
+            "--transitions",
+            &rows,
+            "--episode-steps",
+            &episode,
+        ])
         .args(["--threads", "1", "--device", "cpu"])
         .output()
         .unwrap();
@@ -35,7 +45,10 @@ fn a_tiny_made_antmaze_file_is_d4rls_layout_and_trains_wsrl_end_to_end() {
     assert_eq!((ds.len(), ds.obs_dim, ds.act_dim), (ROWS, 29, 8));
     assert!(ds.next_observations.is_none(), "D4RL's AntMaze files have no next_observations");
     let (goal, qpos, qvel) = (&ds.infos["infos/goal"], &ds.infos["infos/qpos"], &ds.infos["infos/qvel"]);
-    assert_eq!((goal.shape.clone(), qpos.shape.clone(), qvel.shape.clone()), (vec![ROWS, 2], vec![ROWS, 15], vec![ROWS, 14]));
+    assert_eq!(
+        (goal.shape.clone(), qpos.shape.clone(), qvel.shape.clone()),
+        (vec![ROWS, 2], vec![ROWS, 15], vec![ROWS, 14])
+    );
     let timeouts = ds.timeouts.as_ref().unwrap();
     let ends: Vec<usize> = (0..ROWS).filter(|&i| timeouts[i] != 0.0).collect();
     assert_eq!(ends, vec![EPISODE - 1, 2 * EPISODE - 1, 3 * EPISODE - 1]);
@@ -76,17 +89,28 @@ fn a_tiny_made_antmaze_file_is_d4rls_layout_and_trains_wsrl_end_to_end() {
         let step = o2o_envs::Env::step(&mut env, &ds.actions[i * 8..(i + 1) * 8]).unwrap();
         let next = ds.obs(i + 1);
         for k in 0..15 {
-            assert!((step.obs[k] - next[k]).abs() < 1e-3, "row {i} qpos[{k}]: replay {} vs file {}", step.obs[k], next[k]);
+            assert!(
+                (step.obs[k] - next[k]).abs() < 1e-3,
+                "row {i} qpos[{k}]: replay {} vs file {}",
+                step.obs[k],
+                next[k]
+            );
         }
     }
 
     // The manifest describes this file.
     let m: Value = serde_json::from_str(&std::fs::read_to_string(out.join("manifest.json")).unwrap()).unwrap();
-    assert_eq!((m["format"].as_str(), m["id"].as_str(), m["generation_map"].as_str()), (Some("o2o-benchmark-antmaze/1"), Some("antmaze-umaze-v2"), Some("U_MAZE_TEST")));
+    assert_eq!(
+        (m["format"].as_str(), m["id"].as_str(), m["generation_map"].as_str()),
+        (Some("o2o-benchmark-antmaze/1"), Some("antmaze-umaze-v2"), Some("U_MAZE_TEST"))
+    );
     let (sha, bytes) = o2o_datasets::download::hash_file(&path).unwrap();
     assert_eq!((m["file"]["sha256"].as_str(), m["file"]["bytes"].as_u64()), (Some(sha.as_str()), Some(bytes)));
     let c = &m["controller"];
-    assert_eq!((c["env"].as_str(), c["algo"].as_str(), c["env_steps"].as_u64(), c["eval_episodes"].as_u64()), (Some("ant-goal-v0"), Some("sac"), Some(300), Some(3)));
+    assert_eq!(
+        (c["env"].as_str(), c["algo"].as_str(), c["env_steps"].as_u64(), c["eval_episodes"].as_u64()),
+        (Some("ant-goal-v0"), Some("sac"), Some(300), Some(3))
+    );
     let rate = c["goal_success_rate"].as_f64().unwrap();
     assert!((0.0..=1.0).contains(&rate) && (rate * 3.0).fract() == 0.0);
     let d = &m["data"];
@@ -113,7 +137,11 @@ fn a_tiny_made_antmaze_file_is_d4rls_layout_and_trains_wsrl_end_to_end() {
         "eval.episodes=1",
         "checkpoint.every=0",
     ];
-    let run = common::run_o2o("o2o-make-antmaze-run-", &["run", "--preset", "wsrl-antmaze-umaze", "--dataset", path.to_str().unwrap()], &sets);
+    let run = common::run_o2o(
+        "o2o-make-antmaze-run-",
+        &["run", "--preset", "wsrl-antmaze-umaze", "--dataset", path.to_str().unwrap()],
+        &sets,
+    );
     let summary: Value = serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["finished"].as_bool(), Some(true), "{summary}");
     let success = common::metric(&run, "eval/success_rate");
@@ -128,8 +156,29 @@ fn the_committed_controller_reaches_targets() {
     let dir = tempfile::Builder::new().prefix("o2o-make-antmaze-ctl-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let controller = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/antmaze-controller");
     let o = Command::new(env!("CARGO_BIN_EXE_o2o"))
-        .args(["dataset", "make-benchmark", "antmaze-umaze", "--controller", controller.to_str().unwrap(), "--out", dir.path().to_str().unwrap()])
-        .args(["--transitions", "300", "--episode-steps", "300", "--eval-episodes", "10", "--seed", "5", "--threads", "1", "--device", "cpu"])
+        .args([
+            "dataset",
+            "make-benchmark",
+            "antmaze-umaze",
+            "--controller",
+            controller.to_str().unwrap(),
+            "--out",
+            dir.path().to_str().unwrap(),
+        ])
+        .args([
+            "--transitions",
+            "300",
+            "--episode-steps",
+            "300",
+            "--eval-episodes",
+            "10",
+            "--seed",
+            "5",
+            "--threads",
+            "1",
+            "--device",
+            "cpu",
+        ])
         .output()
         .unwrap();
     assert!(o.status.success(), "make-benchmark failed:\n{}", String::from_utf8_lossy(&o.stderr));

@@ -47,20 +47,52 @@ fn make_benchmark_writes_four_d4rl_files_and_a_matching_manifest() {
     let rows = ROWS.to_string();
     let make = |out: &Path, keep: &str| {
         o2o(&[
-            "dataset", "make-benchmark", "hopper", "--out", out.to_str().unwrap(), "--seed", "3",
-            "--sac-steps", "1500", "--sac-random-steps", "500", "--transitions", &rows, "--eval-every", "250", "--eval-episodes", "2",
-            "--set", "agent.critic.hidden=[64,64]", "--set", "agent.actor.mlp.hidden=[64,64]", keep, "--threads", "1", "--device", "cpu",
+            "dataset",
+            "make-benchmark",
+            "hopper",
+            "--out",
+            out.to_str().unwrap(),
+            "--seed",
+            "3",
+            "--sac-steps",
+            "1500",
+            "--sac-random-steps",
+            "500",
+            "--transitions",
+            &rows,
+            "--eval-every",
+            "250",
+            "--eval-episodes",
+            "2",
+            "--set",
+            "agent.critic.hidden=[64,64]",
+            "--set",
+            "agent.actor.mlp.hidden=[64,64]",
+            keep,
+            "--threads",
+            "1",
+            "--device",
+            "cpu",
         ])
     };
     let (ok, log) = make(&out, "--keep-run");
     assert!(ok, "{log}");
     let m: Value = serde_json::from_str(&std::fs::read_to_string(out.join("manifest.json")).unwrap()).unwrap();
-    assert_eq!((m["format"].as_str(), m["task"].as_str(), m["env"].as_str(), m["scale"].as_str()), (Some("o2o-benchmark/1"), Some("hopper"), Some("hopper-v2"), Some("custom")));
+    assert_eq!(
+        (m["format"].as_str(), m["task"].as_str(), m["env"].as_str(), m["scale"].as_str()),
+        (Some("o2o-benchmark/1"), Some("hopper"), Some("hopper-v2"), Some("custom"))
+    );
     assert_eq!(m["seeds"]["sac"], 3);
     let sac = &m["sac"];
-    assert_eq!((sac["random_steps"].as_u64(), sac["online_steps"].as_u64(), sac["grad_steps"].as_u64()), (Some(500), Some(1000), Some(1000)));
+    assert_eq!(
+        (sac["random_steps"].as_u64(), sac["online_steps"].as_u64(), sac["grad_steps"].as_u64()),
+        (Some(500), Some(1000), Some(1000))
+    );
     let evals = sac["evaluations"].as_array().unwrap();
-    assert_eq!(evals.iter().map(|e| e["env_step"].as_u64().unwrap()).collect::<Vec<_>>(), vec![250, 500, 750, 1000, 1250, 1500]);
+    assert_eq!(
+        evals.iter().map(|e| e["env_step"].as_u64().unwrap()).collect::<Vec<_>>(),
+        vec![250, 500, 750, 1000, 1250, 1500]
+    );
 
     // The medium rule: the earliest evaluation reaching one third of the final policy's
     // normalized score (hopper REF_MIN = −20.272305).
@@ -92,16 +124,28 @@ fn make_benchmark_writes_four_d4rl_files_and_a_matching_manifest() {
         // Episode returns as recorded (complete episodes only).
         let eps: Vec<_> = ds.episodes(None).into_iter().filter(|e| e.terminated || e.truncated).collect();
         assert_eq!(f["episodes"].as_u64().unwrap() as usize, eps.len(), "{name}");
-        let mean = eps.iter().map(|e| ds.rewards[e.rows.clone()].iter().map(|&r| r as f64).sum::<f64>()).sum::<f64>() / eps.len() as f64;
+        let mean = eps.iter().map(|e| ds.rewards[e.rows.clone()].iter().map(|&r| r as f64).sum::<f64>()).sum::<f64>()
+            / eps.len() as f64;
         assert!((f["returns"]["mean"].as_f64().unwrap() - mean).abs() < 1e-6, "{name}");
         let float = if role == "medium-replay" { Dtype::Float64 } else { Dtype::Float32 };
         assert_eq!(ds.dtypes["observations"], float, "{name}");
-        assert_eq!(ds.metadata.get("metadata/algorithm"), (role != "random").then(|| MetaValue::Str("SAC".into())).as_ref(), "{name}");
+        assert_eq!(
+            ds.metadata.get("metadata/algorithm"),
+            (role != "random").then(|| MetaValue::Str("SAC".into())).as_ref(),
+            "{name}"
+        );
         match role {
             "medium-replay" => {
                 // The SAC run's own first transitions, cut at the last episode end before the snapshot.
-                assert!(ds.len() <= medium_env_step && ds.len() > 0, "{name}: {} rows, snapshot at {medium_env_step}", ds.len());
-                assert!(ds.terminals[ds.len() - 1] != 0.0 || ds.timeouts.as_ref().unwrap()[ds.len() - 1] != 0.0, "{name} ends mid-episode");
+                assert!(
+                    ds.len() <= medium_env_step && ds.len() > 0,
+                    "{name}: {} rows, snapshot at {medium_env_step}",
+                    ds.len()
+                );
+                assert!(
+                    ds.terminals[ds.len() - 1] != 0.0 || ds.timeouts.as_ref().unwrap()[ds.len() - 1] != 0.0,
+                    "{name} ends mid-episode"
+                );
                 let run = D4rlDataset::read(&out.join("sac-run").join("dataset.hdf5")).unwrap();
                 assert_eq!(run.len(), 1500);
                 assert_eq!(&run.observations[..ds.len() * 11], &ds.observations[..]);
@@ -110,7 +154,14 @@ fn make_benchmark_writes_four_d4rl_files_and_a_matching_manifest() {
             _ => assert_eq!(ds.len(), ROWS, "{name}"),
         }
     }
-    assert!(!std::fs::read_dir(&out).unwrap().any(|e| e.unwrap().file_name().to_string_lossy().starts_with(".make-benchmark")), "work folder left behind");
+    assert!(
+        !std::fs::read_dir(&out).unwrap().any(|e| e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .starts_with(".make-benchmark")),
+        "work folder left behind"
+    );
 
     // Same seed, same files, byte for byte (and without --keep-run no run folder stays).
     let again = dir.path().join("again");
@@ -125,7 +176,10 @@ fn make_benchmark_writes_four_d4rl_files_and_a_matching_manifest() {
     let medium_file = out.join("hopper-medium-v2.hdf5");
     let (ok, info) = o2o(&["dataset", "info", medium_file.to_str().unwrap()]);
     assert!(ok, "{info}");
-    assert!(info.contains("benchmark: hopper-medium-v2 (role medium") && info.contains("sha256: matches the manifest"), "{info}");
+    assert!(
+        info.contains("benchmark: hopper-medium-v2 (role medium") && info.contains("sha256: matches the manifest"),
+        "{info}"
+    );
     assert!(info.contains("registry: hopper-medium-v2 (env hopper-v2"), "{info}");
     let copy = dir.path().join("copy");
     std::fs::create_dir(&copy).unwrap();
@@ -144,7 +198,17 @@ fn make_benchmark_writes_four_d4rl_files_and_a_matching_manifest() {
 fn make_benchmark_refuses_bad_sizes_before_writing() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("x");
-    let (ok, log) = o2o(&["dataset", "make-benchmark", "hopper", "--out", out.to_str().unwrap(), "--sac-steps", "100", "--sac-random-steps", "100"]);
+    let (ok, log) = o2o(&[
+        "dataset",
+        "make-benchmark",
+        "hopper",
+        "--out",
+        out.to_str().unwrap(),
+        "--sac-steps",
+        "100",
+        "--sac-random-steps",
+        "100",
+    ]);
     assert!(!ok && log.contains("sac-random-steps < sac-steps"), "{log}");
     assert!(!Path::new(&out).join("manifest.json").exists());
 }
@@ -153,7 +217,8 @@ fn make_benchmark_refuses_bad_sizes_before_writing() {
 /// manifest describes, readable by our reader, with states matching their observations.
 #[test]
 fn shipped_hopper_small_files_match_their_manifest() {
-    let dir = Path::new(&std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").into())).join("../data/hopper-small");
+    let dir = Path::new(&std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").into()))
+        .join("../data/hopper-small");
     let m: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
     assert_eq!((m["task"].as_str(), m["scale"].as_str()), (Some("hopper"), Some("small")));
     let mut shipped = 0;

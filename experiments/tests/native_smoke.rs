@@ -4,7 +4,8 @@
 use std::process::Command;
 
 fn venv_bin(name: &str) -> std::path::PathBuf {
-    let venv = std::env::var("O2O_VENV").expect("O2O_VENV is set by the generated .cargo/config.toml; run `make setup`");
+    let venv =
+        std::env::var("O2O_VENV").expect("O2O_VENV is set by the generated .cargo/config.toml; run `make setup`");
     std::path::Path::new(&venv).join("bin").join(name)
 }
 
@@ -21,7 +22,8 @@ fn rerun_saves_a_recording_the_viewer_tools_read() {
         rec.flush_blocking().unwrap();
     }
     assert!(std::fs::metadata(&path).unwrap().len() > 0);
-    let out = Command::new(venv_bin("rerun")).args(["rrd", "print", "-vv"]).arg(&path).output().expect("venv rerun command");
+    let out =
+        Command::new(venv_bin("rerun")).args(["rrd", "print", "-vv"]).arg(&path).output().expect("venv rerun command");
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "rerun rrd print failed: {text}");
     assert!(text.contains("train/return"), "entity path missing from recording: {text}");

@@ -43,24 +43,40 @@ fn rlpd_with_expert_data_learns_inverted_pendulum_faster_than_sac() {
         "agent.actor_lr=1e-3",
         "agent.critic_lr=1e-3",
     ];
-    let sac_sets = [&common[..], &["train.batch_size=128", "agent.critic.hidden=[64, 64]", "agent.actor.mlp.hidden=[64, 64]"]].concat();
+    let sac_sets =
+        [&common[..], &["train.batch_size=128", "agent.critic.hidden=[64, 64]", "agent.actor.mlp.hidden=[64, 64]"]]
+            .concat();
     let data_set = format!("dataset.path={:?}", data.display().to_string());
     let rlpd_sets = [
         &common[..],
-        &["dataset.id=\"\"", "dataset.transitions=corrected", "train.batch_size=1280", "agent.critic_steps=10", "agent.critic.hidden=[64, 64]", "agent.actor.mlp.hidden=[64, 64]"],
+        &[
+            "dataset.id=\"\"",
+            "dataset.transitions=corrected",
+            "train.batch_size=1280",
+            "agent.critic_steps=10",
+            "agent.critic.hidden=[64, 64]",
+            "agent.actor.mlp.hidden=[64, 64]",
+        ],
     ]
     .concat();
     let mut rlpd_sets = sets(&rlpd_sets);
     rlpd_sets.retain(|s| s != "dataset.id=\"\"");
     rlpd_sets.push(data_set);
-    let sac = std::thread::spawn(move || o2o(&["train", "--preset", "sac-inverted-pendulum", "--seed", "0"], &sets(&sac_sets)));
+    let sac = std::thread::spawn(move || {
+        o2o(&["train", "--preset", "sac-inverted-pendulum", "--seed", "0"], &sets(&sac_sets))
+    });
     let rlpd = o2o(&["train", "--preset", "rlpd-hopper-medium", "--seed", "0"], &rlpd_sets);
     let sac = sac.join().unwrap();
     let (rr, rs) = (metric(&rlpd, "eval/return"), metric(&sac, "eval/return"));
     println!("RLPD eval returns: {rr:?}\nSAC eval returns: {rs:?}");
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
     assert_eq!(rr.len(), rs.len());
-    assert!(mean(&rr) >= mean(&rs) + 200.0, "RLPD's mean evaluation return {} is not above SAC's {} by 200", mean(&rr), mean(&rs));
+    assert!(
+        mean(&rr) >= mean(&rs) + 200.0,
+        "RLPD's mean evaluation return {} is not above SAC's {} by 200",
+        mean(&rr),
+        mean(&rs)
+    );
     assert!(rr.iter().any(|&r| r >= 900.0), "RLPD never reached 900: {rr:?}");
 }
 
@@ -99,7 +115,8 @@ fn cql_and_calql_train_offline_then_online_through_the_runner() {
     let bound = metric(&calql, "train/calql_bound_rate");
     assert_eq!(bound.len(), 6, "Cal-QL calibrates offline and (by default) online: {bound:?}");
     assert!(metric(&cql, "train/calql_bound_rate").is_empty());
-    let summary: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(calql.join("summary.json")).unwrap()).unwrap();
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(calql.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["env_steps"].as_u64(), Some(300));
 }
 
@@ -127,18 +144,34 @@ fn iql_fine_tuning_offline_share_decays_as_one_buffer() {
         "agent.actor.mlp.hidden=[32, 32]".into(),
     ];
     let run = o2o(&["train", "--preset", "iql-hopper-medium", "--seed", "0"], &s);
-    let records: Vec<serde_json::Value> = std::fs::read_to_string(run.join("metrics.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    let shares: Vec<(f64, f64)> = records.iter().filter_map(|r| Some((r.get("env_step")?.as_f64()?, r.get("train/offline_fraction")?.as_f64()?))).filter(|(t, _)| *t > 0.0).collect();
+    let records: Vec<serde_json::Value> = std::fs::read_to_string(run.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let shares: Vec<(f64, f64)> = records
+        .iter()
+        .filter_map(|r| Some((r.get("env_step")?.as_f64()?, r.get("train/offline_fraction")?.as_f64()?)))
+        .filter(|(t, _)| *t > 0.0)
+        .collect();
     assert!(shares.len() >= 5, "{shares:?}");
     let n = 1000.0;
     for &(t, share) in &shares {
         // Binomial noise of a 256-row batch: σ ≤ 0.032.
-        assert!((share - n / (n + t)).abs() < 0.12, "offline share {share} at {t} online rows, expected about {}", n / (n + t));
+        assert!(
+            (share - n / (n + t)).abs() < 0.12,
+            "offline share {share} at {t} online rows, expected about {}",
+            n / (n + t)
+        );
     }
     assert!(shares.last().unwrap().1 < shares[0].1 - 0.2, "{shares:?}");
     let mut bad = s.clone();
     bad.push("train.offline_ratio=0.5".into());
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_o2o")).args(["train", "--preset", "iql-hopper-medium", "--print-config"]).args(bad.iter().flat_map(|s| ["--set", s.as_str()])).output().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_o2o"))
+        .args(["train", "--preset", "iql-hopper-medium", "--print-config"])
+        .args(bad.iter().flat_map(|s| ["--set", s.as_str()]))
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("train.offline_ratio") && err.contains("proportional"), "{err}");
 }

@@ -65,7 +65,13 @@ fn train(runs: &Path, extra: &[&str]) -> Output {
 
 /// The run directories in `runs` (not the hidden `.creating-*` folders).
 fn run_dirs(runs: &Path) -> Vec<PathBuf> {
-    let mut d: Vec<PathBuf> = std::fs::read_dir(runs).map(|r| r.map(|e| e.unwrap().path()).filter(|p| p.is_dir() && !p.file_name().unwrap().to_string_lossy().starts_with('.')).collect()).unwrap_or_default();
+    let mut d: Vec<PathBuf> = std::fs::read_dir(runs)
+        .map(|r| {
+            r.map(|e| e.unwrap().path())
+                .filter(|p| p.is_dir() && !p.file_name().unwrap().to_string_lossy().starts_with('.'))
+                .collect()
+        })
+        .unwrap_or_default();
     d.sort();
     d
 }
@@ -101,14 +107,22 @@ fn fifty_kills_at_random_moments_end_in_the_uninterrupted_metrics() {
     while kills < 50 {
         // A new run, killed at once after its directory appeared (or mid-step), then resumed
         // under random faults until it finishes.
-        let start_fault = if rng.uniform() < 0.5 { "created:1".to_string() } else { format!("step:{}", 1 + (rng.uniform() * 40.0) as u64) };
+        let start_fault = if rng.uniform() < 0.5 {
+            "created:1".to_string()
+        } else {
+            format!("step:{}", 1 + (rng.uniform() * 40.0) as u64)
+        };
         let before = run_dirs(&runs);
         let o = o2o(&["train"]).args(SAC).arg("--runs-dir").arg(&runs).env("O2O_FAULT", &start_fault).output().unwrap();
         assert!(killed_by_sigkill(&o), "train with O2O_FAULT={start_fault} was not killed: {}", text(&o));
         kills += 1;
         *points.entry(if start_fault.starts_with("created") { "created" } else { "step" }).or_default() += 1;
         let dir = run_dirs(&runs).into_iter().find(|d| !before.contains(d)).expect("the killed run's directory exists");
-        assert!(dir.join("config.toml").is_file() && dir.join("manifest.json").is_file(), "{} lacks its config or manifest", dir.display());
+        assert!(
+            dir.join("config.toml").is_file() && dir.join("manifest.json").is_file(),
+            "{} lacks its config or manifest",
+            dir.display()
+        );
         loop {
             let u = [rng.uniform(), rng.uniform()];
             let (point, n) = match u[0] {
@@ -117,7 +131,12 @@ fn fifty_kills_at_random_moments_end_in_the_uninterrupted_metrics() {
                 x if x < 0.95 => ("eval", 1 + (u[1] * 4.0) as u64),
                 _ => ("summary", 1),
             };
-            let o = o2o(&["resume"]).arg(&dir).args(["--device", "cpu", "--threads", "1", "--rerun=off"]).env("O2O_FAULT", format!("{point}:{n}")).output().unwrap();
+            let o = o2o(&["resume"])
+                .arg(&dir)
+                .args(["--device", "cpu", "--threads", "1", "--rerun=off"])
+                .env("O2O_FAULT", format!("{point}:{n}"))
+                .output()
+                .unwrap();
             if killed_by_sigkill(&o) {
                 kills += 1;
                 *points.entry(point).or_default() += 1;
@@ -126,13 +145,24 @@ fn fifty_kills_at_random_moments_end_in_the_uninterrupted_metrics() {
             assert!(o.status.success(), "resume of {} after a kill failed: {}", dir.display(), text(&o));
             break;
         }
-        assert_eq!(metrics_without_time(&dir), want, "{} ended with other metrics than the uninterrupted run", dir.display());
+        assert_eq!(
+            metrics_without_time(&dir),
+            want,
+            "{} ended with other metrics than the uninterrupted run",
+            dir.display()
+        );
         finished_runs += 1;
     }
     assert!(points.len() >= 4, "kills should hit start-up, steps, checkpoints and evaluations: {points:?}");
     // Every directory is a finished run, and report sees them so.
     let out = scratch("kill-report-");
-    let o = o2o(&["report"]).arg(&runs).arg("--out").arg(&out).args(["--metric", "eval/return", "--reps", "100"]).output().unwrap();
+    let o = o2o(&["report"])
+        .arg(&runs)
+        .arg("--out")
+        .arg(&out)
+        .args(["--metric", "eval/return", "--reps", "100"])
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", text(&o));
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     let rows = md.lines().filter(|l| l.contains("| finished |")).count();
@@ -149,7 +179,8 @@ fn two_resumes_of_one_run_one_refuses() {
     let dir = run_dirs(&runs).pop().unwrap();
     let lock = std::fs::read_to_string(dir.join(".lock")).unwrap();
     assert!(lock.starts_with("pid "), "the killed process's lock names it: {lock:?}");
-    let spawn = || o2o(&["resume"]).arg(&dir).args(["--device", "cpu", "--threads", "1", "--rerun=off"]).spawn().unwrap();
+    let spawn =
+        || o2o(&["resume"]).arg(&dir).args(["--device", "cpu", "--threads", "1", "--rerun=off"]).spawn().unwrap();
     let (a, b) = (spawn(), spawn());
     let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
     let (ok, refused): (Vec<&Output>, Vec<&Output>) = [&a, &b].into_iter().partition(|o| o.status.success());
@@ -159,7 +190,8 @@ fn two_resumes_of_one_run_one_refuses() {
     assert!(text(ok[0]).contains("taking over the lock left by pid"), "{}", text(ok[0]));
     // No duplicated rows, no step going backwards.
     let m = metrics_without_time(&dir);
-    let steps: Vec<(u64, u64)> = m.iter().map(|r| (r["grad_step"].as_u64().unwrap(), r["env_step"].as_u64().unwrap())).collect();
+    let steps: Vec<(u64, u64)> =
+        m.iter().map(|r| (r["grad_step"].as_u64().unwrap(), r["env_step"].as_u64().unwrap())).collect();
     assert!(steps.windows(2).all(|w| w[1].1 >= w[0].1), "env_step went backwards");
     assert_eq!(m, metrics_without_time(&reference("lock-ref-")));
 }
@@ -185,12 +217,34 @@ fn bad_input_leaves_no_run_directory() {
     let parent_runs = scratch("noleft-parent-");
     assert!(train(&parent_runs, &[]).status.success());
     let parent = run_dirs(&parent_runs).pop().unwrap();
-    let finetune = |from: &Path, extra: &[&str]| o2o(&["finetune", "--from"]).arg(from).args(["--steps", "50", "--device", "cpu", "--rerun=off", "--runs-dir"]).arg(&runs).args(extra).output().unwrap();
+    let finetune = |from: &Path, extra: &[&str]| {
+        o2o(&["finetune", "--from"])
+            .arg(from)
+            .args(["--steps", "50", "--device", "cpu", "--rerun=off", "--runs-dir"])
+            .arg(&runs)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
     // Another env: the parent's networks do not fit Hopper's sizes.
     let o = finetune(&parent, &["--env", "Hopper-v5"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     // `run --from` a parent of another algorithm (a SAC agent into a CQL preset).
-    let o = o2o(&["run", "--preset", "cql-hopper-medium", "--from"]).arg(&parent).args(["--set", "env=InvertedPendulum-v5", "--set", "dataset.reward=\"none\"", "--device", "cpu", "--rerun=off", "--runs-dir"]).arg(&runs).output().unwrap();
+    let o = o2o(&["run", "--preset", "cql-hopper-medium", "--from"])
+        .arg(&parent)
+        .args([
+            "--set",
+            "env=InvertedPendulum-v5",
+            "--set",
+            "dataset.reward=\"none\"",
+            "--device",
+            "cpu",
+            "--rerun=off",
+            "--runs-dir",
+        ])
+        .arg(&runs)
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     // A truncated parent checkpoint: refused with libtorch's message but none of its C++ frames.
     let last = o2o_experiments::run::checkpoint::latest(&parent).unwrap();
@@ -248,9 +302,40 @@ fn relative_dataset_paths_and_plain_progress() {
     std::fs::copy(&data, work.join("replay.hdf5")).unwrap();
     let o = Command::new(O2O)
         .current_dir(&work)
-        .args(["train", "--preset", "iql-hopper-medium", "--device", "cpu", "--threads", "1", "--rerun=off", "--runs-dir", "runs"])
-        .args(["--set", "env=InvertedPendulum-v5", "--set", "dataset.path=replay.hdf5", "--set", "dataset.reward=\"none\"", "--set", "train.offline_steps=300"])
-        .args(["--set", "eval.every=0", "--set", "eval.episodes=1", "--set", "agent.critic.hidden=[32, 32]", "--set", "agent.value.hidden=[32, 32]", "--set", "agent.actor.mlp.hidden=[32, 32]"])
+        .args([
+            "train",
+            "--preset",
+            "iql-hopper-medium",
+            "--device",
+            "cpu",
+            "--threads",
+            "1",
+            "--rerun=off",
+            "--runs-dir",
+            "runs",
+        ])
+        .args([
+            "--set",
+            "env=InvertedPendulum-v5",
+            "--set",
+            "dataset.path=replay.hdf5",
+            "--set",
+            "dataset.reward=\"none\"",
+            "--set",
+            "train.offline_steps=300",
+        ])
+        .args([
+            "--set",
+            "eval.every=0",
+            "--set",
+            "eval.episodes=1",
+            "--set",
+            "agent.critic.hidden=[32, 32]",
+            "--set",
+            "agent.value.hidden=[32, 32]",
+            "--set",
+            "agent.actor.mlp.hidden=[32, 32]",
+        ])
         .args(["--progress-every", "0.05"])
         .output()
         .unwrap();
@@ -261,7 +346,13 @@ fn relative_dataset_paths_and_plain_progress() {
     let abs = std::fs::canonicalize(work.join("replay.hdf5")).unwrap();
     assert!(config.contains(&format!("path = {:?}", abs.display().to_string())), "{config}");
     let elsewhere = scratch("relpath-elsewhere-");
-    let o = Command::new(O2O).current_dir(&elsewhere).args(["finetune", "--from"]).arg(&dir).args(["--steps", "60", "--device", "cpu", "--rerun=off", "--progress", "off", "--runs-dir", "runs"]).output().unwrap();
+    let o = Command::new(O2O)
+        .current_dir(&elsewhere)
+        .args(["finetune", "--from"])
+        .arg(&dir)
+        .args(["--steps", "60", "--device", "cpu", "--rerun=off", "--progress", "off", "--runs-dir", "runs"])
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", text(&o));
     assert!(!String::from_utf8_lossy(&o.stderr).contains("o2o: step "), "--progress off still printed");
 }
@@ -275,7 +366,9 @@ fn sigint_checkpoints_and_says_how_to_resume() {
     let child = o2o(&["train"]).args(SAC).arg("--runs-dir").arg(&runs).spawn().unwrap();
     // Wait until the run is under way (its directory holds a metrics file).
     let t0 = Instant::now();
-    while run_dirs(&runs).first().is_none_or(|d| !d.join("metrics.jsonl").exists()) && t0.elapsed() < Duration::from_secs(30) {
+    while run_dirs(&runs).first().is_none_or(|d| !d.join("metrics.jsonl").exists())
+        && t0.elapsed() < Duration::from_secs(30)
+    {
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(150));
@@ -303,23 +396,56 @@ fn sigint_checkpoints_and_says_how_to_resume() {
 fn shrunk_budgets_headless_spawn_and_finetune_steps() {
     let runs = scratch("budget-");
     let sac: Vec<&str> = SAC.iter().copied().filter(|a| *a != "--rerun=off").collect();
-    let o = o2o(&["run"]).args(&sac).args(["--set", "train.online_batch_size=4096", "--rerun", "spawn", "--runs-dir"]).arg(&runs).env_remove("DISPLAY").env_remove("WAYLAND_DISPLAY").output().unwrap();
+    let o = o2o(&["run"])
+        .args(&sac)
+        .args(["--set", "train.online_batch_size=4096", "--rerun", "spawn", "--runs-dir"])
+        .arg(&runs)
+        .env_remove("DISPLAY")
+        .env_remove("WAYLAND_DISPLAY")
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", text(&o));
     let out = text(&o);
-    assert!(out.matches("fine-tuning makes no updates").count() >= 2, "the warning goes to stderr and under the stage table: {out}");
+    assert!(
+        out.matches("fine-tuning makes no updates").count() >= 2,
+        "the warning goes to stderr and under the stage table: {out}"
+    );
     assert!(out.contains("no display here"), "{out}");
     let dir = run_dirs(&runs).pop().unwrap();
     assert!(dir.join("recording.rrd").is_file(), "the recording was not saved");
-    let summary: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
     assert!(summary["warnings"][0].as_str().unwrap().contains("no updates"));
 
     // An offline-only parent has no online steps to reuse: --steps is required.
     let work = scratch("budget-iql-");
     let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/inverted-pendulum-sac-replay.hdf5");
-    let o = o2o(&["train", "--preset", "iql-hopper-medium", "--device", "cpu", "--threads", "1", "--rerun=off", "--runs-dir"]).arg(&work)
-        .args(["--set", "env=InvertedPendulum-v5", "--set", &format!("dataset.path={:?}", data.display().to_string()), "--set", "dataset.reward=\"none\"", "--set", "train.offline_steps=50", "--set", "eval.episodes=1"])
-        .output()
-        .unwrap();
+    let o = o2o(&[
+        "train",
+        "--preset",
+        "iql-hopper-medium",
+        "--device",
+        "cpu",
+        "--threads",
+        "1",
+        "--rerun=off",
+        "--runs-dir",
+    ])
+    .arg(&work)
+    .args([
+        "--set",
+        "env=InvertedPendulum-v5",
+        "--set",
+        &format!("dataset.path={:?}", data.display().to_string()),
+        "--set",
+        "dataset.reward=\"none\"",
+        "--set",
+        "train.offline_steps=50",
+        "--set",
+        "eval.episodes=1",
+    ])
+    .output()
+    .unwrap();
     assert!(o.status.success(), "{}", text(&o));
     let parent = run_dirs(&work).pop().unwrap();
     let o = o2o(&["finetune", "--from"]).arg(&parent).args(["--rerun=off", "--runs-dir"]).arg(&work).output().unwrap();
@@ -337,7 +463,8 @@ fn rerun_flag_and_closed_pipes() {
     let o = o2o(&["resume", "--rerun", "off"]).arg(&dir).output().unwrap();
     assert!(o.status.success() && text(&o).contains("already finished"), "{}", text(&o));
 
-    let mut child = Command::new(O2O).args(["env", "list"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child =
+        Command::new(O2O).args(["env", "list"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let mut stdout = child.stdout.take().unwrap();
     let mut first = [0u8; 1];
     std::io::Read::read_exact(&mut stdout, &mut first).unwrap();
@@ -363,16 +490,29 @@ fn json_print_config_eval_and_seed_sweeps() {
     assert_eq!((v["finished"].as_bool(), v["env_steps"].as_u64()), (Some(true), Some(500)));
     let dir = PathBuf::from(v["run_dir"].as_str().unwrap());
 
-    let o = o2o(&["eval"]).arg(&dir).args(["--episodes", "3", "--seed", "7", "--json", "--device", "cpu"]).output().unwrap();
+    let o = o2o(&["eval"])
+        .arg(&dir)
+        .args(["--episodes", "3", "--seed", "7", "--json", "--device", "cpu"])
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", text(&o));
     let e: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!((e["episodes"].as_u64(), e["seed"].as_u64()), (Some(3), Some(7)));
     assert!(e["mean_return"].as_f64().unwrap() > 0.0);
-    let again = o2o(&["eval"]).arg(&dir).args(["--episodes", "3", "--seed", "7", "--json", "--device", "cpu"]).output().unwrap();
+    let again = o2o(&["eval"])
+        .arg(&dir)
+        .args(["--episodes", "3", "--seed", "7", "--json", "--device", "cpu"])
+        .output()
+        .unwrap();
     assert_eq!(o.stdout, again.stdout, "evaluation is deterministic");
 
     let sweep = scratch("sweep-");
-    let o = o2o(&["train"]).args(SAC).args(["--set", "train.online_steps=40", "--seeds", "0..2", "--jobs", "2", "--runs-dir"]).arg(&sweep).output().unwrap();
+    let o = o2o(&["train"])
+        .args(SAC)
+        .args(["--set", "train.online_steps=40", "--seeds", "0..2", "--jobs", "2", "--runs-dir"])
+        .arg(&sweep)
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", text(&o));
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("seed 0:") && out.contains("seed 1:"), "{out}");
@@ -381,10 +521,19 @@ fn json_print_config_eval_and_seed_sweeps() {
     let o = o2o(&["report"]).arg(&sweep).arg("--out").arg(scratch("sweep-report-default-")).output().unwrap();
     assert!(!o.status.success() && text(&o).contains("use --metric eval/return"), "{}", text(&o));
     let rep = scratch("sweep-report-");
-    let o = o2o(&["report"]).arg(&sweep).arg("--out").arg(&rep).args(["--metric", "eval/return", "--reps", "100"]).output().unwrap();
+    let o = o2o(&["report"])
+        .arg(&sweep)
+        .arg("--out")
+        .arg(&rep)
+        .args(["--metric", "eval/return", "--reps", "100"])
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", text(&o));
     let md = std::fs::read_to_string(rep.join("report.md")).unwrap();
-    assert!(md.lines().any(|l| l.starts_with("| sac · InvertedPendulum-v5") && l.contains("| sac-inverted-pendulum | 2 |")), "{md}");
+    assert!(
+        md.lines().any(|l| l.starts_with("| sac · InvertedPendulum-v5") && l.contains("| sac-inverted-pendulum | 2 |")),
+        "{md}"
+    );
 }
 
 /// Items 8 and 9: actions far outside the action box are reported by `dataset info` and at
@@ -412,11 +561,38 @@ fn dataset_warnings_write_failures_and_minari_view() {
     h.write(&wide_hopper).unwrap();
     let o = o2o(&["dataset", "info"]).arg(&wide_hopper).output().unwrap();
     let out = text(&o);
-    assert!(o.status.success() && out.contains("lie outside the env's action range [-1, 1]") && !out.contains("warnings: none"), "{out}");
-    let o = o2o(&["train", "--preset", "iql-hopper-medium", "--device", "cpu", "--threads", "1", "--rerun=off", "--runs-dir"]).arg(work.join("runs"))
-        .args(["--set", "env=InvertedPendulum-v5", "--set", &format!("dataset.path={:?}", wide.display().to_string()), "--set", "dataset.reward=\"none\"", "--set", "train.offline_steps=10", "--set", "eval.episodes=1"])
-        .output()
-        .unwrap();
+    assert!(
+        o.status.success()
+            && out.contains("lie outside the env's action range [-1, 1]")
+            && !out.contains("warnings: none"),
+        "{out}"
+    );
+    let o = o2o(&[
+        "train",
+        "--preset",
+        "iql-hopper-medium",
+        "--device",
+        "cpu",
+        "--threads",
+        "1",
+        "--rerun=off",
+        "--runs-dir",
+    ])
+    .arg(work.join("runs"))
+    .args([
+        "--set",
+        "env=InvertedPendulum-v5",
+        "--set",
+        &format!("dataset.path={:?}", wide.display().to_string()),
+        "--set",
+        "dataset.reward=\"none\"",
+        "--set",
+        "train.offline_steps=10",
+        "--set",
+        "eval.episodes=1",
+    ])
+    .output()
+    .unwrap();
     assert!(o.status.success(), "{}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("lie outside the env's action range [-3, 3]") && err.contains("actions[:, 0]"), "{err}");
@@ -429,13 +605,23 @@ fn dataset_warnings_write_failures_and_minari_view() {
     let o = o2o(&["dataset", "info"]).arg(&empty).output().unwrap();
     assert!(text(&o).contains("0 rows"), "{}", text(&o));
 
-    let o = o2o(&["dataset", "convert"]).arg(&src).arg(work.join("no/such/folder/out.hdf5")).args(["--to", "d4rl"]).output().unwrap();
+    let o = o2o(&["dataset", "convert"])
+        .arg(&src)
+        .arg(work.join("no/such/folder/out.hdf5"))
+        .args(["--to", "d4rl"])
+        .output()
+        .unwrap();
     let err = text(&o);
     assert!(!o.status.success() && err.contains("cannot create") && !err.contains("not a readable HDF5"), "{err}");
 
     let minari = work.join("minari");
     let o = o2o(&["dataset", "convert"]).arg(&src).arg(&minari).args(["--to", "minari"]).output().unwrap();
     assert!(o.status.success(), "{}", text(&o));
-    let o = o2o(&["dataset", "view"]).arg(&minari).args(["--env", "InvertedPendulum-v5", "--episodes", "1", "--out"]).arg(work.join("m.rrd")).output().unwrap();
+    let o = o2o(&["dataset", "view"])
+        .arg(&minari)
+        .args(["--env", "InvertedPendulum-v5", "--episodes", "1", "--out"])
+        .arg(work.join("m.rrd"))
+        .output()
+        .unwrap();
     assert!(o.status.success() && work.join("m.rrd").is_file(), "{}", text(&o));
 }

@@ -53,14 +53,19 @@ fn o2o(args: &[&str], runs: &Path) -> Command {
 
 /// The one run directory inside `runs`.
 fn only_run(runs: &Path) -> PathBuf {
-    let dirs: Vec<PathBuf> = std::fs::read_dir(runs).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
+    let dirs: Vec<PathBuf> =
+        std::fs::read_dir(runs).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
     assert_eq!(dirs.len(), 1, "expected one run directory in {}, found {dirs:?}", runs.display());
     dirs.into_iter().next().unwrap()
 }
 
 fn checkpoints(run: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(run.join("checkpoints"))
-        .map(|d| d.map(|e| e.unwrap().path()).filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("step-")).collect())
+        .map(|d| {
+            d.map(|e| e.unwrap().path())
+                .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("step-"))
+                .collect()
+        })
         .unwrap_or_default();
     v.sort();
     v
@@ -111,7 +116,11 @@ fn assert_kill_resume_is_exact(args: &[&str], last: &str, rows: Option<usize>) {
     let killed_at = checkpoints(&b);
     assert!(!killed_at.iter().any(|c| c.ends_with(last)), "killed too late: {killed_at:?}");
 
-    let out = Command::new(O2O).args(["resume", "--device", "cpu", "--threads", "1", "--rerun=off"]).arg(&b).output().unwrap();
+    let out = Command::new(O2O)
+        .args(["resume", "--device", "cpu", "--threads", "1", "--rerun=off"])
+        .arg(&b)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "resume failed: {}", String::from_utf8_lossy(&out.stderr));
 
     // Same final checkpoint: agent tensors, replay buffer, runner state.
@@ -119,11 +128,15 @@ fn assert_kill_resume_is_exact(args: &[&str], last: &str, rows: Option<usize>) {
     assert!(ca.ends_with(last), "{ca:?}");
     assert_eq!(ca.file_name(), cb.file_name());
     assert_same_tensors(&ca.join("agent.ot"), &cb.join("agent.ot"));
-    assert!(std::fs::read(ca.join("replay.bin")).unwrap() == std::fs::read(cb.join("replay.bin")).unwrap(), "replay buffers differ");
+    assert!(
+        std::fs::read(ca.join("replay.bin")).unwrap() == std::fs::read(cb.join("replay.bin")).unwrap(),
+        "replay buffers differ"
+    );
     // state.json equal apart from `metrics_len` (a byte count, which wall-clock digits change)
     // and the wall-clock times of the phase-end evaluations.
     let state = |c: &Path| {
-        let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(c.join("state.json")).unwrap()).unwrap();
+        let mut v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(c.join("state.json")).unwrap()).unwrap();
         let o = v.as_object_mut().unwrap();
         o.remove("metrics_len");
         for p in o["phase_evals"].as_array_mut().unwrap() {
@@ -147,7 +160,9 @@ fn assert_kill_resume_is_exact(args: &[&str], last: &str, rows: Option<usize>) {
 
     // Same metrics, line for line, apart from wall-clock fields.
     let (ma, mb) = (metrics_without_time(&a), metrics_without_time(&b));
-    assert!(ma.iter().any(|m| m.contains_key("eval/return")) && ma.iter().any(|m| m.contains_key("train/episode_return")));
+    assert!(
+        ma.iter().any(|m| m.contains_key("eval/return")) && ma.iter().any(|m| m.contains_key("train/episode_return"))
+    );
     assert_eq!(ma.len(), mb.len(), "metrics.jsonl line counts differ");
     for (i, (x, y)) in ma.iter().zip(&mb).enumerate() {
         assert_eq!(x, y, "metrics.jsonl line {} differs", i + 1);
@@ -191,7 +206,11 @@ fn sigkill_then_resume_is_exact_across_offline_and_online_phases() {
     )
     .unwrap();
     let p = preset.to_str().unwrap();
-    assert_kill_resume_is_exact(&["train", "--preset", p, "--device", "cpu", "--threads", "1"], "step-0000001500", None);
+    assert_kill_resume_is_exact(
+        &["train", "--preset", p, "--device", "cpu", "--threads", "1"],
+        "step-0000001500",
+        None,
+    );
 }
 
 /// WSRL across its whole recipe: killed during pre-training (first checkpoint at loop step
@@ -235,7 +254,10 @@ fn sigkill_then_resume_is_exact_through_wsrls_switch_and_warmup() {
 fn sigkill_then_resume_is_exact_for_famo2o_cql_and_iql() {
     let data = tempfile::tempdir().unwrap();
     let (dataset, _) = common::pd_dataset(data.path(), 2, 0.3);
-    for (preset, extra) in [("famo2o-cql-hopper-small", vec!["agent.cql_n_actions=2", "agent.balance.mlp.hidden=[32, 32]"]), ("famo2o-iql-hopper-small", vec!["agent.value.hidden=[32, 32]", "agent.balance.mlp.hidden=[32, 32]"])] {
+    for (preset, extra) in [
+        ("famo2o-cql-hopper-small", vec!["agent.cql_n_actions=2", "agent.balance.mlp.hidden=[32, 32]"]),
+        ("famo2o-iql-hopper-small", vec!["agent.value.hidden=[32, 32]", "agent.balance.mlp.hidden=[32, 32]"]),
+    ] {
         let mut sets = vec![
             "env=InvertedPendulum-v5".to_string(),
             format!("dataset.path={:?}", dataset.display().to_string()),
@@ -266,26 +288,50 @@ fn sigkill_then_resume_is_exact_for_famo2o_cql_and_iql() {
 #[test]
 fn bad_overrides_fail_before_creating_a_run() {
     let tmp = tempfile::tempdir().unwrap();
-    for (set, needle) in [("train.online_stepz=5", "online_stepz"), ("train.online_steps=abc", "abc"), ("agent.critic_lrr=1", "critic_lrr")] {
+    for (set, needle) in [
+        ("train.online_stepz=5", "online_stepz"),
+        ("train.online_steps=abc", "abc"),
+        ("agent.critic_lrr=1", "critic_lrr"),
+    ] {
         let out = o2o(&["train", "--preset", "sac-inverted-pendulum", "--set", set], tmp.path()).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{set}: {err}");
         assert!(err.contains(needle), "{set}: error does not name {needle}: {err}");
     }
-    let out = o2o(&["train", "--preset", "iql-hopper-medium", "--set", "dataset.path=/no/such/file.hdf5"], tmp.path()).output().unwrap();
+    let out = o2o(&["train", "--preset", "iql-hopper-medium", "--set", "dataset.path=/no/such/file.hdf5"], tmp.path())
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such/file.hdf5"));
     let out = o2o(&["train", "--preset", "no-such-preset"], tmp.path()).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("sac-hopper"));
-    assert!(!tmp.path().exists() || std::fs::read_dir(tmp.path()).unwrap().next().is_none(), "a failed config created a run directory");
+    assert!(
+        !tmp.path().exists() || std::fs::read_dir(tmp.path()).unwrap().next().is_none(),
+        "a failed config created a run directory"
+    );
 }
 
 #[test]
 fn run_directory_has_its_files_and_d4rl_envs_get_normalized_scores() {
     let tmp = tempfile::tempdir().unwrap();
     let args = [
-        "train", "--preset", "sac-hopper", "--device", "cpu", "--threads", "1", "--set", "env=hopper-v2", "--set", "train.random_steps=30",
-        "--set", "train.online_steps=0", "--set", "eval.every=0", "--set", "eval.episodes=2",
+        "train",
+        "--preset",
+        "sac-hopper",
+        "--device",
+        "cpu",
+        "--threads",
+        "1",
+        "--set",
+        "env=hopper-v2",
+        "--set",
+        "train.random_steps=30",
+        "--set",
+        "train.online_steps=0",
+        "--set",
+        "eval.every=0",
+        "--set",
+        "eval.episodes=2",
     ];
     let out = o2o(&args, tmp.path()).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -295,18 +341,22 @@ fn run_directory_has_its_files_and_d4rl_envs_get_normalized_scores() {
     let config: toml::Table = std::fs::read_to_string(run.join("config.toml")).unwrap().parse().unwrap();
     assert_eq!(config["env"].as_str(), Some("hopper-v2"));
     assert_eq!(config["agent"]["gamma"].as_float(), Some(0.99));
-    let manifest: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(run.join("manifest.json")).unwrap()).unwrap();
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("manifest.json")).unwrap()).unwrap();
     for key in ["git_revision", "seeds", "machine", "o2o_version", "device"] {
         assert!(manifest.get(key).is_some(), "manifest.json lacks {key}");
     }
     assert_eq!(manifest["machine"]["mujoco"].as_str(), Some("3.17.0"));
     assert!(manifest["machine"]["cores"].as_u64().unwrap() >= 1);
     // The evaluation's normalized score is D4RL's: 100 (R − REF_MIN) / (REF_MAX − REF_MIN).
-    let last: serde_json::Value = serde_json::from_str(std::fs::read_to_string(run.join("metrics.jsonl")).unwrap().lines().last().unwrap()).unwrap();
+    let last: serde_json::Value =
+        serde_json::from_str(std::fs::read_to_string(run.join("metrics.jsonl")).unwrap().lines().last().unwrap())
+            .unwrap();
     let ret = last["eval/return"].as_f64().unwrap();
     let score = last["eval/normalized_score"].as_f64().unwrap();
     assert!((score - 100.0 * (ret + 20.272305) / (3234.3 + 20.272305)).abs() < 1e-9, "{ret} → {score}");
-    let summary: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap();
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["steps"].as_u64(), Some(30));
     assert_eq!(summary["final_eval"]["normalized_score"].as_f64(), Some(score));
 }

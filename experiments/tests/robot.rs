@@ -42,7 +42,11 @@ fn ok(o: &Output, what: &str) -> String {
 }
 
 fn only_run(runs: &Path, prefix: &str) -> PathBuf {
-    let mut d: Vec<PathBuf> = std::fs::read_dir(runs).unwrap().map(|e| e.unwrap().path()).filter(|p| p.file_name().unwrap().to_string_lossy().starts_with(prefix)).collect();
+    let mut d: Vec<PathBuf> = std::fs::read_dir(runs)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with(prefix))
+        .collect();
     assert_eq!(d.len(), 1, "{d:?}");
     d.pop().unwrap()
 }
@@ -67,7 +71,13 @@ fn record_pretrain_and_finetune_on_the_sim_robot_with_faults() {
     assert!(out.contains("inside the envelope") && out.contains("step window 0.0200"), "{out}");
 
     // 2. Demonstrations by the scripted teleoperator, a D4RL file `o2o dataset info` reads.
-    let out = ok(&o2o(&work, &["robot", "record", "--config", sim, "--teleop", "reacher", "--episodes", "12", "--out", "demos.hdf5"]), "robot record");
+    let out = ok(
+        &o2o(
+            &work,
+            &["robot", "record", "--config", sim, "--teleop", "reacher", "--episodes", "12", "--out", "demos.hdf5"],
+        ),
+        "robot record",
+    );
     assert!(out.contains("12 successful"), "{out}");
     let info = ok(&o2o(&work, &["dataset", "info", "demos.hdf5"]), "dataset info");
     assert!(info.contains("infos/intervention") && info.contains("episodes: 12 (12 terminated"), "{info}");
@@ -76,8 +86,27 @@ fn record_pretrain_and_finetune_on_the_sim_robot_with_faults() {
 
     // 3. `o2o train` pre-trains on them offline (WSRL's CQL phase), evaluating on the robot.
     let env = format!("env=\"robot:{sim}\"");
-    let mut args = vec!["train", "--preset", "wsrl-robot-sim", "--runs-dir", "runs", "--set", &env, "--set", "dataset.path=demos.hdf5"];
-    args.extend(["--set", "train.offline_steps=60", "--set", "train.warmup_steps=0", "--set", "train.online_steps=0", "--set", "train.batch_size=64"]);
+    let mut args = vec![
+        "train",
+        "--preset",
+        "wsrl-robot-sim",
+        "--runs-dir",
+        "runs",
+        "--set",
+        &env,
+        "--set",
+        "dataset.path=demos.hdf5",
+    ];
+    args.extend([
+        "--set",
+        "train.offline_steps=60",
+        "--set",
+        "train.warmup_steps=0",
+        "--set",
+        "train.online_steps=0",
+        "--set",
+        "train.batch_size=64",
+    ]);
     args.extend(SMALL);
     args.extend(CPU);
     ok(&o2o(&work, &args), "train (offline on robot data)");
@@ -85,10 +114,26 @@ fn record_pretrain_and_finetune_on_the_sim_robot_with_faults() {
 
     // 4. Fine-tune on the faulty robot from that run; killed mid-run, resumed.
     let parent_s = parent.to_str().unwrap();
-    let mut args = vec!["robot", "run", "--config", faults, "--from", parent_s, "--online-steps", "240", "--runs-dir", "runs"];
-    args.extend(["--set", "train.online_batch_size=64", "--set", "checkpoint.every=40", "--set", "eval.every=120", "--set", "eval.episodes=1"]);
+    let mut args =
+        vec!["robot", "run", "--config", faults, "--from", parent_s, "--online-steps", "240", "--runs-dir", "runs"];
+    args.extend([
+        "--set",
+        "train.online_batch_size=64",
+        "--set",
+        "checkpoint.every=40",
+        "--set",
+        "eval.every=120",
+        "--set",
+        "eval.episodes=1",
+    ]);
     args.extend(CPU);
-    let killed = Command::new(O2O).current_dir(&work).args(&args).env("O2O_FAULT", "step:150").stdin(Stdio::null()).output().unwrap();
+    let killed = Command::new(O2O)
+        .current_dir(&work)
+        .args(&args)
+        .env("O2O_FAULT", "step:150")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
     assert!(!killed.status.success(), "the run was meant to be killed");
     let run = only_run(&work.join("runs"), "wsrl-robot-sim-finetune-");
     let before = D4rlDataset::read(&run.join("robot.hdf5")).unwrap().len();
@@ -108,17 +153,44 @@ fn record_pretrain_and_finetune_on_the_sim_robot_with_faults() {
     assert_eq!(total(&r, "refused_latched"), 0, "{r}");
     assert!(total(&r, "sent") > 100 && total(&r, "clipped_commands") > 0, "{r}");
     let latched_at_end = r["envs"].as_array().unwrap().iter().filter(|e| !e["latch"].is_null()).count() as u64;
-    let latches = total(&r, "driver_faults") + total(&r, "link_drops") + total(&r, "deadline_faults") + total(&r, "overspeed_faults");
+    let latches = total(&r, "driver_faults")
+        + total(&r, "link_drops")
+        + total(&r, "deadline_faults")
+        + total(&r, "overspeed_faults");
     assert_eq!(total(&r, "latch_clears") + latched_at_end, latches, "{r}");
     // The recorded log is a dataset like any other.
-    let info = ok(&o2o(&work, &["dataset", "info", run.join("robot.hdf5").to_str().unwrap()]), "dataset info (robot log)");
+    let info =
+        ok(&o2o(&work, &["dataset", "info", run.join("robot.hdf5").to_str().unwrap()]), "dataset info (robot log)");
     assert!(info.contains("infos/latched"), "{info}");
-    let summary: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap();
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["finished"], true);
 
     // 5. RLPD with the demonstrations as prior data, on the faulty robot.
-    let mut args = vec!["robot", "run", "--config", faults, "--preset", "rlpd-robot-sim", "--online-steps", "100", "--runs-dir", "runs"];
-    args.extend(["--set", "dataset.path=demos.hdf5", "--set", "train.random_steps=50", "--set", "train.batch_size=64", "--set", "agent.critic_steps=2", "--set", "eval.every=0"]);
+    let mut args = vec![
+        "robot",
+        "run",
+        "--config",
+        faults,
+        "--preset",
+        "rlpd-robot-sim",
+        "--online-steps",
+        "100",
+        "--runs-dir",
+        "runs",
+    ];
+    args.extend([
+        "--set",
+        "dataset.path=demos.hdf5",
+        "--set",
+        "train.random_steps=50",
+        "--set",
+        "train.batch_size=64",
+        "--set",
+        "agent.critic_steps=2",
+        "--set",
+        "eval.every=0",
+    ]);
     args.extend(SMALL);
     args.extend(CPU);
     let out = ok(&o2o(&work, &args), "robot run (rlpd)");
@@ -145,15 +217,53 @@ fn interventions_get_their_own_buffer_and_share_of_each_batch_across_a_resume() 
     let config = work.join("sim-operator.toml");
     std::fs::write(&config, text).unwrap();
     let config = config.to_str().unwrap();
-    let mut args = vec!["robot", "run", "--config", config, "--preset", "sac-robot-sim", "--online-steps", "200", "--runs-dir", "runs"];
-    args.extend(["--set", "train.random_steps=20", "--set", "train.batch_size=32", "--set", "train.intervention_share=0.5", "--set", "checkpoint.every=40", "--set", "eval.every=0"]);
+    let mut args = vec![
+        "robot",
+        "run",
+        "--config",
+        config,
+        "--preset",
+        "sac-robot-sim",
+        "--online-steps",
+        "200",
+        "--runs-dir",
+        "runs",
+    ];
+    args.extend([
+        "--set",
+        "train.random_steps=20",
+        "--set",
+        "train.batch_size=32",
+        "--set",
+        "train.intervention_share=0.5",
+        "--set",
+        "checkpoint.every=40",
+        "--set",
+        "eval.every=0",
+    ]);
     args.extend(SMALL);
     args.extend(CPU);
-    let killed = Command::new(O2O).current_dir(&work).args(&args).env("O2O_FAULT", "step:150").stdin(Stdio::null()).output().unwrap();
+    let killed = Command::new(O2O)
+        .current_dir(&work)
+        .args(&args)
+        .env("O2O_FAULT", "step:150")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
     assert!(!killed.status.success(), "the run was meant to be killed");
     let run = only_run(&work.join("runs"), "sac-robot-sim-");
-    let newest = || std::fs::read_dir(run.join("checkpoints")).unwrap().filter_map(|e| e.unwrap().file_name().to_str()?.strip_prefix("step-")?.parse::<u64>().ok()).max().unwrap();
-    let len_at = |step: u64| o2o_datasets::ReplayBuffer::load(&run.join(format!("checkpoints/step-{step:010}/interventions.bin"))).unwrap().len();
+    let newest = || {
+        std::fs::read_dir(run.join("checkpoints"))
+            .unwrap()
+            .filter_map(|e| e.unwrap().file_name().to_str()?.strip_prefix("step-")?.parse::<u64>().ok())
+            .max()
+            .unwrap()
+    };
+    let len_at = |step: u64| {
+        o2o_datasets::ReplayBuffer::load(&run.join(format!("checkpoints/step-{step:010}/interventions.bin")))
+            .unwrap()
+            .len()
+    };
     // Checkpoints wait for an episode's end, so the newest one before the kill is at some
     // step S ≤ 150 past the first takeover; it holds the takeovers of steps [0, S).
     let s = newest();
@@ -167,7 +277,10 @@ fn interventions_get_their_own_buffer_and_share_of_each_batch_across_a_resume() 
     assert_eq!(len_at(220), taken(0, s) + taken(0, 220 - s));
     // Every logged online batch took half its rows from the intervention buffer.
     let metrics = std::fs::read_to_string(run.join("metrics.jsonl")).unwrap();
-    let shares: Vec<f64> = metrics.lines().filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()?.get("train/intervention_fraction")?.as_f64()).collect();
+    let shares: Vec<f64> = metrics
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()?.get("train/intervention_fraction")?.as_f64())
+        .collect();
     assert!(shares.len() >= 4, "{} logged shares", shares.len());
     assert!(shares.iter().all(|s| *s == 0.5), "{shares:?}");
     let cfg = std::fs::read_to_string(run.join("config.toml")).unwrap();
@@ -182,23 +295,62 @@ fn a_robot_runs_recording_holds_its_control_loop() {
     use o2o_experiments::logging::inspect::{chunks, rrd};
     let work = tempfile::Builder::new().prefix("robot-rrd-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap().keep();
     let sim = configs().join("sim.toml");
-    let mut args = vec!["robot", "run", "--config", sim.to_str().unwrap(), "--preset", "sac-robot-sim", "--online-steps", "30", "--runs-dir", "runs"];
-    args.extend(["--set", "train.random_steps=10", "--set", "train.batch_size=16", "--set", "checkpoint.every=0", "--set", "eval.every=0"]);
+    let mut args = vec![
+        "robot",
+        "run",
+        "--config",
+        sim.to_str().unwrap(),
+        "--preset",
+        "sac-robot-sim",
+        "--online-steps",
+        "30",
+        "--runs-dir",
+        "runs",
+    ];
+    args.extend([
+        "--set",
+        "train.random_steps=10",
+        "--set",
+        "train.batch_size=16",
+        "--set",
+        "checkpoint.every=0",
+        "--set",
+        "eval.every=0",
+    ]);
     args.extend(SMALL);
     args.extend(["--device", "cpu", "--threads", "1", "--rerun", "save", "--progress", "off"]);
     ok(&o2o(&work, &args), "robot run (recorded)");
     let run = only_run(&work.join("runs"), "sac-robot-sim-");
     let chunks = chunks(&rrd("print", &run.join("recording.rrd")).unwrap());
-    let on_robot_step = |pred: &dyn Fn(&str) -> bool| chunks.iter().filter(|c| pred(&c.entity) && c.timelines.iter().any(|t| t == "robot_step")).map(|c| c.rows).sum::<usize>();
+    let on_robot_step = |pred: &dyn Fn(&str) -> bool| {
+        chunks
+            .iter()
+            .filter(|c| pred(&c.entity) && c.timelines.iter().any(|t| t == "robot_step"))
+            .map(|c| c.rows)
+            .sum::<usize>()
+    };
     let rows = |suffix: &str| on_robot_step(&|e: &str| e.starts_with("/robot/arm") && e.ends_with(suffix));
     // The acting arm stepped 40 times: every step is in the recording.
-    for key in ["/command/requested/0", "/command/sent/0", "/safety/clipped", "/intervention", "/loop/missed_deadlines", "/reward"] {
+    for key in [
+        "/command/requested/0",
+        "/command/sent/0",
+        "/safety/clipped",
+        "/intervention",
+        "/loop/missed_deadlines",
+        "/reward",
+    ] {
         assert!(rows(key) >= 40, "{key}: {} rows", rows(key));
     }
     // Periods from the second step of each episode on.
     assert!(rows("/loop/period_ms") >= 30 && rows("/loop/jitter_ms") >= 30);
     // Joint states: position and velocity of each of the Pusher's 7 joints, the tip's x, y, z.
-    let joints = |kind: &str| chunks.iter().filter(|c| c.entity.starts_with("/robot/arm") && c.entity.contains("/joints/") && c.entity.ends_with(kind)).map(|c| c.entity.clone()).collect::<std::collections::BTreeSet<_>>();
+    let joints = |kind: &str| {
+        chunks
+            .iter()
+            .filter(|c| c.entity.starts_with("/robot/arm") && c.entity.contains("/joints/") && c.entity.ends_with(kind))
+            .map(|c| c.entity.clone())
+            .collect::<std::collections::BTreeSet<_>>()
+    };
     assert!(joints("/position").len() >= 7 && joints("/velocity").len() >= 7, "{:?}", joints("/position"));
     assert!(rows("/ee/z") >= 40);
 }
@@ -215,5 +367,8 @@ fn checking_a_koch_arm_without_its_adapter_names_the_port() {
     let out = o2o(&work, &["robot", "check", config.to_str().unwrap()]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("koch.toml") && err.contains("ttyUSB-not-here is absent") && err.contains("driver.port"), "{err}");
+    assert!(
+        err.contains("koch.toml") && err.contains("ttyUSB-not-here is absent") && err.contains("driver.port"),
+        "{err}"
+    );
 }

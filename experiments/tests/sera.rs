@@ -46,7 +46,8 @@ fn run(extra: &[&str]) -> PathBuf {
 }
 
 fn final_weights(run: &Path) -> Vec<(String, Tensor)> {
-    let summary: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap();
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap();
     let mut v = Tensor::load_multi(run.join(summary["checkpoint"].as_str().unwrap()).join("agent.ot")).unwrap();
     v.sort_by(|a, b| a.0.cmp(&b.0));
     v
@@ -67,7 +68,10 @@ fn lambda_zero_reproduces_the_base_algorithm_bit_for_bit() {
     let zero = run(&["sera.lambda=0"]);
     assert!(metric(&base, "train/sera/r_int_mean").is_empty(), "the base run computes no bonus");
     let r_int = metric(&zero, "train/sera/r_int_mean");
-    assert!(r_int.len() >= 4 && r_int.iter().all(|x| x.is_finite()), "the λ = 0 run computes and logs the bonus: {r_int:?}");
+    assert!(
+        r_int.len() >= 4 && r_int.iter().all(|x| x.is_finite()),
+        "the λ = 0 run computes and logs the bonus: {r_int:?}"
+    );
     assert!(metric(&zero, "train/sera/bonus_share").iter().all(|&s| s == 0.0));
     let (a, b) = (metrics_without_time(&base), without_sera_keys(metrics_without_time(&zero)));
     assert_eq!(a.len(), b.len());
@@ -84,7 +88,11 @@ fn lambda_zero_reproduces_the_base_algorithm_bit_for_bit() {
 fn the_bonus_is_logged_and_changes_training() {
     let base = run(&["sera.enabled=false"]);
     let on = run(&[]);
-    let (mean, std, share) = (metric(&on, "train/sera/r_int_mean"), metric(&on, "train/sera/r_int_std"), metric(&on, "train/sera/bonus_share"));
+    let (mean, std, share) = (
+        metric(&on, "train/sera/r_int_mean"),
+        metric(&on, "train/sera/r_int_std"),
+        metric(&on, "train/sera/bonus_share"),
+    );
     assert!(mean.len() >= 4 && mean.len() == std.len() && std.len() == share.len());
     assert!(std.iter().all(|&s| s > 0.0 && s.is_finite()), "{std:?}");
     assert!(share.iter().all(|&s| s > 0.0 && s < 1.0), "{share:?}");
@@ -93,7 +101,14 @@ fn the_bonus_is_logged_and_changes_training() {
     assert_eq!(a[..4], b[..4], "offline updates (steps 50..200) get no bonus");
     assert_ne!(a.last(), b.last());
     // Every other option runs end to end.
-    let other = run(&["sera.neighbours=\"online-sample\"", "sera.neighbour_samples=256", "sera.state_scaling=\"dataset\"", "sera.log_form=\"log2-max\"", "sera.q_reduction=\"mean\"", "sera.normalization=\"none\""]);
+    let other = run(&[
+        "sera.neighbours=\"online-sample\"",
+        "sera.neighbour_samples=256",
+        "sera.state_scaling=\"dataset\"",
+        "sera.log_form=\"log2-max\"",
+        "sera.q_reduction=\"mean\"",
+        "sera.normalization=\"none\"",
+    ]);
     let mean = metric(&other, "train/sera/r_int_mean");
     assert!(!mean.is_empty() && mean.iter().all(|x| x.is_finite()), "{mean:?}");
 }
@@ -102,7 +117,12 @@ fn the_bonus_is_logged_and_changes_training() {
 fn settings_that_cannot_work_fail_before_the_first_step_naming_the_key() {
     let fail = |args: &[&str]| {
         let runs = tempfile::Builder::new().prefix("o2o-sera-bad-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-        let out = Command::new(O2O).args(args).args(["--device", "cpu", "--threads", "1", "--rerun=off", "--runs-dir"]).arg(runs.path()).output().unwrap();
+        let out = Command::new(O2O)
+            .args(args)
+            .args(["--device", "cpu", "--threads", "1", "--rerun=off", "--runs-dir"])
+            .arg(runs.path())
+            .output()
+            .unwrap();
         assert!(!out.status.success());
         String::from_utf8_lossy(&out.stderr).to_string()
     };
@@ -110,8 +130,19 @@ fn settings_that_cannot_work_fail_before_the_first_step_naming_the_key() {
     let err = fail(&["run", "--preset", "sera-calql-hopper-small", "--set", &data, "--set", "sera.k=300"]);
     assert!(err.contains("sera.k") && err.contains("300"), "{err}");
     // Standardizing by the dataset's statistics in a run that has no dataset.
-    let err = fail(&["run", "--preset", "sac-inverted-pendulum", "--set", "sera.enabled=true", "--set", "sera.state_scaling=\"dataset\"", "--set", "train.online_steps=10"]);
+    let err = fail(&[
+        "run",
+        "--preset",
+        "sac-inverted-pendulum",
+        "--set",
+        "sera.enabled=true",
+        "--set",
+        "sera.state_scaling=\"dataset\"",
+        "--set",
+        "train.online_steps=10",
+    ]);
     assert!(err.contains("sera.state_scaling"), "{err}");
-    let err = fail(&["run", "--preset", "sera-calql-hopper-small", "--set", &data, "--set", "sera.normalisation=\"tanh\""]);
+    let err =
+        fail(&["run", "--preset", "sera-calql-hopper-small", "--set", &data, "--set", "sera.normalisation=\"tanh\""]);
     assert!(err.contains("normalisation"), "{err}");
 }

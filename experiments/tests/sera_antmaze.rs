@@ -21,7 +21,15 @@ fn root() -> &'static Path {
 fn make(out: &Path, avoid: &[&str], extra: &[&str]) -> Value {
     let controller = root().join("data/antmaze-controller");
     let o = Command::new(env!("CARGO_BIN_EXE_o2o"))
-        .args(["dataset", "make-benchmark", "antmaze-umaze", "--controller", controller.to_str().unwrap(), "--out", out.to_str().unwrap()])
+        .args([
+            "dataset",
+            "make-benchmark",
+            "antmaze-umaze",
+            "--controller",
+            controller.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
         .args(extra)
         .args(["--threads", "1", "--device", "cpu", "--avoid-cells"])
         .args(avoid)
@@ -43,7 +51,18 @@ fn made_antmaze_data_keeps_out_of_the_avoided_cells() {
     let dir = tempfile::Builder::new().prefix("o2o-avoid-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let avoid = ["3,1", "3,2", "3,3"];
     let cells: BTreeSet<(usize, usize)> = [(3, 1), (3, 2), (3, 3)].into();
-    let extra = ["--transitions", "6000", "--episode-steps", "600", "--action-noise", "0.8", "--eval-episodes", "2", "--seed", "0"];
+    let extra = [
+        "--transitions",
+        "6000",
+        "--episode-steps",
+        "600",
+        "--action-noise",
+        "0.8",
+        "--eval-episodes",
+        "2",
+        "--seed",
+        "0",
+    ];
     let m = make(&dir.path().join("a"), &avoid, &extra);
     let ds = D4rlDataset::read(&dir.path().join("a/antmaze-umaze-v2.hdf5")).unwrap();
     assert_eq!(ds.len(), ROWS);
@@ -64,35 +83,68 @@ fn made_antmaze_data_keeps_out_of_the_avoided_cells() {
     let timeouts = ds.timeouts.as_ref().unwrap();
     let ends: Vec<usize> = (0..ROWS).filter(|&i| timeouts[i] != 0.0).collect();
     assert_eq!(ends.last(), Some(&(ROWS - 1)));
-    let lengths: Vec<usize> = ends.iter().scan(0, |start, &e| {
-        let n = e + 1 - *start;
-        *start = e + 1;
-        Some(n)
-    }).collect();
+    let lengths: Vec<usize> = ends
+        .iter()
+        .scan(0, |start, &e| {
+            let n = e + 1 - *start;
+            *start = e + 1;
+            Some(n)
+        })
+        .collect();
     let short = lengths[..lengths.len() - 1].iter().filter(|&&n| n < EPISODE).count();
     assert!(lengths.iter().all(|&n| n <= EPISODE), "{lengths:?}");
     let a = &m["avoided"];
     assert_eq!(a["cells"], serde_json::json!([[3, 1], [3, 2], [3, 3]]));
     assert!(a["rule"].as_str().unwrap().contains("cut there"), "{a}");
     assert_eq!(a["cut_episodes"].as_u64(), Some(short as u64), "short episodes {lengths:?}");
-    assert!(short >= 1, "this setting strays into the avoided cells (one cut at seed 0), so the cut is exercised: {lengths:?}");
+    assert!(
+        short >= 1,
+        "this setting strays into the avoided cells (one cut at seed 0), so the cut is exercised: {lengths:?}"
+    );
     assert_eq!(m["data"]["episodes"].as_u64(), Some(lengths.len() as u64));
     assert_eq!(a["free_cells"].as_u64(), Some(7));
     // The manifest's covered cells hold every row's cell (and the states after the rows), none avoided.
-    let covered: BTreeSet<(usize, usize)> = a["cells_covered"].as_array().unwrap().iter().map(|c| (c[0].as_u64().unwrap() as usize, c[1].as_u64().unwrap() as usize)).collect();
+    let covered: BTreeSet<(usize, usize)> = a["cells_covered"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c[0].as_u64().unwrap() as usize, c[1].as_u64().unwrap() as usize))
+        .collect();
     assert!(seen.is_subset(&covered) && covered.is_disjoint(&cells), "rows {seen:?}, manifest {covered:?}");
-    assert!(m["collection"]["goals"].as_str().unwrap().contains("[(1, 1), (1, 2), (1, 3), (2, 3)]"), "{}", m["collection"]);
-    assert!(m["differences_from_d4rl"].as_array().unwrap().iter().any(|d| d.as_str().unwrap().contains("avoids cells")));
+    assert!(
+        m["collection"]["goals"].as_str().unwrap().contains("[(1, 1), (1, 2), (1, 3), (2, 3)]"),
+        "{}",
+        m["collection"]
+    );
+    assert!(m["differences_from_d4rl"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|d| d.as_str().unwrap().contains("avoids cells")));
     // Same seed, same file.
     let again = make(&dir.path().join("b"), &avoid, &extra);
     assert_eq!(again["file"]["sha256"], m["file"]["sha256"]);
     // A D4RL-layout file records no avoided cells; cells that cut the maze apart are refused.
     let o = Command::new(env!("CARGO_BIN_EXE_o2o"))
-        .args(["dataset", "make-benchmark", "antmaze-umaze", "--out", dir.path().join("c").to_str().unwrap(), "--avoid-cells", "2,3"])
+        .args([
+            "dataset",
+            "make-benchmark",
+            "antmaze-umaze",
+            "--out",
+            dir.path().join("c").to_str().unwrap(),
+            "--avoid-cells",
+            "2,3",
+        ])
         .output()
         .unwrap();
-    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("cannot be reached"), "{}", String::from_utf8_lossy(&o.stderr));
-    let shipped: Value = serde_json::from_str(&std::fs::read_to_string(root().join("data/antmaze-umaze-small/manifest.json")).unwrap()).unwrap();
+    assert!(
+        !o.status.success() && String::from_utf8_lossy(&o.stderr).contains("cannot be reached"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let shipped: Value =
+        serde_json::from_str(&std::fs::read_to_string(root().join("data/antmaze-umaze-small/manifest.json")).unwrap())
+            .unwrap();
     assert!(shipped.get("avoided").is_none());
 }
 
@@ -103,7 +155,14 @@ fn coverage_counts_the_cells_of_a_hand_made_file() {
     let mut ds = D4rlDataset::empty(PathBuf::from("hand"), 29, 8);
     // (state x, y, next x, y): step 1 in (1, 1) → (1, 2); step 2 in (1, 2); step 3 (1, 3) → (2, 3);
     // step 4 back in (1, 1) (a reset); step 5 (2, 3) → (3, 3); step 6 (3, 3) → (3, 2).
-    let rows = [([0.5, 0.5], [2.5, 0.0]), ([2.5, 0.0], [5.9, 1.0]), ([6.1, 1.0], [8.0, 2.1]), ([0.0, 0.0], [0.3, 0.0]), ([8.0, 5.0], [8.0, 6.2]), ([7.0, 8.0], [5.5, 8.0])];
+    let rows = [
+        ([0.5, 0.5], [2.5, 0.0]),
+        ([2.5, 0.0], [5.9, 1.0]),
+        ([6.1, 1.0], [8.0, 2.1]),
+        ([0.0, 0.0], [0.3, 0.0]),
+        ([8.0, 5.0], [8.0, 6.2]),
+        ([7.0, 8.0], [5.5, 8.0]),
+    ];
     let mut next = Vec::new();
     for (s, n) in rows {
         let mut o = vec![0.0f32; 29];
@@ -152,9 +211,27 @@ fn cells_of(run: &Path) -> (usize, usize) {
 /// data's cells, success, and the paired differences of coverage and success.
 #[test]
 fn sera_ablation_reports_maze_coverage_on_antmaze() {
-    let out = tempfile::Builder::new().prefix("o2o-sera-ablation-antmaze-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap().keep();
+    let out = tempfile::Builder::new()
+        .prefix("o2o-sera-ablation-antmaze-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap()
+        .keep();
     let mut c = Command::new(common::O2O);
-    c.current_dir(root()).args(["experiment", "sera-ablation", "--task", "antmaze-umaze-onearm-small", "--seeds", "2", "--jobs", "1", "--device", "cpu", "--out"]).arg(&out);
+    c.current_dir(root())
+        .args([
+            "experiment",
+            "sera-ablation",
+            "--task",
+            "antmaze-umaze-onearm-small",
+            "--seeds",
+            "2",
+            "--jobs",
+            "1",
+            "--device",
+            "cpu",
+            "--out",
+        ])
+        .arg(&out);
     // 800 online steps: the first 700-step episode closes, so the last 100 update with the bonus.
     for s in [
         "train.offline_steps=50",
@@ -173,8 +250,19 @@ fn sera_ablation_reports_maze_coverage_on_antmaze() {
     assert!(o.status.success(), "sera-ablation failed:\n{}", String::from_utf8_lossy(&o.stderr));
     let table = std::fs::read_to_string(out.join("table.md")).unwrap();
     assert!(table.contains("## Maze coverage (U_MAZE_TEST: 7 free cells; eval goal cell [(3, 1)])"), "{table}");
-    assert!(table.contains("The offline data's states visit 5 of the 7 free cells: {(1, 1), (1, 2), (1, 3), (2, 3), (3, 3)}."), "{table}");
-    for measure in ["cells visited, final", "cells visited, mean over the online evaluations", "cells outside the offline data's", "final success (%)", "final score"] {
+    assert!(
+        table.contains(
+            "The offline data's states visit 5 of the 7 free cells: {(1, 1), (1, 2), (1, 3), (2, 3), (3, 3)}."
+        ),
+        "{table}"
+    );
+    for measure in [
+        "cells visited, final",
+        "cells visited, mean over the online evaluations",
+        "cells outside the offline data's",
+        "final success (%)",
+        "final score",
+    ] {
         assert!(table.contains(&format!("| {measure} | sera-calql − calql |")), "{measure}:\n{table}");
     }
     assert!(out.join("coverage.png").is_file() && out.join("curves.png").is_file());
@@ -184,7 +272,12 @@ fn sera_ablation_reports_maze_coverage_on_antmaze() {
     let per = &maze["per_seed"];
     for v in ["calql", "sera-calql"] {
         for seed in 0..2u64 {
-            let dir = std::fs::read_dir(out.join("runs").join(v).join(format!("seed-{seed}"))).unwrap().next().unwrap().unwrap().path();
+            let dir = std::fs::read_dir(out.join("runs").join(v).join(format!("seed-{seed}")))
+                .unwrap()
+                .next()
+                .unwrap()
+                .unwrap()
+                .path();
             let (cells, rows) = cells_of(&dir);
             assert_eq!(rows, 800, "{v} seed {seed}: one recorded row per online env step");
             assert_eq!(per["cells_final"][v][seed.to_string()].as_f64(), Some(cells as f64), "{v} seed {seed}");
@@ -197,7 +290,9 @@ fn sera_ablation_reports_maze_coverage_on_antmaze() {
     // The paired rows are the per-seed differences of those values.
     let paired = r["maze"]["paired"].as_array().unwrap();
     let cells = paired.iter().find(|p| p["measure"] == "cells visited, final").unwrap();
-    let diff = |s: &str| per["cells_final"]["sera-calql"][s].as_f64().unwrap() - per["cells_final"]["calql"][s].as_f64().unwrap();
+    let diff = |s: &str| {
+        per["cells_final"]["sera-calql"][s].as_f64().unwrap() - per["cells_final"]["calql"][s].as_f64().unwrap()
+    };
     assert_eq!(cells["comparison"]["diffs"], serde_json::json!([diff("0"), diff("1")]));
     // The SERA runs computed a bonus that varies over a batch.
     let spread = &r["per_seed"]["bonus_spread"]["sera-calql"];

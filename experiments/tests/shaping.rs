@@ -13,7 +13,10 @@ use o2o_experiments::run::data::{self, OfflineData, Recorder};
 use o2o_experiments::run::learner::RewardTransform;
 use o2o_experiments::run::runner::{prepare, Hooks, Start};
 use o2o_experiments::run::shaping::{self, ShapedEpisode, ShapingSink};
-use o2o_reward_models::{Demo, Fusion, GoldReward, PotentialShaping, ProgressModel, ProgressModelConfig, ProgressPotential, Shaper, ShapingMode, ViewSpec};
+use o2o_reward_models::{
+    Demo, Fusion, GoldReward, PotentialShaping, ProgressModel, ProgressModelConfig, ProgressPotential, Shaper,
+    ShapingMode, ViewSpec,
+};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::path::{Path, PathBuf};
@@ -31,10 +34,25 @@ fn model_file(dir: &Path) -> PathBuf {
     let demos: Vec<Demo> = [40usize, 30]
         .iter()
         .enumerate()
-        .map(|(k, &len)| Demo { name: format!("d{k}"), features: (0..len).flat_map(|i| obs_at(-0.9 + 1.8 * i as f32 / (len - 1) as f32)).collect(), len, keyframes: None })
+        .map(|(k, &len)| Demo {
+            name: format!("d{k}"),
+            features: (0..len).flat_map(|i| obs_at(-0.9 + 1.8 * i as f32 / (len - 1) as f32)).collect(),
+            len,
+            keyframes: None,
+        })
         .collect();
-    let labels = o2o_reward_models::labels::LabelConfig { sample_factor: 2, pairs_per_episode: 300, ..Default::default() };
-    let config = ProgressModelConfig { views, hidden: vec![32, 32], steps: 300, batch_size: 128, lr: 1e-3, seed: 5, labels, ..Default::default() };
+    let labels =
+        o2o_reward_models::labels::LabelConfig { sample_factor: 2, pairs_per_episode: 300, ..Default::default() };
+    let config = ProgressModelConfig {
+        views,
+        hidden: vec![32, 32],
+        steps: 300,
+        batch_size: 128,
+        lr: 1e-3,
+        seed: 5,
+        labels,
+        ..Default::default()
+    };
     let (model, _) = ProgressModel::train(config, &demos, Device::Cpu).unwrap();
     let path = dir.join("progress.pt");
     model.save(&path).unwrap();
@@ -52,7 +70,17 @@ fn agent(algo: &str, gamma: &str) -> Box<dyn Agent> {
 }
 
 fn in_memory_dataset() -> DatasetConfig {
-    DatasetConfig { id: None, path: None, reward: "none".into(), transitions: "corrected".into(), in_memory: true, format: None, rows: None, real_fraction: None, relabel: None }
+    DatasetConfig {
+        id: None,
+        path: None,
+        reward: "none".into(),
+        transitions: "corrected".into(),
+        in_memory: true,
+        format: None,
+        rows: None,
+        real_fraction: None,
+        relabel: None,
+    }
 }
 
 fn space() -> BoxSpace {
@@ -102,7 +130,15 @@ fn line_rows() -> Vec<Transition> {
         for t in 0..len {
             let (x, x2) = (start + 0.2 * t as f32, start + 0.2 * (t + 1) as f32);
             let last = t + 1 == len;
-            rows.push(Transition { obs: obs_at(x), action: vec![0.5], reward: -1.0 + 0.25 * t as f64, next_obs: obs_at(x2), terminated: last && terminates, truncated: last && !terminates, intervention: false });
+            rows.push(Transition {
+                obs: obs_at(x),
+                action: vec![0.5],
+                reward: -1.0 + 0.25 * t as f64,
+                next_obs: obs_at(x2),
+                terminated: last && terminates,
+                truncated: last && !terminates,
+                intervention: false,
+            });
         }
     }
     rows
@@ -110,7 +146,8 @@ fn line_rows() -> Vec<Transition> {
 
 /// Φ(s) of the Markov potential, from its own copy of the model.
 fn phi(model: &Path) -> impl FnMut(&[f32]) -> f64 {
-    let mut p = ProgressPotential::new(ProgressModel::load(model, Device::Cpu).unwrap(), Some(Fusion::Backward)).unwrap();
+    let mut p =
+        ProgressPotential::new(ProgressModel::load(model, Device::Cpu).unwrap(), Some(Fusion::Backward)).unwrap();
     move |obs| p.reset(obs).unwrap()
 }
 
@@ -125,7 +162,8 @@ fn shaped_offline_and_online_rows_carry_the_same_f() {
     assert_eq!(offline.buffer.len(), rows.len());
     // Online, the same transitions arrive in another order and other episodes: each one on its
     // own (truncated), newest first.
-    let regrouped: Vec<Transition> = rows.iter().rev().map(|t| Transition { truncated: !t.terminated, ..t.clone() }).collect();
+    let regrouped: Vec<Transition> =
+        rows.iter().rev().map(|t| Transition { truncated: !t.terminated, ..t.clone() }).collect();
     let mut online_shaper = shaping::shaper(&shaping_config(&model, None), &*sac, 2).unwrap();
     let mut on: Vec<f32> = online(&regrouped, &mut online_shaper);
     on.reverse();
@@ -143,7 +181,8 @@ fn shaped_offline_and_online_rows_carry_the_same_f() {
     // A history-dependent Φ (an option, `fusion = "mean"`) gives the same (s, s') another F
     // in another episode: why the default is the Markov one.
     let mean = load(&rows, Some(&mut shaping::shaper(&shaping_config(&model, Some(Fusion::Mean)), &*sac, 2).unwrap()));
-    let mut on_mean = online(&regrouped, &mut shaping::shaper(&shaping_config(&model, Some(Fusion::Mean)), &*sac, 2).unwrap());
+    let mut on_mean =
+        online(&regrouped, &mut shaping::shaper(&shaping_config(&model, Some(Fusion::Mean)), &*sac, 2).unwrap());
     on_mean.reverse();
     let differ = (0..rows.len()).filter(|&i| (mean.buffer.rewards()[i] - on_mean[i]).abs() > 1e-4).count();
     assert!(differ > rows.len() / 2, "mean fusion: {differ} of {} rows differ", rows.len());
@@ -155,10 +194,21 @@ fn the_default_potential_is_a_function_of_the_state_only() {
     let model = model_file(dir.path());
     let sac = agent("sac", "0.9");
     // The state x = 0.1 reached after four steps, and as an episode's first state.
-    let long: Vec<Transition> = (0..6).map(|t| Transition { obs: obs_at(-0.7 + 0.2 * t as f32), action: vec![0.0], reward: 0.0, next_obs: obs_at(-0.5 + 0.2 * t as f32), terminated: false, truncated: t == 5, intervention: false }).collect();
+    let long: Vec<Transition> = (0..6)
+        .map(|t| Transition {
+            obs: obs_at(-0.7 + 0.2 * t as f32),
+            action: vec![0.0],
+            reward: 0.0,
+            next_obs: obs_at(-0.5 + 0.2 * t as f32),
+            terminated: false,
+            truncated: t == 5,
+            intervention: false,
+        })
+        .collect();
     let phi_of = |fusion: Option<Fusion>| {
         let mut s = shaping::shaper(&shaping_config(&model, fusion), &*sac, 2).unwrap();
-        let along: Vec<f64> = long.iter().map(|t| s.shape(&t.obs, 0.0, &t.next_obs, false, t.truncated).unwrap().phi).collect();
+        let along: Vec<f64> =
+            long.iter().map(|t| s.shape(&t.obs, 0.0, &t.next_obs, false, t.truncated).unwrap().phi).collect();
         let fresh = s.shape(&long[4].obs, 0.0, &long[4].next_obs, false, true).unwrap().phi;
         (along[4], fresh, s.potential().fusion())
     };
@@ -201,7 +251,14 @@ fn the_shaping_discount_is_the_built_agents() {
         }
     }
     assert_eq!(agent("ppo", "0.95").gamma(), Some(0.95));
-    let bc = o2o_agents::build(&AgentConfig::from_toml(toml::from_str("algo = \"bc\"").unwrap()).unwrap(), 2, 1, Device::Cpu, 0).unwrap();
+    let bc = o2o_agents::build(
+        &AgentConfig::from_toml(toml::from_str("algo = \"bc\"").unwrap()).unwrap(),
+        2,
+        1,
+        Device::Cpu,
+        0,
+    )
+    .unwrap();
     assert_eq!(bc.gamma(), None);
     let err = format!("{:#}", shaping::shaper(&config, &*bc, 2).unwrap_err());
     assert!(err.contains("[shaping]") && err.contains("bc"), "{err}");
@@ -217,7 +274,12 @@ struct Line {
 
 impl Line {
     fn new() -> Self {
-        Self { spec: EnvSpec { id: ENV.into(), max_episode_steps: Some(4), normalization_family: None, goal: None }, obs_space: BoxSpace::new(vec![-2.0; 2], vec![2.0; 2]), act_space: space(), x: 0.0 }
+        Self {
+            spec: EnvSpec { id: ENV.into(), max_episode_steps: Some(4), normalization_family: None, goal: None },
+            obs_space: BoxSpace::new(vec![-2.0; 2], vec![2.0; 2]),
+            act_space: space(),
+            x: 0.0,
+        }
     }
 }
 
@@ -238,7 +300,13 @@ impl Env for Line {
     fn step(&mut self, a: &[f32]) -> Result<Step, EnvError> {
         self.x += 0.2 * a[0].clamp(-1.0, 1.0);
         let done = self.x > 0.0;
-        Ok(Step { obs: obs_at(self.x), reward: -1.0, terminated: done, truncated: false, info: Info { values: Vec::new(), success: Some(done), task: None } })
+        Ok(Step {
+            obs: obs_at(self.x),
+            reward: -1.0,
+            terminated: done,
+            truncated: false,
+            info: Info { values: Vec::new(), success: Some(done), task: None },
+        })
     }
 }
 
@@ -263,7 +331,13 @@ fn a_prepared_run_shapes_its_dataset_rows_with_the_agents_discount() {
     let prepared = |enabled: bool| {
         let config = RunConfig::from_toml_str(&text(enabled), "test").unwrap();
         let env: o2o_experiments::EnvFactory = std::sync::Arc::new(|| Ok(Box::new(Line::new()) as Box<dyn Env>));
-        prepare(&config, Device::Cpu, Start::Fresh, Hooks { env: Some(env), dataset: Some(ds.clone()), ..Default::default() }).unwrap()
+        prepare(
+            &config,
+            Device::Cpu,
+            Start::Fresh,
+            Hooks { env: Some(env), dataset: Some(ds.clone()), ..Default::default() },
+        )
+        .unwrap()
     };
     let p = prepared(true);
     let gamma = 0.99; // SAC's (RLPD's) default discount
@@ -296,7 +370,8 @@ impl Mdp {
         let (mut p, mut r) = (vec![vec![vec![0.0; n + 1]; na]; n], vec![vec![vec![0.0; n + 1]; na]; n]);
         for s in 0..n {
             for a in 0..na {
-                let w: Vec<f64> = (0..=n).map(|s2| rng.gen_range(0.0..1.0f64).powi(3) * if s2 == n { 0.3 } else { 1.0 }).collect();
+                let w: Vec<f64> =
+                    (0..=n).map(|s2| rng.gen_range(0.0..1.0f64).powi(3) * if s2 == n { 0.3 } else { 1.0 }).collect();
                 let z: f64 = w.iter().sum();
                 for s2 in 0..=n {
                     p[s][a][s2] = w[s2] / z;
@@ -313,11 +388,12 @@ impl Mdp {
     fn rollouts(&self, pi: &[Vec<f64>], episodes: usize, horizon: usize, rng: &mut ChaCha8Rng) -> Vec<Transition> {
         let draw = |w: &[f64], rng: &mut ChaCha8Rng| {
             let mut u = rng.gen_range(0.0..w.iter().sum::<f64>());
-            w.iter().position(|&x| {
-                u -= x;
-                u < 0.0
-            })
-            .unwrap_or(w.len() - 1)
+            w.iter()
+                .position(|&x| {
+                    u -= x;
+                    u < 0.0
+                })
+                .unwrap_or(w.len() - 1)
         };
         let mut rows = Vec::new();
         for _ in 0..episodes {
@@ -327,7 +403,15 @@ impl Mdp {
                 let s2 = draw(&self.p[s][a], rng);
                 let terminated = s2 == self.n;
                 let truncated = !terminated && t + 1 == horizon;
-                rows.push(Transition { obs: self.obs[s].clone(), action: vec![ACTIONS[a]], reward: self.r[s][a][s2], next_obs: self.obs[s2].clone(), terminated, truncated, intervention: false });
+                rows.push(Transition {
+                    obs: self.obs[s].clone(),
+                    action: vec![ACTIONS[a]],
+                    reward: self.r[s][a][s2],
+                    next_obs: self.obs[s2].clone(),
+                    terminated,
+                    truncated,
+                    intervention: false,
+                });
                 if terminated {
                     break;
                 }
@@ -406,7 +490,9 @@ fn greedy_policy_of_a_shaped_mixed_buffer_is_the_unshaped_one_on_random_mdps() {
         let mdp = Mdp::random(6, &mut rng);
         // Offline (demos) and online rows from two different, peaked policies: their state-action
         // distributions differ, as a demo set's and a learner's do.
-        let peaked = |rng: &mut ChaCha8Rng| -> Vec<Vec<f64>> { (0..mdp.n).map(|_| (0..ACTIONS.len()).map(|_| rng.gen_range(0.05..1.0f64).powi(4)).collect()).collect() };
+        let peaked = |rng: &mut ChaCha8Rng| -> Vec<Vec<f64>> {
+            (0..mdp.n).map(|_| (0..ACTIONS.len()).map(|_| rng.gen_range(0.05..1.0f64).powi(4)).collect()).collect()
+        };
         let (pi_off, pi_on) = (peaked(&mut rng), peaked(&mut rng));
         let off_rows = mdp.rollouts(&pi_off, 150, 6, &mut rng);
         let on_rows = mdp.rollouts(&pi_on, 300, 6, &mut rng);
@@ -428,13 +514,26 @@ fn greedy_policy_of_a_shaped_mixed_buffer_is_the_unshaped_one_on_random_mdps() {
                     w: w_off,
                 })
                 .collect();
-            rows.extend(on_rows.iter().enumerate().map(|(i, t)| Row { s: mdp.state(&t.obs), a: ACTIONS.iter().position(|&x| x == t.action[0]).unwrap(), s2: mdp.state(&t.next_obs), r: on_r(i), terminal: t.terminated, w: w_on }));
+            rows.extend(on_rows.iter().enumerate().map(|(i, t)| Row {
+                s: mdp.state(&t.obs),
+                a: ACTIONS.iter().position(|&x| x == t.action[0]).unwrap(),
+                s2: mdp.state(&t.next_obs),
+                r: on_r(i),
+                terminal: t.terminated,
+                w: w_on,
+            }));
             rows
         };
-        let raw = fitted_q(&buffer(&|i| off_raw.buffer.rewards()[i] as f64, &|i| on_rows[i].reward as f32 as f64), mdp.n, gamma);
+        let raw = fitted_q(
+            &buffer(&|i| off_raw.buffer.rewards()[i] as f64, &|i| on_rows[i].reward as f32 as f64),
+            mdp.n,
+            gamma,
+        );
         let shaped = fitted_q(&buffer(&|i| off_shaped[i] as f64, &|i| on_shaped[i] as f64), mdp.n, gamma);
-        let online_only = fitted_q(&buffer(&|i| off_raw.buffer.rewards()[i] as f64, &|i| on_shaped[i] as f64), mdp.n, gamma);
-        let seen: std::collections::BTreeSet<usize> = off_rows.iter().chain(&on_rows).map(|t| mdp.state(&t.obs)).collect();
+        let online_only =
+            fitted_q(&buffer(&|i| off_raw.buffer.rewards()[i] as f64, &|i| on_shaped[i] as f64), mdp.n, gamma);
+        let seen: std::collections::BTreeSet<usize> =
+            off_rows.iter().chain(&on_rows).map(|t| mdp.state(&t.obs)).collect();
         assert_eq!(seen.len(), mdp.n, "MDP {m}: every state is a row's start");
         // Q of r + F is Q of r − Φ(s) (PBRS on the buffer's own empirical MDP), so the greedy
         // policies agree wherever r's is not a near-tie.

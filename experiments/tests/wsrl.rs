@@ -67,10 +67,17 @@ fn warmup_collects_exactly_k_steps_and_updates_nothing() {
     let a = a.join().unwrap();
     let (sa, sb) = (summary(&a), summary(&b));
     assert_eq!((sa["grad_steps"].as_u64(), sa["env_steps"].as_u64()), (Some(150), Some(0)));
-    assert_eq!((sb["grad_steps"].as_u64(), sb["env_steps"].as_u64()), (Some(150), Some(300)), "K = 300 env steps, no update");
+    assert_eq!(
+        (sb["grad_steps"].as_u64(), sb["env_steps"].as_u64()),
+        (Some(150), Some(300)),
+        "K = 300 env steps, no update"
+    );
     let replay = o2o_datasets::ReplayBuffer::load(&final_checkpoint(&b).join("replay.bin")).unwrap();
     assert_eq!(replay.len(), 300, "every warm-up step is in the online buffer");
-    assert!(metric(&b, "train/critic_loss").len() == metric(&a, "train/critic_loss").len(), "no update logged during the warm-up");
+    assert!(
+        metric(&b, "train/critic_loss").len() == metric(&a, "train/critic_loss").len(),
+        "no update logged during the warm-up"
+    );
     // Same weights, targets, temperature and optimizer moments: only the agent's random
     // stream (which sampled the warm-up actions) has moved.
     let (ta, tb) = (agent_tensors(&a), agent_tensors(&b));
@@ -97,7 +104,10 @@ fn warmup_collects_exactly_k_steps_and_updates_nothing() {
 fn offline_ratio_zero_never_samples_offline_data() {
     let dir = data_dir();
     let (data, _) = pd_dataset(&dir, 2, 0.3);
-    let parent = run(&["run", "--preset", "wsrl-hopper-small"], &sets(&data, &["train.offline_steps=100", "train.warmup_steps=0", "train.online_steps=0"]));
+    let parent = run(
+        &["run", "--preset", "wsrl-hopper-small"],
+        &sets(&data, &["train.offline_steps=100", "train.warmup_steps=0", "train.online_steps=0"]),
+    );
     let online = ["train.warmup_steps=200", "train.online_steps=200", "train.online_batch_size=128", "eval.every=0"];
     let from = ["run", "--preset", "wsrl-hopper-small", "--from", parent.to_str().unwrap()];
     // Keeping offline data: half of every online batch comes from the dataset.
@@ -116,7 +126,11 @@ fn offline_ratio_zero_never_samples_offline_data() {
         .args(from)
         .args(["--device", "cpu", "--threads", "1", "--rerun=off", "--runs-dir"])
         .arg(dir.join("runs-missing"))
-        .args(sets(&data, &[&online[..], &["train.offline_ratio=0.5"]].concat()).iter().flat_map(|s| ["--set", s.as_str()]))
+        .args(
+            sets(&data, &[&online[..], &["train.offline_ratio=0.5"]].concat())
+                .iter()
+                .flat_map(|s| ["--set", s.as_str()]),
+        )
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -149,7 +163,11 @@ fn a_short_wsrl_run_improves_on_its_offline_start() {
     for seed in ["0", "1", "2", "3"] {
         let r = run(&["run", "--preset", "wsrl-hopper-small", "--seed", seed], &s);
         let phases = summary(&r)["phase_evals"].clone();
-        let ret = |p: &str| phases.as_array().unwrap().iter().find(|e| e["phase"] == p).unwrap()["eval"]["mean_return"].as_f64().unwrap();
+        let ret = |p: &str| {
+            phases.as_array().unwrap().iter().find(|e| e["phase"] == p).unwrap()["eval"]["mean_return"]
+                .as_f64()
+                .unwrap()
+        };
         let offline = ret("offline");
         let evals = metric(&r, "eval/return");
         println!("seed {seed}: behaviour data return {behaviour:.1}; WSRL: offline {offline:.1}, after warm-up {:.1}; all evaluations {evals:?}", ret("warmup"));
@@ -162,12 +180,16 @@ fn a_short_wsrl_run_improves_on_its_offline_start() {
     }
     let gain = gains.iter().sum::<f64>() / gains.len() as f64;
     assert!(gain >= 150.0, "mean return while fine-tuning is not above the offline start by 150 on average over seeds 0-3: gains {gains:?}");
-    assert!(gains.iter().all(|&g| g >= 50.0), "a seed's mean return while fine-tuning is not above its offline start by 50: gains {gains:?}");
+    assert!(
+        gains.iter().all(|&g| g >= 50.0),
+        "a seed's mean return while fine-tuning is not above its offline start by 50: gains {gains:?}"
+    );
     assert!(online_all.iter().any(|&r| r >= 900.0), "fine-tuning never reached 900: {online_all:?}");
     let r = first.expect("seed 0's run");
     // The diagnostics around the switch are there: Q against MC returns on online data, Q on
     // dataset actions, entropy, temperature.
-    for key in ["diag/online/q", "diag/online/q_minus_mc", "diag/offline/q", "diag/online/entropy", "diag/online/alpha"] {
+    for key in ["diag/online/q", "diag/online/q_minus_mc", "diag/offline/q", "diag/online/entropy", "diag/online/alpha"]
+    {
         assert!(metric(&r, key).len() >= 3, "{key}");
     }
 }
@@ -179,9 +201,24 @@ fn a_short_wsrl_run_improves_on_its_offline_start() {
 #[test]
 fn wsrl_ablation_runs_each_variant_from_its_own_pretraining() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let out = tempfile::Builder::new().prefix("o2o-wsrl-ablation-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap().keep();
+    let out =
+        tempfile::Builder::new().prefix("o2o-wsrl-ablation-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap().keep();
     let mut c = std::process::Command::new(common::O2O);
-    c.current_dir(root).args(["experiment", "wsrl-ablation", "--task", "hopper-medium", "--seeds", "1", "--jobs", "2", "--device", "cpu", "--out"]).arg(&out);
+    c.current_dir(root)
+        .args([
+            "experiment",
+            "wsrl-ablation",
+            "--task",
+            "hopper-medium",
+            "--seeds",
+            "1",
+            "--jobs",
+            "2",
+            "--device",
+            "cpu",
+            "--out",
+        ])
+        .arg(&out);
     for s in [
         "train.offline_steps=20",
         "train.warmup_steps=300",
@@ -202,25 +239,47 @@ fn wsrl_ablation_runs_each_variant_from_its_own_pretraining() {
     let o = c.output().unwrap();
     assert!(o.status.success(), "wsrl-ablation failed:\n{}", String::from_utf8_lossy(&o.stderr));
     let table = std::fs::read_to_string(out.join("table.md")).unwrap();
-    assert!(table.contains("Pre-training: 20 CQL gradient steps") && table.contains("calql-retain starts from its own 20 Cal-QL gradient steps"), "{table}");
+    assert!(
+        table.contains("Pre-training: 20 CQL gradient steps")
+            && table.contains("calql-retain starts from its own 20 Cal-QL gradient steps"),
+        "{table}"
+    );
     for v in ["wsrl", "wsrl-no-warmup", "no-retain-cql", "calql-retain", "rlpd"] {
-        assert_eq!(table.matches(&format!("| {v} |")).count(), 3, "{v} has a score row, a Q − MC row and a claim row:\n{table}");
+        assert_eq!(
+            table.matches(&format!("| {v} |")).count(),
+            3,
+            "{v} has a score row, a Q − MC row and a claim row:\n{table}"
+        );
     }
     // The claim's paired rows: every other variant against wsrl, on three measures.
     assert_eq!(table.matches(" − wsrl |").count(), 12, "{table}");
     let config = |variant: &str| {
-        let dir = std::fs::read_dir(out.join("runs").join(variant).join("seed-0")).unwrap().next().unwrap().unwrap().path();
+        let dir =
+            std::fs::read_dir(out.join("runs").join(variant).join("seed-0")).unwrap().next().unwrap().unwrap().path();
         std::fs::read_to_string(dir.join("config.toml")).unwrap()
     };
-    assert!(config("pretrain").contains("pretrain = \"cql\"") && config("pretrain-calql").contains("pretrain = \"calql\""));
-    assert!(config("wsrl-no-warmup").contains("pretrain = \"cql\"") && config("calql-retain").contains("pretrain = \"calql\""));
-    assert!(config("no-retain-cql").contains("online_conservative = true") && config("no-retain-cql").contains("warmup_steps = 0"));
+    assert!(
+        config("pretrain").contains("pretrain = \"cql\"") && config("pretrain-calql").contains("pretrain = \"calql\"")
+    );
+    assert!(
+        config("wsrl-no-warmup").contains("pretrain = \"cql\"")
+            && config("calql-retain").contains("pretrain = \"calql\"")
+    );
+    assert!(
+        config("no-retain-cql").contains("online_conservative = true")
+            && config("no-retain-cql").contains("warmup_steps = 0")
+    );
     // RLPD gets the networks every other variant runs, `--set` overrides included.
     let rlpd: toml::Table = toml::from_str(&config("rlpd")).unwrap();
-    let hidden = |net: &toml::Value| net.get("hidden").and_then(|h| h.as_array()).map(|h| h.iter().filter_map(|v| v.as_integer()).collect::<Vec<_>>());
+    let hidden = |net: &toml::Value| {
+        net.get("hidden")
+            .and_then(|h| h.as_array())
+            .map(|h| h.iter().filter_map(|v| v.as_integer()).collect::<Vec<_>>())
+    };
     assert_eq!(hidden(&rlpd["agent"]["critic"]), Some(vec![16, 16]), "{rlpd}");
     assert_eq!(hidden(&rlpd["agent"]["actor"]["mlp"]), Some(vec![16, 16]), "{rlpd}");
-    let results: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
     assert_eq!(results["pretrain"], "cql");
     assert!(results["per_seed"]["early_dip"]["wsrl"]["0"].is_number(), "{}", results["per_seed"]);
     assert_eq!(results["paired"].as_array().map(|p| p.len()), Some(12));

@@ -83,7 +83,8 @@ impl Keyframes {
 
     /// Write as JSON, atomically.
     pub fn write(&self, path: &Path) -> Result<(), RewardModelError> {
-        let text = serde_json::to_string_pretty(self).map_err(|e| RewardModelError::Keyframes { episode: path.display().to_string(), message: e.to_string() })?;
+        let text = serde_json::to_string_pretty(self)
+            .map_err(|e| RewardModelError::Keyframes { episode: path.display().to_string(), message: e.to_string() })?;
         let tmp = path.with_extension(format!("tmp{}", std::process::id()));
         std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, path)).map_err(|e| {
             let _ = std::fs::remove_file(&tmp);
@@ -110,7 +111,13 @@ pub struct RecordReport {
 /// dataset with `infos/stage` and `infos/success` columns, plus their keyframes: sub-task k
 /// starts at the first row whose controller stage is ≥ k, and the last one ends at the frame
 /// where the task is first achieved.
-pub fn record_fetch(env: &mut TimeLimit<FetchEnv>, task: FetchTask, episodes: usize, seed: u64, source: &Path) -> Result<(D4rlDataset, Keyframes, RecordReport), RewardModelError> {
+pub fn record_fetch(
+    env: &mut TimeLimit<FetchEnv>,
+    task: FetchTask,
+    episodes: usize,
+    seed: u64,
+    source: &Path,
+) -> Result<(D4rlDataset, Keyframes, RecordReport), RewardModelError> {
     let obs_dim = env.observation_space().dim();
     let mut data = D4rlDataset::empty(source.to_path_buf(), obs_dim, 4);
     let (mut stages_col, mut success_col) = (Vec::new(), Vec::new());
@@ -153,7 +160,11 @@ pub fn record_fetch(env: &mut TimeLimit<FetchEnv>, task: FetchTask, episodes: us
         let mut subtasks = Vec::new();
         for k in 0..stages.len() {
             let end = if k + 1 < stages.len() { starts[k + 1] } else { first_success };
-            subtasks.push(SubTask { start_frame_id: starts[k], end_frame_id: end, annotation: Some(stages[k].name().into()) });
+            subtasks.push(SubTask {
+                start_frame_id: starts[k],
+                end_frame_id: end,
+                annotation: Some(stages[k].name().into()),
+            });
         }
         if subtasks.iter().any(|t| t.end_frame_id <= t.start_frame_id) {
             continue; // solved too fast to have every stage: not a useful demo
@@ -183,7 +194,11 @@ pub fn record_fetch(env: &mut TimeLimit<FetchEnv>, task: FetchTask, episodes: us
 
 /// Every episode of `data` as a [`Demo`] over `views` (slices of the observation), with
 /// keyframes from `keyframes` where it lists the episode.
-pub fn demos_from_dataset(data: &D4rlDataset, keyframes: Option<&Keyframes>, views: &[ViewSpec]) -> Result<Vec<Demo>, RewardModelError> {
+pub fn demos_from_dataset(
+    data: &D4rlDataset,
+    keyframes: Option<&Keyframes>,
+    views: &[ViewSpec],
+) -> Result<Vec<Demo>, RewardModelError> {
     let mut out = Vec::new();
     for (i, ep) in data.episodes(None).iter().enumerate() {
         let obs = &data.observations[ep.rows.start * data.obs_dim..ep.rows.end * data.obs_dim];

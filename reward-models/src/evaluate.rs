@@ -93,7 +93,12 @@ pub fn evaluate(model: &ProgressModel, demos: &[Demo]) -> Result<EvalReport, Rew
         acc
     };
     let (mean_voc, mean_mae) = (mean(&|e| e.voc), mean(&|e| e.mae));
-    Ok(EvalReport { modes: MODES.iter().map(|m| format!("{m:?}").to_lowercase()).collect(), mean_voc, mean_mae, demos: out })
+    Ok(EvalReport {
+        modes: MODES.iter().map(|m| format!("{m:?}").to_lowercase()).collect(),
+        mean_voc,
+        mean_mae,
+        demos: out,
+    })
 }
 
 #[cfg(test)]
@@ -104,7 +109,12 @@ mod tests {
     #[test]
     fn ground_truth_interpolates_between_sample_frames() {
         // Keyframes (0,100),(100,400), k = 20: samples every 10 frames, then every 30.
-        let demo = Demo { name: "x".into(), features: vec![0.0; 420], len: 420, keyframes: Some(vec![SubTask::new(0, 100), SubTask::new(100, 400)]) };
+        let demo = Demo {
+            name: "x".into(),
+            features: vec![0.0; 420],
+            len: 420,
+            keyframes: Some(vec![SubTask::new(0, 100), SubTask::new(100, 400)]),
+        };
         let g = ground_truth(&demo, 20).unwrap();
         assert_eq!(g[100], 0.5);
         assert!((g[5] - 0.5 / 20.0).abs() < 1e-12);

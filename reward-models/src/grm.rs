@@ -150,7 +150,19 @@ impl GrmRequest {
     /// BEFORE and AFTER given explicitly (incremental mode: BEFORE = the previous sampled frame;
     /// forward mode: BEFORE = the first frame).
     pub fn new(task: &str, start: Image, end: Image, before: Views, after: Views) -> Self {
-        Self { task: task.into(), images: [start, end, before.front, before.left_wrist, before.right_wrist, after.front, after.left_wrist, after.right_wrist] }
+        Self {
+            task: task.into(),
+            images: [
+                start,
+                end,
+                before.front,
+                before.left_wrist,
+                before.right_wrist,
+                after.front,
+                after.left_wrist,
+                after.right_wrist,
+            ],
+        }
     }
 
     /// Backward mode: the goal image in all three BEFORE slots.
@@ -206,18 +218,38 @@ impl GrmClient {
     pub fn new(config: GrmConfig) -> Result<Self, RewardModelError> {
         let slots = config.prompt.as_deref().unwrap_or(DEFAULT_PROMPT).matches("<image>").count();
         if slots != 8 {
-            return Err(RewardModelError::Config { key: "grm.prompt".into(), expected: "exactly 8 `<image>` slots".into(), found: slots.to_string() });
+            return Err(RewardModelError::Config {
+                key: "grm.prompt".into(),
+                expected: "exactly 8 `<image>` slots".into(),
+                found: slots.to_string(),
+            });
         }
         if !(config.timeout_s > 0.0 && config.timeout_s.is_finite()) {
-            return Err(RewardModelError::Config { key: "grm.timeout_s".into(), expected: "> 0".into(), found: config.timeout_s.to_string() });
+            return Err(RewardModelError::Config {
+                key: "grm.timeout_s".into(),
+                expected: "> 0".into(),
+                found: config.timeout_s.to_string(),
+            });
         }
         if !(config.backoff_s >= 0.0 && config.backoff_s.is_finite()) {
-            return Err(RewardModelError::Config { key: "grm.backoff_s".into(), expected: "≥ 0".into(), found: config.backoff_s.to_string() });
+            return Err(RewardModelError::Config {
+                key: "grm.backoff_s".into(),
+                expected: "≥ 0".into(),
+                found: config.backoff_s.to_string(),
+            });
         }
         if config.queue_capacity == 0 {
-            return Err(RewardModelError::Config { key: "grm.queue_capacity".into(), expected: "≥ 1".into(), found: "0".into() });
+            return Err(RewardModelError::Config {
+                key: "grm.queue_capacity".into(),
+                expected: "≥ 1".into(),
+                found: "0".into(),
+            });
         }
-        let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(Duration::from_secs_f64(config.timeout_s))).build().into();
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs_f64(config.timeout_s)))
+            .build()
+            .into();
         Ok(Self { config, agent, parse_failures: AtomicU64::new(0) })
     }
 
@@ -237,7 +269,9 @@ impl GrmClient {
         let mut content = Vec::new();
         for (i, piece) in template.split("<image>").enumerate() {
             if i > 0 {
-                content.push(serde_json::json!({ "type": "image_url", "image_url": { "url": req.images[i - 1].data_url() } }));
+                content.push(
+                    serde_json::json!({ "type": "image_url", "image_url": { "url": req.images[i - 1].data_url() } }),
+                );
             }
             if !piece.is_empty() {
                 content.push(serde_json::json!({ "type": "text", "text": piece }));
@@ -267,7 +301,12 @@ impl GrmClient {
                         let n = self.parse_failures.fetch_add(1, Ordering::Relaxed) + 1;
                         tracing::warn!(failures = n, "reward-model reply has no readable <score> tag; using hop 0");
                     }
-                    return Ok(GrmScore { hop: parsed.unwrap_or(0.0), parsed: parsed.is_some(), text, attempts: attempt });
+                    return Ok(GrmScore {
+                        hop: parsed.unwrap_or(0.0),
+                        parsed: parsed.is_some(),
+                        text,
+                        attempts: attempt,
+                    });
                 }
                 Attempt::Fail(e) => return Err(e),
                 Attempt::Retry(e) if attempt > self.config.retries => return Err(e),
@@ -288,13 +327,17 @@ impl GrmClient {
         }
         let mut resp = match call.send(body) {
             Ok(r) => r,
-            Err(e) if is_timeout(&e) => return Attempt::Retry(RewardModelError::Timeout { url: url.clone(), secs: self.config.timeout_s }),
+            Err(e) if is_timeout(&e) => {
+                return Attempt::Retry(RewardModelError::Timeout { url: url.clone(), secs: self.config.timeout_s })
+            }
             Err(e) => return Attempt::Retry(server(e.to_string())),
         };
         let status = resp.status().as_u16();
         let text = match resp.body_mut().read_to_string() {
             Ok(t) => t,
-            Err(e) if is_timeout(&e) => return Attempt::Retry(RewardModelError::Timeout { url: url.clone(), secs: self.config.timeout_s }),
+            Err(e) if is_timeout(&e) => {
+                return Attempt::Retry(RewardModelError::Timeout { url: url.clone(), secs: self.config.timeout_s })
+            }
             Err(e) => return Attempt::Retry(server(format!("reading the reply: {e}"))),
         };
         if status == 429 || status >= 500 {
@@ -317,7 +360,9 @@ impl GrmClient {
         }
         match serde_json::from_str::<Reply>(&text) {
             Ok(r) => Attempt::Done(r.choices.into_iter().next().and_then(|c| c.message.content).unwrap_or_default()),
-            Err(e) => Attempt::Fail(server(format!("expected a chat-completions JSON reply with choices[0].message.content: {e}"))),
+            Err(e) => Attempt::Fail(server(format!(
+                "expected a chat-completions JSON reply with choices[0].message.content: {e}"
+            ))),
         }
     }
 }
@@ -375,7 +420,9 @@ impl GrmQueue {
                 self.next += 1;
                 Ok(id)
             }
-            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => Err(RewardModelError::QueueFull { capacity: self.capacity }),
+            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                Err(RewardModelError::QueueFull { capacity: self.capacity })
+            }
         }
     }
 
@@ -421,13 +468,20 @@ mod tests {
         let body = client.body(&GrmRequest::new("push the block", img(0), img(1), v(2), v(5)));
         let parts = body["messages"][0]["content"].as_array().unwrap();
         let urls: Vec<&str> = parts.iter().filter_map(|p| p["image_url"]["url"].as_str()).collect();
-        let want: Vec<String> = (0u8..8).map(|b| format!("data:image/png;base64,{}", base64::engine::general_purpose::STANDARD.encode([b]))).collect();
+        let want: Vec<String> = (0u8..8)
+            .map(|b| format!("data:image/png;base64,{}", base64::engine::general_purpose::STANDARD.encode([b])))
+            .collect();
         assert_eq!(urls, want);
         let text: String = parts.iter().filter_map(|p| p["text"].as_str()).collect();
         assert_eq!(text.matches("push the block").count(), 2);
         // Backward mode: the goal fills every BEFORE slot.
         let body = client.body(&GrmRequest::backward("t", img(0), img(9), v(5)));
-        let urls: Vec<String> = body["messages"][0]["content"].as_array().unwrap().iter().filter_map(|p| p["image_url"]["url"].as_str().map(String::from)).collect();
+        let urls: Vec<String> = body["messages"][0]["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|p| p["image_url"]["url"].as_str().map(String::from))
+            .collect();
         assert!(urls[1..5].iter().all(|u| u == &urls[1]));
     }
 

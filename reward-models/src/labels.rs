@@ -71,14 +71,24 @@ pub struct LabelConfig {
 
 impl Default for LabelConfig {
     fn default() -> Self {
-        Self { sample_factor: 20, pairs_per_episode: 1000, zero_fraction: 0.05, hop_bins: 25, gap_bins: 4, oversample: 80, zero_shift: 0.075 }
+        Self {
+            sample_factor: 20,
+            pairs_per_episode: 1000,
+            zero_fraction: 0.05,
+            hop_bins: 25,
+            gap_bins: 4,
+            oversample: 80,
+            zero_shift: 0.075,
+        }
     }
 }
 
 impl LabelConfig {
     /// Check the ranges; `key` names the config section in errors.
     pub fn validate(&self) -> Result<(), RewardModelError> {
-        let bad = |key: &str, expected: &str, found: String| Err(RewardModelError::Config { key: format!("labels.{key}"), expected: expected.into(), found });
+        let bad = |key: &str, expected: &str, found: String| {
+            Err(RewardModelError::Config { key: format!("labels.{key}"), expected: expected.into(), found })
+        };
         if self.sample_factor == 0 {
             return bad("sample_factor", "≥ 1", "0".into());
         }
@@ -113,9 +123,16 @@ fn round_half_even(x: f64) -> f64 {
 
 /// Check an episode's keyframes against its length (`len` raw frames); `None` or an empty
 /// list means one sub-task over the whole episode.
-pub fn checked_subtasks(subtasks: Option<&[SubTask]>, len: usize, source: &str) -> Result<Vec<SubTask>, RewardModelError> {
+pub fn checked_subtasks(
+    subtasks: Option<&[SubTask]>,
+    len: usize,
+    source: &str,
+) -> Result<Vec<SubTask>, RewardModelError> {
     if len < 2 {
-        return Err(RewardModelError::Keyframes { episode: source.into(), message: format!("an episode needs at least 2 frames, found {len}") });
+        return Err(RewardModelError::Keyframes {
+            episode: source.into(),
+            message: format!("an episode needs at least 2 frames, found {len}"),
+        });
     }
     let list = match subtasks {
         Some(s) if !s.is_empty() => s.to_vec(),
@@ -124,10 +141,23 @@ pub fn checked_subtasks(subtasks: Option<&[SubTask]>, len: usize, source: &str) 
     let mut prev_end = 0usize;
     for (i, t) in list.iter().enumerate() {
         if t.end_frame_id <= t.start_frame_id {
-            return Err(RewardModelError::Keyframes { episode: source.into(), message: format!("sub-task {i}: end_frame_id {} must be greater than start_frame_id {}", t.end_frame_id, t.start_frame_id) });
+            return Err(RewardModelError::Keyframes {
+                episode: source.into(),
+                message: format!(
+                    "sub-task {i}: end_frame_id {} must be greater than start_frame_id {}",
+                    t.end_frame_id, t.start_frame_id
+                ),
+            });
         }
         if t.end_frame_id >= len {
-            return Err(RewardModelError::Keyframes { episode: source.into(), message: format!("sub-task {i}: end_frame_id {} is past the episode's last frame {}", t.end_frame_id, len - 1) });
+            return Err(RewardModelError::Keyframes {
+                episode: source.into(),
+                message: format!(
+                    "sub-task {i}: end_frame_id {} is past the episode's last frame {}",
+                    t.end_frame_id,
+                    len - 1
+                ),
+            });
         }
         if i > 0 && t.start_frame_id < prev_end {
             return Err(RewardModelError::Keyframes { episode: source.into(), message: format!("sub-task {i}: start_frame_id {} is before the previous sub-task's end {prev_end}; sub-tasks must be in order", t.start_frame_id) });
@@ -297,14 +327,17 @@ pub fn read_keyframes(path: &Path) -> Result<Vec<SubTask>, RewardModelError> {
     let text = std::fs::read_to_string(path).map_err(|e| RewardModelError::Io { path: path.into(), source: e })?;
     let bad = |message: String| RewardModelError::Keyframes { episode: path.display().to_string(), message };
     match path.extension().and_then(|e| e.to_str()) {
-        Some("json") => serde_json::from_str(&text).map_err(|e| bad(format!("expected a JSON list of {{start_frame_id, end_frame_id}} objects: {e}"))),
+        Some("json") => serde_json::from_str(&text)
+            .map_err(|e| bad(format!("expected a JSON list of {{start_frame_id, end_frame_id}} objects: {e}"))),
         Some("toml") => {
             #[derive(Deserialize)]
             #[serde(deny_unknown_fields)]
             struct File {
                 subtask: Vec<SubTask>,
             }
-            toml::from_str::<File>(&text).map(|f| f.subtask).map_err(|e| bad(format!("expected [[subtask]] tables with start_frame_id and end_frame_id: {e}")))
+            toml::from_str::<File>(&text)
+                .map(|f| f.subtask)
+                .map_err(|e| bad(format!("expected [[subtask]] tables with start_frame_id and end_frame_id: {e}")))
         }
         other => Err(bad(format!("expected a .json or .toml keyframe file, found extension {other:?}"))),
     }
@@ -355,7 +388,8 @@ mod tests {
         assert!(hist.iter().all(|&c| c > 0), "every hop bin is represented: {hist:?}");
         let others: usize = hist.iter().enumerate().filter(|(b, _)| *b != 12).map(|(_, c)| c).sum();
         assert_eq!(hist[12], 950 - others);
-        let uniq: HashSet<(usize, usize)> = pairs.iter().filter(|p| p.hop != 0.0).map(|p| (p.before, p.after)).collect();
+        let uniq: HashSet<(usize, usize)> =
+            pairs.iter().filter(|p| p.hop != 0.0).map(|p| (p.before, p.after)).collect();
         assert_eq!(uniq.len(), 950);
     }
 
@@ -372,7 +406,11 @@ mod tests {
     fn sidecars_read_in_both_forms() {
         let dir = tempfile::tempdir().unwrap();
         let j = dir.path().join("k.json");
-        std::fs::write(&j, r#"[{"anotation":"reach","start_frame_id":0,"end_frame_id":12},{"start_frame_id":12,"end_frame_id":49}]"#).unwrap();
+        std::fs::write(
+            &j,
+            r#"[{"anotation":"reach","start_frame_id":0,"end_frame_id":12},{"start_frame_id":12,"end_frame_id":49}]"#,
+        )
+        .unwrap();
         let t = dir.path().join("k.toml");
         std::fs::write(&t, "[[subtask]]\nannotation = \"reach\"\nstart_frame_id = 0\nend_frame_id = 12\n\n[[subtask]]\nstart_frame_id = 12 # push\nend_frame_id = 49\n").unwrap();
         let a = read_keyframes(&j).unwrap();

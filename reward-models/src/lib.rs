@@ -35,7 +35,7 @@ pub mod reconstruct;
 pub mod shaping;
 
 pub use error::RewardModelError;
-pub use progress::{voc, Demo, ProgressModel, ProgressModelConfig, TrainReport, ViewSpec};
 pub use potential::{GoldReward, ProgressPotential, Shaper, ShapingMode};
+pub use progress::{voc, Demo, ProgressModel, ProgressModelConfig, TrainReport, ViewSpec};
 pub use reconstruct::{Estimate, Fusion, Tracker};
 pub use shaping::{success_from_progress, PotentialShaping, ShapingError};

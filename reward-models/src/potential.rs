@@ -57,7 +57,11 @@ impl ProgressPotential {
     /// `obs_slice` so states can be read from observations.
     pub fn new(model: ProgressModel, fusion: Option<Fusion>) -> Result<Self, RewardModelError> {
         if let Some(v) = model.config().views.iter().find(|v| v.obs_slice.is_none()) {
-            return Err(RewardModelError::Config { key: format!("views.{}.obs_slice", v.name), expected: "a [start, end) slice of the observation, to read the view online".into(), found: "none".into() });
+            return Err(RewardModelError::Config {
+                key: format!("views.{}.obs_slice", v.name),
+                expected: "a [start, end) slice of the observation, to read the view online".into(),
+                found: "none".into(),
+            });
         }
         let c = model.config();
         let tracker = Tracker::new(c.consistency_alpha, c.consistency_eps);
@@ -81,7 +85,10 @@ impl ProgressPotential {
         let mut out = Vec::with_capacity(self.model.input_dim());
         for v in &self.model.config().views {
             let [a, b] = v.obs_slice.unwrap_or([0, 0]);
-            let slice = obs.get(a..b).ok_or_else(|| RewardModelError::Demo { demo: "observation".into(), message: format!("view `{}` reads [{a}, {b}) but the observation has {} numbers", v.name, obs.len()) })?;
+            let slice = obs.get(a..b).ok_or_else(|| RewardModelError::Demo {
+                demo: "observation".into(),
+                message: format!("view `{}` reads [{a}, {b}) but the observation has {} numbers", v.name, obs.len()),
+            })?;
             out.extend_from_slice(slice);
         }
         Ok(out)
@@ -139,8 +146,17 @@ pub struct Shaper {
 
 impl Shaper {
     /// A shaper with discount `gamma` (the learner's).
-    pub fn new(potential: ProgressPotential, mode: ShapingMode, gold: GoldReward, gamma: f64) -> Result<Self, RewardModelError> {
-        let shaping = PotentialShaping::new(gamma).map_err(|e| RewardModelError::Config { key: "shaping.gamma".into(), expected: "in (0, 1]".into(), found: e.to_string() })?;
+    pub fn new(
+        potential: ProgressPotential,
+        mode: ShapingMode,
+        gold: GoldReward,
+        gamma: f64,
+    ) -> Result<Self, RewardModelError> {
+        let shaping = PotentialShaping::new(gamma).map_err(|e| RewardModelError::Config {
+            key: "shaping.gamma".into(),
+            expected: "in (0, 1]".into(),
+            found: e.to_string(),
+        })?;
         let delta = potential.model().config().success_delta;
         Ok(Self { potential, mode, gold, shaping, delta, phi: None })
     }
@@ -162,7 +178,14 @@ impl Shaper {
 
     /// The reward for the transition obs → next_obs with env reward `reward`. A transition
     /// after an episode end (or the first one) starts a new episode at `obs`.
-    pub fn shape(&mut self, obs: &[f32], reward: f64, next_obs: &[f32], terminated: bool, truncated: bool) -> Result<Shaped, RewardModelError> {
+    pub fn shape(
+        &mut self,
+        obs: &[f32],
+        reward: f64,
+        next_obs: &[f32],
+        terminated: bool,
+        truncated: bool,
+    ) -> Result<Shaped, RewardModelError> {
         let phi = match self.phi {
             Some(p) => p,
             None => self.potential.reset(obs)?,

@@ -102,7 +102,9 @@ impl ProgressModelConfig {
 
     /// Check every field; errors name the key.
     pub fn validate(&self) -> Result<(), RewardModelError> {
-        let bad = |key: &str, expected: &str, found: String| Err(RewardModelError::Config { key: key.into(), expected: expected.into(), found });
+        let bad = |key: &str, expected: &str, found: String| {
+            Err(RewardModelError::Config { key: key.into(), expected: expected.into(), found })
+        };
         if self.views.is_empty() {
             return bad("views", "at least one view", "none".into());
         }
@@ -112,7 +114,11 @@ impl ProgressModelConfig {
             }
             if let Some([a, b]) = v.obs_slice {
                 if b <= a || b - a != v.dim {
-                    return bad(&format!("views[{i}].obs_slice"), &format!("[start, start + {}]", v.dim), format!("[{a}, {b}]"));
+                    return bad(
+                        &format!("views[{i}].obs_slice"),
+                        &format!("[start, start + {}]", v.dim),
+                        format!("[{a}, {b}]"),
+                    );
                 }
             }
         }
@@ -151,7 +157,13 @@ pub struct Demo {
 
 impl Demo {
     /// Build from flat observations (`len × obs_dim`) by slicing each view's `obs_slice`.
-    pub fn from_observations(name: &str, obs: &[f32], obs_dim: usize, views: &[ViewSpec], keyframes: Option<Vec<SubTask>>) -> Result<Self, RewardModelError> {
+    pub fn from_observations(
+        name: &str,
+        obs: &[f32],
+        obs_dim: usize,
+        views: &[ViewSpec],
+        keyframes: Option<Vec<SubTask>>,
+    ) -> Result<Self, RewardModelError> {
         let bad = |message: String| RewardModelError::Demo { demo: name.into(), message };
         if obs_dim == 0 || obs.len() % obs_dim != 0 {
             return Err(bad(format!("{} observation values do not split into rows of {obs_dim}", obs.len())));
@@ -162,7 +174,10 @@ impl Demo {
             for v in views {
                 let [a, b] = v.obs_slice.ok_or_else(|| bad(format!("view `{}` has no obs_slice", v.name)))?;
                 if b > obs_dim {
-                    return Err(bad(format!("view `{}` slice [{a}, {b}) is past the observation width {obs_dim}", v.name)));
+                    return Err(bad(format!(
+                        "view `{}` slice [{a}, {b}) is past the observation width {obs_dim}",
+                        v.name
+                    )));
                 }
                 features.extend_from_slice(&row[a..b]);
             }
@@ -227,11 +242,22 @@ impl ProgressModel {
         let std = x.std_dim(0, false, false).clamp_min(1e-3);
         let last: Vec<f32> = demos.iter().flat_map(|d| d.frame(d.len - 1, dim).iter().copied()).collect();
         let goal = Tensor::from_slice(&last).view([-1, dim as i64]).mean_dim(0, false, Kind::Float);
-        Ok(Self { config, vs, net, mean: mean.to_device(device), std: std.to_device(device), goal: goal.to_device(device) })
+        Ok(Self {
+            config,
+            vs,
+            net,
+            mean: mean.to_device(device),
+            std: std.to_device(device),
+            goal: goal.to_device(device),
+        })
     }
 
     /// Build and train on `demos` for `config.steps` steps.
-    pub fn train(config: ProgressModelConfig, demos: &[Demo], device: Device) -> Result<(Self, TrainReport), RewardModelError> {
+    pub fn train(
+        config: ProgressModelConfig,
+        demos: &[Demo],
+        device: Device,
+    ) -> Result<(Self, TrainReport), RewardModelError> {
         let mut model = Self::new(config, demos, device)?;
         let (steps, lr, seed) = (model.config.steps, model.config.lr, model.config.seed);
         let report = model.fit(demos, steps, lr, seed)?;
@@ -269,7 +295,10 @@ impl ProgressModel {
         for step in 0..steps {
             let idx: Vec<i64> = (0..bs).map(|_| rng.gen_range(0..n)).collect();
             let idx = Tensor::from_slice(&idx).to_device(feats.device());
-            let pred = self.hop_normalized(&feats.index_select(0, &before.index_select(0, &idx)), &feats.index_select(0, &after.index_select(0, &idx)));
+            let pred = self.hop_normalized(
+                &feats.index_select(0, &before.index_select(0, &idx)),
+                &feats.index_select(0, &after.index_select(0, &idx)),
+            );
             let loss = (pred - hops.index_select(0, &idx)).square().mean(Kind::Float);
             opt.backward_step(&loss);
             acc += loss.detach();
@@ -287,7 +316,11 @@ impl ProgressModel {
     }
 
     /// Normalized frames of all demos and the (before, after, hop) index tensors of their pairs.
-    fn pair_tensors(&self, demos: &[Demo], rng: &mut ChaCha8Rng) -> Result<(Tensor, Tensor, Tensor, Tensor), RewardModelError> {
+    fn pair_tensors(
+        &self,
+        demos: &[Demo],
+        rng: &mut ChaCha8Rng,
+    ) -> Result<(Tensor, Tensor, Tensor, Tensor), RewardModelError> {
         let dim = self.input_dim() as i64;
         let mut all = Vec::new();
         let (mut b, mut a, mut h) = (Vec::new(), Vec::new(), Vec::new());
@@ -305,7 +338,12 @@ impl ProgressModel {
         }
         let dev = self.vs.device();
         let feats = self.normalize(&Tensor::from_slice(&all).view([-1, dim]).to_device(dev));
-        Ok((feats, Tensor::from_slice(&b).to_device(dev), Tensor::from_slice(&a).to_device(dev), Tensor::from_slice(&h).to_device(dev)))
+        Ok((
+            feats,
+            Tensor::from_slice(&b).to_device(dev),
+            Tensor::from_slice(&a).to_device(dev),
+            Tensor::from_slice(&h).to_device(dev),
+        ))
     }
 
     fn normalize(&self, x: &Tensor) -> Tensor {
@@ -327,7 +365,10 @@ impl ProgressModel {
     pub fn hop(&self, before: &[f32], after: &[f32]) -> Result<f64, RewardModelError> {
         let d = self.input_dim();
         if before.len() != d || after.len() != d {
-            return Err(RewardModelError::Demo { demo: "query".into(), message: format!("expected states of width {d}, found {} and {}", before.len(), after.len()) });
+            return Err(RewardModelError::Demo {
+                demo: "query".into(),
+                message: format!("expected states of width {d}, found {} and {}", before.len(), after.len()),
+            });
         }
         let dev = self.vs.device();
         let t = |x: &[f32]| Tensor::from_slice(x).view([1, d as i64]).to_device(dev);
@@ -344,20 +385,32 @@ impl ProgressModel {
     pub fn progress_curve(&self, features: &[f32], goal: Option<&[f32]>) -> Result<Vec<Estimate>, RewardModelError> {
         let d = self.input_dim();
         if features.is_empty() || features.len() % d != 0 {
-            return Err(RewardModelError::Demo { demo: "curve".into(), message: format!("{} values do not split into frames of width {d}", features.len()) });
+            return Err(RewardModelError::Demo {
+                demo: "curve".into(),
+                message: format!("{} values do not split into frames of width {d}", features.len()),
+            });
         }
         let dev = self.vs.device();
         let x = Tensor::from_slice(features).view([-1, d as i64]).to_device(dev);
         let t = x.size()[0];
         let g = match goal {
             Some(g) if g.len() == d => Tensor::from_slice(g).view([1, d as i64]).to_device(dev),
-            Some(g) => return Err(RewardModelError::Demo { demo: "curve".into(), message: format!("goal has width {}, expected {d}", g.len()) }),
+            Some(g) => {
+                return Err(RewardModelError::Demo {
+                    demo: "curve".into(),
+                    message: format!("goal has width {}, expected {d}", g.len()),
+                })
+            }
             None => self.goal.view([1, d as i64]),
         };
         let prev = Tensor::cat(&[x.narrow(0, 0, 1), x.narrow(0, 0, t - 1)], 0);
         let inc = Vec::<f64>::try_from(self.hops(&prev, &x).to_kind(Kind::Double).to_device(Device::Cpu))?;
-        let fwd = Vec::<f64>::try_from(self.hops(&x.narrow(0, 0, 1).expand([t, d as i64], false), &x).to_kind(Kind::Double).to_device(Device::Cpu))?;
-        let bwd = Vec::<f64>::try_from(self.hops(&g.expand([t, d as i64], false), &x).to_kind(Kind::Double).to_device(Device::Cpu))?;
+        let fwd = Vec::<f64>::try_from(
+            self.hops(&x.narrow(0, 0, 1).expand([t, d as i64], false), &x).to_kind(Kind::Double).to_device(Device::Cpu),
+        )?;
+        let bwd = Vec::<f64>::try_from(
+            self.hops(&g.expand([t, d as i64], false), &x).to_kind(Kind::Double).to_device(Device::Cpu),
+        )?;
         let mut tracker = Tracker::new(self.config.consistency_alpha, self.config.consistency_eps);
         Ok((0..t as usize)
             .map(|i| {
@@ -403,7 +456,8 @@ impl ProgressModel {
         if !path.is_file() {
             return Err(err("no such file".into()));
         }
-        let list = Tensor::load_multi_with_device(path, Device::Cpu).map_err(|e| err(format!("not a readable model file: {e}")))?;
+        let list = Tensor::load_multi_with_device(path, Device::Cpu)
+            .map_err(|e| err(format!("not a readable model file: {e}")))?;
         let map: std::collections::HashMap<String, Tensor> = list.into_iter().collect();
         let get = |name: &str| map.get(name).ok_or_else(|| err(format!("missing tensor `{name}`")));
         let text = |name: &str| -> Result<String, RewardModelError> {
@@ -414,7 +468,8 @@ impl ProgressModel {
         if format != FORMAT {
             return Err(err(format!("expected format `{FORMAT}`, found `{format}`")));
         }
-        let config: ProgressModelConfig = serde_json::from_str(&text("meta/config")?).map_err(|e| err(format!("config: {e}")))?;
+        let config: ProgressModelConfig =
+            serde_json::from_str(&text("meta/config")?).map_err(|e| err(format!("config: {e}")))?;
         config.validate().map_err(|e| err(e.to_string()))?;
         let dim = config.input_dim() as i64;
         let vector = |name: &str| -> Result<Tensor, RewardModelError> {
@@ -445,10 +500,21 @@ fn check_demos(demos: &[Demo], dim: usize) -> Result<(), RewardModelError> {
     }
     for d in demos {
         if d.features.len() != d.len * dim {
-            return Err(RewardModelError::Demo { demo: d.name.clone(), message: format!("expected {} × {dim} = {} feature values, found {}", d.len, d.len * dim, d.features.len()) });
+            return Err(RewardModelError::Demo {
+                demo: d.name.clone(),
+                message: format!(
+                    "expected {} × {dim} = {} feature values, found {}",
+                    d.len,
+                    d.len * dim,
+                    d.features.len()
+                ),
+            });
         }
         if let Some(i) = d.features.iter().position(|v| !v.is_finite()) {
-            return Err(RewardModelError::Demo { demo: d.name.clone(), message: format!("non-finite feature at frame {}, column {}", i / dim, i % dim) });
+            return Err(RewardModelError::Demo {
+                demo: d.name.clone(),
+                message: format!("non-finite feature at frame {}, column {}", i / dim, i % dim),
+            });
         }
     }
     Ok(())

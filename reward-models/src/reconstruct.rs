@@ -150,7 +150,14 @@ impl Tracker {
         let w = consistency_weight(f, b, self.alpha, self.eps);
         let step = incremental_step(self.phi_w, h.incremental) - self.phi_w;
         self.phi_w += 0.5 * w * (0.5 * (f + b) - self.phi_w + step);
-        Estimate { incremental: self.phi_i, forward: f, backward: b, mean: mean(self.phi_i, f, b), weighted: self.phi_w, weight: w }
+        Estimate {
+            incremental: self.phi_i,
+            forward: f,
+            backward: b,
+            mean: mean(self.phi_i, f, b),
+            weighted: self.phi_w,
+            weight: w,
+        }
     }
 }
 

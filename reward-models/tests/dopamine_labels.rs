@@ -27,7 +27,11 @@ fn label_example_of_the_reference() {
     let i130 = frames.iter().position(|&f| f == 130).unwrap();
     assert_eq!(zero_pair_offset(&frames, i130, 0.075), 4);
     // And the sampler's zero pairs around 130 are exactly 126 or 134.
-    let pairs = sample_pairs(&frames, &LabelConfig { pairs_per_episode: 2000, ..Default::default() }, &mut ChaCha8Rng::seed_from_u64(1));
+    let pairs = sample_pairs(
+        &frames,
+        &LabelConfig { pairs_per_episode: 2000, ..Default::default() },
+        &mut ChaCha8Rng::seed_from_u64(1),
+    );
     let around: Vec<usize> = pairs.iter().filter(|p| p.hop == 0.0 && p.before == 130).map(|p| p.after).collect();
     assert!(!around.is_empty());
     assert!(around.iter().all(|&a| a == 126 || a == 134), "{around:?}");
@@ -79,7 +83,8 @@ fn exact_hops_reconstruct_phi_in_every_mode() {
         assert!((b - p).abs() < 1e-12, "backward t={t}");
         assert!((reconstruct::mean(inc[t], f, b) - p).abs() < 1e-12, "fused t={t}");
         let h = if t == 0 { 0.0 } else { inc_hops[t - 1] };
-        let e = tracker.step(StepHops { incremental: h, from_start: exact_hop(phi[0], p), from_goal: exact_hop(1.0, p) });
+        let e =
+            tracker.step(StepHops { incremental: h, from_start: exact_hop(phi[0], p), from_goal: exact_hop(1.0, p) });
         assert!((e.weighted - p).abs() < 1e-12, "weighted t={t}: {} vs {p}", e.weighted);
         assert!((e.mean - p).abs() < 1e-12 && (e.incremental - p).abs() < 1e-12);
         if t > 0 {

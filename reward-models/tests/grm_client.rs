@@ -70,12 +70,21 @@ fn request() -> GrmRequest {
 }
 
 fn client(url: &str, timeout_s: f64, retries: u32) -> GrmClient {
-    GrmClient::new(GrmConfig { url: url.into(), timeout_s, retries, backoff_s: 0.05, queue_capacity: 2, ..Default::default() }).unwrap()
+    GrmClient::new(GrmConfig {
+        url: url.into(),
+        timeout_s,
+        retries,
+        backoff_s: 0.05,
+        queue_capacity: 2,
+        ..Default::default()
+    })
+    .unwrap()
 }
 
 #[test]
 fn scores_a_good_reply_and_sends_the_documented_request() {
-    let server = serve(Box::new(|_| (200, chat("Reasoning… <score>+10%</score> final: <score>+25.5%</score>"), Duration::ZERO)));
+    let server =
+        serve(Box::new(|_| (200, chat("Reasoning… <score>+10%</score> final: <score>+25.5%</score>"), Duration::ZERO)));
     let c = client(&server.url, 5.0, 0);
     let s = c.score(&request()).unwrap();
     assert_eq!((s.hop, s.parsed, s.attempts), (0.255, true, 1));
@@ -90,7 +99,13 @@ fn scores_a_good_reply_and_sends_the_documented_request() {
 #[test]
 fn retries_server_errors_with_backoff_then_gives_up() {
     // Two 500s, then a good reply: three attempts with retries = 2.
-    let flaky = serve(Box::new(|n| if n <= 2 { (500, "oops".into(), Duration::ZERO) } else { (200, chat("<score>-40%</score>"), Duration::ZERO) }));
+    let flaky = serve(Box::new(|n| {
+        if n <= 2 {
+            (500, "oops".into(), Duration::ZERO)
+        } else {
+            (200, chat("<score>-40%</score>"), Duration::ZERO)
+        }
+    }));
     let t = Instant::now();
     let s = client(&flaky.url, 5.0, 2).score(&request()).unwrap();
     assert_eq!((s.hop, s.attempts), (-0.4, 3));
@@ -99,7 +114,12 @@ fn retries_server_errors_with_backoff_then_gives_up() {
     // Always 503: 1 + 2 attempts, then a Server error naming the URL.
     let down = serve(Box::new(|_| (503, "busy".into(), Duration::ZERO)));
     let e = client(&down.url, 5.0, 2).score(&request()).unwrap_err();
-    assert!(matches!(e, RewardModelError::Server { .. }) && e.to_string().contains("HTTP 503") && e.to_string().contains(&down.url), "{e}");
+    assert!(
+        matches!(e, RewardModelError::Server { .. })
+            && e.to_string().contains("HTTP 503")
+            && e.to_string().contains(&down.url),
+        "{e}"
+    );
     assert_eq!(down.hits.load(Ordering::SeqCst), 3);
     // A 400 is not retried.
     let bad = serve(Box::new(|_| (400, "{\"error\":\"bad image\"}".into(), Duration::ZERO)));

@@ -19,7 +19,13 @@ fn a_grm_request_from_fetch_renders_has_the_documented_order() {
     env.step(&[0.5, 0.5, 0.0, 0.0]).unwrap();
     let after = env.inner_mut().render_views(&mut r).unwrap();
     // END: no goal image for a simulated push, so the last front frame (here: AFTER's).
-    let q = GrmRequest::new("push the block to the red target", Views::from_pngs(start.clone()).front, Views::from_pngs(after.clone()).front, Views::from_pngs(before.clone()), Views::from_pngs(after.clone()));
+    let q = GrmRequest::new(
+        "push the block to the red target",
+        Views::from_pngs(start.clone()).front,
+        Views::from_pngs(after.clone()).front,
+        Views::from_pngs(before.clone()),
+        Views::from_pngs(after.clone()),
+    );
     let order = [&start[0], &after[0], &before[0], &before[1], &before[2], &after[0], &after[1], &after[2]];
     for (i, (img, expected)) in q.images.iter().zip(order).enumerate() {
         assert_eq!(img.mime, "image/png", "image {i}");

@@ -21,7 +21,9 @@ fn q_values(mdp: &Mdp, gamma: f64, reward: &dyn Fn(usize, usize, usize) -> f64) 
     let (ns, na) = (mdp.p.len(), mdp.p[0].len());
     let mut q = vec![vec![0.0; na]; ns];
     for _ in 0..3000 {
-        let v: Vec<f64> = (0..ns).map(|s| if mdp.terminal[s] { 0.0 } else { q[s].iter().cloned().fold(f64::NEG_INFINITY, f64::max) }).collect();
+        let v: Vec<f64> = (0..ns)
+            .map(|s| if mdp.terminal[s] { 0.0 } else { q[s].iter().cloned().fold(f64::NEG_INFINITY, f64::max) })
+            .collect();
         for s in (0..ns).filter(|&s| !mdp.terminal[s]) {
             for a in 0..na {
                 q[s][a] = (0..ns).map(|s2| mdp.p[s][a][s2] * (reward(s, a, s2) + gamma * v[s2])).sum();
@@ -34,7 +36,9 @@ fn q_values(mdp: &Mdp, gamma: f64, reward: &dyn Fn(usize, usize, usize) -> f64) 
 fn greedy(q: &[Vec<f64>], terminal: &[bool]) -> Vec<Option<usize>> {
     q.iter()
         .zip(terminal)
-        .map(|(row, &t)| if t { None } else { Some((0..row.len()).max_by(|&a, &b| row[a].total_cmp(&row[b])).unwrap()) })
+        .map(
+            |(row, &t)| if t { None } else { Some((0..row.len()).max_by(|&a, &b| row[a].total_cmp(&row[b])).unwrap()) },
+        )
         .collect()
 }
 
@@ -67,7 +71,12 @@ fn shaping_keeps_the_greedy_policy_and_shifts_q_by_phi() {
         assert_eq!(greedy(&q, &mdp.terminal), greedy(&qs, &mdp.terminal));
         for s in (0..ns).filter(|&s| !mdp.terminal[s]) {
             for a in 0..na {
-                assert!((qs[s][a] - (q[s][a] - phi[s])).abs() < 1e-8, "s={s} a={a}: {} vs {}", qs[s][a], q[s][a] - phi[s]);
+                assert!(
+                    (qs[s][a] - (q[s][a] - phi[s])).abs() < 1e-8,
+                    "s={s} a={a}: {} vs {}",
+                    qs[s][a],
+                    q[s][a] - phi[s]
+                );
             }
         }
     }
@@ -111,7 +120,8 @@ fn terminal_potential_convention_decides_the_chain() {
     let plain = at_s0(&q_values(&mdp, gamma, &|s, a, s2| mdp.r[s][a][s2]));
     assert!(close(plain, (0.0, 0.1351)), "unshaped {plain:?}");
     // PBRS with Φ(terminal) := 0: the same values at s_0 (Φ(s_0) = 0), walking stays optimal.
-    let pbrs = at_s0(&q_values(&mdp, gamma, &|s, a, s2| shaping.shape(mdp.r[s][a][s2], phi[s], phi[s2], mdp.terminal[s2])));
+    let pbrs =
+        at_s0(&q_values(&mdp, gamma, &|s, a, s2| shaping.shape(mdp.r[s][a][s2], phi[s], phi[s2], mdp.terminal[s2])));
     assert!(close(pbrs, (0.0, 0.1351)), "PBRS, Φ(terminal)=0: {pbrs:?}");
     assert!(pbrs.1 > pbrs.0);
     // PBRS with the terminal potential left at 1: failing becomes optimal.

@@ -32,12 +32,19 @@ fn demo(name: &str, waypoint: [f32; 2], goal: [f32; 2], rng: &mut ChaCha8Rng) ->
 
 fn config(steps: usize) -> ProgressModelConfig {
     ProgressModelConfig {
-        views: vec![ViewSpec { name: "position".into(), dim: 2, obs_slice: None }, ViewSpec { name: "holding".into(), dim: 1, obs_slice: None }],
+        views: vec![
+            ViewSpec { name: "position".into(), dim: 2, obs_slice: None },
+            ViewSpec { name: "holding".into(), dim: 1, obs_slice: None },
+        ],
         hidden: vec![64, 64],
         steps,
         batch_size: 128,
         lr: 1e-3,
-        labels: o2o_reward_models::labels::LabelConfig { sample_factor: 4, pairs_per_episode: 300, ..Default::default() },
+        labels: o2o_reward_models::labels::LabelConfig {
+            sample_factor: 4,
+            pairs_per_episode: 300,
+            ..Default::default()
+        },
         ..Default::default()
     }
 }
@@ -94,7 +101,10 @@ fn learns_progress_that_orders_held_out_demos() {
     assert!(std::fs::read_dir(dir.path()).unwrap().count() == 1, "no temp files left behind");
 
     // Typed load errors.
-    assert!(matches!(ProgressModel::load(&dir.path().join("nope.pt"), Device::Cpu), Err(RewardModelError::ModelFile { .. })));
+    assert!(matches!(
+        ProgressModel::load(&dir.path().join("nope.pt"), Device::Cpu),
+        Err(RewardModelError::ModelFile { .. })
+    ));
     std::fs::write(dir.path().join("junk.pt"), b"not a model").unwrap();
     let e = ProgressModel::load(&dir.path().join("junk.pt"), Device::Cpu).unwrap_err();
     assert!(e.to_string().contains("junk.pt"), "{e}");

@@ -2,13 +2,16 @@
 //! discounted shaping terms sum to −Φ(s₀) whatever Φ is, truncation keeps Φ(s') and starts the
 //! next episode afresh, the naive mode is progress gained, and success detection gives r_gold.
 
-use o2o_reward_models::{Demo, GoldReward, ProgressModel, ProgressModelConfig, ProgressPotential, Shaper, ShapingMode, ViewSpec};
+use o2o_reward_models::{
+    Demo, GoldReward, ProgressModel, ProgressModelConfig, ProgressPotential, Shaper, ShapingMode, ViewSpec,
+};
 use tch::Device;
 
 fn model() -> ProgressModel {
     let views = vec![ViewSpec { name: "pos".into(), dim: 2, obs_slice: Some([1, 3]) }];
     let demo = Demo { name: "d".into(), features: (0..20).map(|i| i as f32 * 0.1).collect(), len: 10, keyframes: None };
-    ProgressModel::new(ProgressModelConfig { views, hidden: vec![8], ..Default::default() }, &[demo], Device::Cpu).unwrap()
+    ProgressModel::new(ProgressModelConfig { views, hidden: vec![8], ..Default::default() }, &[demo], Device::Cpu)
+        .unwrap()
 }
 
 fn episode() -> Vec<Vec<f32>> {
@@ -19,7 +22,8 @@ fn episode() -> Vec<Vec<f32>> {
 fn pbrs_telescopes_to_minus_phi0_and_truncation_keeps_phi() {
     let gamma = 0.9;
     let obs = episode();
-    let mut s = Shaper::new(ProgressPotential::new(model(), None).unwrap(), ShapingMode::Pbrs, GoldReward::Env, gamma).unwrap();
+    let mut s =
+        Shaper::new(ProgressPotential::new(model(), None).unwrap(), ShapingMode::Pbrs, GoldReward::Env, gamma).unwrap();
     let mut discounted = 0.0;
     let mut phi0 = None;
     for t in 0..5 {
@@ -44,7 +48,9 @@ fn pbrs_telescopes_to_minus_phi0_and_truncation_keeps_phi() {
 #[test]
 fn naive_mode_and_success_gold() {
     let obs = episode();
-    let mut s = Shaper::new(ProgressPotential::new(model(), None).unwrap(), ShapingMode::Naive, GoldReward::Success, 0.99).unwrap();
+    let mut s =
+        Shaper::new(ProgressPotential::new(model(), None).unwrap(), ShapingMode::Naive, GoldReward::Success, 0.99)
+            .unwrap();
     let r = s.shape(&obs[0], -1.0, &obs[1], false, false).unwrap();
     assert_eq!(r.gold, if r.phi_next >= 0.95 { 1.0 } else { 0.0 });
     assert!((r.reward - (r.gold + r.phi_next - r.phi)).abs() < 1e-12);

@@ -41,7 +41,11 @@ impl MotorCalibration {
 
     /// −1 when the joint turns the other way, else 1.
     pub fn sign(&self) -> f64 {
-        if self.drive_mode == 1 { -1.0 } else { 1.0 }
+        if self.drive_mode == 1 {
+            -1.0
+        } else {
+            1.0
+        }
     }
 
     /// Ticks → radians.
@@ -63,13 +67,25 @@ impl MotorCalibration {
 
 /// Read LeRobot's calibration file: motors by ascending bus id.
 pub fn read_calibration(path: &Path) -> Result<Vec<(String, MotorCalibration)>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read the calibration {}: {e}", path.display()))?;
-    let map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&text).map_err(|e| format!("{}: not a LeRobot calibration file: {e}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("cannot read the calibration {}: {e}", path.display()))?;
+    let map: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(&text).map_err(|e| format!("{}: not a LeRobot calibration file: {e}", path.display()))?;
     map.into_iter()
         .map(|(name, v)| {
-            let c: MotorCalibration = serde_json::from_value(v).map_err(|e| format!("{}: motor {name}: {e} (expected id, drive_mode, homing_offset, range_min, range_max)", path.display()))?;
+            let c: MotorCalibration = serde_json::from_value(v).map_err(|e| {
+                format!(
+                    "{}: motor {name}: {e} (expected id, drive_mode, homing_offset, range_min, range_max)",
+                    path.display()
+                )
+            })?;
             if c.range_min >= c.range_max || c.range_max > 4095 {
-                return Err(format!("{}: motor {name}: range_min {} / range_max {}: expected range_min < range_max <= 4095", path.display(), c.range_min, c.range_max));
+                return Err(format!(
+                    "{}: motor {name}: range_min {} / range_max {}: expected range_min < range_max <= 4095",
+                    path.display(),
+                    c.range_min,
+                    c.range_max
+                ));
             }
             Ok((name, c))
         })
@@ -82,11 +98,19 @@ pub fn read_calibration(path: &Path) -> Result<Vec<(String, MotorCalibration)>, 
 
 /// The motors of an arm in joint order: `motors` (names from the config), or when it is empty
 /// every motor of the calibration by ascending id. `key` names the config key in errors.
-pub fn select_motors(calibration: &Path, motors: &[String], key: &str) -> Result<(Vec<String>, Vec<MotorCalibration>), String> {
+pub fn select_motors(
+    calibration: &Path,
+    motors: &[String],
+    key: &str,
+) -> Result<(Vec<String>, Vec<MotorCalibration>), String> {
     let by_id = read_calibration(calibration)?;
-    let names: Vec<String> = if motors.is_empty() { by_id.iter().map(|(n, _)| n.clone()).collect() } else { motors.to_vec() };
+    let names: Vec<String> =
+        if motors.is_empty() { by_id.iter().map(|(n, _)| n.clone()).collect() } else { motors.to_vec() };
     let cal: std::collections::BTreeMap<String, MotorCalibration> = by_id.into_iter().collect();
-    let chosen = names.iter().map(|n| cal.get(n).cloned().ok_or_else(|| format!("{key}: `{n}` is not in {}", calibration.display()))).collect::<Result<Vec<_>, _>>()?;
+    let chosen = names
+        .iter()
+        .map(|n| cal.get(n).cloned().ok_or_else(|| format!("{key}: `{n}` is not in {}", calibration.display())))
+        .collect::<Result<Vec<_>, _>>()?;
     Ok((names, chosen))
 }
 
@@ -105,15 +129,30 @@ impl ServoArm {
     /// The arm of a servo-bus config: the port must exist (checked first, so a missing adapter
     /// is the error a user sees first), then the calibration is read and `motors` selected
     /// from it, and `home` (empty: all 0) must have one entry per joint.
-    pub fn load(driver: &str, port: &Path, calibration: &Path, motors: &[String], home: &[f64]) -> Result<Self, DriverError> {
+    pub fn load(
+        driver: &str,
+        port: &Path,
+        calibration: &Path,
+        motors: &[String],
+        home: &[f64],
+    ) -> Result<Self, DriverError> {
         let unsupported = |message: String| DriverError::Unsupported { driver: driver.into(), message };
         crate::serial::require_port(driver, port)?;
         let (names, motors) = select_motors(calibration, motors, "driver.motors").map_err(unsupported)?;
         if !home.is_empty() && home.len() != motors.len() {
-            return Err(unsupported(format!("driver.home: expected {} joint positions, found {}", motors.len(), home.len())));
+            return Err(unsupported(format!(
+                "driver.home: expected {} joint positions, found {}",
+                motors.len(),
+                home.len()
+            )));
         }
         let home = if home.is_empty() { vec![0.0; motors.len()] } else { home.to_vec() };
-        let caps = Capabilities { name: format!("{driver} {}", port.display()), joints: names, modes: vec![ControlMode::JointPosition], has_end_effector: false };
+        let caps = Capabilities {
+            name: format!("{driver} {}", port.display()),
+            joints: names,
+            modes: vec![ControlMode::JointPosition],
+            has_end_effector: false,
+        };
         Ok(Self { caps, motors, home })
     }
 

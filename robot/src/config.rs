@@ -143,7 +143,8 @@ pub enum ConfigError {
 impl RobotConfig {
     /// Read and check a config file.
     pub fn read(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io { path: path.to_path_buf(), source })?;
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ConfigError::Io { path: path.to_path_buf(), source })?;
         Self::parse(&text, path)
     }
 
@@ -167,7 +168,10 @@ impl RobotConfig {
             }
         }
         if c.clock == ClockKind::Simulated && !matches!(c.driver, DriverConfig::Sim(_)) {
-            return Err(invalid(format!("clock: `simulated` runs only the sim driver, found driver kind `{}`; use clock = \"real\"", c.driver.kind())));
+            return Err(invalid(format!(
+                "clock: `simulated` runs only the sim driver, found driver kind `{}`; use clock = \"real\"",
+                c.driver.kind()
+            )));
         }
         Ok(c)
     }
@@ -202,11 +206,14 @@ impl RobotConfig {
 
     /// Connect the robot and build its env named `env_id` (`path` names the file in errors).
     pub fn build(&self, env_id: &str, path: &Path) -> Result<RobotEnv<Box<dyn Robot>>, ConfigError> {
-        let build = |e: Box<dyn std::error::Error + Send + Sync>| ConfigError::Build { path: path.to_path_buf(), source: e };
+        let build =
+            |e: Box<dyn std::error::Error + Send + Sync>| ConfigError::Build { path: path.to_path_buf(), source: e };
         let clock = self.make_clock();
         let driver = self.make_driver(clock.clone()).map_err(|e| build(Box::new(e)))?;
-        let operator = self.make_operator().map_err(|e| ConfigError::Invalid { path: path.to_path_buf(), message: e })?;
-        RobotEnv::new(env_id, driver, self.envelope.clone(), self.control.clone(), self.task.clone(), operator, clock).map_err(|e| build(Box::new(e)))
+        let operator =
+            self.make_operator().map_err(|e| ConfigError::Invalid { path: path.to_path_buf(), message: e })?;
+        RobotEnv::new(env_id, driver, self.envelope.clone(), self.control.clone(), self.task.clone(), operator, clock)
+            .map_err(|e| build(Box::new(e)))
     }
 }
 
@@ -238,7 +245,9 @@ goal_high = [0.2, 0.5]
             if p.extension().is_some_and(|x| x == "toml") {
                 let c = RobotConfig::read(&p).unwrap_or_else(|e| panic!("{e}"));
                 let joints = c.envelope.joint_low.len().max(3);
-                c.task.check(joints, c.envelope.mode == crate::driver::ControlMode::EndEffectorDelta).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+                c.task
+                    .check(joints, c.envelope.mode == crate::driver::ControlMode::EndEffectorDelta)
+                    .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
                 n += 1;
             }
         }

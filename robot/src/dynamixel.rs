@@ -234,7 +234,11 @@ pub fn error_name(error: u8) -> &'static str {
 
 /// What the bits of Hardware Error Status (register 70) mean.
 pub fn hardware_error_names(bits: u8) -> Vec<&'static str> {
-    [(0, "input voltage"), (2, "overheating"), (3, "motor encoder"), (4, "electrical shock"), (5, "overload")].iter().filter(|(b, _)| bits & (1 << b) != 0).map(|(_, n)| *n).collect()
+    [(0, "input voltage"), (2, "overheating"), (3, "motor encoder"), (4, "electrical shock"), (5, "overload")]
+        .iter()
+        .filter(|(b, _)| bits & (1 << b) != 0)
+        .map(|(_, n)| *n)
+        .collect()
 }
 
 /// The `dynamixel` driver's settings.
@@ -316,15 +320,20 @@ impl DynamixelArm {
     fn receive(&mut self, id: u8, what: &str) -> Result<Reply, DriverError> {
         let what = format!("{what} of servo {id}");
         for _ in 0..4 {
-            let p = self.port()?.receive(&what, |b| Ok(match parse(b)? {
-                Some((p, used)) => Parsed::Packet(p, used),
-                None => Parsed::Incomplete,
-            }))?;
+            let p = self.port()?.receive(&what, |b| {
+                Ok(match parse(b)? {
+                    Some((p, used)) => Parsed::Packet(p, used),
+                    None => Parsed::Incomplete,
+                })
+            })?;
             if p.id == id && p.instruction == instr::STATUS && !p.params.is_empty() {
                 return Ok(Reply { error: p.params[0], params: p.params[1..].to_vec() });
             }
         }
-        Err(DriverError::Dropped { driver: self.arm.caps.name.clone(), what: format!("{what}: only packets from other ids") })
+        Err(DriverError::Dropped {
+            driver: self.arm.caps.name.clone(),
+            what: format!("{what}: only packets from other ids"),
+        })
     }
 
     /// Map a reply's error byte onto a driver error: a hardware alert or an instruction error
@@ -335,12 +344,21 @@ impl DynamixelArm {
         }
         let driver = self.arm.caps.name.clone();
         if reply.error & 0x7F == 3 {
-            return Err(DriverError::Dropped { driver, what: format!("servo {id} received a corrupted instruction (its CRC error)") });
+            return Err(DriverError::Dropped {
+                driver,
+                what: format!("servo {id} received a corrupted instruction (its CRC error)"),
+            });
         }
         let message = if reply.error & 0x80 != 0 {
             // Which alert: Hardware Error Status, read without checking the (still set) alert.
-            let bits = self.raw(id, instr::READ, &span(reg::HARDWARE_ERROR_STATUS.0, 1)).ok().and_then(|r| r.params.first().copied());
-            let names = bits.map(hardware_error_names).filter(|n| !n.is_empty()).map_or("unknown".to_string(), |n| n.join(", "));
+            let bits = self
+                .raw(id, instr::READ, &span(reg::HARDWARE_ERROR_STATUS.0, 1))
+                .ok()
+                .and_then(|r| r.params.first().copied());
+            let names = bits
+                .map(hardware_error_names)
+                .filter(|n| !n.is_empty())
+                .map_or("unknown".to_string(), |n| n.join(", "));
             format!("servo {id} hardware alert ({names}); reboot needed")
         } else {
             format!("servo {id} status error {:#04x} ({})", reply.error, error_name(reply.error))
@@ -373,7 +391,10 @@ impl DynamixelArm {
         if p.len() == n {
             Ok(())
         } else {
-            Err(DriverError::Dropped { driver: self.arm.caps.name.clone(), what: format!("servo {id} sent {} bytes for a {n}-byte {what}", p.len()) })
+            Err(DriverError::Dropped {
+                driver: self.arm.caps.name.clone(),
+                what: format!("servo {id} sent {} bytes for a {n}-byte {what}", p.len()),
+            })
         }
     }
 
@@ -432,7 +453,13 @@ impl DynamixelArm {
     /// Hold every servo where it is: goal = present position (clamped into the range).
     fn hold(&mut self) -> Result<(), DriverError> {
         let present = self.present()?;
-        let ticks: Vec<u16> = self.arm.motors.iter().zip(&present).map(|(m, (_, p))| (*p).clamp(i64::from(m.range_min), i64::from(m.range_max)) as u16).collect();
+        let ticks: Vec<u16> = self
+            .arm
+            .motors
+            .iter()
+            .zip(&present)
+            .map(|(m, (_, p))| (*p).clamp(i64::from(m.range_min), i64::from(m.range_max)) as u16)
+            .collect();
         self.goal(&ticks)
     }
 
@@ -442,10 +469,22 @@ impl DynamixelArm {
         let m = self.arm.motors[i].clone();
         let model = self.ping(m.id)?;
         let Some((_, model_name)) = X_SERIES.iter().find(|(n, _)| *n == model) else {
-            return Err(DriverError::Unsupported { driver: self.arm.caps.name.clone(), message: format!("servo {} is model {model}, not an X-series servo ({}); its control table differs", m.id, X_SERIES.iter().map(|(n, s)| format!("{s} {n}")).collect::<Vec<_>>().join(", ")) });
+            return Err(DriverError::Unsupported {
+                driver: self.arm.caps.name.clone(),
+                message: format!(
+                    "servo {} is model {model}, not an X-series servo ({}); its control table differs",
+                    m.id,
+                    X_SERIES.iter().map(|(n, s)| format!("{s} {n}")).collect::<Vec<_>>().join(", ")
+                ),
+            });
         };
         self.write(m.id, reg::TORQUE_ENABLE, 0)?;
-        let wanted = [(reg::HOMING_OFFSET, i64::from(m.homing_offset), "Homing Offset"), (reg::MIN_POSITION_LIMIT, i64::from(m.range_min), "Min Position Limit"), (reg::MAX_POSITION_LIMIT, i64::from(m.range_max), "Max Position Limit"), (reg::OPERATING_MODE, i64::from(self.config.operating_mode), "Operating Mode")];
+        let wanted = [
+            (reg::HOMING_OFFSET, i64::from(m.homing_offset), "Homing Offset"),
+            (reg::MIN_POSITION_LIMIT, i64::from(m.range_min), "Min Position Limit"),
+            (reg::MAX_POSITION_LIMIT, i64::from(m.range_max), "Max Position Limit"),
+            (reg::OPERATING_MODE, i64::from(self.config.operating_mode), "Operating Mode"),
+        ];
         for (r, want, name) in wanted {
             let have = self.read(m.id, r)?;
             if have != want {
@@ -476,7 +515,12 @@ impl Robot for DynamixelArm {
     }
 
     fn connect(&mut self) -> Result<(), DriverError> {
-        self.port = Some(SerialLink::open(&self.arm.caps.name, &self.config.port, self.config.baud, Duration::from_millis(self.config.timeout_ms))?);
+        self.port = Some(SerialLink::open(
+            &self.arm.caps.name,
+            &self.config.port,
+            self.config.baud,
+            Duration::from_millis(self.config.timeout_ms),
+        )?);
         for i in 0..self.arm.motors.len() {
             self.setup(i)?;
         }
@@ -487,7 +531,13 @@ impl Robot for DynamixelArm {
         let present = self.present()?;
         let q = self.arm.motors.iter().zip(&present).map(|(m, (_, p))| m.ticks_to_rad(*p as f64)).collect();
         let v = self.arm.motors.iter().zip(&present).map(|(m, (v, _))| m.sign() * *v as f64 * VELOCITY_UNIT).collect();
-        Ok(RobotState { joint_positions: q, joint_velocities: v, ee_position: None, extra: Vec::new(), stamp: self.clock.now() })
+        Ok(RobotState {
+            joint_positions: q,
+            joint_velocities: v,
+            ee_position: None,
+            extra: Vec::new(),
+            stamp: self.clock.now(),
+        })
     }
 
     fn send(&mut self, command: &CheckedCommand) -> Result<(), DriverError> {
@@ -519,7 +569,10 @@ impl Robot for DynamixelArm {
             if reply.error & 0x80 != 0 {
                 self.raw(id, instr::REBOOT, &[])?;
                 // The servo answers again once it has rebooted.
-                let mut up = Err(DriverError::Link { driver: self.arm.caps.name.clone(), message: format!("servo {id} did not come back after a reboot") });
+                let mut up = Err(DriverError::Link {
+                    driver: self.arm.caps.name.clone(),
+                    message: format!("servo {id} did not come back after a reboot"),
+                });
                 for _ in 0..25 {
                     up = self.raw(id, instr::PING, &[]);
                     if up.is_ok() {
@@ -546,9 +599,15 @@ mod tests {
         // ROBOTIS' protocol 2.0 page: ping of id 1, and its status from a model 1030 servo
         // with firmware 0x26.
         assert_eq!(instruction(1, instr::PING, &[]), vec![0xFF, 0xFF, 0xFD, 0x00, 0x01, 0x03, 0x00, 0x01, 0x19, 0x4E]);
-        assert_eq!(status(1, 0, &[0x06, 0x04, 0x26]), vec![0xFF, 0xFF, 0xFD, 0x00, 0x01, 0x07, 0x00, 0x55, 0x00, 0x06, 0x04, 0x26, 0x65, 0x5D]);
+        assert_eq!(
+            status(1, 0, &[0x06, 0x04, 0x26]),
+            vec![0xFF, 0xFF, 0xFD, 0x00, 0x01, 0x07, 0x00, 0x55, 0x00, 0x06, 0x04, 0x26, 0x65, 0x5D]
+        );
         // read 4 bytes of Present Position (132) of id 1
-        assert_eq!(instruction(1, instr::READ, &span(132, 4)), vec![0xFF, 0xFF, 0xFD, 0x00, 0x01, 0x07, 0x00, 0x02, 0x84, 0x00, 0x04, 0x00, 0x1D, 0x15]);
+        assert_eq!(
+            instruction(1, instr::READ, &span(132, 4)),
+            vec![0xFF, 0xFF, 0xFD, 0x00, 0x01, 0x07, 0x00, 0x02, 0x84, 0x00, 0x04, 0x00, 0x1D, 0x15]
+        );
     }
 
     #[test]
@@ -556,7 +615,11 @@ mod tests {
         let params = [0x74, 0x00, 0xFF, 0xFF, 0xFD, 0x00, 0xFF, 0xFF, 0xFD];
         let p = instruction(7, instr::WRITE, &params);
         assert_eq!(p.windows(4).filter(|w| *w == HEADER).count(), 1, "the header pattern only at the start");
-        assert_eq!(u16::from_le_bytes([p[5], p[6]]) as usize, 1 + params.len() + 2 + 2, "two stuffed bytes counted in the length");
+        assert_eq!(
+            u16::from_le_bytes([p[5], p[6]]) as usize,
+            1 + params.len() + 2 + 2,
+            "two stuffed bytes counted in the length"
+        );
         let (got, used) = parse(&p).unwrap().unwrap();
         assert_eq!((got.id, got.instruction, got.params.as_slice(), used), (7, instr::WRITE, &params[..], p.len()));
         assert_eq!(unstuff(&stuff(&[0xFF, 0xFF, 0xFD, 0xFD])), vec![0xFF, 0xFF, 0xFD, 0xFD]);

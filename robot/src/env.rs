@@ -63,7 +63,10 @@ impl LoopConfig {
             return Err(format!("loop.rate_hz: expected a rate in (0, 1000] Hz, found {}", self.rate_hz));
         }
         if !(self.deadline_slack >= 0.0 && self.deadline_slack < 1.0) {
-            return Err(format!("loop.deadline_slack: expected a fraction of a period in [0, 1), found {}", self.deadline_slack));
+            return Err(format!(
+                "loop.deadline_slack: expected a fraction of a period in [0, 1), found {}",
+                self.deadline_slack
+            ));
         }
         if self.max_episode_steps == 0 {
             return Err("loop.max_episode_steps: expected at least 1, found 0".into());
@@ -225,7 +228,15 @@ pub enum RobotEnvError {
 impl<R: Robot + 'static> RobotEnv<R> {
     /// Connect `driver` through the safety layer and build the env. `id` names it (the run's
     /// `env`).
-    pub fn new(id: &str, driver: R, envelope: crate::guard::EnvelopeConfig, config: LoopConfig, task: ReachTask, operator: Box<dyn Operator>, clock: Arc<dyn Clock>) -> Result<Self, RobotEnvError> {
+    pub fn new(
+        id: &str,
+        driver: R,
+        envelope: crate::guard::EnvelopeConfig,
+        config: LoopConfig,
+        task: ReachTask,
+        operator: Box<dyn Operator>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, RobotEnvError> {
         let period = config.period().map_err(RobotEnvError::Config)?;
         let caps = driver.capabilities().clone();
         task.check(caps.joints.len(), caps.has_end_effector).map_err(RobotEnvError::Config)?;
@@ -238,7 +249,12 @@ impl<R: Robot + 'static> RobotEnv<R> {
         let guard = Arc::new(Mutex::new(guard));
         let watchdog = clock.is_real().then(|| spawn_watchdog(guard.clone(), period));
         Ok(Self {
-            spec: EnvSpec { id: id.to_string(), max_episode_steps: Some(config.max_episode_steps), normalization_family: None, goal: None },
+            spec: EnvSpec {
+                id: id.to_string(),
+                max_episode_steps: Some(config.max_episode_steps),
+                normalization_family: None,
+                goal: None,
+            },
             observation_space: BoxSpace::unbounded(obs_dim),
             action_space: BoxSpace::new(vec![-w; dim], vec![w; dim]),
             guard,
@@ -289,7 +305,12 @@ impl<R: Robot + 'static> RobotEnv<R> {
     /// What the env did so far.
     pub fn report(&self) -> EnvReport {
         let g = self.guard();
-        EnvReport { id: self.spec.id.clone(), safety: g.counters().clone(), timing: self.stats.clone(), latch: g.latch().map(|l| l.to_string()) }
+        EnvReport {
+            id: self.spec.id.clone(),
+            safety: g.counters().clone(),
+            timing: self.stats.clone(),
+            latch: g.latch().map(|l| l.to_string()),
+        }
     }
 
     /// The safety layer (locked): counters, latch, the driver read-only, operator actions.
@@ -325,7 +346,15 @@ impl<R: Robot + 'static> RobotEnv<R> {
 /// [q, q̇, end-effector position (if any), goal], as `f32`.
 fn observation(state: &RobotState, goal: &[f64]) -> Vec<f32> {
     let ee = state.ee_position.iter().flatten();
-    state.joint_positions.iter().chain(&state.joint_velocities).chain(ee).chain(&state.extra).chain(goal).map(|v| *v as f32).collect()
+    state
+        .joint_positions
+        .iter()
+        .chain(&state.joint_velocities)
+        .chain(ee)
+        .chain(&state.extra)
+        .chain(goal)
+        .map(|v| *v as f32)
+        .collect()
 }
 
 /// A number per latch kind for step info and logs: 1 e-stop, 2 driver fault, 3 link lost,
@@ -443,7 +472,9 @@ impl<R: Robot + 'static> Env for RobotEnv<R> {
         let outcome = self.guard().command(&command);
         let sent = match outcome {
             Ok(s) => s,
-            Err(GuardError::Latched(latch)) => return Ok(self.finish_stopped(&latch, info, &obs, &executed, intervened)),
+            Err(GuardError::Latched(latch)) => {
+                return Ok(self.finish_stopped(&latch, info, &obs, &executed, intervened))
+            }
             Err(e) => {
                 let latch = self.guard().latch().cloned();
                 match latch {
@@ -467,7 +498,9 @@ impl<R: Robot + 'static> Env for RobotEnv<R> {
         let measured_before = self.guard().last_state().cloned().unwrap_or_default();
         let executed_env: Vec<f32> = match (&sent.sent, self.mode) {
             (None, _) => vec![0.0; executed.len()],
-            (Some(v), ControlMode::JointPosition) => v.iter().zip(&measured_before.joint_positions).map(|(t, q)| (t - q) as f32).collect(),
+            (Some(v), ControlMode::JointPosition) => {
+                v.iter().zip(&measured_before.joint_positions).map(|(t, q)| (t - q) as f32).collect()
+            }
             (Some(v), ControlMode::EndEffectorDelta) => v.iter().map(|d| *d as f32).collect(),
         };
         self.next_tick = tick + self.period;
@@ -477,13 +510,17 @@ impl<R: Robot + 'static> Env for RobotEnv<R> {
         let read = self.guard().read_state_retry(2);
         let state = match read {
             Ok(s) => s,
-            Err(GuardError::Latched(latch)) => return Ok(self.finish_stopped(&latch, info, &obs, &executed_env, intervened)),
+            Err(GuardError::Latched(latch)) => {
+                return Ok(self.finish_stopped(&latch, info, &obs, &executed_env, intervened))
+            }
             Err(e) => {
                 let latch = self.guard().latch().cloned();
                 match latch {
                     Some(l) => return Ok(self.finish_stopped(&l, info, &obs, &executed_env, intervened)),
                     // A read dropped twice: the step goes on with the last reading.
-                    None if matches!(e, GuardError::Driver(crate::driver::DriverError::Dropped { .. })) => measured_before.clone(),
+                    None if matches!(e, GuardError::Driver(crate::driver::DriverError::Dropped { .. })) => {
+                        measured_before.clone()
+                    }
                     None => return Err(env_err(&id, e)),
                 }
             }
@@ -527,14 +564,19 @@ impl<R: Robot + 'static> RobotEnv<R> {
         match self.operator.confirm_reset(episode, latch.as_ref()) {
             ResetDecision::Go if latch.is_some() => {
                 let l = latch.map(|l| l.to_string()).unwrap_or_default();
-                return Err((env_err(&id, format!("safety latch set ({l}); the operator went on without clearing it")), false));
+                return Err((
+                    env_err(&id, format!("safety latch set ({l}); the operator went on without clearing it")),
+                    false,
+                ));
             }
             ResetDecision::Go => {}
             ResetDecision::ClearLatch => {
                 let cleared = self.guard().clear_latch();
                 cleared.map_err(|e| (env_err(&id, e), true))?;
             }
-            ResetDecision::Abort(why) => return Err((env_err(&id, format!("the operator stopped the run: {why}")), false)),
+            ResetDecision::Abort(why) => {
+                return Err((env_err(&id, format!("the operator stopped the run: {why}")), false))
+            }
         }
         let homed = self.guard().home();
         let state = homed.map_err(|e| (env_err(&id, e), true))?;
@@ -552,7 +594,14 @@ impl<R: Robot + 'static> RobotEnv<R> {
     /// End the episode with a safety stop (the latch is set), recording the transition.
     /// The arm is held where it was, so the next observation is the last one, `truncated`
     /// (not a task end: learners still bootstrap), info `safety/latched = 1`.
-    fn finish_stopped(&mut self, latch: &Latch, mut info: Info, obs: &[f32], executed: &[f32], intervened: bool) -> Step {
+    fn finish_stopped(
+        &mut self,
+        latch: &Latch,
+        mut info: Info,
+        obs: &[f32],
+        executed: &[f32],
+        intervened: bool,
+    ) -> Step {
         let held = vec![0.0; executed.len()];
         info.set("safety/latched", 1.0);
         info.set("safety/latch_kind", latch_code(latch));

@@ -19,8 +19,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use crate::calibration::{read_calibration, MotorCalibration};
 use crate::calibration::ServoArm;
+pub use crate::calibration::{read_calibration, MotorCalibration};
 
 /// Register addresses of the STS3215 used here.
 pub mod reg {
@@ -133,7 +133,10 @@ impl FeetechArm {
     /// One instruction; the status reply's params (none expected for `id = 0xFE`, broadcast).
     fn transact(&mut self, id: u8, code: u8, params: &[u8]) -> Result<Vec<u8>, DriverError> {
         let name = self.arm.caps.name.clone();
-        let port = self.port.as_mut().ok_or_else(|| DriverError::Link { driver: name.clone(), message: "not connected".into() })?;
+        let port = self
+            .port
+            .as_mut()
+            .ok_or_else(|| DriverError::Link { driver: name.clone(), message: "not connected".into() })?;
         port.send(&packet(id, code, params))?;
         if id == 0xFE {
             return Ok(Vec::new());
@@ -142,18 +145,23 @@ impl FeetechArm {
         // A reply from another id (a stray packet on the bus) is skipped, a few times at most.
         let mut reply = None;
         for _ in 0..4 {
-            let (rid, error, params) = port.receive(&what, |b| Ok(match parse(b)? {
-                Some((rid, error, params, used)) => Parsed::Packet((rid, error, params), used),
-                None => Parsed::Incomplete,
-            }))?;
+            let (rid, error, params) = port.receive(&what, |b| {
+                Ok(match parse(b)? {
+                    Some((rid, error, params, used)) => Parsed::Packet((rid, error, params), used),
+                    None => Parsed::Incomplete,
+                })
+            })?;
             if rid == id {
                 reply = Some((error, params));
                 break;
             }
         }
-        let Some((error, params)) = reply else { return Err(DriverError::Dropped { driver: name, what: format!("{what}: only replies from other ids") }) };
+        let Some((error, params)) = reply else {
+            return Err(DriverError::Dropped { driver: name, what: format!("{what}: only replies from other ids") });
+        };
         if error != 0 {
-            let fault = Fault { message: format!("servo {id} status error {error:#04x} (overload, overheat or voltage)") };
+            let fault =
+                Fault { message: format!("servo {id} status error {error:#04x} (overload, overheat or voltage)") };
             self.fault = Some(fault.clone());
             return Err(DriverError::Fault { driver: name, fault });
         }
@@ -163,7 +171,10 @@ impl FeetechArm {
     fn read_u16(&mut self, id: u8, addr: u8) -> Result<u16, DriverError> {
         let p = self.transact(id, instr::READ, &[addr, 2])?;
         if p.len() != 2 {
-            return Err(DriverError::Dropped { driver: self.arm.caps.name.clone(), what: format!("servo {id} sent {} bytes for a 2-byte read", p.len()) });
+            return Err(DriverError::Dropped {
+                driver: self.arm.caps.name.clone(),
+                what: format!("servo {id} sent {} bytes for a 2-byte read", p.len()),
+            });
         }
         Ok(u16::from_le_bytes([p[0], p[1]]))
     }
@@ -189,7 +200,12 @@ impl Robot for FeetechArm {
     }
 
     fn connect(&mut self) -> Result<(), DriverError> {
-        self.port = Some(SerialLink::open(&self.arm.caps.name, &self.config.port, self.config.baud, Duration::from_millis(self.config.timeout_ms))?);
+        self.port = Some(SerialLink::open(
+            &self.arm.caps.name,
+            &self.config.port,
+            self.config.baud,
+            Duration::from_millis(self.config.timeout_ms),
+        )?);
         let ids = self.arm.ids();
         for id in ids {
             self.transact(id, instr::PING, &[])?;
@@ -211,7 +227,13 @@ impl Robot for FeetechArm {
             vel.push(self.arm.motors[i].sign() * v * std::f64::consts::TAU / 4096.0);
         }
         let q = self.arm.motors.iter().zip(&ticks).map(|(m, t)| m.to_rad(*t)).collect();
-        Ok(RobotState { joint_positions: q, joint_velocities: vel, ee_position: None, extra: Vec::new(), stamp: self.clock.now() })
+        Ok(RobotState {
+            joint_positions: q,
+            joint_velocities: vel,
+            ee_position: None,
+            extra: Vec::new(),
+            stamp: self.clock.now(),
+        })
     }
 
     fn send(&mut self, command: &CheckedCommand) -> Result<(), DriverError> {

@@ -112,7 +112,9 @@ impl std::fmt::Display for Latch {
             Latch::EStop { reason } => write!(f, "e-stop ({reason})"),
             Latch::DriverFault { message } => write!(f, "driver fault ({message})"),
             Latch::LinkLost { message } => write!(f, "link lost ({message})"),
-            Latch::Overspeed { joint, speed, limit } => write!(f, "joint {joint} moved at {speed:.3}, over the overspeed limit {limit}"),
+            Latch::Overspeed { joint, speed, limit } => {
+                write!(f, "joint {joint} moved at {speed:.3}, over the overspeed limit {limit}")
+            }
             Latch::MissedDeadlines { count } => write!(f, "{count} control deadlines missed in a row"),
         }
     }
@@ -240,11 +242,27 @@ impl<R: Robot> Guarded<R> {
     /// Take `driver`, check `envelope` against its capabilities, connect, and check the arm
     /// starts inside the envelope. `period` is the control period (the step limit and the
     /// watchdog are in periods).
-    pub fn connect(mut driver: R, envelope: EnvelopeConfig, period: Duration, clock: Arc<dyn Clock>) -> Result<Self, GuardError> {
+    pub fn connect(
+        mut driver: R,
+        envelope: EnvelopeConfig,
+        period: Duration,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, GuardError> {
         check_envelope(&envelope, &driver, period)?;
         driver.connect()?;
         let window = envelope.max_step_delta.min(envelope.max_velocity * period.as_secs_f64());
-        let mut guard = Self { driver, envelope, clock, period, window, state: None, last_fresh: None, motion: Motion::Idle, latch: None, counters: SafetyCounters::default() };
+        let mut guard = Self {
+            driver,
+            envelope,
+            clock,
+            period,
+            window,
+            state: None,
+            last_fresh: None,
+            motion: Motion::Idle,
+            latch: None,
+            counters: SafetyCounters::default(),
+        };
         let state = guard.read_state()?;
         guard.check_inside(&state)?;
         Ok(guard)
@@ -502,7 +520,10 @@ impl<R: Robot> Guarded<R> {
         match self.envelope.mode {
             ControlMode::JointPosition => Ok(state.joint_positions),
             ControlMode::EndEffectorDelta => state.ee_position.map(|p| p.to_vec()).ok_or_else(|| {
-                GuardError::Driver(DriverError::Unsupported { driver: self.driver.capabilities().name.clone(), message: "reported no end-effector position".into() })
+                GuardError::Driver(DriverError::Unsupported {
+                    driver: self.driver.capabilities().name.clone(),
+                    message: "reported no end-effector position".into(),
+                })
             }),
         }
     }
@@ -521,7 +542,9 @@ impl<R: Robot> Guarded<R> {
         let e = &self.envelope;
         match e.mode {
             ControlMode::JointPosition => {
-                let values = (0..command.len()).map(|i| clamp(command[i], e.joint_low[i], e.joint_high[i], measured[i])).collect();
+                let values = (0..command.len())
+                    .map(|i| clamp(command[i], e.joint_low[i], e.joint_high[i], measured[i]))
+                    .collect();
                 (CheckedCommand::new(ControlMode::JointPosition, values, None), clipped)
             }
             ControlMode::EndEffectorDelta => {
@@ -543,7 +566,12 @@ impl<R: Robot> Guarded<R> {
         for (i, q) in state.joint_positions.iter().enumerate() {
             if let (Some(lo), Some(hi)) = (e.joint_low.get(i), e.joint_high.get(i)) {
                 if !(q >= lo && q <= hi) {
-                    return Err(GuardError::StartOutside { what: format!("joint {}", names.get(i).map_or("?", |s| s.as_str())), value: *q, low: *lo, high: *hi });
+                    return Err(GuardError::StartOutside {
+                        what: format!("joint {}", names.get(i).map_or("?", |s| s.as_str())),
+                        value: *q,
+                        low: *lo,
+                        high: *hi,
+                    });
                 }
             }
         }
@@ -552,7 +580,12 @@ impl<R: Robot> Guarded<R> {
             let p = state.ee_position.unwrap_or([f64::NAN; 3]);
             for i in 0..3 {
                 if !(p[i] >= lo[i] && p[i] <= hi[i]) {
-                    return Err(GuardError::StartOutside { what: format!("end effector {}", ["x", "y", "z"][i]), value: p[i], low: lo[i], high: hi[i] });
+                    return Err(GuardError::StartOutside {
+                        what: format!("end effector {}", ["x", "y", "z"][i]),
+                        value: p[i],
+                        low: lo[i],
+                        high: hi[i],
+                    });
                 }
             }
         }
@@ -574,7 +607,8 @@ impl<R: Robot> Guarded<R> {
 /// The envelope is valid and fits the driver.
 fn check_envelope<R: Robot>(e: &EnvelopeConfig, driver: &R, period: Duration) -> Result<(), GuardError> {
     let caps = driver.capabilities();
-    let err = |key: &str, expected: String, found: String| Err(GuardError::Config { key: key.to_string(), expected, found });
+    let err =
+        |key: &str, expected: String, found: String| Err(GuardError::Config { key: key.to_string(), expected, found });
     if !caps.modes.contains(&e.mode) {
         let modes: Vec<&str> = caps.modes.iter().map(|m| m.name()).collect();
         return err("mode", format!("one of {modes:?} (what {} accepts)", caps.name), e.mode.name().to_string());
@@ -590,20 +624,36 @@ fn check_envelope<R: Robot>(e: &EnvelopeConfig, driver: &R, period: Duration) ->
         }
     }
     if let Some(i) = (0..e.joint_low.len().min(e.joint_high.len())).find(|&i| e.joint_low[i] > e.joint_high[i]) {
-        return err("joint_low", format!("joint_low[{i}] <= joint_high[{i}]"), format!("{} > {}", e.joint_low[i], e.joint_high[i]));
+        return err(
+            "joint_low",
+            format!("joint_low[{i}] <= joint_high[{i}]"),
+            format!("{} > {}", e.joint_low[i], e.joint_high[i]),
+        );
     }
     if e.mode == ControlMode::EndEffectorDelta {
         if !caps.has_end_effector {
-            return err("mode", format!("joint-position ({} reports no end-effector position)", caps.name), e.mode.name().into());
+            return err(
+                "mode",
+                format!("joint-position ({} reports no end-effector position)", caps.name),
+                e.mode.name().into(),
+            );
         }
         let (Some(lo), Some(hi)) = (e.workspace_low, e.workspace_high) else {
             return err("workspace_low / workspace_high", "both set for end-effector-delta".into(), "missing".into());
         };
         if let Some(i) = (0..3).find(|&i| !(lo[i].is_finite() && hi[i].is_finite() && lo[i] <= hi[i])) {
-            return err("workspace_low", format!("finite workspace_low[{i}] <= workspace_high[{i}]"), format!("{} and {}", lo[i], hi[i]));
+            return err(
+                "workspace_low",
+                format!("finite workspace_low[{i}] <= workspace_high[{i}]"),
+                format!("{} and {}", lo[i], hi[i]),
+            );
         }
     }
-    for (key, v) in [("max_step_delta", e.max_step_delta), ("max_velocity", e.max_velocity), ("watchdog_periods", e.watchdog_periods)] {
+    for (key, v) in [
+        ("max_step_delta", e.max_step_delta),
+        ("max_velocity", e.max_velocity),
+        ("watchdog_periods", e.watchdog_periods),
+    ] {
         if !(v > 0.0 && v.is_finite()) {
             return err(key, "a positive finite number".into(), v.to_string());
         }

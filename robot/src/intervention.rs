@@ -104,7 +104,10 @@ impl Operator for ScriptedOperator {
                 self.clears += 1;
                 ResetDecision::ClearLatch
             }
-            Some(l) => ResetDecision::Abort(format!("safety latch set ({l}); the scripted operator clears at most {} latches", self.max_clears)),
+            Some(l) => ResetDecision::Abort(format!(
+                "safety latch set ({l}); the scripted operator clears at most {} latches",
+                self.max_clears
+            )),
         }
     }
 }
@@ -150,7 +153,9 @@ impl Operator for Reacher {
     fn confirm_reset(&mut self, _: u64, latch: Option<&Latch>) -> ResetDecision {
         match latch {
             None => ResetDecision::Go,
-            Some(l) => ResetDecision::Abort(format!("safety latch set ({l}) while recording; check the arm and start again")),
+            Some(l) => {
+                ResetDecision::Abort(format!("safety latch set ({l}) while recording; check the arm and start again"))
+            }
         }
     }
 }
@@ -161,7 +166,15 @@ mod tests {
 
     #[test]
     fn scripted_operator_follows_its_script() {
-        let mut op = ScriptedOperator { takeover: vec![[3, 4]], action: vec![0.5, -0.5], success_at: vec![9], estop_at: vec![2], clears_latches: true, max_clears: 1, ..Default::default() };
+        let mut op = ScriptedOperator {
+            takeover: vec![[3, 4]],
+            action: vec![0.5, -0.5],
+            success_at: vec![9],
+            estop_at: vec![2],
+            clears_latches: true,
+            max_clears: 1,
+            ..Default::default()
+        };
         assert_eq!(op.intervene(2, &[], &[0.1, 0.1]), None);
         assert_eq!(op.intervene(3, &[], &[0.1, 0.1]), Some(vec![0.5, -0.5]));
         assert_eq!(op.intervene(4, &[], &[0.1, 0.1]), Some(vec![0.5, -0.5]));

@@ -152,11 +152,15 @@ impl KeyboardOperator {
         if !std::io::stdin().is_terminal() {
             return Err("operator.kind = \"keyboard\" needs a terminal on stdin (run o2o in a terminal, not under a pipe or a service)".into());
         }
-        crossterm::terminal::enable_raw_mode().map_err(|e| format!("operator.kind = \"keyboard\": cannot put the terminal in raw mode: {e}"))?;
+        crossterm::terminal::enable_raw_mode()
+            .map_err(|e| format!("operator.kind = \"keyboard\": cannot put the terminal in raw mode: {e}"))?;
         let (tx, rx) = std::sync::mpsc::channel();
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
-        let handle = std::thread::Builder::new().name("o2o-robot-keyboard".into()).spawn(move || read_keys(tx, flag)).map_err(|e| format!("cannot start the keyboard reader: {e}"))?;
+        let handle = std::thread::Builder::new()
+            .name("o2o-robot-keyboard".into())
+            .spawn(move || read_keys(tx, flag))
+            .map_err(|e| format!("cannot start the keyboard reader: {e}"))?;
         say("keyboard operator ready: Space take over/release, q/a w/s e/d … or arrows/PgUp/PgDn nudge, o success, x failure, Enter confirm reset, c clear latch, Esc e-stop, Ctrl-C stop");
         let mut op = Self::from_channel(config, rx);
         op.reader = Some(TerminalReader { stop, handle: Some(handle) });
@@ -165,7 +169,16 @@ impl KeyboardOperator {
 
     /// The operator on a channel of key events (tests, or another key source).
     pub fn from_channel(config: KeyboardConfig, keys: Receiver<KeyEvent>) -> Self {
-        Self { config, keys, takeover: false, nudges: Vec::new(), label: None, estop: false, abort: false, reader: None }
+        Self {
+            config,
+            keys,
+            takeover: false,
+            nudges: Vec::new(),
+            label: None,
+            estop: false,
+            abort: false,
+            reader: None,
+        }
     }
 
     /// Whether the operator drives now.
@@ -264,9 +277,12 @@ impl Operator for KeyboardOperator {
         self.label = None;
         match latch {
             None => say(&format!("episode {episode}: set the scene up, then Enter (Ctrl-C stops the run)")),
-            Some(l) => say(&format!("episode {episode}: SAFETY LATCH: {l}. Check the arm, then c to clear it (Ctrl-C stops the run)")),
+            Some(l) => say(&format!(
+                "episode {episode}: SAFETY LATCH: {l}. Check the arm, then c to clear it (Ctrl-C stops the run)"
+            )),
         }
-        let deadline = (self.config.reset_timeout_s > 0.0).then(|| Instant::now() + Duration::from_secs_f64(self.config.reset_timeout_s));
+        let deadline = (self.config.reset_timeout_s > 0.0)
+            .then(|| Instant::now() + Duration::from_secs_f64(self.config.reset_timeout_s));
         loop {
             if self.abort {
                 return ResetDecision::Abort("the operator pressed Ctrl-C".into());
@@ -277,13 +293,20 @@ impl Operator for KeyboardOperator {
             };
             let key = match key {
                 Ok(k) => k,
-                Err(RecvTimeoutError::Timeout) => return ResetDecision::Abort(format!("no operator confirmed the reset within {} s", self.config.reset_timeout_s)),
+                Err(RecvTimeoutError::Timeout) => {
+                    return ResetDecision::Abort(format!(
+                        "no operator confirmed the reset within {} s",
+                        self.config.reset_timeout_s
+                    ))
+                }
                 Err(RecvTimeoutError::Disconnected) => return ResetDecision::Abort("the keyboard is gone".into()),
             };
             match (key_action(&key), latch) {
                 (Some(KeyAction::ConfirmReset), None) => return ResetDecision::Go,
                 (Some(KeyAction::ClearLatch), Some(_)) => return ResetDecision::ClearLatch,
-                (Some(KeyAction::ConfirmReset), Some(_)) => say("the latch is set: c clears it (after checking the arm)"),
+                (Some(KeyAction::ConfirmReset), Some(_)) => {
+                    say("the latch is set: c clears it (after checking the arm)")
+                }
                 _ => self.apply(&key),
             }
             // An e-stop pressed while waiting stays pending for the next step.
@@ -303,7 +326,11 @@ mod tests {
     fn the_key_map_covers_every_action() {
         assert_eq!(key_action(&key(KeyCode::Char(' '))), Some(KeyAction::ToggleTakeover));
         assert_eq!(key_action(&key(KeyCode::Char('q'))), Some(KeyAction::Nudge { dim: 0, sign: 1 }));
-        assert_eq!(key_action(&key(KeyCode::Char('J'))), Some(KeyAction::Nudge { dim: 6, sign: -1 }), "shift does not matter");
+        assert_eq!(
+            key_action(&key(KeyCode::Char('J'))),
+            Some(KeyAction::Nudge { dim: 6, sign: -1 }),
+            "shift does not matter"
+        );
         assert_eq!(key_action(&key(KeyCode::Char('e'))), Some(KeyAction::Nudge { dim: 2, sign: 1 }));
         assert_eq!(key_action(&key(KeyCode::PageDown)), Some(KeyAction::Nudge { dim: 2, sign: -1 }));
         assert_eq!(key_action(&key(KeyCode::Left)), Some(KeyAction::Nudge { dim: 1, sign: -1 }));
@@ -333,7 +360,11 @@ mod tests {
         assert_eq!(op.intervene(2, &[], &proposed), Some(vec![0.04, -0.02, 0.02]));
         assert_eq!(op.intervene(3, &[], &proposed), Some(vec![0.0, 0.0, 0.0]), "nudges act once");
         tx.send(key(KeyCode::Char('u'))).unwrap();
-        assert_eq!(op.intervene(4, &[], &proposed), Some(vec![0.0, 0.0, 0.0]), "a dimension the action lacks is ignored");
+        assert_eq!(
+            op.intervene(4, &[], &proposed),
+            Some(vec![0.0, 0.0, 0.0]),
+            "a dimension the action lacks is ignored"
+        );
         tx.send(key(KeyCode::Char(' '))).unwrap();
         assert_eq!(op.intervene(5, &[], &proposed), None, "handed back");
         tx.send(key(KeyCode::Char('d'))).unwrap();

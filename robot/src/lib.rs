@@ -31,17 +31,19 @@ pub mod intervention;
 pub mod keyboard;
 pub mod recording;
 pub mod safety;
-pub mod serl;
 pub mod serial;
+pub mod serl;
 pub mod sim;
 pub mod task;
 pub mod testing;
 
 pub use clock::{Clock, FakeClock, RealClock};
-pub use driver::{Capabilities, CheckedCommand, ControlMode, DriverError, Fault, Robot, RobotState};
-pub use env::{EnvReport, LoopConfig, LoopObserver, LoopSample, LoopStats, ObserverSlot, ReportSink, RobotEnv, RobotEnvError};
-pub use guard::{EnvelopeConfig, GuardError, Guarded, Latch, SafetyCounters, Sent};
 pub use config::{ConfigError, RobotConfig};
+pub use driver::{Capabilities, CheckedCommand, ControlMode, DriverError, Fault, Robot, RobotState};
+pub use env::{
+    EnvReport, LoopConfig, LoopObserver, LoopSample, LoopStats, ObserverSlot, ReportSink, RobotEnv, RobotEnvError,
+};
+pub use guard::{EnvelopeConfig, GuardError, Guarded, Latch, SafetyCounters, Sent};
 pub use intervention::{Operator, Reacher, ResetDecision, ScriptedOperator, Unattended};
 pub use recording::Recording;
 pub use safety::{SafetyEnvelope, SafetyError, SafetyLimits};

@@ -18,7 +18,15 @@ use o2o_envs::Step;
 use std::path::{Path, PathBuf};
 
 /// The per-row info columns, in file order.
-pub const INFO_KEYS: [&str; 7] = ["infos/intervention", "infos/label", "infos/success", "infos/clipped", "infos/rejected", "infos/latched", "infos/period_ms"];
+pub const INFO_KEYS: [&str; 7] = [
+    "infos/intervention",
+    "infos/label",
+    "infos/success",
+    "infos/clipped",
+    "infos/rejected",
+    "infos/latched",
+    "infos/period_ms",
+];
 
 /// One transition to record.
 pub struct StepRecord<'a> {
@@ -93,7 +101,11 @@ impl Recording {
     /// A new recording at `path` (continued when the file exists and has the same shapes, so a
     /// resumed run appends to its own log).
     pub fn open(path: &Path, obs_dim: usize, act_dim: usize) -> Result<Self, o2o_datasets::DatasetError> {
-        Ok(Self { path: Some(path.to_path_buf()), all: load(path, obs_dim, act_dim)?, interventions: load(&interventions_path(path), obs_dim, act_dim)? })
+        Ok(Self {
+            path: Some(path.to_path_buf()),
+            all: load(path, obs_dim, act_dim)?,
+            interventions: load(&interventions_path(path), obs_dim, act_dim)?,
+        })
     }
 
     /// A recording kept in memory until [`Recording::adopt`] gives it a file (a run whose
@@ -182,7 +194,10 @@ impl Recording {
         }
         if r.step.done() {
             if let Err(e) = self.flush() {
-                eprintln!("warning: could not write the robot recording {}: {e}", self.path.as_deref().unwrap_or(Path::new("(in memory)")).display());
+                eprintln!(
+                    "warning: could not write the robot recording {}: {e}",
+                    self.path.as_deref().unwrap_or(Path::new("(in memory)")).display()
+                );
             }
         }
     }

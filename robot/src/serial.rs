@@ -49,7 +49,12 @@ pub fn open_raw(path: &Path, baud: u32) -> std::io::Result<File> {
         500_000 => libc::B500000,
         115_200 => libc::B115200,
         57_600 => libc::B57600,
-        other => return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("baud {other}: expected 4000000, 3000000, 2000000, 1000000, 500000, 115200 or 57600"))),
+        other => {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("baud {other}: expected 4000000, 3000000, 2000000, 1000000, 500000, 115200 or 57600"),
+            ))
+        }
     };
     // SAFETY: termios calls on the descriptor we just opened, with a zeroed struct they fill.
     unsafe {
@@ -88,7 +93,10 @@ impl SerialLink {
     /// lost link.
     pub fn open(driver: &str, path: &Path, baud: u32, timeout: Duration) -> Result<Self, DriverError> {
         require_port(driver, path)?;
-        let port = open_raw(path, baud).map_err(|e| DriverError::Link { driver: driver.into(), message: format!("cannot open {}: {e}", path.display()) })?;
+        let port = open_raw(path, baud).map_err(|e| DriverError::Link {
+            driver: driver.into(),
+            message: format!("cannot open {}: {e}", path.display()),
+        })?;
         Ok(Self { driver: driver.to_string(), port, timeout, pending: Vec::new() })
     }
 
@@ -106,7 +114,11 @@ impl SerialLink {
 
     /// The next packet `parse` finds, waiting at most the link's timeout; `what` names the
     /// awaited reply in errors. A parse error is a dropped message (the buffer is cleared).
-    pub fn receive<T>(&mut self, what: &str, mut parse: impl FnMut(&[u8]) -> Result<Parsed<T>, String>) -> Result<T, DriverError> {
+    pub fn receive<T>(
+        &mut self,
+        what: &str,
+        mut parse: impl FnMut(&[u8]) -> Result<Parsed<T>, String>,
+    ) -> Result<T, DriverError> {
         let deadline = Instant::now() + self.timeout;
         let mut chunk = [0u8; 256];
         loop {

@@ -11,8 +11,8 @@
 //! a lost link; an HTTP 5xx is a fault of the arm (latched, cleared by `clearerr` after the
 //! operator's clear); any other status means the server does not speak this contract.
 
-use crate::driver::{Capabilities, CheckedCommand, ControlMode, DriverError, Fault, Robot, RobotState};
 use crate::clock::Clock;
+use crate::driver::{Capabilities, CheckedCommand, ControlMode, DriverError, Fault, Robot, RobotState};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -58,7 +58,11 @@ impl SerlClient {
         if !config.url.ends_with('/') {
             config.url.push('/');
         }
-        let agent = ureq::Agent::config_builder().timeout_global(Some(Duration::from_millis(config.timeout_ms))).http_status_as_error(true).build().into();
+        let agent = ureq::Agent::config_builder()
+            .timeout_global(Some(Duration::from_millis(config.timeout_ms)))
+            .http_status_as_error(true)
+            .build()
+            .into();
         let caps = Capabilities {
             name: format!("serl-http {}", config.url),
             joints: (1..=config.joints).map(|i| format!("panda_joint{i}")).collect(),
@@ -72,24 +76,39 @@ impl SerlClient {
         let driver = self.caps.name.clone();
         let url = format!("{}{endpoint}", self.config.url);
         match self.agent.post(&url).header("Content-Type", "application/json").send(body) {
-            Ok(mut r) => r.body_mut().read_to_string().map_err(|e| DriverError::Link { driver, message: format!("{endpoint}: {e}") }),
+            Ok(mut r) => r
+                .body_mut()
+                .read_to_string()
+                .map_err(|e| DriverError::Link { driver, message: format!("{endpoint}: {e}") }),
             Err(ureq::Error::StatusCode(code)) if code >= 500 => {
                 let fault = Fault { message: format!("{endpoint} answered HTTP {code}") };
                 self.fault = Some(fault.clone());
                 Err(DriverError::Fault { driver, fault })
             }
-            Err(ureq::Error::StatusCode(code)) => Err(DriverError::Unsupported { driver, message: format!("{endpoint} answered HTTP {code}: is {} a SERL robot server?", self.config.url) }),
+            Err(ureq::Error::StatusCode(code)) => Err(DriverError::Unsupported {
+                driver,
+                message: format!("{endpoint} answered HTTP {code}: is {} a SERL robot server?", self.config.url),
+            }),
             Err(e) => Err(DriverError::Link { driver, message: format!("{endpoint}: {e}") }),
         }
     }
 
     fn state(&mut self) -> Result<ServerState, DriverError> {
         let text = self.post("getstate", "{}")?;
-        let s: ServerState = serde_json::from_str(&text).map_err(|e| DriverError::Unsupported { driver: self.caps.name.clone(), message: format!("getstate: not the SERL state ({e})") })?;
+        let s: ServerState = serde_json::from_str(&text).map_err(|e| DriverError::Unsupported {
+            driver: self.caps.name.clone(),
+            message: format!("getstate: not the SERL state ({e})"),
+        })?;
         if s.pose.len() != 7 || s.q.len() != self.config.joints || s.dq.len() != self.config.joints {
             return Err(DriverError::Unsupported {
                 driver: self.caps.name.clone(),
-                message: format!("getstate: expected pose of 7 and q, dq of {} numbers, found {}, {}, {}", self.config.joints, s.pose.len(), s.q.len(), s.dq.len()),
+                message: format!(
+                    "getstate: expected pose of 7 and q, dq of {} numbers, found {}, {}, {}",
+                    self.config.joints,
+                    s.pose.len(),
+                    s.q.len(),
+                    s.dq.len()
+                ),
             });
         }
         self.orientation = Some([s.pose[3], s.pose[4], s.pose[5], s.pose[6]]);
@@ -120,11 +139,20 @@ impl Robot for SerlClient {
 
     fn read_state(&mut self) -> Result<RobotState, DriverError> {
         let s = self.state()?;
-        Ok(RobotState { joint_positions: s.q, joint_velocities: s.dq, ee_position: Some([s.pose[0], s.pose[1], s.pose[2]]), extra: Vec::new(), stamp: self.clock.now() })
+        Ok(RobotState {
+            joint_positions: s.q,
+            joint_velocities: s.dq,
+            ee_position: Some([s.pose[0], s.pose[1], s.pose[2]]),
+            extra: Vec::new(),
+            stamp: self.clock.now(),
+        })
     }
 
     fn send(&mut self, command: &CheckedCommand) -> Result<(), DriverError> {
-        let target = command.ee_target().ok_or_else(|| DriverError::Unsupported { driver: self.caps.name.clone(), message: "takes end-effector commands only".into() })?;
+        let target = command.ee_target().ok_or_else(|| DriverError::Unsupported {
+            driver: self.caps.name.clone(),
+            message: "takes end-effector commands only".into(),
+        })?;
         self.send_pose(target)
     }
 

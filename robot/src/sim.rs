@@ -49,7 +49,9 @@ pub struct SimFaults {
 
 impl SimFaults {
     fn check(&self) -> Result<(), String> {
-        for (k, p) in [("drop_prob", self.drop_prob), ("fault_prob", self.fault_prob), ("link_drop_prob", self.link_drop_prob)] {
+        for (k, p) in
+            [("drop_prob", self.drop_prob), ("fault_prob", self.fault_prob), ("link_drop_prob", self.link_drop_prob)]
+        {
             if !(0.0..=1.0).contains(&p) {
                 return Err(format!("driver.faults.{k}: expected a probability in [0, 1], found {p}"));
             }
@@ -81,7 +83,13 @@ pub struct SimConfig {
 
 impl Default for SimConfig {
     fn default() -> Self {
-        Self { home: vec![0.0, 0.3, 0.0, -1.0, 0.0, -0.5, 0.0], kp: 20.0, kd: 1.5, dls_lambda: 0.05, faults: SimFaults::default() }
+        Self {
+            home: vec![0.0, 0.3, 0.0, -1.0, 0.0, -0.5, 0.0],
+            kp: 20.0,
+            kd: 1.5,
+            dls_lambda: 0.05,
+            faults: SimFaults::default(),
+        }
     }
 }
 
@@ -118,25 +126,55 @@ impl SimArm {
     pub fn from_xml(path: &std::path::Path, config: SimConfig, clock: Arc<dyn Clock>) -> Result<Self, DriverError> {
         config.faults.check().map_err(unsupported)?;
         if config.home.len() != ARM_JOINTS {
-            return Err(unsupported(format!("driver.home: expected {ARM_JOINTS} joint positions, found {}", config.home.len())));
+            return Err(unsupported(format!(
+                "driver.home: expected {ARM_JOINTS} joint positions, found {}",
+                config.home.len()
+            )));
         }
-        let model = MjModel::from_xml(path).map_err(|e| unsupported(format!("MuJoCo could not load {}: {e}", path.display())))?;
+        let model = MjModel::from_xml(path)
+            .map_err(|e| unsupported(format!("MuJoCo could not load {}: {e}", path.display())))?;
         let model = Arc::new(model);
-        let names: Vec<String> = (0..ARM_JOINTS).map(|j| model.id_to_name(MjtObjBase::mjOBJ_JOINT, j).unwrap_or("?").to_string()).collect();
-        let tip = model.name_to_id(MjtObjBase::mjOBJ_BODY, "tips_arm").ok_or_else(|| unsupported(format!("{} has no body `tips_arm`", path.display())))?;
+        let names: Vec<String> =
+            (0..ARM_JOINTS).map(|j| model.id_to_name(MjtObjBase::mjOBJ_JOINT, j).unwrap_or("?").to_string()).collect();
+        let tip = model
+            .name_to_id(MjtObjBase::mjOBJ_BODY, "tips_arm")
+            .ok_or_else(|| unsupported(format!("{} has no body `tips_arm`", path.display())))?;
         let ranges = model.jnt_range()[..ARM_JOINTS].to_vec();
         let ctrl_range = model.actuator_ctrlrange().to_vec();
         let dt = model.opt().timestep;
         let data = MjData::try_new(model).map_err(|e| unsupported(format!("MuJoCo could not allocate data: {e}")))?;
         for (i, (h, r)) in config.home.iter().zip(&ranges).enumerate() {
             if !(h >= &r[0] && h <= &r[1]) {
-                return Err(unsupported(format!("driver.home[{i}] = {h} is outside joint {}'s range [{}, {}]", names[i], r[0], r[1])));
+                return Err(unsupported(format!(
+                    "driver.home[{i}] = {h} is outside joint {}'s range [{}, {}]",
+                    names[i], r[0], r[1]
+                )));
             }
         }
-        let caps = Capabilities { name: "sim/pusher".into(), joints: names, modes: vec![ControlMode::JointPosition, ControlMode::EndEffectorDelta], has_end_effector: true };
+        let caps = Capabilities {
+            name: "sim/pusher".into(),
+            joints: names,
+            modes: vec![ControlMode::JointPosition, ControlMode::EndEffectorDelta],
+            has_end_effector: true,
+        };
         let rng = ChaCha8Rng::seed_from_u64(config.faults.seed);
         let target = config.home.clone();
-        let mut arm = Self { caps, config, clock, data, tip, ranges, ctrl_range, dt, sim_time: 0.0, target, rng, fault: None, link_down_for: 0, connected: false };
+        let mut arm = Self {
+            caps,
+            config,
+            clock,
+            data,
+            tip,
+            ranges,
+            ctrl_range,
+            dt,
+            sim_time: 0.0,
+            target,
+            rng,
+            fault: None,
+            link_down_for: 0,
+            connected: false,
+        };
         arm.put_home();
         Ok(arm)
     }
@@ -233,7 +271,10 @@ impl SimArm {
 /// Solve the 3×3 system `a x = b` (symmetric positive definite here: Cramer's rule is exact
 /// enough and has no pivoting to get wrong).
 fn solve3(a: [[f64; 3]; 3], b: [f64; 3]) -> [f64; 3] {
-    let det = |m: [[f64; 3]; 3]| m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1]) - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0]) + m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0]);
+    let det = |m: [[f64; 3]; 3]| {
+        m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1]) - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0])
+            + m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0])
+    };
     let d = det(a);
     let mut x = [0.0; 3];
     for (i, xi) in x.iter_mut().enumerate() {
@@ -386,7 +427,9 @@ mod tests {
         let clock = FakeClock::new();
         let faults = SimFaults { seed: 3, latency_ms: 5.0, jitter_ms: 10.0, drop_prob: 0.2, ..Default::default() };
         let run = |clock: &FakeClock| {
-            let mut a = SimArm::new(SimConfig { faults: faults.clone(), ..Default::default() }, Arc::new(clock.clone())).unwrap();
+            let mut a =
+                SimArm::new(SimConfig { faults: faults.clone(), ..Default::default() }, Arc::new(clock.clone()))
+                    .unwrap();
             a.connect().unwrap();
             let t0 = clock.now();
             let drops = (0..200).filter(|_| a.read_state().is_err()).count();

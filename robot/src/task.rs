@@ -44,7 +44,11 @@ impl ReachTask {
 
     /// A new goal.
     pub fn sample_goal(&self, rng: &mut ChaCha8Rng) -> Vec<f64> {
-        self.goal_low.iter().zip(&self.goal_high).map(|(lo, hi)| if hi > lo { rng.gen_range(*lo..=*hi) } else { *lo }).collect()
+        self.goal_low
+            .iter()
+            .zip(&self.goal_high)
+            .map(|(lo, hi)| if hi > lo { rng.gen_range(*lo..=*hi) } else { *lo })
+            .collect()
     }
 
     /// (r, success) of `state` for `goal`: r = −‖p − g‖₂.
@@ -58,10 +62,15 @@ impl ReachTask {
     pub fn check(&self, joints: usize, has_ee: bool) -> Result<(), String> {
         let n = self.goal_low.len();
         if n != self.goal_high.len() {
-            return Err(format!("task.goal_low has {n} numbers and task.goal_high {}; expected the same length", self.goal_high.len()));
+            return Err(format!(
+                "task.goal_low has {n} numbers and task.goal_high {}; expected the same length",
+                self.goal_high.len()
+            ));
         }
         if !((n == 3 && has_ee) || (n >= 1 && n <= joints)) {
-            return Err(format!("task.goal_low: expected 3 numbers (an end-effector goal) or 1..={joints} (joint goals), found {n}"));
+            return Err(format!(
+                "task.goal_low: expected 3 numbers (an end-effector goal) or 1..={joints} (joint goals), found {n}"
+            ));
         }
         if self.goal_low.iter().zip(&self.goal_high).any(|(a, b)| !(a.is_finite() && b.is_finite() && a <= b)) {
             return Err("task.goal_low / goal_high: expected finite numbers with low <= high".into());

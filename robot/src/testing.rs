@@ -72,7 +72,16 @@ impl RecordingDriver {
             modes: vec![ControlMode::JointPosition, ControlMode::EndEffectorDelta],
             has_end_effector: start.len() >= 3,
         };
-        Self { caps, clock, q: start.clone(), home: start, tracking: 1.0, received: Vec::new(), stops: Vec::new(), inject: Injector::default() }
+        Self {
+            caps,
+            clock,
+            q: start.clone(),
+            home: start,
+            tracking: 1.0,
+            received: Vec::new(),
+            stops: Vec::new(),
+            inject: Injector::default(),
+        }
     }
 
     /// The current joint positions.
@@ -105,7 +114,13 @@ impl Robot for RecordingDriver {
     fn read_state(&mut self) -> Result<RobotState, DriverError> {
         self.link()?;
         let ee = (self.q.len() >= 3).then(|| [self.q[0], self.q[1], self.q[2]]);
-        Ok(RobotState { joint_positions: self.q.clone(), joint_velocities: vec![0.0; self.q.len()], ee_position: ee, extra: Vec::new(), stamp: self.clock.now() })
+        Ok(RobotState {
+            joint_positions: self.q.clone(),
+            joint_velocities: vec![0.0; self.q.len()],
+            ee_position: ee,
+            extra: Vec::new(),
+            stamp: self.clock.now(),
+        })
     }
 
     fn send(&mut self, command: &CheckedCommand) -> Result<(), DriverError> {
@@ -121,7 +136,13 @@ impl Robot for RecordingDriver {
             ControlMode::JointPosition => self.q.clone(),
             ControlMode::EndEffectorDelta => self.q[..3].to_vec(),
         };
-        self.received.push(Received { at: self.clock.now(), mode: command.mode(), values: command.values().to_vec(), ee_target: command.ee_target(), measured });
+        self.received.push(Received {
+            at: self.clock.now(),
+            mode: command.mode(),
+            values: command.values().to_vec(),
+            ee_target: command.ee_target(),
+            measured,
+        });
         let target: Vec<f64> = match command.mode() {
             ControlMode::JointPosition => command.values().to_vec(),
             ControlMode::EndEffectorDelta => {
@@ -167,7 +188,8 @@ pub fn pty_pair() -> std::io::Result<(std::path::PathBuf, std::fs::File, std::fs
     use std::os::fd::FromRawFd;
     let (mut master, mut slave) = (0, 0);
     // SAFETY: openpty fills two descriptors; null name/termios/winsize are allowed.
-    let rc = unsafe { libc::openpty(&mut master, &mut slave, std::ptr::null_mut(), std::ptr::null(), std::ptr::null()) };
+    let rc =
+        unsafe { libc::openpty(&mut master, &mut slave, std::ptr::null_mut(), std::ptr::null(), std::ptr::null()) };
     if rc != 0 {
         return Err(std::io::Error::last_os_error());
     }

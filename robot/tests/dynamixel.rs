@@ -123,7 +123,15 @@ impl Bus {
             instr::SYNC_READ => {
                 let (addr, len) = (u16_at(0), u16_at(2));
                 let ids = p[4..].to_vec();
-                ids.into_iter().flat_map(|sid| self.answer(sid, instr::READ, &[addr.to_le_bytes()[0], addr.to_le_bytes()[1], len.to_le_bytes()[0], len.to_le_bytes()[1]])).collect()
+                ids.into_iter()
+                    .flat_map(|sid| {
+                        self.answer(
+                            sid,
+                            instr::READ,
+                            &[addr.to_le_bytes()[0], addr.to_le_bytes()[1], len.to_le_bytes()[0], len.to_le_bytes()[1]],
+                        )
+                    })
+                    .collect()
             }
             instr::SYNC_WRITE => {
                 let (addr, len) = (u16_at(0), usize::from(u16_at(2)));
@@ -202,7 +210,16 @@ fn a_dynamixel_arm_on_a_fake_bus_stays_inside_the_envelope_and_reports_its_fault
     bus.lock().unwrap().servos.insert(2, Servo::new(1200, 1888)); // XL330-M288; present 1900
     let (port, _keep) = fake_bus(bus.clone());
     let clock = FakeClock::new();
-    let config = DynamixelConfig { port, baud: 1_000_000, calibration: cal, motors: vec![], home: vec![0.2, -0.1], timeout_ms: 50, operating_mode: 3, write_calibration: true };
+    let config = DynamixelConfig {
+        port,
+        baud: 1_000_000,
+        calibration: cal,
+        motors: vec![],
+        home: vec![0.2, -0.1],
+        timeout_ms: 50,
+        operating_mode: 3,
+        write_calibration: true,
+    };
     let arm = DynamixelArm::new(config, Arc::new(clock.clone())).unwrap();
     assert_eq!(o2o_robot::Robot::capabilities(&arm).joints, vec!["shoulder_pan", "elbow_flex"], "by ascending id");
     let mut env = common::two_joint_env("robot-koch", arm, &clock);
@@ -212,7 +229,11 @@ fn a_dynamixel_arm_on_a_fake_bus_stays_inside_the_envelope_and_reports_its_fault
         assert_eq!(b.eeprom_with_torque, 0);
         for (id, offset, lo, hi) in [(1u8, -40, 1000, 3000), (2, 12, 600, 3400)] {
             let s = &b.servos[&id];
-            assert_eq!((s.get(reg::HOMING_OFFSET), s.get(reg::MIN_POSITION_LIMIT), s.get(reg::MAX_POSITION_LIMIT)), (offset, lo, hi), "servo {id}");
+            assert_eq!(
+                (s.get(reg::HOMING_OFFSET), s.get(reg::MIN_POSITION_LIMIT), s.get(reg::MAX_POSITION_LIMIT)),
+                (offset, lo, hi),
+                "servo {id}"
+            );
             assert_eq!((s.get(reg::OPERATING_MODE), s.get(reg::TORQUE_ENABLE)), (3, 1), "servo {id}");
         }
     }
@@ -233,7 +254,12 @@ fn a_dynamixel_arm_on_a_fake_bus_stays_inside_the_envelope_and_reports_its_fault
         let b = bus.lock().unwrap();
         assert_eq!(b.refused_goals, 0);
         // after the home goal
-        let moves: Vec<_> = b.goals.iter().skip(2).map(|(id, goal, present)| (*id, to_rad(*id, *goal), to_rad(*id, *present))).collect();
+        let moves: Vec<_> = b
+            .goals
+            .iter()
+            .skip(2)
+            .map(|(id, goal, present)| (*id, to_rad(*id, *goal), to_rad(*id, *present)))
+            .collect();
         common::assert_inside(&moves);
     }
     let latched = |s: &o2o_envs::Step| s.info.get("safety/latched") == Some(1.0);
@@ -282,7 +308,16 @@ fn a_missing_port_or_a_foreign_servo_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let cal = dir.path().join("koch.json");
     std::fs::write(&cal, r#"{"a": {"id": 1, "range_min": 0, "range_max": 4095}}"#).unwrap();
-    let config = DynamixelConfig { port: dir.path().join("ttyUSB9"), baud: 1_000_000, calibration: cal.clone(), motors: vec![], home: vec![], timeout_ms: 20, operating_mode: 3, write_calibration: true };
+    let config = DynamixelConfig {
+        port: dir.path().join("ttyUSB9"),
+        baud: 1_000_000,
+        calibration: cal.clone(),
+        motors: vec![],
+        home: vec![],
+        timeout_ms: 20,
+        operating_mode: 3,
+        write_calibration: true,
+    };
     let e = DynamixelArm::new(config.clone(), Arc::new(FakeClock::new())).err().unwrap().to_string();
     assert!(e.contains("ttyUSB9 is absent") && e.contains("driver.port"), "{e}");
 

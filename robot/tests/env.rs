@@ -6,7 +6,10 @@ use o2o_datasets::d4rl::D4rlDataset;
 use o2o_envs::Env;
 use o2o_robot::recording::interventions_path;
 use o2o_robot::testing::RecordingDriver;
-use o2o_robot::{Clock, ControlMode, EnvelopeConfig, FakeClock, LoopConfig, Operator, ReachTask, Recording, RobotEnv, ScriptedOperator, Unattended};
+use o2o_robot::{
+    Clock, ControlMode, EnvelopeConfig, FakeClock, LoopConfig, Operator, ReachTask, Recording, RobotEnv,
+    ScriptedOperator, Unattended,
+};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,7 +29,12 @@ fn envelope(mode: ControlMode) -> EnvelopeConfig {
 }
 
 fn task() -> ReachTask {
-    ReachTask { goal_low: vec![0.2, 0.2, 0.2], goal_high: vec![0.3, 0.3, 0.3], success_radius: 0.02, terminate_on_success: true }
+    ReachTask {
+        goal_low: vec![0.2, 0.2, 0.2],
+        goal_high: vec![0.3, 0.3, 0.3],
+        success_radius: 0.02,
+        terminate_on_success: true,
+    }
 }
 
 fn env(clock: &FakeClock, mode: ControlMode, operator: Box<dyn Operator>) -> RobotEnv<RecordingDriver> {
@@ -108,7 +116,12 @@ fn interventions_are_executed_flagged_and_recorded() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("robot.hdf5");
     let clock = FakeClock::new();
-    let op = ScriptedOperator { takeover: vec![[2, 4]], action: vec![0.0, 0.03, 0.0], success_at: vec![6], ..Default::default() };
+    let op = ScriptedOperator {
+        takeover: vec![[2, 4]],
+        action: vec![0.0, 0.03, 0.0],
+        success_at: vec![6],
+        ..Default::default()
+    };
     let e = env(&clock, ControlMode::EndEffectorDelta, Box::new(op));
     let (obs_dim, act_dim) = (e.observation_space().dim(), e.action_space().dim());
     let mut e = e.with_recording(Arc::new(std::sync::Mutex::new(Recording::open(&path, obs_dim, act_dim).unwrap())));

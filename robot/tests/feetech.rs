@@ -60,8 +60,10 @@ fn fake_bus(bus: Arc<Mutex<Bus>>) -> (std::path::PathBuf, File) {
                             if let Some(r) = b.regs.get_mut(&sid) {
                                 r[addr as usize..addr as usize + len].copy_from_slice(&rec[1..]);
                                 // the servo moves 80% of the way before the next read
-                                let next = (f64::from(present) + 0.8 * (f64::from(goal) - f64::from(present))).round() as u16;
-                                r[reg::PRESENT_POSITION as usize..reg::PRESENT_POSITION as usize + 2].copy_from_slice(&next.to_le_bytes());
+                                let next =
+                                    (f64::from(present) + 0.8 * (f64::from(goal) - f64::from(present))).round() as u16;
+                                r[reg::PRESENT_POSITION as usize..reg::PRESENT_POSITION as usize + 2]
+                                    .copy_from_slice(&next.to_le_bytes());
                             }
                         }
                         None
@@ -91,17 +93,34 @@ fn a_feetech_arm_on_a_fake_bus_stays_inside_the_envelope() {
     }
     let (port, _keep) = fake_bus(bus.clone());
     let clock = FakeClock::new();
-    let config = FeetechConfig { port, baud: 1_000_000, calibration: cal.clone(), motors: vec![], home: vec![0.2, -0.1], timeout_ms: 50 };
+    let config = FeetechConfig {
+        port,
+        baud: 1_000_000,
+        calibration: cal.clone(),
+        motors: vec![],
+        home: vec![0.2, -0.1],
+        timeout_ms: 50,
+    };
     let arm = FeetechArm::new(config, Arc::new(clock.clone())).unwrap();
     assert_eq!(o2o_robot::Robot::capabilities(&arm).joints, vec!["shoulder_pan", "elbow_flex"], "by ascending id");
     let mut env = common::two_joint_env("robot-so100", arm, &clock);
     env.reset(Some(0)).unwrap();
     common::adversarial_steps(&mut env, 120, 2);
-    let cals = [MotorCalibration { id: 1, drive_mode: 0, homing_offset: -40, range_min: 1000, range_max: 3000 }, MotorCalibration { id: 3, drive_mode: 1, homing_offset: 12, range_min: 600, range_max: 3400 }];
+    let cals = [
+        MotorCalibration { id: 1, drive_mode: 0, homing_offset: -40, range_min: 1000, range_max: 3000 },
+        MotorCalibration { id: 3, drive_mode: 1, homing_offset: 12, range_min: 600, range_max: 3400 },
+    ];
     {
         let b = bus.lock().unwrap();
         // after the home goal
-        let moves: Vec<_> = b.goals.iter().skip(2).map(|(id, goal, present)| (*id, cals[usize::from(*id == 3)].to_rad(*goal), cals[usize::from(*id == 3)].to_rad(*present))).collect();
+        let moves: Vec<_> = b
+            .goals
+            .iter()
+            .skip(2)
+            .map(|(id, goal, present)| {
+                (*id, cals[usize::from(*id == 3)].to_rad(*goal), cals[usize::from(*id == 3)].to_rad(*present))
+            })
+            .collect();
         common::assert_inside(&moves);
     }
     // A servo reports an error (overload): latched; the operator's clear pings it again.

@@ -40,7 +40,13 @@ fn ee_envelope() -> EnvelopeConfig {
 fn adversarial(rng: &mut ChaCha8Rng, last: f64) -> f64 {
     match rng.gen_range(0..10) {
         0 => f64::NAN,
-        1 => if rng.gen() { f64::INFINITY } else { f64::NEG_INFINITY },
+        1 => {
+            if rng.gen() {
+                f64::INFINITY
+            } else {
+                f64::NEG_INFINITY
+            }
+        }
         2 => rng.gen_range(-1e30..1e30),
         3 => -last * 1e3,
         4 => f64::MAX * if rng.gen() { 1.0 } else { -1.0 },
@@ -61,7 +67,8 @@ fn a_million_adversarial_commands_never_leave_the_envelope() {
     let clock_dyn: Arc<dyn Clock> = Arc::new(clock.clone());
     let mut rng = ChaCha8Rng::seed_from_u64(7);
     // joint-position mode: 600k commands; end-effector mode: 400k.
-    let mut g = Guarded::connect(fake(vec![0.0, 0.1, 1.0, -1.0], &clock), joint_envelope(), PERIOD, clock_dyn.clone()).unwrap();
+    let mut g =
+        Guarded::connect(fake(vec![0.0, 0.1, 1.0, -1.0], &clock), joint_envelope(), PERIOD, clock_dyn.clone()).unwrap();
     let w = g.step_window();
     assert!((w - 0.03).abs() < 1e-12, "window {w}");
     let (e, mut last) = (joint_envelope(), vec![0.0; 4]);
@@ -77,7 +84,10 @@ fn a_million_adversarial_commands_never_leave_the_envelope() {
     for r in &g.driver().received {
         for i in 0..4 {
             let v = r.values[i];
-            assert!(v.is_finite() && v >= e.joint_low[i] && v <= e.joint_high[i], "joint {i} target {v} outside the bounds");
+            assert!(
+                v.is_finite() && v >= e.joint_low[i] && v <= e.joint_high[i],
+                "joint {i} target {v} outside the bounds"
+            );
             assert!((v - r.measured[i]).abs() <= w + 1e-12, "joint {i} moved {} > {w}", v - r.measured[i]);
         }
     }
@@ -113,7 +123,8 @@ fn a_million_adversarial_commands_never_leave_the_envelope() {
 #[test]
 fn a_stalled_policy_stops_the_arm_within_two_periods() {
     let clock = FakeClock::new();
-    let mut g = Guarded::connect(fake(vec![0.0; 4], &clock), joint_envelope(), PERIOD, Arc::new(clock.clone())).unwrap();
+    let mut g =
+        Guarded::connect(fake(vec![0.0; 4], &clock), joint_envelope(), PERIOD, Arc::new(clock.clone())).unwrap();
     // A few fresh commands, the watchdog polling four times a period: no stop.
     for k in 0..5 {
         g.command(&[0.01 * k as f64, 0.0, 0.5, 0.0]).unwrap();
@@ -160,14 +171,17 @@ fn the_watchdog_rejects_timeouts_it_could_not_keep() {
     let err = Guarded::connect(fake(vec![0.0; 4], &clock), e, PERIOD, Arc::new(clock.clone())).err().unwrap();
     assert!(err.to_string().contains("joint_low: expected 4 numbers"), "{err}");
     // starting outside the bounds is refused (the layer never makes that big move itself)
-    let err = Guarded::connect(fake(vec![0.0, 0.9, 1.0, 0.0], &clock), joint_envelope(), PERIOD, Arc::new(clock)).err().unwrap();
+    let err = Guarded::connect(fake(vec![0.0, 0.9, 1.0, 0.0], &clock), joint_envelope(), PERIOD, Arc::new(clock))
+        .err()
+        .unwrap();
     assert!(matches!(err, GuardError::StartOutside { .. }), "{err}");
 }
 
 #[test]
 fn the_estop_latches_until_an_operator_clears_it() {
     let clock = FakeClock::new();
-    let mut g = Guarded::connect(fake(vec![0.0; 4], &clock), joint_envelope(), PERIOD, Arc::new(clock.clone())).unwrap();
+    let mut g =
+        Guarded::connect(fake(vec![0.0; 4], &clock), joint_envelope(), PERIOD, Arc::new(clock.clone())).unwrap();
     g.command(&[0.02, 0.0, 0.5, 0.0]).unwrap();
     g.estop("operator pressed space");
     let sent_before = g.driver().received.len();
@@ -220,4 +234,3 @@ fn faults_and_a_lost_link_latch_and_stop() {
     g.clear_latch().unwrap();
     assert!(g.command(&[0.0, 0.0, 0.5, 0.0]).unwrap().sent.is_some());
 }
-

@@ -97,7 +97,8 @@ fn state_outside_limits_is_a_safety_stop_until_reset() {
 
 #[test]
 fn limits_must_fit_the_env() {
-    let too_wide = SafetyLimits { action: BoxSpace::new(vec![-2.0, -1.0], vec![0.5, 1.0]), max_delta: None, observation: None };
+    let too_wide =
+        SafetyLimits { action: BoxSpace::new(vec![-2.0, -1.0], vec![0.5, 1.0]), max_delta: None, observation: None };
     let err = SafetyEnvelope::new(Echo::new(1.0), too_wide).err().unwrap().to_string();
     assert!(err.contains("dimension 0"), "{err}");
     let wrong_dim = SafetyLimits { action: BoxSpace::new(vec![-1.0], vec![1.0]), max_delta: None, observation: None };

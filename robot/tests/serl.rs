@@ -91,14 +91,27 @@ fn the_envelope_holds_on_a_serl_server_and_its_errors_latch() {
     let url = serve(fake.clone());
     let clock = FakeClock::new();
     let client = SerlClient::new(SerlConfig { url, timeout_ms: 150, joints: 7 }, Arc::new(clock.clone()));
-    let task = ReachTask { goal_low: vec![0.45, -0.05, 0.15], goal_high: vec![0.55, 0.05, 0.25], success_radius: 0.005, terminate_on_success: false };
+    let task = ReachTask {
+        goal_low: vec![0.45, -0.05, 0.15],
+        goal_high: vec![0.55, 0.05, 0.25],
+        success_radius: 0.005,
+        terminate_on_success: false,
+    };
     let op = ScriptedOperator { clears_latches: true, max_clears: 5, ..Default::default() };
     let cfg = LoopConfig { rate_hz: 10.0, max_episode_steps: 1000, deadline_slack: 0.1 };
-    let mut env = RobotEnv::new("robot-serl", client, envelope(), cfg, task, Box::new(op), Arc::new(clock.clone())).unwrap();
+    let mut env =
+        RobotEnv::new("robot-serl", client, envelope(), cfg, task, Box::new(op), Arc::new(clock.clone())).unwrap();
     env.reset(Some(0)).unwrap();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
     for _ in 0..150 {
-        let a: Vec<f32> = (0..3).map(|_| match rng.gen_range(0..5) { 0 => f32::NAN, 1 => 1e9, 2 => -1e9, _ => rng.gen_range(-0.05..0.05) }).collect();
+        let a: Vec<f32> = (0..3)
+            .map(|_| match rng.gen_range(0..5) {
+                0 => f32::NAN,
+                1 => 1e9,
+                2 => -1e9,
+                _ => rng.gen_range(-0.05..0.05),
+            })
+            .collect();
         env.step(&a).unwrap();
     }
     {

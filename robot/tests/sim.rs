@@ -3,7 +3,9 @@
 
 use o2o_envs::Env;
 use o2o_robot::sim::{SimArm, SimConfig, SimFaults};
-use o2o_robot::{ControlMode, EnvelopeConfig, FakeClock, LoopConfig, ReachTask, RobotEnv, ScriptedOperator, Unattended};
+use o2o_robot::{
+    ControlMode, EnvelopeConfig, FakeClock, LoopConfig, ReachTask, RobotEnv, ScriptedOperator, Unattended,
+};
 use std::sync::Arc;
 
 fn envelope(mode: ControlMode) -> EnvelopeConfig {
@@ -22,10 +24,21 @@ fn envelope(mode: ControlMode) -> EnvelopeConfig {
 }
 
 fn ee_task() -> ReachTask {
-    ReachTask { goal_low: vec![0.6, -0.7, 0.0], goal_high: vec![0.75, -0.5, 0.15], success_radius: 0.02, terminate_on_success: true }
+    ReachTask {
+        goal_low: vec![0.6, -0.7, 0.0],
+        goal_high: vec![0.75, -0.5, 0.15],
+        success_radius: 0.02,
+        terminate_on_success: true,
+    }
 }
 
-fn sim_env(clock: &FakeClock, mode: ControlMode, task: ReachTask, faults: SimFaults, op: Box<dyn o2o_robot::Operator>) -> RobotEnv<SimArm> {
+fn sim_env(
+    clock: &FakeClock,
+    mode: ControlMode,
+    task: ReachTask,
+    faults: SimFaults,
+    op: Box<dyn o2o_robot::Operator>,
+) -> RobotEnv<SimArm> {
     let arm = SimArm::new(SimConfig { faults, ..Default::default() }, Arc::new(clock.clone())).unwrap();
     let cfg = LoopConfig { rate_hz: 10.0, max_episode_steps: 60, deadline_slack: 0.1 };
     RobotEnv::new("robot-sim", arm, envelope(mode), cfg, task, op, Arc::new(clock.clone())).unwrap()
@@ -56,7 +69,12 @@ fn the_sim_arm_reaches_goals_in_both_modes() {
     }
     assert_eq!(e.loop_stats().missed_deadlines, 0);
     // joint mode: reach joint goals for the first two joints
-    let task = ReachTask { goal_low: vec![-0.3, 0.2], goal_high: vec![0.3, 0.6], success_radius: 0.03, terminate_on_success: true };
+    let task = ReachTask {
+        goal_low: vec![-0.3, 0.2],
+        goal_high: vec![0.3, 0.6],
+        success_radius: 0.03,
+        terminate_on_success: true,
+    };
     let mut e = sim_env(&clock, ControlMode::JointPosition, task, SimFaults::default(), Box::new(Unattended));
     let high = e.action_space().high[0];
     let mut obs = e.reset(Some(5)).unwrap();
@@ -78,7 +96,15 @@ fn the_sim_arm_reaches_goals_in_both_modes() {
 #[test]
 fn injected_faults_are_held_by_the_envelope() {
     let clock = FakeClock::new();
-    let faults = SimFaults { seed: 11, latency_ms: 2.0, jitter_ms: 8.0, drop_prob: 0.05, fault_prob: 0.01, link_drop_prob: 0.005, link_down_calls: 3 };
+    let faults = SimFaults {
+        seed: 11,
+        latency_ms: 2.0,
+        jitter_ms: 8.0,
+        drop_prob: 0.05,
+        fault_prob: 0.01,
+        link_drop_prob: 0.005,
+        link_down_calls: 3,
+    };
     let op = ScriptedOperator { clears_latches: true, max_clears: 100, ..Default::default() };
     let task = ReachTask { terminate_on_success: false, ..ee_task() };
     let mut e = sim_env(&clock, ControlMode::EndEffectorDelta, task, faults, Box::new(op));
@@ -112,7 +138,11 @@ fn injected_faults_are_held_by_the_envelope() {
     assert!(c.driver_faults + c.link_drops > 0 && latched > 0, "faults were injected: {c:?}");
     assert!(c.dropped_commands > 0 && c.rejected_nonfinite > 0 && c.clipped_commands > 0, "{c:?}");
     let still = u64::from(e.guard().latch().is_some());
-    assert_eq!(c.latch_clears + still, c.driver_faults + c.link_drops + c.deadline_faults, "every latch cleared once, by the operator: {c:?}");
+    assert_eq!(
+        c.latch_clears + still,
+        c.driver_faults + c.link_drops + c.deadline_faults,
+        "every latch cleared once, by the operator: {c:?}"
+    );
     assert!(c.refused_latched == 0, "no command reached a latched arm: {c:?}");
     // jitter measured from the injected latency: up to ~2 × (2 + 8) ms per period
     let st = e.loop_stats();

@@ -42,10 +42,16 @@ impl BcConfig {
     /// Reject settings that cannot work, naming the field.
     pub fn validate(&self) -> Result<(), AgentError> {
         if !(self.lr > 0.0) || self.explore_std < 0.0 {
-            return Err(AgentError::Config(format!("bc.lr must be > 0 and bc.explore_std ≥ 0, found {} and {}", self.lr, self.explore_std)));
+            return Err(AgentError::Config(format!(
+                "bc.lr must be > 0 and bc.explore_std ≥ 0, found {} and {}",
+                self.lr, self.explore_std
+            )));
         }
         if !(0.0..1.0).contains(&self.actor.dropout) {
-            return Err(AgentError::Config(format!("bc.actor.dropout must be in [0, 1), found {}", self.actor.dropout)));
+            return Err(AgentError::Config(format!(
+                "bc.actor.dropout must be in [0, 1), found {}",
+                self.actor.dropout
+            )));
         }
         Ok(())
     }
@@ -127,7 +133,12 @@ impl Agent for Bc {
         let obs = obs.to_device(self.device).to_kind(Kind::Float);
         tch::no_grad(|| {
             let a = Self::policy(&self.actor, self.norm(), &obs, None);
-            let a = if deterministic { a } else { (a + self.rng.normal(&[obs.size()[0], self.act_dim], self.device) * self.cfg.explore_std).clamp(-1.0, 1.0) };
+            let a = if deterministic {
+                a
+            } else {
+                (a + self.rng.normal(&[obs.size()[0], self.act_dim], self.device) * self.cfg.explore_std)
+                    .clamp(-1.0, 1.0)
+            };
             a.to_device(out)
         })
     }
@@ -170,7 +181,15 @@ mod tests {
         let w = Tensor::from_slice(&[0.8f32, -0.5, 0.3, 0.1, 0.9, -0.7]).view([3, 2]);
         let obs = rng.normal(&[n, 3], Device::Cpu) * 4.0 + 2.0;
         let z = || Tensor::zeros([n], (Kind::Float, Device::Cpu));
-        TransitionBatch { action: ((&obs - 2.0) / 4.0).matmul(&w).tanh(), reward: z(), next_obs: obs.shallow_clone(), terminal: z(), obs, mc_return: None, is_offline: None }
+        TransitionBatch {
+            action: ((&obs - 2.0) / 4.0).matmul(&w).tanh(),
+            reward: z(),
+            next_obs: obs.shallow_clone(),
+            terminal: z(),
+            obs,
+            mc_return: None,
+            is_offline: None,
+        }
     }
 
     /// On data from a = tanh(W s̃), with the data's statistics set, BC recovers the policy.
@@ -194,7 +213,14 @@ mod tests {
     #[test]
     fn save_load_resumes_exactly() {
         let make = |seed| {
-            let mut a = Bc::new(BcConfig { actor: MlpConfig { hidden: vec![16], ..MlpConfig::default() }, ..BcConfig::default() }, 3, 2, Device::Cpu, seed).unwrap();
+            let mut a = Bc::new(
+                BcConfig { actor: MlpConfig { hidden: vec![16], ..MlpConfig::default() }, ..BcConfig::default() },
+                3,
+                2,
+                Device::Cpu,
+                seed,
+            )
+            .unwrap();
             a.set_state_stats(&[2.0; 3], &[4.0; 3]).unwrap();
             a
         };

@@ -115,7 +115,10 @@ mod tests {
             is_offline: None,
         };
         for online in [true, false] {
-            let cfg: CalQlConfig = toml::Value::Table(toml::from_str(&format!("calibrate_online = {online}\ncql_n_actions = 2")).unwrap()).try_into().unwrap();
+            let cfg: CalQlConfig =
+                toml::Value::Table(toml::from_str(&format!("calibrate_online = {online}\ncql_n_actions = 2")).unwrap())
+                    .try_into()
+                    .unwrap();
             let mut a = new(cfg, 3, 1, Device::Cpu, 0).unwrap();
             assert_eq!(a.name(), "calql");
             let rate = |m: &crate::Metrics| m.iter().find(|(k, _)| *k == "calql_bound_rate").map(|(_, v)| *v);

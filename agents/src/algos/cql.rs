@@ -97,7 +97,10 @@ impl CqlTerm {
             return bad(format!("cql.cql_temperature must be > 0, found {}", self.cql_temperature));
         }
         if self.cql_lagrange_init <= 0.0 || self.cql_lagrange_max <= 0.0 {
-            return bad(format!("cql.cql_lagrange_init and cql_lagrange_max must be > 0, found {} and {}", self.cql_lagrange_init, self.cql_lagrange_max));
+            return bad(format!(
+                "cql.cql_lagrange_init and cql_lagrange_max must be > 0, found {} and {}",
+                self.cql_lagrange_init, self.cql_lagrange_max
+            ));
         }
         Ok(())
     }
@@ -183,12 +186,26 @@ impl Cql {
     }
 
     /// The agent `name` reports; `calibration` is Cal-QL's `Some(calibrate_online)`.
-    pub(crate) fn build(name: &'static str, cfg: CqlConfig, calibration: Option<bool>, obs_dim: i64, act_dim: i64, device: Device, seed: u64) -> Result<Self, AgentError> {
+    pub(crate) fn build(
+        name: &'static str,
+        cfg: CqlConfig,
+        calibration: Option<bool>,
+        obs_dim: i64,
+        act_dim: i64,
+        device: Device,
+        seed: u64,
+    ) -> Result<Self, AgentError> {
         cfg.cql.validate()?;
         let sac = Sac::named(name, cfg.sac, obs_dim, act_dim, device, seed)?;
         let lagrange = cfg.cql.cql_lagrange.then(|| {
             let mut params = ParamSet::new();
-            let alpha = Temperature::new(&mut params, "cql_lagrange", cfg.cql.cql_lagrange_init, TemperatureForm::LogAlpha, device);
+            let alpha = Temperature::new(
+                &mut params,
+                "cql_lagrange",
+                cfg.cql.cql_lagrange_init,
+                TemperatureForm::LogAlpha,
+                device,
+            );
             let opt = Adam::new(&params, cfg.cql.cql_lagrange_lr);
             Lagrange { alpha, params, opt }
         });
@@ -240,7 +257,8 @@ impl Cql {
     fn extra_tensors(&self) -> Vec<(String, Tensor)> {
         match &self.lagrange {
             Some(l) => {
-                let mut v: Vec<(String, Tensor)> = l.params.named().iter().map(|(n, t)| (n.clone(), t.shallow_clone())).collect();
+                let mut v: Vec<(String, Tensor)> =
+                    l.params.named().iter().map(|(n, t)| (n.clone(), t.shallow_clone())).collect();
                 v.extend(l.opt.state("cql_lagrange_opt", &l.params));
                 v
             }
@@ -263,9 +281,15 @@ impl Cql {
 
     /// Restore a checkpoint that an agent named `algo` of the same architecture wrote (WSRL
     /// starts from a CQL or Cal-QL run's checkpoint).
-    pub(crate) fn load_written_by(&mut self, path: &Path, algo: &str, parts: Option<&[&str]>) -> Result<(), AgentError> {
+    pub(crate) fn load_written_by(
+        &mut self,
+        path: &Path,
+        algo: &str,
+        parts: Option<&[&str]>,
+    ) -> Result<(), AgentError> {
         let extra = self.extra_tensors();
-        let mut opts: Vec<(&str, &mut Adam)> = self.lagrange.iter_mut().map(|l| ("cql_lagrange_opt", &mut l.opt)).collect();
+        let mut opts: Vec<(&str, &mut Adam)> =
+            self.lagrange.iter_mut().map(|l| ("cql_lagrange_opt", &mut l.opt)).collect();
         self.sac.load_with(path, algo, &extra, &mut opts, parts)
     }
 }
@@ -289,7 +313,8 @@ pub fn sample_actions(sac: &mut Sac, b: &TransitionBatch, n: i64) -> SampledActi
     // N draws per state; the actor runs once per state, not once per draw.
     let (current, logp_current) = sac.sample_policy(&b.obs, n);
     let (next, logp_next) = sac.sample_policy(&b.next_obs, n);
-    let actions = Tensor::stack(&[rand.view([rows, n, -1]), current.view([rows, n, -1]), next.view([rows, n, -1])], 1).view([rows * 3 * n, -1]);
+    let actions = Tensor::stack(&[rand.view([rows, n, -1]), current.view([rows, n, -1]), next.view([rows, n, -1])], 1)
+        .view([rows * 3 * n, -1]);
     SampledActions { actions, logp_current: logp_current.view([rows, n]), logp_next: logp_next.view([rows, n]) }
 }
 
@@ -324,9 +349,15 @@ impl SampledQ {
 pub fn ood_value(q_data: &Tensor, s: &SampledQ, act_dim: i64, temperature: f64, importance_sample: bool) -> Tensor {
     let cat = if importance_sample {
         let log_uniform = act_dim as f64 * 0.5f64.ln();
-        Tensor::cat(&[&s.rand - log_uniform, &s.next - s.logp_next.unsqueeze(0), &s.current - s.logp_current.unsqueeze(0)], -1)
+        Tensor::cat(
+            &[&s.rand - log_uniform, &s.next - s.logp_next.unsqueeze(0), &s.current - s.logp_current.unsqueeze(0)],
+            -1,
+        )
     } else {
-        Tensor::cat(&[s.rand.shallow_clone(), q_data.unsqueeze(-1), s.next.shallow_clone(), s.current.shallow_clone()], -1)
+        Tensor::cat(
+            &[s.rand.shallow_clone(), q_data.unsqueeze(-1), s.next.shallow_clone(), s.current.shallow_clone()],
+            -1,
+        )
     };
     let ood = (cat / temperature).logsumexp([-1], false) * temperature;
     if importance_sample {
@@ -338,7 +369,13 @@ pub fn ood_value(q_data: &Tensor, s: &SampledQ, act_dim: i64, temperature: f64, 
 }
 
 /// CQL's gap per member, `[E]`: `Δ_i = mean_b [ood_i(b) − Q_i(s, a_D)]` ([`ood_value`]).
-pub fn conservative_gap(q_data: &Tensor, s: &SampledQ, act_dim: i64, temperature: f64, importance_sample: bool) -> Tensor {
+pub fn conservative_gap(
+    q_data: &Tensor,
+    s: &SampledQ,
+    act_dim: i64,
+    temperature: f64,
+    importance_sample: bool,
+) -> Tensor {
     (ood_value(q_data, s, act_dim, temperature, importance_sample) - q_data).mean_dim(-1, false, Kind::Float)
 }
 
@@ -366,8 +403,20 @@ struct OodChunk {
 /// the autograd path ([`ood_value`] on [`calql::floor`]ed values), without its dozen small ops
 /// per chunk; sums are in f64.
 #[allow(clippy::too_many_arguments)]
-fn ood_chunk_cpu(q: &Tensor, q_data: &Tensor, logp_current: &Tensor, logp_next: &Tensor, floor: Option<&Tensor>, act_dim: i64, temperature: f64, importance_sample: bool, c: f64) -> OodChunk {
-    let vec = |t: &Tensor| Vec::<f32>::try_from(t.detach().contiguous().view([-1]).to_kind(Kind::Float)).expect("float tensor");
+fn ood_chunk_cpu(
+    q: &Tensor,
+    q_data: &Tensor,
+    logp_current: &Tensor,
+    logp_next: &Tensor,
+    floor: Option<&Tensor>,
+    act_dim: i64,
+    temperature: f64,
+    importance_sample: bool,
+    c: f64,
+) -> OodChunk {
+    let vec = |t: &Tensor| {
+        Vec::<f32>::try_from(t.detach().contiguous().view([-1]).to_kind(Kind::Float)).expect("float tensor")
+    };
     let (e, len) = (q_data.size()[0] as usize, q_data.size()[1] as usize);
     let n = logp_current.size()[1] as usize;
     let (qv, qd, lc, ln) = (vec(q), vec(q_data), vec(logp_current), vec(logp_next));
@@ -375,7 +424,8 @@ fn ood_chunk_cpu(q: &Tensor, q_data: &Tensor, logp_current: &Tensor, logp_next: 
     let log_uniform = act_dim as f64 * 0.5f64.ln();
     let terms = 3 * n + usize::from(!importance_sample);
     let shift = if importance_sample { 0.0 } else { temperature * (terms as f64).ln() };
-    let (mut value, mut grad_q, mut grad_data) = (vec![0f32; e * len], vec![0f32; e * len * 3 * n], vec![0f32; e * len]);
+    let (mut value, mut grad_q, mut grad_data) =
+        (vec![0f32; e * len], vec![0f32; e * len * 3 * n], vec![0f32; e * len]);
     let (mut rand_sum, mut policy_sum, mut below) = (0.0, 0.0, 0.0);
     let mut x = vec![0f64; terms];
     let mut live = vec![true; terms];
@@ -451,15 +501,31 @@ const CHUNK_ROWS: i64 = 1024;
 /// returned as [`CriticTerm::grads`]; the data part `−c · mean(Q(s, a_D))` (plus, without
 /// importance sampling, the data action's share of the log-sum-exp) as [`CriticTerm::on_q`],
 /// differentiated with the TD loss.
-fn conservative_term(sac: &mut Sac, term: &CqlTerm, lagrange: Option<&mut Lagrange>, calibrate: bool, b: &TransitionBatch, q_data: &Tensor) -> CriticTerm {
+fn conservative_term(
+    sac: &mut Sac,
+    term: &CqlTerm,
+    lagrange: Option<&mut Lagrange>,
+    calibrate: bool,
+    b: &TransitionBatch,
+    q_data: &Tensor,
+) -> CriticTerm {
     conservative_term_in_chunks(sac, term, lagrange, calibrate, b, q_data, CHUNK_ROWS)
 }
 
 #[allow(clippy::too_many_arguments)]
-fn conservative_term_in_chunks(sac: &mut Sac, term: &CqlTerm, lagrange: Option<&mut Lagrange>, calibrate: bool, b: &TransitionBatch, q_data: &Tensor, chunk_rows: i64) -> CriticTerm {
+fn conservative_term_in_chunks(
+    sac: &mut Sac,
+    term: &CqlTerm,
+    lagrange: Option<&mut Lagrange>,
+    calibrate: bool,
+    b: &TransitionBatch,
+    q_data: &Tensor,
+    chunk_rows: i64,
+) -> CriticTerm {
     let (n, is) = (term.cql_n_actions, term.cql_importance_sample);
     let (e, rows) = (q_data.size()[0], q_data.size()[1]);
-    let g = calibrate.then(|| b.mc_return.as_ref().expect("calql needs batches with mc_return (AgentConfig::needs_mc_returns)"));
+    let g = calibrate
+        .then(|| b.mc_return.as_ref().expect("calql needs batches with mc_return (AgentConfig::needs_mc_returns)"));
     let actions = sample_actions(sac, b, n);
     // The Lagrange multiplier α' (differentiable, for the dual step) with its optimizer state.
     let lagrange = lagrange.map(|l| {
@@ -491,7 +557,17 @@ fn conservative_term_in_chunks(sac: &mut Sac, term: &CqlTerm, lagrange: Option<&
             // The critic's taped pass, the term's gradient in the Q-values written out.
             let (q, tape) = sac.critic().forward_paired_taped(&obs, &act);
             let floor = g.map(|g| g.narrow(0, first, len));
-            let o = ood_chunk_cpu(&q, &qd, &actions.logp_current.narrow(0, first, len), &actions.logp_next.narrow(0, first, len), floor.as_ref(), sac.act_dim(), term.cql_temperature, is, c);
+            let o = ood_chunk_cpu(
+                &q,
+                &qd,
+                &actions.logp_current.narrow(0, first, len),
+                &actions.logp_next.narrow(0, first, len),
+                floor.as_ref(),
+                sac.act_dim(),
+                term.cql_temperature,
+                is,
+                c,
+            );
             let _ = rand_sum.g_add_(&Tensor::from(o.rand_sum as f32));
             let _ = policy_sum.g_add_(&Tensor::from(o.policy_sum as f32));
             let _ = below.g_add_(&Tensor::from(o.below as f32));
@@ -626,7 +702,13 @@ mod tests {
     /// Δ on a 1-member, 1-state, N = 1 example, against the formula evaluated by hand.
     #[test]
     fn gap_matches_hand_computed_values() {
-        let s = SampledQ { rand: t(&[1.0], &[1, 1, 1]), current: t(&[2.0], &[1, 1, 1]), next: t(&[0.5], &[1, 1, 1]), logp_current: t(&[-1.0], &[1, 1]), logp_next: t(&[0.3], &[1, 1]) };
+        let s = SampledQ {
+            rand: t(&[1.0], &[1, 1, 1]),
+            current: t(&[2.0], &[1, 1, 1]),
+            next: t(&[0.5], &[1, 1, 1]),
+            logp_current: t(&[-1.0], &[1, 1]),
+            logp_next: t(&[0.3], &[1, 1]),
+        };
         let q_data = t(&[1.5], &[1, 1]);
         // Importance-sampled, |A| = 2: terms 1 − 2 ln ½, 0.5 − 0.3, 2 + 1.
         let terms = [1.0 - 2.0 * 0.5f64.ln(), 0.5 - 0.3, 3.0];
@@ -640,7 +722,8 @@ mod tests {
         let want_n = ([1.0f64, 1.5, 0.5, 2.0].iter().map(|x| x.exp()).sum::<f64>() / 4.0).ln() - 1.5;
         assert!((conservative_gap(&q_data, &s, 2, 1.0, false).double_value(&[0]) - want_n).abs() < 1e-5);
         // Equal Q everywhere and no importance weights: the log-mean-exp gap is exactly 0.
-        let flat = SampledQ { rand: t(&[1.5], &[1, 1, 1]), current: t(&[1.5], &[1, 1, 1]), next: t(&[1.5], &[1, 1, 1]), ..s };
+        let flat =
+            SampledQ { rand: t(&[1.5], &[1, 1, 1]), current: t(&[1.5], &[1, 1, 1]), next: t(&[1.5], &[1, 1, 1]), ..s };
         assert!(conservative_gap(&q_data, &flat, 2, 1.0, false).double_value(&[0]).abs() < 1e-6);
     }
 
@@ -665,7 +748,12 @@ mod tests {
             cfg.cql.cql_n_actions = 3;
             cfg.sac.max_target_backup = true;
             let mut a = Cql::new(cfg, 3, 2, Device::Cpu, 1).unwrap();
-            let log_alpha_prime = |a: &Cql| a.named_tensors().into_iter().find(|(n, _)| n == "cql_lagrange/param").map(|(_, t)| t.double_value(&[0]));
+            let log_alpha_prime = |a: &Cql| {
+                a.named_tensors()
+                    .into_iter()
+                    .find(|(n, _)| n == "cql_lagrange/param")
+                    .map(|(_, t)| t.double_value(&[0]))
+            };
             if lagrange {
                 // α'₀ = e, as Cal-QL's and CORL's log α' = Scalar(1.0) (fidelity-audit D11).
                 assert!((log_alpha_prime(&a).unwrap() - 1.0).abs() < 1e-6);
@@ -689,7 +777,9 @@ mod tests {
     fn chunked_term_matches_the_whole_batch_formula() {
         let mut rng = AgentRng::new(4);
         let b = batch(&mut rng, 7);
-        for (calibrate, is, lagrange) in [(false, true, false), (true, true, false), (false, false, false), (true, false, true)] {
+        for (calibrate, is, lagrange) in
+            [(false, true, false), (true, true, false), (false, false, false), (true, false, true)]
+        {
             let mut cfg = CqlConfig::default();
             cfg.cql.cql_n_actions = 3;
             cfg.cql.cql_importance_sample = is;
@@ -714,20 +804,32 @@ mod tests {
             };
             let params = whole.sac.critic_params().tensors();
             let want_g = Tensor::run_backward(&[&want], &params.iter().collect::<Vec<_>>(), false, false);
-            let want_gap = tch::no_grad(|| conservative_gap(&whole.sac.q_values(&b.obs, &b.action), &s, 2, 1.0, is).mean(Kind::Float).double_value(&[]));
+            let want_gap = tch::no_grad(|| {
+                conservative_gap(&whole.sac.q_values(&b.obs, &b.action), &s, 2, 1.0, is)
+                    .mean(Kind::Float)
+                    .double_value(&[])
+            });
             for chunk_rows in [9, 27, 1024] {
                 let mut a = Cql::build("cql", cfg.clone(), calibrate.then_some(true), 3, 2, Device::Cpu, 9).unwrap();
                 let q = a.sac.critic_q(&b.obs, &b.action);
-                let t = conservative_term_in_chunks(&mut a.sac, &term, a.lagrange.as_mut(), calibrate, &b, &q, chunk_rows);
+                let t =
+                    conservative_term_in_chunks(&mut a.sac, &term, a.lagrange.as_mut(), calibrate, &b, &q, chunk_rows);
                 let gap = t.logs.iter().find(|(k, _)| *k == "cql_gap").unwrap().1.double_value(&[]);
-                assert!((gap - want_gap).abs() < 1e-5 * (1.0 + want_gap.abs()), "gap, chunk {chunk_rows}: {gap} vs {want_gap}");
+                assert!(
+                    (gap - want_gap).abs() < 1e-5 * (1.0 + want_gap.abs()),
+                    "gap, chunk {chunk_rows}: {gap} vs {want_gap}"
+                );
                 // The whole gradient: the data part through the data pass, plus the chunks' own.
                 let params = a.sac.critic_params().tensors();
-                let through_q = Tensor::run_backward(&[t.on_q.as_ref().unwrap()], &params.iter().collect::<Vec<_>>(), false, false);
+                let through_q =
+                    Tensor::run_backward(&[t.on_q.as_ref().unwrap()], &params.iter().collect::<Vec<_>>(), false, false);
                 for ((g, own), w) in through_q.iter().zip(t.grads.as_ref().unwrap()).zip(&want_g) {
                     let err = (g + own - w).abs().max().double_value(&[]);
                     let scale = 1.0 + w.abs().max().double_value(&[]);
-                    assert!(err < 1e-5 * scale, "gradient, chunk {chunk_rows}, calibrate {calibrate}, is {is}, lagrange {lagrange}: {err}");
+                    assert!(
+                        err < 1e-5 * scale,
+                        "gradient, chunk {chunk_rows}, calibrate {calibrate}, is {is}, lagrange {lagrange}: {err}"
+                    );
                 }
             }
         }
@@ -735,7 +837,11 @@ mod tests {
 
     #[test]
     fn flat_table_round_trip_and_unknown_keys() {
-        let c: CqlConfig = toml::Value::Table(toml::from_str("cql_alpha = 1.0\nactor_lr = 3e-5\ncritic = { layer_norm = true }").unwrap()).try_into().unwrap();
+        let c: CqlConfig = toml::Value::Table(
+            toml::from_str("cql_alpha = 1.0\nactor_lr = 3e-5\ncritic = { layer_norm = true }").unwrap(),
+        )
+        .try_into()
+        .unwrap();
         assert_eq!(c.cql.cql_alpha, 1.0);
         assert_eq!(c.sac.actor_lr, 3e-5);
         assert!(c.sac.critic.layer_norm);
@@ -743,7 +849,10 @@ mod tests {
         assert!(!c.sac.backup_entropy, "CQL's default");
         let back: CqlConfig = toml::Value::Table(toml::Table::from(c.clone())).try_into().unwrap();
         assert_eq!(back, c);
-        let e = toml::Value::Table(toml::from_str("cql_alpah = 1.0").unwrap()).try_into::<CqlConfig>().unwrap_err().to_string();
+        let e = toml::Value::Table(toml::from_str("cql_alpah = 1.0").unwrap())
+            .try_into::<CqlConfig>()
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("cql_alpah"), "{e}");
     }
 }

@@ -55,7 +55,10 @@ use super::cql::{conservative_gap, SampledActions, SampledQ};
 use crate::checkpoint::{load_agent, save_agent};
 use crate::nn::critic::{critic_and_target, critic_values, state_action};
 use crate::nn::family::{beta_scatters, beta_stats, dq_dbeta};
-use crate::nn::{polyak_update, Adam, BalanceHeadInit, BalanceModel, BetaEncoding, BetaMap, BetaRange, Conditioned, EnsembleMlp, MlpConfig, ParamSet, TanhGaussianActor, TanhGaussianConfig, Temperature, TemperatureForm};
+use crate::nn::{
+    polyak_update, Adam, BalanceHeadInit, BalanceModel, BetaEncoding, BetaMap, BetaRange, Conditioned, EnsembleMlp,
+    MlpConfig, ParamSet, TanhGaussianActor, TanhGaussianConfig, Temperature, TemperatureForm,
+};
 use crate::rng::AgentRng;
 use crate::{Agent, AgentError, DeterministicPolicy, Metrics, Phase, Scatter};
 use o2o_datasets::TransitionBatch;
@@ -129,7 +132,13 @@ pub struct Famo2oCqlConfig {
 
 impl Default for Famo2oCqlConfig {
     fn default() -> Self {
-        let policy = TanhGaussianConfig { log_std_affine: true, log_std_offset: -1.0, log_std_min: -20.0, log_std_max: 2.0, ..TanhGaussianConfig::default() };
+        let policy = TanhGaussianConfig {
+            log_std_affine: true,
+            log_std_offset: -1.0,
+            log_std_min: -20.0,
+            log_std_max: 2.0,
+            ..TanhGaussianConfig::default()
+        };
         Self {
             actor: policy.clone(),
             balance: policy,
@@ -168,13 +177,19 @@ impl Famo2oCqlConfig {
             return bad(format!("famo2o-cql.num_critics must be ≥ 1, found {}", self.num_critics));
         }
         if !(self.beta_min.is_finite() && self.beta_max.is_finite() && self.beta_min < self.beta_max) {
-            return bad(format!("famo2o-cql.beta_min must be below famo2o-cql.beta_max, found {} and {}", self.beta_min, self.beta_max));
+            return bad(format!(
+                "famo2o-cql.beta_min must be below famo2o-cql.beta_max, found {} and {}",
+                self.beta_min, self.beta_max
+            ));
         }
         if self.fixed_beta.is_some_and(|b| !b.is_finite()) {
             return bad(format!("famo2o-cql.fixed_beta must be a finite number, found {:?}", self.fixed_beta));
         }
         if !(0.0..=1.0).contains(&self.tau) || !(0.0..=1.0).contains(&self.gamma) {
-            return bad(format!("famo2o-cql.tau and famo2o-cql.gamma must be in [0, 1], found {} and {}", self.tau, self.gamma));
+            return bad(format!(
+                "famo2o-cql.tau and famo2o-cql.gamma must be in [0, 1], found {} and {}",
+                self.tau, self.gamma
+            ));
         }
         if self.init_temperature <= 0.0 {
             return bad(format!("famo2o-cql.init_temperature must be > 0, found {}", self.init_temperature));
@@ -183,7 +198,10 @@ impl Famo2oCqlConfig {
             return bad(format!("famo2o-cql.balance_init_temperature and famo2o-cql.balance_temperature_lr must be > 0 with balance_entropy, found {} and {}", self.balance_init_temperature, self.balance_temperature_lr));
         }
         if self.cql_alpha < 0.0 || self.cql_n_actions < 1 || self.cql_temperature <= 0.0 {
-            return bad(format!("famo2o-cql.cql_alpha must be ≥ 0, cql_n_actions ≥ 1 and cql_temperature > 0, found {}, {} and {}", self.cql_alpha, self.cql_n_actions, self.cql_temperature));
+            return bad(format!(
+                "famo2o-cql.cql_alpha must be ≥ 0, cql_n_actions ≥ 1 and cql_temperature > 0, found {}, {} and {}",
+                self.cql_alpha, self.cql_n_actions, self.cql_temperature
+            ));
         }
         self.encoding.validate("famo2o-cql.encoding").map_err(AgentError::Config)
     }
@@ -215,7 +233,13 @@ struct Modules {
 
 impl Modules {
     fn sets(&self) -> Vec<&ParamSet> {
-        let mut v = vec![&self.actor_params, &self.balance_params, &self.critic_params, &self.target_params, &self.temperature_params];
+        let mut v = vec![
+            &self.actor_params,
+            &self.balance_params,
+            &self.critic_params,
+            &self.target_params,
+            &self.temperature_params,
+        ];
         v.extend(self.balance_temperature.as_ref().map(|(_, p, _)| p));
         v
     }
@@ -273,20 +297,50 @@ pub struct Famo2oCql {
 
 impl Famo2oCql {
     /// A new agent for `obs_dim` observations and `act_dim` actions in `[-1, 1]`.
-    pub fn new(cfg: Famo2oCqlConfig, obs_dim: i64, act_dim: i64, device: Device, seed: u64) -> Result<Self, AgentError> {
+    pub fn new(
+        cfg: Famo2oCqlConfig,
+        obs_dim: i64,
+        act_dim: i64,
+        device: Device,
+        seed: u64,
+    ) -> Result<Self, AgentError> {
         cfg.validate()?;
         super::prepare("famo2o-cql", obs_dim, act_dim, device)?;
         let mut rng = AgentRng::new(seed);
         let mut actor_params = ParamSet::new();
-        let actor = Conditioned::new(obs_dim, cfg.encoding, |d| TanhGaussianActor::new(&mut actor_params, "actor", d, act_dim, &cfg.actor, &mut rng, device));
+        let actor = Conditioned::new(obs_dim, cfg.encoding, |d| {
+            TanhGaussianActor::new(&mut actor_params, "actor", d, act_dim, &cfg.actor, &mut rng, device)
+        });
         let mut balance_params = ParamSet::new();
-        let balance = BalanceModel::new(&mut balance_params, "balance", obs_dim, &cfg.balance, cfg.range(), cfg.balance_head_init, &mut rng, device);
-        let (critic, critic_params, target, target_params) = critic_and_target(cfg.num_critics, obs_dim + act_dim, &cfg.critic, &mut rng, device);
+        let balance = BalanceModel::new(
+            &mut balance_params,
+            "balance",
+            obs_dim,
+            &cfg.balance,
+            cfg.range(),
+            cfg.balance_head_init,
+            &mut rng,
+            device,
+        );
+        let (critic, critic_params, target, target_params) =
+            critic_and_target(cfg.num_critics, obs_dim + act_dim, &cfg.critic, &mut rng, device);
         let mut temperature_params = ParamSet::new();
-        let temperature = Temperature::new(&mut temperature_params, "temperature", cfg.init_temperature, TemperatureForm::LogAlpha, device);
+        let temperature = Temperature::new(
+            &mut temperature_params,
+            "temperature",
+            cfg.init_temperature,
+            TemperatureForm::LogAlpha,
+            device,
+        );
         let balance_temperature = cfg.balance_entropy.then(|| {
             let mut p = ParamSet::new();
-            let t = Temperature::new(&mut p, "balance_temperature", cfg.balance_init_temperature, TemperatureForm::LogAlpha, device);
+            let t = Temperature::new(
+                &mut p,
+                "balance_temperature",
+                cfg.balance_init_temperature,
+                TemperatureForm::LogAlpha,
+                device,
+            );
             let opt = Adam::new(&p, cfg.balance_temperature_lr);
             (t, p, opt)
         });
@@ -339,7 +393,12 @@ impl Famo2oCql {
     fn load_impl(&mut self, path: &Path, parts: Option<&[&str]>) -> Result<(), AgentError> {
         let live = self.named_tensors();
         let m = &mut self.m;
-        let mut opts: Vec<(&str, &mut Adam)> = vec![("actor_opt", &mut m.actor_opt), ("balance_opt", &mut m.balance_opt), ("critic_opt", &mut m.critic_opt), ("temperature_opt", &mut m.temperature_opt)];
+        let mut opts: Vec<(&str, &mut Adam)> = vec![
+            ("actor_opt", &mut m.actor_opt),
+            ("balance_opt", &mut m.balance_opt),
+            ("critic_opt", &mut m.critic_opt),
+            ("temperature_opt", &mut m.temperature_opt),
+        ];
         if let Some((_, _, o)) = m.balance_temperature.as_mut() {
             opts.push(("balance_temperature_opt", o));
         }
@@ -387,7 +446,8 @@ impl Famo2oCql {
         let eps = self.rng.normal(&[b.obs.size()[0], self.act_dim], self.device);
         tch::no_grad(|| {
             let (next_a, _) = self.m.actor.policy.sample(&self.m.actor.input(&b.next_obs, beta_b), &eps);
-            let q_next = self.m.target.forward(&state_action(&b.next_obs, &next_a), None).squeeze_dim(-1).amin(0, false);
+            let q_next =
+                self.m.target.forward(&state_action(&b.next_obs, &next_a), None).squeeze_dim(-1).amin(0, false);
             &b.reward + (1.0 - &b.terminal) * self.cfg.gamma * q_next
         })
     }
@@ -399,8 +459,14 @@ impl Famo2oCql {
         let rand = self.rng.uniform_tensor(&[rows * n, self.act_dim], self.device) * 2.0 - 1.0;
         let (current, logp_current) = self.universal_draws(&b.obs, beta_cur, n);
         let (next, logp_next) = self.universal_draws(&b.next_obs, beta_b, n);
-        let actions = Tensor::stack(&[rand.view([rows, n, -1]), current.view([rows, n, -1]), next.view([rows, n, -1])], 1).view([rows * 3 * n, -1]);
-        let a = SampledActions { actions, logp_current: logp_current.view([rows, n]), logp_next: logp_next.view([rows, n]) };
+        let actions =
+            Tensor::stack(&[rand.view([rows, n, -1]), current.view([rows, n, -1]), next.view([rows, n, -1])], 1)
+                .view([rows * 3 * n, -1]);
+        let a = SampledActions {
+            actions,
+            logp_current: logp_current.view([rows, n]),
+            logp_next: logp_next.view([rows, n]),
+        };
         let q = self.m.critic.forward_paired(&b.obs, &a.actions, None).squeeze_dim(-1);
         let s = SampledQ::split(&q, &a, 0, rows);
         conservative_gap(q_data, &s, self.act_dim, self.cfg.cql_temperature, true)
@@ -422,7 +488,11 @@ impl Famo2oCql {
         let beta_bd = beta_b.detach();
         // The universal policy's β: random offline (FamO2O), β_b(s) online.
         let random_beta = self.phase == Phase::Offline && self.cfg.fixed_beta.is_none();
-        let beta_u = if random_beta { self.rng.uniform_tensor(&[n], self.device) * (self.cfg.beta_max - self.cfg.beta_min) + self.cfg.beta_min } else { beta_b.shallow_clone() };
+        let beta_u = if random_beta {
+            self.rng.uniform_tensor(&[n], self.device) * (self.cfg.beta_max - self.cfg.beta_min) + self.cfg.beta_min
+        } else {
+            beta_b.shallow_clone()
+        };
         let (a_u, logp_u) = self.universal_sample(&b.obs, &beta_u);
         let q_u = self.min_q(&b.obs, &a_u);
         let universal = self.universal_loss(&alpha, &logp_u, &beta_u, &q_u);
@@ -466,7 +536,9 @@ impl Famo2oCql {
 
     /// Gradients of every loss for its own model only, then every step together, then Polyak.
     pub(crate) fn apply(&mut self, l: &Losses, terms: Terms) {
-        let grads = |loss: &Tensor, params: &ParamSet, keep: bool| Tensor::run_backward(&[loss], &params.tensors(), keep, false);
+        let grads = |loss: &Tensor, params: &ParamSet, keep: bool| {
+            Tensor::run_backward(&[loss], &params.tensors(), keep, false)
+        };
         let m = &self.m;
         // The universal and balance losses share the online draw's graph: keep it for the second.
         let g_u = terms.universal.then(|| grads(&l.universal, &m.actor_params, true));
@@ -588,7 +660,10 @@ impl Agent for Famo2oCql {
         let beta = self.beta(&b.obs);
         let mut out = tch::no_grad(|| {
             let q = critic_values(&self.m.critic, &b.obs, &b.action, self.device).mean_dim(0, false, Kind::Float);
-            let mut out = vec![("q", q.mean(Kind::Float).double_value(&[])), ("alpha", self.m.temperature.alpha().double_value(&[0]))];
+            let mut out = vec![
+                ("q", q.mean(Kind::Float).double_value(&[])),
+                ("alpha", self.m.temperature.alpha().double_value(&[0])),
+            ];
             out.extend(beta_stats(&beta));
             out
         });
@@ -679,20 +754,36 @@ mod tests {
             // The graphs cross models: ∂L_b/∂actor ≠ 0 and, online, ∂L_u/∂balance ≠ 0.
             let mut probe = fresh();
             let l = probe.losses(&b);
-            let touches = |loss: &Tensor, params: &ParamSet| Tensor::run_backward(&[loss], &params.tensors(), true, false).iter().any(|g| g.defined() && g.abs().sum(Kind::Float).double_value(&[]) > 0.0);
+            let touches = |loss: &Tensor, params: &ParamSet| {
+                Tensor::run_backward(&[loss], &params.tensors(), true, false)
+                    .iter()
+                    .any(|g| g.defined() && g.abs().sum(Kind::Float).double_value(&[]) > 0.0)
+            };
             assert!(touches(l.balance.as_ref().unwrap(), &probe.m.actor_params), "{phase:?}: L_b reaches π_u");
             assert!(touches(&l.universal, &probe.m.critic_params), "{phase:?}: L_u reaches Q");
             if phase == Phase::Online {
                 assert!(touches(&l.universal, &probe.m.balance_params), "online: L_u reaches π_b");
             }
-            for (off, owner) in [(Terms { universal: true, balance: false }, "balance"), (Terms { universal: false, balance: true }, "actor")] {
+            for (off, owner) in [
+                (Terms { universal: true, balance: false }, "balance"),
+                (Terms { universal: false, balance: true }, "actor"),
+            ] {
                 let (mut full, mut masked) = (fresh(), fresh());
                 full.update(&b);
                 masked.update_terms(&b, off);
-                let differ: Vec<String> = full.named_tensors().iter().zip(masked.named_tensors()).filter(|((_, x), (_, y))| !x.equal(y)).map(|((n, _), _)| n.clone()).collect();
+                let differ: Vec<String> = full
+                    .named_tensors()
+                    .iter()
+                    .zip(masked.named_tensors())
+                    .filter(|((_, x), (_, y))| !x.equal(y))
+                    .map(|((n, _), _)| n.clone())
+                    .collect();
                 assert!(!differ.is_empty(), "{phase:?}: switching off the {owner} loss changed nothing");
                 for n in &differ {
-                    assert!(n.starts_with(&format!("{owner}/")) || n.starts_with(&format!("{owner}_opt/")), "{phase:?}: switching off the {owner} loss changed {n}");
+                    assert!(
+                        n.starts_with(&format!("{owner}/")) || n.starts_with(&format!("{owner}_opt/")),
+                        "{phase:?}: switching off the {owner} loss changed {n}"
+                    );
                 }
             }
         }

@@ -34,7 +34,10 @@ use super::iql::{expectile_loss, q_step, target_min_q, CriticParts};
 use crate::checkpoint::{load_agent, save_agent};
 use crate::nn::critic::{critic_and_target, critic_values, state_action};
 use crate::nn::family::beta_stats;
-use crate::nn::{Adam, BalanceHeadInit, BalanceModel, BetaEncoding, BetaMap, BetaRange, Conditioned, EnsembleMlp, GaussianActor, GaussianConfig, Mlp, MlpConfig, ParamSet, TanhGaussianConfig, Temperature, TemperatureForm};
+use crate::nn::{
+    Adam, BalanceHeadInit, BalanceModel, BetaEncoding, BetaMap, BetaRange, Conditioned, EnsembleMlp, GaussianActor,
+    GaussianConfig, Mlp, MlpConfig, ParamSet, TanhGaussianConfig, Temperature, TemperatureForm,
+};
 use crate::rng::AgentRng;
 use crate::{Agent, AgentError, DeterministicPolicy, Metrics, Phase};
 use o2o_datasets::TransitionBatch;
@@ -90,7 +93,12 @@ impl Default for Famo2oIqlConfig {
     fn default() -> Self {
         Self {
             actor: GaussianConfig::default(),
-            balance: TanhGaussianConfig { state_dependent_std: false, log_std_min: -10.0, log_std_max: 2.0, ..TanhGaussianConfig::default() },
+            balance: TanhGaussianConfig {
+                state_dependent_std: false,
+                log_std_min: -10.0,
+                log_std_max: 2.0,
+                ..TanhGaussianConfig::default()
+            },
             critic: MlpConfig::default(),
             value: MlpConfig::default(),
             num_critics: 2,
@@ -123,13 +131,22 @@ impl Famo2oIqlConfig {
             return bad(format!("famo2o-iql.num_critics must be ≥ 1, found {}", self.num_critics));
         }
         if !(self.beta_min.is_finite() && self.beta_max.is_finite() && self.beta_min < self.beta_max) {
-            return bad(format!("famo2o-iql.beta_min must be below famo2o-iql.beta_max, found {} and {}", self.beta_min, self.beta_max));
+            return bad(format!(
+                "famo2o-iql.beta_min must be below famo2o-iql.beta_max, found {} and {}",
+                self.beta_min, self.beta_max
+            ));
         }
         if !(0.0..=1.0).contains(&self.tau) || !(0.0..=1.0).contains(&self.gamma) {
-            return bad(format!("famo2o-iql.tau and famo2o-iql.gamma must be in [0, 1], found {} and {}", self.tau, self.gamma));
+            return bad(format!(
+                "famo2o-iql.tau and famo2o-iql.gamma must be in [0, 1], found {} and {}",
+                self.tau, self.gamma
+            ));
         }
         if self.balance_init_temperature <= 0.0 {
-            return bad(format!("famo2o-iql.balance_init_temperature must be > 0, found {}", self.balance_init_temperature));
+            return bad(format!(
+                "famo2o-iql.balance_init_temperature must be > 0, found {}",
+                self.balance_init_temperature
+            ));
         }
         self.encoding.validate("famo2o-iql.encoding").map_err(AgentError::Config)
     }
@@ -162,7 +179,14 @@ struct Modules {
 
 impl Modules {
     fn sets(&self) -> [&ParamSet; 6] {
-        [&self.actor_params, &self.balance_params, &self.balance_temperature_params, &self.critic_params, &self.target_params, &self.value_params]
+        [
+            &self.actor_params,
+            &self.balance_params,
+            &self.balance_temperature_params,
+            &self.critic_params,
+            &self.target_params,
+            &self.value_params,
+        ]
     }
 
     fn optimizers(&self) -> [(&'static str, &Adam, &ParamSet); 5] {
@@ -200,17 +224,41 @@ pub struct Famo2oIql {
 
 impl Famo2oIql {
     /// A new agent for `obs_dim` observations and `act_dim` actions in `[-1, 1]`.
-    pub fn new(cfg: Famo2oIqlConfig, obs_dim: i64, act_dim: i64, device: Device, seed: u64) -> Result<Self, AgentError> {
+    pub fn new(
+        cfg: Famo2oIqlConfig,
+        obs_dim: i64,
+        act_dim: i64,
+        device: Device,
+        seed: u64,
+    ) -> Result<Self, AgentError> {
         cfg.validate()?;
         super::prepare("famo2o-iql", obs_dim, act_dim, device)?;
         let mut rng = AgentRng::new(seed);
         let mut actor_params = ParamSet::new();
-        let actor = Conditioned::new(obs_dim, cfg.encoding, |d| GaussianActor::new(&mut actor_params, "actor", d, act_dim, &cfg.actor, &mut rng, device));
+        let actor = Conditioned::new(obs_dim, cfg.encoding, |d| {
+            GaussianActor::new(&mut actor_params, "actor", d, act_dim, &cfg.actor, &mut rng, device)
+        });
         let mut balance_params = ParamSet::new();
-        let balance = BalanceModel::new(&mut balance_params, "balance", obs_dim, &cfg.balance, cfg.range(), BalanceHeadInit::Orthogonal, &mut rng, device);
+        let balance = BalanceModel::new(
+            &mut balance_params,
+            "balance",
+            obs_dim,
+            &cfg.balance,
+            cfg.range(),
+            BalanceHeadInit::Orthogonal,
+            &mut rng,
+            device,
+        );
         let mut balance_temperature_params = ParamSet::new();
-        let balance_temperature = Temperature::new(&mut balance_temperature_params, "balance_temperature", cfg.balance_init_temperature, TemperatureForm::LogAlpha, device);
-        let (critic, critic_params, target, target_params) = critic_and_target(cfg.num_critics, obs_dim + act_dim, &cfg.critic, &mut rng, device);
+        let balance_temperature = Temperature::new(
+            &mut balance_temperature_params,
+            "balance_temperature",
+            cfg.balance_init_temperature,
+            TemperatureForm::LogAlpha,
+            device,
+        );
+        let (critic, critic_params, target, target_params) =
+            critic_and_target(cfg.num_critics, obs_dim + act_dim, &cfg.critic, &mut rng, device);
         let mut value_params = ParamSet::new();
         let value = Mlp::new(&mut value_params, "value", obs_dim, 1, &cfg.value, 1.0, &mut rng, device);
         let m = Modules {
@@ -309,7 +357,10 @@ impl Famo2oIql {
     /// balance model's pre-update draw.
     fn universal_beta(&mut self, balance_draw: &Tensor) -> Tensor {
         match self.phase {
-            Phase::Offline => self.rng.uniform_tensor(&balance_draw.size(), self.device) * (self.cfg.beta_max - self.cfg.beta_min) + self.cfg.beta_min,
+            Phase::Offline => {
+                self.rng.uniform_tensor(&balance_draw.size(), self.device) * (self.cfg.beta_max - self.cfg.beta_min)
+                    + self.cfg.beta_min
+            }
             Phase::Online => balance_draw.shallow_clone(),
         }
     }
@@ -366,14 +417,20 @@ impl Agent for Famo2oIql {
         self.m.value_opt.minimize(&self.m.value_params, &value_loss);
         // 2. Balance model, against the target critics' min, with the universal policy not yet updated.
         let target = self.m.target.shallow();
-        let q = move |obs: &Tensor, a: &Tensor| target.forward(&state_action(obs, a), None).squeeze_dim(-1).amin(0, false);
+        let q =
+            move |obs: &Tensor, a: &Tensor| target.forward(&state_action(obs, a), None).squeeze_dim(-1).amin(0, false);
         let balance = self.balance_loss(&b.obs, &q);
         self.m.balance_opt.minimize(&self.m.balance_params, &balance.loss);
         // 3. α_b towards the entropy target.
         let temperature_loss = self.m.balance_temperature.loss(&balance.log_prob, self.cfg.balance_target_entropy);
         self.m.balance_temperature_opt.minimize(&self.m.balance_temperature_params, &temperature_loss);
         // 4. Universal policy by AWR with per-row β and the updated V.
-        let (v, v_next) = tch::no_grad(|| (self.m.value.forward(&b.obs, None).squeeze_dim(-1), self.m.value.forward(&b.next_obs, None).squeeze_dim(-1)));
+        let (v, v_next) = tch::no_grad(|| {
+            (
+                self.m.value.forward(&b.obs, None).squeeze_dim(-1),
+                self.m.value.forward(&b.next_obs, None).squeeze_dim(-1),
+            )
+        });
         let adv = &q_target - &v;
         let beta_u = self.universal_beta(&balance.beta);
         let actor_loss = self.universal_loss(&b.obs, &b.action, &adv, &beta_u);
@@ -381,7 +438,12 @@ impl Agent for Famo2oIql {
         // 5. Q towards r + γ (1 − d) V(s'), and 6. the target's Polyak step.
         let y = &b.reward + (1.0 - &b.terminal) * self.cfg.gamma * v_next;
         let m = &mut self.m;
-        let critic = CriticParts { critic: &m.critic, opt: &mut m.critic_opt, params: &m.critic_params, target: &m.target_params };
+        let critic = CriticParts {
+            critic: &m.critic,
+            opt: &mut m.critic_opt,
+            params: &m.critic_params,
+            target: &m.target_params,
+        };
         let (critic_loss, q_mean) = q_step(critic, &state_action(&b.obs, &b.action), &y, self.cfg.tau, &mut self.rng);
         self.step += 1;
         let mut out = vec![
@@ -426,7 +488,10 @@ impl Agent for Famo2oIql {
         let b = batch.to_device(self.device);
         tch::no_grad(|| {
             let q = critic_values(&self.m.critic, &b.obs, &b.action, self.device).mean_dim(0, false, Kind::Float);
-            let mut out = vec![("q", q.mean(Kind::Float).double_value(&[])), ("balance_alpha", self.m.balance_temperature.alpha().double_value(&[0]))];
+            let mut out = vec![
+                ("q", q.mean(Kind::Float).double_value(&[])),
+                ("balance_alpha", self.m.balance_temperature.alpha().double_value(&[0])),
+            ];
             out.extend(beta_stats(&self.m.balance.mode(&b.obs)));
             out
         })
@@ -434,7 +499,10 @@ impl Agent for Famo2oIql {
 
     fn diagnose_rows(&mut self, batch: &TransitionBatch) -> Vec<crate::Scatter> {
         let b = batch.to_device(self.device);
-        let (beta, q) = (tch::no_grad(|| self.m.balance.mode(&b.obs)), critic_values(&self.m.critic, &b.obs, &b.action, self.device).amin(0, false));
+        let (beta, q) = (
+            tch::no_grad(|| self.m.balance.mode(&b.obs)),
+            critic_values(&self.m.critic, &b.obs, &b.action, self.device).amin(0, false),
+        );
         crate::nn::family::beta_scatters(&beta, &q, b.mc_return.as_ref())
     }
 }
@@ -501,12 +569,16 @@ mod tests {
         // 0.768 at 13.5).
         let betas: Vec<f32> = (0..11).map(|i| 8.5 + 0.5 * i as f32).collect();
         let obs = Tensor::ones([11, 1], (Kind::Float, Device::Cpu));
-        let mean = Vec::<f32>::try_from(agent.universal_mean(&obs, &Tensor::from_slice(&betas)).squeeze_dim(-1)).unwrap();
+        let mean =
+            Vec::<f32>::try_from(agent.universal_mean(&obs, &Tensor::from_slice(&betas)).squeeze_dim(-1)).unwrap();
         for w in mean.windows(2) {
             assert!(w[1] >= w[0], "mean action decreases along β: {mean:?}");
         }
         let spread = mean[10] - mean[0];
-        assert!(spread > 0.08, "β 8.5 → 13.5 moves the mean action by {spread} only (tilted means: 0.62 → 0.75): {mean:?}");
+        assert!(
+            spread > 0.08,
+            "β 8.5 → 13.5 moves the mean action by {spread} only (tilted means: 0.62 → 0.75): {mean:?}"
+        );
     }
 
     /// Two states over the same family: Q(A, a) = a rewards the high-β policy (larger actions), Q(B, a)
@@ -548,7 +620,8 @@ mod tests {
         let v_new = twin.m.value.forward(&b.obs, None).detach();
         assert!((&v_new - &v_old).abs().max().double_value(&[]) > 0.0, "V moved");
         let target = twin.m.target.shallow();
-        let q = move |obs: &Tensor, a: &Tensor| target.forward(&state_action(obs, a), None).squeeze_dim(-1).amin(0, false);
+        let q =
+            move |obs: &Tensor, a: &Tensor| target.forward(&state_action(obs, a), None).squeeze_dim(-1).amin(0, false);
         let balance = twin.balance_loss(&b.obs, &q);
         // The pre-update draw is a deterministic function of the balance model before its step:
         // β = map(tanh(μ + σ ε)) with the ε the step drew.
@@ -577,9 +650,27 @@ mod tests {
 
     #[test]
     fn bad_config_names_the_field() {
-        let e = Famo2oIql::new(Famo2oIqlConfig { beta_min: 14.0, beta_max: 8.0, ..Famo2oIqlConfig::default() }, 3, 1, Device::Cpu, 0).err().unwrap().to_string();
+        let e = Famo2oIql::new(
+            Famo2oIqlConfig { beta_min: 14.0, beta_max: 8.0, ..Famo2oIqlConfig::default() },
+            3,
+            1,
+            Device::Cpu,
+            0,
+        )
+        .err()
+        .unwrap()
+        .to_string();
         assert!(e.contains("beta_min"), "{e}");
-        let e = Famo2oIql::new(Famo2oIqlConfig { encoding: BetaEncoding { dim: 5, base: 1e4 }, ..Famo2oIqlConfig::default() }, 3, 1, Device::Cpu, 0).err().unwrap().to_string();
+        let e = Famo2oIql::new(
+            Famo2oIqlConfig { encoding: BetaEncoding { dim: 5, base: 1e4 }, ..Famo2oIqlConfig::default() },
+            3,
+            1,
+            Device::Cpu,
+            0,
+        )
+        .err()
+        .unwrap()
+        .to_string();
         assert!(e.contains("encoding.dim"), "{e}");
     }
 }

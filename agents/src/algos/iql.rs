@@ -95,7 +95,10 @@ impl IqlConfig {
         if !(0.0..=1.0).contains(&self.tau) || !(0.0..=1.0).contains(&self.gamma) {
             return bad(format!("iql.tau and iql.gamma must be in [0, 1], found {} and {}", self.tau, self.gamma));
         }
-        if !(0.0..1.0).contains(&self.actor.mlp.dropout) || !(0.0..1.0).contains(&self.critic.dropout) || !(0.0..1.0).contains(&self.value.dropout) {
+        if !(0.0..1.0).contains(&self.actor.mlp.dropout)
+            || !(0.0..1.0).contains(&self.critic.dropout)
+            || !(0.0..1.0).contains(&self.value.dropout)
+        {
             return bad("iql dropout must be in [0, 1)".into());
         }
         Ok(())
@@ -141,7 +144,9 @@ impl Iql {
     pub fn new(cfg: IqlConfig, obs_dim: i64, act_dim: i64, device: Device, seed: u64) -> Result<Self, AgentError> {
         cfg.validate()?;
         if obs_dim < 1 || act_dim < 1 {
-            return Err(AgentError::Config(format!("iql needs obs_dim and act_dim ≥ 1, found {obs_dim} and {act_dim}")));
+            return Err(AgentError::Config(format!(
+                "iql needs obs_dim and act_dim ≥ 1, found {obs_dim} and {act_dim}"
+            )));
         }
         if device == Device::Cpu {
             crate::alloc::tune_cpu_allocator();
@@ -149,7 +154,8 @@ impl Iql {
         let mut rng = AgentRng::new(seed);
         let mut actor_params = ParamSet::new();
         let actor = GaussianActor::new(&mut actor_params, "actor", obs_dim, act_dim, &cfg.actor, &mut rng, device);
-        let (critic, critic_params, target, target_params) = critic_and_target(cfg.num_critics, obs_dim + act_dim, &cfg.critic, &mut rng, device);
+        let (critic, critic_params, target, target_params) =
+            critic_and_target(cfg.num_critics, obs_dim + act_dim, &cfg.critic, &mut rng, device);
         let mut value_params = ParamSet::new();
         let value = Mlp::new(&mut value_params, "value", obs_dim, 1, &cfg.value, 1.0, &mut rng, device);
         let m = Modules {
@@ -199,7 +205,8 @@ impl Iql {
     fn load_impl(&mut self, path: &Path, parts: Option<&[&str]>) -> Result<(), AgentError> {
         let live = self.named_tensors();
         let m = &mut self.m;
-        let mut opts: [(&str, &mut Adam); 3] = [("actor_opt", &mut m.actor_opt), ("critic_opt", &mut m.critic_opt), ("value_opt", &mut m.value_opt)];
+        let mut opts: [(&str, &mut Adam); 3] =
+            [("actor_opt", &mut m.actor_opt), ("critic_opt", &mut m.critic_opt), ("value_opt", &mut m.value_opt)];
         if let Some(meta) = load_agent(path, "iql", &live, &mut opts, parts)? {
             self.step = meta.step;
             self.rng = meta.rng;
@@ -219,7 +226,8 @@ impl Iql {
     /// form, `∂L_V/∂V(s_b) = −2 |τ − 1(u_b < 0)| u_b / B`, carried through V by the tape;
     /// elsewhere autograd on [`Iql::value_loss`].
     fn value_step_grads(&mut self, obs: &Tensor, q_target: &Tensor) -> (Tensor, Vec<Tensor>) {
-        let plain = q_target.device() == Device::Cpu && q_target.kind() == Kind::Float && MlpPass::applies(&self.m.value, obs);
+        let plain =
+            q_target.device() == Device::Cpu && q_target.kind() == Kind::Float && MlpPass::applies(&self.m.value, obs);
         if !plain {
             let (loss, pass) = self.value_loss(obs, q_target);
             let grads = pass.grads(&loss, &self.m.value_params);
@@ -263,7 +271,12 @@ impl Iql {
     /// Polyak step θ̄ ← (1 − τ) θ̄ + τ θ ([`CriticPass`]); returns `(L_Q, mean Q)`.
     fn critic_step(&mut self, b: &TransitionBatch, y: &Tensor) -> (Tensor, Tensor) {
         let m = &mut self.m;
-        let critic = CriticParts { critic: &m.critic, opt: &mut m.critic_opt, params: &m.critic_params, target: &m.target_params };
+        let critic = CriticParts {
+            critic: &m.critic,
+            opt: &mut m.critic_opt,
+            params: &m.critic_params,
+            target: &m.target_params,
+        };
         q_step(critic, &state_action(&b.obs, &b.action), y, self.cfg.tau, &mut self.rng)
     }
 }
@@ -374,7 +387,14 @@ impl Agent for Iql {
 
     fn save(&self, path: &Path) -> Result<(), AgentError> {
         let m = &self.m;
-        save_agent(path, "iql", &self.named_tensors(), &[("actor_opt", &m.actor_opt), ("critic_opt", &m.critic_opt), ("value_opt", &m.value_opt)], self.step, &self.rng)
+        save_agent(
+            path,
+            "iql",
+            &self.named_tensors(),
+            &[("actor_opt", &m.actor_opt), ("critic_opt", &m.critic_opt), ("value_opt", &m.value_opt)],
+            self.step,
+            &self.rng,
+        )
     }
 
     fn load(&mut self, path: &Path) -> Result<(), AgentError> {
@@ -426,7 +446,18 @@ mod tests {
         let (sa, y) = (rng.normal(&[64, 6], Device::Cpu), rng.normal(&[64], Device::Cpu));
         let mut other = Iql::new(cfg, 4, 2, Device::Cpu, 1).unwrap();
         let m = &mut agent.m;
-        let (l1, _) = q_step(CriticParts { critic: &m.critic, opt: &mut m.critic_opt, params: &m.critic_params, target: &m.target_params }, &sa, &y, 0.005, &mut AgentRng::new(0));
+        let (l1, _) = q_step(
+            CriticParts {
+                critic: &m.critic,
+                opt: &mut m.critic_opt,
+                params: &m.critic_params,
+                target: &m.target_params,
+            },
+            &sa,
+            &y,
+            0.005,
+            &mut AgentRng::new(0),
+        );
         let o = &mut other.m;
         let pass = CriticPass::new(&o.critic, &sa, &mut AgentRng::new(0));
         let l2 = (&pass.q - y.unsqueeze(0)).square().sum_dim_intlist(0, false, Kind::Float).mean(Kind::Float);
@@ -451,13 +482,28 @@ mod tests {
     #[test]
     fn actor_clones_the_data_policy() {
         let small = MlpConfig { hidden: vec![64, 64], ..MlpConfig::default() };
-        let cfg = IqlConfig { actor_lr_decay_steps: 0, actor_lr: 1e-3, actor: GaussianConfig { mlp: small.clone(), ..GaussianConfig::default() }, critic: small.clone(), value: small, ..IqlConfig::default() };
+        let cfg = IqlConfig {
+            actor_lr_decay_steps: 0,
+            actor_lr: 1e-3,
+            actor: GaussianConfig { mlp: small.clone(), ..GaussianConfig::default() },
+            critic: small.clone(),
+            value: small,
+            ..IqlConfig::default()
+        };
         let mut agent = Iql::new(cfg, 3, 2, Device::Cpu, 4).unwrap();
         let mut rng = AgentRng::new(7);
         let w = Tensor::from_slice(&[0.8f32, -0.5, 0.3, 0.1, 0.9, -0.7]).view([3, 2]);
         let make = |rng: &mut AgentRng| {
             let obs = rng.normal(&[128, 3], Device::Cpu);
-            TransitionBatch { action: obs.matmul(&w).tanh(), reward: Tensor::zeros([128], (Kind::Float, Device::Cpu)), next_obs: rng.normal(&[128, 3], Device::Cpu), terminal: Tensor::zeros([128], (Kind::Float, Device::Cpu)), obs, mc_return: None, is_offline: None }
+            TransitionBatch {
+                action: obs.matmul(&w).tanh(),
+                reward: Tensor::zeros([128], (Kind::Float, Device::Cpu)),
+                next_obs: rng.normal(&[128, 3], Device::Cpu),
+                terminal: Tensor::zeros([128], (Kind::Float, Device::Cpu)),
+                obs,
+                mc_return: None,
+                is_offline: None,
+            }
         };
         for _ in 0..400 {
             let m = agent.update(&make(&mut rng));

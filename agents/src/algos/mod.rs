@@ -10,15 +10,17 @@ pub mod iql;
 pub mod ppo;
 pub mod rlpd;
 pub mod sac;
-pub mod unio4;
 pub mod td3bc;
+pub mod unio4;
 pub mod wsrl;
 
 /// What every constructor checks and sets up first: sizes of at least 1 (the message names
 /// the algorithm), and the CPU allocator tuned when the agent lives on the CPU.
 pub(crate) fn prepare(algo: &str, obs_dim: i64, act_dim: i64, device: tch::Device) -> Result<(), crate::AgentError> {
     if obs_dim < 1 || act_dim < 1 {
-        return Err(crate::AgentError::Config(format!("{algo} needs obs_dim and act_dim ≥ 1, found {obs_dim} and {act_dim}")));
+        return Err(crate::AgentError::Config(format!(
+            "{algo} needs obs_dim and act_dim ≥ 1, found {obs_dim} and {act_dim}"
+        )));
     }
     if device == tch::Device::Cpu {
         crate::alloc::tune_cpu_allocator();
@@ -38,7 +40,14 @@ pub(crate) mod testing {
     /// every batch, another stops after `cut`, is saved and loaded into a fresh agent (built
     /// from another seed), which runs the rest. Metrics, every tensor of `tensors` and a
     /// stochastic action on `obs` must agree exactly.
-    pub(crate) fn assert_exact_resume<A: Agent>(make: impl Fn(u64) -> A, tensors: impl Fn(&A) -> Vec<(String, Tensor)>, batches: &[TransitionBatch], offline: usize, cut: usize, obs: &Tensor) {
+    pub(crate) fn assert_exact_resume<A: Agent>(
+        make: impl Fn(u64) -> A,
+        tensors: impl Fn(&A) -> Vec<(String, Tensor)>,
+        batches: &[TransitionBatch],
+        offline: usize,
+        cut: usize,
+        obs: &Tensor,
+    ) {
         let run = |agent: &mut A, range: std::ops::Range<usize>| -> Vec<Metrics> {
             range
                 .map(|i| {

@@ -44,7 +44,10 @@
 //! official `ValueReluMLP` its task scripts use whenever they refit V), and `reward_scaling`.
 
 use crate::checkpoint::{load_agent, save_agent};
-use crate::nn::{clip_grad_norm, Activation, Adam, GaussianActor, GaussianConfig, Mlp, MlpConfig, ObsNorm, ObsNormConfig, ObsNormMode, ParamSet};
+use crate::nn::{
+    clip_grad_norm, Activation, Adam, GaussianActor, GaussianConfig, Mlp, MlpConfig, ObsNorm, ObsNormConfig,
+    ObsNormMode, ParamSet,
+};
 use crate::rng::AgentRng;
 use crate::{Agent, AgentError, DeterministicPolicy, Metrics, OnPolicy};
 use o2o_datasets::reward_scaling::ReturnStdScaler;
@@ -159,7 +162,13 @@ impl Default for PpoConfig {
     fn default() -> Self {
         let mlp = MlpConfig { hidden: vec![64, 64], activation: Activation::Tanh, ..MlpConfig::default() };
         Self {
-            actor: GaussianConfig { mlp: mlp.clone(), log_std_min: -20.0, log_std_max: 2.0, squash_mean: false, head_gain: 0.01 },
+            actor: GaussianConfig {
+                mlp: mlp.clone(),
+                log_std_min: -20.0,
+                log_std_max: 2.0,
+                squash_mean: false,
+                head_gain: 0.01,
+            },
             critic: mlp,
             critic_head: ValueHead::Linear,
             obs_norm: ObsNormConfig::default(),
@@ -191,16 +200,25 @@ impl PpoConfig {
     pub fn validate(&self) -> Result<(), AgentError> {
         let bad = |m: String| Err(AgentError::Config(m));
         if !(0.0..=1.0).contains(&self.gamma) || !(0.0..=1.0).contains(&self.gae_lambda) {
-            return bad(format!("ppo.gamma and ppo.gae_lambda must be in [0, 1], found {} and {}", self.gamma, self.gae_lambda));
+            return bad(format!(
+                "ppo.gamma and ppo.gae_lambda must be in [0, 1], found {} and {}",
+                self.gamma, self.gae_lambda
+            ));
         }
         if !(self.clip > 0.0) {
             return bad(format!("ppo.clip must be > 0, found {}", self.clip));
         }
         if self.epochs == 0 || self.minibatch_size == 0 {
-            return bad(format!("ppo.epochs and ppo.minibatch_size must be ≥ 1, found {} and {}", self.epochs, self.minibatch_size));
+            return bad(format!(
+                "ppo.epochs and ppo.minibatch_size must be ≥ 1, found {} and {}",
+                self.epochs, self.minibatch_size
+            ));
         }
         if !(self.max_grad_norm > 0.0) || !(self.adam_eps > 0.0) {
-            return bad(format!("ppo.max_grad_norm and ppo.adam_eps must be > 0, found {} and {}", self.max_grad_norm, self.adam_eps));
+            return bad(format!(
+                "ppo.max_grad_norm and ppo.adam_eps must be > 0, found {} and {}",
+                self.max_grad_norm, self.adam_eps
+            ));
         }
         if !(self.reward_clip >= 0.0 && self.reward_clip.is_finite()) {
             return bad(format!("ppo.reward_clip must be ≥ 0 (0 = no clip), found {}", self.reward_clip));
@@ -312,7 +330,10 @@ impl Ppo {
     /// Every live tensor of the agent's state, by checkpoint name.
     pub fn named_tensors(&self) -> Vec<(String, Tensor)> {
         let m = &self.m;
-        let mut v = crate::checkpoint::state_tensors(&[&m.actor_params, &m.critic_params], &[("actor_opt", &m.actor_opt, &m.actor_params), ("critic_opt", &m.critic_opt, &m.critic_params)]);
+        let mut v = crate::checkpoint::state_tensors(
+            &[&m.actor_params, &m.critic_params],
+            &[("actor_opt", &m.actor_opt, &m.actor_params), ("critic_opt", &m.critic_opt, &m.critic_params)],
+        );
         v.extend(m.norm.named("obs_norm"));
         v
     }
@@ -321,7 +342,10 @@ impl Ppo {
     /// `[n, μ, S]`, `reward_scaling/returns` = each env's `R`), none under `constant`.
     pub fn reward_scaling_tensors(scaler: Option<&ReturnStdScaler>) -> Vec<(String, Tensor)> {
         match scaler {
-            Some(s) => vec![("reward_scaling/stats".into(), Tensor::from_slice(&s.stats())), ("reward_scaling/returns".into(), Tensor::from_slice(s.returns()))],
+            Some(s) => vec![
+                ("reward_scaling/stats".into(), Tensor::from_slice(&s.stats())),
+                ("reward_scaling/returns".into(), Tensor::from_slice(s.returns())),
+            ],
             None => Vec::new(),
         }
     }
@@ -344,13 +368,30 @@ impl Ppo {
             (Some(_), true) => {
                 let ck = crate::checkpoint::Checkpoint::read(path)?;
                 let (stats, returns) = (ck.get("reward_scaling/stats")?, ck.get("reward_scaling/returns")?);
-                if stats.kind() != Kind::Double || stats.size() != [3] || returns.kind() != Kind::Double || returns.dim() != 1 {
-                    return Err(AgentError::ShapeMismatch { path: path.to_path_buf(), name: "reward_scaling/stats".into(), expected: vec![3], found: stats.size() });
+                if stats.kind() != Kind::Double
+                    || stats.size() != [3]
+                    || returns.kind() != Kind::Double
+                    || returns.dim() != 1
+                {
+                    return Err(AgentError::ShapeMismatch {
+                        path: path.to_path_buf(),
+                        name: "reward_scaling/stats".into(),
+                        expected: vec![3],
+                        found: stats.size(),
+                    });
                 }
                 let s = Vec::<f64>::try_from(stats).unwrap_or_default();
-                Some(ReturnStdScaler::from_state(self.cfg.gamma, [s[0], s[1], s[2]], Vec::<f64>::try_from(returns).unwrap_or_default()))
+                Some(ReturnStdScaler::from_state(
+                    self.cfg.gamma,
+                    [s[0], s[1], s[2]],
+                    Vec::<f64>::try_from(returns).unwrap_or_default(),
+                ))
             }
-            (None, true) if parts.is_some() => return Err(AgentError::Config("checkpoint part `reward_scaling` asked for, but this agent's reward_scaling is `constant`".into())),
+            (None, true) if parts.is_some() => {
+                return Err(AgentError::Config(
+                    "checkpoint part `reward_scaling` asked for, but this agent's reward_scaling is `constant`".into(),
+                ))
+            }
             _ => None,
         };
         let rest: Option<Vec<&str>> = parts.map(|ps| ps.iter().copied().filter(|p| *p != "reward_scaling").collect());
@@ -383,7 +424,8 @@ impl Ppo {
         // k3 estimator of KL(π_old ‖ π): E[(ρ − 1) − log ρ].
         let (kl, clipped) = tch::no_grad(|| {
             let kl = ((&ratio - 1.0) - &log_ratio).mean(Kind::Float).double_value(&[]);
-            let clipped = (&ratio - 1.0).abs().gt(self.cfg.clip).to_kind(Kind::Float).mean(Kind::Float).double_value(&[]);
+            let clipped =
+                (&ratio - 1.0).abs().gt(self.cfg.clip).to_kind(Kind::Float).mean(Kind::Float).double_value(&[]);
             (kl, clipped)
         });
         [pg.double_value(&[]), entropy.double_value(&[]), kl, clipped, norm]
@@ -445,12 +487,22 @@ impl OnPolicy for Ppo {
         // time order, each env's R continuing across rollouts), then × reward_scale, then the
         // optional clip to ±reward_clip.
         let dynamic = self.m.returns.as_mut().map(|s| s.scale_rollout(&r.rewards, &r.done, r.envs));
-        let mut rewards: Vec<f32> = dynamic.as_deref().unwrap_or(&r.rewards).iter().map(|x| x * c.reward_scale as f32).collect();
+        let mut rewards: Vec<f32> =
+            dynamic.as_deref().unwrap_or(&r.rewards).iter().map(|x| x * c.reward_scale as f32).collect();
         if c.reward_clip > 0.0 {
             let b = c.reward_clip as f32;
             rewards.iter_mut().for_each(|x| *x = x.clamp(-b, b));
         }
-        let (adv, ret) = gae(&rewards, &r.values, &r.next_values, &r.terminated, &r.done, r.envs, c.gamma as f32, c.gae_lambda as f32);
+        let (adv, ret) = gae(
+            &rewards,
+            &r.values,
+            &r.next_values,
+            &r.terminated,
+            &r.done,
+            r.envs,
+            c.gamma as f32,
+            c.gae_lambda as f32,
+        );
         let rows = r.len() as i64;
         let dev = self.device;
         let col = |v: &[f32], w: usize| Tensor::from_slice(v).view([rows, w as i64]).to_device(dev);
@@ -470,7 +522,8 @@ impl OnPolicy for Ppo {
         let mut count = 0.0f64;
         let mut kl = 0.0;
         for _ in 0..c.epochs {
-            let perm = Vec::<i64>::try_from(self.rng.indices(rows as usize, rows as usize, false, Device::Cpu)).unwrap_or_default();
+            let perm = Vec::<i64>::try_from(self.rng.indices(rows as usize, rows as usize, false, Device::Cpu))
+                .unwrap_or_default();
             for chunk in perm.chunks(c.minibatch_size) {
                 let idx = Tensor::from_slice(chunk).to_device(dev);
                 let pick = |t: &Tensor| t.index_select(0, &idx);
@@ -494,7 +547,11 @@ impl OnPolicy for Ppo {
         self.step += 1;
         let explained = {
             let var_r = ret_t.var(true).double_value(&[]);
-            if var_r > 0.0 { 1.0 - (&ret_t - &v_old).var(true).double_value(&[]) / var_r } else { f64::NAN }
+            if var_r > 0.0 {
+                1.0 - (&ret_t - &v_old).var(true).double_value(&[]) / var_r
+            } else {
+                f64::NAN
+            }
         };
         let mean = |i: usize| sums[i] / count.max(1.0);
         let scaling_std = self.m.returns.as_ref().map(|s| ("reward_scaling_std", s.std()));
@@ -553,7 +610,14 @@ impl Agent for Ppo {
         let m = &self.m;
         let mut tensors = self.named_tensors();
         tensors.extend(Self::reward_scaling_tensors(m.returns.as_ref()));
-        save_agent(path, self.name, &tensors, &[("actor_opt", &m.actor_opt), ("critic_opt", &m.critic_opt)], self.step, &self.rng)
+        save_agent(
+            path,
+            self.name,
+            &tensors,
+            &[("actor_opt", &m.actor_opt), ("critic_opt", &m.critic_opt)],
+            self.step,
+            &self.rng,
+        )
     }
 
     fn load(&mut self, path: &Path) -> Result<(), AgentError> {
@@ -603,7 +667,8 @@ mod tests {
     /// the target is charged at the clipped point.
     #[test]
     fn value_clipping_around_the_rollout_value() {
-        let (v, v_old, ret) = (Tensor::from_slice(&[2.0f32]), Tensor::from_slice(&[0.0f32]), Tensor::from_slice(&[3.0f32]));
+        let (v, v_old, ret) =
+            (Tensor::from_slice(&[2.0f32]), Tensor::from_slice(&[0.0f32]), Tensor::from_slice(&[3.0f32]));
         // Unclipped (2−3)² = 1; clipped (0 + 0.2 − 3)² = 7.84 → ½ · 7.84.
         assert!((clipped_value_loss(&v, &v_old, &ret, Some(0.2)).double_value(&[]) - 3.92).abs() < 1e-5);
         assert!((clipped_value_loss(&v, &v_old, &ret, None).double_value(&[]) - 0.5).abs() < 1e-6);
@@ -626,7 +691,8 @@ mod tests {
         for _ in 0..4 {
             let obs = agent.normalize_obs(&Tensor::ones([16, 2], (Kind::Float, Device::Cpu)), true);
             let (a, lp, v) = agent.act_value(&obs);
-            let r: Vec<f32> = Vec::<f32>::try_from(&a.squeeze_dim(-1)).unwrap().iter().map(|x| -(x - 0.5).powi(2)).collect();
+            let r: Vec<f32> =
+                Vec::<f32>::try_from(&a.squeeze_dim(-1)).unwrap().iter().map(|x| -(x - 0.5).powi(2)).collect();
             let f = |t: &Tensor| Vec::<f32>::try_from(&t.flatten(0, -1)).unwrap();
             b.push_step(&f(&obs), &f(&a), &f(&lp), &f(&v), &r, &done, &[false; 16]).unwrap();
         }
@@ -637,7 +703,16 @@ mod tests {
     /// the mean there; save → load continues bit for bit.
     #[test]
     fn learns_a_bandit_and_resumes_exactly() {
-        let make = |seed| Ppo::new(PpoConfig { epochs: 4, minibatch_size: 16, actor_lr: 3e-3, ..PpoConfig::default() }, 2, 1, Device::Cpu, seed).unwrap();
+        let make = |seed| {
+            Ppo::new(
+                PpoConfig { epochs: 4, minibatch_size: 16, actor_lr: 3e-3, ..PpoConfig::default() },
+                2,
+                1,
+                Device::Cpu,
+                seed,
+            )
+            .unwrap()
+        };
         let rollout = |agent: &mut Ppo| bandit_rollout(agent, [true; 16]);
         let mut agent = make(1);
         for k in 0..30 {
@@ -667,9 +742,11 @@ mod tests {
     /// loaded agent continues bit for bit, and `load_parts(["reward_scaling"])` takes only it.
     #[test]
     fn dynamic_reward_scaling_is_applied_and_resumes_exactly() {
-        let cfg = PpoConfig { epochs: 2, minibatch_size: 16, reward_scaling: RewardScaling::Dynamic, ..PpoConfig::default() };
+        let cfg =
+            PpoConfig { epochs: 2, minibatch_size: 16, reward_scaling: RewardScaling::Dynamic, ..PpoConfig::default() };
         let make = |cfg: &PpoConfig, seed| Ppo::new(cfg.clone(), 2, 1, Device::Cpu, seed).unwrap();
-        let (mut dynamic, mut constant) = (make(&cfg, 3), make(&PpoConfig { reward_scaling: RewardScaling::Constant, ..cfg.clone() }, 3));
+        let (mut dynamic, mut constant) =
+            (make(&cfg, 3), make(&PpoConfig { reward_scaling: RewardScaling::Constant, ..cfg.clone() }, 3));
         let mut reference = ReturnStdScaler::new(cfg.gamma);
         let mut done = [false; 16];
         done[3] = true;
@@ -695,7 +772,10 @@ mod tests {
         let mut fresh = make(&cfg, 5);
         fresh.load_parts(&path, &["reward_scaling"]).unwrap();
         assert_eq!(fresh.reward_scaler().unwrap().stats(), reference.stats());
-        assert!(make(&PpoConfig::default(), 5).load_parts(&path, &["reward_scaling"]).is_err(), "a constant-scaling agent has no such part");
+        assert!(
+            make(&PpoConfig::default(), 5).load_parts(&path, &["reward_scaling"]).is_err(),
+            "a constant-scaling agent has no such part"
+        );
     }
 
     /// `store_clamped_action` (Uni-O4, fidelity-audit-2 E4): the stored action is the sample
@@ -705,7 +785,10 @@ mod tests {
     /// [−1, 1], so both cases occur.
     #[test]
     fn store_clamped_action_stores_the_clamp_and_its_log_prob() {
-        let make = |clamped| Ppo::new(PpoConfig { store_clamped_action: clamped, ..PpoConfig::default() }, 3, 2, Device::Cpu, 11).unwrap();
+        let make = |clamped| {
+            Ppo::new(PpoConfig { store_clamped_action: clamped, ..PpoConfig::default() }, 3, 2, Device::Cpu, 11)
+                .unwrap()
+        };
         let (mut off, mut on) = (make(false), make(true));
         let obs = AgentRng::new(12).normal(&[256, 3], Device::Cpu);
         let ((a0, lp0, v0), (a1, lp1, v1)) = (off.act_value(&obs), on.act_value(&obs));
@@ -720,7 +803,10 @@ mod tests {
         let ls = on.m.actor.log_std().detach();
         let want = ((&a1 - &mean) * (-&ls).exp()).square() * (-0.5) - &ls - 0.918_938_533_204_672_7;
         let want = want.sum_dim_intlist(-1, false, Kind::Float);
-        assert!((&lp1 - &want).abs().max().double_value(&[]) < 1e-5, "the stored log-probability is that of the clamped action");
+        assert!(
+            (&lp1 - &want).abs().max().double_value(&[]) < 1e-5,
+            "the stored log-probability is that of the clamped action"
+        );
         // Rows inside the box are untouched; rows outside it store a higher density (closer to μ).
         let inside = rows_out.logical_not();
         assert!(lp1.masked_select(&inside).equal(&lp0.masked_select(&inside)));
@@ -733,15 +819,26 @@ mod tests {
     #[test]
     fn reward_clip_clips_the_scaled_reward() {
         let base = PpoConfig { epochs: 2, minibatch_size: 16, ..PpoConfig::default() };
-        let (mut clipped, mut plain) = (Ppo::new(PpoConfig { reward_scale: 100.0, reward_clip: 1.0, ..base.clone() }, 2, 1, Device::Cpu, 3).unwrap(), Ppo::new(base, 2, 1, Device::Cpu, 3).unwrap());
+        let (mut clipped, mut plain) = (
+            Ppo::new(PpoConfig { reward_scale: 100.0, reward_clip: 1.0, ..base.clone() }, 2, 1, Device::Cpu, 3)
+                .unwrap(),
+            Ppo::new(base, 2, 1, Device::Cpu, 3).unwrap(),
+        );
         let done = [true; 16];
         for k in 0..2 {
             let b = bandit_rollout(&mut clipped, done);
             let mut pre = bandit_rollout(&mut plain, done);
             assert_eq!(b, pre, "same seed, same rollout");
-            assert!(b.rewards.iter().any(|r| r * 100.0 < -1.0) && b.rewards.iter().any(|r| r * 100.0 > -1.0), "the clip engages on some rows only");
+            assert!(
+                b.rewards.iter().any(|r| r * 100.0 < -1.0) && b.rewards.iter().any(|r| r * 100.0 > -1.0),
+                "the clip engages on some rows only"
+            );
             pre.rewards = pre.rewards.iter().map(|r| (r * 100.0f32).clamp(-1.0, 1.0)).collect();
-            assert_eq!(clipped.update_rollout(&b, k * 64, 1000), plain.update_rollout(&pre, k * 64, 1000), "rollout {k}");
+            assert_eq!(
+                clipped.update_rollout(&b, k * 64, 1000),
+                plain.update_rollout(&pre, k * 64, 1000),
+                "rollout {k}"
+            );
         }
         assert!(PpoConfig { reward_clip: -1.0, ..PpoConfig::default() }.validate().is_err());
     }
@@ -750,11 +847,15 @@ mod tests {
     #[test]
     fn relu_critic_head_clamps_the_linear_value() {
         let lin = Ppo::new(PpoConfig::default(), 3, 1, Device::Cpu, 4).unwrap();
-        let mut relu = Ppo::new(PpoConfig { critic_head: ValueHead::Relu, ..PpoConfig::default() }, 3, 1, Device::Cpu, 4).unwrap();
+        let mut relu =
+            Ppo::new(PpoConfig { critic_head: ValueHead::Relu, ..PpoConfig::default() }, 3, 1, Device::Cpu, 4).unwrap();
         let mut lin = lin;
         let obs = Tensor::from_slice(&[0.3f32, -1.0, 2.0, -2.0, 0.5, -0.7, 1.0, 1.0, -3.0, 0.0, 0.2, 0.9]).view([4, 3]);
         let (v_lin, v_relu) = (lin.value(&obs), relu.value(&obs));
         assert!(v_relu.equal(&v_lin.relu()));
-        assert!(v_lin.lt(0.0).any().int64_value(&[]) == 1 && v_lin.gt(0.0).any().int64_value(&[]) == 1, "both signs occur: {v_lin}");
+        assert!(
+            v_lin.lt(0.0).any().int64_value(&[]) == 1 && v_lin.gt(0.0).any().int64_value(&[]) == 1,
+            "both signs occur: {v_lin}"
+        );
     }
 }

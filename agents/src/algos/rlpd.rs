@@ -75,7 +75,10 @@ mod tests {
 
     #[test]
     fn defaults_are_rlpds_and_keys_override_them() {
-        let c: RlpdConfig = toml::Value::Table(toml::from_str("critic_steps = 4\ncritic = { hidden = [64, 64] }").unwrap()).try_into().unwrap();
+        let c: RlpdConfig =
+            toml::Value::Table(toml::from_str("critic_steps = 4\ncritic = { hidden = [64, 64] }").unwrap())
+                .try_into()
+                .unwrap();
         assert_eq!(c.0.critic_steps, 4);
         assert_eq!(c.0.critic.hidden, vec![64, 64]);
         assert!(c.0.critic.layer_norm, "RLPD's LayerNorm survives a partial critic table");

@@ -36,7 +36,9 @@
 
 use crate::checkpoint::{load_agent, save_agent};
 use crate::nn::critic::{critic_and_target, squared_td_grad_cpu, td_target_cpu, CriticPass};
-use crate::nn::{Adam, EnsembleMlp, MlpConfig, ParamSet, TanhGaussianActor, TanhGaussianConfig, Temperature, TemperatureForm};
+use crate::nn::{
+    Adam, EnsembleMlp, MlpConfig, ParamSet, TanhGaussianActor, TanhGaussianConfig, Temperature, TemperatureForm,
+};
 use crate::rng::AgentRng;
 use crate::{Agent, AgentError, DeterministicPolicy, Metrics, Phase, RewardBonus};
 use o2o_datasets::TransitionBatch;
@@ -170,7 +172,12 @@ impl Default for SacConfig {
 impl SacConfig {
     /// The WSRL / RLPD-style critic: 10 LayerNorm members, target over a subset of 2.
     pub fn ensemble10() -> Self {
-        Self { critic: MlpConfig { layer_norm: true, ..MlpConfig::default() }, num_critics: 10, target_subset: 2, ..Self::default() }
+        Self {
+            critic: MlpConfig { layer_norm: true, ..MlpConfig::default() },
+            num_critics: 10,
+            target_subset: 2,
+            ..Self::default()
+        }
     }
 
     /// Reject settings that cannot work, naming the field.
@@ -180,7 +187,10 @@ impl SacConfig {
             return bad(format!("sac.num_critics must be ≥ 1, found {}", self.num_critics));
         }
         if self.target_subset < 1 || (!self.subset_with_replacement && self.target_subset > self.num_critics) {
-            return bad(format!("sac.target_subset must be in 1..={} (num_critics), found {}", self.num_critics, self.target_subset));
+            return bad(format!(
+                "sac.target_subset must be in 1..={} (num_critics), found {}",
+                self.num_critics, self.target_subset
+            ));
         }
         if self.critic_steps < 1 {
             return bad(format!("sac.critic_steps must be ≥ 1, found {}", self.critic_steps));
@@ -269,10 +279,19 @@ impl Sac {
 
     /// A SAC agent that reports (and checkpoints as) `name`: a SAC configuration with its own
     /// name (RLPD), or the SAC core of a variant (CQL, Cal-QL).
-    pub(crate) fn named(name: &'static str, cfg: SacConfig, obs_dim: i64, act_dim: i64, device: Device, seed: u64) -> Result<Self, AgentError> {
+    pub(crate) fn named(
+        name: &'static str,
+        cfg: SacConfig,
+        obs_dim: i64,
+        act_dim: i64,
+        device: Device,
+        seed: u64,
+    ) -> Result<Self, AgentError> {
         cfg.validate()?;
         if obs_dim < 1 || act_dim < 1 {
-            return Err(AgentError::Config(format!("{name} needs obs_dim and act_dim ≥ 1, found {obs_dim} and {act_dim}")));
+            return Err(AgentError::Config(format!(
+                "{name} needs obs_dim and act_dim ≥ 1, found {obs_dim} and {act_dim}"
+            )));
         }
         if device == Device::Cpu {
             crate::alloc::tune_cpu_allocator();
@@ -280,9 +299,16 @@ impl Sac {
         let mut rng = AgentRng::new(seed);
         let mut actor_params = ParamSet::new();
         let actor = TanhGaussianActor::new(&mut actor_params, "actor", obs_dim, act_dim, &cfg.actor, &mut rng, device);
-        let (critic, critic_params, target, target_params) = critic_and_target(cfg.num_critics, obs_dim + act_dim, &cfg.critic, &mut rng, device);
+        let (critic, critic_params, target, target_params) =
+            critic_and_target(cfg.num_critics, obs_dim + act_dim, &cfg.critic, &mut rng, device);
         let mut temperature_params = ParamSet::new();
-        let temperature = Temperature::new(&mut temperature_params, "temperature", cfg.init_temperature, cfg.temperature_form, device);
+        let temperature = Temperature::new(
+            &mut temperature_params,
+            "temperature",
+            cfg.init_temperature,
+            cfg.temperature_form,
+            device,
+        );
         let m = Modules {
             actor_opt: Adam::new(&actor_params, cfg.actor_lr),
             critic_opt: Adam::new(&critic_params, cfg.critic_lr),
@@ -297,7 +323,12 @@ impl Sac {
             temperature_params,
         };
         let target_entropy = cfg.target_entropy_per_dim * act_dim as f64;
-        let own = PhaseSettings { max_target_backup: Some(cfg.max_target_backup), backup_entropy: Some(cfg.backup_entropy), critic_steps: Some(cfg.critic_steps), zero_grad_adam_steps: Some(cfg.zero_grad_adam_steps) };
+        let own = PhaseSettings {
+            max_target_backup: Some(cfg.max_target_backup),
+            backup_entropy: Some(cfg.backup_entropy),
+            critic_steps: Some(cfg.critic_steps),
+            zero_grad_adam_steps: Some(cfg.zero_grad_adam_steps),
+        };
         Ok(Self { name, cfg, own, m, act_dim, target_entropy, device, rng, step: 0 })
     }
 
@@ -331,21 +362,39 @@ impl Sac {
     }
 
     /// Write the state plus a variant's own tensors and optimizers, as algorithm `name`.
-    pub(crate) fn save_with(&self, path: &Path, name: &str, extra: &[(String, Tensor)], extra_opts: &[(&str, &Adam)]) -> Result<(), AgentError> {
+    pub(crate) fn save_with(
+        &self,
+        path: &Path,
+        name: &str,
+        extra: &[(String, Tensor)],
+        extra_opts: &[(&str, &Adam)],
+    ) -> Result<(), AgentError> {
         let m = &self.m;
         let mut live = self.named_tensors();
         live.extend(extra.iter().map(|(n, t)| (n.clone(), t.shallow_clone())));
-        let mut opts: Vec<(&str, &Adam)> = vec![("actor_opt", &m.actor_opt), ("critic_opt", &m.critic_opt), ("temperature_opt", &m.temperature_opt)];
+        let mut opts: Vec<(&str, &Adam)> =
+            vec![("actor_opt", &m.actor_opt), ("critic_opt", &m.critic_opt), ("temperature_opt", &m.temperature_opt)];
         opts.extend_from_slice(extra_opts);
         save_agent(path, name, &live, &opts, self.step, &self.rng)
     }
 
     /// Restore what [`Sac::save_with`] wrote (all of it, or the named `parts`).
-    pub(crate) fn load_with(&mut self, path: &Path, name: &str, extra: &[(String, Tensor)], extra_opts: &mut [(&str, &mut Adam)], parts: Option<&[&str]>) -> Result<(), AgentError> {
+    pub(crate) fn load_with(
+        &mut self,
+        path: &Path,
+        name: &str,
+        extra: &[(String, Tensor)],
+        extra_opts: &mut [(&str, &mut Adam)],
+        parts: Option<&[&str]>,
+    ) -> Result<(), AgentError> {
         let mut live = self.named_tensors();
         live.extend(extra.iter().map(|(n, t)| (n.clone(), t.shallow_clone())));
         let m = &mut self.m;
-        let mut opts: Vec<(&str, &mut Adam)> = vec![("actor_opt", &mut m.actor_opt), ("critic_opt", &mut m.critic_opt), ("temperature_opt", &mut m.temperature_opt)];
+        let mut opts: Vec<(&str, &mut Adam)> = vec![
+            ("actor_opt", &mut m.actor_opt),
+            ("critic_opt", &mut m.critic_opt),
+            ("temperature_opt", &mut m.temperature_opt),
+        ];
         opts.extend(extra_opts.iter_mut().map(|(n, o)| (*n, &mut **o)));
         if let Some(meta) = load_agent(path, name, &live, &mut opts, parts)? {
             self.step = meta.step;
@@ -464,7 +513,8 @@ impl Sac {
     fn td_target(&mut self, b: &TransitionBatch, alpha: &Tensor, next: Option<(Tensor, Tensor)>) -> Tensor {
         let n = b.obs.size()[0];
         let k = if self.cfg.max_target_backup { self.cfg.max_target_backup_samples } else { 1 };
-        let next_obs = if k > 1 { b.next_obs.repeat_interleave_self_int(k, 0, None) } else { b.next_obs.shallow_clone() };
+        let next_obs =
+            if k > 1 { b.next_obs.repeat_interleave_self_int(k, 0, None) } else { b.next_obs.shallow_clone() };
         let (next_a, next_logp) = match next {
             Some(drawn) if k == 1 => drawn,
             _ => self.next_actions(&next_obs),
@@ -472,14 +522,28 @@ impl Sac {
         let cfg = &self.cfg;
         tch::no_grad(|| {
             let x = Self::critic_input(&next_obs, &next_a);
-            let idx = (cfg.target_subset < cfg.num_critics || cfg.subset_with_replacement).then(|| self.rng.indices(cfg.num_critics as usize, cfg.target_subset as usize, cfg.subset_with_replacement, self.device));
+            let idx = (cfg.target_subset < cfg.num_critics || cfg.subset_with_replacement).then(|| {
+                self.rng.indices(
+                    cfg.num_critics as usize,
+                    cfg.target_subset as usize,
+                    cfg.subset_with_replacement,
+                    self.device,
+                )
+            });
             let q = match &idx {
                 _ if self.m.target.tape_applies(&x) => self.m.target.forward_fused(&x, idx.as_ref()),
                 Some(idx) => self.m.target.forward_subset(&x, idx).squeeze_dim(-1),
                 None => self.m.target.forward(&x, None).squeeze_dim(-1),
             };
             if k == 1 {
-                if let Some(y) = td_target_cpu(&q, &next_logp, &b.reward, &b.terminal, cfg.backup_entropy.then_some(alpha), cfg.gamma) {
+                if let Some(y) = td_target_cpu(
+                    &q,
+                    &next_logp,
+                    &b.reward,
+                    &b.terminal,
+                    cfg.backup_entropy.then_some(alpha),
+                    cfg.gamma,
+                ) {
                     return y;
                 }
             }
@@ -509,7 +573,14 @@ impl Sac {
     ///
     /// With `bonus`, the critic's pass comes first and `y` is formed with `r + bonus(Q(s, a))`
     /// (SERA without a second critic pass).
-    fn critic_step<F>(&mut self, b: &TransitionBatch, alpha: &Tensor, extra: &mut F, bonus: Option<RewardBonus<'_>>, next: Option<(Tensor, Tensor)>) -> CriticOut
+    fn critic_step<F>(
+        &mut self,
+        b: &TransitionBatch,
+        alpha: &Tensor,
+        extra: &mut F,
+        bonus: Option<RewardBonus<'_>>,
+        next: Option<(Tensor, Tensor)>,
+    ) -> CriticOut
     where
         F: FnMut(&mut Sac, &TransitionBatch, &Tensor) -> CriticTerm,
     {
@@ -534,7 +605,18 @@ impl Sac {
                 let diff = tch::no_grad(|| pass.q.detach() - y.unsqueeze(0));
                 (&diff * (2.0 / diff.numel() as f64), diff.square().mean(Kind::Float))
             });
-            (td_loss, pass.step_from_grad(&m.critic, &mut m.critic_opt, &m.critic_params, &m.target_params, self.cfg.tau, &grad_q, term.grads.as_deref()))
+            (
+                td_loss,
+                pass.step_from_grad(
+                    &m.critic,
+                    &mut m.critic_opt,
+                    &m.critic_params,
+                    &m.target_params,
+                    self.cfg.tau,
+                    &grad_q,
+                    term.grads.as_deref(),
+                ),
+            )
         } else {
             let td_loss = (&pass.q - y.unsqueeze(0)).square().mean(Kind::Float);
             let loss = match &term.on_q {
@@ -542,7 +624,18 @@ impl Sac {
                 None => td_loss.shallow_clone(),
             };
             // Adam on L plus the variant's own gradient, then θ̄ ← (1 − τ) θ̄ + τ θ.
-            (td_loss, pass.step(&m.critic, &mut m.critic_opt, &m.critic_params, &m.target_params, self.cfg.tau, &loss, term.grads.as_deref()))
+            (
+                td_loss,
+                pass.step(
+                    &m.critic,
+                    &mut m.critic_opt,
+                    &m.critic_params,
+                    &m.target_params,
+                    self.cfg.tau,
+                    &loss,
+                    term.grads.as_deref(),
+                ),
+            )
         };
         CriticOut { loss: td_loss.detach(), q, target: y, extra: term.logs }
     }
@@ -566,7 +659,10 @@ impl Sac {
                     let (min, arg) = q.min_dim(0, false);
                     (min, self.m.critic.backward_input_one_member(tape, &arg, 1.0 / n as f64))
                 }
-                QReduce::Mean => (q.mean_dim(0, false, Kind::Float), self.m.critic.backward_input(tape, &(q.ones_like() / (q.size()[0] * n) as f64))),
+                QReduce::Mean => (
+                    q.mean_dim(0, false, Kind::Float),
+                    self.m.critic.backward_input(tape, &(q.ones_like() / (q.size()[0] * n) as f64)),
+                ),
             };
             let grad_a = grad_x.narrow(1, obs.size()[1], self.act_dim);
             // ∂L_π/∂ log π = α / B, ∂L_π/∂ã = −∂ agg/∂ã (already divided by B).
@@ -690,7 +786,12 @@ impl Sac {
     /// One update (the module docs' steps 1–3) with `extra(sac, minibatch, Q)` added to every
     /// critic step's loss; `extra` returns the term (or `None`) and values to log, of which the
     /// last critic step's are returned after SAC's own metrics.
-    pub(crate) fn update_with<F>(&mut self, batch: &TransitionBatch, mut extra: F, bonus: Option<RewardBonus<'_>>) -> Metrics
+    pub(crate) fn update_with<F>(
+        &mut self,
+        batch: &TransitionBatch,
+        mut extra: F,
+        bonus: Option<RewardBonus<'_>>,
+    ) -> Metrics
     where
         F: FnMut(&mut Sac, &TransitionBatch, &Tensor) -> CriticTerm,
     {
@@ -778,7 +879,16 @@ mod tests {
 
     #[test]
     fn update_gives_finite_metrics_and_bounded_actions() {
-        for cfg in [SacConfig::default(), SacConfig { critic_steps: 2, subset_with_replacement: true, backup_entropy: false, temperature_form: TemperatureForm::Softplus, ..SacConfig::ensemble10() }] {
+        for cfg in [
+            SacConfig::default(),
+            SacConfig {
+                critic_steps: 2,
+                subset_with_replacement: true,
+                backup_entropy: false,
+                temperature_form: TemperatureForm::Softplus,
+                ..SacConfig::ensemble10()
+            },
+        ] {
             let mut agent = Sac::new(cfg, 5, 2, Device::Cpu, 0).unwrap();
             let mut rng = AgentRng::new(1);
             for _ in 0..3 {
@@ -832,7 +942,15 @@ mod tests {
         assert_eq!(now(&a), (true, true, 2));
         let bad: Result<SacConfig, _> = toml::from_str("online = { max_target_backupp = true }");
         assert!(bad.unwrap_err().to_string().contains("max_target_backupp"));
-        let e = Sac::new(SacConfig { online: PhaseSettings { critic_steps: Some(0), ..Default::default() }, ..SacConfig::default() }, 3, 1, Device::Cpu, 0).err().unwrap();
+        let e = Sac::new(
+            SacConfig { online: PhaseSettings { critic_steps: Some(0), ..Default::default() }, ..SacConfig::default() },
+            3,
+            1,
+            Device::Cpu,
+            0,
+        )
+        .err()
+        .unwrap();
         assert!(e.to_string().contains("sac.online.critic_steps"), "{e}");
     }
 
@@ -843,7 +961,13 @@ mod tests {
     /// are 4 / 1 / 1.
     #[test]
     fn zero_grad_adam_steps_follow_the_reference_order() {
-        let cfg = SacConfig { critic_steps: 4, zero_grad_adam_steps: true, subset_with_replacement: true, backup_entropy: true, ..SacConfig::ensemble10() };
+        let cfg = SacConfig {
+            critic_steps: 4,
+            zero_grad_adam_steps: true,
+            subset_with_replacement: true,
+            backup_entropy: true,
+            ..SacConfig::ensemble10()
+        };
         let mut rng = AgentRng::new(5);
         let b = batch(&mut rng, 32, 3, 2);
         let mut a = Sac::new(cfg.clone(), 3, 2, Device::Cpu, 1).unwrap();
@@ -852,7 +976,13 @@ mod tests {
         let mut r = Sac::new(SacConfig { zero_grad_adam_steps: false, ..cfg.clone() }, 3, 2, Device::Cpu, 1).unwrap();
         for i in 0..4 {
             let alpha = r.m.temperature.alpha().detach();
-            r.critic_step(&minibatch(&b, i, 4), &alpha, &mut |_: &mut Sac, _: &TransitionBatch, _: &Tensor| CriticTerm::default(), None, None);
+            r.critic_step(
+                &minibatch(&b, i, 4),
+                &alpha,
+                &mut |_: &mut Sac, _: &TransitionBatch, _: &Tensor| CriticTerm::default(),
+                None,
+                None,
+            );
             r.m.actor_opt.idle_step(&r.m.actor_params);
             r.m.temperature_opt.idle_step(&r.m.temperature_params);
         }

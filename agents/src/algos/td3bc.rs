@@ -82,13 +82,19 @@ impl Td3BcConfig {
     pub fn validate(&self) -> Result<(), AgentError> {
         let bad = |m: String| Err(AgentError::Config(m));
         if self.num_critics < 1 || self.policy_delay < 1 {
-            return bad(format!("td3bc.num_critics and td3bc.policy_delay must be ≥ 1, found {} and {}", self.num_critics, self.policy_delay));
+            return bad(format!(
+                "td3bc.num_critics and td3bc.policy_delay must be ≥ 1, found {} and {}",
+                self.num_critics, self.policy_delay
+            ));
         }
         if !(0.0..=1.0).contains(&self.tau) || !(0.0..=1.0).contains(&self.gamma) {
             return bad(format!("td3bc.tau and td3bc.gamma must be in [0, 1], found {} and {}", self.tau, self.gamma));
         }
         if self.alpha < 0.0 || self.policy_noise < 0.0 || self.noise_clip < 0.0 || self.explore_std < 0.0 {
-            return bad(format!("td3bc.alpha, policy_noise, noise_clip and explore_std must be ≥ 0, found {}, {}, {}, {}", self.alpha, self.policy_noise, self.noise_clip, self.explore_std));
+            return bad(format!(
+                "td3bc.alpha, policy_noise, noise_clip and explore_std must be ≥ 0, found {}, {}, {}, {}",
+                self.alpha, self.policy_noise, self.noise_clip, self.explore_std
+            ));
         }
         Ok(())
     }
@@ -129,10 +135,12 @@ impl Td3Bc {
         let mut actor_params = ParamSet::new();
         let actor = Mlp::new(&mut actor_params, "actor", obs_dim, act_dim, &cfg.actor, 1e-2, &mut rng, device);
         let mut actor_target_params = ParamSet::new();
-        let actor_target = Mlp::new(&mut actor_target_params, "actor_target", obs_dim, act_dim, &cfg.actor, 1e-2, &mut rng, device);
+        let actor_target =
+            Mlp::new(&mut actor_target_params, "actor_target", obs_dim, act_dim, &cfg.actor, 1e-2, &mut rng, device);
         actor_target_params.copy_from(&actor_params);
         actor_target_params.set_requires_grad(false);
-        let (critic, critic_params, target, target_params) = critic_and_target(cfg.num_critics, obs_dim + act_dim, &cfg.critic, &mut rng, device);
+        let (critic, critic_params, target, target_params) =
+            critic_and_target(cfg.num_critics, obs_dim + act_dim, &cfg.critic, &mut rng, device);
         let mut norm_params = ParamSet::new();
         let norm = StateNorm::new(&mut norm_params, obs_dim, device);
         let m = Modules {
@@ -172,7 +180,8 @@ impl Td3Bc {
 
     /// y = r + γ (1 − d) min_j Q̄_j(s̃', clip(π̄(s̃') + clip(ε, −c, c), −1, 1)).
     fn td_target(&mut self, b: &TransitionBatch, next: &Tensor) -> Tensor {
-        let eps = (self.rng.normal(&[next.size()[0], self.act_dim], self.device) * self.cfg.policy_noise).clamp(-self.cfg.noise_clip, self.cfg.noise_clip);
+        let eps = (self.rng.normal(&[next.size()[0], self.act_dim], self.device) * self.cfg.policy_noise)
+            .clamp(-self.cfg.noise_clip, self.cfg.noise_clip);
         tch::no_grad(|| {
             let a_next = (self.m.actor_target.forward(next, None).tanh() + eps).clamp(-1.0, 1.0);
             let q_next = self.m.target.forward(&state_action(next, &a_next), None).squeeze_dim(-1).amin(0, false);
@@ -194,7 +203,13 @@ impl Td3Bc {
     fn load_impl(&mut self, path: &Path, parts: Option<&[&str]>) -> Result<(), AgentError> {
         let live = self.named_tensors();
         let m = &mut self.m;
-        if let Some(meta) = load_agent(path, "td3bc", &live, &mut [("actor_opt", &mut m.actor_opt), ("critic_opt", &mut m.critic_opt)], parts)? {
+        if let Some(meta) = load_agent(
+            path,
+            "td3bc",
+            &live,
+            &mut [("actor_opt", &mut m.actor_opt), ("critic_opt", &mut m.critic_opt)],
+            parts,
+        )? {
             self.step = meta.step;
             self.rng = meta.rng;
         }
@@ -216,7 +231,12 @@ impl Agent for Td3Bc {
         let obs = self.normalized(&obs.to_device(self.device).to_kind(Kind::Float));
         tch::no_grad(|| {
             let a = self.m.actor.forward(&obs, None).tanh();
-            let a = if deterministic { a } else { (a + self.rng.normal(&[obs.size()[0], self.act_dim], self.device) * self.cfg.explore_std).clamp(-1.0, 1.0) };
+            let a = if deterministic {
+                a
+            } else {
+                (a + self.rng.normal(&[obs.size()[0], self.act_dim], self.device) * self.cfg.explore_std)
+                    .clamp(-1.0, 1.0)
+            };
             a.to_device(out)
         })
     }
@@ -232,7 +252,8 @@ impl Agent for Td3Bc {
         let critic_loss = (&pass.q - y.unsqueeze(0)).square().sum_dim_intlist(0, false, Kind::Float).mean(Kind::Float);
         let m = &mut self.m;
         let q = pass.step(&m.critic, &mut m.critic_opt, &m.critic_params, &m.target_params, tau, &critic_loss, None);
-        let mut metrics = vec![("critic_loss", critic_loss.double_value(&[])), ("q_mean", q.mean(Kind::Float).double_value(&[]))];
+        let mut metrics =
+            vec![("critic_loss", critic_loss.double_value(&[])), ("q_mean", q.mean(Kind::Float).double_value(&[]))];
         if delayed {
             let (actor_loss, lambda, bc) = self.actor_loss(&obs, &b.action);
             self.m.actor_opt.minimize(&self.m.actor_params, &actor_loss);
@@ -254,7 +275,14 @@ impl Agent for Td3Bc {
 
     fn save(&self, path: &Path) -> Result<(), AgentError> {
         let m = &self.m;
-        save_agent(path, "td3bc", &self.named_tensors(), &[("actor_opt", &m.actor_opt), ("critic_opt", &m.critic_opt)], self.step, &self.rng)
+        save_agent(
+            path,
+            "td3bc",
+            &self.named_tensors(),
+            &[("actor_opt", &m.actor_opt), ("critic_opt", &m.critic_opt)],
+            self.step,
+            &self.rng,
+        )
     }
 
     fn load(&mut self, path: &Path) -> Result<(), AgentError> {
@@ -293,7 +321,15 @@ mod tests {
             let best = (&obs * 0.5).tanh();
             let action = (&best + rng.normal(&[128, 2], Device::Cpu) * 0.3).clamp(-1.0, 1.0);
             let reward = -(&action - &best).square().sum_dim_intlist(-1, false, Kind::Float);
-            TransitionBatch { reward, next_obs: obs.shallow_clone(), terminal: Tensor::ones([128], (Kind::Float, Device::Cpu)), obs, action, mc_return: None, is_offline: None }
+            TransitionBatch {
+                reward,
+                next_obs: obs.shallow_clone(),
+                terminal: Tensor::ones([128], (Kind::Float, Device::Cpu)),
+                obs,
+                action,
+                mc_return: None,
+                is_offline: None,
+            }
         };
         let m0 = agent.update(&make(&mut rng));
         assert!(!m0.iter().any(|(k, _)| *k == "actor_loss"), "update 1 does not move the actor");
@@ -320,7 +356,15 @@ mod tests {
         let batches: Vec<TransitionBatch> = (0..7)
             .map(|_| {
                 let obs = rng.normal(&[16, 2], Device::Cpu);
-                TransitionBatch { action: rng.normal(&[16, 2], Device::Cpu).tanh(), reward: rng.normal(&[16], Device::Cpu), next_obs: rng.normal(&[16, 2], Device::Cpu), terminal: Tensor::zeros([16], (Kind::Float, Device::Cpu)), obs, mc_return: None, is_offline: None }
+                TransitionBatch {
+                    action: rng.normal(&[16, 2], Device::Cpu).tanh(),
+                    reward: rng.normal(&[16], Device::Cpu),
+                    next_obs: rng.normal(&[16, 2], Device::Cpu),
+                    terminal: Tensor::zeros([16], (Kind::Float, Device::Cpu)),
+                    obs,
+                    mc_return: None,
+                    is_offline: None,
+                }
             })
             .collect();
         let obs = batches[0].obs.shallow_clone();

@@ -118,7 +118,10 @@ impl WsrlConfig {
             return Err(AgentError::Config("wsrl sets its critic steps per phase with `critic_steps` (offline) and `online_critic_steps`; remove `offline.critic_steps` / `online.critic_steps`".into()));
         }
         if self.wsrl.online_critic_steps < 1 {
-            return Err(AgentError::Config(format!("wsrl.online_critic_steps must be ≥ 1, found {}", self.wsrl.online_critic_steps)));
+            return Err(AgentError::Config(format!(
+                "wsrl.online_critic_steps must be ≥ 1, found {}",
+                self.wsrl.online_critic_steps
+            )));
         }
         Ok(())
     }
@@ -274,7 +277,14 @@ mod tests {
     }
 
     fn small() -> WsrlConfig {
-        toml::Value::Table(toml::from_str("cql_n_actions = 2\ncritic = { hidden = [16, 16] }\nactor = { mlp = { hidden = [16, 16] } }").unwrap()).try_into().unwrap()
+        toml::Value::Table(
+            toml::from_str(
+                "cql_n_actions = 2\ncritic = { hidden = [16, 16] }\nactor = { mlp = { hidden = [16, 16] } }",
+            )
+            .unwrap(),
+        )
+        .try_into()
+        .unwrap()
     }
 
     #[test]
@@ -290,7 +300,10 @@ mod tests {
         assert_eq!(c.wsrl, WsrlTerm::default());
         let back: WsrlConfig = toml::Value::Table(toml::Table::from(c.clone())).try_into().unwrap();
         assert_eq!(back, c);
-        let e = toml::Value::Table(toml::from_str("online_critic_stepz = 4").unwrap()).try_into::<WsrlConfig>().unwrap_err().to_string();
+        let e = toml::Value::Table(toml::from_str("online_critic_stepz = 4").unwrap())
+            .try_into::<WsrlConfig>()
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("online_critic_stepz"), "{e}");
     }
 
@@ -361,7 +374,10 @@ mod tests {
         cfg.wsrl.reset_optimizers = true;
         let mut b = Wsrl::new(cfg, 3, 2, Device::Cpu, 99).unwrap();
         let before = moments(&b);
-        assert!(before.iter().all(|(_, t)| t.abs().sum(Kind::Float).double_value(&[]) == 0.0), "fresh moments are zero");
+        assert!(
+            before.iter().all(|(_, t)| t.abs().sum(Kind::Float).double_value(&[]) == 0.0),
+            "fresh moments are zero"
+        );
         b.load(&path).unwrap();
         let (ma, mb) = (moments(&a), moments(&b));
         assert_eq!(ma.len(), mb.len());
@@ -373,7 +389,10 @@ mod tests {
         }
         b.set_phase(Phase::Online);
         b.begin_online();
-        assert!(moments(&b).iter().all(|(_, t)| t.abs().sum(Kind::Float).double_value(&[]) == 0.0), "reset at the switch");
+        assert!(
+            moments(&b).iter().all(|(_, t)| t.abs().sum(Kind::Float).double_value(&[]) == 0.0),
+            "reset at the switch"
+        );
     }
 
     #[test]
@@ -404,7 +423,9 @@ mod tests {
         let m = a.diagnose(&b);
         let get = |k: &str| m.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
         assert!((get("mc_return").unwrap() - 32.0 / 7.0).abs() < 1e-5, "{m:?}");
-        assert!(get("q").is_some() && get("q_minus_mc").is_some() && get("entropy").is_some() && get("alpha").is_some());
+        assert!(
+            get("q").is_some() && get("q_minus_mc").is_some() && get("entropy").is_some() && get("alpha").is_some()
+        );
         assert_eq!(m, a.diagnose(&b), "no draw from the agent's stream");
         assert!(a.named_tensors().iter().zip(&before).all(|((_, t), u)| t.equal(u)));
     }

@@ -9,8 +9,8 @@
 //! `Tensor::run_backward`), so no `.grad` buffers need zeroing and a loss only differentiates
 //! the parameters its optimizer owns.
 
-use super::ParamSet;
 use super::floats::{floats, floats_mut};
+use super::ParamSet;
 use tch::{Kind, Tensor};
 
 /// Adam state for one [`ParamSet`].
@@ -75,7 +75,11 @@ impl Adam {
     /// [`super::polyak_update`] would do after it; on the CPU both run in the same pass over
     /// each tensor, so the weights are read once.
     pub fn apply_and_track(&mut self, params: &ParamSet, grads: &[Tensor], target: &ParamSet, tau: f64) {
-        assert_eq!(target.named().len(), params.named().len(), "Adam::apply_and_track: the target's parameter set differs in length");
+        assert_eq!(
+            target.named().len(),
+            params.named().len(),
+            "Adam::apply_and_track: the target's parameter set differs in length"
+        );
         self.apply_tracked(params, grads, Some((target, tau)));
     }
 
@@ -93,7 +97,9 @@ impl Adam {
             // Every float32 CPU tensor takes the fused pass, all of them in one split over the
             // thread team; any other (CUDA, non-contiguous) takes the tensor path.
             let mut fused = Vec::new();
-            for (i, (((_, p), g), (m, v))) in params.named().iter().zip(grads).zip(self.m.iter().zip(&self.v)).enumerate() {
+            for (i, (((_, p), g), (m, v))) in
+                params.named().iter().zip(grads).zip(self.m.iter().zip(&self.v)).enumerate()
+            {
                 let track = target.map(|(set, tau)| (&set.named()[i].1, tau));
                 // SAFETY: the parameter, its fresh gradient, the optimizer's own moments and
                 // the target's copy are distinct buffers that nothing else touches until
@@ -151,12 +157,21 @@ impl Adam {
 /// Scale `grads` in place so their joint L2 norm is at most `max_norm` (PyTorch's
 /// `clip_grad_norm_`: `g ← g · min(1, max_norm / (‖g‖ + 1e-6))`); returns the norm before.
 pub fn clip_grad_norm(grads: &mut [Tensor], max_norm: f64) -> f64 {
-    let norm = tch::no_grad(|| grads.iter().map(|g| g.square().sum(Kind::Double)).fold(Tensor::zeros([], (Kind::Double, tch::Device::Cpu)), |a, b| a + b.to_device(tch::Device::Cpu)).sqrt().double_value(&[]));
+    let norm = tch::no_grad(|| {
+        grads
+            .iter()
+            .map(|g| g.square().sum(Kind::Double))
+            .fold(Tensor::zeros([], (Kind::Double, tch::Device::Cpu)), |a, b| a + b.to_device(tch::Device::Cpu))
+            .sqrt()
+            .double_value(&[])
+    });
     let scale = max_norm / (norm + 1e-6);
     if scale < 1.0 {
-        tch::no_grad(|| grads.iter_mut().for_each(|g| {
-            let _ = g.g_mul_scalar_(scale);
-        }));
+        tch::no_grad(|| {
+            grads.iter_mut().for_each(|g| {
+                let _ = g.g_mul_scalar_(scale);
+            })
+        });
     }
     norm
 }
@@ -199,15 +214,28 @@ fn fused_cpu_step(elems: Vec<Elems<'_>>, [w1, w2, c1, c2]: [f64; 4], tau: f64, m
 /// # Safety
 /// The buffers must be distinct, and nothing else may read or write them while the returned
 /// slices live.
-unsafe fn cpu_elems<'a>(p: &'a Tensor, g: &'a Tensor, m: &'a Tensor, v: &'a Tensor, track: Option<&'a Tensor>) -> Option<Elems<'a>> {
+unsafe fn cpu_elems<'a>(
+    p: &'a Tensor,
+    g: &'a Tensor,
+    m: &'a Tensor,
+    v: &'a Tensor,
+    track: Option<&'a Tensor>,
+) -> Option<Elems<'a>> {
     let n = p.numel();
-    let ok = |t: &Tensor| t.device() == tch::Device::Cpu && t.kind() == Kind::Float && t.is_contiguous() && t.numel() == n;
+    let ok =
+        |t: &Tensor| t.device() == tch::Device::Cpu && t.kind() == Kind::Float && t.is_contiguous() && t.numel() == n;
     if !(ok(p) && ok(g) && ok(m) && ok(v) && track.is_none_or(ok)) {
         return None;
     }
     // SAFETY: the caller's contract; each tensor was just checked to hold n contiguous floats.
     unsafe {
-        Some(Elems { p: floats_mut(p), g: floats(g), m: floats_mut(m), v: floats_mut(v), t: track.map(|t| floats_mut(t)) })
+        Some(Elems {
+            p: floats_mut(p),
+            g: floats(g),
+            m: floats_mut(m),
+            v: floats_mut(v),
+            t: track.map(|t| floats_mut(t)),
+        })
     }
 }
 
@@ -291,7 +319,8 @@ fn adam_elems_plain(e: Elems<'_>, c: Consts) {
     };
     match t {
         Some(t) => {
-            for (((pi, gi), (mi, vi)), ti) in p.iter_mut().zip(g).zip(m.iter_mut().zip(v.iter_mut())).zip(t.iter_mut()) {
+            for (((pi, gi), (mi, vi)), ti) in p.iter_mut().zip(g).zip(m.iter_mut().zip(v.iter_mut())).zip(t.iter_mut())
+            {
                 adam(pi, *gi, mi, vi);
                 *ti = c.tau.mul_add(*pi - *ti, *ti);
             }
@@ -410,7 +439,8 @@ mod tests {
     fn one_region_over_many_tensors_equals_one_step_per_tensor() {
         let shapes: [&[i64]; 5] = [&[3, 23, 256], &[7], &[300, 211], &[1], &[50, 40]];
         let mut rng = crate::rng::AgentRng::new(11);
-        let inits: Vec<(Tensor, Tensor)> = shapes.iter().map(|s| (rng.normal(s, Device::Cpu), rng.normal(s, Device::Cpu))).collect();
+        let inits: Vec<(Tensor, Tensor)> =
+            shapes.iter().map(|s| (rng.normal(s, Device::Cpu), rng.normal(s, Device::Cpu))).collect();
         let (mut all, mut all_t) = (ParamSet::new(), ParamSet::new());
         for (i, (w, t)) in inits.iter().enumerate() {
             let _ = all.add(&format!("w{i}"), w.copy(), Device::Cpu);

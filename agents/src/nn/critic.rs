@@ -7,9 +7,9 @@
 //! [`EnsembleMlp::backward_loss`], and Adam and the Polyak step share one pass over the weights
 //! ([`Adam::apply_and_track`]). Elsewhere autograd does the whole of it, then [`polyak_update`].
 
-use super::{polyak_update, Adam, EnsembleMlp, MlpConfig, ParamSet};
 use super::ensemble::EnsembleTape;
 use super::floats::floats;
+use super::{polyak_update, Adam, EnsembleMlp, MlpConfig, ParamSet};
 use crate::rng::AgentRng;
 use tch::{Device, Kind, Tensor};
 
@@ -17,7 +17,13 @@ use tch::{Device, Kind, Tensor};
 /// registered as `critic_target/…`, with `θ̄ = θ` and no gradients:
 /// `(critic, critic_params, target, target_params)`. The target draws its own initialization
 /// from `rng` after the critic's (then overwritten), as two separate constructions would.
-pub(crate) fn critic_and_target(members: i64, in_dim: i64, cfg: &MlpConfig, rng: &mut AgentRng, device: Device) -> (EnsembleMlp, ParamSet, EnsembleMlp, ParamSet) {
+pub(crate) fn critic_and_target(
+    members: i64,
+    in_dim: i64,
+    cfg: &MlpConfig,
+    rng: &mut AgentRng,
+    device: Device,
+) -> (EnsembleMlp, ParamSet, EnsembleMlp, ParamSet) {
     let mut critic_params = ParamSet::new();
     let critic = EnsembleMlp::new(&mut critic_params, "critic", members, in_dim, 1, cfg, 1.0, rng, device);
     let mut target_params = ParamSet::new();
@@ -35,7 +41,9 @@ pub(crate) fn state_action(obs: &Tensor, action: &Tensor) -> Tensor {
 /// `Q_i(s, a)` of every member, `[E, B]`, without gradients or dropout, the inputs moved to
 /// `device` first (what [`crate::Agent::critic_values`] returns).
 pub(crate) fn critic_values(critic: &EnsembleMlp, obs: &Tensor, action: &Tensor, device: Device) -> Tensor {
-    tch::no_grad(|| critic.forward(&state_action(&obs.to_device(device), &action.to_device(device)), None).squeeze_dim(-1))
+    tch::no_grad(|| {
+        critic.forward(&state_action(&obs.to_device(device), &action.to_device(device)), None).squeeze_dim(-1)
+    })
 }
 
 /// The elements of a one-dimensional float32 CPU tensor of any stride (a minibatch's strided
@@ -57,14 +65,23 @@ fn elements_1d(t: &Tensor) -> Option<Vec<f32>> {
 /// caller's tensor ops) off the CPU or for other layouts. Each row is computed in the tensor
 /// ops' order with the same float32 roundings (`1 − d`, times γ, times the bracket, plus r), so
 /// it equals them bit for bit; it saves their seven small passes and dispatches.
-pub(crate) fn td_target_cpu(q_next: &Tensor, next_logp: &Tensor, reward: &Tensor, terminal: &Tensor, alpha: Option<&Tensor>, gamma: f64) -> Option<Tensor> {
+pub(crate) fn td_target_cpu(
+    q_next: &Tensor,
+    next_logp: &Tensor,
+    reward: &Tensor,
+    terminal: &Tensor,
+    alpha: Option<&Tensor>,
+    gamma: f64,
+) -> Option<Tensor> {
     if q_next.device() != Device::Cpu || q_next.kind() != Kind::Float || q_next.dim() != 2 || !q_next.is_contiguous() {
         return None;
     }
     let (members, rows) = (q_next.size()[0] as usize, q_next.size()[1] as usize);
     let (logp, r, d) = (elements_1d(next_logp)?, elements_1d(reward)?, elements_1d(terminal)?);
     let alpha = match alpha {
-        Some(a) if a.device() == Device::Cpu && a.kind() == Kind::Float && a.numel() == 1 => Some(a.double_value(&[0]) as f32),
+        Some(a) if a.device() == Device::Cpu && a.kind() == Kind::Float && a.numel() == 1 => {
+            Some(a.double_value(&[0]) as f32)
+        }
         Some(_) => return None,
         None => None,
     };
@@ -77,7 +94,15 @@ pub(crate) fn td_target_cpu(q_next: &Tensor, next_logp: &Tensor, reward: &Tensor
     let y: Vec<f32> = (0..rows)
         .map(|j| {
             // amin over the members, NaN-propagating as libtorch's.
-            let min = (1..members).map(|m| q[m * rows + j]).fold(q[j], |acc, x| if acc.is_nan() || x.is_nan() { f32::NAN } else if x < acc { x } else { acc });
+            let min = (1..members).map(|m| q[m * rows + j]).fold(q[j], |acc, x| {
+                if acc.is_nan() || x.is_nan() {
+                    f32::NAN
+                } else if x < acc {
+                    x
+                } else {
+                    acc
+                }
+            });
             let bracket = match alpha {
                 Some(a) => min - a * logp[j],
                 None => min,
@@ -143,7 +168,16 @@ impl CriticPass {
     /// actions); then `θ̄ ← (1 − τ) θ̄ + τ θ` on `target`. `loss` reaches the critic only through
     /// [`CriticPass::q`]. Returns `Q`, detached.
     #[allow(clippy::too_many_arguments)]
-    pub fn step(self, critic: &EnsembleMlp, opt: &mut Adam, params: &ParamSet, target: &ParamSet, tau: f64, loss: &Tensor, extra: Option<&[Tensor]>) -> Tensor {
+    pub fn step(
+        self,
+        critic: &EnsembleMlp,
+        opt: &mut Adam,
+        params: &ParamSet,
+        target: &ParamSet,
+        tau: f64,
+        loss: &Tensor,
+        extra: Option<&[Tensor]>,
+    ) -> Tensor {
         match self.tape {
             Some(tape) => {
                 let grads = critic.backward_loss(tape, loss, &self.q);
@@ -154,7 +188,12 @@ impl CriticPass {
                 let surrogate;
                 let loss = match extra {
                     Some(g) => {
-                        let linear = params.named().iter().zip(g).map(|((_, p), g)| (p * g).sum(Kind::Float)).fold(loss.zeros_like(), |acc, t| acc + t);
+                        let linear = params
+                            .named()
+                            .iter()
+                            .zip(g)
+                            .map(|((_, p), g)| (p * g).sum(Kind::Float))
+                            .fold(loss.zeros_like(), |acc, t| acc + t);
                         surrogate = loss + (&linear - linear.detach());
                         &surrogate
                     }
@@ -176,7 +215,16 @@ impl CriticPass {
     /// formed itself, `grad_q = ∂L/∂Q` `[E, B]` (a squared TD error's `2 (Q − y) / (E B)`):
     /// no graph and no backward pass for the loss.
     #[allow(clippy::too_many_arguments)]
-    pub fn step_from_grad(self, critic: &EnsembleMlp, opt: &mut Adam, params: &ParamSet, target: &ParamSet, tau: f64, grad_q: &Tensor, extra: Option<&[Tensor]>) -> Tensor {
+    pub fn step_from_grad(
+        self,
+        critic: &EnsembleMlp,
+        opt: &mut Adam,
+        params: &ParamSet,
+        target: &ParamSet,
+        tau: f64,
+        grad_q: &Tensor,
+        extra: Option<&[Tensor]>,
+    ) -> Tensor {
         let tape = self.tape.expect("step_from_grad needs the taped pass");
         let grads = critic.backward_params(tape, grad_q);
         Self::adam_and_polyak(grads, opt, params, target, tau, extra);
@@ -184,11 +232,20 @@ impl CriticPass {
     }
 
     /// `∇ + extra`, one Adam step, and `θ̄ ← (1 − τ) θ̄ + τ θ` in the same pass over the weights.
-    fn adam_and_polyak(mut grads: Vec<Tensor>, opt: &mut Adam, params: &ParamSet, target: &ParamSet, tau: f64, extra: Option<&[Tensor]>) {
+    fn adam_and_polyak(
+        mut grads: Vec<Tensor>,
+        opt: &mut Adam,
+        params: &ParamSet,
+        target: &ParamSet,
+        tau: f64,
+        extra: Option<&[Tensor]>,
+    ) {
         if let Some(extra) = extra {
-            tch::no_grad(|| grads.iter_mut().zip(extra).for_each(|(g, e)| {
-                let _ = g.g_add_(e);
-            }));
+            tch::no_grad(|| {
+                grads.iter_mut().zip(extra).for_each(|(g, e)| {
+                    let _ = g.g_add_(e);
+                })
+            });
         }
         opt.apply_and_track(params, &grads, target, tau);
     }
@@ -218,8 +275,13 @@ mod tests {
                 bracket = bracket - &alpha * &logp;
             }
             let want = &reward + (1.0 - &terminal) * 0.99 * bracket;
-            let got = td_target_cpu(&q_next, &logp, &reward, &terminal, with_entropy.then_some(&alpha), 0.99).expect("CPU float tensors");
-            assert!(got.equal(&want), "TD target (entropy {with_entropy}) differs: {}", (&got - &want).abs().max().double_value(&[]));
+            let got = td_target_cpu(&q_next, &logp, &reward, &terminal, with_entropy.then_some(&alpha), 0.99)
+                .expect("CPU float tensors");
+            assert!(
+                got.equal(&want),
+                "TD target (entropy {with_entropy}) differs: {}",
+                (&got - &want).abs().max().double_value(&[])
+            );
         }
         let q = rng.normal(&[10, rows], Device::Cpu) * 30.0;
         let y = td_target_cpu(&q_next, &logp, &reward, &terminal, Some(&alpha), 0.99).unwrap();

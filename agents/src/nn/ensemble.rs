@@ -39,7 +39,17 @@ impl EnsembleMlp {
     /// `members` MLPs `in_dim → cfg.hidden… → out_dim`, each initialized like [`super::Mlp`]
     /// (orthogonal per member), registered under `prefix` as `{prefix}/l{i}/weight` etc.
     #[allow(clippy::too_many_arguments)]
-    pub fn new(params: &mut ParamSet, prefix: &str, members: i64, in_dim: i64, out_dim: i64, cfg: &MlpConfig, head_gain: f64, rng: &mut AgentRng, device: Device) -> Self {
+    pub fn new(
+        params: &mut ParamSet,
+        prefix: &str,
+        members: i64,
+        in_dim: i64,
+        out_dim: i64,
+        cfg: &MlpConfig,
+        head_gain: f64,
+        rng: &mut AgentRng,
+        device: Device,
+    ) -> Self {
         let mut dims = vec![in_dim];
         dims.extend(&cfg.hidden);
         dims.push(out_dim);
@@ -54,8 +64,16 @@ impl EnsembleMlp {
             let weight = params.add(format!("{name}/weight"), Tensor::stack(&w, 0), device);
             let bias = params.add(format!("{name}/bias"), Tensor::stack(&b, 0).unsqueeze(1), device);
             let norm = (!head && cfg.layer_norm).then(|| {
-                let g = params.add(format!("{prefix}/ln{i}/weight"), Tensor::ones([members, 1, fo], (Kind::Float, Device::Cpu)), device);
-                let b = params.add(format!("{prefix}/ln{i}/bias"), Tensor::zeros([members, 1, fo], (Kind::Float, Device::Cpu)), device);
+                let g = params.add(
+                    format!("{prefix}/ln{i}/weight"),
+                    Tensor::ones([members, 1, fo], (Kind::Float, Device::Cpu)),
+                    device,
+                );
+                let b = params.add(
+                    format!("{prefix}/ln{i}/bias"),
+                    Tensor::zeros([members, 1, fo], (Kind::Float, Device::Cpu)),
+                    device,
+                );
                 (g, b)
             });
             layers.push(Layer { weight, bias, norm });
@@ -73,7 +91,11 @@ impl EnsembleMlp {
             dense
                 .iter()
                 .enumerate()
-                .map(|(i, d)| Layer { weight: d.weight.unsqueeze(0), bias: row(&d.bias), norm: norms.get(i).filter(|_| i + 1 < dense.len()).map(|(g, b)| (row(g), row(b))) })
+                .map(|(i, d)| Layer {
+                    weight: d.weight.unsqueeze(0),
+                    bias: row(&d.bias),
+                    norm: norms.get(i).filter(|_| i + 1 < dense.len()).map(|(g, b)| (row(g), row(b))),
+                })
                 .collect()
         });
         Self { layers, members: 1, dropout, activation }
@@ -85,7 +107,11 @@ impl EnsembleMlp {
         let layers = self
             .layers
             .iter()
-            .map(|l| Layer { weight: l.weight.shallow_clone(), bias: l.bias.shallow_clone(), norm: l.norm.as_ref().map(|(g, b)| (g.shallow_clone(), b.shallow_clone())) })
+            .map(|l| Layer {
+                weight: l.weight.shallow_clone(),
+                bias: l.bias.shallow_clone(),
+                norm: l.norm.as_ref().map(|(g, b)| (g.shallow_clone(), b.shallow_clone())),
+            })
             .collect();
         Self { layers, members: self.members, dropout: self.dropout, activation: self.activation }
     }
@@ -94,7 +120,8 @@ impl EnsembleMlp {
     /// is plain dense layers with SiLU between them (no LayerNorm, no dropout): what a hand-written
     /// pass over its layers needs (the dynamics ensemble's fused training step).
     pub(crate) fn silu_layers(&self) -> Option<Vec<(&Tensor, &Tensor)>> {
-        let plain = self.activation == Activation::Silu && self.dropout == 0.0 && self.layers.iter().all(|l| l.norm.is_none());
+        let plain =
+            self.activation == Activation::Silu && self.dropout == 0.0 && self.layers.iter().all(|l| l.norm.is_none());
         plain.then(|| self.layers.iter().map(|l| (&l.weight, &l.bias)).collect())
     }
 
@@ -164,7 +191,8 @@ impl EnsembleMlp {
         let (e, first) = (self.members, &self.layers[0]);
         let (b, o, rows, a) = (obs.size()[0], obs.size()[1], act.size()[0], act.size()[1]);
         let width = first.weight.size()[2];
-        let per_state = first.bias.baddbmm(&obs.unsqueeze(0).expand([e, b, o], false), &first.weight.narrow(1, 0, o), 1.0, 1.0);
+        let per_state =
+            first.bias.baddbmm(&obs.unsqueeze(0).expand([e, b, o], false), &first.weight.narrow(1, 0, o), 1.0, 1.0);
         // A copy (`contiguous`), never a view: it is written in place below, and for one state the
         // reshape of the broadcast would be a view whose rows share memory.
         let mut h = per_state.unsqueeze(2).expand([e, b, rows / b, width], false).contiguous().view([e, rows, width]);
@@ -174,12 +202,19 @@ impl EnsembleMlp {
 
     fn run(&self, x: &Tensor, idx: Option<&Tensor>, dropout_rng: Option<&mut AgentRng>) -> Tensor {
         let e = idx.map(|i| i.size()[0]).unwrap_or(self.members);
-        let h = if x.dim() == 2 { x.unsqueeze(0).expand([e, x.size()[0], x.size()[1]], false) } else { x.shallow_clone() };
+        let h =
+            if x.dim() == 2 { x.unsqueeze(0).expand([e, x.size()[0], x.size()[1]], false) } else { x.shallow_clone() };
         self.layers_from(h, -1, idx, dropout_rng)
     }
 
     /// The layers after layer `done` (−1: all of them) on `h`, the members `idx` (or all).
-    fn layers_from(&self, mut h: Tensor, done: i64, idx: Option<&Tensor>, mut dropout_rng: Option<&mut AgentRng>) -> Tensor {
+    fn layers_from(
+        &self,
+        mut h: Tensor,
+        done: i64,
+        idx: Option<&Tensor>,
+        mut dropout_rng: Option<&mut AgentRng>,
+    ) -> Tensor {
         let pick = |t: &Tensor| match idx {
             Some(i) => t.index_select(0, i),
             None => t.shallow_clone(),
@@ -249,7 +284,8 @@ pub(crate) mod tests {
             let x = rng.normal(&[6, 4], Device::Cpu);
             let y = ens.forward(&x, None);
             assert_eq!(y.size(), vec![3, 6, 1]);
-            let named: std::collections::HashMap<&str, &Tensor> = p.named().iter().map(|(n, t)| (n.as_str(), t)).collect();
+            let named: std::collections::HashMap<&str, &Tensor> =
+                p.named().iter().map(|(n, t)| (n.as_str(), t)).collect();
             for e in 0..3 {
                 let mut q = ParamSet::new();
                 let mlp = Mlp::new(&mut q, "critic", 4, 1, &cfg, 1.0, &mut AgentRng::new(0), Device::Cpu);
@@ -273,8 +309,12 @@ pub(crate) mod tests {
             assert!((&g[0] - &w[0]).abs().max().double_value(&[]) < 1e-5, "forward_min input gradient");
             // Paired rows: each state with k = 2 actions, against the repeated-observation input.
             let (obs, act) = (x.narrow(1, 0, 3), rng.normal(&[12, 1], Device::Cpu));
-            let want = ens.forward(&Tensor::cat(&[obs.repeat_interleave_self_int(2, 0, None), act.shallow_clone()], 1), None);
-            assert!((ens.forward_paired(&obs, &act, None) - want).abs().max().double_value(&[]) < 1e-5, "forward_paired");
+            let want =
+                ens.forward(&Tensor::cat(&[obs.repeat_interleave_self_int(2, 0, None), act.shallow_clone()], 1), None);
+            assert!(
+                (ens.forward_paired(&obs, &act, None) - want).abs().max().double_value(&[]) < 1e-5,
+                "forward_paired"
+            );
             // A subset with a repeat picks those members.
             let idx = Tensor::from_slice(&[2i64, 0, 2]);
             let ys = ens.forward_subset(&x, &idx);

@@ -48,7 +48,8 @@ impl BetaEncoding {
 
     /// `e(β)`, `[B]` → `[B, d]`: columns `sin(β/n^{0/d}), cos(β/n^{0/d}), sin(β/n^{2/d}), …`.
     pub fn encode(&self, beta: &Tensor) -> Tensor {
-        let inv: Vec<f32> = (0..self.dim / 2).map(|k| self.base.powf(-(2 * k) as f64 / self.dim as f64) as f32).collect();
+        let inv: Vec<f32> =
+            (0..self.dim / 2).map(|k| self.base.powf(-(2 * k) as f64 / self.dim as f64) as f32).collect();
         let inv = Tensor::from_slice(&inv).to_device(beta.device());
         // [B, d/2] angles, then sin and cos interleaved: [B, d/2, 2] → [B, d].
         let angle = beta.to_kind(Kind::Float).unsqueeze(-1) * inv.unsqueeze(0);
@@ -147,7 +148,16 @@ impl BalanceModel {
     /// A balance model on `obs_dim` states with parameters under `prefix` in `params`, its
     /// output layer drawn per `head` (after the network, from the same stream).
     #[allow(clippy::too_many_arguments)]
-    pub fn new(params: &mut ParamSet, prefix: &str, obs_dim: i64, cfg: &TanhGaussianConfig, range: BetaRange, head: BalanceHeadInit, rng: &mut AgentRng, device: Device) -> Self {
+    pub fn new(
+        params: &mut ParamSet,
+        prefix: &str,
+        obs_dim: i64,
+        cfg: &TanhGaussianConfig,
+        range: BetaRange,
+        head: BalanceHeadInit,
+        rng: &mut AgentRng,
+        device: Device,
+    ) -> Self {
         let net = TanhGaussianActor::new(params, prefix, obs_dim, 1, cfg, rng, device);
         if head == BalanceHeadInit::VarianceScaling {
             let (weight, bias) = net.head();
@@ -188,7 +198,8 @@ impl BalanceModel {
 /// Mean, standard deviation and the 10/50/90 % quantiles of `beta` `[B]`, for the logs:
 /// `beta_mean`, `beta_std`, `beta_q10`, `beta_q50`, `beta_q90`.
 pub fn beta_stats(beta: &Tensor) -> Vec<(&'static str, f64)> {
-    let mut v = Vec::<f32>::try_from(beta.detach().to_device(Device::Cpu).to_kind(Kind::Float).flatten(0, -1)).unwrap_or_default();
+    let mut v = Vec::<f32>::try_from(beta.detach().to_device(Device::Cpu).to_kind(Kind::Float).flatten(0, -1))
+        .unwrap_or_default();
     if v.is_empty() {
         return Vec::new();
     }
@@ -202,7 +213,13 @@ pub fn beta_stats(beta: &Tensor) -> Vec<(&'static str, f64)> {
         let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
         v[lo] as f64 + (v[hi] as f64 - v[lo] as f64) * (pos - lo as f64)
     };
-    vec![("beta_mean", mean), ("beta_std", var.sqrt()), ("beta_q10", q(0.1)), ("beta_q50", q(0.5)), ("beta_q90", q(0.9))]
+    vec![
+        ("beta_mean", mean),
+        ("beta_std", var.sqrt()),
+        ("beta_q10", q(0.1)),
+        ("beta_q50", q(0.5)),
+        ("beta_q90", q(0.9)),
+    ]
 }
 
 /// dQ/dβ at `beta` `[B]`, per row: the derivative of `q(β)` `[B]` (row i depending on β_i only,
@@ -214,16 +231,22 @@ pub fn dq_dbeta(beta: &Tensor, q: impl FnOnce(&Tensor) -> Tensor) -> Vec<(&'stat
     let leaf = beta.detach().to_kind(Kind::Float).set_requires_grad(true);
     let value = q(&leaf).sum(Kind::Float);
     let grad = Tensor::run_backward(&[value], &[&leaf], false, false).remove(0);
-    vec![("dq_dbeta_mean", grad.mean(Kind::Float).double_value(&[])), ("dq_dbeta_positive", grad.gt(0.0).to_kind(Kind::Float).mean(Kind::Float).double_value(&[]))]
+    vec![
+        ("dq_dbeta_mean", grad.mean(Kind::Float).double_value(&[])),
+        ("dq_dbeta_positive", grad.gt(0.0).to_kind(Kind::Float).mean(Kind::Float).double_value(&[])),
+    ]
 }
 
 /// FamO2O's scatter diagnostics for a batch: the balance model's β(s) `[B]` against `q`
 /// (`Q(s, a)` on the batch's actions, `[B]`) as `beta_vs_q`, and against the Monte-Carlo
 /// return-to-go on the rows where it is finite as `beta_vs_return`.
 pub fn beta_scatters(beta: &Tensor, q: &Tensor, mc_return: Option<&Tensor>) -> Vec<Scatter> {
-    let values = |t: &Tensor| Vec::<f32>::try_from(t.detach().to_device(Device::Cpu).to_kind(Kind::Float).flatten(0, -1)).unwrap_or_default();
+    let values = |t: &Tensor| {
+        Vec::<f32>::try_from(t.detach().to_device(Device::Cpu).to_kind(Kind::Float).flatten(0, -1)).unwrap_or_default()
+    };
     let beta = values(beta);
-    let mut out = vec![Scatter { name: "beta_vs_q", x_name: "Q(s, a)", y_name: "β(s)", x: values(q), y: beta.clone() }];
+    let mut out =
+        vec![Scatter { name: "beta_vs_q", x_name: "Q(s, a)", y_name: "β(s)", x: values(q), y: beta.clone() }];
     if let Some(g) = mc_return {
         let (x, y): (Vec<f32>, Vec<f32>) = values(g).into_iter().zip(beta).filter(|(g, _)| g.is_finite()).unzip();
         if !x.is_empty() {
@@ -270,7 +293,12 @@ mod tests {
         for (range, want) in [(iql, [11.0, 8.0, 14.0]), (code, [0.5, -0.5, 1.5]), (paper, [1.0, 0.5, 1.5])] {
             let b = range.beta(&u);
             for (i, w) in want.iter().enumerate() {
-                assert!((b.double_value(&[i as i64]) - w).abs() < 1e-6, "{range:?}: u = {} → {}", u.double_value(&[i as i64]), b.double_value(&[i as i64]));
+                assert!(
+                    (b.double_value(&[i as i64]) - w).abs() < 1e-6,
+                    "{range:?}: u = {} → {}",
+                    u.double_value(&[i as i64]),
+                    b.double_value(&[i as i64])
+                );
             }
             assert_eq!(range.bounds(), (want[1], want[2]));
         }
@@ -281,8 +309,10 @@ mod tests {
         let mut p = ParamSet::new();
         let mut rng = AgentRng::new(3);
         let range = BetaRange { min: 8.0, max: 14.0, map: BetaMap::Paper };
-        let cfg = TanhGaussianConfig { state_dependent_std: false, log_std_min: -10.0, ..TanhGaussianConfig::default() };
-        let m = BalanceModel::new(&mut p, "balance", 4, &cfg, range, BalanceHeadInit::Orthogonal, &mut rng, Device::Cpu);
+        let cfg =
+            TanhGaussianConfig { state_dependent_std: false, log_std_min: -10.0, ..TanhGaussianConfig::default() };
+        let m =
+            BalanceModel::new(&mut p, "balance", 4, &cfg, range, BalanceHeadInit::Orthogonal, &mut rng, Device::Cpu);
         let obs = rng.normal(&[32, 4], Device::Cpu) * 5.0;
         let (beta, logp) = m.sample(&obs, &(rng.normal(&[32, 1], Device::Cpu) * 3.0));
         assert_eq!((beta.size(), logp.size()), (vec![32], vec![32]));
@@ -305,7 +335,11 @@ mod tests {
     /// dQ/dβ of a function increasing in β is positive on every row.
     #[test]
     fn the_variance_scaling_head_starts_beta_mid_range() {
-        let cfg = TanhGaussianConfig { mlp: super::super::MlpConfig { hidden: vec![64, 64], ..Default::default() }, log_std_affine: true, ..TanhGaussianConfig::default() };
+        let cfg = TanhGaussianConfig {
+            mlp: super::super::MlpConfig { hidden: vec![64, 64], ..Default::default() },
+            log_std_affine: true,
+            ..TanhGaussianConfig::default()
+        };
         let range = BetaRange { min: 0.5, max: 1.5, map: BetaMap::Code };
         let obs = AgentRng::new(9).normal(&[256, 4], Device::Cpu);
         let mut mu_std = Vec::new();
@@ -326,7 +360,12 @@ mod tests {
         // 64 weights per output: the ratio's sampling error is about 1/√64 ≈ 12 %, so [0.05, 0.2]
         // holds the analytic 0.1 with room for that error.
         let ratio = mu_std[0] / mu_std[1];
-        assert!((0.05..0.2).contains(&ratio), "std of μ_b: variance scaling {} vs orthogonal {} (ratio {ratio}, analytic 0.1)", mu_std[0], mu_std[1]);
+        assert!(
+            (0.05..0.2).contains(&ratio),
+            "std of μ_b: variance scaling {} vs orthogonal {} (ratio {ratio}, analytic 0.1)",
+            mu_std[0],
+            mu_std[1]
+        );
         let d = dq_dbeta(&Tensor::from_slice(&[0.2f32, 1.0, 1.4]), |b| b.square() * 3.0);
         assert!((d[0].1 - (1.2 + 6.0 + 8.4) / 3.0).abs() < 1e-5 && d[1].1 == 1.0, "{d:?}");
     }

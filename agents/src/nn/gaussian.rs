@@ -55,9 +55,18 @@ pub struct GaussianActor {
 
 impl GaussianActor {
     /// A new actor with parameters under `prefix` in `params`.
-    pub fn new(params: &mut ParamSet, prefix: &str, obs_dim: i64, act_dim: i64, cfg: &GaussianConfig, rng: &mut AgentRng, device: Device) -> Self {
+    pub fn new(
+        params: &mut ParamSet,
+        prefix: &str,
+        obs_dim: i64,
+        act_dim: i64,
+        cfg: &GaussianConfig,
+        rng: &mut AgentRng,
+        device: Device,
+    ) -> Self {
         let net = Mlp::new(params, prefix, obs_dim, act_dim, &cfg.mlp, cfg.head_gain, rng, device);
-        let log_std = params.add(format!("{prefix}/log_std"), Tensor::zeros([act_dim], (Kind::Float, Device::Cpu)), device);
+        let log_std =
+            params.add(format!("{prefix}/log_std"), Tensor::zeros([act_dim], (Kind::Float, Device::Cpu)), device);
         Self { net, log_std, cfg: cfg.clone() }
     }
 
@@ -114,7 +123,12 @@ impl GaussianActor {
     /// [`Self::log_prob`] for a training step on the CPU fast path ([`MlpPass`]): `(log π, pass)`,
     /// where `pass.grads(loss, params)` gives `∂loss/∂θ` over the actor's parameter set
     /// (log σ included) for a loss of `log π`.
-    pub(crate) fn log_prob_pass(&self, obs: &Tensor, action: &Tensor, dropout_rng: Option<&mut AgentRng>) -> (Tensor, MlpPass) {
+    pub(crate) fn log_prob_pass(
+        &self,
+        obs: &Tensor,
+        action: &Tensor,
+        dropout_rng: Option<&mut AgentRng>,
+    ) -> (Tensor, MlpPass) {
         let pass = MlpPass::new(&self.net, obs, dropout_rng);
         let mean = if self.cfg.squash_mean { pass.out.tanh() } else { pass.out.shallow_clone() };
         (self.log_prob_at(&mean, action), pass)
@@ -127,7 +141,13 @@ impl GaussianActor {
     /// `∂L/∂ log σ = −Σ_b (w_b/B) (z² − 1)` where the clamp passes it. Returns `(L, the
     /// gradients of the actor's parameter set in order)`, or `None` (having drawn nothing)
     /// where the taped pass does not apply: then [`GaussianActor::log_prob_pass`] and autograd.
-    pub(crate) fn weighted_nll_step(&self, obs: &Tensor, action: &Tensor, weight: &Tensor, params: &ParamSet) -> Option<(Tensor, Vec<Tensor>)> {
+    pub(crate) fn weighted_nll_step(
+        &self,
+        obs: &Tensor,
+        action: &Tensor,
+        weight: &Tensor,
+        params: &ParamSet,
+    ) -> Option<(Tensor, Vec<Tensor>)> {
         let cpu_f32 = |t: &Tensor| t.device() == Device::Cpu && t.kind() == Kind::Float;
         if !(cpu_f32(action) && cpu_f32(weight) && cpu_f32(&self.log_std) && MlpPass::applies(&self.net, obs)) {
             return None;
@@ -189,7 +209,13 @@ mod tests {
         for squash_mean in [true, false] {
             let mut p = ParamSet::new();
             let mut rng = AgentRng::new(3);
-            let cfg = GaussianConfig { squash_mean, log_std_min: -1.0, log_std_max: 0.5, mlp: MlpConfig { hidden: vec![32, 32], ..MlpConfig::default() }, ..GaussianConfig::default() };
+            let cfg = GaussianConfig {
+                squash_mean,
+                log_std_min: -1.0,
+                log_std_max: 0.5,
+                mlp: MlpConfig { hidden: vec![32, 32], ..MlpConfig::default() },
+                ..GaussianConfig::default()
+            };
             let actor = GaussianActor::new(&mut p, "actor", 5, 3, &cfg, &mut rng, Device::Cpu);
             tch::no_grad(|| actor.log_std.shallow_clone().copy_(&Tensor::from_slice(&[-0.4f32, 0.9, -2.0])));
             let obs = rng.normal(&[40, 5], Device::Cpu);
@@ -198,7 +224,10 @@ mod tests {
             let want_loss = -(&w * actor.log_prob(&obs, &act, None)).mean(Kind::Float);
             let want = Tensor::run_backward(&[&want_loss], &p.tensors(), false, false);
             let (loss, got) = actor.weighted_nll_step(&obs, &act, &w, &p).expect("the taped pass applies");
-            assert!((loss.double_value(&[]) - want_loss.double_value(&[])).abs() < 1e-5 * (1.0 + want_loss.double_value(&[]).abs()));
+            assert!(
+                (loss.double_value(&[]) - want_loss.double_value(&[])).abs()
+                    < 1e-5 * (1.0 + want_loss.double_value(&[]).abs())
+            );
             assert_eq!(got.len(), want.len());
             for ((g, w), (name, _)) in got.iter().zip(&want).zip(p.named()) {
                 let d = (g - w).abs().max().double_value(&[]);

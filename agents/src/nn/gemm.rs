@@ -176,14 +176,27 @@ fn dims3(t: &Tensor) -> Option<[usize; 3]> {
 
 /// [`batched`] on tensors: `A_e(i, p)` at `a[e·member + i·row + p·col]`, `B_e` the row-major
 /// `[k, n]` matrix `pick[e]` (or `e`) of `b`, into a fresh `[members, m, n]` tensor.
-fn product(a: &Tensor, (member, row, col): (usize, usize, usize), b: &Tensor, pick: Option<&[usize]>, s: Shape) -> Option<Tensor> {
+fn product(
+    a: &Tensor,
+    (member, row, col): (usize, usize, usize),
+    b: &Tensor,
+    pick: Option<&[usize]>,
+    s: Shape,
+) -> Option<Tensor> {
     if a.device() != Device::Cpu || a.kind() != Kind::Float {
         return None;
     }
     let out = Tensor::empty([s.members as i64, s.m as i64, s.n as i64], (Kind::Float, Device::Cpu));
     let (a, b) = (a.contiguous(), b.contiguous());
     // SAFETY: contiguous float32 CPU tensors; `out` is fresh; the views end with this statement.
-    let done = unsafe { batched(Lhs { data: floats(&a), member, row, col }, Rhs { data: floats(&b), member: s.k * s.n, pick }, floats_mut(&out), s) };
+    let done = unsafe {
+        batched(
+            Lhs { data: floats(&a), member, row, col },
+            Rhs { data: floats(&b), member: s.k * s.n, pick },
+            floats_mut(&out),
+            s,
+        )
+    };
     done.then_some(out)
 }
 
@@ -202,7 +215,10 @@ fn check(a: Lhs<'_>, b: Rhs<'_>, c_len: usize, s: Shape) {
         }
         None => s.members - 1,
     };
-    assert!(last_member * b.member + s.k * s.n <= b.data.len(), "gemm: the right factor is shorter than its strides say");
+    assert!(
+        last_member * b.member + s.k * s.n <= b.data.len(),
+        "gemm: the right factor is shorter than its strides say"
+    );
 }
 
 /// Units `[u0, u1)` (unit = member · groups + row group) into `out`, their outputs.
@@ -229,7 +245,17 @@ unsafe fn run_units(a: Lhs<'_>, b: Rhs<'_>, out: &mut [f32], s: Shape, groups: u
 ///
 /// SAFETY (for callers): as [`run_units`]; `c` holds `(i1 − i0) · n` values.
 #[allow(clippy::too_many_arguments)]
-unsafe fn rows_of(a: *const f32, a_row: usize, a_col: usize, b: *const f32, c: *mut f32, i0: usize, i1: usize, n: usize, k: usize) {
+unsafe fn rows_of(
+    a: *const f32,
+    a_row: usize,
+    a_col: usize,
+    b: *const f32,
+    c: *mut f32,
+    i0: usize,
+    i1: usize,
+    n: usize,
+    k: usize,
+) {
     let mut j = 0;
     while j < n {
         let cols = (n - j).min(TILE_COLS);
@@ -255,7 +281,17 @@ mod avx512 {
     /// stride `n`) its `rows × cols` outputs.
     #[allow(clippy::too_many_arguments)]
     #[inline]
-    pub(super) unsafe fn tile(rows: usize, cols: usize, a: *const f32, a_row: usize, a_col: usize, b: *const f32, n: usize, c: *mut f32, k: usize) {
+    pub(super) unsafe fn tile(
+        rows: usize,
+        cols: usize,
+        a: *const f32,
+        a_row: usize,
+        a_col: usize,
+        b: *const f32,
+        n: usize,
+        c: *mut f32,
+        k: usize,
+    ) {
         match (rows, cols) {
             (4, 64) => kernel::<4, 4>(a, a_row, a_col, b, n, c, k, u16::MAX),
             (3, 64) => kernel::<3, 4>(a, a_row, a_col, b, n, c, k, u16::MAX),
@@ -302,7 +338,16 @@ mod avx512 {
     /// columns.
     #[allow(clippy::too_many_arguments)]
     #[target_feature(enable = "avx512f")]
-    unsafe fn kernel<const R: usize, const Q: usize>(a: *const f32, a_row: usize, a_col: usize, b: *const f32, n: usize, c: *mut f32, k: usize, mask: u16) {
+    unsafe fn kernel<const R: usize, const Q: usize>(
+        a: *const f32,
+        a_row: usize,
+        a_col: usize,
+        b: *const f32,
+        n: usize,
+        c: *mut f32,
+        k: usize,
+        mask: u16,
+    ) {
         let mut acc = [[_mm512_setzero_ps(); Q]; R];
         let lanes = |q: usize| if q + 1 == Q { mask } else { u16::MAX };
         for p in 0..k {
@@ -329,7 +374,17 @@ mod avx512 {
 #[cfg(not(target_arch = "x86_64"))]
 mod avx512 {
     #[allow(clippy::too_many_arguments)]
-    pub(super) unsafe fn tile(_: usize, _: usize, _: *const f32, _: usize, _: usize, _: *const f32, _: usize, _: *mut f32, _: usize) {
+    pub(super) unsafe fn tile(
+        _: usize,
+        _: usize,
+        _: *const f32,
+        _: usize,
+        _: usize,
+        _: *const f32,
+        _: usize,
+        _: *mut f32,
+        _: usize,
+    ) {
         unreachable!("gemm::available is false off x86-64")
     }
 }
@@ -351,7 +406,13 @@ pub fn fma_peak_gflops() -> f64 {
         let iters = 20_000_000usize;
         let run = |_: usize| {
             // SAFETY: the features each loop needs were checked above.
-            let s = unsafe { if wide { avx512::fma_chains(iters) } else { avx2_chains(iters) } };
+            let s = unsafe {
+                if wide {
+                    avx512::fma_chains(iters)
+                } else {
+                    avx2_chains(iters)
+                }
+            };
             std::hint::black_box(s);
         };
         super::team::run(vec![0usize; threads], run);
@@ -385,10 +446,12 @@ unsafe fn avx2_chains(iters: usize) -> f32 {
         }
     }
     let mut lanes = [0f32; 8];
-    acc.iter().map(|a| {
-        _mm256_storeu_ps(lanes.as_mut_ptr(), *a);
-        lanes.iter().sum::<f32>()
-    }).sum()
+    acc.iter()
+        .map(|a| {
+            _mm256_storeu_ps(lanes.as_mut_ptr(), *a);
+            lanes.iter().sum::<f32>()
+        })
+        .sum()
 }
 
 /// `out_e = w_eᵀ` for `members` matrices of `rows × cols` (`out_e` is `cols × rows`), split
@@ -484,7 +547,9 @@ mod tests {
             let be = b.pick.map_or(e, |p| p[e]) * b.member;
             for i in 0..s.m {
                 for j in 0..s.n {
-                    c[(e * s.m + i) * s.n + j] = (0..s.k).fold(0f32, |acc, p| a.data[e * a.member + i * a.row + p * a.col].mul_add(b.data[be + p * s.n + j], acc));
+                    c[(e * s.m + i) * s.n + j] = (0..s.k).fold(0f32, |acc, p| {
+                        a.data[e * a.member + i * a.row + p * a.col].mul_add(b.data[be + p * s.n + j], acc)
+                    });
                 }
             }
         }
@@ -500,15 +565,29 @@ mod tests {
             eprintln!("gemm: no AVX-512 here; the kernels are not exercised");
             return;
         }
-        for (members, m, n, k) in [(3usize, 256usize, 256usize, 256usize), (2, 23, 256, 256), (1, 7, 70, 5), (3, 5, 13, 9), (2, 64, 128, 1), (1, 1, 1, 1), (4, 9, 300, 17)] {
+        for (members, m, n, k) in [
+            (3usize, 256usize, 256usize, 256usize),
+            (2, 23, 256, 256),
+            (1, 7, 70, 5),
+            (3, 5, 13, 9),
+            (2, 64, 128, 1),
+            (1, 1, 1, 1),
+            (4, 9, 300, 17),
+        ] {
             let s = Shape { members, m, n, k };
             let lhs_plain = values(members * m * k, 1);
             let lhs_shared = values(k * m, 2);
             let rhs = values((members + 2) * k * n, 3);
             let pick: Vec<usize> = (0..members).map(|e| (e * 2 + 1) % (members + 2)).collect();
             let cases = [
-                (Lhs { data: &lhs_plain, member: m * k, row: k, col: 1 }, Rhs { data: &rhs, member: k * n, pick: None }),
-                (Lhs { data: &lhs_plain, member: m * k, row: 1, col: m }, Rhs { data: &rhs, member: k * n, pick: Some(&pick) }),
+                (
+                    Lhs { data: &lhs_plain, member: m * k, row: k, col: 1 },
+                    Rhs { data: &rhs, member: k * n, pick: None },
+                ),
+                (
+                    Lhs { data: &lhs_plain, member: m * k, row: 1, col: m },
+                    Rhs { data: &rhs, member: k * n, pick: Some(&pick) },
+                ),
                 (Lhs { data: &lhs_shared, member: 0, row: 1, col: m }, Rhs { data: &rhs, member: k * n, pick: None }),
             ];
             for (case, (a, b)) in cases.into_iter().enumerate() {
@@ -550,6 +629,11 @@ mod tests {
     fn a_short_factor_is_refused() {
         let (a, b) = (values(10, 1), values(64, 2));
         let mut c = vec![0f32; 16];
-        batched(Lhs { data: &a, member: 0, row: 4, col: 1 }, Rhs { data: &b, member: 16, pick: None }, &mut c, Shape { members: 1, m: 4, n: 4, k: 4 });
+        batched(
+            Lhs { data: &a, member: 0, row: 4, col: 1 },
+            Rhs { data: &b, member: 16, pick: None },
+            &mut c,
+            Shape { members: 1, m: 4, n: 4, k: 4 },
+        );
     }
 }

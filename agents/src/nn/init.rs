@@ -31,7 +31,9 @@ pub enum WeightInit {
 /// A dense layer's `([fan_in, fan_out]` weight, `[fan_out]` bias`)` drawn per `init`.
 pub fn dense(rng: &mut AgentRng, fan_in: i64, fan_out: i64, gain: f64, init: WeightInit) -> (Tensor, Tensor) {
     match init {
-        WeightInit::Orthogonal => (orthogonal(rng, fan_in, fan_out, gain), Tensor::zeros([fan_out], (Kind::Float, Device::Cpu))),
+        WeightInit::Orthogonal => {
+            (orthogonal(rng, fan_in, fan_out, gain), Tensor::zeros([fan_out], (Kind::Float, Device::Cpu)))
+        }
         WeightInit::FanInUniform => {
             let bound = 1.0 / (fan_in as f64).sqrt();
             let mut uniform = |shape: &[i64]| rng.uniform_tensor(shape, Device::Cpu) * (2.0 * bound) - bound;
@@ -39,7 +41,10 @@ pub fn dense(rng: &mut AgentRng, fan_in: i64, fan_out: i64, gain: f64, init: Wei
         }
         WeightInit::XavierUniform => {
             let bound = (6.0 / (fan_in + fan_out) as f64).sqrt();
-            (rng.uniform_tensor(&[fan_in, fan_out], Device::Cpu) * (2.0 * bound) - bound, Tensor::zeros([fan_out], (Kind::Float, Device::Cpu)))
+            (
+                rng.uniform_tensor(&[fan_in, fan_out], Device::Cpu) * (2.0 * bound) - bound,
+                Tensor::zeros([fan_out], (Kind::Float, Device::Cpu)),
+            )
         }
     }
 }
@@ -78,7 +83,9 @@ mod tests {
         assert!((w.std(true).double_value(&[]) - bound / 3f64.sqrt()).abs() < 0.005);
         let (w, b) = dense(&mut rng, 64, 256, 2.0, WeightInit::Orthogonal);
         assert_eq!(b.abs().max().double_value(&[]), 0.0);
-        assert!((w.tr().matmul(&w).diagonal(0, 0, 1).mean(Kind::Float).double_value(&[]) - 4.0 * 64.0 / 256.0).abs() < 1e-3);
+        assert!(
+            (w.tr().matmul(&w).diagonal(0, 0, 1).mean(Kind::Float).double_value(&[]) - 4.0 * 64.0 / 256.0).abs() < 1e-3
+        );
     }
 
     #[test]

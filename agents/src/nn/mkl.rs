@@ -73,12 +73,19 @@ pub(crate) fn ragged_matmul(products: Vec<Product<'_>>) -> bool {
     }
     let int = |v: usize| c_int::try_from(v).expect("a matmul dimension fits in 32 bits");
     for p in &products {
-        assert!(p.a.len() >= p.m * p.k && p.b.len() >= p.k * p.n && p.c.len() >= p.m * p.n, "ragged_matmul: a slice is shorter than its shape");
+        assert!(
+            p.a.len() >= p.m * p.k && p.b.len() >= p.k * p.n && p.c.len() >= p.m * p.n,
+            "ragged_matmul: a slice is shorter than its shape"
+        );
     }
     let g = products.len();
     let transa = vec![NO_TRANS; g];
     let transb: Vec<c_int> = products.iter().map(|p| if p.transpose_b { TRANS } else { NO_TRANS }).collect();
-    let (m, n, k): (Vec<c_int>, Vec<c_int>, Vec<c_int>) = (products.iter().map(|p| int(p.m)).collect(), products.iter().map(|p| int(p.n)).collect(), products.iter().map(|p| int(p.k)).collect());
+    let (m, n, k): (Vec<c_int>, Vec<c_int>, Vec<c_int>) = (
+        products.iter().map(|p| int(p.m)).collect(),
+        products.iter().map(|p| int(p.n)).collect(),
+        products.iter().map(|p| int(p.k)).collect(),
+    );
     let lda = k.clone();
     let ldb: Vec<c_int> = products.iter().map(|p| int(if p.transpose_b { p.k } else { p.n })).collect();
     let ldc = n.clone();
@@ -90,7 +97,24 @@ pub(crate) fn ragged_matmul(products: Vec<Product<'_>>) -> bool {
     // matrices (leading dimensions as set above: contiguous row-major), the outputs are
     // distinct `&mut` slices, and MKL returns after writing them.
     unsafe {
-        f(ROW_MAJOR, transa.as_ptr(), transb.as_ptr(), m.as_ptr(), n.as_ptr(), k.as_ptr(), alpha.as_ptr(), a.as_ptr(), lda.as_ptr(), b.as_ptr(), ldb.as_ptr(), beta.as_ptr(), c.as_ptr(), ldc.as_ptr(), int(g), size.as_ptr());
+        f(
+            ROW_MAJOR,
+            transa.as_ptr(),
+            transb.as_ptr(),
+            m.as_ptr(),
+            n.as_ptr(),
+            k.as_ptr(),
+            alpha.as_ptr(),
+            a.as_ptr(),
+            lda.as_ptr(),
+            b.as_ptr(),
+            ldb.as_ptr(),
+            beta.as_ptr(),
+            c.as_ptr(),
+            ldc.as_ptr(),
+            int(g),
+            size.as_ptr(),
+        );
     }
     true
 }
@@ -108,15 +132,30 @@ mod tests {
         }
         let val = |i: usize, s: usize| ((i * 7919 + s * 104_729) % 2001) as f32 / 1000.0 - 1.0;
         let shapes = [(5usize, 7usize, 3usize, true), (0, 4, 4, false), (9, 2, 6, false), (1, 8, 8, true)];
-        let data: Vec<(Vec<f32>, Vec<f32>)> = shapes.iter().enumerate().map(|(s, &(m, n, k, _))| ((0..m * k).map(|i| val(i, 2 * s)).collect(), (0..k * n).map(|i| val(i, 2 * s + 1)).collect())).collect();
+        let data: Vec<(Vec<f32>, Vec<f32>)> = shapes
+            .iter()
+            .enumerate()
+            .map(|(s, &(m, n, k, _))| {
+                ((0..m * k).map(|i| val(i, 2 * s)).collect(), (0..k * n).map(|i| val(i, 2 * s + 1)).collect())
+            })
+            .collect();
         let mut outs: Vec<Vec<f32>> = shapes.iter().map(|&(m, n, _, _)| vec![f32::NAN; m * n]).collect();
-        let products = shapes.iter().zip(&data).zip(outs.iter_mut()).map(|((&(m, n, k, t), (a, b)), c)| Product { a, b, c, m, n, k, transpose_b: t }).collect();
+        let products = shapes
+            .iter()
+            .zip(&data)
+            .zip(outs.iter_mut())
+            .map(|((&(m, n, k, t), (a, b)), c)| Product { a, b, c, m, n, k, transpose_b: t })
+            .collect();
         assert!(ragged_matmul(products));
         for ((&(m, n, k, t), (a, b)), c) in shapes.iter().zip(&data).zip(&outs) {
             for i in 0..m {
                 for j in 0..n {
                     let want: f32 = (0..k).map(|l| a[i * k + l] * if t { b[j * k + l] } else { b[l * n + j] }).sum();
-                    assert!((c[i * n + j] - want).abs() < 1e-5, "({m}, {n}, {k}, {t}) at ({i}, {j}): {} vs {want}", c[i * n + j]);
+                    assert!(
+                        (c[i * n + j] - want).abs() < 1e-5,
+                        "({m}, {n}, {k}, {t}) at ({i}, {j}): {} vs {want}",
+                        c[i * n + j]
+                    );
                 }
             }
         }

@@ -63,7 +63,13 @@ impl Activation {
 
 impl Default for MlpConfig {
     fn default() -> Self {
-        Self { hidden: vec![256, 256], layer_norm: false, dropout: 0.0, init: WeightInit::Orthogonal, activation: Activation::Relu }
+        Self {
+            hidden: vec![256, 256],
+            layer_norm: false,
+            dropout: 0.0,
+            init: WeightInit::Orthogonal,
+            activation: Activation::Relu,
+        }
     }
 }
 
@@ -79,7 +85,16 @@ pub struct Dense {
 impl Dense {
     /// A new layer registered in `params` as `{name}/weight`, `{name}/bias`.
     #[allow(clippy::too_many_arguments)]
-    pub fn new(params: &mut ParamSet, name: &str, fan_in: i64, fan_out: i64, gain: f64, init: WeightInit, rng: &mut AgentRng, device: Device) -> Self {
+    pub fn new(
+        params: &mut ParamSet,
+        name: &str,
+        fan_in: i64,
+        fan_out: i64,
+        gain: f64,
+        init: WeightInit,
+        rng: &mut AgentRng,
+        device: Device,
+    ) -> Self {
         let (w, b) = dense(rng, fan_in, fan_out, gain, init);
         let weight = params.add(format!("{name}/weight"), w, device);
         let bias = params.add(format!("{name}/bias"), b, device);
@@ -110,15 +125,26 @@ pub struct Mlp {
 impl Mlp {
     /// Build an MLP `in_dim → cfg.hidden… → out_dim`, registering parameters under `prefix`.
     #[allow(clippy::too_many_arguments)]
-    pub fn new(params: &mut ParamSet, prefix: &str, in_dim: i64, out_dim: i64, cfg: &MlpConfig, head_gain: f64, rng: &mut AgentRng, device: Device) -> Self {
+    pub fn new(
+        params: &mut ParamSet,
+        prefix: &str,
+        in_dim: i64,
+        out_dim: i64,
+        cfg: &MlpConfig,
+        head_gain: f64,
+        rng: &mut AgentRng,
+        device: Device,
+    ) -> Self {
         let mut layers = Vec::new();
         let mut norms = Vec::new();
         let mut d = in_dim;
         for (i, &h) in cfg.hidden.iter().enumerate() {
             layers.push(Dense::new(params, &format!("{prefix}/l{i}"), d, h, 2f64.sqrt(), cfg.init, rng, device));
             if cfg.layer_norm {
-                let g = params.add(format!("{prefix}/ln{i}/weight"), Tensor::ones([h], (Kind::Float, Device::Cpu)), device);
-                let b = params.add(format!("{prefix}/ln{i}/bias"), Tensor::zeros([h], (Kind::Float, Device::Cpu)), device);
+                let g =
+                    params.add(format!("{prefix}/ln{i}/weight"), Tensor::ones([h], (Kind::Float, Device::Cpu)), device);
+                let b =
+                    params.add(format!("{prefix}/ln{i}/bias"), Tensor::zeros([h], (Kind::Float, Device::Cpu)), device);
                 norms.push((g, b));
             }
             d = h;
@@ -182,7 +208,21 @@ mod tests {
         let cfg = MlpConfig { hidden: vec![32, 16], layer_norm: true, ..MlpConfig::default() };
         let m = Mlp::new(&mut p, "q", 5, 3, &cfg, 1.0, &mut rng, Device::Cpu);
         let names: Vec<&str> = p.named().iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(names, ["q/l0/weight", "q/l0/bias", "q/ln0/weight", "q/ln0/bias", "q/l1/weight", "q/l1/bias", "q/ln1/weight", "q/ln1/bias", "q/head/weight", "q/head/bias"]);
+        assert_eq!(
+            names,
+            [
+                "q/l0/weight",
+                "q/l0/bias",
+                "q/ln0/weight",
+                "q/ln0/bias",
+                "q/l1/weight",
+                "q/l1/bias",
+                "q/ln1/weight",
+                "q/ln1/bias",
+                "q/head/weight",
+                "q/head/bias"
+            ]
+        );
         let x = Tensor::from_slice(&[0.5f32; 35]).view([7, 5]);
         assert_eq!(m.forward(&x, None).size(), vec![7, 3]);
     }

@@ -11,8 +11,8 @@
 //! is autograd's [`Mlp::forward`], with the same dropout draws, and the gradients
 //! `Tensor::run_backward`'s: tests check that the two agree.
 
-use super::{EnsembleMlp, Mlp, ParamSet};
 use super::ensemble::EnsembleTape;
+use super::{EnsembleMlp, Mlp, ParamSet};
 use crate::rng::AgentRng;
 use tch::Tensor;
 
@@ -120,7 +120,9 @@ mod tests {
     #[test]
     fn taped_pass_matches_autograd() {
         // 600 rows of the 64-wide layer pass the size at which a one-member pass is split by rows.
-        for (layer_norm, out, rows) in [(false, 1, 9), (true, 1, 9), (false, 12, 200), (true, 5, 200), (false, 12, 600), (true, 1, 600)] {
+        for (layer_norm, out, rows) in
+            [(false, 1, 9), (true, 1, 9), (false, 12, 200), (true, 5, 200), (false, 12, 600), (true, 1, 600)]
+        {
             let cfg = MlpConfig { hidden: vec![64, 48], layer_norm, ..MlpConfig::default() };
             let mut p = ParamSet::new();
             let mut rng = AgentRng::new(2);
@@ -142,7 +144,10 @@ mod tests {
             for ((g, w), (name, t)) in got.iter().zip(&want).zip(p.named()) {
                 assert_eq!(g.size(), t.size(), "{name}");
                 let d = (g - w).abs().max().double_value(&[]);
-                assert!(d < 1e-5 * (1.0 + w.abs().max().double_value(&[])), "{name} (layer_norm {layer_norm}, out {out}): {d}");
+                assert!(
+                    d < 1e-5 * (1.0 + w.abs().max().double_value(&[])),
+                    "{name} (layer_norm {layer_norm}, out {out}): {d}"
+                );
             }
             let nog = forward_no_grad(&mlp, &x);
             assert!(!nog.requires_grad());

@@ -59,12 +59,24 @@ impl ObsNorm {
     /// Zero mean, unit variance, count 1e-4 (Gymnasium's `RunningMeanStd` start).
     pub fn new(cfg: &ObsNormConfig, obs_dim: i64, device: Device) -> Self {
         let opts = (Kind::Double, device);
-        Self { cfg: cfg.clone(), mean: Tensor::zeros([obs_dim], opts), var: Tensor::ones([obs_dim], opts), count: Tensor::from_slice(&[1e-4f64]).to_device(device), frozen: Tensor::zeros([1], (Kind::Int64, device)) }
+        Self {
+            cfg: cfg.clone(),
+            mean: Tensor::zeros([obs_dim], opts),
+            var: Tensor::ones([obs_dim], opts),
+            count: Tensor::from_slice(&[1e-4f64]).to_device(device),
+            frozen: Tensor::zeros([1], (Kind::Int64, device)),
+        }
     }
 
     /// A copy with its own tensors (for export: normalization outside the agent).
     pub fn detached(&self) -> Self {
-        Self { cfg: self.cfg.clone(), mean: self.mean.copy(), var: self.var.copy(), count: self.count.copy(), frozen: self.frozen.copy() }
+        Self {
+            cfg: self.cfg.clone(),
+            mean: self.mean.copy(),
+            var: self.var.copy(),
+            count: self.count.copy(),
+            frozen: self.frozen.copy(),
+        }
     }
 
     /// The settings.

@@ -10,7 +10,10 @@ pub fn polyak_update(target: &ParamSet, online: &ParamSet, tau: f64) {
     assert_eq!(target.named().len(), online.named().len(), "polyak_update: parameter sets differ in length");
     tch::no_grad(|| {
         for ((tn, t), (on, o)) in target.named().iter().zip(online.named()) {
-            debug_assert!(tn.rsplit('/').next() == on.rsplit('/').next() && t.size() == o.size(), "polyak_update: {tn} vs {on}");
+            debug_assert!(
+                tn.rsplit('/').next() == on.rsplit('/').next() && t.size() == o.size(),
+                "polyak_update: {tn} vs {on}"
+            );
             polyak_one(t, o, tau);
         }
     });

@@ -174,7 +174,10 @@ fn cut<'a>(x: &'a [f32], per: usize, groups: &[(usize, usize)]) -> Vec<&'a [f32]
 /// another view (and not read through another one when the slice is written).
 #[allow(clippy::mut_from_ref)] // a tensor handle is shared; its storage is what is written
 unsafe fn floats<'a>(t: &'a Tensor, what: &str) -> &'a mut [f32] {
-    assert!(t.is_contiguous() && t.kind() == Kind::Float && t.device() == Device::Cpu, "silu: {what} must be a contiguous float32 CPU tensor");
+    assert!(
+        t.is_contiguous() && t.kind() == Kind::Float && t.device() == Device::Cpu,
+        "silu: {what} must be a contiguous float32 CPU tensor"
+    );
     super::floats::floats_mut(t)
 }
 
@@ -182,11 +185,18 @@ unsafe fn floats<'a>(t: &'a Tensor, what: &str) -> &'a mut [f32] {
 /// `z σ`; `bias` is `[E, 1, W]`. Three distinct contiguous float32 CPU tensors.
 pub(crate) fn forward(z: &Tensor, h: &Tensor, bias: &Tensor, threads: usize) {
     let members = bias.size()[0] as usize;
-    assert!(members > 0 && z.size() == h.size() && z.size()[0] == bias.size()[0], "silu::forward: z {:?}, h {:?}, bias {:?}", z.size(), h.size(), bias.size());
+    assert!(
+        members > 0 && z.size() == h.size() && z.size()[0] == bias.size()[0],
+        "silu::forward: z {:?}, h {:?}, bias {:?}",
+        z.size(),
+        h.size(),
+        bias.size()
+    );
     // SAFETY: distinct tensors, one view each, ending with this function.
     let (z, h, bias) = unsafe { (floats(z, "z"), floats(h, "h"), &*floats(bias, "bias")) };
     let (per, width, groups, isa) = (z.len() / members, bias.len() / members, groups(members, threads), isa());
-    let pieces: Vec<_> = cut_mut(z, per, &groups).into_iter().zip(cut_mut(h, per, &groups)).zip(cut(bias, width, &groups)).collect();
+    let pieces: Vec<_> =
+        cut_mut(z, per, &groups).into_iter().zip(cut_mut(h, per, &groups)).zip(cut(bias, width, &groups)).collect();
     crate::nn::team::run(pieces, |((z, h), b): ((&mut [f32], &mut [f32]), &[f32])| {
         for ((zm, hm), bm) in z.chunks_exact_mut(per).zip(h.chunks_exact_mut(per)).zip(b.chunks_exact(width)) {
             forward_one(isa, zm, hm, bm);
@@ -199,13 +209,28 @@ pub(crate) fn forward(z: &Tensor, h: &Tensor, bias: &Tensor, threads: usize) {
 /// Four distinct contiguous float32 CPU tensors.
 pub(crate) fn backward(g: &Tensor, sigma: &Tensor, h: &Tensor, grad_bias: &Tensor, threads: usize) {
     let members = grad_bias.size()[0] as usize;
-    assert!(members > 0 && g.size() == sigma.size() && g.size() == h.size() && g.size()[0] == grad_bias.size()[0], "silu::backward: g {:?}, sigma {:?}, h {:?}, grad_bias {:?}", g.size(), sigma.size(), h.size(), grad_bias.size());
+    assert!(
+        members > 0 && g.size() == sigma.size() && g.size() == h.size() && g.size()[0] == grad_bias.size()[0],
+        "silu::backward: g {:?}, sigma {:?}, h {:?}, grad_bias {:?}",
+        g.size(),
+        sigma.size(),
+        h.size(),
+        grad_bias.size()
+    );
     // SAFETY: distinct tensors, one view each, ending with this function.
-    let (g, sigma, h, grad_bias) = unsafe { (floats(g, "g"), &*floats(sigma, "sigma"), &*floats(h, "h"), floats(grad_bias, "grad_bias")) };
+    let (g, sigma, h, grad_bias) =
+        unsafe { (floats(g, "g"), &*floats(sigma, "sigma"), &*floats(h, "h"), floats(grad_bias, "grad_bias")) };
     let (per, width, groups, isa) = (g.len() / members, grad_bias.len() / members, groups(members, threads), isa());
-    let pieces: Vec<_> = cut_mut(g, per, &groups).into_iter().zip(cut(sigma, per, &groups)).zip(cut(h, per, &groups)).zip(cut_mut(grad_bias, width, &groups)).collect();
+    let pieces: Vec<_> = cut_mut(g, per, &groups)
+        .into_iter()
+        .zip(cut(sigma, per, &groups))
+        .zip(cut(h, per, &groups))
+        .zip(cut_mut(grad_bias, width, &groups))
+        .collect();
     crate::nn::team::run(pieces, |(((g, s), h), b): (((&mut [f32], &[f32]), &[f32]), &mut [f32])| {
-        for (((gm, sm), hm), bm) in g.chunks_exact_mut(per).zip(s.chunks_exact(per)).zip(h.chunks_exact(per)).zip(b.chunks_exact_mut(width)) {
+        for (((gm, sm), hm), bm) in
+            g.chunks_exact_mut(per).zip(s.chunks_exact(per)).zip(h.chunks_exact(per)).zip(b.chunks_exact_mut(width))
+        {
             backward_one(isa, gm, sm, hm, bm);
         }
     });
@@ -244,14 +269,18 @@ mod tests {
         let want = Tensor::run_backward(&[&(&want_h * &g).sum(Kind::Float)], &[&zl, &bl], false, false);
         let mut bits = Vec::new();
         for threads in [1, 3] {
-            let (zb, hb, gb, db) = (z.copy(), z.zeros_like(), g.copy(), Tensor::zeros([e, 1, w], (Kind::Float, Device::Cpu)));
+            let (zb, hb, gb, db) =
+                (z.copy(), z.zeros_like(), g.copy(), Tensor::zeros([e, 1, w], (Kind::Float, Device::Cpu)));
             forward(&zb, &hb, &b.contiguous(), threads);
             backward(&gb, &zb, &hb, &db, threads);
             let diff = |a: &Tensor, b: &Tensor| ((a - b).abs() / (b.abs() + 1.0)).max().double_value(&[]);
             assert!(diff(&hb, &want_h.detach()) < 1e-6, "h: {}", diff(&hb, &want_h.detach()));
             assert!(diff(&gb, &want[0]) < 1e-6, "∂z: {}", diff(&gb, &want[0]));
             assert!(diff(&db, &want[1]) < 1e-4, "∂b: {}", diff(&db, &want[1]));
-            bits.push((Vec::<f32>::try_from(&hb.flatten(0, -1)).unwrap(), Vec::<f32>::try_from(&db.flatten(0, -1)).unwrap()));
+            bits.push((
+                Vec::<f32>::try_from(&hb.flatten(0, -1)).unwrap(),
+                Vec::<f32>::try_from(&db.flatten(0, -1)).unwrap(),
+            ));
         }
         assert_eq!(bits[0], bits[1], "one thread and three give the same bits");
     }

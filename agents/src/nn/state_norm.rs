@@ -22,8 +22,12 @@ impl StateNorm {
     /// Identity statistics for `obs_dim` numbers, registered in `params` as `obs_norm/mean`
     /// and `obs_norm/scale` (σ + ε), without gradients.
     pub fn new(params: &mut ParamSet, obs_dim: i64, device: Device) -> Self {
-        let mean = params.add("obs_norm/mean", Tensor::zeros([obs_dim], (Kind::Float, Device::Cpu)), device).set_requires_grad(false);
-        let scale = params.add("obs_norm/scale", Tensor::ones([obs_dim], (Kind::Float, Device::Cpu)), device).set_requires_grad(false);
+        let mean = params
+            .add("obs_norm/mean", Tensor::zeros([obs_dim], (Kind::Float, Device::Cpu)), device)
+            .set_requires_grad(false);
+        let scale = params
+            .add("obs_norm/scale", Tensor::ones([obs_dim], (Kind::Float, Device::Cpu)), device)
+            .set_requires_grad(false);
         Self { mean, scale }
     }
 
@@ -31,7 +35,11 @@ impl StateNorm {
     pub fn set(&self, mean: &[f32], std: &[f32]) -> Result<(), crate::AgentError> {
         let n = self.mean.size()[0] as usize;
         if mean.len() != n || std.len() != n {
-            return Err(crate::AgentError::Config(format!("state statistics: expected {n} means and stds, found {} and {}", mean.len(), std.len())));
+            return Err(crate::AgentError::Config(format!(
+                "state statistics: expected {n} means and stds, found {} and {}",
+                mean.len(),
+                std.len()
+            )));
         }
         tch::no_grad(|| {
             self.mean.shallow_clone().copy_(&Tensor::from_slice(mean).to_device(self.mean.device()));

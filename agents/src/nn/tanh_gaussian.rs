@@ -8,9 +8,9 @@
 //! `[log_std_min, log_std_max]`. Shapes: observations `[B, obs]`, actions and `ε` `[B, A]`,
 //! log-probabilities `[B]`.
 
+use super::floats::{floats as slice, floats_mut as slice_mut};
 use super::mlp_pass::{forward_no_grad, MlpPass};
 use super::{Mlp, MlpConfig, ParamSet};
-use super::floats::{floats as slice, floats_mut as slice_mut};
 use crate::rng::AgentRng;
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
@@ -40,7 +40,14 @@ pub struct TanhGaussianConfig {
 impl Default for TanhGaussianConfig {
     fn default() -> Self {
         // log σ ∈ [−20, 2]: the SAC / jaxrl tanh-normal defaults (algorithms.md §6.5).
-        Self { mlp: MlpConfig::default(), state_dependent_std: true, log_std_min: -20.0, log_std_max: 2.0, log_std_affine: false, log_std_offset: -1.0 }
+        Self {
+            mlp: MlpConfig::default(),
+            state_dependent_std: true,
+            log_std_min: -20.0,
+            log_std_max: 2.0,
+            log_std_affine: false,
+            log_std_offset: -1.0,
+        }
     }
 }
 
@@ -57,13 +64,27 @@ pub struct TanhGaussianActor {
 
 impl TanhGaussianActor {
     /// A new actor with parameters under `prefix` in `params`.
-    pub fn new(params: &mut ParamSet, prefix: &str, obs_dim: i64, act_dim: i64, cfg: &TanhGaussianConfig, rng: &mut AgentRng, device: Device) -> Self {
+    pub fn new(
+        params: &mut ParamSet,
+        prefix: &str,
+        obs_dim: i64,
+        act_dim: i64,
+        cfg: &TanhGaussianConfig,
+        rng: &mut AgentRng,
+        device: Device,
+    ) -> Self {
         let out = if cfg.state_dependent_std { 2 * act_dim } else { act_dim };
         let net = Mlp::new(params, prefix, obs_dim, out, &cfg.mlp, 1.0, rng, device);
-        let log_std = (!cfg.state_dependent_std).then(|| params.add(format!("{prefix}/log_std"), Tensor::zeros([act_dim], (Kind::Float, Device::Cpu)), device));
+        let log_std = (!cfg.state_dependent_std).then(|| {
+            params.add(format!("{prefix}/log_std"), Tensor::zeros([act_dim], (Kind::Float, Device::Cpu)), device)
+        });
         let affine = (cfg.state_dependent_std && cfg.log_std_affine).then(|| {
             let m = params.add(format!("{prefix}/log_std_mult"), Tensor::from_slice(&[1.0f32]), device);
-            let o = params.add(format!("{prefix}/log_std_offset"), Tensor::from_slice(&[cfg.log_std_offset as f32]), device);
+            let o = params.add(
+                format!("{prefix}/log_std_offset"),
+                Tensor::from_slice(&[cfg.log_std_offset as f32]),
+                device,
+            );
             (m, o)
         });
         Self { net, log_std, affine, act_dim, cfg: cfg.clone() }
@@ -79,7 +100,13 @@ impl TanhGaussianActor {
     /// A copy with detached weights, for inference outside training (TorchScript export).
     pub fn detached(&self) -> Self {
         let affine = self.affine.as_ref().map(|(m, o)| (m.detach().copy(), o.detach().copy()));
-        Self { net: self.net.detached(), log_std: self.log_std.as_ref().map(|t| t.detach().copy()), affine, act_dim: self.act_dim, cfg: self.cfg.clone() }
+        Self {
+            net: self.net.detached(),
+            log_std: self.log_std.as_ref().map(|t| t.detach().copy()),
+            affine,
+            act_dim: self.act_dim,
+            cfg: self.cfg.clone(),
+        }
     }
 
     /// `(μ, log σ)`, each `[B, A]`, log σ clamped.
@@ -117,7 +144,11 @@ impl TanhGaussianActor {
     /// `repeat_interleave(obs, k)`, but the network runs on the `B` states once, not `k` times.
     pub fn sample_repeated(&self, obs: &Tensor, eps: &Tensor, k: i64) -> (Tensor, Tensor) {
         let (mean, log_std) = self.dist(obs, None);
-        let (mean, log_std) = if k > 1 { (mean.repeat_interleave_self_int(k, 0, None), log_std.repeat_interleave_self_int(k, 0, None)) } else { (mean, log_std) };
+        let (mean, log_std) = if k > 1 {
+            (mean.repeat_interleave_self_int(k, 0, None), log_std.repeat_interleave_self_int(k, 0, None))
+        } else {
+            (mean, log_std)
+        };
         draw(&mean, &log_std, eps)
     }
 
@@ -133,7 +164,12 @@ impl TanhGaussianActor {
             let (a, logp) = self.fused_head(&out, &eps);
             let (lo, hi) = (self.cfg.log_std_min as f32, self.cfg.log_std_max as f32);
             // Leaves, so a loss of them can still be differentiated in them by autograd.
-            return ActorSample { a: a.set_requires_grad(true), log_prob: logp.set_requires_grad(true), pass, fused: Some((out, eps, lo, hi)) };
+            return ActorSample {
+                a: a.set_requires_grad(true),
+                log_prob: logp.set_requires_grad(true),
+                pass,
+                fused: Some((out, eps, lo, hi)),
+            };
         }
         let (mean, log_std) = self.dist_of(pass.out.shallow_clone());
         let (a, log_prob) = draw(&mean, &log_std, eps);
@@ -156,19 +192,38 @@ impl TanhGaussianActor {
     /// Whether the head's fused pass applies: the default head (state-dependent log σ, no
     /// affine) on float32 CPU tensors.
     fn head_fuses(&self, out: &Tensor, eps: &Tensor) -> bool {
-        self.log_std.is_none() && self.affine.is_none() && [out, eps].iter().all(|t| t.kind() == Kind::Float && t.device() == Device::Cpu)
+        self.log_std.is_none()
+            && self.affine.is_none()
+            && [out, eps].iter().all(|t| t.kind() == Kind::Float && t.device() == Device::Cpu)
     }
 
     /// `(a, log π)` from the network's output `[B, 2A]` and `ε` `[B, A]` (both contiguous) in
     /// one pass over the rows, split over libtorch's team.
     fn fused_head(&self, out: &Tensor, eps: &Tensor) -> (Tensor, Tensor) {
         let rows = out.size()[0];
-        let (a, logp) = (Tensor::empty([rows, self.act_dim], (Kind::Float, Device::Cpu)), Tensor::empty([rows], (Kind::Float, Device::Cpu)));
+        let (a, logp) = (
+            Tensor::empty([rows, self.act_dim], (Kind::Float, Device::Cpu)),
+            Tensor::empty([rows], (Kind::Float, Device::Cpu)),
+        );
         let (lo, hi) = (self.cfg.log_std_min as f32, self.cfg.log_std_max as f32);
-        assert_eq!((out.size(), eps.size()), (vec![rows, 2 * self.act_dim], vec![rows, self.act_dim]), "the head's output and noise");
+        assert_eq!(
+            (out.size(), eps.size()),
+            (vec![rows, 2 * self.act_dim], vec![rows, self.act_dim]),
+            "the head's output and noise"
+        );
         // SAFETY: contiguous float32 CPU tensors of the shapes just checked (`out` [B, 2A],
         // `eps` and `a` [B, A], `logp` [B]); `a` and `logp` are fresh; the slices end here.
-        unsafe { head_forward_rows(slice(&out.detach()), slice(eps), slice_mut(&a), slice_mut(&logp), self.act_dim as usize, lo, hi) };
+        unsafe {
+            head_forward_rows(
+                slice(&out.detach()),
+                slice(eps),
+                slice_mut(&a),
+                slice_mut(&logp),
+                self.act_dim as usize,
+                lo,
+                hi,
+            )
+        };
         (a, logp)
     }
 
@@ -196,14 +251,27 @@ impl ActorSample {
     pub fn grads(self, d_logp: &Tensor, d_a: &Tensor, params: &ParamSet) -> Vec<Tensor> {
         match self.fused {
             Some((out, eps, lo, hi)) => {
-                let (gl, ga) = (d_logp.detach().to_kind(Kind::Float).contiguous(), d_a.detach().to_kind(Kind::Float).contiguous());
+                let (gl, ga) =
+                    (d_logp.detach().to_kind(Kind::Float).contiguous(), d_a.detach().to_kind(Kind::Float).contiguous());
                 let grad_out = out.empty_like();
                 // SAFETY: as in `sample_pass`; `grad_out` is fresh, `[B, 2A]`.
-                unsafe { head_backward_rows(slice(&out), slice(&eps), slice(&gl), slice(&ga), slice_mut(&grad_out), ga.size()[1] as usize, lo, hi) };
+                unsafe {
+                    head_backward_rows(
+                        slice(&out),
+                        slice(&eps),
+                        slice(&gl),
+                        slice(&ga),
+                        slice_mut(&grad_out),
+                        ga.size()[1] as usize,
+                        lo,
+                        hi,
+                    )
+                };
                 self.pass.grads_from_out(&grad_out, params)
             }
             None => {
-                let loss = (&self.log_prob * d_logp.detach()).sum(Kind::Float) + (&self.a * d_a.detach()).sum(Kind::Float);
+                let loss =
+                    (&self.log_prob * d_logp.detach()).sum(Kind::Float) + (&self.a * d_a.detach()).sum(Kind::Float);
                 self.pass.grads(&loss, params)
             }
         }
@@ -231,7 +299,16 @@ fn head_forward(out: &[f32], eps: &[f32], a: &mut [f32], logp: &mut [f32], act: 
 /// `∂L/∂raw = (g_u e^ℓ ε − d_logp) · 1(lo ≤ raw ≤ hi)` (clamp passes the gradient inside
 /// its bounds, as libtorch's does).
 #[allow(clippy::too_many_arguments)]
-fn head_backward(out: &[f32], eps: &[f32], d_logp: &[f32], d_a: &[f32], grad: &mut [f32], act: usize, lo: f32, hi: f32) {
+fn head_backward(
+    out: &[f32],
+    eps: &[f32],
+    d_logp: &[f32],
+    d_a: &[f32],
+    grad: &mut [f32],
+    act: usize,
+    lo: f32,
+    hi: f32,
+) {
     for (r, gl) in d_logp.iter().enumerate() {
         for i in 0..act {
             let (m, raw, e) = (out[r * 2 * act + i], out[r * 2 * act + act + i], eps[r * act + i]);
@@ -270,13 +347,28 @@ fn head_forward_rows(out: &[f32], eps: &[f32], a: &mut [f32], logp: &mut [f32], 
 
 /// [`head_backward`] with its rows split over libtorch's team.
 #[allow(clippy::too_many_arguments)]
-fn head_backward_rows(out: &[f32], eps: &[f32], d_logp: &[f32], d_a: &[f32], grad: &mut [f32], act: usize, lo: f32, hi: f32) {
+fn head_backward_rows(
+    out: &[f32],
+    eps: &[f32],
+    d_logp: &[f32],
+    d_a: &[f32],
+    grad: &mut [f32],
+    act: usize,
+    lo: f32,
+    hi: f32,
+) {
     let mut pieces = Vec::new();
     let mut grad = grad;
     for r in head_parts(d_logp.len()) {
         let (gp, gt) = std::mem::take(&mut grad).split_at_mut(r.len() * 2 * act);
         grad = gt;
-        pieces.push((&out[r.start * 2 * act..r.end * 2 * act], &eps[r.start * act..r.end * act], &d_logp[r.clone()], &d_a[r.start * act..r.end * act], gp));
+        pieces.push((
+            &out[r.start * 2 * act..r.end * 2 * act],
+            &eps[r.start * act..r.end * act],
+            &d_logp[r.clone()],
+            &d_a[r.start * act..r.end * act],
+            gp,
+        ));
     }
     super::team::run(pieces, |(o, e, gl, ga, g)| head_backward(o, e, gl, ga, g, act, lo, hi));
 }
@@ -319,7 +411,11 @@ mod tests {
         let u: Vec<f32> = grid.iter().map(|a| a.atanh() as f32).collect();
         let eps: Vec<f32> = grid.iter().map(|a| ((a.atanh() - mu) / sigma) as f32).collect();
         let n = n as i64;
-        let ours = tanh_gaussian_log_prob(&Tensor::from_slice(&u).view([n, 1]), &Tensor::from_slice(&eps).view([n, 1]), &Tensor::full([n, 1], log_std, (Kind::Float, Device::Cpu)));
+        let ours = tanh_gaussian_log_prob(
+            &Tensor::from_slice(&u).view([n, 1]),
+            &Tensor::from_slice(&eps).view([n, 1]),
+            &Tensor::full([n, 1], log_std, (Kind::Float, Device::Cpu)),
+        );
         let ours = Vec::<f32>::try_from(&ours).unwrap();
         let mut integral = 0.0;
         for (a, lp) in grid.iter().zip(&ours) {
@@ -375,7 +471,8 @@ mod tests {
         let (rows, act) = (301usize, 6usize);
         let v = |n: usize, seed: u64| AgentRng::new(seed).normal_vec(n);
         let (out, eps, gl, ga) = (v(rows * 2 * act, 1), v(rows * act, 2), v(rows, 3), v(rows * act, 4));
-        let (mut a1, mut l1, mut a2, mut l2) = (vec![0f32; rows * act], vec![0f32; rows], vec![0f32; rows * act], vec![0f32; rows]);
+        let (mut a1, mut l1, mut a2, mut l2) =
+            (vec![0f32; rows * act], vec![0f32; rows], vec![0f32; rows * act], vec![0f32; rows]);
         head_forward(&out, &eps, &mut a1, &mut l1, act, -1.0, 0.5);
         head_forward_rows(&out, &eps, &mut a2, &mut l2, act, -1.0, 0.5);
         assert!(a1 == a2 && l1 == l2);

@@ -28,7 +28,11 @@ fn gomp() -> Option<&'static Gomp> {
                 (!p.is_null()).then_some(p)
             };
             let (p, t, n) = (find(c"GOMP_parallel")?, find(c"omp_get_thread_num")?, find(c"omp_get_num_threads")?);
-            Some(Gomp { parallel: std::mem::transmute::<*mut c_void, Parallel>(p), thread_num: std::mem::transmute::<*mut c_void, Query>(t), num_threads: std::mem::transmute::<*mut c_void, Query>(n) })
+            Some(Gomp {
+                parallel: std::mem::transmute::<*mut c_void, Parallel>(p),
+                thread_num: std::mem::transmute::<*mut c_void, Query>(t),
+                num_threads: std::mem::transmute::<*mut c_void, Query>(n),
+            })
         }
     })
     .as_ref()

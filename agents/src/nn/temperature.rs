@@ -60,10 +60,15 @@ impl Temperature {
         let theta = self.param.double_value(&[0]);
         let (alpha, slope) = match self.form {
             TemperatureForm::LogAlpha => (theta.exp(), theta.exp()),
-            TemperatureForm::Softplus => (if theta > 20.0 { theta } else { theta.exp().ln_1p() }, 1.0 / (1.0 + (-theta).exp())),
+            TemperatureForm::Softplus => {
+                (if theta > 20.0 { theta } else { theta.exp().ln_1p() }, 1.0 / (1.0 + (-theta).exp()))
+            }
         };
         let device = self.param.device();
-        (Tensor::from(-(alpha * gap) as f32).to_device(device), Tensor::from_slice(&[(-gap * slope) as f32]).to_device(device))
+        (
+            Tensor::from(-(alpha * gap) as f32).to_device(device),
+            Tensor::from_slice(&[(-gap * slope) as f32]).to_device(device),
+        )
     }
 }
 
@@ -82,7 +87,8 @@ mod tests {
             let g = Tensor::run_backward(&[t.loss(&lp, 0.0)], &p.tensors(), false, false);
             assert!(g[0].double_value(&[0]) < 0.0, "{form:?}");
             // The closed form gives autograd's loss and gradient.
-            for (lp, h) in [(Tensor::from_slice(&[1.0f32, 1.0]), 0.0), (Tensor::from_slice(&[-2.0f32, 0.5, 3.0]), -6.0)] {
+            for (lp, h) in [(Tensor::from_slice(&[1.0f32, 1.0]), 0.0), (Tensor::from_slice(&[-2.0f32, 0.5, 3.0]), -6.0)]
+            {
                 let (loss, grad) = t.loss_and_grad(&lp, h);
                 let want = t.loss(&lp, h);
                 let want_g = Tensor::run_backward(&[&want], &p.tensors(), false, false);

@@ -37,7 +37,10 @@ impl D4rlDataset {
     pub fn from_columns(c: Columns) -> Result<Self> {
         let path = PathBuf::from(IN_MEMORY);
         if c.obs_dim == 0 || c.act_dim == 0 {
-            return Err(DatasetError::Invalid(format!("{IN_MEMORY}: obs_dim and act_dim must be at least 1, found {} and {}", c.obs_dim, c.act_dim)));
+            return Err(DatasetError::Invalid(format!(
+                "{IN_MEMORY}: obs_dim and act_dim must be at least 1, found {} and {}",
+                c.obs_dim, c.act_dim
+            )));
         }
         let n = c.rewards.len();
         let rows = |key: &str, len: usize, width: usize| -> Result<()> {
@@ -58,13 +61,25 @@ impl D4rlDataset {
         }
         for (key, len) in [("terminals", c.terminals.len()), ("timeouts", c.timeouts.len())] {
             if len != n {
-                return Err(DatasetError::LengthMismatch { path: path.clone(), key: key.into(), reference: "rewards".into(), expected: n, found: len });
+                return Err(DatasetError::LengthMismatch {
+                    path: path.clone(),
+                    key: key.into(),
+                    reference: "rewards".into(),
+                    expected: n,
+                    found: len,
+                });
             }
         }
         let finite = |key: &str, values: &[f32], width: usize| -> Result<()> {
             match values.iter().position(|v| !v.is_finite()) {
                 None => Ok(()),
-                Some(i) => Err(DatasetError::NonFinite { path: path.clone(), key: key.into(), row: i / width, column: i % width, value: values[i] as f64 }),
+                Some(i) => Err(DatasetError::NonFinite {
+                    path: path.clone(),
+                    key: key.into(),
+                    row: i / width,
+                    column: i % width,
+                    value: values[i] as f64,
+                }),
             }
         };
         finite("observations", &c.observations, c.obs_dim)?;

@@ -92,7 +92,11 @@ impl D4rlDataset {
         let root: &hdf5_metno::Group = &file;
         for key in REQUIRED_KEYS {
             if !h5util::has(root, key) {
-                return Err(DatasetError::MissingKey { path: path.into(), key: key.into(), expected: "a D4RL dataset (observations, actions, rewards, terminals)".into() });
+                return Err(DatasetError::MissingKey {
+                    path: path.into(),
+                    key: key.into(),
+                    expected: "a D4RL dataset (observations, actions, rewards, terminals)".into(),
+                });
             }
         }
         // Read every main key; NaN/∞ scans run on a helper thread while HDF5 reads the next key.
@@ -105,9 +109,16 @@ impl D4rlDataset {
         let mut dtypes = BTreeMap::new();
         let mut bad_values = Vec::new();
         let mut take = |key: &str, float: bool| -> Result<Column> {
-            let (c, bad) = scanned.next().ok_or_else(|| DatasetError::Invalid(format!("{}: internal: key `{key}` was not read", path.display())))?;
+            let (c, bad) = scanned.next().ok_or_else(|| {
+                DatasetError::Invalid(format!("{}: internal: key `{key}` was not read", path.display()))
+            })?;
             if float && !matches!(c.dtype, Dtype::Float32 | Dtype::Float64) {
-                return Err(DatasetError::WrongDtype { path: path.into(), key: key.into(), expected: "float32 or float64".into(), found: c.dtype.to_string() });
+                return Err(DatasetError::WrongDtype {
+                    path: path.into(),
+                    key: key.into(),
+                    expected: "float32 or float64".into(),
+                    found: c.dtype.to_string(),
+                });
             }
             if let Some((row, column, value)) = bad {
                 bad_values.push(DatasetError::NonFinite { path: path.into(), key: key.into(), row, column, value });
@@ -133,7 +144,12 @@ impl D4rlDataset {
         }
         if let Some(c) = &next {
             if c.shape.len() != 2 || c.shape[1] != obs_dim {
-                return Err(DatasetError::WrongShape { path: path.into(), key: "next_observations".into(), expected: format!("(N, {obs_dim}) like observations"), found: c.shape.clone() });
+                return Err(DatasetError::WrongShape {
+                    path: path.into(),
+                    key: "next_observations".into(),
+                    expected: format!("(N, {obs_dim}) like observations"),
+                    found: c.shape.clone(),
+                });
             }
             check_len(path, "next_observations", n, c.shape[0])?;
         }
@@ -148,7 +164,13 @@ impl D4rlDataset {
             if key == "infos" || key.starts_with("infos/") {
                 let c = h5util::read_numeric(path, root, &key)?;
                 if c.shape.first() != Some(&n) {
-                    return Err(DatasetError::LengthMismatch { path: path.into(), key, reference: "observations".into(), expected: n, found: c.shape.first().copied().unwrap_or(0) });
+                    return Err(DatasetError::LengthMismatch {
+                        path: path.into(),
+                        key,
+                        reference: "observations".into(),
+                        expected: n,
+                        found: c.shape.first().copied().unwrap_or(0),
+                    });
                 }
                 infos.insert(key, c);
             } else if key.starts_with("metadata/") {
@@ -219,14 +241,23 @@ impl D4rlDataset {
 
     /// Undiscounted return of each episode.
     pub fn episode_returns(&self, max_episode_steps: Option<usize>) -> Vec<f64> {
-        self.episodes(max_episode_steps).iter().map(|e| self.rewards[e.rows.clone()].iter().map(|&r| r as f64).sum()).collect()
+        self.episodes(max_episode_steps)
+            .iter()
+            .map(|e| self.rewards[e.rows.clone()].iter().map(|&r| r as f64).sum())
+            .collect()
     }
 
     /// Checks that observations and actions fit an env with `obs_dim` / `act_dim`.
     pub fn check_env(&self, env: &str, obs_dim: usize, act_dim: usize) -> Result<()> {
         for (key, expected, found) in [("observations", obs_dim, self.obs_dim), ("actions", act_dim, self.act_dim)] {
             if expected != found {
-                return Err(DatasetError::EnvMismatch { path: self.source.clone(), key: key.into(), env: env.into(), expected, found });
+                return Err(DatasetError::EnvMismatch {
+                    path: self.source.clone(),
+                    key: key.into(),
+                    env: env.into(),
+                    expected,
+                    found,
+                });
             }
         }
         Ok(())
@@ -276,7 +307,10 @@ impl D4rlDataset {
             }
         }
         if self.timeouts.is_none() {
-            w.push("no `timeouts` key: episode ends are only known from terminals (and the env's max_episode_steps)".into());
+            w.push(
+                "no `timeouts` key: episode ends are only known from terminals (and the env's max_episode_steps)"
+                    .into(),
+            );
         }
         if self.next_observations.is_none() {
             w.push("no `next_observations` key: next states are taken from the following row, so an episode's last transition has no true s'".into());
@@ -287,9 +321,14 @@ impl D4rlDataset {
                 w.push(format!("{both} rows have both `terminals` and `timeouts` set"));
             }
         }
-        let zero_cols = (0..self.obs_dim).filter(|&j| (0..self.len()).all(|i| self.observations[i * self.obs_dim + j] == 0.0)).count();
+        let zero_cols = (0..self.obs_dim)
+            .filter(|&j| (0..self.len()).all(|i| self.observations[i * self.obs_dim + j] == 0.0))
+            .count();
         if zero_cols > 0 && !self.is_empty() {
-            w.push(format!("{zero_cols} of {} observation columns are all zero (e.g. D4RL Ant's contact forces)", self.obs_dim));
+            w.push(format!(
+                "{zero_cols} of {} observation columns are all zero (e.g. D4RL Ant's contact forces)",
+                self.obs_dim
+            ));
         }
         w
     }
@@ -297,7 +336,12 @@ impl D4rlDataset {
 
 fn rank2(path: &Path, key: &str, shape: &[usize]) -> Result<(usize, usize)> {
     if shape.len() != 2 {
-        return Err(DatasetError::WrongShape { path: path.into(), key: key.into(), expected: "rank 2: (N, dim)".into(), found: shape.to_vec() });
+        return Err(DatasetError::WrongShape {
+            path: path.into(),
+            key: key.into(),
+            expected: "rank 2: (N, dim)".into(),
+            found: shape.to_vec(),
+        });
     }
     Ok((shape[0], shape[1]))
 }
@@ -306,13 +350,24 @@ fn rank2(path: &Path, key: &str, shape: &[usize]) -> Result<(usize, usize)> {
 fn rank1(path: &Path, key: &str, shape: &[usize]) -> Result<usize> {
     match shape {
         [n] | [n, 1] => Ok(*n),
-        _ => Err(DatasetError::WrongShape { path: path.into(), key: key.into(), expected: "rank 1: (N,) or (N, 1)".into(), found: shape.to_vec() }),
+        _ => Err(DatasetError::WrongShape {
+            path: path.into(),
+            key: key.into(),
+            expected: "rank 1: (N,) or (N, 1)".into(),
+            found: shape.to_vec(),
+        }),
     }
 }
 
 fn check_len(path: &Path, key: &str, expected: usize, found: usize) -> Result<()> {
     if expected != found {
-        return Err(DatasetError::LengthMismatch { path: path.into(), key: key.into(), reference: "observations".into(), expected, found });
+        return Err(DatasetError::LengthMismatch {
+            path: path.into(),
+            key: key.into(),
+            reference: "observations".into(),
+            expected,
+            found,
+        });
     }
     Ok(())
 }

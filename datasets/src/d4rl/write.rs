@@ -31,7 +31,9 @@ impl D4rlDataset {
         let file = h5util::create(tmp)?;
         let n = self.len();
         let dtype = |key: &str, default: Dtype| self.dtypes.get(key).copied().unwrap_or(default);
-        let col = |key: &str, shape: &[usize], default: Dtype, data: &[f32]| h5util::write_column_gzip(tmp, &file, key, shape, dtype(key, default), data, gzip);
+        let col = |key: &str, shape: &[usize], default: Dtype, data: &[f32]| {
+            h5util::write_column_gzip(tmp, &file, key, shape, dtype(key, default), data, gzip)
+        };
         col("observations", &[n, self.obs_dim], Dtype::Float32, &self.observations)?;
         col("actions", &[n, self.act_dim], Dtype::Float32, &self.actions)?;
         col("rewards", &[n], Dtype::Float32, &self.rewards)?;

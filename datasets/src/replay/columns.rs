@@ -153,7 +153,12 @@ impl BatchBuilder {
             if let Some(h) = &src.her {
                 if let Some(j) = h.future_row(i, rng) {
                     let future = &c.next_obs[j * od..(j + 1) * od];
-                    h.her.relabel(&mut obs[r * od..(r + 1) * od], &mut next_obs[r * od..(r + 1) * od], &mut reward[r], future);
+                    h.her.relabel(
+                        &mut obs[r * od..(r + 1) * od],
+                        &mut next_obs[r * od..(r + 1) * od],
+                        &mut reward[r],
+                        future,
+                    );
                     // The return to go belongs to the old goal: no Cal-QL floor for this row.
                     if let Some(dst) = mc.as_deref_mut() {
                         dst[r] = MC_PENDING;

@@ -86,7 +86,9 @@ impl Her {
             )));
         }
         if !(k.is_finite() && k >= 0.0) {
-            return Err(DatasetError::Invalid(format!("HER: k (relabelled goals per real one) must be a finite number ≥ 0, found {k}")));
+            return Err(DatasetError::Invalid(format!(
+                "HER: k (relabelled goals per real one) must be a finite number ≥ 0, found {k}"
+            )));
         }
         Ok(Self { goals, reward, future_p: 1.0 - 1.0 / (1.0 + k), scale: 1.0, shift: 0.0 })
     }
@@ -151,7 +153,8 @@ mod tests {
     #[test]
     fn relabel_rewrites_both_goals_and_the_reward() {
         let g = GoalSlices { achieved: [0, 1], desired: [1, 2] };
-        let her = Her::future(g, GoalReward::Sparse { threshold: 0.05 }, 4.0, 3).unwrap().with_reward_transform(2.0, 1.0);
+        let her =
+            Her::future(g, GoalReward::Sparse { threshold: 0.05 }, 4.0, 3).unwrap().with_reward_transform(2.0, 1.0);
         let (mut obs, mut next, mut r) = (vec![0.0, 9.0, 7.0], vec![0.5, 9.0, 7.0], -1.0);
         her.relabel(&mut obs, &mut next, &mut r, &[0.52, 3.0, 3.0]);
         assert_eq!(obs, vec![0.0, 0.52, 7.0]);
@@ -173,7 +176,8 @@ mod tests {
             for t in 0..len {
                 let tf = t as f32;
                 let done = e < lengths.len() && t + 1 == len;
-                buf.push(&[100.0 * ef + tf, g, tf, ef], &[0.0], -1.0, &[100.0 * ef + tf + 1.0, g, tf, ef], false, done).unwrap();
+                buf.push(&[100.0 * ef + tf, g, tf, ef], &[0.0], -1.0, &[100.0 * ef + tf + 1.0, g, tf, ef], false, done)
+                    .unwrap();
             }
         }
     }
@@ -187,7 +191,13 @@ mod tests {
         let lengths: Vec<usize> = (0..9).map(|e| 7 + e).collect();
         let mut buf = ReplayBuffer::new(64, 4, 1, 0.99).unwrap();
         fill(&mut buf, &lengths, 5);
-        let her = Her::future(GoalSlices { achieved: [0, 1], desired: [1, 2] }, GoalReward::Sparse { threshold: 0.05 }, 4.0, 4).unwrap();
+        let her = Her::future(
+            GoalSlices { achieved: [0, 1], desired: [1, 2] },
+            GoalReward::Sparse { threshold: 0.05 },
+            4.0,
+            4,
+        )
+        .unwrap();
         buf.set_her(Some(her)).unwrap();
         let episode_len = |e: usize| lengths.get(e).copied().unwrap_or(5);
         let mut rng = ChaCha8Rng::seed_from_u64(7);
@@ -210,7 +220,10 @@ mod tests {
                 relabelled += 1;
                 // g' = ag after step t' of episode e: 100e + t' + 1 with t ≤ t' < episode length.
                 let t_future = (o[1] - 100.0 * e as f32 - 1.0).round() as i64;
-                assert!(t_future >= t as i64 && (t_future as usize) < episode_len(e), "episode {e} step {t}: goal from step {t_future}");
+                assert!(
+                    t_future >= t as i64 && (t_future as usize) < episode_len(e),
+                    "episode {e} step {t}: goal from step {t_future}"
+                );
                 let expected = if t_future == t as i64 { 0.0 } else { -1.0 };
                 assert_eq!(rew[r], expected, "reward recomputed on the new goal");
                 same_step += (t_future == t as i64) as usize;
@@ -219,7 +232,10 @@ mod tests {
         }
         let fraction = relabelled as f64 / rows as f64;
         assert!((fraction - 0.8).abs() < 0.01, "relabelled fraction {fraction}, expected 0.8");
-        assert!(same_step > 0 && same_step < relabelled / 2, "{same_step} of {relabelled} relabelled rows use their own step");
+        assert!(
+            same_step > 0 && same_step < relabelled / 2,
+            "{same_step} of {relabelled} relabelled rows use their own step"
+        );
     }
 
     /// With finished episodes only (SB3's HER buffer), no row of the open episode is drawn and no
@@ -229,7 +245,16 @@ mod tests {
         let lengths: Vec<usize> = (0..9).map(|e| 7 + e).collect();
         let mut buf = ReplayBuffer::new(64, 4, 1, 0.99).unwrap();
         fill(&mut buf, &lengths, 5);
-        buf.set_her(Some(Her::future(GoalSlices { achieved: [0, 1], desired: [1, 2] }, GoalReward::Sparse { threshold: 0.05 }, 4.0, 4).unwrap())).unwrap();
+        buf.set_her(Some(
+            Her::future(
+                GoalSlices { achieved: [0, 1], desired: [1, 2] },
+                GoalReward::Sparse { threshold: 0.05 },
+                4.0,
+                4,
+            )
+            .unwrap(),
+        ))
+        .unwrap();
         buf.set_closed_episodes_only(true);
         let open = lengths.len();
         let (mut rows, mut relabelled) = (0usize, 0usize);
@@ -281,7 +306,10 @@ mod tests {
         assert_eq!(buf, back);
         // 34 steps in 32 rows: rows 0 and 1 hold steps 32 and 33 of the open episode; row 5 is
         // step 5 of episode 0 (steps 0..=9), row 25 step 25 of episode 2 (steps 22..=30).
-        assert_eq!((back.episode_last_row(0), back.episode_last_row(5), back.episode_last_row(25)), (None, Some(9), Some(30)));
+        assert_eq!(
+            (back.episode_last_row(0), back.episode_last_row(5), back.episode_last_row(25)),
+            (None, Some(9), Some(30))
+        );
         let x = buf.sample(256, &mut ChaCha8Rng::seed_from_u64(1), Device::Cpu).unwrap();
         let y = back.sample(256, &mut ChaCha8Rng::seed_from_u64(1), Device::Cpu).unwrap();
         assert!(x.obs.equal(&y.obs) && x.next_obs.equal(&y.next_obs) && x.reward.equal(&y.reward));

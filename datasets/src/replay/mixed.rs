@@ -52,9 +52,15 @@ impl MixedSampler {
         rng: &mut R,
         device: Device,
     ) -> Result<TransitionBatch> {
-        for (what, expected, found) in [("obs_dim", offline.obs_dim(), online.obs_dim()), ("act_dim", offline.act_dim(), online.act_dim())] {
+        for (what, expected, found) in
+            [("obs_dim", offline.obs_dim(), online.obs_dim()), ("act_dim", offline.act_dim(), online.act_dim())]
+        {
             if expected != found {
-                return Err(DatasetError::Dimension { what: format!("mixed sampler: online buffer {what} (offline buffer's)"), expected, found });
+                return Err(DatasetError::Dimension {
+                    what: format!("mixed sampler: online buffer {what} (offline buffer's)"),
+                    expected,
+                    found,
+                });
             }
         }
         let mut n_off = self.offline_count(batch);
@@ -83,7 +89,11 @@ pub fn sample_weighted<R: Rng + ?Sized>(
 ) -> Result<TransitionBatch> {
     let mix = MixedSampler::new(first_fraction)?;
     if first.obs_dim() != second.obs_dim() || first.act_dim() != second.act_dim() {
-        return Err(DatasetError::Dimension { what: "weighted sampler: second buffer obs_dim + act_dim".into(), expected: first.obs_dim() + first.act_dim(), found: second.obs_dim() + second.act_dim() });
+        return Err(DatasetError::Dimension {
+            what: "weighted sampler: second buffer obs_dim + act_dim".into(),
+            expected: first.obs_dim() + first.act_dim(),
+            found: second.obs_dim() + second.act_dim(),
+        });
     }
     let mut n_first = mix.offline_count(batch);
     if second.is_empty() {
@@ -105,9 +115,19 @@ pub fn sample_weighted<R: Rng + ?Sized>(
 /// dataset rows and t online ones, so the offline share decays as the online data grows. The
 /// offline count is that binomial draw (B uniform indices over the union, those below N), then
 /// each part is drawn uniformly within its buffer, which is the same distribution.
-pub fn sample_union<R: Rng + ?Sized>(offline: &OfflineBuffer, online: &ReplayBuffer, batch: usize, rng: &mut R, device: Device) -> Result<TransitionBatch> {
+pub fn sample_union<R: Rng + ?Sized>(
+    offline: &OfflineBuffer,
+    online: &ReplayBuffer,
+    batch: usize,
+    rng: &mut R,
+    device: Device,
+) -> Result<TransitionBatch> {
     if offline.obs_dim() != online.obs_dim() || offline.act_dim() != online.act_dim() {
-        return Err(DatasetError::Dimension { what: "union sampler: online buffer obs_dim + act_dim (offline buffer's)".into(), expected: offline.obs_dim() + offline.act_dim(), found: online.obs_dim() + online.act_dim() });
+        return Err(DatasetError::Dimension {
+            what: "union sampler: online buffer obs_dim + act_dim (offline buffer's)".into(),
+            expected: offline.obs_dim() + offline.act_dim(),
+            found: online.obs_dim() + online.act_dim(),
+        });
     }
     let (n, t) = (offline.len(), online.sampleable_len());
     if n + t == 0 {
@@ -182,7 +202,18 @@ mod tests {
         let mut on = ReplayBuffer::new(1000, 2, 1, 0.99).unwrap();
         let mut rng = ChaCha8Rng::seed_from_u64(3);
         let share = |on: &ReplayBuffer, rng: &mut ChaCha8Rng| {
-            let rows: f64 = (0..200).map(|_| f64::try_from(sample_union(&off, on, 256, rng, Device::Cpu).unwrap().is_offline.unwrap().sum(tch::Kind::Float)).unwrap()).sum();
+            let rows: f64 = (0..200)
+                .map(|_| {
+                    f64::try_from(
+                        sample_union(&off, on, 256, rng, Device::Cpu)
+                            .unwrap()
+                            .is_offline
+                            .unwrap()
+                            .sum(tch::Kind::Float),
+                    )
+                    .unwrap()
+                })
+                .sum();
             rows / (200.0 * 256.0)
         };
         assert_eq!(share(&on, &mut rng), 1.0);

@@ -164,7 +164,10 @@ mod tests {
     #[test]
     fn empty_and_inconsistent_inputs_are_errors() {
         let empty = OfflineBuffer::new(Transitions { obs_dim: 2, act_dim: 1, ..Default::default() }).unwrap();
-        assert!(matches!(empty.sample(4, &mut ChaCha8Rng::seed_from_u64(0), Device::Cpu), Err(DatasetError::EmptyBuffer { .. })));
+        assert!(matches!(
+            empty.sample(4, &mut ChaCha8Rng::seed_from_u64(0), Device::Cpu),
+            Err(DatasetError::EmptyBuffer { .. })
+        ));
         let mut bad = tiny();
         bad.actions.pop();
         assert!(matches!(OfflineBuffer::new(bad), Err(DatasetError::Dimension { .. })));

@@ -104,7 +104,9 @@ impl ReplayBuffer {
         }
         mc.validate()?;
         if capacity >= OPEN_EPISODE as usize {
-            return Err(DatasetError::Invalid(format!("replay buffer capacity must be below {OPEN_EPISODE}, found {capacity}")));
+            return Err(DatasetError::Invalid(format!(
+                "replay buffer capacity must be below {OPEN_EPISODE}, found {capacity}"
+            )));
         }
         Ok(Self {
             cols: Columns::zeroed(capacity, obs_dim, act_dim, true),
@@ -152,7 +154,11 @@ impl ReplayBuffer {
         if let Some(h) = &her {
             let g = h.goals();
             if g.achieved[1] > self.cols.obs_dim || g.desired[1] > self.cols.obs_dim {
-                return Err(DatasetError::Dimension { what: "HER goal layout: end of the goal ranges (the buffer's obs_dim at most)".into(), expected: self.cols.obs_dim, found: g.achieved[1].max(g.desired[1]) });
+                return Err(DatasetError::Dimension {
+                    what: "HER goal layout: end of the goal ranges (the buffer's obs_dim at most)".into(),
+                    expected: self.cols.obs_dim,
+                    found: g.achieved[1].max(g.desired[1]),
+                });
             }
         }
         self.her = her;
@@ -193,11 +199,25 @@ impl ReplayBuffer {
     /// Stores one transition. `terminated` (a true end) sets the row's terminal flag;
     /// `truncated` (time limit) does not. Either one closes the episode and fills its MC
     /// returns. Fails if a slice has the wrong length.
-    pub fn push(&mut self, obs: &[f32], action: &[f32], reward: f32, next_obs: &[f32], terminated: bool, truncated: bool) -> Result<()> {
+    pub fn push(
+        &mut self,
+        obs: &[f32],
+        action: &[f32],
+        reward: f32,
+        next_obs: &[f32],
+        terminated: bool,
+        truncated: bool,
+    ) -> Result<()> {
         let (od, ad) = (self.cols.obs_dim, self.cols.act_dim);
-        for (what, found, expected) in [("obs", obs.len(), od), ("action", action.len(), ad), ("next_obs", next_obs.len(), od)] {
+        for (what, found, expected) in
+            [("obs", obs.len(), od), ("action", action.len(), ad), ("next_obs", next_obs.len(), od)]
+        {
             if found != expected {
-                return Err(DatasetError::Dimension { what: format!("replay buffer push: {what} length"), expected, found });
+                return Err(DatasetError::Dimension {
+                    what: format!("replay buffer push: {what} length"),
+                    expected,
+                    found,
+                });
             }
         }
         let i = self.cursor;
@@ -251,7 +271,11 @@ impl ReplayBuffer {
     /// Batches always carry `mc_return` ([`MC_PENDING`] for rows of the episode in progress).
     pub fn sample<R: Rng + ?Sized>(&self, batch: usize, rng: &mut R, device: Device) -> Result<TransitionBatch> {
         if self.sampleable_len() == 0 {
-            let what = if self.closed_only && self.len > 0 { "online replay buffer (no finished episode yet)" } else { "online replay buffer" };
+            let what = if self.closed_only && self.len > 0 {
+                "online replay buffer (no finished episode yet)"
+            } else {
+                "online replay buffer"
+            };
             return Err(DatasetError::EmptyBuffer { what: what.into() });
         }
         Ok(sample_parts(&[(self.source(), batch)], self.cols.obs_dim, self.cols.act_dim, false, rng, device))
@@ -261,7 +285,12 @@ impl ReplayBuffer {
         // The ring fills rows 0, 1, … before it wraps, so the stored rows are always 0..len, the
         // oldest at (cursor − len) mod capacity; the open episode is the newest rows.
         let newest = (self.cursor + self.capacity - 1) % self.capacity;
-        let her = self.her.as_ref().map(|her| HerSource { her, episode_last: &self.episode_last, newest, capacity: self.capacity });
+        let her = self.her.as_ref().map(|her| HerSource {
+            her,
+            episode_last: &self.episode_last,
+            newest,
+            capacity: self.capacity,
+        });
         let first = if self.closed_only { (self.cursor + self.capacity - self.len) % self.capacity } else { 0 };
         Source { cols: &self.cols, valid: self.sampleable_len(), first, is_offline: 0.0, her }
     }
@@ -277,7 +306,9 @@ impl ReplayBuffer {
         let file = std::fs::File::create(tmp).map_err(io)?;
         let mut w = BufWriter::with_capacity(1 << 20, file);
         w.write_all(MAGIC).map_err(io)?;
-        for v in [self.capacity, self.cols.obs_dim, self.cols.act_dim, self.len, self.cursor, self.open_start, self.open_len] {
+        for v in
+            [self.capacity, self.cols.obs_dim, self.cols.act_dim, self.len, self.cursor, self.open_start, self.open_len]
+        {
             w.write_all(&(v as u64).to_le_bytes()).map_err(io)?;
         }
         w.write_all(&self.mc.gamma.to_le_bytes()).map_err(io)?;
@@ -286,7 +317,14 @@ impl ReplayBuffer {
         let (n, od, ad) = (self.len, self.cols.obs_dim, self.cols.act_dim);
         let empty = Vec::new();
         let mc = self.cols.mc_return.as_ref().unwrap_or(&empty);
-        for col in [&self.cols.obs[..n * od], &self.cols.action[..n * ad], &self.cols.reward[..n], &self.cols.next_obs[..n * od], &self.cols.terminal[..n], &mc[..n]] {
+        for col in [
+            &self.cols.obs[..n * od],
+            &self.cols.action[..n * ad],
+            &self.cols.reward[..n],
+            &self.cols.next_obs[..n * od],
+            &self.cols.terminal[..n],
+            &mc[..n],
+        ] {
             write_f32s(&mut w, col).map_err(io)?;
         }
         let mut bytes = Vec::with_capacity(4 * n);
@@ -328,20 +366,37 @@ impl ReplayBuffer {
         r.read_exact(&mut b1).map_err(|_| bad("truncated header".into()))?;
         r.read_exact(&mut b4).map_err(|_| bad("truncated header".into()))?;
         let sparse = (b1[0] == 1).then(|| f32::from_le_bytes(b4));
-        if capacity == 0 || obs_dim == 0 || act_dim == 0 || len > capacity || cursor >= capacity || open_start >= capacity || b1[0] > 1 {
+        if capacity == 0
+            || obs_dim == 0
+            || act_dim == 0
+            || len > capacity
+            || cursor >= capacity
+            || open_start >= capacity
+            || b1[0] > 1
+        {
             return Err(bad(format!(
                 "inconsistent header: capacity {capacity}, obs_dim {obs_dim}, act_dim {act_dim}, len {len}, cursor {cursor}, open episode start {open_start}"
             )));
         }
         let header = 8 + 7 * 8 + 4 + 1 + 4;
-        let expected = header as u64 + 4 * (len as u64) * (2 * obs_dim as u64 + act_dim as u64 + 3 + with_episodes as u64) + 8;
+        let expected =
+            header as u64 + 4 * (len as u64) * (2 * obs_dim as u64 + act_dim as u64 + 3 + with_episodes as u64) + 8;
         if file_len != expected {
-            return Err(bad(format!("expected {expected} bytes for {len} rows, found {file_len} (truncated or corrupt)")));
+            return Err(bad(format!(
+                "expected {expected} bytes for {len} rows, found {file_len} (truncated or corrupt)"
+            )));
         }
         let mut buf = Self::with_mc(capacity, obs_dim, act_dim, McConfig { gamma, sparse_failure_reward: sparse })?;
         let n = len;
         let mc = buf.cols.mc_return.as_mut().expect("online buffers always have an mc column");
-        for col in [&mut buf.cols.obs[..n * obs_dim], &mut buf.cols.action[..n * act_dim], &mut buf.cols.reward[..n], &mut buf.cols.next_obs[..n * obs_dim], &mut buf.cols.terminal[..n], &mut mc[..n]] {
+        for col in [
+            &mut buf.cols.obs[..n * obs_dim],
+            &mut buf.cols.action[..n * act_dim],
+            &mut buf.cols.reward[..n],
+            &mut buf.cols.next_obs[..n * obs_dim],
+            &mut buf.cols.terminal[..n],
+            &mut mc[..n],
+        ] {
             read_f32s(&mut r, col).map_err(|e| bad(format!("reading columns: {e}")))?;
         }
         if with_episodes {
@@ -499,7 +554,10 @@ mod tests {
         assert!(matches!(b.push(&[0.0], &[0.0], 0.0, &[0.0, 0.0], false, false), Err(DatasetError::Dimension { .. })));
         assert!(ReplayBuffer::new(0, 2, 1, 0.99).is_err());
         assert!(ReplayBuffer::new(4, 2, 1, 1.5).is_err());
-        assert!(matches!(b.sample(2, &mut ChaCha8Rng::seed_from_u64(0), Device::Cpu), Err(DatasetError::EmptyBuffer { .. })));
+        assert!(matches!(
+            b.sample(2, &mut ChaCha8Rng::seed_from_u64(0), Device::Cpu),
+            Err(DatasetError::EmptyBuffer { .. })
+        ));
     }
 
     #[test]

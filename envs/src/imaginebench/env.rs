@@ -60,17 +60,27 @@ impl ImagineBenchEnv {
     /// Build the env; a table encoder must cover every sentence of its tasks.
     pub fn new(opts: ImagineBenchOptions) -> Result<Self, EnvError> {
         let id = opts.level.map_or(super::ALL_LEVELS_ID, Level::env_id);
-        let tasks = opts.tasks.clone().unwrap_or_else(|| opts.level.map_or_else(super::all_tasks, |l| l.tasks().to_vec()));
+        let tasks =
+            opts.tasks.clone().unwrap_or_else(|| opts.level.map_or_else(super::all_tasks, |l| l.tasks().to_vec()));
         if tasks.is_empty() {
             return Err(EnvError::Other(format!("{id}: the task list is empty")));
         }
         let mut vectors = Vec::new();
         for t in &tasks {
-            let per: Result<Vec<Vec<f32>>, String> = t.instructions(opts.instructions).iter().map(|s| opts.encoder.encode(s)).collect();
+            let per: Result<Vec<Vec<f32>>, String> =
+                t.instructions(opts.instructions).iter().map(|s| opts.encoder.encode(s)).collect();
             vectors.push(per.map_err(|message| EnvError::Other(format!("{id}: {message}")))?);
         }
-        let spec = EnvSpec { id: id.to_string(), max_episode_steps: Some(super::MAX_EPISODE_STEPS), normalization_family: None, goal: None };
-        let physics = MujocoEnv::new(EnvSpec { id: "HalfCheetah-v5".into(), max_episode_steps: None, normalization_family: None, goal: None }, Box::new(HalfCheetah { version: Version::V5 }))?;
+        let spec = EnvSpec {
+            id: id.to_string(),
+            max_episode_steps: Some(super::MAX_EPISODE_STEPS),
+            normalization_family: None,
+            goal: None,
+        };
+        let physics = MujocoEnv::new(
+            EnvSpec { id: "HalfCheetah-v5".into(), max_episode_steps: None, normalization_family: None, goal: None },
+            Box::new(HalfCheetah { version: Version::V5 }),
+        )?;
         let dim = STATE_DIM + opts.encoder.dim();
         Ok(Self {
             spec,
@@ -185,7 +195,13 @@ impl Env for ImagineBenchEnv {
         info.set("x_travelled", self.history.sum);
         info.success = Some(success);
         info.task = Some(task.key());
-        Ok(Step { obs: self.write_obs(dx), reward: task.reward(run, ctrl), terminated: success, truncated: false, info })
+        Ok(Step {
+            obs: self.write_obs(dx),
+            reward: task.reward(run, ctrl),
+            terminated: success,
+            truncated: false,
+            info,
+        })
     }
 }
 
@@ -200,7 +216,8 @@ mod tests {
         assert_eq!(env.observation_space().dim(), 18 + 768);
         assert_eq!(env.tasks().len(), 13);
         assert_eq!(env.instruction_pairing(), Instructions::Fixed);
-        let real = ImagineBenchEnv::new(ImagineBenchOptions { level: Some(Level::Real), ..Default::default() }).unwrap();
+        let real =
+            ImagineBenchEnv::new(ImagineBenchOptions { level: Some(Level::Real), ..Default::default() }).unwrap();
         assert_eq!((real.spec().id.as_str(), real.tasks().len()), ("imaginebench-mujoco-real-v0", 4));
     }
 }

@@ -174,12 +174,16 @@ impl InstructionEncoder {
     /// A table encoder; every vector must have the same non-zero length.
     pub fn table(source: impl Into<String>, vectors: HashMap<String, Vec<f32>>) -> Result<Self, String> {
         let source = source.into();
-        let dim = vectors.values().next().map(Vec::len).ok_or_else(|| format!("{source}: the instruction table is empty"))?;
+        let dim =
+            vectors.values().next().map(Vec::len).ok_or_else(|| format!("{source}: the instruction table is empty"))?;
         if dim == 0 {
             return Err(format!("{source}: the instruction vectors have 0 numbers"));
         }
         if let Some((s, v)) = vectors.iter().find(|(_, v)| v.len() != dim) {
-            return Err(format!("{source}: the vector of {s:?} has {} numbers, expected {dim} like the others", v.len()));
+            return Err(format!(
+                "{source}: the vector of {s:?} has {} numbers, expected {dim} like the others",
+                v.len()
+            ));
         }
         if let Some((s, _)) = vectors.iter().find(|(_, v)| v.iter().any(|x| !x.is_finite())) {
             return Err(format!("{source}: the vector of {s:?} is not finite"));
@@ -206,9 +210,10 @@ impl InstructionEncoder {
     pub fn encode(&self, sentence: &str) -> Result<Vec<f32>, String> {
         match self {
             Self::BuiltIn { dim } => Ok(builtin_embedding(sentence, *dim)),
-            Self::Table { source, vectors, .. } => {
-                vectors.get(sentence).cloned().ok_or_else(|| format!("{source}: no instruction vector for {sentence:?}"))
-            }
+            Self::Table { source, vectors, .. } => vectors
+                .get(sentence)
+                .cloned()
+                .ok_or_else(|| format!("{source}: no instruction vector for {sentence:?}")),
         }
     }
 }
@@ -297,8 +302,22 @@ mod tests {
 
     #[test]
     fn every_level_sentence_is_distinct() {
-        let all: Vec<&str> = [JUMP_FORWARD, JUMP_BACKWARD, MOVE_FORWARD, MOVE_BACKWARD, REP_JUMP_FORWARD, REP_JUMP_BACKWARD, REP_MOVE_FORWARD, REP_MOVE_BACKWARD, MOVE_FORWARD_FAST, MOVE_BACKWARD_FAST, MOVE_FORWARD_BACKWARD, MOVE_BACKWARD_FORWARD, JUMP_IN_PLACE]
-            .concat();
+        let all: Vec<&str> = [
+            JUMP_FORWARD,
+            JUMP_BACKWARD,
+            MOVE_FORWARD,
+            MOVE_BACKWARD,
+            REP_JUMP_FORWARD,
+            REP_JUMP_BACKWARD,
+            REP_MOVE_FORWARD,
+            REP_MOVE_BACKWARD,
+            MOVE_FORWARD_FAST,
+            MOVE_BACKWARD_FAST,
+            MOVE_FORWARD_BACKWARD,
+            MOVE_BACKWARD_FORWARD,
+            JUMP_IN_PLACE,
+        ]
+        .concat();
         let set: std::collections::HashSet<&str> = all.iter().copied().collect();
         assert_eq!(all.len(), 85);
         assert_eq!(set.len(), 85);

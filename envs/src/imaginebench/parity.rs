@@ -41,9 +41,15 @@ struct Reply {
 
 /// Compare the ImagineBench env `id` with the Python oracle `script`, run by `python`.
 pub fn check(id: &str, opts: &ParityOptions, python: &Path, script: &Path) -> Result<ParityReport, EnvError> {
-    let level = super::level_of_env_id(id).ok_or_else(|| EnvError::UnknownId { id: id.into(), known: super::env_ids().iter().map(|s| s.to_string()).collect() })?;
+    let level = super::level_of_env_id(id).ok_or_else(|| EnvError::UnknownId {
+        id: id.into(),
+        known: super::env_ids().iter().map(|s| s.to_string()).collect(),
+    })?;
     if opts.steps == 0 || opts.max_episode_steps == Some(0) {
-        return Err(EnvError::Other(format!("parity of {id}: steps ({}) and max_episode_steps ({:?}) must be at least 1", opts.steps, opts.max_episode_steps)));
+        return Err(EnvError::Other(format!(
+            "parity of {id}: steps ({}) and max_episode_steps ({:?}) must be at least 1",
+            opts.steps, opts.max_episode_steps
+        )));
     }
     let max_steps = opts.max_episode_steps.unwrap_or(super::MAX_EPISODE_STEPS);
     let mut env = TimeLimit::new(ImagineBenchEnv::new(ImagineBenchOptions { level, ..Default::default() })?, max_steps);
@@ -55,7 +61,12 @@ pub fn check(id: &str, opts: &ParityOptions, python: &Path, script: &Path) -> Re
         env.reset(seed.take())?;
         let raw = env.inner();
         let x0 = raw.physics().qpos()[0];
-        let mut req = RequestEpisode { task: raw.task().name(), qpos: raw.physics().qpos().to_vec(), qvel: raw.physics().qvel().to_vec(), actions: Vec::new() };
+        let mut req = RequestEpisode {
+            task: raw.task().name(),
+            qpos: raw.physics().qpos().to_vec(),
+            qvel: raw.physics().qvel().to_vec(),
+            actions: Vec::new(),
+        };
         let mut trace = Trace { obs0: raw.state_f64(x0), ..Default::default() };
         while done < opts.steps {
             let action = widened_action(&space, &mut rng);
@@ -73,9 +84,15 @@ pub fn check(id: &str, opts: &ParityOptions, python: &Path, script: &Path) -> Re
     }
     let reply: Reply = run_reference(python, script, &Request { max_episode_steps: max_steps, episodes: &requests })?;
     if reply.episodes.len() != ours.len() {
-        return Err(EnvError::Reference { python: python.to_path_buf(), message: format!("sent {} episodes, got {} back", ours.len(), reply.episodes.len()) });
+        return Err(EnvError::Reference {
+            python: python.to_path_buf(),
+            message: format!("sent {} episodes, got {} back", ours.len(), reply.episodes.len()),
+        });
     }
-    let reference = format!("scripts/imaginebench_parity.py (the documented rules) on Gymnasium {} `HalfCheetah-v4`, MuJoCo {}", reply.gymnasium, reply.mujoco);
+    let reference = format!(
+        "scripts/imaginebench_parity.py (the documented rules) on Gymnasium {} `HalfCheetah-v4`, MuJoCo {}",
+        reply.gymnasium, reply.mujoco
+    );
     let traces: Vec<&Trace> = ours.iter().collect();
     compare(id, reference, &traces, &reply.episodes, None)
 }

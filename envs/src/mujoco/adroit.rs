@@ -94,7 +94,16 @@ fn id(what: &str, found: Option<usize>) -> Result<usize, String> {
 impl Adroit {
     /// The task of `kind`.
     pub fn new(kind: AdroitKind) -> Self {
-        Self { kind, binary: false, ids: Ids::default(), body_pos: [0.0; 3], site_pos: [0.0; 3], body_quat: [1.0, 0.0, 0.0, 0.0], pen_length: 1.0, tar_length: 1.0 }
+        Self {
+            kind,
+            binary: false,
+            ids: Ids::default(),
+            body_pos: [0.0; 3],
+            site_pos: [0.0; 3],
+            body_quat: [1.0, 0.0, 0.0, 0.0],
+            pen_length: 1.0,
+            tar_length: 1.0,
+        }
     }
 
     /// The task of `kind` with the binary reward of the `*-binary-v0` ids (module docs).
@@ -154,7 +163,8 @@ impl Adroit {
 }
 
 /// Marker names and site names of the fingertips.
-const TIPS: [(&str, &str); 5] = [("fftip", "S_fftip"), ("mftip", "S_mftip"), ("rftip", "S_rftip"), ("lftip", "S_lftip"), ("thtip", "S_thtip")];
+const TIPS: [(&str, &str); 5] =
+    [("fftip", "S_fftip"), ("mftip", "S_mftip"), ("rftip", "S_rftip"), ("lftip", "S_lftip"), ("thtip", "S_thtip")];
 
 /// Euler (x, y, z) → quaternion wxyz in Gymnasium-Robotics' `rotations.euler2quat` convention.
 fn euler2quat(e: [f64; 3]) -> [f64; 4] {
@@ -383,7 +393,8 @@ impl Task for Adroit {
             }
             // qpos[..-6], palm − ball, palm − target, ball − target.
             AdroitKind::Relocate => {
-                let (ball, palm, target) = (d.xpos()[self.ids.object_body], s[self.ids.grasp_site], s[self.ids.nail_site]);
+                let (ball, palm, target) =
+                    (d.xpos()[self.ids.object_body], s[self.ids.grasp_site], s[self.ids.nail_site]);
                 push(out, &mut at, &qpos[..qpos.len() - 6]);
                 push(out, &mut at, &sub(palm, ball));
                 push(out, &mut at, &sub(palm, target));

@@ -93,10 +93,16 @@ impl Task for Ant {
         let ctrl_cost = CTRL_COST_WEIGHT * sum_sq(action);
         let contact_cost = match self.version {
             Version::V5 => {
-                CONTACT_COST_WEIGHT * data.cfrc_ext().iter().flatten().map(|f| {
-                    let c = f.clamp(-1.0, 1.0);
-                    c * c
-                }).sum::<f64>()
+                CONTACT_COST_WEIGHT
+                    * data
+                        .cfrc_ext()
+                        .iter()
+                        .flatten()
+                        .map(|f| {
+                            let c = f.clamp(-1.0, 1.0);
+                            c * c
+                        })
+                        .sum::<f64>()
             }
             Version::D4rlV2 => 0.0,
         };

@@ -114,7 +114,10 @@ impl Task for AntGoal {
 
     fn markers(&self, data: &Data) -> Vec<super::Marker> {
         let q = data.qpos();
-        vec![super::Marker { name: "ant", pos: [q[0], q[1], q[2]], trail: true }, super::Marker { name: "goal", pos: [self.target[0], self.target[1], 0.0], trail: false }]
+        vec![
+            super::Marker { name: "ant", pos: [q[0], q[1], q[2]], trail: true },
+            super::Marker { name: "goal", pos: [self.target[0], self.target[1], 0.0], trail: false },
+        ]
     }
 
     fn reset_noise(&self, rng: &mut EnvRng, qpos: &mut [f64], qvel: &mut [f64]) {

@@ -101,7 +101,10 @@ impl MazeMap {
     /// them); `None` for any other id.
     pub fn of_env(id: &str) -> Option<MazeMap> {
         let rest = id.strip_prefix("antmaze-")?;
-        [("umaze", U_MAZE_TEST), ("medium", BIG_MAZE_TEST), ("large", HARDEST_MAZE_TEST)].into_iter().find(|(p, _)| rest.starts_with(p)).map(|(_, m)| m)
+        [("umaze", U_MAZE_TEST), ("medium", BIG_MAZE_TEST), ("large", HARDEST_MAZE_TEST)]
+            .into_iter()
+            .find(|(p, _)| rest.starts_with(p))
+            .map(|(_, m)| m)
     }
 
     /// Rows × columns.
@@ -178,7 +181,12 @@ impl MazeMap {
 
     /// [`MazeMap::next_cell`] with the `blocked` cells counted as walls (paths never pass through
     /// them; `current` may be one). `None` when every path to `target` crosses a blocked cell.
-    pub fn next_cell_avoiding(&self, current: (usize, usize), target: (usize, usize), blocked: &[(usize, usize)]) -> Option<(usize, usize)> {
+    pub fn next_cell_avoiding(
+        &self,
+        current: (usize, usize),
+        target: (usize, usize),
+        blocked: &[(usize, usize)],
+    ) -> Option<(usize, usize)> {
         if current == target {
             return Some(target);
         }
@@ -189,7 +197,12 @@ impl MazeMap {
             let mut next = Vec::new();
             for (row, col) in frontier {
                 visited[row * w + col] = true;
-                let around = [(row as i64, col as i64 - 1), (row as i64, col as i64 + 1), (row as i64 + 1, col as i64), (row as i64 - 1, col as i64)];
+                let around = [
+                    (row as i64, col as i64 - 1),
+                    (row as i64, col as i64 + 1),
+                    (row as i64 + 1, col as i64),
+                    (row as i64 - 1, col as i64),
+                ];
                 for (r, c) in around {
                     if r < 0 || c < 0 || r as usize >= h || c as usize >= w {
                         continue;
@@ -435,7 +448,11 @@ mod tests {
         assert_eq!(m.next_cell((2, 2), (3, 1)), Some((3, 2)));
         // With the goal arm's cells (3, 2), (3, 1) blocked, paths stay in the other cells.
         assert_eq!(m.next_cell_avoiding((1, 1), (3, 3), &[(3, 2), (3, 1)]), Some((1, 2)));
-        assert_eq!(m.next_cell_avoiding((3, 2), (1, 1), &[(3, 2), (3, 1)]), Some((3, 3)), "the ant's own cell may be blocked");
+        assert_eq!(
+            m.next_cell_avoiding((3, 2), (1, 1), &[(3, 2), (3, 1)]),
+            Some((3, 3)),
+            "the ant's own cell may be blocked"
+        );
         assert_eq!(m.next_cell_avoiding((1, 1), (3, 3), &[(2, 3)]), None, "every path crosses a blocked cell");
         assert_eq!(MazeMap::of_env("antmaze-umaze-diverse-v2"), Some(U_MAZE_TEST));
         assert_eq!(MazeMap::of_env("antmaze-medium-play-v0"), Some(BIG_MAZE_TEST));
@@ -473,7 +490,10 @@ mod tests {
         let ant = "<mujoco><worldbody><geom name='floor'/></worldbody></mujoco>";
         let xml = U_MAZE_TEST.maze_xml(ant).unwrap();
         assert_eq!(xml.matches("type=\"box\"").count(), 18);
-        assert!(xml.contains("name=\"block_0_0\" pos=\"-4.000000 -4.000000 1.000000\" size=\"2.000000 2.000000 1.000000\""), "{xml}");
+        assert!(
+            xml.contains("name=\"block_0_0\" pos=\"-4.000000 -4.000000 1.000000\" size=\"2.000000 2.000000 1.000000\""),
+            "{xml}"
+        );
         assert!(xml.find("floor").unwrap() < xml.find("block_0_0").unwrap());
         assert!(U_MAZE_TEST.maze_xml("<mujoco/>").is_err());
     }

@@ -31,9 +31,9 @@
 
 use super::noise::{rng_from_seed, EnvRng};
 use super::Data;
+use crate::assets::{robotics_assets_dir, ROBOTICS_HINT};
 pub use crate::env::GoalLayout;
 use crate::env::{goal_distance as distance, BoxSpace, Env, EnvSpec, GoalSpec, Info, Step};
-use crate::assets::{robotics_assets_dir, ROBOTICS_HINT};
 use crate::error::EnvError;
 use mujoco_rs::prelude::*;
 use rand::Rng;
@@ -88,7 +88,12 @@ impl FetchTask {
                 block_gripper: true,
                 gripper_extra_height: 0.0,
                 target_in_the_air: false,
-                initial_qpos: &[("robot0:slide0", &[0.405]), ("robot0:slide1", &[0.48]), ("robot0:slide2", &[0.0]), ("object0:joint", OBJECT_START)],
+                initial_qpos: &[
+                    ("robot0:slide0", &[0.405]),
+                    ("robot0:slide1", &[0.48]),
+                    ("robot0:slide2", &[0.0]),
+                    ("object0:joint", OBJECT_START),
+                ],
             },
             FetchTask::PickAndPlace => Params {
                 xml: "fetch/pick_and_place.xml",
@@ -96,7 +101,12 @@ impl FetchTask {
                 block_gripper: false,
                 gripper_extra_height: 0.2,
                 target_in_the_air: true,
-                initial_qpos: &[("robot0:slide0", &[0.405]), ("robot0:slide1", &[0.48]), ("robot0:slide2", &[0.0]), ("object0:joint", OBJECT_START)],
+                initial_qpos: &[
+                    ("robot0:slide0", &[0.405]),
+                    ("robot0:slide1", &[0.48]),
+                    ("robot0:slide2", &[0.0]),
+                    ("object0:joint", OBJECT_START),
+                ],
             },
         }
     }
@@ -152,8 +162,10 @@ fn fetch_model(path: &Path) -> Result<Arc<MjModel>, EnvError> {
     if let Some(m) = cache.get(&key) {
         return Ok(m.clone());
     }
-    let mut model = MjModel::from_xml(path).map_err(|e| EnvError::ModelLoad { path: path.to_path_buf(), message: e.to_string() })?;
-    let weld_rows: Vec<usize> = (0..model.ffi().neq as usize).filter(|&i| model.eq_type()[i] == MjtEq::mjEQ_WELD).collect();
+    let mut model = MjModel::from_xml(path)
+        .map_err(|e| EnvError::ModelLoad { path: path.to_path_buf(), message: e.to_string() })?;
+    let weld_rows: Vec<usize> =
+        (0..model.ffi().neq as usize).filter(|&i| model.eq_type()[i] == MjtEq::mjEQ_WELD).collect();
     // SAFETY: the model is not shared yet and no MjData exists for it; eq_data is plain numbers.
     unsafe {
         for &i in &weld_rows {
@@ -166,7 +178,9 @@ fn fetch_model(path: &Path) -> Result<Arc<MjModel>, EnvError> {
 }
 
 fn id_of(model: &MjModel, kind: MjtObjBase, name: &str, xml: &str) -> Result<usize, EnvError> {
-    model.name_to_id(kind, name).ok_or_else(|| EnvError::Other(format!("{xml}: the model has no {kind:?} named `{name}`")))
+    model
+        .name_to_id(kind, name)
+        .ok_or_else(|| EnvError::Other(format!("{xml}: the model has no {kind:?} named `{name}`")))
 }
 
 impl FetchEnv {
@@ -185,15 +199,21 @@ impl FetchEnv {
         }
         let model = fetch_model(&path)?;
         let xml = params.xml;
-        let weld_rows: Vec<usize> = (0..model.ffi().neq as usize).filter(|&i| model.eq_type()[i] == MjtEq::mjEQ_WELD).collect();
+        let weld_rows: Vec<usize> =
+            (0..model.ffi().neq as usize).filter(|&i| model.eq_type()[i] == MjtEq::mjEQ_WELD).collect();
         let mut welds = Vec::new();
         for &i in &weld_rows {
             let (b1, b2) = (model.eq_obj1id()[i] as usize, model.eq_obj2id()[i] as usize);
-            let (mocap, body) = if model.body_mocapid()[b1] != -1 { (model.body_mocapid()[b1] as usize, b2) } else { (model.body_mocapid()[b2] as usize, b1) };
+            let (mocap, body) = if model.body_mocapid()[b1] != -1 {
+                (model.body_mocapid()[b1] as usize, b2)
+            } else {
+                (model.body_mocapid()[b2] as usize, b1)
+            };
             welds.push((mocap, body));
         }
         let grip_site = id_of(&model, MjtObjBase::mjOBJ_SITE, "robot0:grip", xml)?;
-        let object_site = if params.has_object { Some(id_of(&model, MjtObjBase::mjOBJ_SITE, "object0", xml)?) } else { None };
+        let object_site =
+            if params.has_object { Some(id_of(&model, MjtObjBase::mjOBJ_SITE, "object0", xml)?) } else { None };
         let object_qpos = match params.has_object {
             true => Some(model.jnt_qposadr()[id_of(&model, MjtObjBase::mjOBJ_JOINT, "object0:joint", xml)?] as usize),
             false => None,
@@ -209,7 +229,8 @@ impl FetchEnv {
             let j = id_of(&model, MjtObjBase::mjOBJ_JOINT, name, xml)?;
             joints.push((model.jnt_qposadr()[j] as usize, *value));
         }
-        let data = MjData::try_new(model).map_err(|e| EnvError::Other(format!("{}: MuJoCo could not allocate data: {e}", spec.id)))?;
+        let data = MjData::try_new(model)
+            .map_err(|e| EnvError::Other(format!("{}: MuJoCo could not allocate data: {e}", spec.id)))?;
         let obs_dim = 6 + task.observation_len();
         let mut env = Self {
             spec,
@@ -293,7 +314,11 @@ impl FetchEnv {
 
     /// The raw RGB frame (top row first) of one of the model's cameras in the current state.
     #[cfg(feature = "render")]
-    pub fn render_rgb(&mut self, renderer: &mut super::render::CameraRenderer, camera: &str) -> Result<Vec<u8>, EnvError> {
+    pub fn render_rgb(
+        &mut self,
+        renderer: &mut super::render::CameraRenderer,
+        camera: &str,
+    ) -> Result<Vec<u8>, EnvError> {
         renderer.rgb(&mut self.data, camera)
     }
 
@@ -397,7 +422,12 @@ impl FetchEnv {
     pub fn set_state(&mut self, qpos: &[f64], qvel: &[f64], goal: [f64; 3]) -> Result<(), EnvError> {
         let (nq, nv) = (self.data.qpos().len(), self.data.qvel().len());
         if qpos.len() != nq || qvel.len() != nv {
-            return Err(EnvError::Other(format!("{}: set_state expects qpos of {nq} and qvel of {nv} numbers, found {} and {}", self.spec.id, qpos.len(), qvel.len())));
+            return Err(EnvError::Other(format!(
+                "{}: set_state expects qpos of {nq} and qvel of {nv} numbers, found {} and {}",
+                self.spec.id,
+                qpos.len(),
+                qvel.len()
+            )));
         }
         self.data.qpos_mut().copy_from_slice(qpos);
         self.data.qvel_mut().copy_from_slice(qvel);

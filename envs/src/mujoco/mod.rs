@@ -17,12 +17,12 @@ pub mod ant_goal;
 pub mod antmaze;
 pub mod fetch;
 pub mod fetch_script;
-#[cfg(feature = "render")]
-pub mod render;
 mod half_cheetah;
 mod hopper;
 mod inverted_pendulum;
 pub(crate) mod noise;
+#[cfg(feature = "render")]
+pub mod render;
 mod scene;
 mod walker2d;
 
@@ -215,7 +215,10 @@ pub(crate) fn load_model(path: &Path) -> Result<Arc<MjModel>, EnvError> {
 
 /// The model cached under `key`, built by `build` the first time (a file path, or for a model
 /// made in memory the path of the file it was made from plus a suffix).
-pub(crate) fn cached_model(key: &Path, build: impl FnOnce() -> Result<MjModel, String>) -> Result<Arc<MjModel>, EnvError> {
+pub(crate) fn cached_model(
+    key: &Path,
+    build: impl FnOnce() -> Result<MjModel, String>,
+) -> Result<Arc<MjModel>, EnvError> {
     quiet_log_file();
     let mut cache = model_cache().lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     if let Some(m) = cache.get(key) {
@@ -261,12 +264,15 @@ impl MujocoEnv {
                 ctrl_range.iter().map(|r| r[0] as f32).collect(),
                 ctrl_range.iter().map(|r| r[1] as f32).collect(),
             ),
-            ActionMap::Normalized | ActionMap::Centered => BoxSpace::new(vec![-1.0; ctrl_range.len()], vec![1.0; ctrl_range.len()]),
+            ActionMap::Normalized | ActionMap::Centered => {
+                BoxSpace::new(vec![-1.0; ctrl_range.len()], vec![1.0; ctrl_range.len()])
+            }
         };
         let dt = model.opt().timestep * task.frame_skip() as f64;
         let nu = model.ffi().nu as usize;
         let base_model = model.clone();
-        let data = MjData::try_new(model).map_err(|e| EnvError::Other(format!("{}: MuJoCo could not allocate data: {e}", spec.id)))?;
+        let data = MjData::try_new(model)
+            .map_err(|e| EnvError::Other(format!("{}: MuJoCo could not allocate data: {e}", spec.id)))?;
         Ok(Self {
             spec,
             task,
@@ -313,7 +319,10 @@ impl MujocoEnv {
     /// parity check placing the goal); errors for a task without one.
     pub fn set_goal(&mut self, goal: [f64; 2]) -> Result<(), EnvError> {
         if goal.iter().any(|v| !v.is_finite()) || !self.task.set_goal(goal) {
-            return Err(EnvError::Other(format!("{}: set_goal({goal:?}): the task has no goal or the goal is not finite", self.spec.id)));
+            return Err(EnvError::Other(format!(
+                "{}: set_goal({goal:?}): the task has no goal or the goal is not finite",
+                self.spec.id
+            )));
         }
         Ok(())
     }
@@ -341,7 +350,10 @@ impl MujocoEnv {
             )));
         }
         if let Some(i) = qpos.iter().chain(qvel).position(|v| !v.is_finite()) {
-            return Err(EnvError::Other(format!("{}: set_state got a non-finite value at index {i} of [qpos, qvel]", self.spec.id)));
+            return Err(EnvError::Other(format!(
+                "{}: set_state got a non-finite value at index {i} of [qpos, qvel]",
+                self.spec.id
+            )));
         }
         self.data.qpos_mut().copy_from_slice(qpos);
         self.data.qvel_mut().copy_from_slice(qvel);
@@ -359,7 +371,11 @@ impl MujocoEnv {
 
     fn checked_action(&mut self, action: &[f32]) -> Result<(), EnvError> {
         if action.len() != self.action.len() {
-            return Err(EnvError::ActionLength { env: self.spec.id.clone(), expected: self.action.len(), found: action.len() });
+            return Err(EnvError::ActionLength {
+                env: self.spec.id.clone(),
+                expected: self.action.len(),
+                found: action.len(),
+            });
         }
         if let Some((index, value)) = action.iter().enumerate().find(|(_, v)| !v.is_finite()) {
             return Err(EnvError::NonFiniteAction { env: self.spec.id.clone(), index, value: *value });
@@ -407,10 +423,9 @@ impl Env for MujocoEnv {
         if self.task.changes_model() {
             let mut model = self.spare_model.take().unwrap_or_else(|| (*self.base_model).clone());
             self.task.episode_model(&self.base_model, &mut model);
-            let old = self
-                .data
-                .try_swap_model(Arc::new(model))
-                .map_err(|e| EnvError::Other(format!("{}: the episode's model does not fit the data: {e}", self.spec.id)))?;
+            let old = self.data.try_swap_model(Arc::new(model)).map_err(|e| {
+                EnvError::Other(format!("{}: the episode's model does not fit the data: {e}", self.spec.id))
+            })?;
             // The first swap returns the shared base model, later ones the last episode's own.
             self.spare_model = Arc::try_unwrap(old).ok();
         }

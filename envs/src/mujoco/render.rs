@@ -21,7 +21,11 @@ impl CameraRenderer {
     /// A renderer for `model`. Fails (instead of rendering nothing) when no EGL device gives an
     /// OpenGL context, or the size is zero or above the model's offscreen buffer.
     pub fn new(model: &MjModel, width: usize, height: usize) -> Result<Self, EnvError> {
-        let renderer = MjRenderer::new(model, width, height, 0).map_err(|e| EnvError::Other(format!("offscreen renderer ({width}×{height}): {e} (needs an EGL device: a GPU driver or Mesa's libegl-mesa0)")))?;
+        let renderer = MjRenderer::new(model, width, height, 0).map_err(|e| {
+            EnvError::Other(format!(
+                "offscreen renderer ({width}×{height}): {e} (needs an EGL device: a GPU driver or Mesa's libegl-mesa0)"
+            ))
+        })?;
         Ok(Self { renderer, width, height })
     }
 
@@ -33,7 +37,10 @@ impl CameraRenderer {
     /// The RGB frame (row-major, 3 bytes a pixel, top row first) of the model's camera `camera`
     /// in the state `data` holds.
     pub fn rgb(&mut self, data: &mut super::Data, camera: &str) -> Result<Vec<u8>, EnvError> {
-        let id = data.model().name_to_id(MjtObjBase::mjOBJ_CAMERA, camera).ok_or_else(|| EnvError::Other(format!("the model has no camera named `{camera}`")))?;
+        let id = data
+            .model()
+            .name_to_id(MjtObjBase::mjOBJ_CAMERA, camera)
+            .ok_or_else(|| EnvError::Other(format!("the model has no camera named `{camera}`")))?;
         self.renderer.set_camera(MjvCamera::new_fixed(id));
         self.renderer.sync_data(data).map_err(|e| EnvError::Other(format!("rendering camera {camera}: {e}")))?;
         self.renderer.render().map_err(|e| EnvError::Other(format!("rendering camera {camera}: {e}")))?;

@@ -5,8 +5,8 @@
 //! half-length; box: half-sizes; plane: half-x, half-y, grid spacing), quaternions `wxyz`.
 
 use super::MujocoEnv;
-use mujoco_rs::prelude::*;
 use mujoco_rs::prelude::MjtGeomBase as G;
+use mujoco_rs::prelude::*;
 
 /// A MuJoCo geom type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

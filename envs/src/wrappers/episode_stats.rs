@@ -62,7 +62,12 @@ impl<E: Env> Env for EpisodeStats<E> {
             self.success = Some(self.success.unwrap_or(false) || s);
         }
         if step.terminated || step.truncated {
-            let rec = EpisodeRecord { episode_return: self.ret, length: self.len, success: self.success, terminated: step.terminated };
+            let rec = EpisodeRecord {
+                episode_return: self.ret,
+                length: self.len,
+                success: self.success,
+                terminated: step.terminated,
+            };
             step.info.set("episode_return", rec.episode_return);
             step.info.set("episode_length", rec.length as f64);
             if let Some(s) = rec.success {

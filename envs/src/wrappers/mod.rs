@@ -103,7 +103,13 @@ mod tests {
             }
             self.t += 1;
             let info = Info { values: vec![], success: Some(self.t == 3), task: None };
-            Ok(Step { obs: vec![self.t as f32, action[0]], reward: self.t as f64, terminated: self.t >= self.term_at, truncated: false, info })
+            Ok(Step {
+                obs: vec![self.t as f32, action[0]],
+                reward: self.t as f64,
+                terminated: self.t >= self.term_at,
+                truncated: false,
+                info,
+            })
         }
     }
 

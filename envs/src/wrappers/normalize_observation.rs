@@ -20,16 +20,30 @@ impl<E: Env> NormalizeObservation<E> {
         let dim = env.observation_space().dim();
         let id = &env.spec().id;
         if mean.len() != dim {
-            return Err(EnvError::Shape { what: format!("NormalizeObservation mean for {id}"), expected: dim, found: mean.len() });
+            return Err(EnvError::Shape {
+                what: format!("NormalizeObservation mean for {id}"),
+                expected: dim,
+                found: mean.len(),
+            });
         }
         if std.len() != dim {
-            return Err(EnvError::Shape { what: format!("NormalizeObservation std for {id}"), expected: dim, found: std.len() });
+            return Err(EnvError::Shape {
+                what: format!("NormalizeObservation std for {id}"),
+                expected: dim,
+                found: std.len(),
+            });
         }
         if let Some(i) = mean.iter().position(|m| !m.is_finite()) {
-            return Err(EnvError::Other(format!("NormalizeObservation for {id}: mean[{i}] = {} is not finite", mean[i])));
+            return Err(EnvError::Other(format!(
+                "NormalizeObservation for {id}: mean[{i}] = {} is not finite",
+                mean[i]
+            )));
         }
         if let Some(i) = std.iter().position(|s| !(s.is_finite() && *s > 0.0)) {
-            return Err(EnvError::Other(format!("NormalizeObservation for {id}: std[{i}] = {} must be finite and > 0", std[i])));
+            return Err(EnvError::Other(format!(
+                "NormalizeObservation for {id}: std[{i}] = {} must be finite and > 0",
+                std[i]
+            )));
         }
         Ok(Self { env, mean, std })
     }

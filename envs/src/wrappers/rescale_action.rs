@@ -40,7 +40,11 @@ impl<E: Env> Env for RescaleAction<E> {
     fn step(&mut self, action: &[f32]) -> Result<Step, EnvError> {
         let target = self.env.action_space();
         if action.len() != target.dim() {
-            return Err(EnvError::ActionLength { env: self.env.spec().id.clone(), expected: target.dim(), found: action.len() });
+            return Err(EnvError::ActionLength {
+                env: self.env.spec().id.clone(),
+                expected: target.dim(),
+                found: action.len(),
+            });
         }
         self.buf.clear();
         for (i, a) in action.iter().enumerate() {

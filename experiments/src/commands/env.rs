@@ -55,13 +55,26 @@ pub fn run(args: EnvArgs) -> Result<()> {
 }
 
 fn list() -> Result<()> {
-    println!("{:<25} {:>4} {:>4} {:>6} {:>6}  {:<12} parity reference", "id", "obs", "act", "dt", "steps", "d4rl family");
+    println!(
+        "{:<25} {:>4} {:>4} {:>6} {:>6}  {:<12} parity reference",
+        "id", "obs", "act", "dt", "steps", "d4rl family"
+    );
     for id in o2o_envs::known_ids() {
         if o2o_envs::registry::is_fetch(id) {
             let env = o2o_envs::registry::make_fetch(id).with_context(|| format!("making {id}"))?;
-            let reference = reference_for(id).map(|r| format!("{} (gymnasium-robotics 1.4.2, joint-type shim)", r.gym_id));
+            let reference =
+                reference_for(id).map(|r| format!("{} (gymnasium-robotics 1.4.2, joint-type shim)", r.gym_id));
             let steps = env.spec().max_episode_steps.map(|s| s.to_string()).unwrap_or_else(|| "-".into());
-            println!("{:<21} {:>4} {:>4} {:>6.3} {:>6}  {:<12} {}", id, env.observation_space().dim(), env.action_space().dim(), 0.04, steps, "-", reference.unwrap_or_else(|| "-".into()));
+            println!(
+                "{:<21} {:>4} {:>4} {:>6.3} {:>6}  {:<12} {}",
+                id,
+                env.observation_space().dim(),
+                env.action_space().dim(),
+                0.04,
+                steps,
+                "-",
+                reference.unwrap_or_else(|| "-".into())
+            );
             continue;
         }
         let env = o2o_envs::make_mujoco(id).with_context(|| format!("making {id}"))?;
@@ -90,7 +103,16 @@ fn list() -> Result<()> {
     for id in o2o_envs::imaginebench::env_ids() {
         let env = o2o_envs::make(id).with_context(|| format!("making {id}"))?;
         let steps = env.spec().max_episode_steps.map(|s| s.to_string()).unwrap_or_else(|| "-".into());
-        println!("{:<21} {:>4} {:>4} {:>6.3} {:>6}  {:<12} {}", id, env.observation_space().dim(), env.action_space().dim(), 0.05, steps, "-", "scripts/imaginebench_parity.py on HalfCheetah-v4");
+        println!(
+            "{:<21} {:>4} {:>4} {:>6.3} {:>6}  {:<12} {}",
+            id,
+            env.observation_space().dim(),
+            env.action_space().dim(),
+            0.05,
+            steps,
+            "-",
+            "scripts/imaginebench_parity.py on HalfCheetah-v4"
+        );
     }
     Ok(())
 }
@@ -112,7 +134,10 @@ fn parity(a: ParityArgs) -> Result<()> {
         );
         println!("  max |obs diff|     {:.3e}  (relative {:.3e})", r.max_obs_abs_diff, r.max_obs_rel_diff);
         println!("  max |reward diff|  {:.3e}  (relative {:.3e})", r.max_reward_abs_diff, r.max_reward_rel_diff);
-        println!("  terminated mismatches {}, truncated mismatches {}", r.terminated_mismatches, r.truncated_mismatches);
+        println!(
+            "  terminated mismatches {}, truncated mismatches {}",
+            r.terminated_mismatches, r.truncated_mismatches
+        );
         if let Some(k) = r.first_flag_mismatch {
             println!("  first flag mismatch at step {k}");
         }

@@ -31,7 +31,14 @@ pub struct EvalArgs {
 /// `o2o eval`.
 pub fn run(args: EvalArgs) -> Result<()> {
     let device = args.device.resolve()?;
-    let (checkpoint, r) = o2o_experiments::run::eval::evaluate_checkpoint(&args.run_dir, args.checkpoint.as_deref(), args.episodes, args.seed, None, device)?;
+    let (checkpoint, r) = o2o_experiments::run::eval::evaluate_checkpoint(
+        &args.run_dir,
+        args.checkpoint.as_deref(),
+        args.episodes,
+        args.seed,
+        None,
+        device,
+    )?;
     if args.json {
         let mut v = serde_json::to_value(r)?;
         v["checkpoint"] = checkpoint.display().to_string().into();
@@ -41,7 +48,14 @@ pub fn run(args: EvalArgs) -> Result<()> {
     } else {
         let score = r.normalized_score.map_or(String::new(), |s| format!(", normalized {s:.1}"));
         let success = r.success_rate.map_or(String::new(), |s| format!(", success rate {s:.2}"));
-        println!("{}: return {:.1} ± {:.1} over {} episodes{score}{success} (mean length {:.0})", checkpoint.display(), r.mean_return, r.std_return, args.episodes, r.mean_length);
+        println!(
+            "{}: return {:.1} ± {:.1} over {} episodes{score}{success} (mean length {:.0})",
+            checkpoint.display(),
+            r.mean_return,
+            r.std_return,
+            args.episodes,
+            r.mean_length
+        );
     }
     Ok(())
 }

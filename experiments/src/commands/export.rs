@@ -34,7 +34,8 @@ pub fn run(args: ExportArgs) -> Result<()> {
     let out = args.out.clone().unwrap_or_else(|| args.run_dir.join("export").join("policy.pt"));
     match args.to {
         ExportFormat::Torchscript => {
-            let done = o2o_experiments::export::export_torchscript(&args.run_dir, args.checkpoint.as_deref(), &out, None)?;
+            let done =
+                o2o_experiments::export::export_torchscript(&args.run_dir, args.checkpoint.as_deref(), &out, None)?;
             println!("{}", done.module.display());
             eprintln!(
                 "wrote {} (observation float32 [B, {}] -> action float32 [B, {}] in {}'s bounds, from {} at step {}) and {}",

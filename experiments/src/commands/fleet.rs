@@ -97,7 +97,12 @@ impl FleetSettings {
                 anyhow::bail!("{name}: expected a positive number of seconds, found {v}");
             }
         }
-        Ok(FleetConfig { batch: self.batch, ack_timeout: Duration::from_secs_f64(self.ack_timeout), liveness_ttl_s: self.liveness_ttl, ..FleetConfig::default() })
+        Ok(FleetConfig {
+            batch: self.batch,
+            ack_timeout: Duration::from_secs_f64(self.ack_timeout),
+            liveness_ttl_s: self.liveness_ttl,
+            ..FleetConfig::default()
+        })
     }
 }
 
@@ -183,9 +188,16 @@ fn server(a: ServerArgs) -> Result<()> {
         anyhow::bail!("--addr {}: `o2o fleet server` listens on loopback only; beyond it the server needs credentials and TLS (docs/fleet.md shows a config for `nats-server -c`)", a.addr);
     }
     let bin = o2o_experiments::fleet::server::find_nats_server()?;
-    std::fs::create_dir_all(&a.store).with_context(|| format!("cannot create the store folder {}", a.store.display()))?;
+    std::fs::create_dir_all(&a.store)
+        .with_context(|| format!("cannot create the store folder {}", a.store.display()))?;
     let (x, y, z) = bin.version;
-    eprintln!("nats-server {x}.{y}.{z} ({}) on nats://{}:{} with JetStream in {}", bin.path.display(), a.addr, a.port, a.store.display());
+    eprintln!(
+        "nats-server {x}.{y}.{z} ({}) on nats://{}:{} with JetStream in {}",
+        bin.path.display(),
+        a.addr,
+        a.port,
+        a.store.display()
+    );
     let status = std::process::Command::new(&bin.path)
         .args(["-a", &a.addr, "-p", &a.port.to_string(), "-js", "-sd"])
         .arg(&a.store)
@@ -256,6 +268,9 @@ fn actor(a: ActorArgs) -> Result<()> {
         wait_for_learner: Duration::from_secs_f64(a.wait),
         rate_hz: a.rate_hz,
     })?;
-    println!("{{\"actor\":{:?},\"steps\":{},\"episodes\":{},\"acked\":{},\"policy_version\":{},\"paused_s\":{}}}", report.actor, report.steps, report.episodes, report.acked, report.policy_version, report.paused_s);
+    println!(
+        "{{\"actor\":{:?},\"steps\":{},\"episodes\":{},\"acked\":{},\"policy_version\":{},\"paused_s\":{}}}",
+        report.actor, report.steps, report.episodes, report.acked, report.policy_version, report.paused_s
+    );
     Ok(())
 }

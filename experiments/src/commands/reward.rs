@@ -173,7 +173,14 @@ fn demos(a: DemosArgs) -> Result<()> {
     data.write(&a.out).with_context(|| format!("writing {}", a.out.display()))?;
     let side = Keyframes::sidecar_of(&a.out);
     keyframes.write(&side)?;
-    println!("{}: {} episodes ({} tried), {} rows; keyframes in {}", a.out.display(), report.kept, report.attempted, data.len(), side.display());
+    println!(
+        "{}: {} episodes ({} tried), {} rows; keyframes in {}",
+        a.out.display(),
+        report.kept,
+        report.attempted,
+        data.len(),
+        side.display()
+    );
     Ok(())
 }
 
@@ -198,7 +205,11 @@ fn load(source: &DemoSource, views: Option<&[ViewSpec]>) -> Result<(Vec<Demo>, V
     let mut used: Option<Vec<ViewSpec>> = views.map(<[ViewSpec]>::to_vec);
     for path in &source.demos {
         let data = D4rlDataset::read(path).with_context(|| format!("reading demonstrations {}", path.display()))?;
-        let views = used.get_or_insert_with(|| vec![ViewSpec { name: "observation".into(), dim: data.obs_dim, obs_slice: Some([0, data.obs_dim]) }]).clone();
+        let views = used
+            .get_or_insert_with(|| {
+                vec![ViewSpec { name: "observation".into(), dim: data.obs_dim, obs_slice: Some([0, data.obs_dim]) }]
+            })
+            .clone();
         let side = source.keyframes.clone().unwrap_or_else(|| Keyframes::sidecar_of(path));
         let keyframes = if side.is_file() { Some(Keyframes::read(&side)?) } else { None };
         out.extend(demos_from_dataset(&data, keyframes.as_ref(), &views)?);
@@ -230,7 +241,13 @@ fn train(a: TrainArgs) -> Result<()> {
     let (train, held) = demos.split_at(demos.len() - a.held_out);
     let (model, report) = ProgressModel::train(config, train, Device::Cpu)?;
     model.save(&a.out)?;
-    println!("{}: trained on {} demos ({} labelled pairs), hop MSE {:.4}", a.out.display(), train.len(), report.pairs, report.final_loss);
+    println!(
+        "{}: trained on {} demos ({} labelled pairs), hop MSE {:.4}",
+        a.out.display(),
+        train.len(),
+        report.pairs,
+        report.final_loss
+    );
     if !held.is_empty() {
         print_eval(&format!("held-out ({} demos)", held.len()), &evaluate(&model, held)?);
     }
@@ -243,12 +260,23 @@ fn eval(a: EvalArgs) -> Result<()> {
     let report = evaluate(&model, &demos)?;
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
     let json = a.out.join("eval.json");
-    std::fs::write(&json, serde_json::to_string_pretty(&report)?).with_context(|| format!("writing {}", json.display()))?;
+    std::fs::write(&json, serde_json::to_string_pretty(&report)?)
+        .with_context(|| format!("writing {}", json.display()))?;
     let fusion = MODES.iter().position(|m| *m == model.config().fusion).unwrap_or(3);
     let mut lines = Vec::new();
     for (i, d) in report.demos.iter().take(a.plot).enumerate() {
-        lines.push(Line { label: Some(format!("demo {i} truth")), color: i, points: d.truth.iter().enumerate().map(|(t, v)| (t as f64, *v)).collect(), faint: true });
-        lines.push(Line { label: Some(format!("demo {i} Φ ({})", report.modes[fusion])), color: i, points: d.predicted.iter().enumerate().map(|(t, p)| (t as f64, p[fusion])).collect(), faint: false });
+        lines.push(Line {
+            label: Some(format!("demo {i} truth")),
+            color: i,
+            points: d.truth.iter().enumerate().map(|(t, v)| (t as f64, *v)).collect(),
+            faint: true,
+        });
+        lines.push(Line {
+            label: Some(format!("demo {i} Φ ({})", report.modes[fusion])),
+            color: i,
+            points: d.predicted.iter().enumerate().map(|(t, p)| (t as f64, p[fusion])).collect(),
+            faint: false,
+        });
     }
     let png = a.out.join("progress.png");
     plot_curves(&png, "progress model vs ground truth", "frame", "progress Φ", &lines, (1000, 600))?;
@@ -261,7 +289,10 @@ fn eval(a: EvalArgs) -> Result<()> {
 
 /// Every demo's truth and per-mode Φ as scalars on a `frame` timeline.
 fn log_rerun(path: &Path, report: &EvalReport) -> Result<()> {
-    let rec = rerun::RecordingStreamBuilder::new("o2o").default_enabled(true).save(path).with_context(|| format!("cannot create the Rerun recording {}", path.display()))?;
+    let rec = rerun::RecordingStreamBuilder::new("o2o")
+        .default_enabled(true)
+        .save(path)
+        .with_context(|| format!("cannot create the Rerun recording {}", path.display()))?;
     for (i, d) in report.demos.iter().enumerate() {
         for (t, (truth, p)) in d.truth.iter().zip(&d.predicted).enumerate() {
             rec.set_time_sequence("frame", t as i64);
@@ -280,7 +311,10 @@ fn adapt(a: AdaptArgs) -> Result<()> {
     let views = model.config().views.clone();
     let source = DemoSource { demos: vec![a.demo.clone()], keyframes: a.keyframes.clone() };
     let (all, _) = load(&source, Some(&views))?;
-    let one = all.get(a.episode).cloned().with_context(|| format!("--episode {}: {} has {} episodes", a.episode, a.demo.display(), all.len()))?;
+    let one = all
+        .get(a.episode)
+        .cloned()
+        .with_context(|| format!("--episode {}: {} has {} episodes", a.episode, a.demo.display(), all.len()))?;
     let held = match &a.held {
         Some(p) => Some(load(&DemoSource { demos: vec![p.clone()], keyframes: None }, Some(&views))?.0),
         None => None,
@@ -295,7 +329,8 @@ fn adapt(a: AdaptArgs) -> Result<()> {
         print_eval("VOC after ", &after);
         let path = a.out.with_extension("adapt.json");
         let summary = serde_json::json!({ "modes": after.modes, "voc_before": before.mean_voc, "voc_after": after.mean_voc, "held_out_demos": h.len() });
-        std::fs::write(&path, serde_json::to_string_pretty(&summary)?).with_context(|| format!("writing {}", path.display()))?;
+        std::fs::write(&path, serde_json::to_string_pretty(&summary)?)
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
 }

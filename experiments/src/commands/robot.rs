@@ -127,20 +127,41 @@ fn check(args: CheckArgs) -> Result<()> {
     let c = session.config();
     let e = &c.envelope;
     let period = c.control.period().map_err(anyhow::Error::msg)?;
-    println!("robot config {}: driver {}, clock {:?}, {} Hz ({} ms period), episodes of {} steps", args.config.display(), c.driver.kind(), c.clock, c.control.rate_hz, period.as_millis(), c.control.max_episode_steps);
+    println!(
+        "robot config {}: driver {}, clock {:?}, {} Hz ({} ms period), episodes of {} steps",
+        args.config.display(),
+        c.driver.kind(),
+        c.clock,
+        c.control.rate_hz,
+        period.as_millis(),
+        c.control.max_episode_steps
+    );
     let env = session.make_env().context("connecting")?;
     let mut g = env.guard();
     let caps = g.driver().capabilities().clone();
-    println!("connected: {} ({} joints: {}), modes {:?}", caps.name, caps.joints.len(), caps.joints.join(", "), caps.modes.iter().map(|m| m.name()).collect::<Vec<_>>());
+    println!(
+        "connected: {} ({} joints: {}), modes {:?}",
+        caps.name,
+        caps.joints.len(),
+        caps.joints.join(", "),
+        caps.modes.iter().map(|m| m.name()).collect::<Vec<_>>()
+    );
     println!("envelope: mode {}, step window {:.4} per dimension (min(max_step_delta {}, max_velocity {} × {:.3} s)), watchdog {:.0} ms, {} missed deadlines latch, overspeed {:?}", e.mode.name(), g.step_window(), e.max_step_delta, e.max_velocity, period.as_secs_f64(), period.as_secs_f64() * e.watchdog_periods * 1e3, e.max_missed_deadlines, e.overspeed);
     let state = g.read_state()?;
     for (i, q) in state.joint_positions.iter().enumerate() {
         if let (Some(lo), Some(hi)) = (e.joint_low.get(i), e.joint_high.get(i)) {
-            println!("  joint {:<24} {q:>8.4}   bounds [{lo:.3}, {hi:.3}]   margin {:.4}", caps.joints[i], (q - lo).min(hi - q));
+            println!(
+                "  joint {:<24} {q:>8.4}   bounds [{lo:.3}, {hi:.3}]   margin {:.4}",
+                caps.joints[i],
+                (q - lo).min(hi - q)
+            );
         }
     }
     if let Some(p) = state.ee_position {
-        println!("  end effector [{:.4}, {:.4}, {:.4}]   workspace {:?} .. {:?}", p[0], p[1], p[2], e.workspace_low, e.workspace_high);
+        println!(
+            "  end effector [{:.4}, {:.4}, {:.4}]   workspace {:?} .. {:?}",
+            p[0], p[1], p[2], e.workspace_low, e.workspace_high
+        );
     }
     // Dry run: adversarial commands through the envelope's checks, nothing sent.
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
@@ -156,7 +177,10 @@ fn check(args: CheckArgs) -> Result<()> {
                 0 => f64::NAN,
                 1 => f64::INFINITY,
                 2 => rng.gen_range(-1e6..1e6),
-                _ => (if e.mode == o2o_robot::ControlMode::JointPosition { measured[i] } else { 0.0 }) + rng.gen_range(-1.0..1.0),
+                _ => {
+                    (if e.mode == o2o_robot::ControlMode::JointPosition { measured[i] } else { 0.0 })
+                        + rng.gen_range(-1.0..1.0)
+                }
             })
             .collect();
         let s = g.preview(&cmd)?;
@@ -183,9 +207,16 @@ fn check(args: CheckArgs) -> Result<()> {
     }
     let mean = times.iter().sum::<f64>() / times.len().max(1) as f64;
     let max = times.iter().copied().fold(0.0, f64::max);
-    println!("driver reads: mean {mean:.2} ms, max {max:.2} ms over {} reads ({:.0}% of the period at the max)", args.reads, max / (period.as_secs_f64() * 1e3) * 100.0);
+    println!(
+        "driver reads: mean {mean:.2} ms, max {max:.2} ms over {} reads ({:.0}% of the period at the max)",
+        args.reads,
+        max / (period.as_secs_f64() * 1e3) * 100.0
+    );
     if Duration::from_secs_f64(max / 1e3) > period / 2 {
-        println!("warning: a read takes more than half a period; the loop will miss deadlines at {} Hz", c.control.rate_hz);
+        println!(
+            "warning: a read takes more than half a period; the loop will miss deadlines at {} Hz",
+            c.control.rate_hz
+        );
     }
     let counters = g.counters().clone();
     drop(g);
@@ -229,7 +260,12 @@ fn robot_run(args: RunArgs) -> Result<()> {
 
 /// The end of a run on a robot: what the safety layer and the loop did.
 pub fn print_report(r: &RobotReport) {
-    println!("robot: {} transitions recorded ({} intervened) in {}", r.transitions, r.interventions, r.recording.as_deref().unwrap_or("(nothing written)"));
+    println!(
+        "robot: {} transitions recorded ({} intervened) in {}",
+        r.transitions,
+        r.interventions,
+        r.recording.as_deref().unwrap_or("(nothing written)")
+    );
     for e in &r.envs {
         let s = &e.safety;
         println!(
@@ -257,7 +293,11 @@ pub fn print_report(r: &RobotReport) {
 fn record(args: RecordArgs) -> Result<()> {
     let mut config = RobotConfig::read(&args.config)?;
     if args.teleop == Teleop::Reacher {
-        config.operator = OperatorConfig::Reacher(Reacher { goal_dim: config.task.goal_low.len(), max_action: config.envelope.max_step_delta as f32, ..Default::default() });
+        config.operator = OperatorConfig::Reacher(Reacher {
+            goal_dim: config.task.goal_low.len(),
+            max_action: config.envelope.max_step_delta as f32,
+            ..Default::default()
+        });
     }
     let id = o2o_experiments::robot::env_id(&args.config)?;
     let env = config.build(&id, &args.config)?;

@@ -41,7 +41,9 @@ impl DeviceArg {
             DeviceArg::Auto => Ok(Device::cuda_if_available()),
             DeviceArg::Cpu => Ok(Device::Cpu),
             DeviceArg::Cuda if tch::Cuda::is_available() => Ok(Device::Cuda(0)),
-            DeviceArg::Cuda => bail!("--device cuda: no CUDA device is available (libtorch sees none); use --device cpu or auto"),
+            DeviceArg::Cuda => {
+                bail!("--device cuda: no CUDA device is available (libtorch sees none); use --device cpu or auto")
+            }
         }
     }
 }
@@ -296,7 +298,10 @@ pub fn finetune(args: FinetuneArgs) -> Result<()> {
     let steps = match (args.steps, parent.train.online_steps) {
         (Some(s), _) => s,
         (None, s) if s > 0 => s,
-        (None, _) => bail!("--steps is required: {} has no online steps of its own to reuse (train.online_steps = 0)", args.from.display()),
+        (None, _) => bail!(
+            "--steps is required: {} has no online steps of its own to reuse (train.online_steps = 0)",
+            args.from.display()
+        ),
     };
     let mut overrides = vec![format!("train.online_steps={steps}")];
     if let Some(r) = args.offline_ratio {
@@ -325,7 +330,11 @@ pub fn resume(args: ResumeArgs) -> Result<()> {
     }
     let done = launch(run, &args.common)?;
     if done.reused && !args.common.json {
-        println!("{} already finished (checkpoint {}); nothing to do", done.dir.display(), done.dir.join(&done.summary.checkpoint).display());
+        println!(
+            "{} already finished (checkpoint {}); nothing to do",
+            done.dir.display(),
+            done.dir.join(&done.summary.checkpoint).display()
+        );
     }
     Ok(())
 }

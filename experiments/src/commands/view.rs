@@ -5,9 +5,9 @@
 //! machine without a display, `--web` serves the web viewer on 127.0.0.1 instead; the command to
 //! do that by hand (and the SSH tunnel to look at it from a laptop) is printed either way.
 
-use o2o_experiments::logging::sinks::recording_files;
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use o2o_experiments::logging::sinks::recording_files;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -76,20 +76,24 @@ pub fn run(args: ViewArgs) -> Result<()> {
     println!("  {}", web.join(" "));
     println!("then tunnel both ports from your computer and open the page:");
     println!("  ssh -N -L {p}:127.0.0.1:{p} -L {g}:127.0.0.1:{g} <remote>", p = args.web_port, g = args.grpc_port);
-    println!(
-        "  http://127.0.0.1:{}/?url=rerun%2Bhttp%3A%2F%2F127.0.0.1%3A{}%2Fproxy",
-        args.web_port, args.grpc_port
-    );
+    println!("  http://127.0.0.1:{}/?url=rerun%2Bhttp%3A%2F%2F127.0.0.1%3A{}%2Fproxy", args.web_port, args.grpc_port);
     if args.print {
         return Ok(());
     }
     if !exe.exists() {
-        bail!("the Rerun viewer {} is missing; run scripts/setup.sh (it installs rerun-sdk into the virtualenv)", exe.display());
+        bail!(
+            "the Rerun viewer {} is missing; run scripts/setup.sh (it installs rerun-sdk into the virtualenv)",
+            exe.display()
+        );
     }
     // No display to open a window on (an SSH session, a server): serve the web viewer instead.
-    let headless = std::env::var_os("DISPLAY").is_none() && std::env::var_os("WAYLAND_DISPLAY").is_none() && cfg!(target_os = "linux");
+    let headless = std::env::var_os("DISPLAY").is_none()
+        && std::env::var_os("WAYLAND_DISPLAY").is_none()
+        && cfg!(target_os = "linux");
     if headless && !args.web {
-        println!("No display ($DISPLAY and $WAYLAND_DISPLAY are unset): serving the web viewer instead (Ctrl-C to stop).");
+        println!(
+            "No display ($DISPLAY and $WAYLAND_DISPLAY are unset): serving the web viewer instead (Ctrl-C to stop)."
+        );
     }
     let status = if args.web || headless {
         Command::new(&web[0]).args(&web[1..]).status()
@@ -110,7 +114,10 @@ mod tests {
     #[test]
     fn web_command_binds_to_loopback_and_lists_files() {
         let cmd = web_command(Path::new("/v/bin/rerun"), &[PathBuf::from("r/recording.rrd")], 9090, 9876);
-        assert_eq!(cmd.join(" "), "/v/bin/rerun --web-viewer --bind 127.0.0.1 --web-viewer-port 9090 --port 9876 r/recording.rrd");
+        assert_eq!(
+            cmd.join(" "),
+            "/v/bin/rerun --web-viewer --bind 127.0.0.1 --web-viewer-port 9090 --port 9876 r/recording.rrd"
+        );
     }
 
     #[test]

@@ -106,7 +106,10 @@ impl<'b> StreamSink<'b> {
             let publish = Publish::build().payload(bytes.clone().into()).message_id(id.as_str());
             let js = self.bus.js();
             let ok = self.bus.block_on(async {
-                let ack = tokio::time::timeout(timeout, async { js.send_publish(subject, publish).await?.await.map_err(async_nats::Error::from) }).await;
+                let ack = tokio::time::timeout(timeout, async {
+                    js.send_publish(subject, publish).await?.await.map_err(async_nats::Error::from)
+                })
+                .await;
                 matches!(ack, Ok(Ok(_)))
             });
             if !ok {
@@ -124,7 +127,11 @@ impl<'b> StreamSink<'b> {
         let t0 = Instant::now();
         while !self.flush() {
             if t0.elapsed() > deadline {
-                bail!("{} batches of actor {} were not acknowledged by the server within {deadline:?}", self.spool.len(), self.actor);
+                bail!(
+                    "{} batches of actor {} were not acknowledged by the server within {deadline:?}",
+                    self.spool.len(),
+                    self.actor
+                );
             }
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -247,8 +254,12 @@ pub fn run_actor(o: ActorOptions) -> Result<ActorReport> {
     let instance = format!("actor-{}-{}", o.index, std::process::id());
     let bus = Bus::connect(&Connection { name: instance.clone(), ..o.conn.clone() }, &o.run_id, o.fleet.ack_timeout)?;
     let control = bus.control(o.wait_for_learner)?;
-    let text = bus.block_on(control.get(keys::CONFIG)).map_err(|e| anyhow::anyhow!("{e}")).context("reading the learner's config")?;
-    let text = String::from_utf8(text.context("the learner has not published its config yet")?.to_vec()).context("the learner's config is not text")?;
+    let text = bus
+        .block_on(control.get(keys::CONFIG))
+        .map_err(|e| anyhow::anyhow!("{e}"))
+        .context("reading the learner's config")?;
+    let text = String::from_utf8(text.context("the learner has not published its config yet")?.to_vec())
+        .context("the learner's config is not text")?;
     let config = RunConfig::from_toml_str(&text, &format!("the config of learner run {}", o.run_id))?;
     let env_id = o.env.clone().unwrap_or_else(|| config.env.clone());
     let env = o2o_envs::make(&env_id).with_context(|| format!("making the env {env_id}"))?;
@@ -263,10 +274,17 @@ pub fn run_actor(o: ActorOptions) -> Result<ActorReport> {
         );
     }
     let seed = derive_seed(config.seed, stream::FLEET_ACTOR, o.index);
-    let agent = o2o_agents::build(&config.agent_config()?, obs_dim, act_dim, Device::Cpu, seed).context("building the actor's policy")?;
+    let agent = o2o_agents::build(&config.agent_config()?, obs_dim, act_dim, Device::Cpu, seed)
+        .context("building the actor's policy")?;
     let js = bus.js();
-    let store = bus.block_on(js.get_object_store(bus.names.weights())).map_err(|e| anyhow::anyhow!("{e}")).context("opening the weights store")?;
-    let beats = bus.block_on(js.get_key_value(bus.names.actors())).map_err(|e| anyhow::anyhow!("{e}")).context("opening the liveness bucket")?;
+    let store = bus
+        .block_on(js.get_object_store(bus.names.weights()))
+        .map_err(|e| anyhow::anyhow!("{e}"))
+        .context("opening the weights store")?;
+    let beats = bus
+        .block_on(js.get_key_value(bus.names.actors()))
+        .map_err(|e| anyhow::anyhow!("{e}"))
+        .context("opening the liveness bucket")?;
     let mut weights = Weights { bus: &bus, store, control: control.clone(), agent, version: 0, latest: None };
     let mut actor = Actor::new(env, seed, 0)?;
     let mut rng = ChaCha8Rng::seed_from_u64(derive_seed(seed, stream::RUNNER_RNG, 0));
@@ -315,7 +333,11 @@ pub fn run_actor(o: ActorOptions) -> Result<ActorReport> {
         let ended = if weights.version == 0 {
             actor.step(&mut UniformPolicy { rng: &mut rng, dim: act_dim }, &mut sink)?
         } else {
-            actor.step(&mut AgentPolicy { agent: &mut *weights.agent, device: Device::Cpu, deterministic: false } as &mut dyn Policy, &mut sink)?
+            actor.step(
+                &mut AgentPolicy { agent: &mut *weights.agent, device: Device::Cpu, deterministic: false }
+                    as &mut dyn Policy,
+                &mut sink,
+            )?
         };
         steps += 1;
         if let Some(hz) = o.rate_hz.filter(|h| *h > 0.0) {
@@ -336,14 +358,31 @@ pub fn run_actor(o: ActorOptions) -> Result<ActorReport> {
     }
     sink.finish(Duration::from_secs(30))?;
     let _ = bus.block_on(beats.delete(instance.as_str()));
-    let report = ActorReport { actor: instance.clone(), steps, episodes, acked: sink.acked(), policy_version: weights.version, paused_s };
-    eprintln!("fleet actor {instance}: done — {} steps, {} episodes, {} transitions acknowledged, policy version {}", report.steps, report.episodes, report.acked, report.policy_version);
+    let report = ActorReport {
+        actor: instance.clone(),
+        steps,
+        episodes,
+        acked: sink.acked(),
+        policy_version: weights.version,
+        paused_s,
+    };
+    eprintln!(
+        "fleet actor {instance}: done — {} steps, {} episodes, {} transitions acknowledged, policy version {}",
+        report.steps, report.episodes, report.acked, report.policy_version
+    );
     Ok(report)
 }
 
 /// One liveness beat (best effort: a server away just misses it).
 fn beat(bus: &Bus, beats: &kv::Store, instance: &str, sink: &StreamSink, version: u64, paused: bool, steps_per_s: f64) {
-    let b = ActorBeat { actor: instance.to_string(), acked: sink.acked(), spooled: sink.spooled(), policy_version: version, paused, steps_per_s };
+    let b = ActorBeat {
+        actor: instance.to_string(),
+        acked: sink.acked(),
+        spooled: sink.spooled(),
+        policy_version: version,
+        paused,
+        steps_per_s,
+    };
     let _ = bus.put_json(beats, instance, &b);
 }
 
@@ -359,7 +398,10 @@ pub fn read_stream(bus: &Bus) -> Result<Vec<(u64, Vec<u8>)>> {
             return Ok(out);
         }
         let c = stream
-            .create_consumer(jetstream::consumer::pull::OrderedConfig { deliver_policy: jetstream::consumer::DeliverPolicy::All, ..Default::default() })
+            .create_consumer(jetstream::consumer::pull::OrderedConfig {
+                deliver_policy: jetstream::consumer::DeliverPolicy::All,
+                ..Default::default()
+            })
             .await
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         let mut msgs = c.messages().await.map_err(|e| anyhow::anyhow!("{e}"))?;

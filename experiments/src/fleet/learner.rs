@@ -93,19 +93,36 @@ pub fn declare(bus: &Bus, fleet: &FleetConfig) -> Result<RunHandles> {
             })
             .await
             .map_err(|e| anyhow::anyhow!("{e}"))
-            .with_context(|| format!("creating the stream {} (is JetStream enabled on the server? nats-server -js)", n.stream()))?;
+            .with_context(|| {
+                format!("creating the stream {} (is JetStream enabled on the server? nats-server -js)", n.stream())
+            })?;
         let control = js
-            .create_key_value(kv::Config { bucket: n.control(), history: 1, storage: jetstream::stream::StorageType::File, ..Default::default() })
+            .create_key_value(kv::Config {
+                bucket: n.control(),
+                history: 1,
+                storage: jetstream::stream::StorageType::File,
+                ..Default::default()
+            })
             .await
             .map_err(|e| anyhow::anyhow!("{e}"))
             .with_context(|| format!("creating the key-value bucket {}", n.control()))?;
         let actors = js
-            .create_key_value(kv::Config { bucket: n.actors(), history: 1, max_age: Duration::from_secs_f64(fleet.liveness_ttl_s), storage: jetstream::stream::StorageType::File, ..Default::default() })
+            .create_key_value(kv::Config {
+                bucket: n.actors(),
+                history: 1,
+                max_age: Duration::from_secs_f64(fleet.liveness_ttl_s),
+                storage: jetstream::stream::StorageType::File,
+                ..Default::default()
+            })
             .await
             .map_err(|e| anyhow::anyhow!("{e}"))
             .with_context(|| format!("creating the key-value bucket {}", n.actors()))?;
         let weights = js
-            .create_object_store(object_store::Config { bucket: n.weights(), storage: jetstream::stream::StorageType::File, ..Default::default() })
+            .create_object_store(object_store::Config {
+                bucket: n.weights(),
+                storage: jetstream::stream::StorageType::File,
+                ..Default::default()
+            })
             .await
             .map_err(|e| anyhow::anyhow!("{e}"))
             .with_context(|| format!("creating the object store {}", n.weights()))?;
@@ -189,7 +206,8 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
             (dir, config, lock, None)
         }
         LearnerStart::Resume(dir) => {
-            let config = RunConfig::read(&dir.join(rundir::CONFIG)).with_context(|| format!("{} is not a run directory", dir.display()))?;
+            let config = RunConfig::read(&dir.join(rundir::CONFIG))
+                .with_context(|| format!("{} is not a run directory", dir.display()))?;
             let lock = rundir::RunLock::acquire(&dir)?;
             checkpoint::remove_partial(&dir)?;
             let ckpt = checkpoint::list(&dir)?.pop();
@@ -202,27 +220,50 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
     }
 
     // The envs' sizes, the agent, the replay buffer and the counters (fresh or from the checkpoint).
-    let mut eval_env = o2o_envs::make(&config.env).with_context(|| format!("making the evaluation env {}", config.env))?;
+    let mut eval_env =
+        o2o_envs::make(&config.env).with_context(|| format!("making the evaluation env {}", config.env))?;
     let (obs_dim, act_dim) = (eval_env.observation_space().dim(), eval_env.action_space().dim());
     let device = o.device;
     let mut agent = build_agent(&config, obs_dim, act_dim, device)?;
     let gamma = config.agent.get("gamma").and_then(|g| g.as_float()).unwrap_or(0.99) as f32;
-    let mut replay = ReplayBuffer::with_mc(config.train.replay_capacity, obs_dim, act_dim, McConfig::dense(gamma)).context("creating the replay buffer")?;
+    let mut replay = ReplayBuffer::with_mc(config.train.replay_capacity, obs_dim, act_dim, McConfig::dense(gamma))
+        .context("creating the replay buffer")?;
     let (mut state, mut fleet) = match &resume {
-        None => (checkpoint::initial_state(&ChaCha8Rng::seed_from_u64(derive_seed(config.seed, stream::RUNNER_RNG, 0))), FleetState::default()),
+        None => (
+            checkpoint::initial_state(&ChaCha8Rng::seed_from_u64(derive_seed(config.seed, stream::RUNNER_RNG, 0))),
+            FleetState::default(),
+        ),
         Some(ckpt) => {
             let state = checkpoint::read_state(ckpt)?;
-            agent.load(&ckpt.join(checkpoint::AGENT)).with_context(|| format!("loading the agent from {}", ckpt.display()))?;
+            agent
+                .load(&ckpt.join(checkpoint::AGENT))
+                .with_context(|| format!("loading the agent from {}", ckpt.display()))?;
             let rp = ckpt.join(checkpoint::REPLAY);
             if rp.exists() {
-                replay = ReplayBuffer::load(&rp).with_context(|| format!("loading the replay buffer from {}", rp.display()))?;
+                replay = ReplayBuffer::load(&rp)
+                    .with_context(|| format!("loading the replay buffer from {}", rp.display()))?;
             }
             let fp = ckpt.join(FLEET_STATE);
-            let fleet: FleetState = serde_json::from_str(&std::fs::read_to_string(&fp).with_context(|| format!("cannot read {}", fp.display()))?).with_context(|| format!("{} is not a fleet state", fp.display()))?;
+            let fleet: FleetState = serde_json::from_str(
+                &std::fs::read_to_string(&fp).with_context(|| format!("cannot read {}", fp.display()))?,
+            )
+            .with_context(|| format!("{} is not a fleet state", fp.display()))?;
             if state.stream_seq != Some(fleet.last_seq) {
-                bail!("{}: stream_seq {:?} in {} but last_seq {} in {FLEET_STATE}", ckpt.display(), state.stream_seq, checkpoint::STATE, fleet.last_seq);
+                bail!(
+                    "{}: stream_seq {:?} in {} but last_seq {} in {FLEET_STATE}",
+                    ckpt.display(),
+                    state.stream_seq,
+                    checkpoint::STATE,
+                    fleet.last_seq
+                );
             }
-            eprintln!("resuming fleet learner {} from {} (stream sequence {}, {} transitions)", dir.display(), ckpt.display(), fleet.last_seq, fleet.consumed);
+            eprintln!(
+                "resuming fleet learner {} from {} (stream sequence {}, {} transitions)",
+                dir.display(),
+                ckpt.display(),
+                fleet.last_seq,
+                fleet.consumed
+            );
             truncate_metrics(&dir.join(METRICS), state.metrics_len)?;
             (state, fleet)
         }
@@ -239,7 +280,9 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
     // The server side: stream, buckets, object store, config for the actors, the consumer.
     let bus = Bus::connect(&o.conn, &id, o.fleet.ack_timeout)?;
     let h = declare(&bus, &o.fleet)?;
-    bus.block_on(h.control.put(keys::CONFIG, config.to_toml_string()?.into_bytes().into())).map_err(|e| anyhow::anyhow!("{e}")).context("publishing the run config")?;
+    bus.block_on(h.control.put(keys::CONFIG, config.to_toml_string()?.into_bytes().into()))
+        .map_err(|e| anyhow::anyhow!("{e}"))
+        .context("publishing the run config")?;
     bus.put_json(&h.control, keys::STATUS, &LearnerStatus { finished: false, consumed: fleet.consumed })?;
     // A resumed learner's weights are a new version, numbered after any the server has seen
     // (its previous life may have published versions after the checkpoint).
@@ -254,7 +297,11 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
     let total = t.random_steps + t.warmup_steps + t.online_steps;
     let b = t.online_batch() as u64;
     let min_size = t.random_steps.max(b);
-    let tolerance = if o.rate_tolerance_updates > 0.0 { o.rate_tolerance_updates } else { 2.0 * (o.fleet.batch as f64) * t.updates_per_step as f64 };
+    let tolerance = if o.rate_tolerance_updates > 0.0 {
+        o.rate_tolerance_updates
+    } else {
+        2.0 * (o.fleet.batch as f64) * t.updates_per_step as f64
+    };
     let spi = (t.updates_per_step as u64 * b) as f64;
     let mut limiter = RateLimiter::new(spi, min_size, tolerance * b as f64).with_counts(fleet.consumed, fleet.sampled);
     let reward = RewardTransform::IDENTITY;
@@ -263,7 +310,11 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
     let mut last_metrics = None;
     // The log window's clock and the time `learn_timed` spent in it (`perf/…_s`).
     let (mut window, mut learn_time) = (Instant::now(), LearnTime::default());
-    let (mut next_log, mut next_eval, mut next_ckpt) = (after(fleet.consumed, t.log_every), after(fleet.consumed, config.eval.every), after(fleet.consumed, config.checkpoint.every));
+    let (mut next_log, mut next_eval, mut next_ckpt) = (
+        after(fleet.consumed, t.log_every),
+        after(fleet.consumed, config.eval.every),
+        after(fleet.consumed, config.checkpoint.every),
+    );
     let mut last_publish = state.grad_step;
     let mut retry_publish: Option<Instant> = None;
     let mut live = Liveness::default();
@@ -293,7 +344,10 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
                     // A gap: a delivery was lost on the way (the server went away between
                     // sending and our reading). Sequences are taken strictly in order, so
                     // "at or below last_seq" can mean "held"; ask again from the gap.
-                    eprintln!("fleet learner: stream message {} was not delivered (got {seq}); reading again from it", fleet.last_seq + 1);
+                    eprintln!(
+                        "fleet learner: stream message {} was not delivered (got {seq}); reading again from it",
+                        fleet.last_seq + 1
+                    );
                     consumer = open_consumer(&bus, &h, fleet.last_seq)?;
                     break;
                 }
@@ -303,7 +357,16 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
                     match message::decode(&m.payload, &id, obs_dim, act_dim) {
                         Ok(batch) => {
                             for r in &batch.transitions {
-                                replay.push(&r.obs, &r.action, reward.apply(r.reward) as f32, &r.next_obs, r.terminated, r.truncated).context("storing a transition from the stream")?;
+                                replay
+                                    .push(
+                                        &r.obs,
+                                        &r.action,
+                                        reward.apply(r.reward) as f32,
+                                        &r.next_obs,
+                                        r.terminated,
+                                        r.truncated,
+                                    )
+                                    .context("storing a transition from the stream")?;
                                 if r.terminated || r.truncated {
                                     state.episode += 1;
                                 }
@@ -334,14 +397,26 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
             if !limiter.can_sample(b) {
                 break;
             }
-            last_metrics = Some(learn_timed(&mut *agent, &Source::Online(&replay), b as usize, 1, &mut rng, device, None, &mut learn_time)?);
+            last_metrics = Some(learn_timed(
+                &mut *agent,
+                &Source::Online(&replay),
+                b as usize,
+                1,
+                &mut rng,
+                device,
+                None,
+                &mut learn_time,
+            )?);
             state.grad_step += 1;
             limiter.sampled(b);
         }
         fleet.sampled = limiter.counts().1;
 
         // 3. Weights, every `publish_every` updates (with the server away: again next time round).
-        if state.grad_step > 0 && (fleet.policy_version == 0 || state.grad_step - last_publish >= o.fleet.publish_every) && retry_publish.is_none_or(|t| t.elapsed() > Duration::from_secs(1)) {
+        if state.grad_step > 0
+            && (fleet.policy_version == 0 || state.grad_step - last_publish >= o.fleet.publish_every)
+            && retry_publish.is_none_or(|t| t.elapsed() > Duration::from_secs(1))
+        {
             match publish_weights(&bus, &h, &*agent, fleet.policy_version + 1, state.grad_step) {
                 Ok(()) => {
                     fleet.policy_version += 1;
@@ -349,7 +424,10 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
                     retry_publish = None;
                 }
                 Err(e) => {
-                    eprintln!("fleet learner: publishing weights version {} failed ({e:#}); retrying", fleet.policy_version + 1);
+                    eprintln!(
+                        "fleet learner: publishing weights version {} failed ({e:#}); retrying",
+                        fleet.policy_version + 1
+                    );
                     retry_publish = Some(Instant::now());
                 }
             }
@@ -373,7 +451,12 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
                 ("perf/update_s".into(), learn_time.update_s),
             ];
             (window, learn_time) = (Instant::now(), LearnTime::default());
-            values.extend(last_metrics.iter().flatten().map(|(k, v)| (if k.contains('/') { k.to_string() } else { format!("train/{k}") }, *v)));
+            values.extend(
+                last_metrics
+                    .iter()
+                    .flatten()
+                    .map(|(k, v)| (if k.contains('/') { k.to_string() } else { format!("train/{k}") }, *v)),
+            );
             let named: Vec<(&str, f64)> = values.iter().map(|(k, v)| (k.as_str(), *v)).collect();
             logger.log(state.grad_step, state.env_step, &named)?;
             next_log = after(fleet.consumed, t.log_every);
@@ -392,7 +475,9 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
     // The end: tell the actors (waiting out a server restart), a last evaluation, the final
     // checkpoint and the summary.
     let t_end = Instant::now();
-    while let Err(e) = bus.put_json(&h.control, keys::STATUS, &LearnerStatus { finished: true, consumed: fleet.consumed }) {
+    while let Err(e) =
+        bus.put_json(&h.control, keys::STATUS, &LearnerStatus { finished: true, consumed: fleet.consumed })
+    {
         if t_end.elapsed() > Duration::from_secs(60) {
             return Err(e.context("telling the actors the learner is done"));
         }
@@ -446,7 +531,11 @@ fn after(now: u64, every: u64) -> u64 {
 fn refuse(fleet: &mut FleetState, logger: &mut Logger, state: &RunnerState, seq: u64, e: &Rejected) -> Result<()> {
     fleet.rejected += 1;
     eprintln!("fleet learner: refused stream message {seq}: {e}");
-    logger.log(state.grad_step, state.env_step, &[("fleet/rejected", fleet.rejected as f64), ("fleet/rejected_seq", seq as f64)])
+    logger.log(
+        state.grad_step,
+        state.env_step,
+        &[("fleet/rejected", fleet.rejected as f64), ("fleet/rejected_seq", seq as f64)],
+    )
 }
 
 /// The durable consumer, delivering from `last_seq + 1`: recreated on every start, so a
@@ -454,7 +543,11 @@ fn refuse(fleet: &mut FleetState, logger: &mut Logger, state: &RunnerState, seq:
 fn open_consumer(bus: &Bus, h: &RunHandles, last_seq: u64) -> Result<consumer::Consumer<consumer::pull::Config>> {
     bus.block_on(async {
         let _ = h.stream.delete_consumer(CONSUMER).await;
-        let deliver_policy = if last_seq == 0 { consumer::DeliverPolicy::All } else { consumer::DeliverPolicy::ByStartSequence { start_sequence: last_seq + 1 } };
+        let deliver_policy = if last_seq == 0 {
+            consumer::DeliverPolicy::All
+        } else {
+            consumer::DeliverPolicy::ByStartSequence { start_sequence: last_seq + 1 }
+        };
         h.stream
             .create_consumer(consumer::pull::Config {
                 durable_name: Some(CONSUMER.into()),
@@ -471,7 +564,14 @@ fn open_consumer(bus: &Bus, h: &RunHandles, last_seq: u64) -> Result<consumer::C
 }
 
 /// Evaluate, log under `eval/`, remember the last and best results.
-fn evaluate(env: &mut dyn o2o_envs::Env, agent: &mut dyn Agent, device: Device, config: &RunConfig, state: &mut RunnerState, logger: &mut Logger) -> Result<()> {
+fn evaluate(
+    env: &mut dyn o2o_envs::Env,
+    agent: &mut dyn Agent,
+    device: Device,
+    config: &RunConfig,
+    state: &mut RunnerState,
+    logger: &mut Logger,
+) -> Result<()> {
     let r = eval::evaluate(env, agent, device, config.seed, config.eval.episodes, state.step)?;
     logger.log(state.grad_step, state.env_step, &r.values())?;
     logger.flush()?;
@@ -484,10 +584,20 @@ fn evaluate(env: &mut dyn o2o_envs::Env, agent: &mut dyn Agent, device: Device, 
 
 /// The checkpoint: agent, replay buffer, runner state with `stream_seq`, and `fleet.json`.
 #[allow(clippy::too_many_arguments)]
-fn save(dir: &Path, config: &RunConfig, state: &mut RunnerState, fleet: &FleetState, rng: &ChaCha8Rng, agent: &dyn Agent, replay: &ReplayBuffer, logger: &mut Logger) -> Result<PathBuf> {
+fn save(
+    dir: &Path,
+    config: &RunConfig,
+    state: &mut RunnerState,
+    fleet: &FleetState,
+    rng: &ChaCha8Rng,
+    agent: &dyn Agent,
+    replay: &ReplayBuffer,
+    logger: &mut Logger,
+) -> Result<PathBuf> {
     logger.flush()?;
     let metrics = dir.join(METRICS);
-    state.metrics_len = std::fs::metadata(&metrics).with_context(|| format!("cannot stat {}", metrics.display()))?.len();
+    state.metrics_len =
+        std::fs::metadata(&metrics).with_context(|| format!("cannot stat {}", metrics.display()))?.len();
     state.set_rng(rng);
     state.stream_seq = Some(fleet.last_seq);
     checkpoint::write(dir, state, config.checkpoint.keep, |tmp| {

@@ -61,7 +61,14 @@ pub struct Row {
 
 impl From<&Transition> for Row {
     fn from(t: &Transition) -> Self {
-        Self { obs: t.obs.clone(), action: t.action.clone(), reward: t.reward, next_obs: t.next_obs.clone(), terminated: t.terminated, truncated: t.truncated }
+        Self {
+            obs: t.obs.clone(),
+            action: t.action.clone(),
+            reward: t.reward,
+            next_obs: t.next_obs.clone(),
+            terminated: t.terminated,
+            truncated: t.truncated,
+        }
     }
 }
 
@@ -126,8 +133,12 @@ pub enum Rejected {
 /// Parse and check a message for run `run_id` with these sizes.
 pub fn decode(bytes: &[u8], run_id: &str, obs_dim: usize, act_dim: usize) -> Result<Batch, Rejected> {
     // The version first, so a future format is reported as such, not as malformed.
-    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| Rejected::Malformed(format!("not JSON ({e}); {} bytes", bytes.len())))?;
-    let found = value.get("schema").and_then(|s| s.as_u64()).ok_or_else(|| Rejected::Malformed("no integer `schema` field".into()))?;
+    let value: serde_json::Value = serde_json::from_slice(bytes)
+        .map_err(|e| Rejected::Malformed(format!("not JSON ({e}); {} bytes", bytes.len())))?;
+    let found = value
+        .get("schema")
+        .and_then(|s| s.as_u64())
+        .ok_or_else(|| Rejected::Malformed("no integer `schema` field".into()))?;
     if found != SCHEMA as u64 {
         return Err(Rejected::Schema { expected: SCHEMA, found: found.min(u32::MAX as u64) as u32 });
     }
@@ -135,7 +146,12 @@ pub fn decode(bytes: &[u8], run_id: &str, obs_dim: usize, act_dim: usize) -> Res
     if b.run_id != run_id {
         return Err(Rejected::Run { expected: run_id.to_string(), found: b.run_id });
     }
-    let shape = |what: &str, expected: usize, found: usize| Rejected::Shape { actor: b.actor.clone(), what: what.into(), expected, found };
+    let shape = |what: &str, expected: usize, found: usize| Rejected::Shape {
+        actor: b.actor.clone(),
+        what: what.into(),
+        expected,
+        found,
+    };
     if b.obs_dim != obs_dim {
         return Err(shape("obs_dim", obs_dim, b.obs_dim));
     }
@@ -143,7 +159,9 @@ pub fn decode(bytes: &[u8], run_id: &str, obs_dim: usize, act_dim: usize) -> Res
         return Err(shape("act_dim", act_dim, b.act_dim));
     }
     for (i, r) in b.transitions.iter().enumerate() {
-        for (what, v, n) in [("obs", &r.obs, obs_dim), ("action", &r.action, act_dim), ("next_obs", &r.next_obs, obs_dim)] {
+        for (what, v, n) in
+            [("obs", &r.obs, obs_dim), ("action", &r.action, act_dim), ("next_obs", &r.next_obs, obs_dim)]
+        {
             if v.len() != n {
                 return Err(shape(&format!("row {i} {what}"), n, v.len()));
             }
@@ -163,8 +181,24 @@ mod tests {
     use super::*;
 
     fn batch() -> Batch {
-        let row = Row { obs: vec![0.0, 1.0], action: vec![0.5], reward: 1.0, next_obs: vec![1.0, 2.0], terminated: false, truncated: true };
-        Batch { schema: SCHEMA, run_id: "r".into(), actor: "a".into(), batch: 3, policy_version: 1, obs_dim: 2, act_dim: 1, transitions: vec![row.clone(), row] }
+        let row = Row {
+            obs: vec![0.0, 1.0],
+            action: vec![0.5],
+            reward: 1.0,
+            next_obs: vec![1.0, 2.0],
+            terminated: false,
+            truncated: true,
+        };
+        Batch {
+            schema: SCHEMA,
+            run_id: "r".into(),
+            actor: "a".into(),
+            batch: 3,
+            policy_version: 1,
+            obs_dim: 2,
+            act_dim: 1,
+            transitions: vec![row.clone(), row],
+        }
     }
 
     #[test]
@@ -180,7 +214,10 @@ mod tests {
     #[test]
     fn refuses_other_runs_schemas_shapes_and_garbage() {
         let b = batch();
-        assert_eq!(decode(&b.encode(), "other", 2, 1).unwrap_err(), Rejected::Run { expected: "other".into(), found: "r".into() });
+        assert_eq!(
+            decode(&b.encode(), "other", 2, 1).unwrap_err(),
+            Rejected::Run { expected: "other".into(), found: "r".into() }
+        );
         let mut v = b.clone();
         v.schema = 2;
         assert_eq!(decode(&v.encode(), "r", 2, 1).unwrap_err(), Rejected::Schema { expected: 1, found: 2 });

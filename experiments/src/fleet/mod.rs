@@ -50,7 +50,12 @@ pub struct Connection {
 impl Connection {
     /// A connection to `url` with no credentials, the token taken from `O2O_NATS_TOKEN` when set.
     pub fn new(url: &str, name: &str) -> Self {
-        Self { url: url.to_string(), token: std::env::var("O2O_NATS_TOKEN").ok().filter(|t| !t.is_empty()), name: name.to_string(), ..Self::default() }
+        Self {
+            url: url.to_string(),
+            token: std::env::var("O2O_NATS_TOKEN").ok().filter(|t| !t.is_empty()),
+            name: name.to_string(),
+            ..Self::default()
+        }
     }
 
     /// Loopback only unless credentials are given: a server beyond 127.0.0.1 / ::1 / localhost
@@ -58,7 +63,8 @@ impl Connection {
     /// network).
     pub fn check_security(&self) -> Result<()> {
         for host in hosts(&self.url)? {
-            let loopback = matches!(host.as_str(), "127.0.0.1" | "localhost" | "::1" | "[::1]") || host.starts_with("127.");
+            let loopback =
+                matches!(host.as_str(), "127.0.0.1" | "localhost" | "::1" | "[::1]") || host.starts_with("127.");
             if !loopback && self.token.is_none() && self.nkey_seed_file.is_none() {
                 bail!(
                     "--nats {}: host {host} is beyond loopback, and fleet connections beyond loopback need credentials; \
@@ -83,7 +89,8 @@ impl Connection {
             o = o.token(t.clone());
         }
         if let Some(f) = &self.nkey_seed_file {
-            let seed = std::fs::read_to_string(f).with_context(|| format!("cannot read the nkey seed file {}", f.display()))?;
+            let seed = std::fs::read_to_string(f)
+                .with_context(|| format!("cannot read the nkey seed file {}", f.display()))?;
             o = o.nkey(seed.trim().to_string());
         }
         if let Some(ca) = &self.tls_ca {
@@ -127,7 +134,8 @@ impl Names {
     /// Names for the run `run_id`; NATS names allow letters, digits, `-` and `_`, so anything
     /// else in the id becomes `_`.
     pub fn new(run_id: &str) -> Self {
-        let token = run_id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
+        let token =
+            run_id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
         Self { run_id: run_id.to_string(), token }
     }
     /// The transition stream.
@@ -223,7 +231,14 @@ pub struct FleetConfig {
 
 impl Default for FleetConfig {
     fn default() -> Self {
-        Self { batch: 64, spool_batches: 1024, max_policy_lag: 4, publish_every: 500, liveness_ttl_s: 5.0, ack_timeout: Duration::from_secs(2) }
+        Self {
+            batch: 64,
+            spool_batches: 1024,
+            max_policy_lag: 4,
+            publish_every: 500,
+            liveness_ttl_s: 5.0,
+            ack_timeout: Duration::from_secs(2),
+        }
     }
 }
 
@@ -241,7 +256,12 @@ impl Bus {
     /// first); `ack_timeout` bounds each JetStream request.
     pub fn connect(conn: &Connection, run_id: &str, ack_timeout: Duration) -> Result<Self> {
         conn.check_security()?;
-        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().thread_name("o2o-nats").build().context("starting the NATS runtime")?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .thread_name("o2o-nats")
+            .build()
+            .context("starting the NATS runtime")?;
         let options = conn.options()?;
         let url = conn.url.clone();
         let client = rt.block_on(async {
@@ -285,7 +305,12 @@ impl Bus {
             match self.block_on(self.js.get_key_value(&name)) {
                 Ok(s) => return Ok(s),
                 Err(e) if t0.elapsed() >= wait => {
-                    return Err(anyhow::anyhow!("{e}")).with_context(|| format!("no learner for run {:?} on this server (bucket {name} not found within {wait:?})", self.names.run_id))
+                    return Err(anyhow::anyhow!("{e}")).with_context(|| {
+                        format!(
+                            "no learner for run {:?} on this server (bucket {name} not found within {wait:?})",
+                            self.names.run_id
+                        )
+                    })
                 }
                 Err(_) => std::thread::sleep(Duration::from_millis(100)),
             }
@@ -294,17 +319,24 @@ impl Bus {
 
     /// A JSON value of the control bucket, `None` when the key is absent.
     pub fn get_json<T: serde::de::DeserializeOwned>(&self, kv: &jetstream::kv::Store, key: &str) -> Result<Option<T>> {
-        let v = self.block_on(kv.get(key)).map_err(|e| anyhow::anyhow!("{e}")).with_context(|| format!("reading key {key} of bucket {}", self.names.control()))?;
+        let v = self
+            .block_on(kv.get(key))
+            .map_err(|e| anyhow::anyhow!("{e}"))
+            .with_context(|| format!("reading key {key} of bucket {}", self.names.control()))?;
         match v {
             None => Ok(None),
-            Some(b) => Ok(Some(serde_json::from_slice(&b).with_context(|| format!("key {key} of bucket {} is not what o2o writes there", self.names.control()))?)),
+            Some(b) => Ok(Some(serde_json::from_slice(&b).with_context(|| {
+                format!("key {key} of bucket {} is not what o2o writes there", self.names.control())
+            })?)),
         }
     }
 
     /// Write a JSON value to a bucket.
     pub fn put_json<T: Serialize>(&self, kv: &jetstream::kv::Store, key: &str, value: &T) -> Result<()> {
         let bytes = serde_json::to_vec(value)?;
-        self.block_on(kv.put(key, bytes.into())).map_err(|e| anyhow::anyhow!("{e}")).with_context(|| format!("writing key {key}"))?;
+        self.block_on(kv.put(key, bytes.into()))
+            .map_err(|e| anyhow::anyhow!("{e}"))
+            .with_context(|| format!("writing key {key}"))?;
         Ok(())
     }
 }

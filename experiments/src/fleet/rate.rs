@@ -47,7 +47,8 @@ impl RateLimiter {
 
     /// Whether `rows` more inserted rows keep the learner within its band.
     pub fn can_insert(&self, rows: u64) -> bool {
-        self.inserted < self.min_size || self.diff() + self.spi * rows as f64 <= self.spi * self.min_size as f64 + self.error
+        self.inserted < self.min_size
+            || self.diff() + self.spi * rows as f64 <= self.spi * self.min_size as f64 + self.error
     }
 
     /// Record inserted rows.
@@ -105,7 +106,10 @@ mod tests {
                 let (i, s) = r.counts();
                 if i >= m {
                     let off = s as f64 - spi * (i - m) as f64;
-                    assert!(off.abs() <= spi * msg as f64 * 2.0 + spi * msg as f64, "producer {produced_per_tick}/tick: off by {off} rows");
+                    assert!(
+                        off.abs() <= spi * msg as f64 * 2.0 + spi * msg as f64,
+                        "producer {produced_per_tick}/tick: off by {off} rows"
+                    );
                 }
             }
             assert!(updates > 0);

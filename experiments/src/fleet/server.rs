@@ -35,7 +35,8 @@ impl NatsServer {
     /// Start one on `port` (0: a free one) with a fresh store.
     pub fn start_on(port: u16) -> Result<Self> {
         let bin = find_nats_server()?.path;
-        let store = tempfile::Builder::new().prefix("o2o-nats-").tempdir().context("creating the server's store folder")?;
+        let store =
+            tempfile::Builder::new().prefix("o2o-nats-").tempdir().context("creating the server's store folder")?;
         let log = store.path().join("server.log");
         let port = if port == 0 { free_port()? } else { port };
         let mut s = Self { child: None, bin, port, store, log };
@@ -85,9 +86,17 @@ impl NatsServer {
     fn spawn(&mut self) -> Result<()> {
         // The log is appended to across restarts: wait for one more "ready" line than now.
         let ready_before = std::fs::read_to_string(&self.log).unwrap_or_default().matches("Server is ready").count();
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).with_context(|| format!("cannot open {}", self.log.display()))?;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .with_context(|| format!("cannot open {}", self.log.display()))?;
         let mut cmd = Command::new(&self.bin);
-        cmd.args(["-a", "127.0.0.1", "-p", &self.port.to_string(), "-js", "-sd"]).arg(self.store.path().join("js")).stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
+        cmd.args(["-a", "127.0.0.1", "-p", &self.port.to_string(), "-js", "-sd"])
+            .arg(self.store.path().join("js"))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log);
         die_with_parent(&mut cmd);
         let child = cmd.spawn().with_context(|| format!("cannot start {}", self.bin.display()))?;
         self.child = Some(child);
@@ -97,17 +106,28 @@ impl NatsServer {
             if let Some(c) = self.child.as_mut() {
                 if let Ok(Some(status)) = c.try_wait() {
                     self.child = None;
-                    bail!("{} exited at start ({status}); its log:\n{}", self.bin.display(), std::fs::read_to_string(&self.log).unwrap_or_default());
+                    bail!(
+                        "{} exited at start ({status}); its log:\n{}",
+                        self.bin.display(),
+                        std::fs::read_to_string(&self.log).unwrap_or_default()
+                    );
                 }
             }
             let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-            if log.matches("Server is ready").count() > ready_before && TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+            if log.matches("Server is ready").count() > ready_before
+                && TcpStream::connect(("127.0.0.1", self.port)).is_ok()
+            {
                 return Ok(());
             }
             std::thread::sleep(Duration::from_millis(20));
         }
         self.kill();
-        bail!("{} did not become ready on 127.0.0.1:{} within 15 s; its log is {}", self.bin.display(), self.port, self.log.display())
+        bail!(
+            "{} did not become ready on 127.0.0.1:{} within 15 s; its log is {}",
+            self.bin.display(),
+            self.port,
+            self.log.display()
+        )
     }
 }
 
@@ -195,9 +215,15 @@ fn locate() -> Result<PathBuf> {
 
 /// Run `<bin> --version` and read its version.
 pub fn binary_version(bin: &Path) -> Result<(u32, u32, u32)> {
-    let out = Command::new(bin).arg("--version").stdin(Stdio::null()).output().with_context(|| format!("cannot run {} --version", bin.display()))?;
+    let out = Command::new(bin)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("cannot run {} --version", bin.display()))?;
     let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    parse_version(&text).with_context(|| format!("{} --version printed {:?}, expected \"nats-server: vX.Y.Z\"", bin.display(), text.trim()))
+    parse_version(&text).with_context(|| {
+        format!("{} --version printed {:?}, expected \"nats-server: vX.Y.Z\"", bin.display(), text.trim())
+    })
 }
 
 /// The version in `nats-server: v2.11.11` (or any text holding `vX.Y.Z`).

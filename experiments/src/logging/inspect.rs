@@ -41,7 +41,8 @@ pub fn chunks(printed: &str) -> Vec<Chunk> {
     let mut out: Vec<Chunk> = Vec::new();
     for line in printed.lines() {
         if let Some(rest) = line.strip_prefix("Chunk(") {
-            let rows = rest.split(" with ").nth(1).and_then(|r| r.split(' ').next()).and_then(|n| n.parse().ok()).unwrap_or(0);
+            let rows =
+                rest.split(" with ").nth(1).and_then(|r| r.split(' ').next()).and_then(|n| n.parse().ok()).unwrap_or(0);
             let entity = rest.split(" - ").nth(1).unwrap_or("").trim().to_string();
             out.push(Chunk { entity, rows, timelines: Vec::new() });
         } else if let Some(c) = out.last_mut() {

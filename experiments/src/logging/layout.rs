@@ -46,13 +46,13 @@ use crate::run::phases::{self, PhaseKind};
 use anyhow::Result;
 use rerun::blueprint::components::{PanelState, PlayState};
 use rerun::blueprint::{
-    BarChartView, Blueprint, BlueprintActivation, BlueprintPanel, ContainerLike, Horizontal, SelectionPanel, Spatial2DView, Spatial3DView, TextDocumentView, TimePanel,
-    TimeSeriesView, Vertical,
+    BarChartView, Blueprint, BlueprintActivation, BlueprintPanel, ContainerLike, Horizontal, SelectionPanel,
+    Spatial2DView, Spatial3DView, TextDocumentView, TimePanel, TimeSeriesView, Vertical,
 };
 use rerun::external::re_log_types::{BlueprintActivationCommand, LogMsg};
 use rerun::external::re_sdk_types::blueprint::archetypes::{EyeControls3D, LineGrid3D, TimeAxis};
-use rerun::external::re_sdk_types::datatypes::{TimeInt, TimeRange, TimeRangeBoundary};
 use rerun::external::re_sdk_types::blueprint::components::{Eye3DKind, LinkAxis};
+use rerun::external::re_sdk_types::datatypes::{TimeInt, TimeRange, TimeRangeBoundary};
 
 /// The training timeline of the run layouts: loop steps (offline gradient steps, then env steps).
 pub const RUN_STEP: &str = "run_step";
@@ -246,7 +246,9 @@ pub fn camera_for(geometry: &ModelGeometry, poses_at_reset: &[Pose]) -> Option<C
             GeomKind::Capsule | GeomKind::Cylinder => g.size[0] + g.size[1],
             _ => g.size.iter().cloned().fold(0.0, f64::max),
         };
-        let d = ((centre[0] - root_pos[0]).powi(2) + (centre[1] - root_pos[1]).powi(2) + (centre[2] - root_pos[2]).powi(2)).sqrt();
+        let d =
+            ((centre[0] - root_pos[0]).powi(2) + (centre[1] - root_pos[1]).powi(2) + (centre[2] - root_pos[2]).powi(2))
+                .sqrt();
         extent = extent.max(d + r);
     }
     // From the side (−y, the locomotion tasks move along +x) and a little above, far enough to
@@ -279,7 +281,11 @@ struct Metrics {
 fn metrics_of(algo: &str) -> Metrics {
     let sac_family = matches!(algo, "sac" | "cql" | "calql" | "rlpd" | "wsrl" | "famo2o-cql");
     // FamO2O's diagnostics are Q, α and β (no Monte-Carlo comparison): its β panels instead.
-    Metrics { temperature: sac_family, value_loss: matches!(algo, "iql" | "famo2o-iql"), diagnostics: sac_family && algo != "famo2o-cql" }
+    Metrics {
+        temperature: sac_family,
+        value_loss: matches!(algo, "iql" | "famo2o-iql"),
+        diagnostics: sac_family && algo != "famo2o-cql",
+    }
 }
 
 /// The layout of a run: `config` decides the kind and the panels; `camera` is the framing of
@@ -288,7 +294,8 @@ fn metrics_of(algo: &str) -> Metrics {
 pub fn run_layout(config: &RunConfig, camera: Option<Camera>, normalized: bool) -> Layout {
     let plan = RunPlan::of(config);
     let m = metrics_of(&config.algo);
-    let marks = |metric: &str| -> Vec<String> { plan.marks.iter().map(|k| format!("/phases/{}/{metric}", k.name)).collect() };
+    let marks =
+        |metric: &str| -> Vec<String> { plan.marks.iter().map(|k| format!("/phases/{}/{metric}", k.name)).collect() };
     let with_marks = |title: &str, metric: &str| {
         let mut e = vec![format!("/eval/{metric}")];
         e.extend(marks(metric));
@@ -307,7 +314,8 @@ pub fn run_layout(config: &RunConfig, camera: Option<Camera>, normalized: bool) 
         .filter_map(|(s, has)| (diag && has).then_some(s))
         .collect();
     if !sources.is_empty() {
-        let q: Vec<String> = sources.iter().flat_map(|s| [format!("/diag/{s}/q"), format!("/diag/{s}/mc_return")]).collect();
+        let q: Vec<String> =
+            sources.iter().flat_map(|s| [format!("/diag/{s}/q"), format!("/diag/{s}/mc_return")]).collect();
         let gap: Vec<String> = sources.iter().map(|s| format!("/diag/{s}/q_minus_mc")).collect();
         let title = match plan.kind {
             RunKind::OfflineToOnline => "recalibration: Q against Monte-Carlo return",
@@ -315,10 +323,18 @@ pub fn run_layout(config: &RunConfig, camera: Option<Camera>, normalized: bool) 
         };
         story.push(Node::row(vec![
             Node::Panel(Panel { title: title.into(), kind: PanelKind::TimeSeries, entities: q, camera: None }),
-            Node::Panel(Panel { title: "Q − Monte-Carlo return".into(), kind: PanelKind::TimeSeries, entities: gap, camera: None }),
+            Node::Panel(Panel {
+                title: "Q − Monte-Carlo return".into(),
+                kind: PanelKind::TimeSeries,
+                entities: gap,
+                camera: None,
+            }),
         ]));
     }
-    let mut training = vec![Panel::series("critic loss", &["/train/critic_loss"]), Panel::series("actor loss", &["/train/actor_loss"])];
+    let mut training = vec![
+        Panel::series("critic loss", &["/train/critic_loss"]),
+        Panel::series("actor loss", &["/train/actor_loss"]),
+    ];
     if m.value_loss {
         training.push(Panel::series("value loss", &["/train/value_loss"]));
     }
@@ -326,27 +342,43 @@ pub fn run_layout(config: &RunConfig, camera: Option<Camera>, normalized: bool) 
         training.push(Panel::series("temperature α and policy entropy", &["/train/alpha", "/train/entropy"]));
     }
     if config.sera.enabled {
-        training.push(Panel::series("SERA: r_int mean and std, bonus share of the reward", &["/train/sera/r_int_mean", "/train/sera/r_int_std", "/train/sera/bonus_share"]));
+        training.push(Panel::series(
+            "SERA: r_int mean and std, bonus share of the reward",
+            &["/train/sera/r_int_mean", "/train/sera/r_int_std", "/train/sera/bonus_share"],
+        ));
     }
     story.push(Node::row(training));
     // FamO2O: the balance chosen over the batch, and β(s) against Q(s, a) and return-to-go at
     // the latest diagnostics (the scatters come from `Agent::diagnose_rows`).
     let family = config.algo.starts_with("famo2o-");
     if family {
-        let mut beta = vec![Panel::series("balance β(s) over the batch: mean, 10% and 90%", &["/train/beta_mean", "/train/beta_q10", "/train/beta_q90"])];
-        let diag_sources: Vec<&str> = [("online", plan.kind != RunKind::Offline), ("offline", config.dataset.is_some())]
-            .into_iter()
-            .filter_map(|(s, has)| (config.diagnostics.every > 0 && has).then_some(s))
-            .collect();
-        for (title, name) in [("β(s) against Q(s, a)", "beta_vs_q"), ("β(s) against return-to-go", "beta_vs_return")] {
+        let mut beta = vec![Panel::series(
+            "balance β(s) over the batch: mean, 10% and 90%",
+            &["/train/beta_mean", "/train/beta_q10", "/train/beta_q90"],
+        )];
+        let diag_sources: Vec<&str> =
+            [("online", plan.kind != RunKind::Offline), ("offline", config.dataset.is_some())]
+                .into_iter()
+                .filter_map(|(s, has)| (config.diagnostics.every > 0 && has).then_some(s))
+                .collect();
+        for (title, name) in [("β(s) against Q(s, a)", "beta_vs_q"), ("β(s) against return-to-go", "beta_vs_return")]
+        {
             if !diag_sources.is_empty() {
                 let e: Vec<String> = diag_sources.iter().map(|s| format!("/diag/{s}/{name}")).collect();
-                beta.push(Node::Panel(Panel { title: title.into(), kind: PanelKind::Scatter, entities: e, camera: None }));
+                beta.push(Node::Panel(Panel {
+                    title: title.into(),
+                    kind: PanelKind::Scatter,
+                    entities: e,
+                    camera: None,
+                }));
             }
         }
         story.push(Node::row(beta));
     }
-    story.push(Node::row(vec![Panel::series("steps per second", &["/perf/steps_per_s"]), Panel::series("dropped records", &["/perf/rerun_dropped"])]));
+    story.push(Node::row(vec![
+        Panel::series("steps per second", &["/perf/steps_per_s"]),
+        Panel::series("dropped records", &["/perf/rerun_dropped"]),
+    ]));
     let n = story.len();
     let mut shares = vec![1.0; n];
     shares[0] = 1.3;
@@ -362,7 +394,11 @@ pub fn run_layout(config: &RunConfig, camera: Option<Camera>, normalized: bool) 
             ];
             let mut shares = vec![0.5, 3.0, 1.0, 1.0];
             if family {
-                panels.push(Node::Panel(Panel::new("the β it chose, step by step", PanelKind::BarChart, &["/episode/last/beta"])));
+                panels.push(Node::Panel(Panel::new(
+                    "the β it chose, step by step",
+                    PanelKind::BarChart,
+                    &["/episode/last/beta"],
+                )));
                 shares.push(1.0);
             }
             let left = Node::Column(panels, shares);
@@ -388,7 +424,16 @@ pub fn dataset_layout(camera: Option<Camera>, observations: bool) -> Layout {
     let right = Node::column(series);
     let root = match camera {
         Some(camera) => Node::Row(
-            vec![Node::Column(vec![Node::Panel(Panel::new("which episode", PanelKind::Text, &["/episode/title"])), body_panel("dataset episode", camera)], vec![0.45, 3.0]), right],
+            vec![
+                Node::Column(
+                    vec![
+                        Node::Panel(Panel::new("which episode", PanelKind::Text, &["/episode/title"])),
+                        body_panel("dataset episode", camera),
+                    ],
+                    vec![0.45, 3.0],
+                ),
+                right,
+            ],
             vec![1.2, 1.0],
         ),
         None => right,
@@ -418,7 +463,11 @@ impl Layout {
         let mut views = Views::default();
         let root = container(&self.root, &mut views);
         let time = TimePanel::new().with_timeline(self.timeline);
-        let time = if self.play { time.with_play_state(PlayState::Playing).with_loop_mode(rerun::blueprint::components::LoopMode::All) } else { time.with_play_state(PlayState::Following) };
+        let time = if self.play {
+            time.with_play_state(PlayState::Playing).with_loop_mode(rerun::blueprint::components::LoopMode::All)
+        } else {
+            time.with_play_state(PlayState::Following)
+        };
         let bp = Blueprint::new(root)
             .with_auto_views(false)
             .with_time_panel(time)
@@ -444,18 +493,28 @@ impl Layout {
                 other => blueprint.push(other),
             }
         }
-        let activation: BlueprintActivationCommand = activation.ok_or_else(|| anyhow::anyhow!("the Rerun SDK made no blueprint activation"))?;
+        let activation: BlueprintActivationCommand =
+            activation.ok_or_else(|| anyhow::anyhow!("the Rerun SDK made no blueprint activation"))?;
         blueprint.retain(|m| *m.store_id() == activation.blueprint_id);
         // The properties, into the same blueprint store at the same blueprint time.
         if !views.cameras.is_empty() || (self.x_range.is_some() && !views.series.is_empty()) {
             let id = &activation.blueprint_id;
-            let (extra, extra_storage) = rerun::RecordingStreamBuilder::new(id.application_id().clone()).recording_id(id.recording_id().clone()).blueprint().memory()?;
+            let (extra, extra_storage) = rerun::RecordingStreamBuilder::new(id.application_id().clone())
+                .recording_id(id.recording_id().clone())
+                .blueprint()
+                .memory()?;
             extra.set_time_sequence("blueprint", 0);
             if let Some((lo, hi)) = self.x_range {
-                let range = TimeRange { start: TimeRangeBoundary::Absolute(TimeInt(lo)), end: TimeRangeBoundary::Absolute(TimeInt(hi)) };
+                let range = TimeRange {
+                    start: TimeRangeBoundary::Absolute(TimeInt(lo)),
+                    end: TimeRangeBoundary::Absolute(TimeInt(hi)),
+                };
                 for path in &views.series {
                     // Not linked to the other plots: a linked axis ignores its own range.
-                    extra.log(format!("{path}/TimeAxis"), &TimeAxis::new().with_link(LinkAxis::Independent).with_view_range(range.clone()))?;
+                    extra.log(
+                        format!("{path}/TimeAxis"),
+                        &TimeAxis::new().with_link(LinkAxis::Independent).with_view_range(range.clone()),
+                    )?;
                 }
             }
             for (path, c) in &views.cameras {
@@ -469,7 +528,12 @@ impl Layout {
                 // The drawn floor is the ground; the viewer's grid would fight with its surface.
                 extra.log(format!("{path}/LineGrid3D"), &LineGrid3D::new().with_visible(false))?;
             }
-            blueprint.extend(extra_storage.take().into_iter().filter(|m| *m.store_id() == *id && !matches!(m, LogMsg::SetStoreInfo(_))));
+            blueprint.extend(
+                extra_storage
+                    .take()
+                    .into_iter()
+                    .filter(|m| *m.store_id() == *id && !matches!(m, LogMsg::SetStoreInfo(_))),
+            );
         }
         rec.send_blueprint(blueprint, activation);
         Ok(())
@@ -486,12 +550,22 @@ struct Views {
 fn container(node: &Node, views: &mut Views) -> ContainerLike {
     match node {
         Node::Panel(p) => {
-            let contents = p.entities.iter().map(|e| if p.kind == PanelKind::Spatial3D { format!("+ {e}/**") } else { format!("+ {e}") });
+            let contents = p.entities.iter().map(|e| {
+                if p.kind == PanelKind::Spatial3D {
+                    format!("+ {e}/**")
+                } else {
+                    format!("+ {e}")
+                }
+            });
             let view: ContainerLike = match p.kind {
                 PanelKind::TimeSeries => TimeSeriesView::new(&p.title).with_contents(contents).into(),
                 PanelKind::Text => TextDocumentView::new(&p.title).with_contents(contents).into(),
-                PanelKind::BarChart => BarChartView::new(&p.title).with_contents(contents.chain(p.entities.iter().map(|e| format!("+ {e}/**")))).into(),
-                PanelKind::Spatial3D => Spatial3DView::new(&p.title).with_origin(p.entities[0].as_str()).with_contents(contents).into(),
+                PanelKind::BarChart => BarChartView::new(&p.title)
+                    .with_contents(contents.chain(p.entities.iter().map(|e| format!("+ {e}/**"))))
+                    .into(),
+                PanelKind::Spatial3D => {
+                    Spatial3DView::new(&p.title).with_origin(p.entities[0].as_str()).with_contents(contents).into()
+                }
                 PanelKind::Scatter => Spatial2DView::new(&p.title).with_contents(contents).into(),
             };
             if let ContainerLike::View(v) = &view {
@@ -504,8 +578,12 @@ fn container(node: &Node, views: &mut Views) -> ContainerLike {
             }
             view
         }
-        Node::Row(children, shares) => Horizontal::new(children.iter().map(|c| container(c, views))).with_column_shares(shares.clone()).into(),
-        Node::Column(children, shares) => Vertical::new(children.iter().map(|c| container(c, views))).with_row_shares(shares.clone()).into(),
+        Node::Row(children, shares) => {
+            Horizontal::new(children.iter().map(|c| container(c, views))).with_column_shares(shares.clone()).into()
+        }
+        Node::Column(children, shares) => {
+            Vertical::new(children.iter().map(|c| container(c, views))).with_row_shares(shares.clone()).into()
+        }
     }
 }
 
@@ -541,10 +619,13 @@ mod tests {
         assert_eq!(plan.run_step(37, 0), 37);
         assert_eq!(plan.run_step(100, 0), 100);
         assert_eq!(plan.run_step(160, 60), 160); // 60 env steps after the offline 100
-        let online = config("preset = 't'\nalgo = 'sac'\nenv = 'Hopper-v5'\n[train]\nrandom_steps = 10\nonline_steps = 20\n");
+        let online =
+            config("preset = 't'\nalgo = 'sac'\nenv = 'Hopper-v5'\n[train]\nrandom_steps = 10\nonline_steps = 20\n");
         assert_eq!(RunKind::of(&online), RunKind::Online);
         assert_eq!(RunPlan::of(&online).marks.iter().map(|m| m.name).collect::<Vec<_>>(), ["random_end"]);
-        let offline = config("preset = 't'\nalgo = 'iql'\nenv = 'hopper-v2'\n[dataset]\npath = 'x'\n[train]\noffline_steps = 10\n");
+        let offline = config(
+            "preset = 't'\nalgo = 'iql'\nenv = 'hopper-v2'\n[dataset]\npath = 'x'\n[train]\noffline_steps = 10\n",
+        );
         assert_eq!(RunKind::of(&offline), RunKind::Offline);
         assert!(RunPlan::of(&offline).marks.is_empty());
     }
@@ -554,15 +635,33 @@ mod tests {
         let titles = |l: &Layout| l.panels().iter().map(|p| p.title.clone()).collect::<Vec<_>>();
         let wsrl = run_layout(&config(WSRL), None, true);
         let e = wsrl.entities();
-        for want in ["/eval/return", "/phases/offline_end/return", "/phases/warmup_end/normalized_score", "/diag/online/q_minus_mc", "/diag/offline/mc_return", "/train/alpha", "/perf/rerun_dropped"] {
+        for want in [
+            "/eval/return",
+            "/phases/offline_end/return",
+            "/phases/warmup_end/normalized_score",
+            "/diag/online/q_minus_mc",
+            "/diag/offline/mc_return",
+            "/train/alpha",
+            "/perf/rerun_dropped",
+        ] {
             assert!(e.iter().any(|x| x == want), "{want} missing from {e:?}");
         }
         assert!(titles(&wsrl).iter().any(|t| t.starts_with("recalibration")));
-        let iql = run_layout(&config("preset = 't'\nalgo = 'iql'\nenv = 'hopper-v2'\n[dataset]\npath = 'x'\n[train]\noffline_steps = 10\n"), None, true);
+        let iql = run_layout(
+            &config(
+                "preset = 't'\nalgo = 'iql'\nenv = 'hopper-v2'\n[dataset]\npath = 'x'\n[train]\noffline_steps = 10\n",
+            ),
+            None,
+            true,
+        );
         let e = iql.entities();
         assert!(e.iter().all(|x| !x.starts_with("/phases") && !x.starts_with("/diag") && x != "/train/alpha"), "{e:?}");
         assert!(e.iter().any(|x| x == "/train/value_loss"));
-        let sac = run_layout(&config("preset = 't'\nalgo = 'sac'\nenv = 'InvertedPendulum-v5'\n[train]\nonline_steps = 20\n"), None, false);
+        let sac = run_layout(
+            &config("preset = 't'\nalgo = 'sac'\nenv = 'InvertedPendulum-v5'\n[train]\nonline_steps = 20\n"),
+            None,
+            false,
+        );
         let e = sac.entities();
         assert!(e.iter().all(|x| !x.contains("normalized") && !x.starts_with("/diag/offline")), "{e:?}");
         assert!(e.iter().any(|x| x == "/diag/online/q"));

@@ -88,10 +88,16 @@ mod tests {
     fn record(id: &str) -> (Vec<(String, Vec<String>)>, Vec<Option<String>>) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("view.rrd");
-        let mut sink = RerunSink::new(save_stream(&path, "markers", &crate::logging::layout::dataset_layout(None, false)).unwrap(), 4096, FILE_FLUSH_TIMEOUT).unwrap();
+        let mut sink = RerunSink::new(
+            save_stream(&path, "markers", &crate::logging::layout::dataset_layout(None, false)).unwrap(),
+            4096,
+            FILE_FLUSH_TIMEOUT,
+        )
+        .unwrap();
         let inner = o2o_envs::make_unwrapped(id).unwrap();
         let names = inner.geoms().into_iter().map(|g| g.name).collect();
-        let mut env = RecordingEnv::new(TimeLimit::new(inner, 25), sink.episode_logger().unwrap(), StepNotes::default());
+        let mut env =
+            RecordingEnv::new(TimeLimit::new(inner, 25), sink.episode_logger().unwrap(), StepNotes::default());
         let act = env.action_space().dim();
         env.reset(Some(0)).unwrap();
         for t in 0..25 {
@@ -116,7 +122,12 @@ mod tests {
     #[test]
     fn antmaze_episodes_show_walls_goal_and_the_ants_path() {
         let (chunks, names) = record("antmaze-umaze-v2");
-        let walls: Vec<usize> = names.iter().enumerate().filter(|(_, n)| n.as_deref().is_some_and(|n| n.starts_with("block_"))).map(|(i, _)| i).collect();
+        let walls: Vec<usize> = names
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.as_deref().is_some_and(|n| n.starts_with("block_")))
+            .map(|(i, _)| i)
+            .collect();
         // U_MAZE_TEST: the 5 × 5 border (16 cells) and the inner wall (cells 2_1, 2_2).
         assert_eq!(walls.len(), 18, "{names:?}");
         for i in walls {
@@ -127,7 +138,10 @@ mod tests {
             assert!(has(&chunks, &format!("/episode/world/markers/{marker}"), "episode_step"), "marker {marker}");
         }
         assert!(has(&chunks, "/episode/world/paths/ant", "episode_step"), "the ant's path on the episode timeline");
-        assert!(has(&chunks, "/episode/world/paths/ant", "grad_step"), "the ant's path at the evaluation, on the training timelines");
+        assert!(
+            has(&chunks, "/episode/world/paths/ant", "grad_step"),
+            "the ant's path at the evaluation, on the training timelines"
+        );
     }
 
     /// Adroit: the palm, the five fingertips, the object (with its path) and the target.
@@ -139,6 +153,9 @@ mod tests {
         }
         assert!(has(&chunks, "/episode/world/paths/object", "episode_step"));
         let (door, _) = record("door-binary-v0");
-        assert!(has(&door, "/episode/world/markers/object", "episode_step") && !door.iter().any(|(e, _)| e == "/episode/world/markers/target"));
+        assert!(
+            has(&door, "/episode/world/markers/object", "episode_step")
+                && !door.iter().any(|(e, _)| e == "/episode/world/markers/target")
+        );
     }
 }

@@ -5,7 +5,6 @@
 //! must never block the training loop for long (a slow viewer is a sink's problem, handled by
 //! dropping, not by stalling a robot's control loop).
 
-
 pub mod inspect;
 pub mod layout;
 pub mod markers;
@@ -16,9 +15,9 @@ pub mod scene;
 pub mod shapes;
 pub mod sinks;
 
+pub use record_env::{eval_env, StepNotes};
 pub use rerun_sink::{EpisodeLogger, RerunSink};
 pub use shapes::{Geom, GeomKind, ModelGeometry, Pose};
-pub use record_env::{eval_env, StepNotes};
 pub use sinks::{open_run_sinks, sinks_for_run, RerunArgs, RunSinks};
 
 use anyhow::{Context, Result};

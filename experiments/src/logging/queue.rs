@@ -175,7 +175,8 @@ mod tests {
     #[test]
     fn a_free_consumer_gets_every_item_in_order() {
         let (seen_tx, seen_rx) = channel::<Vec<u32>>();
-        let mut q = DroppingQueue::spawn("free", 1000, move |rx, _| seen_tx.send(rx.iter().collect()).unwrap()).unwrap();
+        let mut q =
+            DroppingQueue::spawn("free", 1000, move |rx, _| seen_tx.send(rx.iter().collect()).unwrap()).unwrap();
         let s = q.sender().unwrap().clone();
         for i in 0..500 {
             assert!(s.push(i));

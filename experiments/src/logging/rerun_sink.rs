@@ -35,12 +35,14 @@
 //!   `perf/steps_per_s` record and once at the end.
 
 use super::layout::{RunPlan, RUN_STEP};
-use super::queue::{DroppingQueue, QueueSender, QueueStats};
-use super::shapes::{entity_name, rotate, shape_of, GeomKind, ModelGeometry, Pose, Shape, INFINITE_PLANE_HALF, PLANE_THICKNESS};
 use super::markers::{log_markers, Trails, PATH_EVERY};
+use super::queue::{DroppingQueue, QueueSender, QueueStats};
+use super::shapes::{
+    entity_name, rotate, shape_of, GeomKind, ModelGeometry, Pose, Shape, INFINITE_PLANE_HALF, PLANE_THICKNESS,
+};
 use super::{MetricSink, Record};
-use o2o_envs::mujoco::Marker;
 use anyhow::{Context, Result};
+use o2o_envs::mujoco::Marker;
 use rerun::RecordingStream;
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
@@ -48,20 +50,51 @@ use std::time::Duration;
 
 /// Messages from the callers to the Rerun thread.
 pub(crate) enum Msg {
-    Scalars { grad_step: u64, env_step: u64, wall_s: f64, values: Vec<(String, f64)> },
+    Scalars {
+        grad_step: u64,
+        env_step: u64,
+        wall_s: f64,
+        values: Vec<(String, f64)>,
+    },
     Geometry(ModelGeometry),
     /// `grad_step: None`: the last `grad_step` the metrics carried. `summary`: the return and
     /// length of a replayed episode, known before it is logged.
-    EpisodeStart { timeline: &'static str, eval_step: u64, grad_step: Option<u64>, episode: u64, summary: Option<(f64, usize)> },
+    EpisodeStart {
+        timeline: &'static str,
+        eval_step: u64,
+        grad_step: Option<u64>,
+        episode: u64,
+        summary: Option<(f64, usize)>,
+    },
     /// The run's plan (sent first by [`RerunSink::with_plan`]).
     Plan(RunPlan),
     /// `values`: what the agent chose besides the action at this step (FamO2O's β).
     /// `markers`: the task's points in this state ([`EpisodeLogger::set_markers`]).
-    EpisodeStep { timeline: &'static str, eval_step: u64, episode_step: u64, poses: Vec<Pose>, obs: Vec<f32>, action: Vec<f32>, reward: f64, values: Vec<(String, f64)>, markers: Vec<Marker> },
+    EpisodeStep {
+        timeline: &'static str,
+        eval_step: u64,
+        episode_step: u64,
+        poses: Vec<Pose>,
+        obs: Vec<f32>,
+        action: Vec<f32>,
+        reward: f64,
+        values: Vec<(String, f64)>,
+        markers: Vec<Marker>,
+    },
     /// Paired per-row values drawn as 2-D points at `path` (x, y).
-    Scatter { grad_step: u64, env_step: u64, path: String, x: Vec<f32>, y: Vec<f32> },
+    Scatter {
+        grad_step: u64,
+        env_step: u64,
+        path: String,
+        x: Vec<f32>,
+        y: Vec<f32>,
+    },
     /// One control step of a robot env: `robot/arm<arm>/<name>` scalars on `robot_step`.
-    RobotStep { arm: u64, step: u64, values: Vec<(String, f64)> },
+    RobotStep {
+        arm: u64,
+        step: u64,
+        values: Vec<(String, f64)>,
+    },
     Flush,
     Shutdown,
 }
@@ -127,9 +160,16 @@ impl RerunSink {
 
     /// `stall`, when given, runs on the worker after it receives its first message and before it
     /// handles it: tests use it to hold the worker still.
-    fn spawn(rec: RecordingStream, capacity: usize, flush_timeout: Duration, stall: Option<Box<dyn FnOnce() + Send>>) -> Result<Self> {
-        let queue = DroppingQueue::spawn("o2o-rerun", capacity, move |rx, stats| run_worker(rec, rx, stats, flush_timeout, stall))
-            .context("cannot start the Rerun logging thread")?;
+    fn spawn(
+        rec: RecordingStream,
+        capacity: usize,
+        flush_timeout: Duration,
+        stall: Option<Box<dyn FnOnce() + Send>>,
+    ) -> Result<Self> {
+        let queue = DroppingQueue::spawn("o2o-rerun", capacity, move |rx, stats| {
+            run_worker(rec, rx, stats, flush_timeout, stall)
+        })
+        .context("cannot start the Rerun logging thread")?;
         let stats = queue.sender().map(|s| s.stats().clone()).unwrap_or_default();
         Ok(Self { queue, stats, flush_timeout, finished: false })
     }
@@ -176,10 +216,15 @@ impl RerunSink {
         }
         let (dropped, done) = self.queue.finish_within(self.flush_timeout + Duration::from_secs(2));
         if !done {
-            eprintln!("o2o: gave up waiting for the Rerun thread after {:?}; the recording may be incomplete", self.flush_timeout);
+            eprintln!(
+                "o2o: gave up waiting for the Rerun thread after {:?}; the recording may be incomplete",
+                self.flush_timeout
+            );
         }
         if dropped > 0 {
-            eprintln!("o2o: the Rerun sink dropped {dropped} messages (its queue was full); metrics.jsonl has every record");
+            eprintln!(
+                "o2o: the Rerun sink dropped {dropped} messages (its queue was full); metrics.jsonl has every record"
+            );
         }
         dropped
     }
@@ -244,7 +289,16 @@ pub struct EpisodeLogger {
 
 impl EpisodeLogger {
     fn new(tx: QueueSender<Msg>) -> Self {
-        Self { tx, timeline: "eval_step", blocking: false, geometry: None, markers: Vec::new(), eval_step: 0, episode_step: 0, episodes: 0 }
+        Self {
+            tx,
+            timeline: "eval_step",
+            blocking: false,
+            geometry: None,
+            markers: Vec::new(),
+            eval_step: 0,
+            episode_step: 0,
+            episodes: 0,
+        }
     }
 
     /// For replaying recorded data (no control loop to protect): name the step timeline
@@ -287,7 +341,13 @@ impl EpisodeLogger {
             }
         }
         self.episode_step = 0;
-        self.push(Msg::EpisodeStart { timeline: self.timeline, eval_step: self.eval_step, grad_step, episode: self.episodes, summary });
+        self.push(Msg::EpisodeStart {
+            timeline: self.timeline,
+            eval_step: self.eval_step,
+            grad_step,
+            episode: self.episodes,
+            summary,
+        });
         self.episodes += 1;
     }
 
@@ -310,7 +370,14 @@ impl EpisodeLogger {
 
     /// [`EpisodeLogger::step_with_obs`] plus named values the agent chose with the action
     /// (FamO2O's β), logged as `episode/<name>` on the episode's timelines.
-    pub fn step_with_values(&mut self, poses: &[Pose], obs: &[f32], action: &[f32], reward: f64, values: Vec<(String, f64)>) {
+    pub fn step_with_values(
+        &mut self,
+        poses: &[Pose],
+        obs: &[f32],
+        action: &[f32],
+        reward: f64,
+        values: Vec<(String, f64)>,
+    ) {
         let markers = std::mem::take(&mut self.markers);
         self.push(Msg::EpisodeStep {
             timeline: self.timeline,
@@ -451,7 +518,9 @@ impl Worker {
                 self.plan = Some(p);
                 Ok(())
             }
-            Msg::EpisodeStart { timeline, eval_step, grad_step, episode, summary } => self.episode_start(timeline, eval_step, grad_step, episode, summary),
+            Msg::EpisodeStart { timeline, eval_step, grad_step, episode, summary } => {
+                self.episode_start(timeline, eval_step, grad_step, episode, summary)
+            }
             Msg::EpisodeStep { timeline, eval_step, episode_step, poses, obs, action, reward, values, markers } => {
                 self.episode_step(timeline, eval_step, episode_step, &poses, &obs, &action, reward, &values, &markers)
             }
@@ -518,7 +587,11 @@ impl Worker {
             if !self.marks_styled.contains(&mark.name) {
                 let style = rerun::SeriesPoints::new()
                     .with_names([mark.label])
-                    .with_markers([if mark.name == "offline_end" { rerun::components::MarkerShape::Diamond } else { rerun::components::MarkerShape::Square }])
+                    .with_markers([if mark.name == "offline_end" {
+                        rerun::components::MarkerShape::Diamond
+                    } else {
+                        rerun::components::MarkerShape::Square
+                    }])
                     .with_marker_sizes([8.0]);
                 self.rec.log_static(path.as_str(), &style)?;
             }
@@ -539,8 +612,17 @@ impl Worker {
         ep.trails.log(&self.rec)?;
         let own: f64 = ep.rewards.iter().sum();
         let at = match &self.plan {
-            Some(p) => format!("run step {} ({} gradient, {} env steps)", thousands(p.run_step(grad_step, env_step) as f64, 0), thousands(grad_step as f64, 0), thousands(env_step as f64, 0)),
-            None => format!("{} gradient steps, {} env steps", thousands(grad_step as f64, 0), thousands(env_step as f64, 0)),
+            Some(p) => format!(
+                "run step {} ({} gradient, {} env steps)",
+                thousands(p.run_step(grad_step, env_step) as f64, 0),
+                thousands(grad_step as f64, 0),
+                thousands(env_step as f64, 0)
+            ),
+            None => format!(
+                "{} gradient steps, {} env steps",
+                thousands(grad_step as f64, 0),
+                thousands(env_step as f64, 0)
+            ),
         };
         let title = format!(
             "**Evaluation {}** at {at} · mean return {} · the body: its first episode, {} steps, return {}",
@@ -608,16 +690,20 @@ impl Worker {
         let q = super::shapes::xyzw_from_wxyz(geom.quat_wxyz);
         self.rec.log_static(
             path,
-            &rerun::Boxes3D::from_centers_and_half_sizes(centers, vec![[tile as f32 / 2.0, tile as f32 / 2.0, PLANE_THICKNESS as f32 / 2.0]; n])
-                .with_quaternions(vec![rerun::Quaternion::from_xyzw(q); n])
-                .with_colors(colors)
-                .with_fill_mode(rerun::components::FillMode::Solid),
+            &rerun::Boxes3D::from_centers_and_half_sizes(
+                centers,
+                vec![[tile as f32 / 2.0, tile as f32 / 2.0, PLANE_THICKNESS as f32 / 2.0]; n],
+            )
+            .with_quaternions(vec![rerun::Quaternion::from_xyzw(q); n])
+            .with_colors(colors)
+            .with_fill_mode(rerun::components::FillMode::Solid),
         )?;
         Ok(())
     }
 
     fn geometry(&mut self, g: &ModelGeometry) -> Result<()> {
-        self.body_paths = g.body_names.iter().enumerate().map(|(i, n)| format!("episode/world/{}", entity_name(n, i))).collect();
+        self.body_paths =
+            g.body_names.iter().enumerate().map(|(i, n)| format!("episode/world/{}", entity_name(n, i))).collect();
         for (i, geom) in g.geoms.iter().enumerate() {
             if geom.rgba[3] <= 0.0 {
                 continue; // invisible in MuJoCo's own viewer too
@@ -667,7 +753,14 @@ impl Worker {
         Ok(())
     }
 
-    fn episode_start(&mut self, timeline: &'static str, eval_step: u64, grad_step: Option<u64>, episode: u64, summary: Option<(f64, usize)>) -> Result<()> {
+    fn episode_start(
+        &mut self,
+        timeline: &'static str,
+        eval_step: u64,
+        grad_step: Option<u64>,
+        episode: u64,
+        summary: Option<(f64, usize)>,
+    ) -> Result<()> {
         let grad_step = grad_step.unwrap_or(self.last_grad_step);
         self.rec.reset_time();
         self.rec.set_time_sequence(timeline, eval_step as i64);
@@ -681,8 +774,16 @@ impl Worker {
             // Completed with the evaluation's result when it arrives (`evaluated_episode`).
             None => format!("**Evaluation episode** after {} gradient steps.", thousands(grad_step as f64, 0)),
         };
-        self.rec.log("episode/title", &rerun::TextDocument::new(title).with_media_type(rerun::MediaType::markdown()))?;
-        self.episode = (timeline == "eval_step").then(|| Episode { start: eval_step, poses: Vec::new(), trails: Trails::default(), rewards: Vec::new(), actions: Vec::new(), values: Vec::new() });
+        self.rec
+            .log("episode/title", &rerun::TextDocument::new(title).with_media_type(rerun::MediaType::markdown()))?;
+        self.episode = (timeline == "eval_step").then(|| Episode {
+            start: eval_step,
+            poses: Vec::new(),
+            trails: Trails::default(),
+            rewards: Vec::new(),
+            actions: Vec::new(),
+            values: Vec::new(),
+        });
         Ok(())
     }
 
@@ -758,13 +859,20 @@ impl Worker {
 
 /// A body's world pose as a Rerun transform.
 fn transform(pose: &Pose) -> rerun::Transform3D {
-    rerun::Transform3D::from_translation_rotation(pose.pos.map(|x| x as f32), rerun::Quaternion::from_xyzw(super::shapes::xyzw_from_wxyz(pose.quat_wxyz)))
+    rerun::Transform3D::from_translation_rotation(
+        pose.pos.map(|x| x as f32),
+        rerun::Quaternion::from_xyzw(super::shapes::xyzw_from_wxyz(pose.quat_wxyz)),
+    )
 }
 
 /// Open a recording that saves to `path`, with an application id shared by all o2o recordings
 /// and `recording_id`, so files of one run (a resumed run writes a second file) merge in the
 /// viewer, and `layout` as its default, active blueprint.
-pub fn save_stream(path: &std::path::Path, recording_id: &str, layout: &super::layout::Layout) -> Result<RecordingStream> {
+pub fn save_stream(
+    path: &std::path::Path,
+    recording_id: &str,
+    layout: &super::layout::Layout,
+) -> Result<RecordingStream> {
     let rec = rerun::RecordingStreamBuilder::new("o2o")
         .recording_id(recording_id.to_string())
         .recording_name(recording_id.to_string())
@@ -786,7 +894,14 @@ mod tests {
     }
 
     fn two_body_geometry() -> ModelGeometry {
-        let geom = |kind, body, size: [f64; 3]| Geom { kind, size, rgba: [0.8, 0.6, 0.4, 1.0], body, pos: [0.0; 3], quat_wxyz: [1.0, 0.0, 0.0, 0.0] };
+        let geom = |kind, body, size: [f64; 3]| Geom {
+            kind,
+            size,
+            rgba: [0.8, 0.6, 0.4, 1.0],
+            body,
+            pos: [0.0; 3],
+            quat_wxyz: [1.0, 0.0, 0.0, 0.0],
+        };
         ModelGeometry {
             body_names: vec!["world".into(), "torso".into(), "front foot".into()],
             geoms: vec![
@@ -801,11 +916,13 @@ mod tests {
     fn recording_has_metric_and_episode_entities_on_all_timelines() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("recording.rrd");
-        let mut sink = RerunSink::new(save_stream(&path, "test-run", &test_layout()).unwrap(), 1024, FILE_FLUSH_TIMEOUT).unwrap();
+        let mut sink =
+            RerunSink::new(save_stream(&path, "test-run", &test_layout()).unwrap(), 1024, FILE_FLUSH_TIMEOUT).unwrap();
         let mut episodes = sink.episode_logger().unwrap();
         for i in 0..5u64 {
             let values = [("train/critic_loss", 1.0 / (i + 1) as f64), ("eval/normalized_score", 10.0 * i as f64)];
-            sink.record(&Record { grad_step: 100 * i, env_step: 10 * i, wall_s: 0.5 * i as f64, values: &values }).unwrap();
+            sink.record(&Record { grad_step: 100 * i, env_step: 10 * i, wall_s: 0.5 * i as f64, values: &values })
+                .unwrap();
         }
         episodes.set_geometry(two_body_geometry());
         sink.record(&Record { grad_step: 400, env_step: 40, wall_s: 3.0, values: &[] }).unwrap();
@@ -823,8 +940,13 @@ mod tests {
         let chunks = chunks(&rrd("print", &path).unwrap());
         let timelines = |entity: &str| -> (usize, Vec<String>) {
             let mine: Vec<&Chunk> = chunks.iter().filter(|c| c.entity == entity).collect();
-            assert!(!mine.is_empty(), "entity {entity} missing from `rerun rrd print`; found {:?}", chunks.iter().map(|c| &c.entity).collect::<Vec<_>>());
-            let mut t: Vec<String> = mine.iter().flat_map(|c| c.timelines.iter().cloned()).filter(|t| t != "log_time").collect();
+            assert!(
+                !mine.is_empty(),
+                "entity {entity} missing from `rerun rrd print`; found {:?}",
+                chunks.iter().map(|c| &c.entity).collect::<Vec<_>>()
+            );
+            let mut t: Vec<String> =
+                mine.iter().flat_map(|c| c.timelines.iter().cloned()).filter(|t| t != "log_time").collect();
             t.sort();
             t.dedup();
             (mine.iter().map(|c| c.rows).sum(), t)
@@ -838,11 +960,14 @@ mod tests {
         assert_eq!(timelines("/episode/world/front_foot"), (10, episode_timelines.clone()));
         assert_eq!(timelines("/episode/reward"), (10, episode_timelines.clone()));
         assert_eq!(timelines("/episode/action").1, episode_timelines); // plus its static series names
-        // Geometry is static: one row, no timeline.
+                                                                       // Geometry is static: one row, no timeline.
         for geom in ["/episode/world/world/geom0", "/episode/world/torso/geom1", "/episode/world/front_foot/geom2"] {
             assert_eq!(timelines(geom), (1, vec![]), "{geom}");
         }
-        assert_eq!(timelines("/perf/rerun_dropped"), (1, vec!["env_step".to_string(), "grad_step".into(), "wall_time".into()]));
+        assert_eq!(
+            timelines("/perf/rerun_dropped"),
+            (1, vec!["env_step".to_string(), "grad_step".into(), "wall_time".into()])
+        );
         let stats = rrd("stats", &path).unwrap();
         assert!(!stats.trim().is_empty());
     }
@@ -851,7 +976,10 @@ mod tests {
     /// end of the run (after the stream flush timeout), instead of hanging on the connection.
     #[test]
     fn a_missing_viewer_neither_blocks_logging_nor_the_end_of_the_run() {
-        let rec = rerun::RecordingStreamBuilder::new("o2o").default_enabled(true).connect_grpc_opts("rerun+http://127.0.0.1:1/proxy").unwrap();
+        let rec = rerun::RecordingStreamBuilder::new("o2o")
+            .default_enabled(true)
+            .connect_grpc_opts("rerun+http://127.0.0.1:1/proxy")
+            .unwrap();
         let mut sink = RerunSink::new(rec, 64, Duration::from_secs(1)).unwrap();
         let values = [("train/critic_loss", 1.0)];
         for i in 0..10 {
@@ -871,8 +999,13 @@ mod tests {
             release_rx.recv().unwrap();
         });
         let capacity = 8;
-        let mut sink = RerunSink::spawn(save_stream(&path, "stalled", &test_layout()).unwrap(), capacity, FILE_FLUSH_TIMEOUT, Some(stall))
-            .unwrap();
+        let mut sink = RerunSink::spawn(
+            save_stream(&path, "stalled", &test_layout()).unwrap(),
+            capacity,
+            FILE_FLUSH_TIMEOUT,
+            Some(stall),
+        )
+        .unwrap();
         let values = [("train/actor_loss", 0.5)];
         let rec = |i: u64| Record { grad_step: i, env_step: 0, wall_s: 0.0, values: &values };
         sink.record(&rec(0)).unwrap();
@@ -886,7 +1019,11 @@ mod tests {
         release_tx.send(()).unwrap();
         assert_eq!(sink.finish(), 999 - capacity as u64);
         // The accepted records reached the file: the one held while stalled and the 8 queued.
-        let rows: usize = chunks(&rrd("print", &path).unwrap()).iter().filter(|c| c.entity == "/train/actor_loss").map(|c| c.rows).sum();
+        let rows: usize = chunks(&rrd("print", &path).unwrap())
+            .iter()
+            .filter(|c| c.entity == "/train/actor_loss")
+            .map(|c| c.rows)
+            .sum();
         assert_eq!(rows, 1 + capacity);
     }
 }

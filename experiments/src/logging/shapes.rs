@@ -150,7 +150,11 @@ pub fn shape_of(geom: &Geom) -> Option<Shape> {
             let half = |h: f64| if h > 0.0 { h } else { INFINITE_PLANE_HALF };
             let down = rotate(geom.quat_wxyz, [0.0, 0.0, PLANE_THICKNESS / 2.0]);
             let center = [geom.pos[0] - down[0], geom.pos[1] - down[1], geom.pos[2] - down[2]];
-            Shape::Box { center: f32s(center), half_size: f32s([half(s[0]), half(s[1]), PLANE_THICKNESS / 2.0]), quat_xyzw: q }
+            Shape::Box {
+                center: f32s(center),
+                half_size: f32s([half(s[0]), half(s[1]), PLANE_THICKNESS / 2.0]),
+                quat_xyzw: q,
+            }
         }
         GeomKind::Unsupported(_) => return None,
     })
@@ -221,8 +225,17 @@ mod tests {
 
     #[test]
     fn sphere_box_cylinder_and_plane_sizes() {
-        let base = Geom { kind: GeomKind::Sphere, size: [0.3, 0.0, 0.0], rgba: [1.0; 4], body: 0, pos: [0.0; 3], quat_wxyz: [1.0, 0.0, 0.0, 0.0] };
-        assert!(matches!(shape_of(&base), Some(Shape::Ellipsoid { half_size, .. }) if close(&half_size, &[0.3, 0.3, 0.3])));
+        let base = Geom {
+            kind: GeomKind::Sphere,
+            size: [0.3, 0.0, 0.0],
+            rgba: [1.0; 4],
+            body: 0,
+            pos: [0.0; 3],
+            quat_wxyz: [1.0, 0.0, 0.0, 0.0],
+        };
+        assert!(
+            matches!(shape_of(&base), Some(Shape::Ellipsoid { half_size, .. }) if close(&half_size, &[0.3, 0.3, 0.3]))
+        );
         let bx = Geom { kind: GeomKind::Box, size: [0.1, 0.2, 0.3], ..base.clone() };
         assert!(matches!(shape_of(&bx), Some(Shape::Box { half_size, .. }) if close(&half_size, &[0.1, 0.2, 0.3])));
         let cy = Geom { kind: GeomKind::Cylinder, size: [0.1, 0.25, 0.0], pos: [0.0, 0.0, 1.0], ..base.clone() };

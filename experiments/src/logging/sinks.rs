@@ -14,8 +14,10 @@
 //! (`o2o resume --rerun off runs/x`).
 //! ```
 
-use super::rerun_sink::{save_stream, EpisodeLogger, RerunSink, DEFAULT_QUEUE, FILE_FLUSH_TIMEOUT, STREAM_FLUSH_TIMEOUT};
 use super::layout::{self, Layout, RunPlan};
+use super::rerun_sink::{
+    save_stream, EpisodeLogger, RerunSink, DEFAULT_QUEUE, FILE_FLUSH_TIMEOUT, STREAM_FLUSH_TIMEOUT,
+};
 use super::MetricSink;
 use crate::run::config::RunConfig;
 use anyhow::{bail, Context, Result};
@@ -137,9 +139,17 @@ pub fn recording_files(run_dir: &Path) -> Vec<PathBuf> {
 
 /// Open a recording stream for `target`: `Save` writes `save_path`; `recording_id` groups files
 /// of one run in the viewer; `layout` is the default viewer layout. `Off` gives `None`.
-pub fn open_stream(target: &RerunTarget, save_path: &Path, recording_id: &str, layout: &Layout) -> Result<Option<rerun::RecordingStream>> {
+pub fn open_stream(
+    target: &RerunTarget,
+    save_path: &Path,
+    recording_id: &str,
+    layout: &Layout,
+) -> Result<Option<rerun::RecordingStream>> {
     let builder = || {
-        rerun::RecordingStreamBuilder::new("o2o").recording_id(recording_id.to_string()).recording_name(recording_id.to_string()).default_enabled(true)
+        rerun::RecordingStreamBuilder::new("o2o")
+            .recording_id(recording_id.to_string())
+            .recording_name(recording_id.to_string())
+            .default_enabled(true)
     };
     let rec = match target {
         RerunTarget::Off => None,
@@ -157,11 +167,17 @@ pub fn open_stream(target: &RerunTarget, save_path: &Path, recording_id: &str, l
             if venv_rerun.exists() {
                 opts.executable_path = Some(venv_rerun.to_string_lossy().into_owned());
             }
-            Some(builder().spawn_opts(&opts).context("--rerun spawn: cannot start the Rerun viewer (is scripts/setup.sh done?)")?)
+            Some(
+                builder()
+                    .spawn_opts(&opts)
+                    .context("--rerun spawn: cannot start the Rerun viewer (is scripts/setup.sh done?)")?,
+            )
         }
-        RerunTarget::Connect(url) => {
-            Some(builder().connect_grpc_opts(url.clone()).with_context(|| format!("--rerun connect: cannot stream to {url}"))?)
-        }
+        RerunTarget::Connect(url) => Some(
+            builder()
+                .connect_grpc_opts(url.clone())
+                .with_context(|| format!("--rerun connect: cannot stream to {url}"))?,
+        ),
     };
     if let Some(rec) = &rec {
         layout.send(rec).context("cannot send the viewer layout")?;
@@ -232,10 +248,22 @@ mod tests {
         assert_eq!(parse(&[]).unwrap(), RerunTarget::Save);
         assert_eq!(parse(&["--rerun", "off"]).unwrap(), RerunTarget::Off);
         assert_eq!(parse(&["--rerun=spawn", "hopper"]).unwrap(), RerunTarget::Spawn);
-        assert_eq!(parse(&["--rerun", "connect"]).unwrap(), RerunTarget::Connect("rerun+http://127.0.0.1:9876/proxy".into()));
-        assert_eq!(parse(&["--rerun", "connect=10.1.2.3:9000"]).unwrap(), RerunTarget::Connect("rerun+http://10.1.2.3:9000/proxy".into()));
-        assert_eq!(parse(&["--rerun", "connect", "--rerun-addr", "h:1"]).unwrap(), RerunTarget::Connect("rerun+http://h:1/proxy".into()));
-        assert!(parse(&["--rerun", "off", "--rerun-addr", "h:1"]).unwrap_err().to_string().contains("takes no address"));
+        assert_eq!(
+            parse(&["--rerun", "connect"]).unwrap(),
+            RerunTarget::Connect("rerun+http://127.0.0.1:9876/proxy".into())
+        );
+        assert_eq!(
+            parse(&["--rerun", "connect=10.1.2.3:9000"]).unwrap(),
+            RerunTarget::Connect("rerun+http://10.1.2.3:9000/proxy".into())
+        );
+        assert_eq!(
+            parse(&["--rerun", "connect", "--rerun-addr", "h:1"]).unwrap(),
+            RerunTarget::Connect("rerun+http://h:1/proxy".into())
+        );
+        assert!(parse(&["--rerun", "off", "--rerun-addr", "h:1"])
+            .unwrap_err()
+            .to_string()
+            .contains("takes no address"));
         assert!(parse(&["--rerun", "tensorboard"]).unwrap_err().to_string().contains("unknown mode"));
         // A positional after the mode is never taken as an address (issue 17, item 4).
         for mode in ["off", "save", "spawn", "connect"] {
@@ -249,7 +277,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let run = dir.path().join("run-a");
         std::fs::create_dir(&run).unwrap();
-        let config: RunConfig = toml::from_str("preset = 't'\nalgo = 'sac'\nenv = 'InvertedPendulum-v5'\n[train]\nonline_steps = 10\n").unwrap();
+        let config: RunConfig =
+            toml::from_str("preset = 't'\nalgo = 'sac'\nenv = 'InvertedPendulum-v5'\n[train]\nonline_steps = 10\n")
+                .unwrap();
         let s = open_run_sinks(&run, &RerunArgs::off(), &config).unwrap();
         assert_eq!(s.sinks.len(), 0);
         assert!(s.episodes.is_none());

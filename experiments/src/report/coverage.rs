@@ -83,7 +83,12 @@ mod tests {
     #[test]
     fn cells_count_from_their_first_step() {
         // U_MAZE_TEST: (1, 1) at the origin, cells 4 m apart, +row along +y.
-        let rows = [([0.1, 0.2], Some([2.1, 0.0])), ([2.1, 0.0], Some([2.2, 0.1])), ([8.0, 8.0], None), ([100.0, 0.0], Some([0.0, 1.9]))];
+        let rows = [
+            ([0.1, 0.2], Some([2.1, 0.0])),
+            ([2.1, 0.0], Some([2.2, 0.1])),
+            ([8.0, 8.0], None),
+            ([100.0, 0.0], Some([0.0, 1.9])),
+        ];
         let c = Coverage::of_points(&U_MAZE_TEST, rows);
         assert_eq!(c.steps, 4);
         assert_eq!(c.first_visit, BTreeMap::from([((1, 1), 1), ((1, 2), 1), ((3, 3), 3)]));

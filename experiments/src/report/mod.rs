@@ -154,7 +154,8 @@ fn groups<'a>(runs: &'a [Run], metric: &str) -> Vec<Group<'a>> {
             let mut notes = Vec::new();
             let unfinished: Vec<&&Run> = rs.iter().filter(|r| r.status != "finished").collect();
             if !unfinished.is_empty() {
-                let list: Vec<String> = unfinished.iter().map(|r| format!("{} ({})", r.dir.display(), r.status)).collect();
+                let list: Vec<String> =
+                    unfinished.iter().map(|r| format!("{} ({})", r.dir.display(), r.status)).collect();
                 notes.push(format!("left out {} unfinished: {}", unfinished.len(), list.join(", ")));
             }
             // One run per seed: the newest (run directories sort by creation time).
@@ -169,16 +170,22 @@ fn groups<'a>(runs: &'a [Run], metric: &str) -> Vec<Group<'a>> {
                 if !same.is_empty() {
                     let seed = seed.map_or("unknown".to_string(), |s| s.to_string());
                     let dropped: Vec<String> = same.iter().map(|r| r.dir.display().to_string()).collect();
-                    notes.push(format!("duplicate seed {seed}: counted {}, left out {}", keep.dir.display(), dropped.join(", ")));
+                    notes.push(format!(
+                        "duplicate seed {seed}: counted {}, left out {}",
+                        keep.dir.display(),
+                        dropped.join(", ")
+                    ));
                 }
                 counted.push(keep);
             }
             // Settings that differ between counted runs make them less comparable: say which.
             let mut differ = Vec::new();
             if counted.len() > 1 {
-                let keys: std::collections::BTreeSet<&String> = counted.iter().flat_map(|r| r.settings.keys()).collect();
+                let keys: std::collections::BTreeSet<&String> =
+                    counted.iter().flat_map(|r| r.settings.keys()).collect();
                 for k in keys {
-                    let values: std::collections::BTreeSet<String> = counted.iter().map(|r| r.settings.get(k).cloned().unwrap_or_else(|| "unset".into())).collect();
+                    let values: std::collections::BTreeSet<String> =
+                        counted.iter().map(|r| r.settings.get(k).cloned().unwrap_or_else(|| "unset".into())).collect();
                     if values.len() > 1 {
                         differ.push(format!("{k} ({})", values.into_iter().collect::<Vec<_>>().join(" | ")));
                     }
@@ -187,7 +194,8 @@ fn groups<'a>(runs: &'a [Run], metric: &str) -> Vec<Group<'a>> {
             if !differ.is_empty() {
                 notes.push(format!("settings differ: {}", differ.join(", ")));
             }
-            let without: Vec<String> = counted.iter().filter(|r| r.curve.is_empty()).map(|r| r.dir.display().to_string()).collect();
+            let without: Vec<String> =
+                counted.iter().filter(|r| r.curve.is_empty()).map(|r| r.dir.display().to_string()).collect();
             if !without.is_empty() {
                 notes.push(format!("no {metric} in {}", without.join(", ")));
             }
@@ -212,7 +220,10 @@ pub fn build_report(runs: &[Run], args: &ReportArgs) -> Result<String> {
         args.metric, args.reps, args.seed
     )?;
     writeln!(md, "## By group\n")?;
-    writeln!(md, "| group | presets | runs | final: mean [CI] | final: IQM [CI] | best: mean [CI] | best: IQM [CI] | notes |")?;
+    writeln!(
+        md,
+        "| group | presets | runs | final: mean [CI] | final: IQM [CI] | best: mean [CI] | best: IQM [CI] | notes |"
+    )?;
     writeln!(md, "|---|---|---:|---|---|---|---|---|")?;
     for g in &groups {
         let presets: std::collections::BTreeSet<&str> = g.counted.iter().map(|r| r.preset.as_str()).collect();
@@ -239,7 +250,8 @@ pub fn build_report(runs: &[Run], args: &ReportArgs) -> Result<String> {
     writeln!(md, "\n## Runs\n")?;
     writeln!(md, "| run | group | seed | status | counted | final | best | evaluations |")?;
     writeln!(md, "|---|---|---:|---|---|---:|---:|---:|")?;
-    let counted: std::collections::BTreeSet<&Path> = groups.iter().flat_map(|g| g.counted.iter().map(|r| r.dir.as_path())).collect();
+    let counted: std::collections::BTreeSet<&Path> =
+        groups.iter().flat_map(|g| g.counted.iter().map(|r| r.dir.as_path())).collect();
     for r in runs {
         let seed = r.seed.map(|s| s.to_string()).unwrap_or_else(|| "—".into());
         writeln!(
@@ -264,7 +276,12 @@ pub fn build_report(runs: &[Run], args: &ReportArgs) -> Result<String> {
         }
         let mean = mean_curve(&g.counted);
         if !mean.is_empty() {
-            lines.push(plot::Line { label: Some(format!("mean of {} runs", g.counted.len())), color: 0, points: mean, faint: false });
+            lines.push(plot::Line {
+                label: Some(format!("mean of {} runs", g.counted.len())),
+                color: 0,
+                points: mean,
+                faint: false,
+            });
         }
         if lines.is_empty() {
             continue;
@@ -279,11 +296,23 @@ pub fn build_report(runs: &[Run], args: &ReportArgs) -> Result<String> {
     let means: Vec<plot::Line> = groups
         .iter()
         .enumerate()
-        .map(|(i, g)| plot::Line { label: Some(format!("{} ({} runs)", g.name, g.counted.len())), color: i, points: mean_curve(&g.counted), faint: false })
+        .map(|(i, g)| plot::Line {
+            label: Some(format!("{} ({} runs)", g.name, g.counted.len())),
+            color: i,
+            points: mean_curve(&g.counted),
+            faint: false,
+        })
         .filter(|l| !l.points.is_empty())
         .collect();
     if means.len() > 1 {
-        match plot::plot_curves(&args.out.join("curves-all.png"), "mean of each group", &args.x, &args.metric, &means, (1100, 640)) {
+        match plot::plot_curves(
+            &args.out.join("curves-all.png"),
+            "mean of each group",
+            &args.x,
+            &args.metric,
+            &means,
+            (1100, 640),
+        ) {
             Ok(()) => writeln!(pictures, "![every group's mean](curves-all.png)\n")?,
             Err(e) => eprintln!("o2o report: no combined curves: {e:#}"),
         }
@@ -404,11 +433,26 @@ mod tests {
     fn report_table_holds_hand_computed_numbers() {
         let d = tempfile::tempdir().unwrap();
         // Final scores 0, 1, 2, 10 (see stats.rs for the hand enumeration); best scores 20, 20, 20, 20.
-        let runs: Vec<Run> = [0.0, 1.0, 2.0, 10.0].iter().enumerate().map(|(i, f)| run("iql · hopper-v2", i as i64, &[(0.0, 20.0), (100.0, *f)])).collect();
-        let args = ReportArgs { runs: vec![], out: d.path().to_path_buf(), metric: "eval/normalized_score".into(), x: "grad_step".into(), reps: DEFAULT_REPS, seed: 1, split_by: vec![] };
+        let runs: Vec<Run> = [0.0, 1.0, 2.0, 10.0]
+            .iter()
+            .enumerate()
+            .map(|(i, f)| run("iql · hopper-v2", i as i64, &[(0.0, 20.0), (100.0, *f)]))
+            .collect();
+        let args = ReportArgs {
+            runs: vec![],
+            out: d.path().to_path_buf(),
+            metric: "eval/normalized_score".into(),
+            x: "grad_step".into(),
+            reps: DEFAULT_REPS,
+            seed: 1,
+            split_by: vec![],
+        };
         let md = build_report(&runs, &args).unwrap();
         assert!(md.contains("| iql · hopper-v2 | iql | 4 | 3.2 [0.5, 7.8] | 1.5 [0.0, 10.0] | 20.0 [20.0, 20.0] | 20.0 [20.0, 20.0] | — |"), "{md}");
-        assert!(md.contains("| runs/iql · hopper-v2-3 | iql · hopper-v2 | 3 | finished | yes | 10.0 | 20.0 | 2 |"), "{md}");
+        assert!(
+            md.contains("| runs/iql · hopper-v2-3 | iql · hopper-v2 | 3 | finished | yes | 10.0 | 20.0 | 2 |"),
+            "{md}"
+        );
         assert!(d.path().join("curves-1.png").exists());
         assert!(!d.path().join("curves-all.png").exists(), "one group needs no combined plot");
         let mut two = runs.clone();
@@ -428,8 +472,13 @@ mod tests {
             let dir = d.path().join(name);
             std::fs::create_dir(&dir).unwrap();
             let init = init.map(|i| format!("[agent.critic]\ninit = \"{i}\"\n")).unwrap_or_default();
-            std::fs::write(dir.join("config.toml"), format!("preset = \"p\"\nalgo = \"sac\"\nenv = \"Hopper-v5\"\nseed = 0\n{init}")).unwrap();
-            std::fs::write(dir.join("metrics.jsonl"), "{\"grad_step\":100,\"env_step\":0,\"eval/return\":1.0}\n").unwrap();
+            std::fs::write(
+                dir.join("config.toml"),
+                format!("preset = \"p\"\nalgo = \"sac\"\nenv = \"Hopper-v5\"\nseed = 0\n{init}"),
+            )
+            .unwrap();
+            std::fs::write(dir.join("metrics.jsonl"), "{\"grad_step\":100,\"env_step\":0,\"eval/return\":1.0}\n")
+                .unwrap();
             std::fs::write(dir.join("summary.json"), r#"{"finished": true}"#).unwrap();
             load_run(&dir, "eval/return", "grad_step").unwrap()
         };
@@ -452,8 +501,13 @@ mod tests {
             std::fs::create_dir(&dir).unwrap();
             let config = format!("preset = \"p\"\nalgo = \"{algo}\"\nenv = \"{env}\"\nseed = {seed}\n[dataset]\npath = \"/data/{sha}.hdf5\"\n[train]\noffline_steps = 100\nonline_steps = {online}\n");
             std::fs::write(dir.join("config.toml"), config).unwrap();
-            std::fs::write(dir.join("manifest.json"), format!(r#"{{"seeds": {{"run": {seed}}}, "dataset": {{"sha256": "{sha}"}}}}"#)).unwrap();
-            std::fs::write(dir.join("metrics.jsonl"), "{\"grad_step\":100,\"env_step\":0,\"eval/return\":1.0}\n").unwrap();
+            std::fs::write(
+                dir.join("manifest.json"),
+                format!(r#"{{"seeds": {{"run": {seed}}}, "dataset": {{"sha256": "{sha}"}}}}"#),
+            )
+            .unwrap();
+            std::fs::write(dir.join("metrics.jsonl"), "{\"grad_step\":100,\"env_step\":0,\"eval/return\":1.0}\n")
+                .unwrap();
             std::fs::write(dir.join("summary.json"), r#"{"finished": true}"#).unwrap();
             load_run(&dir, "eval/return", "grad_step").unwrap()
         };
@@ -471,7 +525,11 @@ mod tests {
         let mem = |name: &str, sha: &str| {
             let dir = d.path().join(name);
             std::fs::create_dir(&dir).unwrap();
-            std::fs::write(dir.join("config.toml"), "preset = \"p\"\nalgo = \"iql\"\nenv = \"e\"\n[dataset]\nin_memory = true\n").unwrap();
+            std::fs::write(
+                dir.join("config.toml"),
+                "preset = \"p\"\nalgo = \"iql\"\nenv = \"e\"\n[dataset]\nin_memory = true\n",
+            )
+            .unwrap();
             std::fs::write(dir.join("manifest.json"), format!(r#"{{"dataset": {{"sha256": "{sha}"}}}}"#)).unwrap();
             std::fs::write(dir.join("metrics.jsonl"), "").unwrap();
             load_run(&dir, "eval/return", "grad_step").unwrap().group
@@ -479,7 +537,10 @@ mod tests {
         assert_ne!(mem("m1", "1111111199"), mem("m2", "2222222299"));
         assert!(mem("m3", "3333333399").contains("in-memory data (33333333)"));
         let together = g.iter().find(|g| g.counted.len() == 2).expect("the two seeds share a group");
-        assert_eq!(together.name, "iql · hopper-v2 · aaaaaaaa11.hdf5 (aaaaaaaa) · offline 100 · random 0 · warm-up 0 · online 0");
+        assert_eq!(
+            together.name,
+            "iql · hopper-v2 · aaaaaaaa11.hdf5 (aaaaaaaa) · offline 100 · random 0 · warm-up 0 · online 0"
+        );
         assert!(together.notes.is_empty(), "the dataset path and seed are not differences: {:?}", together.notes);
     }
 
@@ -498,7 +559,15 @@ mod tests {
             r.dir = dir;
             runs.push(r);
         }
-        let args = ReportArgs { runs: vec![], out: d.path().join("out"), metric: "eval/success/real".into(), x: "grad_step".into(), reps: 100, seed: 1, split_by: vec![] };
+        let args = ReportArgs {
+            runs: vec![],
+            out: d.path().join("out"),
+            metric: "eval/success/real".into(),
+            x: "grad_step".into(),
+            reps: 100,
+            seed: 1,
+            split_by: vec![],
+        };
         let md = build_report(&runs, &args).unwrap();
         assert!(md.contains("| group | runs | real | real/jump-forward |"), "{md}");
         assert!(md.contains("| bc · imaginebench | 2 | 50.0 | 75.0 |"), "{md}");
@@ -514,7 +583,15 @@ mod tests {
         let mut other_lr = run("g", 1, &[(0.0, 5.0)]);
         other_lr.settings.insert("agent.actor_lr".into(), "0.001".into());
         let runs = vec![run("g", 0, &[(0.0, 1.0)]), again, other_lr, stopped];
-        let args = ReportArgs { runs: vec![], out: d.path().to_path_buf(), metric: "eval/normalized_score".into(), x: "grad_step".into(), reps: 100, seed: 1, split_by: vec![] };
+        let args = ReportArgs {
+            runs: vec![],
+            out: d.path().to_path_buf(),
+            metric: "eval/normalized_score".into(),
+            x: "grad_step".into(),
+            reps: 100,
+            seed: 1,
+            split_by: vec![],
+        };
         let md = build_report(&runs, &args).unwrap();
         let row = md.lines().find(|l| l.starts_with("| g |")).unwrap();
         assert!(row.contains("| g | iql | 2 | 6.0 "), "two counted runs (seed 0's newest: 7, seed 1: 5): {row}");

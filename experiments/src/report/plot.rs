@@ -53,7 +53,14 @@ pub struct Line {
 }
 
 /// Draw `lines` into a `width`×`height` PNG at `path` (written to a temporary file, then renamed).
-pub fn plot_curves(path: &Path, title: &str, x_label: &str, y_label: &str, lines: &[Line], size: (u32, u32)) -> Result<()> {
+pub fn plot_curves(
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    lines: &[Line],
+    size: (u32, u32),
+) -> Result<()> {
     ensure_font()?;
     let points = lines.iter().flat_map(|l| l.points.iter());
     let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
@@ -94,10 +101,13 @@ pub fn plot_curves(path: &Path, title: &str, x_label: &str, y_label: &str, lines
         for line in lines {
             let color = Palette99::pick(line.color).mix(if line.faint { 0.3 } else { 1.0 });
             let style = color.stroke_width(if line.faint { 1 } else { 3 });
-            let series = chart.draw_series(LineSeries::new(line.points.iter().copied(), style)).map_err(|e| anyhow!("{e}"))?;
+            let series =
+                chart.draw_series(LineSeries::new(line.points.iter().copied(), style)).map_err(|e| anyhow!("{e}"))?;
             if let Some(label) = &line.label {
                 labelled = true;
-                series.label(label.clone()).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(3)));
+                series
+                    .label(label.clone())
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(3)));
             }
         }
         if labelled {
@@ -110,7 +120,8 @@ pub fn plot_curves(path: &Path, title: &str, x_label: &str, y_label: &str, lines
                 .map_err(|e| anyhow!("{e}"))?;
         }
         root.present().map_err(|e| anyhow!("cannot write {}: {e}", tmp_png.display()))?;
-        std::fs::rename(&tmp_png, path).with_context(|| format!("cannot move {} to {}", tmp_png.display(), path.display()))?;
+        std::fs::rename(&tmp_png, path)
+            .with_context(|| format!("cannot move {} to {}", tmp_png.display(), path.display()))?;
     }
     Ok(())
 }
@@ -124,7 +135,12 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("curves.png");
         let lines = vec![
-            Line { label: Some("iql".into()), color: 0, points: vec![(0.0, 0.0), (10.0, 50.0), (20.0, 80.0)], faint: false },
+            Line {
+                label: Some("iql".into()),
+                color: 0,
+                points: vec![(0.0, 0.0), (10.0, 50.0), (20.0, 80.0)],
+                faint: false,
+            },
             Line { label: None, color: 0, points: vec![(0.0, 5.0), (10.0, 40.0), (20.0, 90.0)], faint: true },
         ];
         plot_curves(&p, "hopper", "grad_step", "normalized score", &lines, (400, 300)).unwrap();

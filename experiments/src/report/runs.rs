@@ -95,7 +95,8 @@ pub fn load_run(dir: &Path, metric: &str, x_key: &str) -> Result<Run> {
     let config = dir.join("config.toml");
     if config.exists() {
         let text = std::fs::read_to_string(&config).with_context(|| format!("cannot read {}", config.display()))?;
-        let value: toml::Value = toml::from_str(&text).with_context(|| format!("{} is not valid TOML", config.display()))?;
+        let value: toml::Value =
+            toml::from_str(&text).with_context(|| format!("{} is not valid TOML", config.display()))?;
         docs.push(serde_json::to_value(value).with_context(|| format!("cannot convert {}", config.display()))?);
     }
     let manifest = dir.join("manifest.json");
@@ -105,7 +106,11 @@ pub fn load_run(dir: &Path, metric: &str, x_key: &str) -> Result<Run> {
     }
     let label = |keys: &[&str], what: &str| -> String {
         find(&docs, keys, as_label).unwrap_or_else(|| {
-            eprintln!("o2o report: {} names no {what} (looked for {} in config.toml and manifest.json)", dir.display(), keys.join(", "));
+            eprintln!(
+                "o2o report: {} names no {what} (looked for {} in config.toml and manifest.json)",
+                dir.display(),
+                keys.join(", ")
+            );
             "unknown".to_string()
         })
     };
@@ -119,7 +124,10 @@ pub fn load_run(dir: &Path, metric: &str, x_key: &str) -> Result<Run> {
     let get = |k: &str| find(&docs, &[k], as_label);
     let algo = get("algo").unwrap_or_else(|| preset.clone());
     let env = get("env").unwrap_or_else(|| task.clone());
-    let data = match (get("dataset.id").or_else(|| get("dataset.path").map(|p| p.rsplit('/').next().unwrap_or(&p).to_string())), docs.get(1).and_then(|m| lookup(m, "dataset.sha256")).and_then(as_label)) {
+    let data = match (
+        get("dataset.id").or_else(|| get("dataset.path").map(|p| p.rsplit('/').next().unwrap_or(&p).to_string())),
+        docs.get(1).and_then(|m| lookup(m, "dataset.sha256")).and_then(as_label),
+    ) {
         (Some(name), Some(sha)) => format!(" · {name} ({})", &sha[..sha.len().min(8)]),
         (Some(name), None) => format!(" · {name}"),
         // Data handed over in memory has no name: its content hash tells runs apart.
@@ -127,10 +135,28 @@ pub fn load_run(dir: &Path, metric: &str, x_key: &str) -> Result<Run> {
         (None, None) => String::new(),
     };
     let steps = |k: &str| get(&format!("train.{k}")).unwrap_or_else(|| "0".into());
-    let budget = format!("offline {} · random {} · warm-up {} · online {}", steps("offline_steps"), steps("random_steps"), steps("warmup_steps"), steps("online_steps"));
-    let group = if docs.is_empty() { format!("{preset} · {task}") } else { format!("{algo} · {env}{data} · {budget}") };
-    let finished = std::fs::read_to_string(dir.join("summary.json")).ok().and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok()).and_then(|v| v.get("finished").and_then(|f| f.as_bool())).unwrap_or(false);
-    let status = if finished { "finished" } else if locked_by_live_process(dir) { "running" } else { "stopped" }.to_string();
+    let budget = format!(
+        "offline {} · random {} · warm-up {} · online {}",
+        steps("offline_steps"),
+        steps("random_steps"),
+        steps("warmup_steps"),
+        steps("online_steps")
+    );
+    let group =
+        if docs.is_empty() { format!("{preset} · {task}") } else { format!("{algo} · {env}{data} · {budget}") };
+    let finished = std::fs::read_to_string(dir.join("summary.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|v| v.get("finished").and_then(|f| f.as_bool()))
+        .unwrap_or(false);
+    let status = if finished {
+        "finished"
+    } else if locked_by_live_process(dir) {
+        "running"
+    } else {
+        "stopped"
+    }
+    .to_string();
     let mut settings = BTreeMap::new();
     if let Some(config) = docs.first().filter(|_| config.exists()) {
         flatten("", config, &mut settings);
@@ -190,7 +216,8 @@ mod tests {
             "preset = \"iql-hopper\"\nalgo = \"iql\"\nenv = \"hopper-v2\"\n[dataset]\nid = \"hopper-medium-v2\"\n",
         )
         .unwrap();
-        std::fs::write(d.path().join("manifest.json"), r#"{"preset": "ignored", "seeds": {"run": 3, "agent": 9}}"#).unwrap();
+        std::fs::write(d.path().join("manifest.json"), r#"{"preset": "ignored", "seeds": {"run": 3, "agent": 9}}"#)
+            .unwrap();
         std::fs::write(
             d.path().join("metrics.jsonl"),
             concat!(

@@ -54,7 +54,9 @@ impl ActionScale {
     /// The map for an env's action space; the space must be bounded.
     pub fn new(space: &BoxSpace, env_id: &str) -> Result<Self> {
         if !space.is_bounded() {
-            bail!("env {env_id} has an unbounded action space; the runner needs finite bounds to rescale [-1, 1] actions");
+            bail!(
+                "env {env_id} has an unbounded action space; the runner needs finite bounds to rescale [-1, 1] actions"
+            );
         }
         Ok(Self { low: space.low.clone(), high: space.high.clone() })
     }
@@ -206,11 +208,14 @@ impl Actor {
                 let seed = derive_seed(self.run_seed, stream::TRAIN_EPISODE, self.episode);
                 self.ep_return = 0.0;
                 self.ep_length = 0;
-                self.env.reset(Some(seed)).with_context(|| format!("resetting {} for episode {}", self.env.spec().id, self.episode))?
+                self.env
+                    .reset(Some(seed))
+                    .with_context(|| format!("resetting {} for episode {}", self.env.spec().id, self.episode))?
             }
         };
         let action = policy.act(&obs)?;
-        let step = self.env.step(&self.scale.to_env(&action)).with_context(|| format!("stepping {}", self.env.spec().id))?;
+        let step =
+            self.env.step(&self.scale.to_env(&action)).with_context(|| format!("stepping {}", self.env.spec().id))?;
         // A robot stores what it executed (an operator's takeover, a clipped command), not
         // what the policy proposed.
         let action = match self.env.executed_action() {

@@ -134,7 +134,12 @@ impl<'a> Run<'a> {
         let parent_dir = parent.as_ref();
         let p = ParentRun::read(parent_dir)?;
         let mut table: toml::Table = p.config.to_toml_string()?.parse().context("re-reading the parent's config")?;
-        let mut overrides = vec!["train.offline_steps=0".to_string(), "train.random_steps=0".to_string(), "train.warmup_steps=0".to_string(), "eval.at_start=true".to_string()];
+        let mut overrides = vec![
+            "train.offline_steps=0".to_string(),
+            "train.random_steps=0".to_string(),
+            "train.warmup_steps=0".to_string(),
+            "eval.at_start=true".to_string(),
+        ];
         if p.config.algo == "iql" {
             // IQL decays the actor LR only offline; fine-tuning keeps it constant (§6.1).
             overrides.push("agent.actor_lr_decay_steps=0".to_string());
@@ -142,7 +147,8 @@ impl<'a> Run<'a> {
         config::apply_overrides(&mut table, &overrides)?;
         table.insert("parent".into(), p.config_entry()?);
         let name = format!("{}-finetune", p.config.preset);
-        let mut run = Self::with_table(table, format!("fine-tuning config from {}", parent_dir.display()), Mode::New { name })?;
+        let mut run =
+            Self::with_table(table, format!("fine-tuning config from {}", parent_dir.display()), Mode::New { name })?;
         run.parent = Some(p);
         Ok(run)
     }
@@ -311,7 +317,13 @@ impl<'a> Run<'a> {
 
     /// Train offline only, `steps` gradient steps on the dataset (d3rlpy's `fit`).
     pub fn fit(self, steps: u64) -> Result<Outcome> {
-        self.set([format!("train.offline_steps={steps}"), "train.random_steps=0".into(), "train.warmup_steps=0".into(), "train.online_steps=0".into()])?.run()
+        self.set([
+            format!("train.offline_steps={steps}"),
+            "train.random_steps=0".into(),
+            "train.warmup_steps=0".into(),
+            "train.online_steps=0".into(),
+        ])?
+        .run()
     }
 
     /// Train online only, `steps` env steps with updates (d3rlpy's `fit_online`), after the
@@ -343,12 +355,18 @@ impl<'a> Run<'a> {
     fn start(mut self, name: &str, config: &RunConfig) -> Result<Outcome> {
         if self.reuse {
             if let Some((dir, summary)) = finished_run_with(&self.runs_dir, config) {
-                eprintln!("{} already holds a finished run of this config: {} (delete it to run again)", self.runs_dir.display(), dir.display());
+                eprintln!(
+                    "{} already holds a finished run of this config: {} (delete it to run again)",
+                    self.runs_dir.display(),
+                    dir.display()
+                );
                 return Ok(Outcome { dir, summary, reused: true });
             }
         }
         match &config.dataset {
-            Some(d) if d.in_memory && self.dataset.is_none() => bail!("the config says `dataset.in_memory = true` but no dataset was given (Run::dataset)"),
+            Some(d) if d.in_memory && self.dataset.is_none() => {
+                bail!("the config says `dataset.in_memory = true` but no dataset was given (Run::dataset)")
+            }
             _ => {}
         }
         let (start, parent) = match self.parent.take() {
@@ -382,15 +400,22 @@ impl<'a> Run<'a> {
         let _lock = rundir::RunLock::acquire(dir)?;
         checkpoint::remove_partial(dir)?;
         let manifest_path = dir.join(rundir::MANIFEST);
-        let text = std::fs::read_to_string(&manifest_path).with_context(|| format!("cannot read {}: the run directory is incomplete", manifest_path.display()))?;
-        let mut manifest: Manifest = serde_json::from_str(&text).with_context(|| format!("{} is not a run manifest", manifest_path.display()))?;
+        let text = std::fs::read_to_string(&manifest_path)
+            .with_context(|| format!("cannot read {}: the run directory is incomplete", manifest_path.display()))?;
+        let mut manifest: Manifest = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a run manifest", manifest_path.display()))?;
         let mut candidates = checkpoint::list(dir)?;
         if let Some(name) = self.resume_from.clone() {
             let chosen = checkpoint::find(dir, Some(&name))?;
             let newer: Vec<PathBuf> = candidates.iter().filter(|c| **c > chosen).cloned().collect();
             for c in newer {
                 let aside = checkpoint::set_aside(&c, "discarded")?;
-                eprintln!("note: resuming from {}: moved the newer {} to {}", chosen.display(), c.display(), aside.display());
+                eprintln!(
+                    "note: resuming from {}: moved the newer {} to {}",
+                    chosen.display(),
+                    c.display(),
+                    aside.display()
+                );
             }
             candidates = checkpoint::list(dir)?;
         }
@@ -405,7 +430,10 @@ impl<'a> Run<'a> {
                 }
                 eprintln!("{} has no checkpoint yet; restarting it from step 0", dir.display());
                 let (start, from) = match &config.parent {
-                    Some(p) => (Start::FromParent { checkpoint: p.checkpoint.clone() }, format!("step 0 (parent {})", p.checkpoint.display())),
+                    Some(p) => (
+                        Start::FromParent { checkpoint: p.checkpoint.clone() },
+                        format!("step 0 (parent {})", p.checkpoint.display()),
+                    ),
                     None => (Start::Fresh, "step 0".to_string()),
                 };
                 let hooks = hooks(&self.env, self.dataset.take(), &mut on_eval, &mut on_checkpoint);
@@ -430,7 +458,12 @@ impl<'a> Run<'a> {
                 }
                 Err(e) if e.downcast_ref::<runner::DamagedCheckpoint>().is_some() => {
                     let aside = checkpoint::set_aside(&checkpoint, "damaged")?;
-                    eprintln!("note: {} is damaged ({}); moved it to {} and trying the one before", checkpoint.display(), crate::errors::first_lines(&e), aside.display());
+                    eprintln!(
+                        "note: {} is damaged ({}); moved it to {} and trying the one before",
+                        checkpoint.display(),
+                        crate::errors::first_lines(&e),
+                        aside.display()
+                    );
                     any_damaged = true;
                     // The in-memory dataset went into the failed attempt: it is gone.
                     if config.dataset.as_ref().is_some_and(|d| d.in_memory) {
@@ -441,12 +474,17 @@ impl<'a> Run<'a> {
             }
         };
         if restart {
-            std::fs::write(dir.join(rundir::METRICS), b"").with_context(|| format!("cannot reset {}/{}", dir.display(), rundir::METRICS))?;
+            std::fs::write(dir.join(rundir::METRICS), b"")
+                .with_context(|| format!("cannot reset {}/{}", dir.display(), rundir::METRICS))?;
         }
         // A resumed run must see the data it started with, or it would not continue exactly.
         check_same_dataset(&manifest_path, manifest.dataset.as_ref(), prepared.dataset_info())?;
         warn(prepared.warnings());
-        manifest.resumes.push(ResumeInfo { at_utc: rundir::utc_timestamp(), checkpoint: from, device: format!("{:?}", self.device) });
+        manifest.resumes.push(ResumeInfo {
+            at_utc: rundir::utc_timestamp(),
+            checkpoint: from,
+            device: format!("{:?}", self.device),
+        });
         if manifest.dataset.is_none() {
             manifest.dataset = prepared.dataset_info().cloned();
         }
@@ -466,7 +504,13 @@ fn absolute_dataset_path(table: &mut toml::Table) -> Result<()> {
     let Some(toml::Value::String(p)) = d.get("path") else { return Ok(()) };
     let path = PathBuf::from(p);
     if path.is_relative() {
-        let abs = std::fs::canonicalize(&path).with_context(|| format!("dataset.path {} does not exist (relative to {})", path.display(), std::env::current_dir().map(|c| c.display().to_string()).unwrap_or_default()))?;
+        let abs = std::fs::canonicalize(&path).with_context(|| {
+            format!(
+                "dataset.path {} does not exist (relative to {})",
+                path.display(),
+                std::env::current_dir().map(|c| c.display().to_string()).unwrap_or_default()
+            )
+        })?;
         d.insert("path".into(), toml::Value::String(abs.display().to_string()));
     }
     Ok(())

@@ -97,10 +97,15 @@ impl RunnerState {
             .map(|i| u8::from_str_radix(self.rng_seed.get(i..i + 2).unwrap_or("zz"), 16))
             .collect::<Result<_, _>>()
             .with_context(|| format!("rng_seed {:?} is not hex", self.rng_seed))?;
-        let seed: [u8; 32] = bytes.try_into().map_err(|b: Vec<u8>| anyhow::anyhow!("rng_seed: expected 32 bytes, found {}", b.len()))?;
+        let seed: [u8; 32] =
+            bytes.try_into().map_err(|b: Vec<u8>| anyhow::anyhow!("rng_seed: expected 32 bytes, found {}", b.len()))?;
         let mut rng = ChaCha8Rng::from_seed(seed);
         rng.set_stream(self.rng_stream);
-        rng.set_word_pos(self.rng_word_pos.parse().with_context(|| format!("rng_word_pos {:?} is not a number", self.rng_word_pos))?);
+        rng.set_word_pos(
+            self.rng_word_pos
+                .parse()
+                .with_context(|| format!("rng_word_pos {:?} is not a number", self.rng_word_pos))?,
+        );
         Ok(rng)
     }
 }
@@ -130,7 +135,12 @@ pub fn initial_state(rng: &ChaCha8Rng) -> RunnerState {
 /// Write a checkpoint folder for `state`: `write_parts` fills the temp folder with the agent
 /// and replay files; then `state.json` is added and the folder renamed into place. Keeps the
 /// newest `keep` checkpoints. Returns the checkpoint folder.
-pub fn write(run_dir: &Path, state: &RunnerState, keep: usize, write_parts: impl FnOnce(&Path) -> Result<()>) -> Result<PathBuf> {
+pub fn write(
+    run_dir: &Path,
+    state: &RunnerState,
+    keep: usize,
+    write_parts: impl FnOnce(&Path) -> Result<()>,
+) -> Result<PathBuf> {
     let root = run_dir.join(CHECKPOINTS);
     std::fs::create_dir_all(&root).with_context(|| format!("cannot create {}", root.display()))?;
     let name = format!("step-{:010}", state.step);
@@ -192,13 +202,19 @@ pub fn find(run_dir: &Path, name: Option<&str>) -> Result<PathBuf> {
     let step = wanted.strip_prefix("step-").and_then(|n| n.parse::<u64>().ok());
     let found = all.iter().find(|p| {
         let file = p.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default();
-        file == wanted || step.is_some_and(|s| file.strip_prefix("step-").and_then(|n| n.parse::<u64>().ok()) == Some(s))
+        file == wanted
+            || step.is_some_and(|s| file.strip_prefix("step-").and_then(|n| n.parse::<u64>().ok()) == Some(s))
     });
     match found {
         Some(p) => Ok(p.clone()),
         None => {
-            let names: Vec<String> = all.iter().filter_map(|p| p.file_name().map(|f| f.to_string_lossy().to_string())).collect();
-            bail!("checkpoint {name}: {} has no such complete checkpoint; it has: {}", run_dir.display(), if names.is_empty() { "none".into() } else { names.join(", ") })
+            let names: Vec<String> =
+                all.iter().filter_map(|p| p.file_name().map(|f| f.to_string_lossy().to_string())).collect();
+            bail!(
+                "checkpoint {name}: {} has no such complete checkpoint; it has: {}",
+                run_dir.display(),
+                if names.is_empty() { "none".into() } else { names.join(", ") }
+            )
         }
     }
 }
@@ -209,7 +225,8 @@ pub fn remove_partial(run_dir: &Path) -> Result<()> {
     for entry in std::fs::read_dir(&root).with_context(|| format!("cannot list {}", root.display()))? {
         let entry = entry?;
         if entry.file_name().to_string_lossy().starts_with(".tmp-") {
-            std::fs::remove_dir_all(entry.path()).with_context(|| format!("cannot remove {}", entry.path().display()))?;
+            std::fs::remove_dir_all(entry.path())
+                .with_context(|| format!("cannot remove {}", entry.path().display()))?;
         }
     }
     Ok(())
@@ -226,7 +243,8 @@ pub fn set_aside(checkpoint: &Path, why: &str) -> Result<PathBuf> {
         dest = parent.join(format!(".{why}-{name}-{k}"));
         k += 1;
     }
-    std::fs::rename(checkpoint, &dest).with_context(|| format!("cannot move {} to {}", checkpoint.display(), dest.display()))?;
+    std::fs::rename(checkpoint, &dest)
+        .with_context(|| format!("cannot move {} to {}", checkpoint.display(), dest.display()))?;
     Ok(dest)
 }
 
@@ -234,7 +252,8 @@ pub fn set_aside(checkpoint: &Path, why: &str) -> Result<PathBuf> {
 pub fn read_state(checkpoint: &Path) -> Result<RunnerState> {
     let p = checkpoint.join(STATE);
     let text = std::fs::read_to_string(&p).with_context(|| format!("cannot read {}", p.display()))?;
-    let s: RunnerState = serde_json::from_str(&text).with_context(|| format!("{} is not a runner state", p.display()))?;
+    let s: RunnerState =
+        serde_json::from_str(&text).with_context(|| format!("{} is not a runner state", p.display()))?;
     if s.format != FORMAT {
         bail!("{}: checkpoint format {} (expected {FORMAT})", p.display(), s.format);
     }

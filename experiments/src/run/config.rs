@@ -490,7 +490,8 @@ impl RunConfig {
     /// [`RunConfig::from_table`] for a config whose step counts are still to be set (a
     /// [`Run`](super::builder::Run) before `fit` or `fit_online`): every check but "has steps".
     pub fn from_table_without_steps(table: toml::Table, origin: &str) -> Result<Self> {
-        let mut config: RunConfig = toml::Value::Table(table).try_into().with_context(|| format!("invalid config in {origin}"))?;
+        let mut config: RunConfig =
+            toml::Value::Table(table).try_into().with_context(|| format!("invalid config in {origin}"))?;
         config.validate_values().with_context(|| format!("invalid config in {origin}"))?;
         let agent = config.agent_config().with_context(|| format!("invalid config in {origin}"))?;
         let mut full = match agent.to_toml()? {
@@ -516,7 +517,8 @@ impl RunConfig {
             _ => {}
         }
         t.insert("algo".into(), toml::Value::String(self.algo.clone()));
-        let cfg = AgentConfig::from_toml(toml::Value::Table(t)).with_context(|| format!("section [agent] for algo {:?}", self.algo))?;
+        let cfg = AgentConfig::from_toml(toml::Value::Table(t))
+            .with_context(|| format!("section [agent] for algo {:?}", self.algo))?;
         cfg.validate().with_context(|| format!("section [agent] for algo {:?}", self.algo))?;
         Ok(cfg)
     }
@@ -556,17 +558,29 @@ impl RunConfig {
             bail!("algo `{}` is on-policy: train.record_dataset, [sera] and [shaping] are not supported", self.algo);
         }
         if self.replay.her_enabled() {
-            bail!("algo `{}` is on-policy and has no replay buffer: key `replay.her` must be \"none\", found {:?}", self.algo, self.replay.her);
+            bail!(
+                "algo `{}` is on-policy and has no replay buffer: key `replay.her` must be \"none\", found {:?}",
+                self.algo,
+                self.replay.her
+            );
         }
         if let Some(v) = self.replay.closed_episodes_only {
-            bail!("algo `{}` is on-policy and has no replay buffer: remove key `replay.closed_episodes_only` (found {v})", self.algo);
+            bail!(
+                "algo `{}` is on-policy and has no replay buffer: remove key `replay.closed_episodes_only` (found {v})",
+                self.algo
+            );
         }
         if self.algo == "unio4" && self.dataset.is_none() {
             bail!("algo `unio4` trains offline on a dataset first: add a [dataset] section");
         }
         let r = &self.rollout;
         if r.num_envs == 0 || r.steps == 0 || r.threads == 0 {
-            bail!("section [rollout]: num_envs, steps and threads must be at least 1, found {}, {}, {}", r.num_envs, r.steps, r.threads);
+            bail!(
+                "section [rollout]: num_envs, steps and threads must be at least 1, found {}, {}, {}",
+                r.num_envs,
+                r.steps,
+                r.threads
+            );
         }
         Ok(())
     }
@@ -746,8 +760,14 @@ online_steps = 100
 
     #[test]
     fn overrides_reach_their_fields() {
-        let c = resolve(&["train.online_steps=2000", "seed=7", "env=Hopper-v5", "agent.actor_lr=1e-4", "eval.at_start=true"])
-            .unwrap();
+        let c = resolve(&[
+            "train.online_steps=2000",
+            "seed=7",
+            "env=Hopper-v5",
+            "agent.actor_lr=1e-4",
+            "eval.at_start=true",
+        ])
+        .unwrap();
         assert_eq!(c.train.online_steps, 2000);
         assert_eq!(c.seed, 7);
         assert_eq!(c.env, "Hopper-v5");
@@ -759,7 +779,10 @@ online_steps = 100
     /// draw on it is refused, naming the key, rather than silently ignored.
     #[test]
     fn on_policy_agents_refuse_an_offline_mix() {
-        let err = format!("{:#}", resolve(&["algo=\"ppo\"", "dataset.path=\"d.hdf5\"", "train.offline_mix=\"proportional\""]).unwrap_err());
+        let err = format!(
+            "{:#}",
+            resolve(&["algo=\"ppo\"", "dataset.path=\"d.hdf5\"", "train.offline_mix=\"proportional\""]).unwrap_err()
+        );
         assert!(err.contains("offline_mix") && err.contains("Proportional"), "{err}");
         assert!(resolve(&["algo=\"ppo\"", "dataset.path=\"d.hdf5\""]).is_ok());
     }
@@ -797,7 +820,10 @@ online_steps = 100
         let c = resolve(&["replay.her=\"future\""]).unwrap();
         assert!(c.replay.closed_episodes_only_for(false), "HER: closed episodes by default");
         let c = resolve(&["replay.her=\"future\"", "replay.closed_episodes_only=false"]).unwrap();
-        assert!(!c.replay.closed_episodes_only_for(false) && !c.replay.closed_episodes_only_for(true), "the open episode on request");
+        assert!(
+            !c.replay.closed_episodes_only_for(false) && !c.replay.closed_episodes_only_for(true),
+            "the open episode on request"
+        );
     }
 
     /// E10/E11: `[shaping]` defaults to the Markov (backward) potential, and refuses a share of
@@ -810,8 +836,17 @@ online_steps = 100
         assert!(s.fusion().is_markov());
         let c = resolve(&["shaping.model=\"m.pt\"", "shaping.fusion=\"mean\""]).unwrap();
         assert!(!c.shaping.unwrap().fusion().is_markov(), "history-dependent fusions stay options");
-        let ib = ["shaping.model=\"m.pt\"", "dataset.path=\"d.hdf5\"", "dataset.format=\"imaginebench\"", "dataset.reward=\"none\""];
-        for (set, key) in [("train.offline_ratio=0.5", "train.offline_ratio"), ("train.offline_mix=\"proportional\"", "train.offline_mix"), ("train.offline_steps=10", "train.offline_steps")] {
+        let ib = [
+            "shaping.model=\"m.pt\"",
+            "dataset.path=\"d.hdf5\"",
+            "dataset.format=\"imaginebench\"",
+            "dataset.reward=\"none\"",
+        ];
+        for (set, key) in [
+            ("train.offline_ratio=0.5", "train.offline_ratio"),
+            ("train.offline_mix=\"proportional\"", "train.offline_mix"),
+            ("train.offline_steps=10", "train.offline_steps"),
+        ] {
             let err = format!("{:#}", resolve(&[&ib[..], &[set]].concat()).unwrap_err());
             assert!(err.contains(key) && err.contains("[shaping]"), "{set}: {err}");
         }

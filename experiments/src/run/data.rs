@@ -46,7 +46,10 @@ impl OfflineData {
         let dim = self.buffer.obs_dim();
         match &self.second {
             None => o2o_agents::nn::state_norm::column_stats(self.buffer.observations(), dim),
-            Some(s) => o2o_agents::nn::state_norm::column_stats(&[self.buffer.observations(), s.buffer.observations()].concat(), dim),
+            Some(s) => o2o_agents::nn::state_norm::column_stats(
+                &[self.buffer.observations(), s.buffer.observations()].concat(),
+                dim,
+            ),
         }
     }
 
@@ -83,7 +86,16 @@ pub fn dataset_mc_config(config: &RunConfig, gamma: f32) -> Result<McConfig> {
 /// also the Monte-Carlo return-to-go of every transition, in the transformed rewards. A config
 /// with `in_memory = true` takes `given` (the dataset handed to the run) instead of a file.
 #[allow(clippy::too_many_arguments)]
-pub fn load(cfg: &DatasetConfig, given: Option<D4rlDataset>, action_space: &BoxSpace, env_id: &str, obs_dim: usize, act_dim: usize, max_episode_steps: Option<usize>, mc: Option<McConfig>) -> Result<OfflineData> {
+pub fn load(
+    cfg: &DatasetConfig,
+    given: Option<D4rlDataset>,
+    action_space: &BoxSpace,
+    env_id: &str,
+    obs_dim: usize,
+    act_dim: usize,
+    max_episode_steps: Option<usize>,
+    mc: Option<McConfig>,
+) -> Result<OfflineData> {
     load_shaped(cfg, given, action_space, env_id, obs_dim, act_dim, max_episode_steps, mc, None)
 }
 
@@ -124,7 +136,8 @@ pub fn load_shaped(
     };
     if cfg.relabel.as_deref() == Some("adroit-binary") {
         let task = o2o_datasets::adroit_binary::BinaryTask::from_env_id(env_id)?;
-        let stats = o2o_datasets::adroit_binary::relabel(&mut t, task).with_context(|| format!("dataset.relabel = \"adroit-binary\" on {}", path.display()))?;
+        let stats = o2o_datasets::adroit_binary::relabel(&mut t, task)
+            .with_context(|| format!("dataset.relabel = \"adroit-binary\" on {}", path.display()))?;
         eprintln!(
             "dataset {}: binary reward 1[success] − 1, {} episodes kept (cut after their last success), {} without a success dropped",
             path.display(),
@@ -144,10 +157,14 @@ pub fn load_shaped(
     // The reward preset, as an affine map so online rewards get exactly the same transform.
     let preset = RewardPreset::from_name(&cfg.reward)?;
     let mut probe = [0.0f32, 1.0];
-    preset.apply(&mut probe, &ds.episode_returns(max_episode_steps)).with_context(|| format!("dataset {}", path.display()))?;
+    preset
+        .apply(&mut probe, &ds.episode_returns(max_episode_steps))
+        .with_context(|| format!("dataset {}", path.display()))?;
     let reward = RewardTransform { scale: (probe[1] - probe[0]) as f64, shift: probe[0] as f64 };
     let shaped = match shaper {
-        Some(s) => Some(super::shaping::shape_rows(&t, s).with_context(|| format!("shaping dataset {}", path.display()))?),
+        Some(s) => {
+            Some(super::shaping::shape_rows(&t, s).with_context(|| format!("shaping dataset {}", path.display()))?)
+        }
         None => None,
     };
     for (i, r) in t.rewards.iter_mut().enumerate() {
@@ -155,7 +172,10 @@ pub fn load_shaped(
         *r = reward.apply(raw) as f32;
     }
     if let Some(mc) = &mc {
-        t.mc_returns = Some(returns_to_go(&t.rewards, &t.episode_ends, mc).with_context(|| format!("MC returns of dataset {}", path.display()))?);
+        t.mc_returns = Some(
+            returns_to_go(&t.rewards, &t.episode_ends, mc)
+                .with_context(|| format!("MC returns of dataset {}", path.display()))?,
+        );
     }
     let info = DatasetInfo { id: cfg.id.clone(), path: path.display().to_string(), sha256, transitions: t.len() };
     let episode_ends = t.episode_ends.clone();
@@ -258,23 +278,55 @@ mod tests {
         let space = BoxSpace::new(vec![-3.0], vec![3.0]);
         let mut rec = Recorder::new(2, ActionScale::new(&space, "t").unwrap());
         // Two episodes: one terminated after 2 steps (return 3), one truncated after 1 (return 5).
-        let rows = [([0.0, 0.0], 0.5, 1.0, [1.0, 0.0], false, false), ([1.0, 0.0], -0.5, 2.0, [2.0, 0.0], true, false), ([0.0, 1.0], 1.0, 5.0, [0.0, 2.0], false, true)];
+        let rows = [
+            ([0.0, 0.0], 0.5, 1.0, [1.0, 0.0], false, false),
+            ([1.0, 0.0], -0.5, 2.0, [2.0, 0.0], true, false),
+            ([0.0, 1.0], 1.0, 5.0, [0.0, 2.0], false, true),
+        ];
         for (o, a, r, n, term, trunc) in rows {
-            rec.push(&Transition { obs: o.to_vec(), action: vec![a], reward: r, next_obs: n.to_vec(), terminated: term, truncated: trunc, intervention: false }).unwrap();
+            rec.push(&Transition {
+                obs: o.to_vec(),
+                action: vec![a],
+                reward: r,
+                next_obs: n.to_vec(),
+                terminated: term,
+                truncated: trunc,
+                intervention: false,
+            })
+            .unwrap();
         }
         let path = tmp.path().join("d.hdf5");
         rec.write(&path).unwrap();
-        let cfg = DatasetConfig { id: None, path: Some(path.clone()), reward: "iql-locomotion".into(), transitions: "corrected".into(), in_memory: false, format: None, rows: None, real_fraction: None, relabel: None };
+        let cfg = DatasetConfig {
+            id: None,
+            path: Some(path.clone()),
+            reward: "iql-locomotion".into(),
+            transitions: "corrected".into(),
+            in_memory: false,
+            format: None,
+            rows: None,
+            real_fraction: None,
+            relabel: None,
+        };
         let data = load(&cfg, None, &space, "t", 2, 1, None, Some(McConfig::dense(0.5))).unwrap();
         assert_eq!(data.buffer.len(), 3);
         // R_max − R_min = 5 − 3 = 2, so rewards scale by 1000 / 2.
         assert_eq!(data.reward, RewardTransform { scale: 500.0, shift: 0.0 });
         assert_eq!(data.info.sha256.len(), 64);
         // MC returns in the transformed rewards: episode 1 (500, 1000) → G = 500 + ½·1000, 1000.
-        let b = data.buffer.sample(64, &mut <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(0), tch::Device::Cpu).unwrap();
-        let (r, g) = (Vec::<f32>::try_from(&b.reward).unwrap(), Vec::<f32>::try_from(b.mc_return.as_ref().unwrap()).unwrap());
+        let b = data
+            .buffer
+            .sample(64, &mut <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(0), tch::Device::Cpu)
+            .unwrap();
+        let (r, g) =
+            (Vec::<f32>::try_from(&b.reward).unwrap(), Vec::<f32>::try_from(b.mc_return.as_ref().unwrap()).unwrap());
         for (r, g) in r.iter().zip(&g) {
-            let want = match *r as i64 { 500 => 1000.0, 1000 => 1000.0, 2500 => 2500.0, other => panic!("reward {other}") };
+            let want = match *r as i64 {
+                500 => 1000.0,
+                1000 => 1000.0,
+                2500 => 2500.0,
+                other => panic!("reward {other}"),
+            };
             assert_eq!(*g, want, "reward {r}");
         }
         let back = D4rlDataset::read(&path).unwrap();

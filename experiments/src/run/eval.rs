@@ -50,13 +50,28 @@ impl EvalResult {
 }
 
 /// Run `episodes` deterministic episodes of `agent` on `env`.
-pub fn evaluate(env: &mut dyn Env, agent: &mut dyn Agent, device: Device, run_seed: u64, episodes: usize, step: u64) -> Result<EvalResult> {
+pub fn evaluate(
+    env: &mut dyn Env,
+    agent: &mut dyn Agent,
+    device: Device,
+    run_seed: u64,
+    episodes: usize,
+    step: u64,
+) -> Result<EvalResult> {
     evaluate_noted(env, agent, device, run_seed, episodes, step, None)
 }
 
 /// [`evaluate`], handing what the agent chose with each action (`Agent::act_info`: FamO2O's β)
 /// to `notes` before the step, for a recording env to draw along the episode.
-pub fn evaluate_noted(env: &mut dyn Env, agent: &mut dyn Agent, device: Device, run_seed: u64, episodes: usize, step: u64, notes: Option<&StepNotes>) -> Result<EvalResult> {
+pub fn evaluate_noted(
+    env: &mut dyn Env,
+    agent: &mut dyn Agent,
+    device: Device,
+    run_seed: u64,
+    episodes: usize,
+    step: u64,
+    notes: Option<&StepNotes>,
+) -> Result<EvalResult> {
     Ok(evaluate_per_task(env, agent, device, run_seed, episodes, step, notes)?.0)
 }
 
@@ -64,7 +79,15 @@ pub fn evaluate_noted(env: &mut dyn Env, agent: &mut dyn Agent, device: Device, 
 /// last step names its task, `Info::task` = `<level>/<task>`): `eval/success/<level>/<task>`
 /// over that task's episodes and `eval/success/<level>` over the level's, sorted by key (none
 /// for single-task envs). This is ImagineBench's per-level, per-task report.
-pub fn evaluate_per_task(env: &mut dyn Env, agent: &mut dyn Agent, device: Device, run_seed: u64, episodes: usize, step: u64, notes: Option<&StepNotes>) -> Result<(EvalResult, Vec<(String, f64)>)> {
+pub fn evaluate_per_task(
+    env: &mut dyn Env,
+    agent: &mut dyn Agent,
+    device: Device,
+    run_seed: u64,
+    episodes: usize,
+    step: u64,
+    notes: Option<&StepNotes>,
+) -> Result<(EvalResult, Vec<(String, f64)>)> {
     let mut by_key: std::collections::BTreeMap<String, Vec<f64>> = std::collections::BTreeMap::new();
     let scale = ActionScale::new(env.action_space(), &env.spec().id)?;
     let mut policy = AgentPolicy { agent, device, deterministic: true };
@@ -79,9 +102,18 @@ pub fn evaluate_per_task(env: &mut dyn Env, agent: &mut dyn Agent, device: Devic
         loop {
             let action = policy.act(&obs)?;
             if let Some(n) = notes {
-                n.set(policy.agent.act_info().into_iter().filter_map(|(k, v)| v.first().map(|x| (k.to_string(), *x as f64))).collect());
+                n.set(
+                    policy
+                        .agent
+                        .act_info()
+                        .into_iter()
+                        .filter_map(|(k, v)| v.first().map(|x| (k.to_string(), *x as f64)))
+                        .collect(),
+                );
             }
-            let s = env.step(&scale.to_env(&action)).with_context(|| format!("stepping {} in evaluation", env.spec().id))?;
+            let s = env
+                .step(&scale.to_env(&action))
+                .with_context(|| format!("stepping {} in evaluation", env.spec().id))?;
             ret += s.reward;
             len += 1;
             if s.done() {
@@ -120,7 +152,14 @@ pub fn evaluate_per_task(env: &mut dyn Env, agent: &mut dyn Agent, device: Devic
 /// Evaluate a run's checkpoint (`o2o eval`): the run's agent loaded from `checkpoint` (`step-N`,
 /// or the newest), `episodes` deterministic episodes on `env` (default: a new registry env of
 /// the run) with reset seeds derived from `seed`. Returns the checkpoint used and the result.
-pub fn evaluate_checkpoint(run_dir: &Path, checkpoint: Option<&str>, episodes: usize, seed: u64, env: Option<Box<dyn Env>>, device: Device) -> Result<(PathBuf, EvalResult)> {
+pub fn evaluate_checkpoint(
+    run_dir: &Path,
+    checkpoint: Option<&str>,
+    episodes: usize,
+    seed: u64,
+    env: Option<Box<dyn Env>>,
+    device: Device,
+) -> Result<(PathBuf, EvalResult)> {
     if episodes == 0 {
         anyhow::bail!("--episodes: expected at least 1, found 0");
     }

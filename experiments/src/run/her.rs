@@ -15,7 +15,14 @@ use o2o_envs::EnvSpec;
 /// goal layout ([`her_for`]), and sampling of finished episodes only when
 /// `replay.closed_episodes_only` says so — unset, for HER runs and for an agent that uses MC
 /// returns (`agent_uses_mc_returns`).
-pub fn configure_replay(buffer: &mut ReplayBuffer, config: &RunConfig, spec: &EnvSpec, obs_dim: usize, reward: RewardTransform, agent_uses_mc_returns: bool) -> Result<()> {
+pub fn configure_replay(
+    buffer: &mut ReplayBuffer,
+    config: &RunConfig,
+    spec: &EnvSpec,
+    obs_dim: usize,
+    reward: RewardTransform,
+    agent_uses_mc_returns: bool,
+) -> Result<()> {
     let her = her_for(config, spec, obs_dim, reward)?;
     buffer.set_her(her).context("setting up [replay] her")?;
     buffer.set_closed_episodes_only(config.replay.closed_episodes_only_for(agent_uses_mc_returns));
@@ -36,7 +43,8 @@ pub fn her_for(config: &RunConfig, spec: &EnvSpec, obs_dim: usize, reward: Rewar
                 );
             };
             let goals = GoalSlices { achieved: goal.layout.achieved, desired: goal.layout.desired };
-            let r = if goal.dense { GoalReward::Dense } else { GoalReward::Sparse { threshold: goal.distance_threshold } };
+            let r =
+                if goal.dense { GoalReward::Dense } else { GoalReward::Sparse { threshold: goal.distance_threshold } };
             let her = Her::future(goals, r, config.replay.her_k, obs_dim)?;
             Ok(Some(her.with_reward_transform(reward.scale, reward.shift)))
         }

@@ -50,7 +50,10 @@ pub fn validate_section(ib: &ImagineBenchRunConfig) -> Result<()> {
 /// Checks of an ImagineBench `[dataset]` section.
 pub fn validate_dataset(d: &DatasetConfig) -> Result<()> {
     if d.in_memory || d.path.is_none() {
-        bail!("section [dataset] with format = \"imaginebench\": expected `path` (an ImagineBench file), found {}", if d.in_memory { "in_memory = true" } else { "no path" });
+        bail!(
+            "section [dataset] with format = \"imaginebench\": expected `path` (an ImagineBench file), found {}",
+            if d.in_memory { "in_memory = true" } else { "no path" }
+        );
     }
     let rows = d.rows.as_deref().unwrap_or("both");
     if !matches!(rows, "real" | "imaginary" | "both") {
@@ -65,7 +68,10 @@ pub fn validate_dataset(d: &DatasetConfig) -> Result<()> {
         }
     }
     if d.reward != "none" {
-        bail!("key `dataset.reward`: ImagineBench data takes \"none\" (its rewards are the task's own), found {:?}", d.reward);
+        bail!(
+            "key `dataset.reward`: ImagineBench data takes \"none\" (its rewards are the task's own), found {:?}",
+            d.reward
+        );
     }
     Ok(())
 }
@@ -77,7 +83,8 @@ fn section(config: &RunConfig) -> ImagineBenchRunConfig {
 
 /// A table encoder from a converted file's `instructions/*`.
 fn table_encoder(path: &Path) -> Result<InstructionEncoder> {
-    let (texts, dim, data) = read_instruction_table(path).with_context(|| format!("reading the instruction table of {}", path.display()))?;
+    let (texts, dim, data) =
+        read_instruction_table(path).with_context(|| format!("reading the instruction table of {}", path.display()))?;
     if dim == 0 {
         bail!("{} has no instruction vectors (`instructions/embedding` has 0 columns: it was converted without --encodings)", path.display());
     }
@@ -108,7 +115,8 @@ pub fn encoder(config: &RunConfig) -> Result<InstructionEncoder> {
 /// The options of the run's ImagineBench env (`None` for other envs).
 pub fn env_options(config: &RunConfig) -> Result<Option<ImagineBenchOptions>> {
     let Some(level) = o2o_envs::imaginebench::level_of_env_id(&config.env) else { return Ok(None) };
-    let instructions = if section(config).instructions == "released" { Instructions::Released } else { Instructions::Fixed };
+    let instructions =
+        if section(config).instructions == "released" { Instructions::Released } else { Instructions::Fixed };
     Ok(Some(ImagineBenchOptions { level, tasks: None, instructions, encoder: encoder(config)? }))
 }
 
@@ -117,19 +125,36 @@ pub fn env_factory(config: &RunConfig) -> Result<Option<EnvFactory>> {
     let Some(opts) = env_options(config)? else { return Ok(None) };
     // Fail now, not in the first reset: the table must cover every sentence of the level.
     o2o_envs::registry::make_imaginebench(opts.clone()).with_context(|| format!("making the env {}", config.env))?;
-    Ok(Some(std::sync::Arc::new(move || o2o_envs::registry::make_imaginebench(opts.clone()).map_err(anyhow::Error::from))))
+    Ok(Some(std::sync::Arc::new(move || {
+        o2o_envs::registry::make_imaginebench(opts.clone()).map_err(anyhow::Error::from)
+    })))
 }
 
 /// Load an ImagineBench `[dataset]` for an env with `action_space` and `obs_dim` numbers
 /// (18 + the encoder's size): rows chosen by `rows`, each followed by its sentence's vector
 /// from `encoder`; with `mc`, per-trajectory Monte-Carlo returns.
-pub fn load(cfg: &DatasetConfig, encoder: &InstructionEncoder, action_space: &BoxSpace, env_id: &str, obs_dim: usize, act_dim: usize, mc: Option<McConfig>) -> Result<OfflineData> {
+pub fn load(
+    cfg: &DatasetConfig,
+    encoder: &InstructionEncoder,
+    action_space: &BoxSpace,
+    env_id: &str,
+    obs_dim: usize,
+    act_dim: usize,
+    mc: Option<McConfig>,
+) -> Result<OfflineData> {
     let path = cfg.path.clone().context("[dataset] with format = \"imaginebench\" needs `path`")?;
     if !path.is_file() {
         bail!("dataset.path {} does not exist", path.display());
     }
-    let mut ds = ImagineBenchDataset::read(&path).with_context(|| format!("reading the ImagineBench dataset {}", path.display()))?;
-    let vectors = ds.instructions.iter().map(|s| encoder.encode(s)).collect::<Result<Vec<_>, String>>().map_err(anyhow::Error::msg).with_context(|| format!("instruction vectors for the sentences of {}", path.display()))?;
+    let mut ds = ImagineBenchDataset::read(&path)
+        .with_context(|| format!("reading the ImagineBench dataset {}", path.display()))?;
+    let vectors = ds
+        .instructions
+        .iter()
+        .map(|s| encoder.encode(s))
+        .collect::<Result<Vec<_>, String>>()
+        .map_err(anyhow::Error::msg)
+        .with_context(|| format!("instruction vectors for the sentences of {}", path.display()))?;
     ds.set_embeddings(encoder.dim(), vectors.concat())?;
     if ds.obs_dim + ds.embed_dim != obs_dim || ds.act_dim != act_dim {
         bail!(

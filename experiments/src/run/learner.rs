@@ -61,7 +61,9 @@ impl Source<'_> {
     /// Rows of a `size`-row batch that come from the intervention buffer.
     pub fn intervention_rows(&self, size: usize) -> usize {
         match self {
-            Source::Interventions { interventions, share, .. } if interventions.sampleable_len() > 0 => MixedSampler { offline_ratio: *share }.offline_count(size),
+            Source::Interventions { interventions, share, .. } if interventions.sampleable_len() > 0 => {
+                MixedSampler { offline_ratio: *share }.offline_count(size)
+            }
             _ => 0,
         }
     }
@@ -89,7 +91,9 @@ impl Source<'_> {
             Source::Online(b) => b.sample(size, rng, device),
             Source::Mixed { offline, online, sampler } => sampler.sample(offline, online, size, rng, device),
             Source::Union { offline, online } => o2o_datasets::replay::sample_union(offline, online, size, rng, device),
-            Source::Weighted { first, second, first_fraction } => o2o_datasets::replay::sample_weighted(first, second, *first_fraction, size, rng, device),
+            Source::Weighted { first, second, first_fraction } => {
+                o2o_datasets::replay::sample_weighted(first, second, *first_fraction, size, rng, device)
+            }
             Source::Interventions { .. } => unreachable!("sampled above"),
         };
         batch.context("sampling a training batch")
@@ -112,7 +116,15 @@ impl Source<'_> {
 /// With `sera`, every batch's reward gets SERA's bonus before the update, computed with the
 /// agent's critic as it is at that update (the one place where it is applied, for every
 /// algorithm); its `train/sera/…` statistics of the last batch join the metrics.
-pub fn learn(agent: &mut dyn Agent, source: &Source<'_>, batch_size: usize, updates: usize, rng: &mut ChaCha8Rng, device: Device, sera: Option<&Sera>) -> Result<Metrics> {
+pub fn learn(
+    agent: &mut dyn Agent,
+    source: &Source<'_>,
+    batch_size: usize,
+    updates: usize,
+    rng: &mut ChaCha8Rng,
+    device: Device,
+    sera: Option<&Sera>,
+) -> Result<Metrics> {
     learn_timed(agent, source, batch_size, updates, rng, device, sera, &mut LearnTime::default())
 }
 
@@ -130,7 +142,16 @@ pub struct LearnTime {
 
 /// [`learn`], adding the time it spends sampling and updating to `time`.
 #[allow(clippy::too_many_arguments)] // learn's arguments and the clock
-pub fn learn_timed(agent: &mut dyn Agent, source: &Source<'_>, batch_size: usize, updates: usize, rng: &mut ChaCha8Rng, device: Device, sera: Option<&Sera>, time: &mut LearnTime) -> Result<Metrics> {
+pub fn learn_timed(
+    agent: &mut dyn Agent,
+    source: &Source<'_>,
+    batch_size: usize,
+    updates: usize,
+    rng: &mut ChaCha8Rng,
+    device: Device,
+    sera: Option<&Sera>,
+    time: &mut LearnTime,
+) -> Result<Metrics> {
     let mut metrics = Metrics::new();
     let mut last = None;
     for _ in 0..updates {
@@ -141,8 +162,14 @@ pub fn learn_timed(agent: &mut dyn Agent, source: &Source<'_>, batch_size: usize
         metrics = match sera {
             Some(sera) => {
                 let extra = match (sera.config().neighbours, source.online()) {
-                    (Neighbours::OnlineSample, Some(online)) => Some(online.sample(sera.config().neighbour_samples, rng, device).context("sampling SERA's neighbour set from the online buffer")?),
-                    (Neighbours::OnlineSample, None) => anyhow::bail!("sera.neighbours = \"online-sample\" needs an online replay buffer"),
+                    (Neighbours::OnlineSample, Some(online)) => Some(
+                        online
+                            .sample(sera.config().neighbour_samples, rng, device)
+                            .context("sampling SERA's neighbour set from the online buffer")?,
+                    ),
+                    (Neighbours::OnlineSample, None) => {
+                        anyhow::bail!("sera.neighbours = \"online-sample\" needs an online replay buffer")
+                    }
                     (Neighbours::Batch, _) => None,
                 };
                 let m = sera.update(agent, &batch, extra.as_ref())?;
@@ -164,7 +191,9 @@ pub fn learn_timed(agent: &mut dyn Agent, source: &Source<'_>, batch_size: usize
             Some(flags) => flags.mean(tch::Kind::Float).double_value(&[]),
             None => anyhow::bail!("a mixed batch without its is_offline column"),
         },
-        (Source::Interventions { .. }, Some(b)) => b.is_offline.as_ref().map_or(0.0, |f| f.mean(tch::Kind::Float).double_value(&[])),
+        (Source::Interventions { .. }, Some(b)) => {
+            b.is_offline.as_ref().map_or(0.0, |f| f.mean(tch::Kind::Float).double_value(&[]))
+        }
     };
     metrics.push(("offline_fraction", offline_fraction));
     // The share of each batch from the intervention buffer (HIL-SERL), when the run has one.
@@ -194,9 +223,12 @@ pub struct ReplaySink<'a> {
 impl TransitionSink for ReplaySink<'_> {
     fn push(&mut self, t: &Transition) -> Result<()> {
         let r = self.reward.apply(t.reward) as f32;
-        self.replay.push(&t.obs, &t.action, r, &t.next_obs, t.terminated, t.truncated).context("storing a transition in the replay buffer")?;
+        self.replay
+            .push(&t.obs, &t.action, r, &t.next_obs, t.terminated, t.truncated)
+            .context("storing a transition in the replay buffer")?;
         if let (true, Some(b)) = (t.intervention, self.interventions.as_mut()) {
-            b.push(&t.obs, &t.action, r, &t.next_obs, t.terminated, t.truncated).context("storing a transition in the intervention buffer")?;
+            b.push(&t.obs, &t.action, r, &t.next_obs, t.terminated, t.truncated)
+                .context("storing a transition in the intervention buffer")?;
         }
         Ok(())
     }
@@ -226,7 +258,8 @@ mod tests {
         let (online, taken) = (replay(50, 0.0), replay(5, 1.0));
         let mut rng = ChaCha8Rng::seed_from_u64(0);
         for (share, expected) in [(0.25, 16), (0.5, 32), (1.0, 64), (0.0, 0)] {
-            let source = Source::Interventions { base: Box::new(Source::Online(&online)), interventions: &taken, share };
+            let source =
+                Source::Interventions { base: Box::new(Source::Online(&online)), interventions: &taken, share };
             for _ in 0..3 {
                 let b = source.sample(64, &mut rng, Device::Cpu).unwrap();
                 assert_eq!((b.len(), rows_with(&b, 1.0)), (64, expected), "share {share}");
@@ -234,7 +267,8 @@ mod tests {
         }
         // No intervention yet: the whole batch from the base.
         let none = replay(0, 1.0);
-        let source = Source::Interventions { base: Box::new(Source::Online(&online)), interventions: &none, share: 0.5 };
+        let source =
+            Source::Interventions { base: Box::new(Source::Online(&online)), interventions: &none, share: 0.5 };
         assert_eq!(rows_with(&source.sample(64, &mut rng, Device::Cpu).unwrap(), 1.0), 0);
         // Over a mixed base: offline, online and intervention rows in their shares, the
         // intervention rows counted online in is_offline.
@@ -264,8 +298,20 @@ mod tests {
     #[test]
     fn the_sink_stores_interventions_in_both_buffers() {
         let (mut online, mut taken) = (replay(0, 0.0), replay(0, 0.0));
-        let mut sink = ReplaySink { replay: &mut online, reward: RewardTransform { scale: 2.0, shift: 0.0 }, interventions: Some(&mut taken) };
-        let t = Transition { obs: vec![0.0, 0.0], action: vec![0.5], reward: 1.5, next_obs: vec![0.0, 0.0], terminated: false, truncated: false, intervention: false };
+        let mut sink = ReplaySink {
+            replay: &mut online,
+            reward: RewardTransform { scale: 2.0, shift: 0.0 },
+            interventions: Some(&mut taken),
+        };
+        let t = Transition {
+            obs: vec![0.0, 0.0],
+            action: vec![0.5],
+            reward: 1.5,
+            next_obs: vec![0.0, 0.0],
+            terminated: false,
+            truncated: false,
+            intervention: false,
+        };
         sink.push(&t).unwrap();
         sink.push(&Transition { intervention: true, ..t }).unwrap();
         assert_eq!((online.len(), taken.len()), (2, 1));

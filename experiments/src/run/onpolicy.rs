@@ -21,11 +21,11 @@
 
 use super::actor::{derive_seed, stream, ActionScale};
 use super::checkpoint::{self, PhaseEval};
+use super::progress::{Progress, ProgressOptions};
 use super::rundir::{write_atomic, SUMMARY};
 use super::runner::{evaluate, namespaced, truncate_metrics, EvalHooks, Prepared, Start, Summary};
 use super::{fault, interrupt};
 use crate::logging::{JsonlSink, Logger, MetricSink};
-use super::progress::{Progress, ProgressOptions};
 use anyhow::{bail, Context, Result};
 use o2o_agents::{Agent, AgentConfig, OnPolicy, Phase};
 use o2o_datasets::RolloutBuffer;
@@ -133,7 +133,8 @@ impl Env for Replayable {
 
 /// Tensors ↔ rows.
 fn rows(t: &Tensor) -> Result<Vec<f32>> {
-    Vec::<f32>::try_from(&t.to_device(tch::Device::Cpu).to_kind(tch::Kind::Float).flatten(0, -1)).context("reading a tensor back from the agent")
+    Vec::<f32>::try_from(&t.to_device(tch::Device::Cpu).to_kind(tch::Kind::Float).flatten(0, -1))
+        .context("reading a tensor back from the agent")
 }
 
 fn on_policy(agent: &mut dyn Agent) -> &mut dyn OnPolicy {
@@ -156,8 +157,28 @@ pub fn column_stats(obs: &[f32], dim: usize) -> (Vec<f32>, Vec<f32>) {
 }
 
 /// Run (or continue) an on-policy run to its end; see the module docs.
-pub(super) fn run(p: Prepared<'_>, dir: &Path, extra_sinks: Vec<Box<dyn MetricSink>>, progress: ProgressOptions) -> Result<Summary> {
-    let Prepared { config, device, start, mut eval_env, registry_env, offline, reward, mut agent, mut state, mut on_eval, mut on_checkpoint, warnings, rollout_envs, .. } = p;
+pub(super) fn run(
+    p: Prepared<'_>,
+    dir: &Path,
+    extra_sinks: Vec<Box<dyn MetricSink>>,
+    progress: ProgressOptions,
+) -> Result<Summary> {
+    let Prepared {
+        config,
+        device,
+        start,
+        mut eval_env,
+        registry_env,
+        offline,
+        reward,
+        mut agent,
+        mut state,
+        mut on_eval,
+        mut on_checkpoint,
+        warnings,
+        rollout_envs,
+        ..
+    } = p;
     let config = &config;
     let t0 = Instant::now();
     let total = config.train.online_steps;
@@ -167,7 +188,8 @@ pub(super) fn run(p: Prepared<'_>, dir: &Path, extra_sinks: Vec<Box<dyn MetricSi
     }
     let mut notes = None;
     if registry_env && extra_sinks.iter().any(|s| s.episode_logger().is_some()) {
-        (eval_env, notes) = crate::logging::eval_env(&config.env, &extra_sinks).with_context(|| format!("making the evaluation env {}", config.env))?;
+        (eval_env, notes) = crate::logging::eval_env(&config.env, &extra_sinks)
+            .with_context(|| format!("making the evaluation env {}", config.env))?;
     }
     let rng = state.rng()?;
     let mut sinks: Vec<Box<dyn MetricSink>> = vec![Box::new(JsonlSink::append(&metrics_path)?)];
@@ -186,10 +208,26 @@ pub(super) fn run(p: Prepared<'_>, dir: &Path, extra_sinks: Vec<Box<dyn MetricSi
     if let (Start::Fresh, Ok(AgentConfig::Unio4(c))) = (&start, config.agent_config()) {
         let data = offline.as_ref().context("algo `unio4` needs a [dataset]")?;
         agent.set_phase(Phase::Offline);
-        state.grad_step = super::unio4::offline(dir, &c, data, &config.env, &mut *eval_env, &mut *agent, config.eval.episodes, config.seed, device, &mut logger)?;
+        state.grad_step = super::unio4::offline(
+            dir,
+            &c,
+            data,
+            &config.env,
+            &mut *eval_env,
+            &mut *agent,
+            config.eval.episodes,
+            config.seed,
+            device,
+            &mut logger,
+        )?;
         if config.eval.at_phase_end {
             let r = evaluate(&mut *eval_env, &mut *agent, device, config, &mut state, &mut logger, &mut hooks)?;
-            state.phase_evals.push(PhaseEval { phase: "offline".into(), eval: r, env_step: 0, wall_s: t0.elapsed().as_secs_f64() });
+            state.phase_evals.push(PhaseEval {
+                phase: "offline".into(),
+                eval: r,
+                env_step: 0,
+                wall_s: t0.elapsed().as_secs_f64(),
+            });
         }
     }
     // The vector env of replayable envs, at the episodes the checkpoint left (or fresh ones).
@@ -198,7 +236,8 @@ pub(super) fn run(p: Prepared<'_>, dir: &Path, extra_sinks: Vec<Box<dyn MetricSi
         Start::Resume { checkpoint } => {
             let path = checkpoint.join(STATE_FILE);
             let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
-            let s: OnPolicyState = serde_json::from_str(&text).with_context(|| format!("{} is not an on-policy state", path.display()))?;
+            let s: OnPolicyState =
+                serde_json::from_str(&text).with_context(|| format!("{} is not an on-policy state", path.display()))?;
             if s.envs.len() != n {
                 bail!("{} holds {} envs, but [rollout] num_envs is {n}", path.display(), s.envs.len());
             }
@@ -209,9 +248,21 @@ pub(super) fn run(p: Prepared<'_>, dir: &Path, extra_sinks: Vec<Box<dyn MetricSi
     let logs: Vec<Arc<Mutex<EpisodeLog>>> = saved
         .iter()
         .enumerate()
-        .map(|(i, e)| Arc::new(Mutex::new(EpisodeLog { run_seed: config.seed, index: i as u64, episode: e.episode, actions: Vec::new(), replay: (!e.actions.is_empty()).then(|| e.actions.clone()) })))
+        .map(|(i, e)| {
+            Arc::new(Mutex::new(EpisodeLog {
+                run_seed: config.seed,
+                index: i as u64,
+                episode: e.episode,
+                actions: Vec::new(),
+                replay: (!e.actions.is_empty()).then(|| e.actions.clone()),
+            }))
+        })
         .collect();
-    let envs: Vec<Box<dyn Env>> = rollout_envs.into_iter().zip(&logs).map(|(inner, log)| Box::new(Replayable { inner, log: log.clone() }) as Box<dyn Env>).collect();
+    let envs: Vec<Box<dyn Env>> = rollout_envs
+        .into_iter()
+        .zip(&logs)
+        .map(|(inner, log)| Box::new(Replayable { inner, log: log.clone() }) as Box<dyn Env>)
+        .collect();
     let mut venv = VecEnv::new(envs, config.rollout.threads).context("making the rollout vector env")?;
     let (obs_dim, act_dim) = (venv.single_observation_space().dim(), venv.single_action_space().dim());
     let scale = ActionScale::new(venv.single_action_space(), &config.env)?;
@@ -228,7 +279,12 @@ pub(super) fn run(p: Prepared<'_>, dir: &Path, extra_sinks: Vec<Box<dyn MetricSi
 
     if config.eval.at_start && state.step == 0 {
         let r = evaluate(&mut *eval_env, &mut *agent, device, config, &mut state, &mut logger, &mut hooks)?;
-        state.phase_evals.push(PhaseEval { phase: "start".into(), eval: r, env_step: state.env_step, wall_s: t0.elapsed().as_secs_f64() });
+        state.phase_evals.push(PhaseEval {
+            phase: "start".into(),
+            eval: r,
+            env_step: state.env_step,
+            wall_s: t0.elapsed().as_secs_f64(),
+        });
     }
     if state.step == 0 {
         agent.begin_online();
@@ -255,7 +311,9 @@ pub(super) fn run(p: Prepared<'_>, dir: &Path, extra_sinks: Vec<Box<dyn MetricSi
             let env_actions: Vec<f32> = a.chunks(act_dim).flat_map(|row| scale.to_env(row)).collect();
             let s = venv.step(&env_actions).context("stepping the rollout envs")?;
             let r: Vec<f32> = s.reward.iter().map(|x| reward.apply(*x) as f32).collect();
-            buffer.push_step(&nobs, &a, &logp, &v, &r, &s.terminated, &s.truncated).context("storing a rollout step")?;
+            buffer
+                .push_step(&nobs, &a, &logp, &v, &r, &s.terminated, &s.truncated)
+                .context("storing a rollout step")?;
             for i in 0..n {
                 ep_ret[i] += s.reward[i];
                 ep_len[i] += 1;
@@ -267,7 +325,8 @@ pub(super) fn run(p: Prepared<'_>, dir: &Path, extra_sinks: Vec<Box<dyn MetricSi
                         let vl = rows(&on_policy(&mut *agent).value(&nl))?[0];
                         buffer.set_next_value(t, i, vl);
                     }
-                    let mut values = vec![("train/episode_return", ep_ret[i]), ("train/episode_length", ep_len[i] as f64)];
+                    let mut values =
+                        vec![("train/episode_return", ep_ret[i]), ("train/episode_length", ep_len[i] as f64)];
                     if let Some(ok) = s.infos[i].success {
                         values.push(("train/episode_success", if ok { 1.0 } else { 0.0 }));
                     }
@@ -293,7 +352,11 @@ pub(super) fn run(p: Prepared<'_>, dir: &Path, extra_sinks: Vec<Box<dyn MetricSi
         state.episode = logs.iter().map(|l| l.lock().map(|l| l.episode).unwrap_or(0)).sum();
         let secs = t_rollout.elapsed().as_secs_f64().max(1e-9);
         let named: Vec<(String, f64)> = metrics.iter().map(|(k, v)| (namespaced(k), *v)).collect();
-        let mut values: Vec<(&str, f64)> = vec![("perf/steps_per_s", (state.env_step - from) as f64 / secs), ("perf/collect_s", collect_s), ("perf/update_s", secs - collect_s)];
+        let mut values: Vec<(&str, f64)> = vec![
+            ("perf/steps_per_s", (state.env_step - from) as f64 / secs),
+            ("perf/collect_s", collect_s),
+            ("perf/update_s", secs - collect_s),
+        ];
         values.extend(named.iter().map(|(k, v)| (k.as_str(), *v)));
         logger.log(state.grad_step, state.env_step, &values)?;
         progress.show(last_episode_return, state.last_eval.as_ref());
@@ -302,7 +365,12 @@ pub(super) fn run(p: Prepared<'_>, dir: &Path, extra_sinks: Vec<Box<dyn MetricSi
         if crossed(config.eval.every, from, state.env_step) || (finished && config.eval.at_phase_end) {
             let r = evaluate(&mut *eval_env, &mut *agent, device, config, &mut state, &mut logger, &mut hooks)?;
             if finished {
-                state.phase_evals.push(PhaseEval { phase: "online".into(), eval: r, env_step: state.env_step, wall_s: t0.elapsed().as_secs_f64() });
+                state.phase_evals.push(PhaseEval {
+                    phase: "online".into(),
+                    eval: r,
+                    env_step: state.env_step,
+                    wall_s: t0.elapsed().as_secs_f64(),
+                });
             }
             progress.show(last_episode_return, state.last_eval.as_ref());
         }
@@ -315,7 +383,9 @@ pub(super) fn run(p: Prepared<'_>, dir: &Path, extra_sinks: Vec<Box<dyn MetricSi
             }
             if stop {
                 progress.finish();
-                return Err(interrupt::Interrupted { dir: dir.to_path_buf(), checkpoint: ckpt, step: state.step }.into());
+                return Err(
+                    interrupt::Interrupted { dir: dir.to_path_buf(), checkpoint: ckpt, step: state.step }.into()
+                );
             }
         }
         fault::point("step");
@@ -339,20 +409,41 @@ pub(super) fn run(p: Prepared<'_>, dir: &Path, extra_sinks: Vec<Box<dyn MetricSi
 }
 
 /// Every env's episode in progress, from the loop's logs.
-fn envs_state(logs: &[Arc<Mutex<EpisodeLog>>], obs: &[f32], obs_dim: usize, ret: &[f64], len: &[u64]) -> Result<OnPolicyState> {
+fn envs_state(
+    logs: &[Arc<Mutex<EpisodeLog>>],
+    obs: &[f32],
+    obs_dim: usize,
+    ret: &[f64],
+    len: &[u64],
+) -> Result<OnPolicyState> {
     let mut envs = Vec::with_capacity(logs.len());
     for (i, log) in logs.iter().enumerate() {
         let l = log.lock().map_err(|_| anyhow::anyhow!("rollout env {i}'s log was poisoned"))?;
-        envs.push(EnvEpisode { episode: l.episode, actions: l.actions.clone(), obs: obs[i * obs_dim..(i + 1) * obs_dim].to_vec(), ret: ret[i], length: len[i] });
+        envs.push(EnvEpisode {
+            episode: l.episode,
+            actions: l.actions.clone(),
+            obs: obs[i * obs_dim..(i + 1) * obs_dim].to_vec(),
+            ret: ret[i],
+            length: len[i],
+        });
     }
     Ok(OnPolicyState { envs })
 }
 
 /// Flush the metrics, record their length, write the checkpoint folder (agent + envs' episodes).
-fn save(dir: &Path, keep: usize, state: &mut checkpoint::RunnerState, rng: &rand_chacha::ChaCha8Rng, agent: &dyn Agent, envs: &OnPolicyState, logger: &mut Logger) -> Result<std::path::PathBuf> {
+fn save(
+    dir: &Path,
+    keep: usize,
+    state: &mut checkpoint::RunnerState,
+    rng: &rand_chacha::ChaCha8Rng,
+    agent: &dyn Agent,
+    envs: &OnPolicyState,
+    logger: &mut Logger,
+) -> Result<std::path::PathBuf> {
     logger.flush()?;
     let metrics = dir.join(super::rundir::METRICS);
-    state.metrics_len = std::fs::metadata(&metrics).with_context(|| format!("cannot stat {}", metrics.display()))?.len();
+    state.metrics_len =
+        std::fs::metadata(&metrics).with_context(|| format!("cannot stat {}", metrics.display()))?.len();
     state.set_rng(rng);
     checkpoint::write(dir, state, keep, |tmp| {
         agent.save(&tmp.join(checkpoint::AGENT)).context("saving the agent")?;

@@ -24,25 +24,39 @@ impl ParentRun {
     /// the run.
     pub fn read(path: &Path) -> Result<Self> {
         let (dir, checkpoint) = if path.join(STATE).is_file() {
-            let run = path.parent().and_then(Path::parent).with_context(|| format!("{} is a checkpoint outside a run directory", path.display()))?;
+            let run = path
+                .parent()
+                .and_then(Path::parent)
+                .with_context(|| format!("{} is a checkpoint outside a run directory", path.display()))?;
             (run.to_path_buf(), path.to_path_buf())
         } else {
             (path.to_path_buf(), PathBuf::new())
         };
-        let config = RunConfig::read(&dir.join(rundir::CONFIG)).with_context(|| format!("{} is not a run directory", dir.display()))?;
+        let config = RunConfig::read(&dir.join(rundir::CONFIG))
+            .with_context(|| format!("{} is not a run directory", dir.display()))?;
         let checkpoint = if checkpoint.as_os_str().is_empty() { checkpoint::latest(&dir)? } else { checkpoint };
         if !checkpoint::read_state(&checkpoint)?.finished {
             eprintln!("note: {} did not finish; starting from its checkpoint {}", dir.display(), checkpoint.display());
         }
         let run_dir = std::fs::canonicalize(&dir).with_context(|| format!("cannot resolve {}", dir.display()))?;
         let checkpoint = std::fs::canonicalize(&checkpoint)?;
-        let git_revision = std::fs::read_to_string(dir.join(rundir::MANIFEST)).ok().and_then(|t| serde_json::from_str::<Manifest>(&t).ok()).map(|m| m.provenance.git_revision);
-        let info = ParentInfo { run_dir: run_dir.display().to_string(), checkpoint: checkpoint.display().to_string(), git_revision };
+        let git_revision = std::fs::read_to_string(dir.join(rundir::MANIFEST))
+            .ok()
+            .and_then(|t| serde_json::from_str::<Manifest>(&t).ok())
+            .map(|m| m.provenance.git_revision);
+        let info = ParentInfo {
+            run_dir: run_dir.display().to_string(),
+            checkpoint: checkpoint.display().to_string(),
+            git_revision,
+        };
         Ok(Self { config, checkpoint, info })
     }
 
     /// The `[parent]` table of the new run's config.
     pub fn config_entry(&self) -> Result<toml::Value> {
-        Ok(toml::Value::try_from(ParentConfig { run_dir: PathBuf::from(&self.info.run_dir), checkpoint: self.checkpoint.clone() })?)
+        Ok(toml::Value::try_from(ParentConfig {
+            run_dir: PathBuf::from(&self.info.run_dir),
+            checkpoint: self.checkpoint.clone(),
+        })?)
     }
 }

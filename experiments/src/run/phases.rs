@@ -83,9 +83,13 @@ mod tests {
 
     #[test]
     fn plan_orders_phases_and_drops_empty_ones() {
-        let t = TrainConfig { offline_steps: 3, random_steps: 0, warmup_steps: 2, online_steps: 5, ..Default::default() };
+        let t =
+            TrainConfig { offline_steps: 3, random_steps: 0, warmup_steps: 2, online_steps: 5, ..Default::default() };
         let p = plan(&t);
-        assert_eq!(p.iter().map(|p| p.kind).collect::<Vec<_>>(), vec![PhaseKind::Offline, PhaseKind::Warmup, PhaseKind::Online]);
+        assert_eq!(
+            p.iter().map(|p| p.kind).collect::<Vec<_>>(),
+            vec![PhaseKind::Offline, PhaseKind::Warmup, PhaseKind::Online]
+        );
         assert_eq!(total_steps(&p), 10);
         assert_eq!(phase_at(&p, 0).unwrap().kind, PhaseKind::Offline);
         assert_eq!(phase_at(&p, 2).unwrap().kind, PhaseKind::Offline);

@@ -118,8 +118,14 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("bc-imaginebench-mujoco-real", include_str!("../../presets/bc-imaginebench-mujoco-real.toml")),
     ("bc-imaginebench-mujoco-real+imagined", include_str!("../../presets/bc-imaginebench-mujoco-real+imagined.toml")),
     ("td3bc-imaginebench-mujoco-real", include_str!("../../presets/td3bc-imaginebench-mujoco-real.toml")),
-    ("td3bc-imaginebench-mujoco-real+imagined", include_str!("../../presets/td3bc-imaginebench-mujoco-real+imagined.toml")),
-    ("calql-imaginebench-mujoco-hard-finetune", include_str!("../../presets/calql-imaginebench-mujoco-hard-finetune.toml")),
+    (
+        "td3bc-imaginebench-mujoco-real+imagined",
+        include_str!("../../presets/td3bc-imaginebench-mujoco-real+imagined.toml"),
+    ),
+    (
+        "calql-imaginebench-mujoco-hard-finetune",
+        include_str!("../../presets/calql-imaginebench-mujoco-hard-finetune.toml"),
+    ),
     ("calql-pen-binary", include_str!("../../presets/calql-pen-binary.toml")),
     ("calql-door-binary", include_str!("../../presets/calql-door-binary.toml")),
     ("calql-relocate-binary", include_str!("../../presets/calql-relocate-binary.toml")),
@@ -140,13 +146,17 @@ pub fn names() -> Vec<&'static str> {
 pub fn load(name_or_path: &str) -> Result<(String, toml::Table)> {
     let path = Path::new(name_or_path);
     let (name, text, origin) = if name_or_path.ends_with(".toml") || path.components().count() > 1 {
-        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the preset file {}", path.display()))?;
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("cannot read the preset file {}", path.display()))?;
         let stem = path.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_else(|| "custom".into());
         (stem, text, path.display().to_string())
     } else {
         match PRESETS.iter().find(|(n, _)| *n == name_or_path) {
             Some((n, text)) => (n.to_string(), text.to_string(), format!("preset {n}")),
-            None => bail!("unknown preset `{name_or_path}`; known presets: {} (or give a path to a .toml file)", names().join(", ")),
+            None => bail!(
+                "unknown preset `{name_or_path}`; known presets: {} (or give a path to a .toml file)",
+                names().join(", ")
+            ),
         }
     };
     let table: toml::Table = text.parse().with_context(|| format!("{origin} is not valid TOML"))?;
@@ -165,8 +175,14 @@ mod tests {
     /// algorithm it names is the one its file name starts with.
     #[test]
     fn every_preset_resolves_and_names_its_algorithm() {
-        let dir = std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").into())).join("presets");
-        let files = std::fs::read_dir(&dir).unwrap().filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "toml")).count();
+        let dir = std::path::PathBuf::from(
+            std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").into()),
+        )
+        .join("presets");
+        let files = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "toml"))
+            .count();
         assert_eq!(files, PRESETS.len(), "every file in {} is listed in PRESETS", dir.display());
         for name in names() {
             let (n, mut table) = load(name).unwrap();
@@ -200,7 +216,11 @@ mod tests {
             table.insert("preset".into(), toml::Value::String(n));
             let c = RunConfig::from_table(table, name).unwrap();
             let AgentConfig::Sac(sac) = c.agent_config().unwrap() else { panic!("{name} is not SAC") };
-            assert_eq!((sac.critic.init, sac.actor.mlp.init), (WeightInit::Orthogonal, WeightInit::Orthogonal), "{name}");
+            assert_eq!(
+                (sac.critic.init, sac.actor.mlp.init),
+                (WeightInit::Orthogonal, WeightInit::Orthogonal),
+                "{name}"
+            );
             checked += 1;
         }
         assert!(checked >= 2, "only {checked} sac-* presets");
@@ -241,7 +261,11 @@ mod tests {
         assert!(names.len() >= 7);
         for name in names {
             let c = resolved(name);
-            assert_eq!((c.sera.q_scaling, c.sera.state_scaling, c.sera.bonus_rows), (QScaling::BatchStandardize, StateScaling::Dimension, BonusRows::Online), "{name}");
+            assert_eq!(
+                (c.sera.q_scaling, c.sera.state_scaling, c.sera.bonus_rows),
+                (QScaling::BatchStandardize, StateScaling::Dimension, BonusRows::Online),
+                "{name}"
+            );
         }
     }
 
@@ -252,12 +276,18 @@ mod tests {
         use o2o_agents::config::AgentConfig;
         use o2o_agents::nn::Activation;
         let mut checked = 0;
-        for name in names().into_iter().filter(|n| n.starts_with("bc-imaginebench") || n.starts_with("td3bc-imaginebench")) {
+        for name in
+            names().into_iter().filter(|n| n.starts_with("bc-imaginebench") || n.starts_with("td3bc-imaginebench"))
+        {
             let c = resolved(name);
             match c.agent_config().unwrap() {
                 AgentConfig::Bc(b) => {
                     assert!(!b.normalize_states, "{name}");
-                    assert_eq!((b.actor.hidden.clone(), b.actor.activation), (vec![256, 256], Activation::Tanh), "{name}");
+                    assert_eq!(
+                        (b.actor.hidden.clone(), b.actor.activation),
+                        (vec![256, 256], Activation::Tanh),
+                        "{name}"
+                    );
                     assert_eq!(c.train.batch_size, 100, "{name}");
                 }
                 AgentConfig::Td3bc(t) => {

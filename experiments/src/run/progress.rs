@@ -80,7 +80,15 @@ impl Progress {
             }
         };
         let now = Instant::now();
-        Self { shown, total, start: (done, now), step: Cell::new(done), phase: Cell::new(""), last: Cell::new((done, now, 0.0)), message: Cell::new((None, None)) }
+        Self {
+            shown,
+            total,
+            start: (done, now),
+            step: Cell::new(done),
+            phase: Cell::new(""),
+            last: Cell::new((done, now, 0.0)),
+            message: Cell::new((None, None)),
+        }
     }
 
     /// Move to `step` within `phase`.

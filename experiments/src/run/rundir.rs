@@ -35,8 +35,14 @@ pub const CREATING: &str = ".creating-";
 /// succeeded. So a run directory, once it exists, always has its config and manifest, and a
 /// failure or a kill before that leaves no run directory (a killed creation's folder is removed
 /// by the next one). The returned lock is held on the new directory.
-pub fn create(runs_dir: &Path, name: &str, seed: u64, fill: impl FnOnce(&Path) -> Result<()>) -> Result<(PathBuf, RunLock)> {
-    std::fs::create_dir_all(runs_dir).with_context(|| format!("cannot create the runs folder {}", runs_dir.display()))?;
+pub fn create(
+    runs_dir: &Path,
+    name: &str,
+    seed: u64,
+    fill: impl FnOnce(&Path) -> Result<()>,
+) -> Result<(PathBuf, RunLock)> {
+    std::fs::create_dir_all(runs_dir)
+        .with_context(|| format!("cannot create the runs folder {}", runs_dir.display()))?;
     remove_abandoned_creations(runs_dir);
     let base = format!("{name}-{seed}-{}", utc_timestamp_compact());
     let tmp = runs_dir.join(format!("{CREATING}{base}-{}", std::process::id()));
@@ -45,7 +51,8 @@ pub fn create(runs_dir: &Path, name: &str, seed: u64, fill: impl FnOnce(&Path) -
     }
     std::fs::create_dir(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
     let filled = (|| {
-        std::fs::create_dir(tmp.join(CHECKPOINTS)).with_context(|| format!("cannot create {}/{CHECKPOINTS}", tmp.display()))?;
+        std::fs::create_dir(tmp.join(CHECKPOINTS))
+            .with_context(|| format!("cannot create {}/{CHECKPOINTS}", tmp.display()))?;
         let lock = RunLock::acquire(&tmp)?;
         fill(&tmp)?;
         Ok(lock)
@@ -81,7 +88,8 @@ pub fn create(runs_dir: &Path, name: &str, seed: u64, fill: impl FnOnce(&Path) -
 /// `rename(from, to)` that fails with `AlreadyExists` instead of replacing `to`.
 fn rename_noreplace(from: &Path, to: &Path) -> std::io::Result<()> {
     use std::os::unix::ffi::OsStrExt;
-    let (f, t) = (std::ffi::CString::new(from.as_os_str().as_bytes())?, std::ffi::CString::new(to.as_os_str().as_bytes())?);
+    let (f, t) =
+        (std::ffi::CString::new(from.as_os_str().as_bytes())?, std::ffi::CString::new(to.as_os_str().as_bytes())?);
     let rc = unsafe { libc::renameat2(libc::AT_FDCWD, f.as_ptr(), libc::AT_FDCWD, t.as_ptr(), libc::RENAME_NOREPLACE) };
     if rc == 0 {
         return Ok(());
@@ -91,7 +99,9 @@ fn rename_noreplace(from: &Path, to: &Path) -> std::io::Result<()> {
         // A file system without RENAME_NOREPLACE: check, then rename (not atomic, but runs
         // directories are named by the second and the pid-named temp folder).
         Some(libc::EINVAL) | Some(libc::ENOSYS) if !to.exists() => std::fs::rename(from, to),
-        Some(libc::EINVAL) | Some(libc::ENOSYS) => Err(std::io::Error::new(std::io::ErrorKind::AlreadyExists, "exists")),
+        Some(libc::EINVAL) | Some(libc::ENOSYS) => {
+            Err(std::io::Error::new(std::io::ErrorKind::AlreadyExists, "exists"))
+        }
         _ => Err(err),
     }
 }
@@ -101,7 +111,11 @@ fn remove_abandoned_creations(runs_dir: &Path) {
     let Ok(entries) = std::fs::read_dir(runs_dir) else { return };
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().to_string();
-        let Some(pid) = name.strip_prefix(CREATING).and_then(|r| r.rsplit('-').next()).and_then(|p| p.parse::<i32>().ok()) else { continue };
+        let Some(pid) =
+            name.strip_prefix(CREATING).and_then(|r| r.rsplit('-').next()).and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
         if !process_alive(pid) {
             let _ = std::fs::remove_dir_all(e.path());
         }
@@ -110,7 +124,8 @@ fn remove_abandoned_creations(runs_dir: &Path) {
 
 /// Whether a process with this pid exists on this machine.
 pub fn process_alive(pid: i32) -> bool {
-    pid > 0 && (unsafe { libc::kill(pid, 0) } == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM))
+    pid > 0
+        && (unsafe { libc::kill(pid, 0) } == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM))
 }
 
 /// An exclusive hold on a run directory while a process trains in it: an advisory `flock` on
@@ -127,7 +142,13 @@ impl RunLock {
         use std::io::{Read, Seek, Write};
         use std::os::unix::io::AsRawFd;
         let path = dir.join(LOCK);
-        let mut file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).with_context(|| format!("cannot open the lock file {}", path.display()))?;
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .with_context(|| format!("cannot open the lock file {}", path.display()))?;
         let mut holder = String::new();
         let _ = file.read_to_string(&mut holder);
         let holder = holder.trim().to_string();
@@ -211,7 +232,12 @@ pub struct Provenance {
 impl Provenance {
     /// This binary, this process's command line, now.
     pub fn now() -> Self {
-        Self { o2o_version: env!("CARGO_PKG_VERSION").to_string(), git_revision: git_revision(), created_utc: utc_timestamp(), command: std::env::args().collect() }
+        Self {
+            o2o_version: env!("CARGO_PKG_VERSION").to_string(),
+            git_revision: git_revision(),
+            created_utc: utc_timestamp(),
+            command: std::env::args().collect(),
+        }
     }
 }
 
@@ -325,7 +351,11 @@ impl Machine {
     pub fn current() -> Self {
         let read = |p: &str| std::fs::read_to_string(p).ok().map(|s| s.trim().to_string());
         let cpu_model = read("/proc/cpuinfo")
-            .and_then(|s| s.lines().find_map(|l| l.strip_prefix("model name").map(|r| r.trim_start_matches([' ', '\t', ':']).trim().to_string())))
+            .and_then(|s| {
+                s.lines().find_map(|l| {
+                    l.strip_prefix("model name").map(|r| r.trim_start_matches([' ', '\t', ':']).trim().to_string())
+                })
+            })
             .unwrap_or_else(|| "unknown".into());
         Self {
             hostname: Self::hostname(),
@@ -383,7 +413,8 @@ pub fn utc_timestamp_compact() -> String {
 }
 
 fn utc_now() -> (i64, u32, u32, u32, u32, u32) {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+    let secs =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
     civil_from_unix(secs)
 }
 
@@ -415,7 +446,13 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let repo = tmp.path();
         let git = |args: &[&str]| {
-            let o = std::process::Command::new("git").arg("-C").arg(repo).args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]).args(args).output().expect("git runs");
+            let o = std::process::Command::new("git")
+                .arg("-C")
+                .arg(repo)
+                .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"])
+                .args(args)
+                .output()
+                .expect("git runs");
             assert!(o.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&o.stderr));
             String::from_utf8_lossy(&o.stdout).trim().to_string()
         };
@@ -453,7 +490,10 @@ mod tests {
         assert!(a.file_name().unwrap().to_string_lossy().starts_with("sac-x-3-"));
         // A failed fill leaves nothing behind.
         assert!(create(tmp.path(), "sac-y", 3, |_| anyhow::bail!("bad dataset")).is_err());
-        let names: Vec<String> = std::fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().to_string()).collect();
+        let names: Vec<String> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .collect();
         assert_eq!(names.len(), 2, "{names:?}");
     }
 

@@ -17,15 +17,15 @@ use super::eval::{self, EvalResult};
 use super::learner::{self, ReplaySink, RewardTransform, Source};
 use super::phases::{self, PhaseKind};
 use super::progress::{Progress, ProgressOptions};
-use super::shaping::{self, ShapedEpisode, ShapingSink};
 use super::rundir::{self, DatasetInfo, Manifest, DATASET, MANIFEST, METRICS, SUMMARY};
+use super::shaping::{self, ShapedEpisode, ShapingSink};
 use super::{fault, interrupt};
 use crate::logging::{JsonlSink, Logger, MetricSink};
 use anyhow::{bail, Context, Result};
 use o2o_agents::sera::Sera;
 use o2o_agents::{Agent, Metrics, Phase};
-use o2o_datasets::mc_returns::McConfig;
 use o2o_datasets::d4rl::D4rlDataset;
+use o2o_datasets::mc_returns::McConfig;
 use o2o_datasets::{MixedSampler, ReplayBuffer};
 use o2o_envs::Env;
 use o2o_reward_models::Shaper;
@@ -265,14 +265,35 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
                 Some(e) => e.clone(),
                 None => super::imaginebench::encoder(config)?,
             };
-            Some(super::imaginebench::load(d, &encoder, eval_env.action_space(), &config.env, obs_dim, act_dim, Some(data::dataset_mc_config(config, gamma)?))?)
+            Some(super::imaginebench::load(
+                d,
+                &encoder,
+                eval_env.action_space(),
+                &config.env,
+                obs_dim,
+                act_dim,
+                Some(data::dataset_mc_config(config, gamma)?),
+            )?)
         }
-        Some(d) => match data::load_shaped(d, hooks.dataset.take(), eval_env.action_space(), &config.env, obs_dim, act_dim, eval_env.spec().max_episode_steps, Some(data::dataset_mc_config(config, gamma)?), shaper.as_mut()) {
+        Some(d) => match data::load_shaped(
+            d,
+            hooks.dataset.take(),
+            eval_env.action_space(),
+            &config.env,
+            obs_dim,
+            act_dim,
+            eval_env.spec().max_episode_steps,
+            Some(data::dataset_mc_config(config, gamma)?),
+            shaper.as_mut(),
+        ) {
             Ok(o) => Some(o),
             // Data handed over in memory is part of the run (its diagnostics too): never optional.
             Err(e) if needs_data || d.in_memory => return Err(e),
             Err(e) if d.reward != "none" => {
-                return Err(e.context(format!("the dataset sets the reward transform `{}` that online rewards must get too", d.reward)))
+                return Err(e.context(format!(
+                    "the dataset sets the reward transform `{}` that online rewards must get too",
+                    d.reward
+                )))
             }
             Err(e) => {
                 eprintln!("note: no offline data in this run ({e:#}); diagnostics on dataset actions are skipped");
@@ -285,13 +306,19 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
     // Replay buffer, runner state.
     let mut replay = if needs_env {
         let mc = mc.unwrap_or(McConfig::dense(gamma));
-        Some(ReplayBuffer::with_mc(config.train.replay_capacity, obs_dim, act_dim, mc).context("creating the replay buffer")?)
+        Some(
+            ReplayBuffer::with_mc(config.train.replay_capacity, obs_dim, act_dim, mc)
+                .context("creating the replay buffer")?,
+        )
     } else {
         None
     };
     let mut interventions = if needs_env && config.train.intervention_share > 0.0 {
         let mc = mc.unwrap_or(McConfig::dense(gamma));
-        Some(ReplayBuffer::with_mc(config.train.replay_capacity, obs_dim, act_dim, mc).context("creating the intervention buffer")?)
+        Some(
+            ReplayBuffer::with_mc(config.train.replay_capacity, obs_dim, act_dim, mc)
+                .context("creating the intervention buffer")?,
+        )
     } else {
         None
     };
@@ -317,13 +344,17 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
             if let Some(r) = replay.as_mut() {
                 let p = checkpoint.join(checkpoint::REPLAY);
                 if state.env_step > 0 || p.exists() {
-                    *r = ReplayBuffer::load(&p).with_context(|| format!("loading the replay buffer from {}", p.display())).context(damaged())?;
+                    *r = ReplayBuffer::load(&p)
+                        .with_context(|| format!("loading the replay buffer from {}", p.display()))
+                        .context(damaged())?;
                 }
             }
             if let Some(b) = interventions.as_mut() {
                 let p = checkpoint.join(checkpoint::INTERVENTIONS);
                 if p.exists() {
-                    *b = ReplayBuffer::load(&p).with_context(|| format!("loading the intervention buffer from {}", p.display())).context(damaged())?;
+                    *b = ReplayBuffer::load(&p)
+                        .with_context(|| format!("loading the intervention buffer from {}", p.display()))
+                        .context(damaged())?;
                 }
             }
             state
@@ -344,7 +375,8 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
     let recorder = if config.train.record_dataset && needs_env {
         let scale = ActionScale::new(eval_env.action_space(), &config.env)?;
         Some(match &start {
-            Start::Resume { checkpoint } => Recorder::resume(&checkpoint.join(checkpoint::DATASET), scale).context(DamagedCheckpoint { path: checkpoint.clone() })?,
+            Start::Resume { checkpoint } => Recorder::resume(&checkpoint.join(checkpoint::DATASET), scale)
+                .context(DamagedCheckpoint { path: checkpoint.clone() })?,
             _ => Recorder::new(obs_dim, scale),
         })
     } else {
@@ -360,11 +392,17 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
         None
     };
     let rollout_envs = if on_policy {
-        (0..config.rollout.num_envs).map(|i| hooks.make_env(&config.env).with_context(|| format!("making rollout env {i}"))).collect::<Result<Vec<_>>>()?
+        (0..config.rollout.num_envs)
+            .map(|i| hooks.make_env(&config.env).with_context(|| format!("making rollout env {i}")))
+            .collect::<Result<Vec<_>>>()?
     } else {
         Vec::new()
     };
-    let sera = if config.sera.enabled { Some(sera_for(config, &*agent, offline.as_ref(), obs_dim, act_dim, device)?) } else { None };
+    let sera = if config.sera.enabled {
+        Some(sera_for(config, &*agent, offline.as_ref(), obs_dim, act_dim, device)?)
+    } else {
+        None
+    };
     // The online rows are shaped only when the run steps an env.
     let shaper = if needs_env { shaper } else { None };
     let warnings = budget_warnings(config);
@@ -394,10 +432,21 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
 
 /// SERA's bonus for this run: the `[sera]` config, the dataset's state statistics when it
 /// standardizes states, and a check that the agent has a critic to condition on.
-fn sera_for(config: &RunConfig, agent: &dyn Agent, offline: Option<&OfflineData>, obs_dim: usize, act_dim: usize, device: Device) -> Result<Sera> {
-    let obs = offline.map(|o| Tensor::from_slice(o.buffer.observations()).view([o.buffer.len() as i64, obs_dim as i64]));
+fn sera_for(
+    config: &RunConfig,
+    agent: &dyn Agent,
+    offline: Option<&OfflineData>,
+    obs_dim: usize,
+    act_dim: usize,
+    device: Device,
+) -> Result<Sera> {
+    let obs =
+        offline.map(|o| Tensor::from_slice(o.buffer.observations()).view([o.buffer.len() as i64, obs_dim as i64]));
     let sera = Sera::new(config.sera.clone(), obs.as_ref())?;
-    let probe = (Tensor::zeros([1, obs_dim as i64], (Kind::Float, device)), Tensor::zeros([1, act_dim as i64], (Kind::Float, device)));
+    let probe = (
+        Tensor::zeros([1, obs_dim as i64], (Kind::Float, device)),
+        Tensor::zeros([1, act_dim as i64], (Kind::Float, device)),
+    );
     if agent.critic_values(&probe.0, &probe.1).is_none() {
         bail!("[sera] is enabled, but algorithm `{}` has no critic Q(s, a) for its bonus to condition on", config.algo);
     }
@@ -430,7 +479,9 @@ pub fn budget_warnings(config: &RunConfig) -> Vec<String> {
     let t = &config.train;
     let mut w = Vec::new();
     if config.sera.enabled && t.online_steps == 0 {
-        w.push("[sera] is enabled, but the run has no online steps: SERA's bonus applies to online batches only".into());
+        w.push(
+            "[sera] is enabled, but the run has no online steps: SERA's bonus applies to online batches only".into(),
+        );
     }
     if t.online_steps > 0 {
         let collected = t.random_steps + t.warmup_steps + t.online_steps;
@@ -480,11 +531,37 @@ impl Prepared<'_> {
     /// Run (or continue) the run in `dir` to its end, logging to `metrics.jsonl` and
     /// `extra_sinks`. Stops early with [`Interrupted`](super::interrupt::Interrupted) (a checkpoint written) when a stop was
     /// requested ([`super::interrupt`]).
-    pub fn run(mut self, dir: &Path, extra_sinks: Vec<Box<dyn MetricSink>>, progress: ProgressOptions) -> Result<Summary> {
+    pub fn run(
+        mut self,
+        dir: &Path,
+        extra_sinks: Vec<Box<dyn MetricSink>>,
+        progress: ProgressOptions,
+    ) -> Result<Summary> {
         if self.agent.on_policy().is_some() {
             return super::onpolicy::run(self, dir, extra_sinks, progress);
         }
-        let Prepared { config, device, start, mut eval_env, registry_env, mut actor, offline, reward, mut agent, sera, mut replay, mut interventions, mut recorder, mut shaper, mut state, mut on_eval, mut on_checkpoint, warnings, rollout_envs: _, instruction_embeddings: _ } = self;
+        let Prepared {
+            config,
+            device,
+            start,
+            mut eval_env,
+            registry_env,
+            mut actor,
+            offline,
+            reward,
+            mut agent,
+            sera,
+            mut replay,
+            mut interventions,
+            mut recorder,
+            mut shaper,
+            mut state,
+            mut on_eval,
+            mut on_checkpoint,
+            warnings,
+            rollout_envs: _,
+            instruction_embeddings: _,
+        } = self;
         let config = &config;
         let t0 = Instant::now();
         let plan = phases::plan(&config.train);
@@ -496,7 +573,8 @@ impl Prepared<'_> {
         // With a Rerun sink, the evaluation env also records episode 0 of each evaluation in 3D.
         let mut notes = None;
         if registry_env && extra_sinks.iter().any(|s| s.episode_logger().is_some()) {
-            (eval_env, notes) = crate::logging::eval_env(&config.env, &extra_sinks).with_context(|| format!("making the evaluation env {}", config.env))?;
+            (eval_env, notes) = crate::logging::eval_env(&config.env, &extra_sinks)
+                .with_context(|| format!("making the evaluation env {}", config.env))?;
         }
         let mut rng = state.rng()?;
         let mut sinks: Vec<Box<dyn MetricSink>> = vec![Box::new(JsonlSink::append(&metrics_path)?)];
@@ -513,7 +591,12 @@ impl Prepared<'_> {
         let wall = |t0: Instant| t0.elapsed().as_secs_f64();
         if config.eval.at_start && state.step == 0 {
             let r = evaluate(&mut *eval_env, &mut *agent, device, config, &mut state, &mut logger, &mut hooks)?;
-            state.phase_evals.push(PhaseEval { phase: "start".into(), eval: r, env_step: state.env_step, wall_s: wall(t0) });
+            state.phase_evals.push(PhaseEval {
+                phase: "start".into(),
+                eval: r,
+                env_step: state.env_step,
+                wall_s: wall(t0),
+            });
             diagnose(&mut *agent, offline.as_ref(), replay.as_ref(), config, &state, &mut logger, device)?;
         }
 
@@ -538,11 +621,23 @@ impl Prepared<'_> {
             match phase.kind {
                 PhaseKind::Offline => {
                     let data = offline.as_ref().context("an offline phase needs [dataset]")?;
-                    metrics = Some(learner::learn_timed(&mut *agent, &data.source(), config.train.batch_size, 1, &mut rng, device, None, &mut learn_time)?);
+                    metrics = Some(learner::learn_timed(
+                        &mut *agent,
+                        &data.source(),
+                        config.train.batch_size,
+                        1,
+                        &mut rng,
+                        device,
+                        None,
+                        &mut learn_time,
+                    )?);
                     state.grad_step += 1;
                 }
                 PhaseKind::Random | PhaseKind::Warmup | PhaseKind::Online => {
-                    let (actor, replay) = (actor.as_mut().expect("env phases have an actor"), replay.as_mut().expect("and a replay buffer"));
+                    let (actor, replay) = (
+                        actor.as_mut().expect("env phases have an actor"),
+                        replay.as_mut().expect("and a replay buffer"),
+                    );
                     let mut replay_sink = ReplaySink { replay, reward, interventions: interventions.as_mut() };
                     let mut sink: &mut dyn TransitionSink = &mut replay_sink;
                     let mut shaped;
@@ -559,14 +654,18 @@ impl Prepared<'_> {
                         let dim = actor.act_dim();
                         actor.step(&mut UniformPolicy { rng: &mut rng, dim }, sink)?
                     } else {
-                        actor.step(&mut AgentPolicy { agent: &mut *agent, device, deterministic: false } as &mut dyn Policy, sink)?
+                        actor.step(
+                            &mut AgentPolicy { agent: &mut *agent, device, deterministic: false } as &mut dyn Policy,
+                            sink,
+                        )?
                     };
                     let replay = replay_sink.replay;
                     let interventions = replay_sink.interventions;
                     state.env_step += 1;
                     state.episode = actor.episode();
                     if let Some(ep) = ended {
-                        let mut values = vec![("train/episode_return", ep.ret), ("train/episode_length", ep.length as f64)];
+                        let mut values =
+                            vec![("train/episode_return", ep.ret), ("train/episode_length", ep.length as f64)];
                         if let Some(s) = ep.success {
                             values.push(("train/episode_success", if s { 1.0 } else { 0.0 }));
                         }
@@ -577,20 +676,40 @@ impl Prepared<'_> {
                         last_episode_return = Some(ep.ret);
                     }
                     let batch_size = config.train.online_batch();
-                    if phase.kind == PhaseKind::Online && replay.sampleable_len() >= online_rows_needed(&config.train, offline.is_some()).min(replay.capacity()) {
+                    if phase.kind == PhaseKind::Online
+                        && replay.sampleable_len()
+                            >= online_rows_needed(&config.train, offline.is_some()).min(replay.capacity())
+                    {
                         let source = match offline.as_ref() {
-                            Some(o) if config.train.offline_mix == OfflineMix::Proportional => Source::Union { offline: &o.buffer, online: replay },
-                            Some(o) if config.train.offline_ratio > 0.0 => {
-                                Source::Mixed { offline: &o.buffer, online: replay, sampler: MixedSampler::new(config.train.offline_ratio)? }
+                            Some(o) if config.train.offline_mix == OfflineMix::Proportional => {
+                                Source::Union { offline: &o.buffer, online: replay }
                             }
+                            Some(o) if config.train.offline_ratio > 0.0 => Source::Mixed {
+                                offline: &o.buffer,
+                                online: replay,
+                                sampler: MixedSampler::new(config.train.offline_ratio)?,
+                            },
                             _ => Source::Online(replay),
                         };
                         let source = match interventions.as_deref() {
-                            Some(b) => Source::Interventions { base: Box::new(source), interventions: b, share: config.train.intervention_share },
+                            Some(b) => Source::Interventions {
+                                base: Box::new(source),
+                                interventions: b,
+                                share: config.train.intervention_share,
+                            },
                             None => source,
                         };
                         let n = config.train.updates_per_step;
-                        metrics = Some(learner::learn_timed(&mut *agent, &source, batch_size, n, &mut rng, device, sera.as_ref(), &mut learn_time)?);
+                        metrics = Some(learner::learn_timed(
+                            &mut *agent,
+                            &source,
+                            batch_size,
+                            n,
+                            &mut rng,
+                            device,
+                            sera.as_ref(),
+                            &mut learn_time,
+                        )?);
                         state.grad_step += n as u64;
                     }
                 }
@@ -600,7 +719,11 @@ impl Prepared<'_> {
 
             if state.step % config.train.log_every == 0 {
                 let secs = last_log.0.elapsed().as_secs_f64().max(1e-9);
-                let mut values: Vec<(&str, f64)> = vec![("perf/steps_per_s", (state.step - last_log.1) as f64 / secs), ("perf/sample_s", learn_time.sample_s), ("perf/update_s", learn_time.update_s)];
+                let mut values: Vec<(&str, f64)> = vec![
+                    ("perf/steps_per_s", (state.step - last_log.1) as f64 / secs),
+                    ("perf/sample_s", learn_time.sample_s),
+                    ("perf/update_s", learn_time.update_s),
+                ];
                 learn_time = learner::LearnTime::default();
                 // Only metrics of an update made at this very step, so the log depends on nothing
                 // but the step (and a resumed run logs exactly the same).
@@ -615,30 +738,50 @@ impl Prepared<'_> {
             if periodic || (phase_ended && config.eval.at_phase_end) {
                 let r = evaluate(&mut *eval_env, &mut *agent, device, config, &mut state, &mut logger, &mut hooks)?;
                 if phase_ended {
-                    state.phase_evals.push(PhaseEval { phase: phase.kind.name().into(), eval: r, env_step: state.env_step, wall_s: wall(t0) });
+                    state.phase_evals.push(PhaseEval {
+                        phase: phase.kind.name().into(),
+                        eval: r,
+                        env_step: state.env_step,
+                        wall_s: wall(t0),
+                    });
                 }
                 progress.show(last_episode_return, state.last_eval.as_ref());
             }
             let d = &config.diagnostics;
             let near_switch = switch_step.is_some_and(|s| state.step.abs_diff(s) <= d.window);
-            if d.every > 0 && (state.step % d.every == 0 || (near_switch && state.step % d.dense_every == 0) || periodic) {
+            if d.every > 0
+                && (state.step % d.every == 0 || (near_switch && state.step % d.dense_every == 0) || periodic)
+            {
                 diagnose(&mut *agent, offline.as_ref(), replay.as_ref(), config, &state, &mut logger, device)?;
             }
             if config.checkpoint.every > 0 && state.step % config.checkpoint.every == 0 {
                 pending_checkpoint = true;
             }
             // Online, wait for the episode to end: the env's mid-episode state is never saved.
-            let at_boundary = actor.as_ref().is_none_or(|a| a.at_episode_boundary()) || phase.kind == PhaseKind::Offline;
+            let at_boundary =
+                actor.as_ref().is_none_or(|a| a.at_episode_boundary()) || phase.kind == PhaseKind::Offline;
             let stop = interrupt::requested();
             if (pending_checkpoint || stop) && at_boundary && state.step < total {
-                let ckpt = save_checkpoint(dir, config, &mut state, &rng, &*agent, replay.as_ref(), interventions.as_ref(), recorder.as_ref(), &mut logger)?;
+                let ckpt = save_checkpoint(
+                    dir,
+                    config,
+                    &mut state,
+                    &rng,
+                    &*agent,
+                    replay.as_ref(),
+                    interventions.as_ref(),
+                    recorder.as_ref(),
+                    &mut logger,
+                )?;
                 if let Some(f) = on_checkpoint.as_mut() {
                     f(&ckpt, &state)?;
                 }
                 pending_checkpoint = false;
                 if stop {
                     progress.finish();
-                    return Err(interrupt::Interrupted { dir: dir.to_path_buf(), checkpoint: ckpt, step: state.step }.into());
+                    return Err(
+                        interrupt::Interrupted { dir: dir.to_path_buf(), checkpoint: ckpt, step: state.step }.into()
+                    );
                 }
             }
             fault::point("step");
@@ -650,7 +793,17 @@ impl Prepared<'_> {
             diagnose(&mut *agent, offline.as_ref(), replay.as_ref(), config, &state, &mut logger, device)?;
         }
         state.finished = true;
-        let ckpt = save_checkpoint(dir, config, &mut state, &rng, &*agent, replay.as_ref(), interventions.as_ref(), recorder.as_ref(), &mut logger)?;
+        let ckpt = save_checkpoint(
+            dir,
+            config,
+            &mut state,
+            &rng,
+            &*agent,
+            replay.as_ref(),
+            interventions.as_ref(),
+            recorder.as_ref(),
+            &mut logger,
+        )?;
         if let Some(f) = on_checkpoint.as_mut() {
             f(&ckpt, &state)?;
         }
@@ -682,8 +835,14 @@ pub struct CheckpointAgent {
 /// Load the agent of the run in `run_dir` from its checkpoint `checkpoint` (`step-N`, or the
 /// newest), built for `env` (default: a new registry env of the run) on `device` — what
 /// `o2o eval` and `o2o export` start from.
-pub fn load_checkpoint_agent(run_dir: &Path, checkpoint: Option<&str>, env: Option<Box<dyn Env>>, device: Device) -> Result<CheckpointAgent> {
-    let config = RunConfig::read(&run_dir.join(rundir::CONFIG)).with_context(|| format!("{} is not a run directory", run_dir.display()))?;
+pub fn load_checkpoint_agent(
+    run_dir: &Path,
+    checkpoint: Option<&str>,
+    env: Option<Box<dyn Env>>,
+    device: Device,
+) -> Result<CheckpointAgent> {
+    let config = RunConfig::read(&run_dir.join(rundir::CONFIG))
+        .with_context(|| format!("{} is not a run directory", run_dir.display()))?;
     let folder = checkpoint::find(run_dir, checkpoint)?;
     let state = checkpoint::read_state(&folder)?;
     let env = match env {
@@ -692,7 +851,8 @@ pub fn load_checkpoint_agent(run_dir: &Path, checkpoint: Option<&str>, env: Opti
             let make = super::imaginebench::env_factory(&config)?.context("an ImagineBench env factory")?;
             make()?
         }
-        None => o2o_envs::make(&config.env).with_context(|| format!("making the run's env {} (an env of your own: pass it from Rust)", config.env))?,
+        None => o2o_envs::make(&config.env)
+            .with_context(|| format!("making the run's env {} (an env of your own: pass it from Rust)", config.env))?,
     };
     let mut agent = build_agent(&config, env.observation_space().dim(), env.action_space().dim(), device)?;
     let file = folder.join(checkpoint::AGENT);
@@ -738,7 +898,15 @@ pub(super) fn evaluate(
     logger: &mut Logger,
     hooks: &mut EvalHooks,
 ) -> Result<EvalResult> {
-    let (r, per_task) = eval::evaluate_per_task(env, agent, device, config.seed, config.eval.episodes, state.step, hooks.notes.as_ref())?;
+    let (r, per_task) = eval::evaluate_per_task(
+        env,
+        agent,
+        device,
+        config.seed,
+        config.eval.episodes,
+        state.step,
+        hooks.notes.as_ref(),
+    )?;
     let mut values = r.values();
     values.extend(per_task.iter().map(|(k, v)| (k.as_str(), *v)));
     logger.log(state.grad_step, state.env_step, &values)?;
@@ -772,7 +940,9 @@ pub(super) fn diagnose(
     // A buffer that hands out finished episodes only (Cal-QL's Monte-Carlo returns) has nothing
     // to sample before the first episode ends (1000 steps on HalfCheetah): no online record then.
     if let Some(r) = replay.filter(|r| r.sampleable_len() > 0) {
-        let b = r.sample(rows.min(r.sampleable_len()), &mut rng, device).context("sampling a diagnostic batch of online data")?;
+        let b = r
+            .sample(rows.min(r.sampleable_len()), &mut rng, device)
+            .context("sampling a diagnostic batch of online data")?;
         values.extend(agent.diagnose(&b).into_iter().map(|(k, v)| (format!("diag/online/{k}"), v)));
         for s in agent.diagnose_rows(&b) {
             logger.scatter(state.grad_step, state.env_step, &format!("diag/online/{}", s.name), &s.x, &s.y)?;
@@ -806,7 +976,8 @@ fn save_checkpoint(
 ) -> Result<PathBuf> {
     logger.flush()?;
     let metrics = dir.join(METRICS);
-    state.metrics_len = std::fs::metadata(&metrics).with_context(|| format!("cannot stat {}", metrics.display()))?.len();
+    state.metrics_len =
+        std::fs::metadata(&metrics).with_context(|| format!("cannot stat {}", metrics.display()))?.len();
     state.set_rng(rng);
     checkpoint::write(dir, state, config.checkpoint.keep, |tmp| {
         agent.save(&tmp.join(checkpoint::AGENT)).context("saving the agent")?;
@@ -825,7 +996,10 @@ fn save_checkpoint(
 
 /// Cut `metrics.jsonl` back to `len` bytes (what it held at the checkpoint being resumed).
 pub(crate) fn truncate_metrics(path: &Path, len: u64) -> Result<()> {
-    let file = std::fs::OpenOptions::new().write(true).open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
     let found = file.metadata()?.len();
     if found < len {
         bail!("{} has {found} bytes, fewer than the {len} recorded at the checkpoint; it was modified", path.display());
@@ -853,7 +1027,12 @@ mod tests {
     /// RLPD's 20 × 256 rows half offline need 2560 online rows, not 5120.
     #[test]
     fn first_update_waits_for_the_online_share_only() {
-        let t = |ratio: f64, mix: OfflineMix| TrainConfig { batch_size: 5120, offline_ratio: ratio, offline_mix: mix, ..TrainConfig::default() };
+        let t = |ratio: f64, mix: OfflineMix| TrainConfig {
+            batch_size: 5120,
+            offline_ratio: ratio,
+            offline_mix: mix,
+            ..TrainConfig::default()
+        };
         assert_eq!(online_rows_needed(&t(0.5, OfflineMix::Fixed), true), 2560);
         assert_eq!(online_rows_needed(&t(0.5, OfflineMix::Fixed), false), 5120);
         assert_eq!(online_rows_needed(&t(0.0, OfflineMix::Fixed), true), 5120);

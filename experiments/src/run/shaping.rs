@@ -26,9 +26,13 @@ use tch::Device;
 /// observation width. Fails, naming `[shaping]`, for an agent that has no discount.
 pub fn shaper(config: &ShapingConfig, agent: &dyn Agent, obs_dim: usize) -> Result<Shaper> {
     let Some(gamma) = agent.gamma() else {
-        bail!("[shaping] needs the learner's discount γ, but algorithm `{}` has none (it learns no value function)", agent.name());
+        bail!(
+            "[shaping] needs the learner's discount γ, but algorithm `{}` has none (it learns no value function)",
+            agent.name()
+        );
     };
-    let model = ProgressModel::load(&config.model, Device::Cpu).with_context(|| format!("[shaping] model = {}", config.model.display()))?;
+    let model = ProgressModel::load(&config.model, Device::Cpu)
+        .with_context(|| format!("[shaping] model = {}", config.model.display()))?;
     for v in &model.config().views {
         match v.obs_slice {
             Some([_, b]) if b <= obs_dim => {}
@@ -51,7 +55,9 @@ pub fn shape_rows(t: &Transitions, shaper: &mut Shaper) -> Result<Vec<f64>> {
     for i in 0..t.len() {
         let (obs, next_obs) = (&t.observations[i * d..(i + 1) * d], &t.next_observations[i * d..(i + 1) * d]);
         let (terminated, end) = (t.terminals[i] > 0.5, t.episode_ends[i] > 0.5);
-        let s = shaper.shape(obs, t.rewards[i] as f64, next_obs, terminated, end).with_context(|| format!("[shaping] dataset row {i}"))?;
+        let s = shaper
+            .shape(obs, t.rewards[i] as f64, next_obs, terminated, end)
+            .with_context(|| format!("[shaping] dataset row {i}"))?;
         shaped.push(s.reward);
     }
     shaper.restart();

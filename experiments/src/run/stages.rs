@@ -40,7 +40,13 @@ pub fn evaluations(run_dir: &Path) -> Result<Vec<(u64, f64, Option<f64>)>> {
 /// The rows: start (or end of offline training), end of warm-up, lowest online evaluation
 /// after the warm-up, final.
 pub fn stages(summary: &Summary, evals: &[(u64, f64, Option<f64>)]) -> Vec<Stage> {
-    let row = |label, p: &PhaseEval| Stage { label, env_step: p.env_step, ret: p.eval.mean_return, normalized: p.eval.normalized_score, wall_s: Some(p.wall_s) };
+    let row = |label, p: &PhaseEval| Stage {
+        label,
+        env_step: p.env_step,
+        ret: p.eval.mean_return,
+        normalized: p.eval.normalized_score,
+        wall_s: Some(p.wall_s),
+    };
     let find = |name: &str| summary.phase_evals.iter().find(|p| p.phase == name);
     let mut rows = Vec::new();
     if let Some(p) = find("offline") {
@@ -56,7 +62,13 @@ pub fn stages(summary: &Summary, evals: &[(u64, f64, Option<f64>)]) -> Vec<Stage
     let online: Vec<_> = evals.iter().filter(|(s, _, _)| *s > online_from).collect();
     if online.len() > 1 {
         let low = online.iter().min_by(|a, b| a.1.total_cmp(&b.1)).expect("non-empty");
-        rows.push(Stage { label: "lowest while fine-tuning", env_step: low.0, ret: low.1, normalized: low.2, wall_s: None });
+        rows.push(Stage {
+            label: "lowest while fine-tuning",
+            env_step: low.0,
+            ret: low.1,
+            normalized: low.2,
+            wall_s: None,
+        });
     }
     if let Some(e) = &summary.final_eval {
         let end = summary.phase_evals.last().filter(|p| p.eval.step == e.step);
@@ -66,7 +78,13 @@ pub fn stages(summary: &Summary, evals: &[(u64, f64, Option<f64>)]) -> Vec<Stage
 }
 
 fn final_row(e: &EvalResult, summary: &Summary, end: Option<&PhaseEval>) -> Stage {
-    Stage { label: "final", env_step: summary.env_steps, ret: e.mean_return, normalized: e.normalized_score, wall_s: Some(end.map_or(summary.wall_s, |p| p.wall_s)) }
+    Stage {
+        label: "final",
+        env_step: summary.env_steps,
+        ret: e.mean_return,
+        normalized: e.normalized_score,
+        wall_s: Some(end.map_or(summary.wall_s, |p| p.wall_s)),
+    }
 }
 
 /// The table as markdown.
@@ -144,9 +162,18 @@ pub fn print(run_dir: &Path, summary: &Summary) -> Result<()> {
     let rrd = run_dir.join("recording.rrd");
     if rrd.exists() {
         println!("Rerun recording: {}", rrd.display());
-        println!("  open it with `o2o view {}` (or `o2o view {} --web` on a machine without a display)", run_dir.display(), run_dir.display());
+        println!(
+            "  open it with `o2o view {}` (or `o2o view {} --web` on a machine without a display)",
+            run_dir.display(),
+            run_dir.display()
+        );
     }
-    println!("metrics: {} · config: {} · checkpoints: {}", run_dir.join(METRICS).display(), run_dir.join(super::rundir::CONFIG).display(), run_dir.join(super::rundir::CHECKPOINTS).display());
+    println!(
+        "metrics: {} · config: {} · checkpoints: {}",
+        run_dir.join(METRICS).display(),
+        run_dir.join(super::rundir::CONFIG).display(),
+        run_dir.join(super::rundir::CHECKPOINTS).display()
+    );
     Ok(())
 }
 
@@ -155,12 +182,24 @@ mod tests {
     use super::*;
 
     fn eval(step: u64, ret: f64) -> EvalResult {
-        EvalResult { step, mean_return: ret, std_return: 0.0, mean_length: 1.0, normalized_score: Some(ret / 10.0), success_rate: None }
+        EvalResult {
+            step,
+            mean_return: ret,
+            std_return: 0.0,
+            mean_length: 1.0,
+            normalized_score: Some(ret / 10.0),
+            success_rate: None,
+        }
     }
 
     #[test]
     fn rows_pick_the_phase_ends_the_dip_and_the_end() {
-        let pe = |phase: &str, step, env_step, ret| PhaseEval { phase: phase.into(), eval: eval(step, ret), env_step, wall_s: 1.0 };
+        let pe = |phase: &str, step, env_step, ret| PhaseEval {
+            phase: phase.into(),
+            eval: eval(step, ret),
+            env_step,
+            wall_s: 1.0,
+        };
         let summary = Summary {
             finished: true,
             steps: 300,
@@ -170,14 +209,22 @@ mod tests {
             wall_s: 9.0,
             final_eval: Some(eval(300, 500.0)),
             best_eval: None,
-            phase_evals: vec![pe("offline", 100, 0, 200.0), pe("warmup", 150, 50, 200.0), pe("online", 300, 200, 500.0)],
+            phase_evals: vec![
+                pe("offline", 100, 0, 200.0),
+                pe("warmup", 150, 50, 200.0),
+                pe("online", 300, 200, 500.0),
+            ],
             checkpoint: String::new(),
             warnings: Vec::new(),
         };
-        let evals = vec![(0, 200.0, None), (50, 200.0, None), (100, 120.0, Some(12.0)), (150, 300.0, None), (200, 500.0, None)];
+        let evals =
+            vec![(0, 200.0, None), (50, 200.0, None), (100, 120.0, Some(12.0)), (150, 300.0, None), (200, 500.0, None)];
         let rows = stages(&summary, &evals);
         let labels: Vec<_> = rows.iter().map(|r| r.label).collect();
-        assert_eq!(labels, ["offline (end of pre-training)", "after warm-up (frozen policy)", "lowest while fine-tuning", "final"]);
+        assert_eq!(
+            labels,
+            ["offline (end of pre-training)", "after warm-up (frozen policy)", "lowest while fine-tuning", "final"]
+        );
         assert_eq!((rows[2].env_step, rows[2].ret), (100, 120.0));
         assert_eq!(rows[3].ret, 500.0);
         let t = table(&rows);

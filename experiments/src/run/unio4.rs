@@ -28,13 +28,13 @@ use super::eval;
 use super::rundir::write_atomic;
 use crate::logging::Logger;
 use anyhow::{Context, Result};
+use o2o_agents::ppo::Ppo;
+use o2o_agents::rng::AgentRng;
 use o2o_agents::unio4::bc::PolicyEnsemble;
 use o2o_agents::unio4::dynamics::{Dynamics, Termination};
 use o2o_agents::unio4::ope::{am_q, Rollout};
 use o2o_agents::unio4::value_refit::ValueRefit;
 use o2o_agents::unio4::{handover_candidates, offline_critic, Data, OfflineCritic, Unio4Config};
-use o2o_agents::ppo::Ppo;
-use o2o_agents::rng::AgentRng;
 use o2o_agents::Agent;
 use o2o_envs::Env;
 use serde::{Deserialize, Serialize};
@@ -92,7 +92,9 @@ impl Stages<'_> {
     fn replay_records(&mut self, stage: &str) -> Result<Records> {
         let p = self.path(&format!("{stage}.records.json"));
         let records: Records = match std::fs::read_to_string(&p) {
-            Ok(text) => serde_json::from_str(&text).with_context(|| format!("{} is not a stage's records", p.display()))?,
+            Ok(text) => {
+                serde_json::from_str(&text).with_context(|| format!("{} is not a stage's records", p.display()))?
+            }
             Err(_) => Vec::new(),
         };
         for (step, values) in &records {
@@ -115,13 +117,34 @@ fn prefixed(prefix: &str, m: &[(&'static str, f64)]) -> Vec<(String, f64)> {
 /// The dataset as the pipeline's tensors.
 fn data_of(offline: &OfflineData, device: Device) -> Result<Data> {
     let b = &offline.buffer;
-    Ok(Data::new(b.observations(), b.actions(), b.rewards(), b.next_observations(), b.terminals(), &offline.episode_ends, b.obs_dim(), b.act_dim(), device)?)
+    Ok(Data::new(
+        b.observations(),
+        b.actions(),
+        b.rewards(),
+        b.next_observations(),
+        b.terminals(),
+        &offline.episode_ends,
+        b.obs_dim(),
+        b.act_dim(),
+        device,
+    )?)
 }
 
 /// Run the offline stages (continuing cached ones), evaluate the members, hand the chosen one
 /// and V to `agent` (the run's online PPO). Returns the grad steps done offline.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn offline(run_dir: &Path, cfg: &Unio4Config, offline: &OfflineData, env_id: &str, eval_env: &mut dyn Env, agent: &mut dyn Agent, eval_episodes: usize, seed: u64, device: Device, logger: &mut Logger) -> Result<u64> {
+pub(super) fn offline(
+    run_dir: &Path,
+    cfg: &Unio4Config,
+    offline: &OfflineData,
+    env_id: &str,
+    eval_env: &mut dyn Env,
+    agent: &mut dyn Agent,
+    eval_episodes: usize,
+    seed: u64,
+    device: Device,
+    logger: &mut Logger,
+) -> Result<u64> {
     let dir = run_dir.join("unio4");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let mut st = Stages { dir, logger, grad_step: 0 };
@@ -159,11 +182,17 @@ pub(super) fn offline(run_dir: &Path, cfg: &Unio4Config, offline: &OfflineData, 
         dynamics.train(&data, &mut rng, |r| reports.push(r.clone()))?;
         for r in reports {
             st.grad_step += 1;
-            let mut v: Vec<(String, f64)> = r.holdout.iter().enumerate().map(|(e, l)| (format!("unio4/dynamics/holdout/{e}"), *l)).collect();
+            let mut v: Vec<(String, f64)> =
+                r.holdout.iter().enumerate().map(|(e, l)| (format!("unio4/dynamics/holdout/{e}"), *l)).collect();
             v.push(("unio4/dynamics/train_loss".into(), r.train_loss));
             st.log(&mut records, v)?;
         }
-        let mut v: Vec<(String, f64)> = dynamics.holdout_losses().iter().enumerate().map(|(e, l)| (format!("unio4/dynamics/best_holdout/{e}"), *l)).collect();
+        let mut v: Vec<(String, f64)> = dynamics
+            .holdout_losses()
+            .iter()
+            .enumerate()
+            .map(|(e, l)| (format!("unio4/dynamics/best_holdout/{e}"), *l))
+            .collect();
         v.push(("unio4/dynamics/elites".into(), dynamics.elites().len() as f64));
         st.log(&mut records, v)?;
         finish_stage(&st, "dynamics", &records, |p| dynamics.save(p))?;
@@ -191,10 +220,13 @@ pub(super) fn offline(run_dir: &Path, cfg: &Unio4Config, offline: &OfflineData, 
     let gate_path = st.path("bppo.json");
     let mut records = resume_stage(&mut st, "bppo", |path| policy.load(path))?;
     let mut gate: Gate = match std::fs::read_to_string(&gate_path) {
-        Ok(t) if policy.steps().1 > 0 => serde_json::from_str(&t).with_context(|| format!("{} is not BPPO's gate", gate_path.display()))?,
+        Ok(t) if policy.steps().1 > 0 => {
+            serde_json::from_str(&t).with_context(|| format!("{} is not BPPO's gate", gate_path.display()))?
+        }
         _ => {
             // The BC policies' AM-Q scores are each member's first best.
-            let s = (0..members).map(|e| score(&mut policy, e, &*critic, &dynamics, term, &data, cfg)).collect::<Vec<_>>();
+            let s =
+                (0..members).map(|e| score(&mut policy, e, &*critic, &dynamics, term, &data, cfg)).collect::<Vec<_>>();
             st.log(&mut records, s.iter().enumerate().map(|(e, v)| (format!("unio4/ope/score/{e}"), *v)).collect())?;
             Gate { best: s.clone(), last: s }
         }
@@ -208,7 +240,8 @@ pub(super) fn offline(run_dir: &Path, cfg: &Unio4Config, offline: &OfflineData, 
             st.log(&mut records, prefixed("unio4/bppo", &m))?;
         }
         if t % cfg.ope.eval_step == 0 || t == p.bppo_steps {
-            let scores: Vec<f64> = (0..members).map(|e| score(&mut policy, e, &*critic, &dynamics, term, &data, cfg)).collect();
+            let scores: Vec<f64> =
+                (0..members).map(|e| score(&mut policy, e, &*critic, &dynamics, term, &data, cfg)).collect();
             let improved: Vec<bool> = scores.iter().zip(&gate.best).map(|(s, b)| s > b).collect();
             policy.accept(&improved);
             let mut v = Vec::new();
@@ -221,7 +254,10 @@ pub(super) fn offline(run_dir: &Path, cfg: &Unio4Config, offline: &OfflineData, 
                 v.push((format!("unio4/ope/accepted/{e}"), if improved[e] { 1.0 } else { 0.0 }));
             }
             let idx = policy.rng_mut().indices(data.len(), cfg.ope.start_states, true, device);
-            v.push(("unio4/ope/disagreement".into(), policy.disagreement(&data.norm_obs(&data.obs.index_select(0, &idx), norm))));
+            v.push((
+                "unio4/ope/disagreement".into(),
+                policy.disagreement(&data.norm_obs(&data.obs.index_select(0, &idx), norm)),
+            ));
             gate.last = scores;
             st.log(&mut records, v)?;
             if t % cfg.save_every < cfg.ope.eval_step && t < p.bppo_steps {
@@ -260,7 +296,9 @@ pub(super) fn offline(run_dir: &Path, cfg: &Unio4Config, offline: &OfflineData, 
     };
     let mut value: Vec<(String, Tensor)> = match &refit {
         Some(r) => r.params().named().iter().map(|(n, t)| (n.clone(), t.detach())).collect(),
-        None => critic.value_params().named().iter().map(|(n, t)| (n.replacen("value", "critic", 1), t.detach())).collect(),
+        None => {
+            critic.value_params().named().iter().map(|(n, t)| (n.replacen("value", "critic", 1), t.detach())).collect()
+        }
     };
     // `dynamic` scaling: the statistic of the dataset pass continues online.
     value.extend(Ppo::reward_scaling_tensors(refit.as_ref().and_then(|r| r.scaler())));
@@ -272,7 +310,8 @@ pub(super) fn offline(run_dir: &Path, cfg: &Unio4Config, offline: &OfflineData, 
     let mut real = Vec::with_capacity(members);
     for e in 0..members {
         load_member(agent, &policy, &value, e as i64, &tmp)?;
-        let r = eval::evaluate(eval_env, agent, device, seed, eval_episodes, 0).with_context(|| format!("evaluating Uni-O4 member {e}"))?;
+        let r = eval::evaluate(eval_env, agent, device, seed, eval_episodes, 0)
+            .with_context(|| format!("evaluating Uni-O4 member {e}"))?;
         real.push(r.mean_return);
     }
     let chosen = *candidates.iter().max_by(|&&x, &&y| real[x].total_cmp(&real[y])).unwrap_or(&0);
@@ -293,7 +332,15 @@ pub(super) fn offline(run_dir: &Path, cfg: &Unio4Config, offline: &OfflineData, 
 }
 
 /// Member `e`'s AM-Q score (fresh start states from the ensemble's stream).
-fn score(policy: &mut PolicyEnsemble, e: usize, critic: &dyn OfflineCritic, dynamics: &Dynamics, term: Termination, data: &Data, cfg: &Unio4Config) -> f64 {
+fn score(
+    policy: &mut PolicyEnsemble,
+    e: usize,
+    critic: &dyn OfflineCritic,
+    dynamics: &Dynamics,
+    term: Termination,
+    data: &Data,
+    cfg: &Unio4Config,
+) -> f64 {
     let norm = cfg.state_norm;
     let idx = policy.rng_mut().indices(data.len(), cfg.ope.start_states, true, data.obs.device());
     let start = data.obs.index_select(0, &idx);
@@ -308,7 +355,13 @@ fn score(policy: &mut PolicyEnsemble, e: usize, critic: &dyn OfflineCritic, dyna
 
 /// Copy member `e` (as the actor) and the online critic's start (`critic/…` tensors: the offline
 /// V or the refit one) into the online agent, through a partial checkpoint file.
-fn load_member(agent: &mut dyn Agent, policy: &PolicyEnsemble, value: &[(String, Tensor)], e: i64, tmp: &Path) -> Result<()> {
+fn load_member(
+    agent: &mut dyn Agent,
+    policy: &PolicyEnsemble,
+    value: &[(String, Tensor)],
+    e: i64,
+    tmp: &Path,
+) -> Result<()> {
     let mut tensors = policy.member_tensors(e, "actor");
     tensors.extend(value.iter().map(|(n, t)| (n.clone(), t.shallow_clone())));
     let scaling = value.iter().any(|(n, _)| n.starts_with("reward_scaling/"));
@@ -319,7 +372,11 @@ fn load_member(agent: &mut dyn Agent, policy: &PolicyEnsemble, value: &[(String,
 
 /// A stage's saved state, if any (the finished file first, else the partial one), loaded with
 /// `load`; returns its records (re-logged).
-fn resume_stage(st: &mut Stages<'_>, stage: &str, load: impl FnOnce(&Path) -> Result<(), o2o_agents::AgentError>) -> Result<Records> {
+fn resume_stage(
+    st: &mut Stages<'_>,
+    stage: &str,
+    load: impl FnOnce(&Path) -> Result<(), o2o_agents::AgentError>,
+) -> Result<Records> {
     for name in [format!("{stage}.ot"), format!("{stage}.partial.ot")] {
         let p = st.path(&name);
         if p.is_file() {
@@ -330,13 +387,23 @@ fn resume_stage(st: &mut Stages<'_>, stage: &str, load: impl FnOnce(&Path) -> Re
     Ok(Records::new())
 }
 
-fn save_partial(st: &Stages<'_>, stage: &str, records: &Records, save: impl FnOnce(&Path) -> Result<(), o2o_agents::AgentError>) -> Result<()> {
+fn save_partial(
+    st: &Stages<'_>,
+    stage: &str,
+    records: &Records,
+    save: impl FnOnce(&Path) -> Result<(), o2o_agents::AgentError>,
+) -> Result<()> {
     st.save_records(stage, records)?;
     save(&st.path(&format!("{stage}.partial.ot")))?;
     Ok(())
 }
 
-fn finish_stage(st: &Stages<'_>, stage: &str, records: &Records, save: impl FnOnce(&Path) -> Result<(), o2o_agents::AgentError>) -> Result<()> {
+fn finish_stage(
+    st: &Stages<'_>,
+    stage: &str,
+    records: &Records,
+    save: impl FnOnce(&Path) -> Result<(), o2o_agents::AgentError>,
+) -> Result<()> {
     st.save_records(stage, records)?;
     save(&st.path(&format!("{stage}.ot")))?;
     let _ = std::fs::remove_file(st.path(&format!("{stage}.partial.ot")));
@@ -372,7 +439,9 @@ mod tests {
     #[test]
     fn json_keeps_every_f64_exactly() {
         let mut rng = o2o_agents::rng::AgentRng::new(7);
-        let values: Vec<f64> = std::iter::once(2.0388873375952246).chain((0..20_000).map(|_| f64::from_bits(rng.below(u64::MAX) >> 2) * 1e-300 + rng.uniform() * 10.0)).collect();
+        let values: Vec<f64> = std::iter::once(2.0388873375952246)
+            .chain((0..20_000).map(|_| f64::from_bits(rng.below(u64::MAX) >> 2) * 1e-300 + rng.uniform() * 10.0))
+            .collect();
         for x in values {
             let back: f64 = serde_json::from_str(&serde_json::to_string(&x).unwrap()).unwrap();
             assert_eq!(back.to_bits(), x.to_bits(), "{x:e} read back as {back:e}");

@@ -26,7 +26,12 @@ pub fn two_joint_env<R: Robot + 'static>(id: &str, arm: R, clock: &FakeClock) ->
         overspeed: None,
         max_missed_deadlines: 3,
     };
-    let task = ReachTask { goal_low: vec![0.3, 0.3], goal_high: vec![0.3, 0.3], success_radius: 0.001, terminate_on_success: false };
+    let task = ReachTask {
+        goal_low: vec![0.3, 0.3],
+        goal_high: vec![0.3, 0.3],
+        success_radius: 0.001,
+        terminate_on_success: false,
+    };
     let op = ScriptedOperator { clears_latches: true, max_clears: 3, ..Default::default() };
     let cfg = LoopConfig { rate_hz: 10.0, max_episode_steps: 1000, deadline_slack: 0.1 };
     RobotEnv::new(id, arm, envelope, cfg, task, Box::new(op), Arc::new(clock.clone())).unwrap()
@@ -36,7 +41,14 @@ pub fn two_joint_env<R: Robot + 'static>(id: &str, arm: R, clock: &FakeClock) ->
 pub fn adversarial_steps<R: Robot + 'static>(env: &mut RobotEnv<R>, steps: usize, seed: u64) {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     for _ in 0..steps {
-        let a: Vec<f32> = (0..2).map(|_| match rng.gen_range(0..5) { 0 => f32::NAN, 1 => 1e6, 2 => -1e6, _ => rng.gen_range(-0.1..0.1) }).collect();
+        let a: Vec<f32> = (0..2)
+            .map(|_| match rng.gen_range(0..5) {
+                0 => f32::NAN,
+                1 => 1e6,
+                2 => -1e6,
+                _ => rng.gen_range(-0.1..0.1),
+            })
+            .collect();
         env.step(&a).unwrap();
     }
 }

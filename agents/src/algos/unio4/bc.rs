@@ -83,7 +83,13 @@ pub struct PolicyConfig {
 impl Default for PolicyConfig {
     fn default() -> Self {
         Self {
-            actor: GaussianConfig { mlp: MlpConfig { hidden: vec![256, 256, 256], ..MlpConfig::default() }, log_std_min: -5.0, log_std_max: 0.0, squash_mean: true, head_gain: 1.0 },
+            actor: GaussianConfig {
+                mlp: MlpConfig { hidden: vec![256, 256, 256], ..MlpConfig::default() },
+                log_std_min: -5.0,
+                log_std_max: 0.0,
+                squash_mean: true,
+                head_gain: 1.0,
+            },
             members: 4,
             bc_steps: 400_000,
             bc_lr: 1e-4,
@@ -103,10 +109,15 @@ impl PolicyConfig {
     /// Reject settings that cannot work, naming the field.
     pub fn validate(&self) -> Result<(), AgentError> {
         if self.members < 2 {
-            return Err(AgentError::Config(format!("unio4.policy.members must be ≥ 2 (the BC loss compares members), found {}", self.members)));
+            return Err(AgentError::Config(format!(
+                "unio4.policy.members must be ≥ 2 (the BC loss compares members), found {}",
+                self.members
+            )));
         }
         if !self.actor.squash_mean || self.actor.mlp.dropout != 0.0 || self.actor.mlp.layer_norm {
-            return Err(AgentError::Config("unio4.policy.actor: a tanh'd mean (squash_mean = true), no dropout, no layer norm".into()));
+            return Err(AgentError::Config(
+                "unio4.policy.actor: a tanh'd mean (squash_mean = true), no dropout, no layer norm".into(),
+            ));
         }
         if self.batch_size == 0 || !(self.clip > 0.0) || !(self.max_grad_norm > 0.0) {
             return Err(AgentError::Config("unio4.policy: batch_size ≥ 1, clip > 0 and max_grad_norm > 0".into()));
@@ -130,8 +141,22 @@ struct Members {
 impl Members {
     fn new(prefix: &str, cfg: &PolicyConfig, obs_dim: i64, act_dim: i64, rng: &mut AgentRng, device: Device) -> Self {
         let mut params = ParamSet::new();
-        let net = EnsembleMlp::new(&mut params, prefix, cfg.members, obs_dim, act_dim, &cfg.actor.mlp, cfg.actor.head_gain, rng, device);
-        let log_std = params.add(format!("{prefix}/log_std"), Tensor::zeros([cfg.members, 1, act_dim], (Kind::Float, Device::Cpu)), device);
+        let net = EnsembleMlp::new(
+            &mut params,
+            prefix,
+            cfg.members,
+            obs_dim,
+            act_dim,
+            &cfg.actor.mlp,
+            cfg.actor.head_gain,
+            rng,
+            device,
+        );
+        let log_std = params.add(
+            format!("{prefix}/log_std"),
+            Tensor::zeros([cfg.members, 1, act_dim], (Kind::Float, Device::Cpu)),
+            device,
+        );
         Self { net, params, log_std }
     }
 
@@ -176,7 +201,10 @@ fn max_of_others(x: &Tensor) -> Tensor {
 /// is at most `max`; returns the norms before.
 fn clip_per_member(grads: &mut [Tensor], n: i64, max: f64) -> Tensor {
     tch::no_grad(|| {
-        let sq = grads.iter().map(|g| g.square().reshape([n, -1]).sum_dim_intlist(1, false, Kind::Float)).fold(Tensor::zeros([n], (Kind::Float, grads[0].device())), |a, b| a + b);
+        let sq = grads
+            .iter()
+            .map(|g| g.square().reshape([n, -1]).sum_dim_intlist(1, false, Kind::Float))
+            .fold(Tensor::zeros([n], (Kind::Float, grads[0].device())), |a, b| a + b);
         let norm = sq.sqrt();
         let scale = (max / (&norm + 1e-6)).clamp_max(1.0);
         for g in grads.iter_mut() {
@@ -226,7 +254,13 @@ impl PolicyEnsemble {
             .map(|(n, t)| {
                 let name = n.replacen("policy", prefix, 1);
                 let x = t.detach().get(e);
-                let x = if name.ends_with("/bias") { x.squeeze_dim(0) } else if name.ends_with("log_std") { x.view([self.act_dim]) } else { x };
+                let x = if name.ends_with("/bias") {
+                    x.squeeze_dim(0)
+                } else if name.ends_with("log_std") {
+                    x.view([self.act_dim])
+                } else {
+                    x
+                };
                 (name, x)
             })
             .collect()
@@ -248,7 +282,11 @@ impl PolicyEnsemble {
             BcLoss::Distribution => {
                 // j*(i, b) = argmax_{j≠i} log π_j(a_b|s_b), then KL(π_i ‖ sg π_{j*}) per row.
                 let n = logp.size()[0];
-                let masked = logp.detach().unsqueeze(0).expand([n, n, logp.size()[1]], false).masked_fill(&Tensor::eye(n, (Kind::Bool, logp.device())).unsqueeze(-1), f64::NEG_INFINITY);
+                let masked = logp
+                    .detach()
+                    .unsqueeze(0)
+                    .expand([n, n, logp.size()[1]], false)
+                    .masked_fill(&Tensor::eye(n, (Kind::Bool, logp.device())).unsqueeze(-1), f64::NEG_INFINITY);
                 let j = masked.argmax(1, false); // [n, B]
                 let (mu_d, ls_d) = (mean.detach(), self.pi.log_std(g).detach());
                 let a_dim = mean.size()[2];
@@ -256,7 +294,10 @@ impl PolicyEnsemble {
                 let mu_j = mu_d.gather(0, &jx, false);
                 let ls_j = ls_d.expand([n, mean.size()[1], a_dim], false).gather(0, &jx, false);
                 let ls_i = self.pi.log_std(g);
-                let kl = (&ls_j - &ls_i + ((&ls_i * 2.0).exp() + (&mean - &mu_j).square()) / ((&ls_j * 2.0).exp() * 2.0) - 0.5).sum_dim_intlist(-1, false, Kind::Float);
+                let kl = (&ls_j - &ls_i
+                    + ((&ls_i * 2.0).exp() + (&mean - &mu_j).square()) / ((&ls_j * 2.0).exp() * 2.0)
+                    - 0.5)
+                    .sum_dim_intlist(-1, false, Kind::Float);
                 -&logp - kl * alpha
             }
         };
@@ -281,7 +322,13 @@ impl PolicyEnsemble {
 
     /// BPPO's loss `Σ_i L_i` on states `s` (as the critic sees them), with `a ~ π_old`:
     /// `advantage(s, a)` gives `min Q − V` for `a` `[n·B, A]` (members stacked).
-    fn bppo_loss(&mut self, s: &Tensor, advantage: &mut dyn FnMut(&Tensor, &Tensor) -> Tensor, weight: Option<f64>, clip: f64) -> (Tensor, f64) {
+    fn bppo_loss(
+        &mut self,
+        s: &Tensor,
+        advantage: &mut dyn FnMut(&Tensor, &Tensor) -> Tensor,
+        weight: Option<f64>,
+        clip: f64,
+    ) -> (Tensor, f64) {
         let g = self.cfg.actor.clone();
         let (n, b) = (self.cfg.members, s.size()[0]);
         let (a, logp_old) = tch::no_grad(|| {
@@ -305,7 +352,8 @@ impl PolicyEnsemble {
         let ratio = (logp - logp_old).exp();
         // L = Σ_i L_clip,i: `clipped_surrogate` averages over all n·B rows, so × n.
         let loss = clipped_surrogate(&ratio, &adv, clip) * n as f64;
-        let clip_frac = tch::no_grad(|| (&ratio - 1.0).abs().gt(clip).to_kind(Kind::Float).mean(Kind::Float).double_value(&[]));
+        let clip_frac =
+            tch::no_grad(|| (&ratio - 1.0).abs().gt(clip).to_kind(Kind::Float).mean(Kind::Float).double_value(&[]));
         (loss, clip_frac)
     }
 
@@ -319,7 +367,13 @@ impl PolicyEnsemble {
     /// `weight` the non-IQL path's ω ([`super::OfflineCritic::advantage_weight`]). The first
     /// step (t = 0) resets the optimizer first: BPPO starts with zero moments and step 0, not
     /// with BC's Adam.
-    pub fn bppo_update(&mut self, data: &Data, state_norm: bool, advantage: &mut dyn FnMut(&Tensor, &Tensor) -> Tensor, weight: Option<f64>) -> Metrics {
+    pub fn bppo_update(
+        &mut self,
+        data: &Data,
+        state_norm: bool,
+        advantage: &mut dyn FnMut(&Tensor, &Tensor) -> Tensor,
+        weight: Option<f64>,
+    ) -> Metrics {
         let t = self.bppo_step as u64;
         if t == 0 {
             self.opt.reset();
@@ -333,7 +387,13 @@ impl PolicyEnsemble {
         self.opt.lr = self.bppo_lr_at(t);
         self.opt.apply(&self.pi.params, &grads);
         self.bppo_step += 1;
-        vec![("bppo_loss", loss.double_value(&[])), ("clip", clip), ("clip_fraction", clip_frac), ("grad_norm", norms.mean(Kind::Float).double_value(&[])), ("lr", self.opt.lr)]
+        vec![
+            ("bppo_loss", loss.double_value(&[])),
+            ("clip", clip),
+            ("clip_fraction", clip_frac),
+            ("grad_norm", norms.mean(Kind::Float).double_value(&[])),
+            ("lr", self.opt.lr),
+        ]
     }
 
     /// `π_old,i ← π_i` for every member with `improved[i]`; the others' π_old stay bit for bit.
@@ -350,14 +410,24 @@ impl PolicyEnsemble {
     }
 
     fn live(&self) -> Vec<(String, Tensor)> {
-        crate::checkpoint::state_tensors(&[&self.pi.params, &self.old.params], &[("policy_opt", &self.opt, &self.pi.params)])
+        crate::checkpoint::state_tensors(
+            &[&self.pi.params, &self.old.params],
+            &[("policy_opt", &self.opt, &self.pi.params)],
+        )
     }
 
     /// Write the ensemble (π, π_old, Adam, counters, RNG) atomically.
     pub fn save(&self, path: &Path) -> Result<(), AgentError> {
         let mut live = self.live();
         live.push(("meta/bppo_step".into(), Tensor::from_slice(&[self.bppo_step])));
-        crate::checkpoint::save_agent(path, "unio4-policy", &live, &[("policy_opt", &self.opt)], self.bc_step, &self.rng)
+        crate::checkpoint::save_agent(
+            path,
+            "unio4-policy",
+            &live,
+            &[("policy_opt", &self.opt)],
+            self.bc_step,
+            &self.rng,
+        )
     }
 
     /// Restore what [`PolicyEnsemble::save`] wrote.
@@ -378,7 +448,14 @@ mod tests {
     use super::*;
 
     fn small() -> PolicyConfig {
-        PolicyConfig { actor: GaussianConfig { mlp: MlpConfig { hidden: vec![16, 16], ..MlpConfig::default() }, ..PolicyConfig::default().actor }, batch_size: 32, ..PolicyConfig::default() }
+        PolicyConfig {
+            actor: GaussianConfig {
+                mlp: MlpConfig { hidden: vec![16, 16], ..MlpConfig::default() },
+                ..PolicyConfig::default().actor
+            },
+            batch_size: 32,
+            ..PolicyConfig::default()
+        }
     }
 
     fn grads(p: &PolicyEnsemble, loss: &Tensor) -> Vec<Tensor> {
@@ -399,7 +476,8 @@ mod tests {
             assert!(diff <= 1e-6 * (1.0 + g0.abs().max().double_value(&[])), "{diff}");
         }
         let dist = grads(&p, &p.bc_loss(&s, &a, 0.1, BcLoss::Distribution));
-        let off: f64 = plain.iter().zip(&dist).map(|(g0, g1)| (g1 - g0 * 1.1).abs().max().double_value(&[])).fold(0.0, f64::max);
+        let off: f64 =
+            plain.iter().zip(&dist).map(|(g0, g1)| (g1 - g0 * 1.1).abs().max().double_value(&[])).fold(0.0, f64::max);
         assert!(off > 1e-4, "the KL loss must differ from a rescaled BC ({off})");
     }
 
@@ -421,7 +499,10 @@ mod tests {
                 assert!(old.get(e).equal(&was.get(e)), "member {e} keeps π_old bit for bit");
             }
         }
-        assert!(p.pi.params.named().iter().zip(&before).any(|((_, pi), was)| !pi.get(1).equal(&was.get(1))), "the step moved member 1");
+        assert!(
+            p.pi.params.named().iter().zip(&before).any(|((_, pi), was)| !pi.get(1).equal(&was.get(1))),
+            "the step moved member 1"
+        );
     }
 
     /// The non-IQL path's weight reaches the surrogate: with ω = 0.5 every standardized
@@ -430,7 +511,9 @@ mod tests {
     #[test]
     fn advantage_weight_reaches_the_bppo_loss() {
         let s = AgentRng::new(2).normal(&[32, 3], Device::Cpu);
-        let mut adv = |s: &Tensor, a: &Tensor| s.sum_dim_intlist(1, false, Kind::Float) - a.sum_dim_intlist(1, false, Kind::Float);
+        let mut adv = |s: &Tensor, a: &Tensor| {
+            s.sum_dim_intlist(1, false, Kind::Float) - a.sum_dim_intlist(1, false, Kind::Float)
+        };
         let mut grad = |w: Option<f64>| {
             let mut p = PolicyEnsemble::new(small(), 3, 2, Device::Cpu, 8).unwrap();
             let loss = p.bppo_loss(&s, &mut adv, w, 0.2).0;
@@ -535,7 +618,10 @@ mod tests {
         let mut q = reloaded(&cfg, &path);
         assert_eq!((q.steps(), q.opt.steps()), ((3, 2), 2));
         for _ in 0..2 {
-            assert_eq!(p.bppo_update(&d, false, &mut toy_advantage, None), q.bppo_update(&d, false, &mut toy_advantage, None));
+            assert_eq!(
+                p.bppo_update(&d, false, &mut toy_advantage, None),
+                q.bppo_update(&d, false, &mut toy_advantage, None)
+            );
         }
         assert!(same_weights(&p, &q) && p.opt.steps() == 4 && q.opt.steps() == 4);
         for ((n, x), (_, y)) in p.live().iter().zip(q.live()) {
@@ -551,7 +637,9 @@ mod tests {
         let cfg = PolicyConfig { bc_steps: 1, bppo_steps: 10, bppo_lr: 1e-4, ..small() };
         let d = toy_data(9);
         let mut p = after_bc(&cfg, &d, 1);
-        let lr: Vec<f64> = (0..10).map(|_| p.bppo_update(&d, false, &mut toy_advantage, None).iter().find(|(k, _)| *k == "lr").unwrap().1).collect();
+        let lr: Vec<f64> = (0..10)
+            .map(|_| p.bppo_update(&d, false, &mut toy_advantage, None).iter().find(|(k, _)| *k == "lr").unwrap().1)
+            .collect();
         let want: Vec<f64> = [1.0, 1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2].iter().map(|f| 1e-4 * f).collect();
         for (t, (got, want)) in lr.iter().zip(&want).enumerate() {
             assert!((got - want).abs() < 1e-15, "step {t}: lr {got}, want {want}");

@@ -122,7 +122,19 @@ impl Critic {
         let (q, q_params, target, target_params) = critic_and_target(2, obs_dim + act_dim, &cfg.q, &mut rng, device);
         let mut v_params = ParamSet::new();
         let v = Mlp::new(&mut v_params, "value", obs_dim, 1, &cfg.value, 1.0, &mut rng, device);
-        Ok(Self { q_opt: Adam::new(&q_params, cfg.lr), v_opt: Adam::new(&v_params, cfg.lr), cfg, q, q_params, target, target_params, v, v_params, rng, step: 0 })
+        Ok(Self {
+            q_opt: Adam::new(&q_params, cfg.lr),
+            v_opt: Adam::new(&v_params, cfg.lr),
+            cfg,
+            q,
+            q_params,
+            target,
+            target_params,
+            v,
+            v_params,
+            rng,
+            step: 0,
+        })
     }
 
     /// Steps done.
@@ -168,19 +180,35 @@ impl Critic {
         // L_Q towards y = r + γ m V(s′) with the updated V; Polyak every `target_every` steps.
         let y = self.td_target(data, &idx, state_norm);
         let tau = if (self.step as u64 + 1) % self.cfg.target_every == 0 { self.cfg.tau } else { 0.0 };
-        let parts = CriticParts { critic: &self.q, opt: &mut self.q_opt, params: &self.q_params, target: &self.target_params };
+        let parts =
+            CriticParts { critic: &self.q, opt: &mut self.q_opt, params: &self.q_params, target: &self.target_params };
         let (q_loss, q_mean) = q_step(parts, &sa, &y, tau, &mut self.rng);
         self.step += 1;
-        vec![("value_loss", value_loss.double_value(&[])), ("q_loss", q_loss.double_value(&[])), ("q_mean", q_mean.double_value(&[])), ("v_mean", v.mean(Kind::Float).double_value(&[]))]
+        vec![
+            ("value_loss", value_loss.double_value(&[])),
+            ("q_loss", q_loss.double_value(&[])),
+            ("q_mean", q_mean.double_value(&[])),
+            ("v_mean", v.mean(Kind::Float).double_value(&[])),
+        ]
     }
 
     fn live(&self) -> Vec<(String, Tensor)> {
-        state_tensors(&[&self.q_params, &self.target_params, &self.v_params], &[("q_opt", &self.q_opt, &self.q_params), ("value_opt", &self.v_opt, &self.v_params)])
+        state_tensors(
+            &[&self.q_params, &self.target_params, &self.v_params],
+            &[("q_opt", &self.q_opt, &self.q_params), ("value_opt", &self.v_opt, &self.v_params)],
+        )
     }
 
     /// Write the whole stage state (weights, moments, step, RNG) atomically.
     pub fn save(&self, path: &Path) -> Result<(), AgentError> {
-        save_agent(path, "unio4-critic", &self.live(), &[("q_opt", &self.q_opt), ("value_opt", &self.v_opt)], self.step, &self.rng)
+        save_agent(
+            path,
+            "unio4-critic",
+            &self.live(),
+            &[("q_opt", &self.q_opt), ("value_opt", &self.v_opt)],
+            self.step,
+            &self.rng,
+        )
     }
 
     /// Restore what [`Critic::save`] wrote.
@@ -237,14 +265,28 @@ mod tests {
         let small = MlpConfig { hidden: vec![16], ..MlpConfig::default() };
         let cfg = CriticConfig { q: small.clone(), value: small, ..CriticConfig::default() };
         // Three transitions of one episode that ends by a timeout at row 2 (terminal 0).
-        let d = Data::new(&[0.1, 0.2, 0.3], &[0.0, 0.5, -0.5], &[1.0, 2.0, 3.0], &[0.2, 0.3, 0.4], &[0.0; 3], &[0.0, 0.0, 1.0], 1, 1, Device::Cpu).unwrap();
+        let d = Data::new(
+            &[0.1, 0.2, 0.3],
+            &[0.0, 0.5, -0.5],
+            &[1.0, 2.0, 3.0],
+            &[0.2, 0.3, 0.4],
+            &[0.0; 3],
+            &[0.0, 0.0, 1.0],
+            1,
+            1,
+            Device::Cpu,
+        )
+        .unwrap();
         let idx = Tensor::from_slice(&[0i64, 1, 2]);
         let mut c = Critic::new(cfg.clone(), 1, 1, Device::Cpu, 0).unwrap();
         for _ in 0..5 {
             c.update(&d, false);
         }
         let v_next = Vec::<f32>::try_from(&c.value(&d.next_obs)).unwrap();
-        assert!(v_next.iter().all(|v| v.abs() > 1e-4), "V(s′) must be non-zero for the test to mean anything: {v_next:?}");
+        assert!(
+            v_next.iter().all(|v| v.abs() > 1e-4),
+            "V(s′) must be non-zero for the test to mean anything: {v_next:?}"
+        );
         let y = Vec::<f32>::try_from(&c.td_target(&d, &idx, false)).unwrap();
         assert_eq!(y[2], 3.0, "y = r at the timeout");
         assert!((y[0] - (1.0 + 0.99 * v_next[0])).abs() < 1e-6 && (y[1] - (2.0 + 0.99 * v_next[1])).abs() < 1e-6);

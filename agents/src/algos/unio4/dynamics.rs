@@ -73,10 +73,17 @@ impl DynamicsConfig {
     /// Reject settings that cannot work, naming the field.
     pub fn validate(&self) -> Result<(), AgentError> {
         if self.elites < 1 || self.elites > self.members {
-            return Err(AgentError::Config(format!("unio4.dynamics.elites must be in 1..=members ({}), found {}", self.members, self.elites)));
+            return Err(AgentError::Config(format!(
+                "unio4.dynamics.elites must be in 1..=members ({}), found {}",
+                self.members, self.elites
+            )));
         }
         if self.weight_decay.len() != self.net.hidden.len() + 1 {
-            return Err(AgentError::Config(format!("unio4.dynamics.weight_decay needs one value per layer ({}), found {}", self.net.hidden.len() + 1, self.weight_decay.len())));
+            return Err(AgentError::Config(format!(
+                "unio4.dynamics.weight_decay needs one value per layer ({}), found {}",
+                self.net.hidden.len() + 1,
+                self.weight_decay.len()
+            )));
         }
         if !(0.0 < self.holdout_ratio && self.holdout_ratio < 1.0) || self.batch_size == 0 {
             return Err(AgentError::Config("unio4.dynamics.holdout_ratio must be in (0, 1) and batch_size ≥ 1".into()));
@@ -112,14 +119,30 @@ pub struct Dynamics {
 
 impl Dynamics {
     /// An untrained ensemble.
-    pub fn new(cfg: DynamicsConfig, obs_dim: i64, act_dim: i64, device: Device, rng: &mut AgentRng) -> Result<Self, AgentError> {
+    pub fn new(
+        cfg: DynamicsConfig,
+        obs_dim: i64,
+        act_dim: i64,
+        device: Device,
+        rng: &mut AgentRng,
+    ) -> Result<Self, AgentError> {
         cfg.validate()?;
         if device == Device::Cpu {
             crate::alloc::tune_cpu_allocator();
         }
         let out = obs_dim + 1;
         let mut params = ParamSet::new();
-        let net = EnsembleMlp::new(&mut params, "dynamics", cfg.members, obs_dim + act_dim, 2 * out, &cfg.net, 1.0, rng, device);
+        let net = EnsembleMlp::new(
+            &mut params,
+            "dynamics",
+            cfg.members,
+            obs_dim + act_dim,
+            2 * out,
+            &cfg.net,
+            1.0,
+            rng,
+            device,
+        );
         let _ = params.add("dynamics/max_logvar", Tensor::full([1, 1, out], 0.5, (Kind::Float, Device::Cpu)), device);
         let _ = params.add("dynamics/min_logvar", Tensor::full([1, 1, out], -10.0, (Kind::Float, Device::Cpu)), device);
         let d = obs_dim + act_dim;
@@ -160,7 +183,8 @@ impl Dynamics {
     /// `L` without the weight decay: the Gaussian NLL per member, summed over members, and the
     /// log-variance bound term.
     fn fit_loss(&self, mu: &Tensor, lv: &Tensor, y: &Tensor) -> Tensor {
-        let nll = ((mu - y).square() * (-lv).exp()).mean_dim([1i64, 2].as_slice(), false, Kind::Float).sum(Kind::Float) + lv.mean_dim([1i64, 2].as_slice(), false, Kind::Float).sum(Kind::Float);
+        let nll = ((mu - y).square() * (-lv).exp()).mean_dim([1i64, 2].as_slice(), false, Kind::Float).sum(Kind::Float)
+            + lv.mean_dim([1i64, 2].as_slice(), false, Kind::Float).sum(Kind::Float);
         let (max, min) = self.bounds();
         nll + (max.sum(Kind::Float) - min.sum(Kind::Float)) * self.cfg.logvar_loss_coef
     }
@@ -195,7 +219,10 @@ impl Dynamics {
 
     /// Targets `[Δs, r]` `[N, o + 1]` and inputs `[s, a]` `[N, o + a]` of the dataset.
     fn xy(data: &Data) -> (Tensor, Tensor) {
-        (Tensor::cat(&[&data.obs, &data.action], 1), Tensor::cat(&[&data.next_obs - &data.obs, data.reward.unsqueeze(1)], 1))
+        (
+            Tensor::cat(&[&data.obs, &data.action], 1),
+            Tensor::cat(&[&data.next_obs - &data.obs, data.reward.unsqueeze(1)], 1),
+        )
     }
 
     /// The training loss `L` of the module doc on one batch per member: raw inputs `x`
@@ -205,7 +232,10 @@ impl Dynamics {
         let (mu, lv) = self.predict(&x.narrow(2, 0, o), &x.narrow(2, o, x.size()[2] - o));
         let fit = self.fit_loss(&mu, &lv, y);
         let weights = self.params.named().into_iter().filter(|(name, _)| name.ends_with("/weight"));
-        let decay = weights.zip(&self.cfg.weight_decay).map(|((_, w), l)| w.square().sum(Kind::Float) * (0.5 * l)).fold(fit.zeros_like(), |a, b| a + b);
+        let decay = weights
+            .zip(&self.cfg.weight_decay)
+            .map(|((_, w), l)| w.square().sum(Kind::Float) * (0.5 * l))
+            .fold(fit.zeros_like(), |a, b| a + b);
         fit + decay
     }
 
@@ -234,7 +264,11 @@ impl Dynamics {
     /// matmul that forms `∂W_l`. `None` where it does not apply (another device or dtype, another activation).
     fn fused_grads(&self, x: &Tensor, y: &Tensor) -> Option<(f64, Vec<Tensor>)> {
         let layers = self.net.silu_layers()?;
-        if x.device() != Device::Cpu || x.kind() != Kind::Float || layers[0].0.kind() != Kind::Float || layers[0].0.device() != Device::Cpu {
+        if x.device() != Device::Cpu
+            || x.kind() != Kind::Float
+            || layers[0].0.kind() != Kind::Float
+            || layers[0].0.device() != Device::Cpu
+        {
             return None;
         }
         let threads = crate::nn::team::threads();
@@ -268,7 +302,10 @@ impl Dynamics {
             // ∂W_l = λ_l W_l + xᵀ g_z: the weight decay's gradient as the matmul's addend.
             let decay = &self.cfg.weight_decay;
             let (w, _) = layers[last];
-            per_layer.push((w.baddbmm(&inputs[last].transpose(1, 2), &grad_out, decay[last], 1.0), grad_out.sum_dim_intlist(&[1i64][..], true, Kind::Float)));
+            per_layer.push((
+                w.baddbmm(&inputs[last].transpose(1, 2), &grad_out, decay[last], 1.0),
+                grad_out.sum_dim_intlist(&[1i64][..], true, Kind::Float),
+            ));
             let mut grad_h = grad_out.bmm(&w.transpose(1, 2));
             for i in (0..last).rev() {
                 let (w, b) = layers[i];
@@ -278,7 +315,8 @@ impl Dynamics {
                     Some(p) => p + w * decay[i],
                     None => w.baddbmm(&inputs[i].transpose(1, 2), &grad_h, decay[i], 1.0),
                 };
-                let below = (i > 0).then(|| crate::nn::gemm::bmm_bt(&grad_h, w).unwrap_or_else(|| grad_h.bmm(&w.transpose(1, 2))));
+                let below = (i > 0)
+                    .then(|| crate::nn::gemm::bmm_bt(&grad_h, w).unwrap_or_else(|| grad_h.bmm(&w.transpose(1, 2))));
                 per_layer.push((grad_w, grad_b));
                 if let Some(next) = below {
                     grad_h = next;
@@ -313,16 +351,24 @@ impl Dynamics {
     }
 
     /// Train on `data` to the holdout stopping rule; `on_epoch` sees each epoch's report.
-    pub fn train(&mut self, data: &Data, rng: &mut AgentRng, mut on_epoch: impl FnMut(&EpochReport)) -> Result<(), AgentError> {
+    pub fn train(
+        &mut self,
+        data: &Data,
+        rng: &mut AgentRng,
+        mut on_epoch: impl FnMut(&EpochReport),
+    ) -> Result<(), AgentError> {
         let c = self.cfg.clone();
         let dev = data.obs.device();
         let n = data.len();
         let holdout_n = ((n as f64 * c.holdout_ratio) as usize).min(c.max_holdout).max(1);
         if n <= holdout_n + 1 {
-            return Err(AgentError::Config(format!("unio4 dynamics: {n} transitions leave nothing to train on after a holdout of {holdout_n}")));
+            return Err(AgentError::Config(format!(
+                "unio4 dynamics: {n} transitions leave nothing to train on after a holdout of {holdout_n}"
+            )));
         }
         let perm = rng.indices(n, n, false, dev);
-        let (hold_idx, train_idx) = (perm.narrow(0, 0, holdout_n as i64), perm.narrow(0, holdout_n as i64, (n - holdout_n) as i64));
+        let (hold_idx, train_idx) =
+            (perm.narrow(0, 0, holdout_n as i64), perm.narrow(0, holdout_n as i64, (n - holdout_n) as i64));
         let (x_all, y_all) = Self::xy(data);
         let (x_train, y_train) = (x_all.index_select(0, &train_idx), y_all.index_select(0, &train_idx));
         let (x_hold, y_hold) = (x_all.index_select(0, &hold_idx), y_all.index_select(0, &hold_idx));
@@ -341,7 +387,8 @@ impl Dynamics {
         let mut epoch = 0;
         loop {
             // Reshuffle each member's bootstrap rows.
-            let order = Tensor::stack(&(0..e).map(|_| rng.indices(t as usize, t as usize, false, dev)).collect::<Vec<_>>(), 0);
+            let order =
+                Tensor::stack(&(0..e).map(|_| rng.indices(t as usize, t as usize, false, dev)).collect::<Vec<_>>(), 0);
             let rows = boot.gather(1, &order, false);
             let (mut sum, mut batches) = (0.0, 0.0);
             let mut start = 0;
@@ -396,7 +443,8 @@ impl Dynamics {
     }
 
     fn live(&self) -> Vec<(String, Tensor)> {
-        let mut v: Vec<(String, Tensor)> = self.params.named().iter().map(|(n, t)| (n.clone(), t.shallow_clone())).collect();
+        let mut v: Vec<(String, Tensor)> =
+            self.params.named().iter().map(|(n, t)| (n.clone(), t.shallow_clone())).collect();
         v.push(("scaler/mean".into(), self.in_mean.shallow_clone()));
         v.push(("scaler/std".into(), self.in_std.shallow_clone()));
         v.push(("scaler/elites".into(), self.elites.shallow_clone()));
@@ -485,7 +533,13 @@ mod tests {
         let f = |t: &Tensor| Vec::<f32>::try_from(&t.flatten(0, -1)).unwrap();
         let zeros = vec![0.0f32; n as usize];
         let d = Data::new(&f(&s), &f(&a), &f(&r), &f(&s2), &zeros, &zeros, 2, 1, Device::Cpu).unwrap();
-        let cfg = DynamicsConfig { net: MlpConfig { hidden: vec![32, 32], activation: Activation::Silu, ..MlpConfig::default() }, weight_decay: vec![2.5e-5, 5e-5, 1e-4], lr: 1e-2, max_epochs: 200, ..DynamicsConfig::default() };
+        let cfg = DynamicsConfig {
+            net: MlpConfig { hidden: vec![32, 32], activation: Activation::Silu, ..MlpConfig::default() },
+            weight_decay: vec![2.5e-5, 5e-5, 1e-4],
+            lr: 1e-2,
+            max_epochs: 200,
+            ..DynamicsConfig::default()
+        };
         let mut dy = Dynamics::new(cfg, 2, 1, Device::Cpu, &mut rng).unwrap();
         let mut epochs = Vec::new();
         dy.train(&d, &mut rng, |e| epochs.push(e.clone())).unwrap();
@@ -516,7 +570,13 @@ mod tests {
         for (hidden, rows) in [(vec![19, 13], 7), (vec![64, 64, 64], 200)] {
             let mut rng = AgentRng::new(5);
             let decay = (0..=hidden.len()).map(|i| 1e-3 * (i + 1) as f64).collect();
-            let cfg = DynamicsConfig { net: MlpConfig { hidden, activation: Activation::Silu, ..MlpConfig::default() }, members: 3, elites: 2, weight_decay: decay, ..DynamicsConfig::default() };
+            let cfg = DynamicsConfig {
+                net: MlpConfig { hidden, activation: Activation::Silu, ..MlpConfig::default() },
+                members: 3,
+                elites: 2,
+                weight_decay: decay,
+                ..DynamicsConfig::default()
+            };
             let mut dy = Dynamics::new(cfg, 4, 2, Device::Cpu, &mut rng).unwrap();
             tch::no_grad(|| {
                 dy.in_mean.copy_(&Tensor::from_slice(&[0.1f32, -0.2, 0.3, 0.0, 0.5, -0.5]));

@@ -150,7 +150,11 @@ fn online_over_defaults<'de, D: serde::Deserializer<'de>>(d: D) -> Result<PpoCon
         }
     }
     let given = toml::Value::deserialize(d)?;
-    let mut base = toml::Value::try_from(online_defaults(&bc::PolicyConfig::default().actor, &critic::CriticConfig::default().value)).map_err(D::Error::custom)?;
+    let mut base = toml::Value::try_from(online_defaults(
+        &bc::PolicyConfig::default().actor,
+        &critic::CriticConfig::default().value,
+    ))
+    .map_err(D::Error::custom)?;
     lay(&mut base, given);
     base.try_into().map_err(D::Error::custom)
 }
@@ -167,7 +171,10 @@ impl Unio4Config {
             return Err(AgentError::Config("unio4.handover_top_k, save_every and log_every must be ≥ 1".into()));
         }
         if self.save_every % self.log_every != 0 || self.save_every % self.ope.eval_step != 0 {
-            return Err(AgentError::Config(format!("unio4.save_every ({}) must be a multiple of log_every ({}) and of ope.eval_step ({})", self.save_every, self.log_every, self.ope.eval_step)));
+            return Err(AgentError::Config(format!(
+                "unio4.save_every ({}) must be a multiple of log_every ({}) and of ope.eval_step ({})",
+                self.save_every, self.log_every, self.ope.eval_step
+            )));
         }
         if self.state_norm && self.online.obs_norm.mode != ObsNormMode::Dataset {
             return Err(AgentError::Config(format!(
@@ -175,12 +182,20 @@ impl Unio4Config {
                 self.online.obs_norm.mode
             )));
         }
-        if self.online.actor.mlp != self.policy.actor.mlp || self.online.actor.squash_mean != self.policy.actor.squash_mean {
-            return Err(AgentError::Config("unio4.online.actor must have the shape of unio4.policy.actor (the chosen member is copied into it)".into()));
+        if self.online.actor.mlp != self.policy.actor.mlp
+            || self.online.actor.squash_mean != self.policy.actor.squash_mean
+        {
+            return Err(AgentError::Config(
+                "unio4.online.actor must have the shape of unio4.policy.actor (the chosen member is copied into it)"
+                    .into(),
+            ));
         }
         match &self.value_refit {
             None if self.online.critic != self.critic.value => {
-                return Err(AgentError::Config("unio4.online.critic must have the shape of unio4.critic.value (the offline V is copied into it)".into()));
+                return Err(AgentError::Config(
+                    "unio4.online.critic must have the shape of unio4.critic.value (the offline V is copied into it)"
+                        .into(),
+                ));
             }
             Some(refit) => {
                 refit.validate()?;
@@ -201,7 +216,8 @@ impl Unio4Config {
                 }
             }
             None => {
-                if self.online.reward_scaling != RewardScaling::Constant || self.online.critic_head != ValueHead::Linear {
+                if self.online.reward_scaling != RewardScaling::Constant || self.online.critic_head != ValueHead::Linear
+                {
                     return Err(AgentError::Config("unio4.online.reward_scaling = \"dynamic\" and critic_head = \"relu\" need unio4.value_refit (the offline V is linear and learned on unscaled rewards)".into()));
                 }
             }
@@ -247,10 +263,28 @@ pub struct Data {
 impl Data {
     /// From row-major host columns.
     #[allow(clippy::too_many_arguments)]
-    pub fn new(obs: &[f32], action: &[f32], reward: &[f32], next_obs: &[f32], terminal: &[f32], episode_end: &[f32], obs_dim: usize, act_dim: usize, device: Device) -> Result<Self, AgentError> {
+    pub fn new(
+        obs: &[f32],
+        action: &[f32],
+        reward: &[f32],
+        next_obs: &[f32],
+        terminal: &[f32],
+        episode_end: &[f32],
+        obs_dim: usize,
+        act_dim: usize,
+        device: Device,
+    ) -> Result<Self, AgentError> {
         let n = reward.len();
-        let bad = |what: &str, found: usize, want: usize| AgentError::Config(format!("unio4 data: {what} has {found} values, expected {want}"));
-        for (what, len, want) in [("obs", obs.len(), n * obs_dim), ("action", action.len(), n * act_dim), ("next_obs", next_obs.len(), n * obs_dim), ("terminal", terminal.len(), n), ("episode_end", episode_end.len(), n)] {
+        let bad = |what: &str, found: usize, want: usize| {
+            AgentError::Config(format!("unio4 data: {what} has {found} values, expected {want}"))
+        };
+        for (what, len, want) in [
+            ("obs", obs.len(), n * obs_dim),
+            ("action", action.len(), n * act_dim),
+            ("next_obs", next_obs.len(), n * obs_dim),
+            ("terminal", terminal.len(), n),
+            ("episode_end", episode_end.len(), n),
+        ] {
             if len != want {
                 return Err(bad(what, len, want));
             }
@@ -261,10 +295,12 @@ impl Data {
         let t = |v: &[f32], w: usize| Tensor::from_slice(v).view([n as i64, w as i64]).to_device(device);
         // a′_t = a_{t+1} inside an episode (the code takes act[t+1] everywhere; at an episode
         // end that row is another episode's, and the code's mask zeroes its term anyway).
-        let next_action: Vec<f32> = (0..n).flat_map(|i| {
-            let j = if episode_end[i] == 0.0 && i + 1 < n { i + 1 } else { i };
-            action[j * act_dim..(j + 1) * act_dim].iter().copied()
-        }).collect();
+        let next_action: Vec<f32> = (0..n)
+            .flat_map(|i| {
+                let j = if episode_end[i] == 0.0 && i + 1 < n { i + 1 } else { i };
+                action[j * act_dim..(j + 1) * act_dim].iter().copied()
+            })
+            .collect();
         let obs_t = t(obs, obs_dim);
         let obs_mean = obs_t.mean_dim(0, false, Kind::Float);
         let obs_std = obs_t.std_dim(0, false, false).clamp_min(1e-3);
@@ -335,7 +371,12 @@ pub trait OfflineCritic {
 }
 
 /// The configured offline critic for `data`'s shapes.
-pub fn offline_critic(cfg: &critic::CriticConfig, data: &Data, device: Device, seed: u64) -> Result<Box<dyn OfflineCritic>, AgentError> {
+pub fn offline_critic(
+    cfg: &critic::CriticConfig,
+    data: &Data,
+    device: Device,
+    seed: u64,
+) -> Result<Box<dyn OfflineCritic>, AgentError> {
     let (o, a) = (data.obs.size()[1], data.action.size()[1]);
     Ok(match cfg.path {
         critic::CriticPath::Iql => Box::new(critic::Critic::new(cfg.clone(), o, a, device, seed)?),
@@ -372,7 +413,8 @@ mod tests {
         let gains = [0.2f32, 1.0, 5.0];
         let pol = |k: f32, s: f32| (k * (1.0 - s)).clamp(-1.0, 1.0);
         let mut rng = AgentRng::new(11);
-        let (mut obs, mut act, mut rew, mut next, mut end) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut obs, mut act, mut rew, mut next, mut end) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let mut true_return = [0.0f64; 3];
         for (g, &k) in gains.iter().enumerate() {
             for ep in 0..30 {
@@ -381,7 +423,13 @@ mod tests {
                 for t in 0..50 {
                     let a = (pol(k, s) + 0.3 * rng.normal_vec(1)[0]).clamp(-1.0, 1.0);
                     let s2 = s + 0.1 * a;
-                    (obs.push(s), act.push(a), rew.push(-(s2 - 1.0).abs()), next.push(s2), end.push(if t == 49 { 1.0 } else { 0.0 }));
+                    (
+                        obs.push(s),
+                        act.push(a),
+                        rew.push(-(s2 - 1.0).abs()),
+                        next.push(s2),
+                        end.push(if t == 49 { 1.0 } else { 0.0 }),
+                    );
                     s = s2;
                     // The noiseless policy from the same start, for its true return.
                     s_true += 0.1 * pol(k, s_true);
@@ -395,7 +443,13 @@ mod tests {
         let zeros = vec![0.0f32; rew.len()];
         let d = Data::new(&obs, &act, &rew, &next, &zeros, &end, 1, 1, Device::Cpu).unwrap();
         let small = MlpConfig { hidden: vec![32, 32], ..MlpConfig::default() };
-        let cfg = critic::CriticConfig { q: small.clone(), value: small, lr: 1e-3, batch_size: 256, ..critic::CriticConfig::default() };
+        let cfg = critic::CriticConfig {
+            q: small.clone(),
+            value: small,
+            lr: 1e-3,
+            batch_size: 256,
+            ..critic::CriticConfig::default()
+        };
         let mut c = critic::Critic::new(cfg, 1, 1, Device::Cpu, 3).unwrap();
         for _ in 0..1000 {
             c.update(&d, false);
@@ -431,10 +485,14 @@ mod tests {
         let running: Unio4Config = toml::from_str("[online]\nobs_norm = { mode = \"running\" }").unwrap();
         let err = running.validate().unwrap_err().to_string();
         assert!(err.contains("unio4.online.obs_norm.mode") && err.contains("Running"), "{err}");
-        let off: Unio4Config = toml::from_str("state_norm = false\n[online]\nobs_norm = { mode = \"running\" }").unwrap();
+        let off: Unio4Config =
+            toml::from_str("state_norm = false\n[online]\nobs_norm = { mode = \"running\" }").unwrap();
         off.validate().unwrap();
         assert_eq!(off.online_config().obs_norm.mode, ObsNormMode::None);
-        assert!(toml::from_str::<Unio4Config>("[online]\nepoch = 3").unwrap_err().to_string().contains("epoch"), "unknown keys are still refused");
+        assert!(
+            toml::from_str::<Unio4Config>("[online]\nepoch = 3").unwrap_err().to_string().contains("epoch"),
+            "unknown keys are still refused"
+        );
     }
 
     /// fidelity-audit-2 E4: Uni-O4's online PPO stores the clamped action by default, also under
@@ -460,7 +518,9 @@ mod tests {
     #[test]
     fn defaults_validate_and_mask_rules_differ_at_a_timeout() {
         Unio4Config::default().validate().unwrap();
-        let d = Data::new(&[0.0, 1.0], &[0.0, 0.0], &[1.0, 1.0], &[1.0, 2.0], &[0.0, 0.0], &[0.0, 1.0], 1, 1, Device::Cpu).unwrap();
+        let d =
+            Data::new(&[0.0, 1.0], &[0.0, 0.0], &[1.0, 1.0], &[1.0, 2.0], &[0.0, 0.0], &[0.0, 1.0], 1, 1, Device::Cpu)
+                .unwrap();
         assert_eq!(Vec::<f32>::try_from(&d.mask(MaskRule::Code)).unwrap(), vec![1.0, 0.0]);
         assert_eq!(Vec::<f32>::try_from(&d.mask(MaskRule::D4rl)).unwrap(), vec![1.0, 1.0]);
     }

@@ -33,7 +33,10 @@ impl OpeConfig {
     /// Reject settings that cannot work, naming the field.
     pub fn validate(&self) -> Result<(), AgentError> {
         if self.horizon == 0 || self.eval_step == 0 || self.start_states == 0 {
-            return Err(AgentError::Config(format!("unio4.ope: horizon, eval_step and start_states must be ≥ 1, found {}, {}, {}", self.horizon, self.eval_step, self.start_states)));
+            return Err(AgentError::Config(format!(
+                "unio4.ope: horizon, eval_step and start_states must be ≥ 1, found {}, {}, {}",
+                self.horizon, self.eval_step, self.start_states
+            )));
         }
         Ok(())
     }
@@ -98,7 +101,11 @@ mod tests {
         assert!((score - 2.1375).abs() < 1e-6, "{score}");
         // Actions are clipped to [−1, 1] before Q and the model see them.
         let mut big = |s: &Tensor| s.zeros_like() + 5.0;
-        let score = am_q(&Tensor::zeros([1, 1], (Kind::Float, Device::Cpu)), 1, Rollout { policy: &mut big, q: &mut q, step: &mut step, done: &done });
+        let score = am_q(
+            &Tensor::zeros([1, 1], (Kind::Float, Device::Cpu)),
+            1,
+            Rollout { policy: &mut big, q: &mut q, step: &mut step, done: &done },
+        );
         assert!((score - 2.0).abs() < 1e-6, "{score}");
     }
 }

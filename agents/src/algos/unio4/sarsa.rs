@@ -40,7 +40,16 @@ impl SarsaCritic {
     /// A fresh critic for `data`'s shapes, with its MC returns.
     pub fn new(cfg: CriticConfig, data: &Data, device: Device, seed: u64) -> Result<Self, AgentError> {
         cfg.validate()?;
-        let vc = ValueRefitConfig { value: cfg.value.clone(), head: ValueHead::Linear, reward_scaling: RewardScaling::Constant, steps: cfg.steps.max(1), lr: cfg.lr, batch_size: cfg.batch_size, reward_scale: 1.0, gamma: cfg.gamma };
+        let vc = ValueRefitConfig {
+            value: cfg.value.clone(),
+            head: ValueHead::Linear,
+            reward_scaling: RewardScaling::Constant,
+            steps: cfg.steps.max(1),
+            lr: cfg.lr,
+            batch_size: cfg.batch_size,
+            reward_scale: 1.0,
+            gamma: cfg.gamma,
+        };
         let mut v = ValueRefit::with_prefix(vc, data, device, seed, "value")?;
         let in_dim = data.obs.size()[1] + data.action.size()[1];
         let (q, q_params, target, target_params) = critic_and_target(1, in_dim, &cfg.q, &mut v.rng, device);
@@ -52,7 +61,8 @@ impl SarsaCritic {
         let s_next = data.norm_obs(&data.next_obs.index_select(0, idx), state_norm);
         let a_next = data.next_action.index_select(0, idx);
         let m = data.mask(self.cfg.mask).index_select(0, idx);
-        data.reward.index_select(0, idx) + m * self.cfg.gamma * target_min_q(&self.target, &state_action(&s_next, &a_next))
+        data.reward.index_select(0, idx)
+            + m * self.cfg.gamma * target_min_q(&self.target, &state_action(&s_next, &a_next))
     }
 
     fn live(&self) -> Vec<(String, Tensor)> {
@@ -73,7 +83,8 @@ impl OfflineCritic for SarsaCritic {
         let sa = state_action(&s, &data.action.index_select(0, &idx));
         let y = self.td_target(data, &idx, state_norm);
         let tau = if (self.q_step + 1) % self.cfg.target_every == 0 { self.cfg.tau } else { 0.0 };
-        let parts = CriticParts { critic: &self.q, opt: &mut self.q_opt, params: &self.q_params, target: &self.target_params };
+        let parts =
+            CriticParts { critic: &self.q, opt: &mut self.q_opt, params: &self.q_params, target: &self.target_params };
         // L_Q = E[(Q(s, a) − y)²] (one member), then the Polyak step when due.
         let (q_loss, q_mean) = q_step(parts, &sa, &y, tau, &mut self.v.rng);
         self.q_step += 1;
@@ -107,7 +118,14 @@ impl OfflineCritic for SarsaCritic {
     fn save(&self, path: &Path) -> Result<(), AgentError> {
         let mut live = self.live();
         live.push(("meta/q_step".into(), Tensor::from_slice(&[self.q_step as i64])));
-        save_agent(path, "unio4-sarsa-critic", &live, &[("value_opt", &self.v.opt), ("q_opt", &self.q_opt)], self.v.step as i64, &self.v.rng)
+        save_agent(
+            path,
+            "unio4-sarsa-critic",
+            &live,
+            &[("value_opt", &self.v.opt), ("q_opt", &self.q_opt)],
+            self.v.step as i64,
+            &self.v.rng,
+        )
     }
 
     fn load(&mut self, path: &Path) -> Result<(), AgentError> {
@@ -137,7 +155,18 @@ mod tests {
 
     fn small(steps: u64, q_steps: u64) -> CriticConfig {
         let net = MlpConfig { hidden: vec![32, 32], ..MlpConfig::default() };
-        CriticConfig { q: net.clone(), value: net, lr: 3e-3, batch_size: 16, steps, q_steps, gamma: 0.5, target_every: 1, tau: 0.5, ..CriticConfig::default() }
+        CriticConfig {
+            q: net.clone(),
+            value: net,
+            lr: 3e-3,
+            batch_size: 16,
+            steps,
+            q_steps,
+            gamma: 0.5,
+            target_every: 1,
+            tau: 0.5,
+            ..CriticConfig::default()
+        }
     }
 
     /// One episode of 8 rows, s_t = t / 8, a_t = (−1)^t / 2, r_t = 1 + t / 8, then a second
@@ -156,11 +185,16 @@ mod tests {
     #[test]
     fn sarsa_target_uses_the_datasets_next_action_and_the_mask() {
         let d = chain();
-        assert_eq!(Vec::<f32>::try_from(&d.next_action.squeeze_dim(-1)).unwrap()[..9], [-0.5, 0.5, -0.5, 0.5, -0.5, 0.5, -0.5, -0.5, -0.5]);
+        assert_eq!(
+            Vec::<f32>::try_from(&d.next_action.squeeze_dim(-1)).unwrap()[..9],
+            [-0.5, 0.5, -0.5, 0.5, -0.5, 0.5, -0.5, -0.5, -0.5]
+        );
         let c = SarsaCritic::new(small(1, 1), &d, Device::Cpu, 0).unwrap();
         let idx = Tensor::from_slice(&[0i64, 6, 7]);
         let y = Vec::<f32>::try_from(&c.td_target(&d, &idx, false)).unwrap();
-        let q_bar = |s: f32, a: f32| target_min_q(&c.target, &Tensor::from_slice(&[s, a]).view([1, 2])).double_value(&[0]) as f32;
+        let q_bar = |s: f32, a: f32| {
+            target_min_q(&c.target, &Tensor::from_slice(&[s, a]).view([1, 2])).double_value(&[0]) as f32
+        };
         assert!((y[0] - (1.0 + 0.5 * q_bar(0.125, -0.5))).abs() < 1e-6);
         assert!((y[1] - (1.75 + 0.5 * q_bar(0.875, -0.5))).abs() < 1e-6);
         assert_eq!(y[2], 1.875, "no bootstrap at the episode end");

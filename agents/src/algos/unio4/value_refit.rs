@@ -66,7 +66,12 @@ impl Default for ValueRefitConfig {
 impl ValueRefitConfig {
     /// Reject settings that cannot work, naming the field.
     pub fn validate(&self) -> Result<(), AgentError> {
-        if self.steps == 0 || self.batch_size == 0 || !(self.lr > 0.0) || !(self.reward_scale > 0.0) || !(0.0..1.0).contains(&self.gamma) {
+        if self.steps == 0
+            || self.batch_size == 0
+            || !(self.lr > 0.0)
+            || !(self.reward_scale > 0.0)
+            || !(0.0..1.0).contains(&self.gamma)
+        {
             return Err(AgentError::Config(format!(
                 "unio4.value_refit: steps and batch_size must be ≥ 1, lr and reward_scale > 0 and gamma in [0, 1), found steps {}, batch_size {}, lr {}, reward_scale {}, gamma {}",
                 self.steps, self.batch_size, self.lr, self.reward_scale, self.gamma
@@ -80,7 +85,8 @@ impl ValueRefitConfig {
 /// dataset crate's return-to-go of the scaled rewards).
 pub fn mc_returns(reward: &[f32], episode_end: &[f32], scale: f64, gamma: f64) -> Result<Vec<f32>, AgentError> {
     let scaled: Vec<f32> = reward.iter().map(|r| (scale * *r as f64) as f32).collect();
-    returns_to_go(&scaled, episode_end, &McConfig::dense(gamma as f32)).map_err(|e| AgentError::Config(format!("unio4.value_refit: {e}")))
+    returns_to_go(&scaled, episode_end, &McConfig::dense(gamma as f32))
+        .map_err(|e| AgentError::Config(format!("unio4.value_refit: {e}")))
 }
 
 /// The stage: V, its optimizer and batch stream, and the targets.
@@ -104,13 +110,20 @@ impl ValueRefit {
 
     /// The same with V's parameters registered under `prefix` (the non-IQL offline critic's V,
     /// [`super::sarsa`], is `value/…`).
-    pub(super) fn with_prefix(cfg: ValueRefitConfig, data: &Data, device: Device, seed: u64, prefix: &str) -> Result<Self, AgentError> {
+    pub(super) fn with_prefix(
+        cfg: ValueRefitConfig,
+        data: &Data,
+        device: Device,
+        seed: u64,
+        prefix: &str,
+    ) -> Result<Self, AgentError> {
         cfg.validate()?;
         let mut rng = AgentRng::new(seed);
         let mut params = ParamSet::new();
         let obs_dim = data.obs.size()[1];
         let v = Mlp::new(&mut params, prefix, obs_dim, 1, &cfg.value, 1.0, &mut rng, device);
-        let host = |t: &Tensor| Vec::<f32>::try_from(&t.to_device(Device::Cpu).to_kind(Kind::Float)).unwrap_or_default();
+        let host =
+            |t: &Tensor| Vec::<f32>::try_from(&t.to_device(Device::Cpu).to_kind(Kind::Float)).unwrap_or_default();
         let (reward, end) = (host(&data.reward), host(&data.episode_end));
         // r̃: the `dynamic` pass over the rows in order (its end state goes online), or r.
         let mut scaler = (cfg.reward_scaling == RewardScaling::Dynamic).then(|| ReturnStdScaler::new(cfg.gamma));
@@ -158,7 +171,11 @@ impl ValueRefit {
         let loss = (&v - &g).square().mean(Kind::Float);
         self.opt.minimize(&self.params, &loss);
         self.step += 1;
-        vec![("value_loss", loss.double_value(&[])), ("v_mean", v.mean(Kind::Float).double_value(&[])), ("return_mean", g.mean(Kind::Float).double_value(&[]))]
+        vec![
+            ("value_loss", loss.double_value(&[])),
+            ("v_mean", v.mean(Kind::Float).double_value(&[])),
+            ("return_mean", g.mean(Kind::Float).double_value(&[])),
+        ]
     }
 
     pub(super) fn live(&self) -> Vec<(String, Tensor)> {
@@ -209,7 +226,15 @@ mod tests {
         let mut end = vec![0.0f32; n];
         end[n - 1] = 1.0;
         let d = Data::new(&obs, &vec![0.0; n], &vec![1.0; n], &next, &vec![0.0; n], &end, 1, 1, Device::Cpu).unwrap();
-        let cfg = ValueRefitConfig { value: MlpConfig { hidden: vec![32, 32], ..MlpConfig::default() }, steps: 600, lr: 3e-3, batch_size: 64, reward_scale: 1.0, gamma: 0.5, ..ValueRefitConfig::default() };
+        let cfg = ValueRefitConfig {
+            value: MlpConfig { hidden: vec![32, 32], ..MlpConfig::default() },
+            steps: 600,
+            lr: 3e-3,
+            batch_size: 64,
+            reward_scale: 1.0,
+            gamma: 0.5,
+            ..ValueRefitConfig::default()
+        };
         let mut a = ValueRefit::new(cfg.clone(), &d, Device::Cpu, 7).unwrap();
         let first = a.update(&d, false)[0].1;
         for _ in 0..300 {
@@ -241,7 +266,13 @@ mod tests {
         let end = [0.0f32, 0.0, 1.0, 0.0, 1.0];
         let obs = [0.0f32, 0.1, 0.2, 0.3, 0.4];
         let d = Data::new(&obs, &[0.0; 5], &r, &obs, &[0.0; 5], &end, 1, 1, Device::Cpu).unwrap();
-        let cfg = ValueRefitConfig { value: MlpConfig { hidden: vec![8], ..MlpConfig::default() }, reward_scaling: RewardScaling::Dynamic, reward_scale: 1.0, gamma: 0.9, ..ValueRefitConfig::default() };
+        let cfg = ValueRefitConfig {
+            value: MlpConfig { hidden: vec![8], ..MlpConfig::default() },
+            reward_scaling: RewardScaling::Dynamic,
+            reward_scale: 1.0,
+            gamma: 0.9,
+            ..ValueRefitConfig::default()
+        };
         let refit = ValueRefit::new(cfg.clone(), &d, Device::Cpu, 1).unwrap();
         let mut s = ReturnStdScaler::new(0.9);
         let scaled = s.scale_dataset(&r, &end);

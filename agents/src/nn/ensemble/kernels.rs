@@ -96,7 +96,13 @@ pub(super) enum GradIn<'a> {
     InPlace(&'a mut [f32]),
     /// The fused one-output head: `∂L/∂h = ∂q · w_e`; `g_z` is written to `out`, and the
     /// head's gradients are accumulated.
-    Head { grad_q: &'a [f32], weight: &'a [f32], out: &'a mut [f32], grad_weight: &'a mut [f32], grad_bias: &'a mut [f32] },
+    Head {
+        grad_q: &'a [f32],
+        weight: &'a [f32],
+        out: &'a mut [f32],
+        grad_weight: &'a mut [f32],
+        grad_bias: &'a mut [f32],
+    },
 }
 
 /// One hidden layer's backward pass.
@@ -185,7 +191,10 @@ fn backward_halves(b: Backward<'_>, k: usize, threads: usize) {
             let (q1, q2) = grad_q.split_at(at);
             let (o1, o2) = out.split_at_mut(at * w);
             let acc = head_acc.insert((grad_weight, grad_bias));
-            (GradIn::Head { grad_q: q1, weight, out: o1, grad_weight: &mut *acc.0, grad_bias: &mut *acc.1 }, GradIn::Head { grad_q: q2, weight, out: o2, grad_weight: &mut *s_head_w, grad_bias: &mut *s_head_b })
+            (
+                GradIn::Head { grad_q: q1, weight, out: o1, grad_weight: &mut *acc.0, grad_bias: &mut *acc.1 },
+                GradIn::Head { grad_q: q2, weight, out: o2, grad_weight: &mut *s_head_w, grad_bias: &mut *s_head_b },
+            )
         }
     };
     let mut norm_acc = None;
@@ -196,7 +205,13 @@ fn backward_halves(b: Backward<'_>, k: usize, threads: usize) {
             let acc = norm_acc.insert((n.grad_gain, n.grad_shift));
             (
                 Some(NormBackward { z: z1, stats: t1, gain: n.gain, grad_gain: &mut *acc.0, grad_shift: &mut *acc.1 }),
-                Some(NormBackward { z: z2, stats: t2, gain: n.gain, grad_gain: &mut *s_gain, grad_shift: &mut *s_shift }),
+                Some(NormBackward {
+                    z: z2,
+                    stats: t2,
+                    gain: n.gain,
+                    grad_gain: &mut *s_gain,
+                    grad_shift: &mut *s_shift,
+                }),
             )
         }
         None => (None, None),
@@ -209,8 +224,10 @@ fn backward_halves(b: Backward<'_>, k: usize, threads: usize) {
         }
         None => (None, None),
     };
-    let first = Backward { dims: d1, grad: g1, h: h1, norm: n1, rows_from: None, grad_bias: &mut *grad_bias, per_state: p1 };
-    let second = Backward { dims: d2, grad: g2, h: h2, norm: n2, rows_from: None, grad_bias: &mut *s_bias, per_state: p2 };
+    let first =
+        Backward { dims: d1, grad: g1, h: h1, norm: n1, rows_from: None, grad_bias: &mut *grad_bias, per_state: p1 };
+    let second =
+        Backward { dims: d2, grad: g2, h: h2, norm: n2, rows_from: None, grad_bias: &mut *s_bias, per_state: p2 };
     if threads > 1 {
         crate::nn::team::run(vec![first, second], backward_one);
     } else {
@@ -302,7 +319,10 @@ impl<'a> Forward<'a> {
                 let (s1, s2) = cut(n.shift, w, at);
                 let (t1, t2) = cut_mut(n.stats, rows * 2, at);
                 let (o1, o2) = cut_mut(n.out, rows * w, at);
-                (Some(NormForward { gain: g1, shift: s1, stats: t1, out: o1 }), Some(NormForward { gain: g2, shift: s2, stats: t2, out: o2 }))
+                (
+                    Some(NormForward { gain: g1, shift: s1, stats: t1, out: o1 }),
+                    Some(NormForward { gain: g2, shift: s2, stats: t2, out: o2 }),
+                )
             }
             None => (None, None),
         };
@@ -322,7 +342,10 @@ impl<'a> Forward<'a> {
             }
             None => (None, None),
         };
-        (Forward { dims: d1, z: z1, first: f1, bias: b1, per_state: p1, norm: n1, head: h1 }, Forward { dims: d2, z: z2, first: f2, bias: b2, per_state: p2, norm: n2, head: h2 })
+        (
+            Forward { dims: d1, z: z1, first: f1, bias: b1, per_state: p1, norm: n1, head: h1 },
+            Forward { dims: d2, z: z2, first: f2, bias: b2, per_state: p2, norm: n2, head: h2 },
+        )
     }
 
     /// Rows `..at` and `at..` of a one-member pass as two independent passes (`at` a multiple
@@ -344,14 +367,20 @@ impl<'a> Forward<'a> {
             Some(n) => {
                 let (t1, t2) = n.stats.split_at_mut(at * 2);
                 let (o1, o2) = n.out.split_at_mut(at * w);
-                (Some(NormForward { gain: n.gain, shift: n.shift, stats: t1, out: o1 }), Some(NormForward { gain: n.gain, shift: n.shift, stats: t2, out: o2 }))
+                (
+                    Some(NormForward { gain: n.gain, shift: n.shift, stats: t1, out: o1 }),
+                    Some(NormForward { gain: n.gain, shift: n.shift, stats: t2, out: o2 }),
+                )
             }
             None => (None, None),
         };
         let (h1, h2) = match self.head {
             Some(h) => {
                 let (q1, q2) = h.q.split_at_mut(at);
-                (Some(HeadForward { weight: h.weight, bias: h.bias, q: q1 }), Some(HeadForward { weight: h.weight, bias: h.bias, q: q2 }))
+                (
+                    Some(HeadForward { weight: h.weight, bias: h.bias, q: q1 }),
+                    Some(HeadForward { weight: h.weight, bias: h.bias, q: q2 }),
+                )
             }
             None => (None, None),
         };
@@ -362,7 +391,10 @@ impl<'a> Forward<'a> {
             }
             None => (None, None),
         };
-        (Forward { dims: d1, z: z1, first: f1, bias: self.bias, per_state: p1, norm: n1, head: h1 }, Forward { dims: d2, z: z2, first: f2, bias: self.bias, per_state: p2, norm: n2, head: h2 })
+        (
+            Forward { dims: d1, z: z1, first: f1, bias: self.bias, per_state: p1, norm: n1, head: h1 },
+            Forward { dims: d2, z: z2, first: f2, bias: self.bias, per_state: p2, norm: n2, head: h2 },
+        )
     }
 }
 
@@ -382,7 +414,10 @@ impl<'a> Backward<'a> {
                 let (o1, o2) = cut_mut(out, rows * w, at);
                 let (gw1, gw2) = cut_mut(grad_weight, w, at);
                 let (gb1, gb2) = cut_mut(grad_bias, 1, at);
-                (GradIn::Head { grad_q: q1, weight: w1, out: o1, grad_weight: gw1, grad_bias: gb1 }, GradIn::Head { grad_q: q2, weight: w2, out: o2, grad_weight: gw2, grad_bias: gb2 })
+                (
+                    GradIn::Head { grad_q: q1, weight: w1, out: o1, grad_weight: gw1, grad_bias: gb1 },
+                    GradIn::Head { grad_q: q2, weight: w2, out: o2, grad_weight: gw2, grad_bias: gb2 },
+                )
             }
         };
         // With `rows_from`, rows are found through it: h, z and the stats stay whole.
@@ -403,7 +438,10 @@ impl<'a> Backward<'a> {
                 let (ga1, ga2) = cut(n.gain, w, at);
                 let (gg1, gg2) = cut_mut(n.grad_gain, w, at);
                 let (gs1, gs2) = cut_mut(n.grad_shift, w, at);
-                (Some(NormBackward { z: z1, stats: t1, gain: ga1, grad_gain: gg1, grad_shift: gs1 }), Some(NormBackward { z: z2, stats: t2, gain: ga2, grad_gain: gg2, grad_shift: gs2 }))
+                (
+                    Some(NormBackward { z: z1, stats: t1, gain: ga1, grad_gain: gg1, grad_shift: gs1 }),
+                    Some(NormBackward { z: z2, stats: t2, gain: ga2, grad_gain: gg2, grad_shift: gs2 }),
+                )
             }
             None => (None, None),
         };
@@ -415,7 +453,10 @@ impl<'a> Backward<'a> {
             }
             None => (None, None),
         };
-        (Backward { dims: d1, grad: g1, h: h1, norm: n1, rows_from: f1, grad_bias: b1, per_state: p1 }, Backward { dims: d2, grad: g2, h: h2, norm: n2, rows_from: f2, grad_bias: b2, per_state: p2 })
+        (
+            Backward { dims: d1, grad: g1, h: h1, norm: n1, rows_from: f1, grad_bias: b1, per_state: p1 },
+            Backward { dims: d2, grad: g2, h: h2, norm: n2, rows_from: f2, grad_bias: b2, per_state: p2 },
+        )
     }
 }
 
@@ -458,7 +499,15 @@ trait Reduce {
     fn add_sum(row: &mut [f32], b: &[f32]) -> f32;
     /// LayerNorm's output `out = relu(γ ((z − μ) ρ) + β)` for one row, then `out · w` for a
     /// fused head (as [`Reduce::dot`]; 0 without one).
-    fn norm_relu_dot(z: &[f32], gain: &[f32], shift: &[f32], mu: f32, rho: f32, out: &mut [f32], head: Option<&[f32]>) -> f32;
+    fn norm_relu_dot(
+        z: &[f32],
+        gain: &[f32],
+        shift: &[f32],
+        mu: f32,
+        rho: f32,
+        out: &mut [f32],
+        head: Option<&[f32]>,
+    ) -> f32;
     /// `out = x W` for rows `x` `[R, d]` and `W` `[d, n]` into `out` `[R, n]`: each output a
     /// chain of fused multiply-adds over `k = 0..d` in order, from zero.
     fn rows_times(x: &[f32], w: &[f32], out: &mut [f32], d: usize);
@@ -509,7 +558,15 @@ impl Reduce for Portable {
         Self::sum(row)
     }
     #[inline(always)]
-    fn norm_relu_dot(z: &[f32], gain: &[f32], shift: &[f32], mu: f32, rho: f32, out: &mut [f32], head: Option<&[f32]>) -> f32 {
+    fn norm_relu_dot(
+        z: &[f32],
+        gain: &[f32],
+        shift: &[f32],
+        mu: f32,
+        rho: f32,
+        out: &mut [f32],
+        head: Option<&[f32]>,
+    ) -> f32 {
         for (((o, v), gj), sj) in out.iter_mut().zip(z).zip(gain).zip(shift) {
             *o = relu(gj * ((v - mu) * rho) + sj);
         }
@@ -580,7 +637,12 @@ mod avx2 {
     /// SAFETY (for callers): the CPU has AVX2 and `x.len() == y.len()`.
     #[target_feature(enable = "avx2,fma")]
     #[inline]
-    pub(super) unsafe fn reduce(x: &[f32], y: &[f32], f: impl Fn(__m256, __m256) -> __m256, f1: impl Fn(f32, f32) -> f32) -> f32 {
+    pub(super) unsafe fn reduce(
+        x: &[f32],
+        y: &[f32],
+        f: impl Fn(__m256, __m256) -> __m256,
+        f1: impl Fn(f32, f32) -> f32,
+    ) -> f32 {
         let n = x.len() / 32 * 32;
         let (px, py) = (x.as_ptr(), y.as_ptr());
         let mut acc = [_mm256_setzero_ps(); 4];
@@ -628,7 +690,15 @@ mod avx2 {
     #[target_feature(enable = "avx2,fma")]
     #[inline]
     #[allow(clippy::too_many_arguments)]
-    pub(super) unsafe fn norm_relu_dot(z: &[f32], gain: &[f32], shift: &[f32], mu: f32, rho: f32, out: &mut [f32], head: Option<&[f32]>) -> f32 {
+    pub(super) unsafe fn norm_relu_dot(
+        z: &[f32],
+        gain: &[f32],
+        shift: &[f32],
+        mu: f32,
+        rho: f32,
+        out: &mut [f32],
+        head: Option<&[f32]>,
+    ) -> f32 {
         let len = z.len();
         assert!(gain.len() >= len && shift.len() >= len && out.len() >= len && head.is_none_or(|w| w.len() >= len));
         let n = len / 32 * 32;
@@ -640,7 +710,10 @@ mod avx2 {
             for (k, a) in acc.iter_mut().enumerate() {
                 let at = j + 8 * k;
                 let xh = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(pz.add(at)), m), r);
-                let o = _mm256_max_ps(_mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(pg.add(at)), xh), _mm256_loadu_ps(ps.add(at))), zero);
+                let o = _mm256_max_ps(
+                    _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(pg.add(at)), xh), _mm256_loadu_ps(ps.add(at))),
+                    zero,
+                );
                 _mm256_storeu_ps(po.add(at), o);
                 if let Some(w) = head {
                     *a = _mm256_add_ps(*a, _mm256_mul_ps(o, _mm256_loadu_ps(w.as_ptr().add(at))));
@@ -757,7 +830,15 @@ impl Reduce for Avx2 {
         unsafe { avx2::add_sum(row, b) }
     }
     #[inline(always)]
-    fn norm_relu_dot(z: &[f32], gain: &[f32], shift: &[f32], mu: f32, rho: f32, out: &mut [f32], head: Option<&[f32]>) -> f32 {
+    fn norm_relu_dot(
+        z: &[f32],
+        gain: &[f32],
+        shift: &[f32],
+        mu: f32,
+        rho: f32,
+        out: &mut [f32],
+        head: Option<&[f32]>,
+    ) -> f32 {
         unsafe { avx2::norm_relu_dot(z, gain, shift, mu, rho, out, head) }
     }
     #[inline(always)]
@@ -765,10 +846,15 @@ impl Reduce for Avx2 {
         use std::arch::x86_64::{_mm256_mul_ps, _mm256_set1_ps, _mm256_sub_ps};
         unsafe {
             let m = _mm256_set1_ps(mu);
-            avx2::reduce(x, x, |a, _| {
-                let d = _mm256_sub_ps(a, m);
-                _mm256_mul_ps(d, d)
-            }, |a, _| (a - mu) * (a - mu))
+            avx2::reduce(
+                x,
+                x,
+                |a, _| {
+                    let d = _mm256_sub_ps(a, m);
+                    _mm256_mul_ps(d, d)
+                },
+                |a, _| (a - mu) * (a - mu),
+            )
         }
     }
 }
@@ -809,14 +895,16 @@ fn forward_rows<R: Reduce>(f: Forward<'_>) {
                         mu[j] = R::add_sum(&mut z[(i0 + j) * w..][..w], b) / w as f32;
                     }
                     for j in 0..block {
-                        rho[j] = 1.0 / (R::centered_square_sum(&z[(i0 + j) * w..][..w], mu[j]) / w as f32 + LN_EPS).sqrt();
+                        rho[j] =
+                            1.0 / (R::centered_square_sum(&z[(i0 + j) * w..][..w], mu[j]) / w as f32 + LN_EPS).sqrt();
                         n.stats[2 * (i0 + j)] = mu[j];
                         n.stats[2 * (i0 + j) + 1] = rho[j];
                     }
                     let (g, s) = (&n.gain[e * w..][..w], &n.shift[e * w..][..w]);
                     for j in 0..block {
                         let i = i0 + j;
-                        dots[j] = R::norm_relu_dot(&z[i * w..][..w], g, s, mu[j], rho[j], &mut n.out[i * w..][..w], head_w);
+                        dots[j] =
+                            R::norm_relu_dot(&z[i * w..][..w], g, s, mu[j], rho[j], &mut n.out[i * w..][..w], head_w);
                     }
                 }
                 None => {
@@ -883,7 +971,9 @@ fn backward_rows<R: Reduce>(b: Backward<'_>) {
                     let (gg, gs) = (&mut n.grad_gain[e * w..][..w], &mut n.grad_shift[e * w..][..w]);
                     // g_y = g · [h > 0] (again, for the head's g: the mask is idempotent);
                     // ∂γ += g_y x̂, ∂β += g_y; then g holds g_x̂ = g_y γ.
-                    for (((((gj, hj), zj), ggj), gsj), gaj) in g.iter_mut().zip(hr).zip(zr).zip(gg.iter_mut()).zip(gs.iter_mut()).zip(gain) {
+                    for (((((gj, hj), zj), ggj), gsj), gaj) in
+                        g.iter_mut().zip(hr).zip(zr).zip(gg.iter_mut()).zip(gs.iter_mut()).zip(gain)
+                    {
                         let gy = relu_mask(*gj, *hj);
                         let xh = (zj - mu) * rho;
                         *ggj += gy * xh;
@@ -941,7 +1031,8 @@ mod tests {
         let n = e * r * w;
         let run = |threads: usize| {
             let mut z = data(n, 1);
-            let (bias, gain, shift, head_w, head_b, ps) = (data(e * w, 2), data(e * w, 3), data(e * w, 4), data(e * w, 5), data(e, 6), data(e * r / k * w, 7));
+            let (bias, gain, shift, head_w, head_b, ps) =
+                (data(e * w, 2), data(e * w, 3), data(e * w, 4), data(e * w, 5), data(e, 6), data(e * r / k * w, 7));
             let (mut stats, mut out, mut q) = (vec![0f32; 2 * e * r], vec![0f32; n], vec![0f32; e * r]);
             let dims = Dims { members: e, rows: r, width: w };
             forward(
@@ -957,13 +1048,33 @@ mod tests {
                 threads,
             );
             let grad_q = data(e * r, 8);
-            let (mut gz, mut gw, mut gb_head, mut gb, mut gg, mut gs, mut sums) = (vec![0f32; n], vec![0f32; e * w], vec![0f32; e], vec![0f32; e * w], vec![0f32; e * w], vec![0f32; e * w], vec![0f32; e * r / k * w]);
+            let (mut gz, mut gw, mut gb_head, mut gb, mut gg, mut gs, mut sums) = (
+                vec![0f32; n],
+                vec![0f32; e * w],
+                vec![0f32; e],
+                vec![0f32; e * w],
+                vec![0f32; e * w],
+                vec![0f32; e * w],
+                vec![0f32; e * r / k * w],
+            );
             backward(
                 Backward {
                     dims,
-                    grad: GradIn::Head { grad_q: &grad_q, weight: &head_w, out: &mut gz, grad_weight: &mut gw, grad_bias: &mut gb_head },
+                    grad: GradIn::Head {
+                        grad_q: &grad_q,
+                        weight: &head_w,
+                        out: &mut gz,
+                        grad_weight: &mut gw,
+                        grad_bias: &mut gb_head,
+                    },
                     h: &out,
-                    norm: Some(NormBackward { z: &z, stats: &stats, gain: &gain, grad_gain: &mut gg, grad_shift: &mut gs }),
+                    norm: Some(NormBackward {
+                        z: &z,
+                        stats: &stats,
+                        gain: &gain,
+                        grad_gain: &mut gg,
+                        grad_shift: &mut gs,
+                    }),
                     rows_from: None,
                     grad_bias: &mut gb,
                     per_state: Some((&mut sums, k)),
@@ -972,13 +1083,20 @@ mod tests {
             );
             // Rows read through `rows_from` (here in reverse order), as the actor's pass does.
             let from: Vec<usize> = (0..e * r).rev().collect();
-            let (mut g3, mut gb3, mut gg3, mut gs3) = (gz.clone(), vec![0f32; e * w], vec![0f32; e * w], vec![0f32; e * w]);
+            let (mut g3, mut gb3, mut gg3, mut gs3) =
+                (gz.clone(), vec![0f32; e * w], vec![0f32; e * w], vec![0f32; e * w]);
             backward(
                 Backward {
                     dims,
                     grad: GradIn::InPlace(&mut g3),
                     h: &out,
-                    norm: Some(NormBackward { z: &z, stats: &stats, gain: &gain, grad_gain: &mut gg3, grad_shift: &mut gs3 }),
+                    norm: Some(NormBackward {
+                        z: &z,
+                        stats: &stats,
+                        gain: &gain,
+                        grad_gain: &mut gg3,
+                        grad_shift: &mut gs3,
+                    }),
                     rows_from: Some(&from),
                     grad_bias: &mut gb3,
                     per_state: None,
@@ -1003,7 +1121,18 @@ mod tests {
             // And an in-place layer without LayerNorm on the result.
             let mut g2 = gz.clone();
             let mut gb2 = vec![0f32; e * w];
-            backward(Backward { dims, grad: GradIn::InPlace(&mut g2), h: &out, norm: None, rows_from: None, grad_bias: &mut gb2, per_state: None }, threads);
+            backward(
+                Backward {
+                    dims,
+                    grad: GradIn::InPlace(&mut g2),
+                    h: &out,
+                    norm: None,
+                    rows_from: None,
+                    grad_bias: &mut gb2,
+                    per_state: None,
+                },
+                threads,
+            );
             vec![z, stats, out, q, gz, gw, gb_head, gb, gg, gs, sums, g2, gb2, z1, stats1, out1, g3, gb3, gg3, gs3]
         };
         let (one, two) = (run(1), run(2));
@@ -1019,13 +1148,28 @@ mod tests {
         let (r, w, k) = (192usize, 200usize, 4usize);
         assert!(r * w >= PARALLEL_MIN);
         let dims = Dims { members: 1, rows: r, width: w };
-        let (z, stats, gain) = (data(r * w, 1), data(2 * r, 2).iter().map(|v| v.abs() + 0.5).collect::<Vec<_>>(), data(w, 3));
+        let (z, stats, gain) =
+            (data(r * w, 1), data(2 * r, 2).iter().map(|v| v.abs() + 0.5).collect::<Vec<_>>(), data(w, 3));
         let (h, grad_q, head_w) = (data(r * w, 4), data(r, 5), data(w, 6));
         let run = |whole: bool| {
-            let (mut gz, mut gw, mut gc, mut gb, mut gg, mut gs, mut sums) = (vec![0f32; r * w], vec![0f32; w], vec![0f32; 1], vec![0f32; w], vec![0f32; w], vec![0f32; w], vec![0f32; r / k * w]);
+            let (mut gz, mut gw, mut gc, mut gb, mut gg, mut gs, mut sums) = (
+                vec![0f32; r * w],
+                vec![0f32; w],
+                vec![0f32; 1],
+                vec![0f32; w],
+                vec![0f32; w],
+                vec![0f32; w],
+                vec![0f32; r / k * w],
+            );
             let pass = Backward {
                 dims,
-                grad: GradIn::Head { grad_q: &grad_q, weight: &head_w, out: &mut gz, grad_weight: &mut gw, grad_bias: &mut gc },
+                grad: GradIn::Head {
+                    grad_q: &grad_q,
+                    weight: &head_w,
+                    out: &mut gz,
+                    grad_weight: &mut gw,
+                    grad_bias: &mut gc,
+                },
                 h: &h,
                 norm: Some(NormBackward { z: &z, stats: &stats, gain: &gain, grad_gain: &mut gg, grad_shift: &mut gs }),
                 rows_from: None,
@@ -1062,8 +1206,17 @@ mod tests {
         for (e, r, w, d) in [(2usize, 5usize, 256usize, 23usize), (3, 4, 61, 7)] {
             let n = e * r * w;
             let run = |avx: bool| {
-                let (x, xw, bias, gain, shift, head_w, head_b) = (data(r * d, 1), data(e * d * w, 2), data(e * w, 3), data(e * w, 4), data(e * w, 5), data(e * w, 6), data(e, 7));
-                let (mut z, mut stats, mut out, mut q) = (vec![0f32; n], vec![0f32; 2 * e * r], vec![0f32; n], vec![0f32; e * r]);
+                let (x, xw, bias, gain, shift, head_w, head_b) = (
+                    data(r * d, 1),
+                    data(e * d * w, 2),
+                    data(e * w, 3),
+                    data(e * w, 4),
+                    data(e * w, 5),
+                    data(e * w, 6),
+                    data(e, 7),
+                );
+                let (mut z, mut stats, mut out, mut q) =
+                    (vec![0f32; n], vec![0f32; 2 * e * r], vec![0f32; n], vec![0f32; e * r]);
                 let f = Forward {
                     dims: Dims { members: e, rows: r, width: w },
                     z: &mut z,
@@ -1074,26 +1227,56 @@ mod tests {
                     head: Some(HeadForward { weight: &head_w, bias: &head_b, q: &mut q }),
                 };
                 // SAFETY: checked above that the CPU has AVX2 and FMA.
-                if avx { unsafe { forward_avx2(f) } } else { forward_rows::<Portable>(f) }
+                if avx {
+                    unsafe { forward_avx2(f) }
+                } else {
+                    forward_rows::<Portable>(f)
+                }
                 let grad_q = data(e * r, 8);
-                let (mut gz, mut gw, mut gbh, mut gb, mut gg, mut gs) = (vec![0f32; n], vec![0f32; e * w], vec![0f32; e], vec![0f32; e * w], vec![0f32; e * w], vec![0f32; e * w]);
+                let (mut gz, mut gw, mut gbh, mut gb, mut gg, mut gs) = (
+                    vec![0f32; n],
+                    vec![0f32; e * w],
+                    vec![0f32; e],
+                    vec![0f32; e * w],
+                    vec![0f32; e * w],
+                    vec![0f32; e * w],
+                );
                 let b = Backward {
                     dims: Dims { members: e, rows: r, width: w },
-                    grad: GradIn::Head { grad_q: &grad_q, weight: &head_w, out: &mut gz, grad_weight: &mut gw, grad_bias: &mut gbh },
+                    grad: GradIn::Head {
+                        grad_q: &grad_q,
+                        weight: &head_w,
+                        out: &mut gz,
+                        grad_weight: &mut gw,
+                        grad_bias: &mut gbh,
+                    },
                     h: &out,
-                    norm: Some(NormBackward { z: &z, stats: &stats, gain: &gain, grad_gain: &mut gg, grad_shift: &mut gs }),
+                    norm: Some(NormBackward {
+                        z: &z,
+                        stats: &stats,
+                        gain: &gain,
+                        grad_gain: &mut gg,
+                        grad_shift: &mut gs,
+                    }),
                     rows_from: None,
                     grad_bias: &mut gb,
                     per_state: None,
                 };
                 // SAFETY: as above.
-                if avx { unsafe { backward_avx2(b) } } else { backward_rows::<Portable>(b) }
+                if avx {
+                    unsafe { backward_avx2(b) }
+                } else {
+                    backward_rows::<Portable>(b)
+                }
                 vec![z, stats, out, q, gz, gw, gbh, gb, gg, gs]
             };
             let (avx, plain) = (run(true), run(false));
             assert!(plain[3].iter().all(|v| v.is_finite()));
             for (i, (a, p)) in avx.iter().zip(&plain).enumerate() {
-                assert!(a.iter().zip(p).all(|(a, p)| a.to_bits() == p.to_bits()), "output {i} differs between the AVX2 and portable builds ({e}, {r}, {w}, {d})");
+                assert!(
+                    a.iter().zip(p).all(|(a, p)| a.to_bits() == p.to_bits()),
+                    "output {i} differs between the AVX2 and portable builds ({e}, {r}, {w}, {d})"
+                );
             }
         }
     }

@@ -92,7 +92,11 @@ impl EnsembleMlp {
 
     /// [`EnsembleMlp::forward_paired`] taped: `obs` `[B, o]`, `act` `[B·k, a]` → `[E, B·k]`.
     pub fn forward_paired_taped(&self, obs: &Tensor, act: &Tensor) -> (Tensor, EnsembleTape) {
-        let (q, tape) = self.run_taped(Input::Paired { obs: obs.detach().contiguous(), act: act.detach().contiguous() }, None, true);
+        let (q, tape) = self.run_taped(
+            Input::Paired { obs: obs.detach().contiguous(), act: act.detach().contiguous() },
+            None,
+            true,
+        );
         (q, tape.expect("kept"))
     }
 
@@ -103,7 +107,13 @@ impl EnsembleMlp {
                 None => t.shallow_clone(),
             };
             let e = idx.map_or(self.members, |i| i.size()[0]);
-            let picked: Option<Vec<usize>> = idx.map(|i| Vec::<i64>::try_from(i.to_kind(Kind::Int64)).expect("member indices").into_iter().map(|m| m as usize).collect());
+            let picked: Option<Vec<usize>> = idx.map(|i| {
+                Vec::<i64>::try_from(i.to_kind(Kind::Int64))
+                    .expect("member indices")
+                    .into_iter()
+                    .map(|m| m as usize)
+                    .collect()
+            });
             let last = self.layers.len() - 1;
             let mut hidden: Vec<Hidden> = Vec::with_capacity(last);
             let mut q = Tensor::new();
@@ -115,7 +125,12 @@ impl EnsembleMlp {
                 // copied out.
                 let mut first = None;
                 let (z, per_state, k) = match (&input, hidden.last()) {
-                    (_, Some(prev)) => (gemm::bmm(&prev.h, &layer.weight, picked.as_deref()).unwrap_or_else(|| prev.h.bmm(&pick(&layer.weight))), None, 1),
+                    (_, Some(prev)) => (
+                        gemm::bmm(&prev.h, &layer.weight, picked.as_deref())
+                            .unwrap_or_else(|| prev.h.bmm(&pick(&layer.weight))),
+                        None,
+                        1,
+                    ),
                     (Input::Shared(x), None) => {
                         first = Some((x.contiguous(), pick(&layer.weight).contiguous()));
                         (empty(&[e, x.size()[0], width]), None, 1)
@@ -131,7 +146,9 @@ impl EnsembleMlp {
                 let rows = z.size()[1];
                 let dims = Dims { members: e as usize, rows: rows as usize, width: width as usize };
                 let bias = pick(&layer.bias).contiguous();
-                let norm = layer.norm.as_ref().map(|(g, s)| (pick(g).contiguous(), pick(s).contiguous(), empty(&[e, rows, 2]), empty(&[e, rows, width])));
+                let norm = layer.norm.as_ref().map(|(g, s)| {
+                    (pick(g).contiguous(), pick(s).contiguous(), empty(&[e, rows, 2]), empty(&[e, rows, width]))
+                });
                 let head = (i + 1 == last && self.head_width() == 1).then(|| {
                     let h = &self.layers[last];
                     (pick(&h.weight).contiguous(), pick(&h.bias).contiguous(), empty(&[e, rows]))
@@ -140,15 +157,31 @@ impl EnsembleMlp {
                 // shape `Dims` says, the mutable ones (z, stats, out, q) are fresh and distinct,
                 // and the slices end with this statement.
                 unsafe {
-                    kernels::forward(Forward {
-                        dims,
-                        z: slice_mut(&z),
-                        first: first.as_ref().map(|(x, weight)| FirstLayer { x: slice(x), weight: slice(weight), d: x.size()[1] as usize }),
-                        bias: slice(&bias),
-                        per_state: per_state.as_ref().map(|p| (slice(p), k)),
-                        norm: norm.as_ref().map(|(g, s, st, out)| NormForward { gain: slice(g), shift: slice(s), stats: slice_mut(st), out: slice_mut(out) }),
-                        head: head.as_ref().map(|(w, c, q)| HeadForward { weight: slice(w), bias: slice(c), q: slice_mut(q) }),
-                    }, crate::nn::team::threads());
+                    kernels::forward(
+                        Forward {
+                            dims,
+                            z: slice_mut(&z),
+                            first: first.as_ref().map(|(x, weight)| FirstLayer {
+                                x: slice(x),
+                                weight: slice(weight),
+                                d: x.size()[1] as usize,
+                            }),
+                            bias: slice(&bias),
+                            per_state: per_state.as_ref().map(|p| (slice(p), k)),
+                            norm: norm.as_ref().map(|(g, s, st, out)| NormForward {
+                                gain: slice(g),
+                                shift: slice(s),
+                                stats: slice_mut(st),
+                                out: slice_mut(out),
+                            }),
+                            head: head.as_ref().map(|(w, c, q)| HeadForward {
+                                weight: slice(w),
+                                bias: slice(c),
+                                q: slice_mut(q),
+                            }),
+                        },
+                        crate::nn::team::threads(),
+                    );
                 }
                 if let Some((_, _, qt)) = head {
                     q = qt;
@@ -207,15 +240,22 @@ impl EnsembleMlp {
             let Input::Shared(x) = &input else { panic!("backward_input_one_member needs a shared input") };
             let (e, b) = (self.members as usize, x.size()[0] as usize);
             let last = self.layers.len() - 1;
-            let ids: Vec<usize> = Vec::<i64>::try_from(member.to_kind(Kind::Int64)).expect("member ids").into_iter().map(|m| m as usize).collect();
+            let ids: Vec<usize> = Vec::<i64>::try_from(member.to_kind(Kind::Int64))
+                .expect("member ids")
+                .into_iter()
+                .map(|m| m as usize)
+                .collect();
             let mut count = vec![0usize; e];
             ids.iter().for_each(|&m| count[m] += 1);
             // Member m's slots: [start[m], start[m] + count[m]).
-            let start: Vec<usize> = count.iter().scan(0, |acc, &n| {
-                let s = *acc;
-                *acc += n;
-                Some(s)
-            }).collect();
+            let start: Vec<usize> = count
+                .iter()
+                .scan(0, |acc, &n| {
+                    let s = *acc;
+                    *acc += n;
+                    Some(s)
+                })
+                .collect();
             // The source row (flat index m·B + r) of each slot and each row's slot.
             let (mut source, mut position, mut next) = (vec![0usize; b], vec![0i64; b], start.clone());
             for (r, &m) in ids.iter().enumerate() {
@@ -273,7 +313,13 @@ impl EnsembleMlp {
                             let (s_shift, rest) = rest.split_at_mut(w);
                             let (s_head_w, s_head_b) = rest.split_at_mut(w);
                             let grad = if top {
-                                GradIn::Head { grad_q: &grad_q[s0..s1], weight: &head_w[m * w..][..w], out: mine, grad_weight: s_head_w, grad_bias: s_head_b }
+                                GradIn::Head {
+                                    grad_q: &grad_q[s0..s1],
+                                    weight: &head_w[m * w..][..w],
+                                    out: mine,
+                                    grad_weight: s_head_w,
+                                    grad_bias: s_head_b,
+                                }
                             } else {
                                 GradIn::InPlace(mine)
                             };
@@ -282,7 +328,13 @@ impl EnsembleMlp {
                                     dims: Dims { members: 1, rows: s1 - s0, width: w },
                                     grad,
                                     h,
-                                    norm: norm.map(|(z, st, g)| NormBackward { z, stats: st, gain: &g[m * w..][..w], grad_gain: s_gain, grad_shift: s_shift }),
+                                    norm: norm.map(|(z, st, g)| NormBackward {
+                                        z,
+                                        stats: st,
+                                        gain: &g[m * w..][..w],
+                                        grad_gain: s_gain,
+                                        grad_shift: s_shift,
+                                    }),
                                     rows_from: Some(&source[s0..s1]),
                                     grad_bias: s_bias,
                                     per_state: None,
@@ -307,7 +359,15 @@ impl EnsembleMlp {
                     for &m in &members {
                         let (c, tail) = rest.split_at_mut(count[m] * below);
                         rest = tail;
-                        products.push(crate::nn::mkl::Product { a: &gz_s[start[m] * w..][..count[m] * w], b: &weight_s[m * below * w..][..below * w], c, m: count[m], n: below, k: w, transpose_b: true });
+                        products.push(crate::nn::mkl::Product {
+                            a: &gz_s[start[m] * w..][..count[m] * w],
+                            b: &weight_s[m * below * w..][..below * w],
+                            c,
+                            m: count[m],
+                            n: below,
+                            k: w,
+                            transpose_b: true,
+                        });
                     }
                     crate::nn::mkl::ragged_matmul(products)
                 };
@@ -353,7 +413,8 @@ impl EnsembleMlp {
                 let (rows, width) = (hid.h.size()[1], hid.h.size()[2]);
                 let dims = Dims { members: e as usize, rows: rows as usize, width: width as usize };
                 let grad_bias = zeros(&[e, 1, width]);
-                let norm_grads = layer.norm.as_ref().map(|(g, _)| (g.contiguous(), zeros(&[e, 1, width]), zeros(&[e, 1, width])));
+                let norm_grads =
+                    layer.norm.as_ref().map(|(g, _)| (g.contiguous(), zeros(&[e, 1, width]), zeros(&[e, 1, width])));
                 let paired_k = match &input {
                     Input::Paired { obs, .. } if i == 0 => Some(rows / obs.size()[0]),
                     _ => None,
@@ -369,20 +430,35 @@ impl EnsembleMlp {
                 unsafe {
                     let grad = match &grad_h {
                         Some(_) => GradIn::InPlace(slice_mut(&gz)),
-                        None => GradIn::Head { grad_q: slice(&grad_q), weight: slice(&head_w), out: slice_mut(&gz), grad_weight: slice_mut(&grad_head_w), grad_bias: slice_mut(&grad_head_b) },
-                    };
-                    kernels::backward(kernels::Backward {
-                        dims,
-                        grad,
-                        h: slice(&hid.h),
-                        norm: match (&norm_grads, &hid.z, &hid.stats) {
-                            (Some((g, gg, gs)), Some(z), Some(st)) => Some(NormBackward { z: slice(z), stats: slice(st), gain: slice(g), grad_gain: slice_mut(gg), grad_shift: slice_mut(gs) }),
-                            _ => None,
+                        None => GradIn::Head {
+                            grad_q: slice(&grad_q),
+                            weight: slice(&head_w),
+                            out: slice_mut(&gz),
+                            grad_weight: slice_mut(&grad_head_w),
+                            grad_bias: slice_mut(&grad_head_b),
                         },
-                        rows_from: None,
-                        grad_bias: slice_mut(&grad_bias),
-                        per_state: per_state.as_ref().zip(paired_k).map(|(p, k)| (slice_mut(p), k as usize)),
-                    }, crate::nn::team::threads());
+                    };
+                    kernels::backward(
+                        kernels::Backward {
+                            dims,
+                            grad,
+                            h: slice(&hid.h),
+                            norm: match (&norm_grads, &hid.z, &hid.stats) {
+                                (Some((g, gg, gs)), Some(z), Some(st)) => Some(NormBackward {
+                                    z: slice(z),
+                                    stats: slice(st),
+                                    gain: slice(g),
+                                    grad_gain: slice_mut(gg),
+                                    grad_shift: slice_mut(gs),
+                                }),
+                                _ => None,
+                            },
+                            rows_from: None,
+                            grad_bias: slice_mut(&grad_bias),
+                            per_state: per_state.as_ref().zip(paired_k).map(|(p, k)| (slice_mut(p), k as usize)),
+                        },
+                        crate::nn::team::threads(),
+                    );
                 }
                 // ∂W = xᵀ g_z, with x the layer's input.
                 let grad_w = if !params {
@@ -394,7 +470,8 @@ impl EnsembleMlp {
                     match &input {
                         Input::Shared(x) => {
                             let (b, d) = (x.size()[0], x.size()[1]);
-                            gemm::bmm_at(x, &gz).unwrap_or_else(|| x.tr().unsqueeze(0).expand([e, d, b], false).bmm(&gz))
+                            gemm::bmm_at(x, &gz)
+                                .unwrap_or_else(|| x.tr().unsqueeze(0).expand([e, d, b], false).bmm(&gz))
                         }
                         Input::Paired { obs, act } => {
                             let (b, o, a) = (obs.size()[0], obs.size()[1], act.size()[1]);
@@ -408,10 +485,15 @@ impl EnsembleMlp {
                 // ∂h of the layer below = g_z Wᵀ; below the first layer, ∂x = Σ_e g_z,e W_eᵀ.
                 if i == 0 && !params {
                     if let Input::Shared(_) = &input {
-                        input_grad = Some(gz.bmm(&layer.weight.transpose(1, 2)).sum_dim_intlist(&[0i64][..], false, Kind::Float));
+                        input_grad = Some(gz.bmm(&layer.weight.transpose(1, 2)).sum_dim_intlist(
+                            &[0i64][..],
+                            false,
+                            Kind::Float,
+                        ));
                     }
                 }
-                grad_h = (i > 0).then(|| gemm::bmm_bt(&gz, &layer.weight).unwrap_or_else(|| gz.bmm(&layer.weight.transpose(1, 2))));
+                grad_h = (i > 0)
+                    .then(|| gemm::bmm_bt(&gz, &layer.weight).unwrap_or_else(|| gz.bmm(&layer.weight.transpose(1, 2))));
                 let mut grads = vec![grad_w, grad_bias];
                 if let Some((_, gg, gs)) = norm_grads {
                     grads.push(gg);
@@ -454,13 +536,20 @@ mod tests {
             let x = rng.normal(&[rows, 5], Device::Cpu);
             let dq = rng.normal(&[3, rows], Device::Cpu);
             let check = |got_q: &Tensor, want_q: &Tensor, got: Vec<Tensor>, what: &str| {
-                assert!(max_diff(got_q, &want_q.detach()) < 1e-5, "{what} values, layer_norm {layer_norm}, rows {rows}");
+                assert!(
+                    max_diff(got_q, &want_q.detach()) < 1e-5,
+                    "{what} values, layer_norm {layer_norm}, rows {rows}"
+                );
                 let loss = (want_q * &dq).sum(Kind::Float);
                 let want = Tensor::run_backward(&[&loss], &params.iter().collect::<Vec<_>>(), false, false);
                 assert_eq!(got.len(), want.len());
                 for ((g, w), (name, _)) in got.iter().zip(&want).zip(p.named()) {
                     assert_eq!(g.size(), w.size(), "{what} {name}");
-                    assert!(max_diff(g, w) < 1e-4 * (1.0 + w.abs().max().double_value(&[])), "{what} {name}, layer_norm {layer_norm}, rows {rows}: {}", max_diff(g, w));
+                    assert!(
+                        max_diff(g, w) < 1e-4 * (1.0 + w.abs().max().double_value(&[])),
+                        "{what} {name}, layer_norm {layer_norm}, rows {rows}: {}",
+                        max_diff(g, w)
+                    );
                 }
             };
             assert!(ens.tape_applies(&x));
@@ -475,7 +564,11 @@ mod tests {
             let want_g = Tensor::run_backward(&[&loss], &params.iter().collect::<Vec<_>>(), false, false);
             assert!(max_diff(&q, &want.detach()) < 1e-5, "paired values");
             for ((g, w), (name, _)) in ens.backward_params(tape, &dq).iter().zip(&want_g).zip(p.named()) {
-                assert!(max_diff(g, w) < 1e-4 * (1.0 + w.abs().max().double_value(&[])), "paired {name}, layer_norm {layer_norm}, rows {rows}: {}", max_diff(g, w));
+                assert!(
+                    max_diff(g, w) < 1e-4 * (1.0 + w.abs().max().double_value(&[])),
+                    "paired {name}, layer_norm {layer_norm}, rows {rows}: {}",
+                    max_diff(g, w)
+                );
             }
             // The input's gradient (the actor's ∂Q/∂a).
             let xg = x.detach().set_requires_grad(true);
@@ -483,7 +576,10 @@ mod tests {
             let want = Tensor::run_backward(&[&loss], &[&xg], false, false);
             let (_, tape) = ens.forward_taped(&x);
             let got = ens.backward_input(tape, &dq_shared);
-            assert!(max_diff(&got, &want[0]) < 1e-4 * (1.0 + want[0].abs().max().double_value(&[])), "input gradient, layer_norm {layer_norm}, rows {rows}");
+            assert!(
+                max_diff(&got, &want[0]) < 1e-4 * (1.0 + want[0].abs().max().double_value(&[])),
+                "input gradient, layer_norm {layer_norm}, rows {rows}"
+            );
             // One member per row (the actor's min): against autograd on the min.
             let (q, tape) = ens.forward_taped(&x);
             let (_, arg) = q.min_dim(0, false);
@@ -491,14 +587,24 @@ mod tests {
             let xg = x.detach().set_requires_grad(true);
             let loss = ens.forward(&xg, None).squeeze_dim(-1).amin(0, false).mean(Kind::Float);
             let want = Tensor::run_backward(&[&loss], &[&xg], false, false);
-            assert!(max_diff(&got, &want[0]) < 1e-5 * (1.0 + want[0].abs().max().double_value(&[])), "one member per row, layer_norm {layer_norm}, rows {rows}: {}", max_diff(&got, &want[0]));
+            assert!(
+                max_diff(&got, &want[0]) < 1e-5 * (1.0 + want[0].abs().max().double_value(&[])),
+                "one member per row, layer_norm {layer_norm}, rows {rows}: {}",
+                max_diff(&got, &want[0])
+            );
             // Members spread evenly (the batched, padded layout) and all on one (one at a time).
-            for member in [Tensor::arange(rows, (Kind::Int64, Device::Cpu)).remainder(3), Tensor::ones([rows], (Kind::Int64, Device::Cpu))] {
+            for member in [
+                Tensor::arange(rows, (Kind::Int64, Device::Cpu)).remainder(3),
+                Tensor::ones([rows], (Kind::Int64, Device::Cpu)),
+            ] {
                 let (_, tape) = ens.forward_taped(&x);
                 let got = ens.backward_input_one_member(tape, &member, 0.5);
                 let picked = ens.forward(&xg, None).squeeze_dim(-1).gather(0, &member.unsqueeze(0), false);
                 let want = Tensor::run_backward(&[&(picked.sum(Kind::Float) * 0.5)], &[&xg], false, false);
-                assert!(max_diff(&got, &want[0]) < 1e-5 * (1.0 + want[0].abs().max().double_value(&[])), "given members, layer_norm {layer_norm}, rows {rows}");
+                assert!(
+                    max_diff(&got, &want[0]) < 1e-5 * (1.0 + want[0].abs().max().double_value(&[])),
+                    "given members, layer_norm {layer_norm}, rows {rows}"
+                );
             }
             let idx = Tensor::from_slice(&[2i64, 0, 2]);
             let sub = ens.forward_fused(&x, Some(&idx));

@@ -107,23 +107,66 @@ pub fn run(args: DynamicsBenchArgs) -> anyhow::Result<()> {
     let (mut ours, mut theirs, mut their_loss) = (0.0f64, 0.0f64, f64::NAN);
     for round in 0..args.rounds.max(1) {
         ours = ours.max(time_ours(&cfg, &args, &xs, &ys)?);
-        let r = python_json("bench_dynamics_torch.py", &["--dir", &dir.path().to_string_lossy(), "--threads", &threads.to_string(), "--steps", &args.steps.to_string(), "--warmup", &args.warmup.to_string()])?;
+        let r = python_json(
+            "bench_dynamics_torch.py",
+            &[
+                "--dir",
+                &dir.path().to_string_lossy(),
+                "--threads",
+                &threads.to_string(),
+                "--steps",
+                &args.steps.to_string(),
+                "--warmup",
+                &args.warmup.to_string(),
+            ],
+        )?;
         theirs = theirs.max(r["steps_per_s"].as_f64().context("bench_dynamics_torch.py printed no steps_per_s")?);
         their_loss = r["loss"].as_f64().context("bench_dynamics_torch.py printed no loss")?;
-        eprintln!("round {}: ours {ours:.1} steps/s, PyTorch {theirs:.1} steps/s (best so far), load {}", round + 1, super::load_average());
+        eprintln!(
+            "round {}: ours {ours:.1} steps/s, PyTorch {theirs:.1} steps/s (best so far), load {}",
+            round + 1,
+            super::load_average()
+        );
     }
     let rel = (ours_loss - their_loss).abs() / their_loss.abs().max(1e-12);
     let peak = (0..args.rounds.max(1)).map(|_| super::update::matmul_peak(Device::Cpu).0).fold(0.0, f64::max);
     let flops = step_flops(e, b, args.obs, args.act, &args.hidden);
     let (ours_gf, their_gf) = (flops * ours / 1e9, flops * theirs / 1e9);
-    println!("{:<10} {:>12} {:>12} {:>7} {:>12} {:>10} {:>10} {:>10} {:>9} {:>9}", "", "ours step/s", "torch step/s", "ratio", "loss rel Δ", "MFLOP/step", "ours GF/s", "torch GF/s", "ours %pk", "torch %pk");
-    println!("{:<10} {:>12.1} {:>12.1} {:>6.2}x {:>12.2e} {:>10.1} {:>10.1} {:>10.1} {:>8.0}% {:>8.0}%", "dynamics", ours, theirs, ours / theirs, rel, flops / 1e6, ours_gf, their_gf, 100.0 * ours_gf / peak, 100.0 * their_gf / peak);
+    println!(
+        "{:<10} {:>12} {:>12} {:>7} {:>12} {:>10} {:>10} {:>10} {:>9} {:>9}",
+        "",
+        "ours step/s",
+        "torch step/s",
+        "ratio",
+        "loss rel Δ",
+        "MFLOP/step",
+        "ours GF/s",
+        "torch GF/s",
+        "ours %pk",
+        "torch %pk"
+    );
+    println!(
+        "{:<10} {:>12.1} {:>12.1} {:>6.2}x {:>12.2e} {:>10.1} {:>10.1} {:>10.1} {:>8.0}% {:>8.0}%",
+        "dynamics",
+        ours,
+        theirs,
+        ours / theirs,
+        rel,
+        flops / 1e6,
+        ours_gf,
+        their_gf,
+        100.0 * ours_gf / peak,
+        100.0 * their_gf / peak
+    );
     println!("matmul 1024³ f32 peak: {peak:.1} GFLOP/s (best of {} in this run)", args.rounds.max(1));
     if rel > 1e-5 {
         eprintln!("warning: the losses differ from PyTorch's by {rel:.2e} relative (> 1e-5): ours {ours_loss}, PyTorch {their_loss}");
     }
     if args.json {
-        println!("{}", json!({"ours_steps_per_s": ours, "pytorch_steps_per_s": theirs, "ratio": ours / theirs, "loss_rel_diff": rel, "members": e, "hidden": args.hidden, "batch": b, "threads": threads, "mflop_per_step": flops / 1e6, "ours_gflops": ours_gf, "pytorch_gflops": their_gf, "matmul_peak_gflops": peak, "ours_share_of_peak": ours_gf / peak, "pytorch_share_of_peak": their_gf / peak}));
+        println!(
+            "{}",
+            json!({"ours_steps_per_s": ours, "pytorch_steps_per_s": theirs, "ratio": ours / theirs, "loss_rel_diff": rel, "members": e, "hidden": args.hidden, "batch": b, "threads": threads, "mflop_per_step": flops / 1e6, "ours_gflops": ours_gf, "pytorch_gflops": their_gf, "matmul_peak_gflops": peak, "ours_share_of_peak": ours_gf / peak, "pytorch_share_of_peak": their_gf / peak})
+        );
     }
     Ok(())
 }
@@ -132,7 +175,8 @@ pub fn run(args: DynamicsBenchArgs) -> anyhow::Result<()> {
 /// again for the weight gradient, and for the input gradient of every layer but the first
 /// (nothing needs `∂x` of the data).
 fn step_flops(members: i64, batch: i64, obs: i64, act: i64, hidden: &[i64]) -> f64 {
-    let dims: Vec<i64> = std::iter::once(obs + act).chain(hidden.iter().copied()).chain(std::iter::once(2 * (obs + 1))).collect();
+    let dims: Vec<i64> =
+        std::iter::once(obs + act).chain(hidden.iter().copied()).chain(std::iter::once(2 * (obs + 1))).collect();
     let products: Vec<f64> = dims.windows(2).map(|w| (w[0] * w[1]) as f64).collect();
     let all: f64 = products.iter().sum();
     2.0 * (members * batch) as f64 * (3.0 * all - products[0])

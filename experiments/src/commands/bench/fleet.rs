@@ -17,7 +17,9 @@
 //! The server is a local `nats-server` (JetStream on a temporary store, killed at the end).
 
 use anyhow::{bail, Context, Result};
+use async_nats::jetstream::consumer;
 use futures::StreamExt;
+use o2o_datasets::ReplayBuffer;
 use o2o_experiments::fleet::actor::StreamSink;
 use o2o_experiments::fleet::learner::declare;
 use o2o_experiments::fleet::message;
@@ -26,8 +28,6 @@ use o2o_experiments::fleet::{Bus, Connection, FleetConfig};
 use o2o_experiments::run::actor::{derive_seed, stream, Actor, UniformPolicy};
 use o2o_experiments::run::learner::{learn, ReplaySink, RewardTransform, Source};
 use o2o_experiments::Run;
-use o2o_datasets::ReplayBuffer;
-use async_nats::jetstream::consumer;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -148,7 +148,13 @@ fn unix_now() -> f64 {
 /// Run `o2o bench fleet`.
 pub fn run(a: FleetBenchArgs) -> Result<()> {
     if a.threads < 1 || a.batch == 0 || a.steps == 0 || a.block == 0 {
-        bail!("--threads, --batch, --steps and --block: expected at least 1, found {}, {}, {}, {}", a.threads, a.batch, a.steps, a.block);
+        bail!(
+            "--threads, --batch, --steps and --block: expected at least 1, found {}, {}, {}, {}",
+            a.threads,
+            a.batch,
+            a.steps,
+            a.block
+        );
     }
     tch::set_num_threads(a.threads);
     if let Some(mode) = a.worker.clone() {
@@ -187,8 +193,16 @@ pub fn run(a: FleetBenchArgs) -> Result<()> {
         let (consumer_cpu, server_cpu) = (process_cpu_s() - cpu0, pid_cpu_s(server.pid()) - server0);
         let reports = wait_workers(children)?;
         let stream_per_s = want as f64 / span(&reports, Some(last_row));
-        let stream_cpu_us = (reports.iter().map(|r| r.cpu_s).sum::<f64>() + consumer_cpu + server_cpu) / want as f64 * 1e6;
-        let row = ActorRow { actors: n, stream_per_s, in_process_per_s, ratio: stream_per_s / in_process_per_s, stream_cpu_us, in_process_cpu_us };
+        let stream_cpu_us =
+            (reports.iter().map(|r| r.cpu_s).sum::<f64>() + consumer_cpu + server_cpu) / want as f64 * 1e6;
+        let row = ActorRow {
+            actors: n,
+            stream_per_s,
+            in_process_per_s,
+            ratio: stream_per_s / in_process_per_s,
+            stream_cpu_us,
+            in_process_cpu_us,
+        };
         eprintln!(
             "{n} actor(s): {:.0} transitions/s through the stream, {:.0} in process, ratio {:.2}; CPU per transition {:.1} µs vs {:.1} µs",
             row.stream_per_s, row.in_process_per_s, row.ratio, row.stream_cpu_us, row.in_process_cpu_us
@@ -201,15 +215,33 @@ pub fn run(a: FleetBenchArgs) -> Result<()> {
     println!("| actor processes | through the stream (transitions/s) | in-process buffer (transitions/s) | stream / in-process | CPU µs per transition, stream (actors + consumer + server) | in process | CPU ratio |");
     println!("|---|---|---|---|---|---|---|");
     for r in &rows {
-        println!("| {} | {:.0} | {:.0} | **{:.2}** | {:.1} | {:.1} | {:.2} |", r.actors, r.stream_per_s, r.in_process_per_s, r.ratio, r.stream_cpu_us, r.in_process_cpu_us, r.stream_cpu_us / r.in_process_cpu_us);
+        println!(
+            "| {} | {:.0} | {:.0} | **{:.2}** | {:.1} | {:.1} | {:.2} |",
+            r.actors,
+            r.stream_per_s,
+            r.in_process_per_s,
+            r.ratio,
+            r.stream_cpu_us,
+            r.in_process_cpu_us,
+            r.stream_cpu_us / r.in_process_cpu_us
+        );
     }
     println!();
-    println!("| learner ({} updates per mode) | updates/s | ratio (totals) | ratio (median of {}-update block pairs) |", learner.updates, a.block);
+    println!(
+        "| learner ({} updates per mode) | updates/s | ratio (totals) | ratio (median of {}-update block pairs) |",
+        learner.updates, a.block
+    );
     println!("|---|---|---|---|");
     println!("| without the stream | {:.1} | 1.00 | 1.00 |", learner.without_per_s);
-    println!("| with the stream attached ({} messages taken) | {:.1} | **{:.3}** | **{:.3}** |", learner.messages, learner.with_stream_per_s, learner.ratio, learner.median_block_ratio);
+    println!(
+        "| with the stream attached ({} messages taken) | {:.1} | **{:.3}** | **{:.3}** |",
+        learner.messages, learner.with_stream_per_s, learner.ratio, learner.median_block_ratio
+    );
     if a.json {
-        println!("{}", serde_json::json!({ "env": ENV, "steps_per_actor": a.steps, "batch": a.batch, "actors": rows, "learner": learner, "load_avg": super::load_average() }));
+        println!(
+            "{}",
+            serde_json::json!({ "env": ENV, "steps_per_actor": a.steps, "batch": a.batch, "actors": rows, "learner": learner, "load_avg": super::load_average() })
+        );
     }
     drop(server);
     Ok(())
@@ -230,7 +262,8 @@ fn worker(a: &FleetBenchArgs, mode: &str) -> Result<()> {
     let (first_step, cpu0);
     match mode {
         "stream" => {
-            let bus = Bus::connect(&Connection::new(&a.nats, &format!("o2o-bench-{}", a.index)), &a.run, fleet.ack_timeout)?;
+            let bus =
+                Bus::connect(&Connection::new(&a.nats, &format!("o2o-bench-{}", a.index)), &a.run, fleet.ack_timeout)?;
             let mut sink = StreamSink::new(&bus, &format!("bench-{}", a.index), obs_dim, act_dim, &fleet);
             first_step = ready_set_go()?;
             cpu0 = process_cpu_s();
@@ -250,7 +283,15 @@ fn worker(a: &FleetBenchArgs, mode: &str) -> Result<()> {
         }
         other => bail!("--worker: expected stream or local, found {other:?}"),
     }
-    println!("{}", serde_json::to_string(&WorkerReport { first_step, done: unix_now(), rows: a.steps, cpu_s: process_cpu_s() - cpu0 })?);
+    println!(
+        "{}",
+        serde_json::to_string(&WorkerReport {
+            first_step,
+            done: unix_now(),
+            rows: a.steps,
+            cpu_s: process_cpu_s() - cpu0
+        })?
+    );
     Ok(())
 }
 
@@ -273,7 +314,14 @@ fn start_workers(a: &FleetBenchArgs, mode: &str, n: usize, url: &str, run: &str)
         .map(|i| {
             Command::new(&exe)
                 .args(["bench", "fleet", "--worker", mode, "--nats", url, "--run", run, "--index", &i.to_string()])
-                .args(["--steps", &a.steps.to_string(), "--batch", &a.batch.to_string(), "--threads", &a.threads.to_string()])
+                .args([
+                    "--steps",
+                    &a.steps.to_string(),
+                    "--batch",
+                    &a.batch.to_string(),
+                    "--threads",
+                    &a.threads.to_string(),
+                ])
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::inherit())
@@ -311,7 +359,8 @@ fn wait_workers(workers: Vec<Worker>) -> Result<Vec<WorkerReport>> {
             if !status.success() {
                 bail!("a worker failed ({status})");
             }
-            serde_json::from_str(text.lines().last().unwrap_or("")).with_context(|| format!("a worker printed {text:?}"))
+            serde_json::from_str(text.lines().last().unwrap_or(""))
+                .with_context(|| format!("a worker printed {text:?}"))
         })
         .collect()
 }
@@ -328,15 +377,30 @@ fn span(reports: &[WorkerReport], end: Option<f64>) -> f64 {
 }
 
 /// A durable pull consumer `name` reading the stream from its start.
-fn pull(bus: &Bus, stream: &async_nats::jetstream::stream::Stream, name: &str) -> Result<consumer::Consumer<consumer::pull::Config>> {
-    bus.block_on(stream.create_consumer(consumer::pull::Config { durable_name: Some(name.into()), ack_policy: consumer::AckPolicy::Explicit, max_ack_pending: 100_000, ..Default::default() }))
-        .map_err(|e| anyhow::anyhow!("{e}"))
-        .context("creating a pull consumer")
+fn pull(
+    bus: &Bus,
+    stream: &async_nats::jetstream::stream::Stream,
+    name: &str,
+) -> Result<consumer::Consumer<consumer::pull::Config>> {
+    bus.block_on(stream.create_consumer(consumer::pull::Config {
+        durable_name: Some(name.into()),
+        ack_policy: consumer::AckPolicy::Explicit,
+        max_ack_pending: 100_000,
+        ..Default::default()
+    }))
+    .map_err(|e| anyhow::anyhow!("{e}"))
+    .context("creating a pull consumer")
 }
 
 /// The fleet learner's per-message work for up to `max` messages: fetch, decode, push, ack.
 /// Returns the rows taken.
-fn take(bus: &Bus, c: &consumer::Consumer<consumer::pull::Config>, run: &str, replay: &mut ReplayBuffer, max: usize) -> Result<u64> {
+fn take(
+    bus: &Bus,
+    c: &consumer::Consumer<consumer::pull::Config>,
+    run: &str,
+    replay: &mut ReplayBuffer,
+    max: usize,
+) -> Result<u64> {
     let msgs = bus.block_on(async {
         let mut out = Vec::new();
         if let Ok(mut batch) = c.fetch().max_messages(max).expires(Duration::from_millis(50)).messages().await {
@@ -348,7 +412,8 @@ fn take(bus: &Bus, c: &consumer::Consumer<consumer::pull::Config>, run: &str, re
     });
     let mut rows = 0;
     for m in msgs {
-        let b = message::decode(&m.payload, run, replay.obs_dim(), replay.act_dim()).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let b =
+            message::decode(&m.payload, run, replay.obs_dim(), replay.act_dim()).map_err(|e| anyhow::anyhow!("{e}"))?;
         for r in &b.transitions {
             replay.push(&r.obs, &r.action, r.reward as f32, &r.next_obs, r.terminated, r.truncated)?;
         }
@@ -359,10 +424,16 @@ fn take(bus: &Bus, c: &consumer::Consumer<consumer::pull::Config>, run: &str, re
 }
 
 /// SAC updates per second without and with the stream attached, alternating blocks.
-fn learner_bench(a: &FleetBenchArgs, bus: &Bus, stream: &async_nats::jetstream::stream::Stream, replay: ReplayBuffer) -> Result<LearnerRow> {
+fn learner_bench(
+    a: &FleetBenchArgs,
+    bus: &Bus,
+    stream: &async_nats::jetstream::stream::Stream,
+    replay: ReplayBuffer,
+) -> Result<LearnerRow> {
     let config = Run::preset(&a.config)?.config()?;
     let batch = config.train.online_batch();
-    let mut agent = o2o_experiments::run::runner::build_agent(&config, replay.obs_dim(), replay.act_dim(), Device::Cpu)?;
+    let mut agent =
+        o2o_experiments::run::runner::build_agent(&config, replay.obs_dim(), replay.act_dim(), Device::Cpu)?;
     agent.set_phase(o2o_agents::Phase::Online);
     let mut rng = ChaCha8Rng::seed_from_u64(derive_seed(config.seed, stream::RUNNER_RNG, 0));
     // The buffer the learner samples from: the first half of the rows (the rest come from the
@@ -375,7 +446,12 @@ fn learner_bench(a: &FleetBenchArgs, bus: &Bus, stream: &async_nats::jetstream::
         bail!("{} rows for batches of {batch}: raise --steps", online.len());
     }
     drop(replay);
-    eprintln!("learner: {} updates per mode, {} per block, batch {batch}, {} rows to start", a.updates, a.block, online.len());
+    eprintln!(
+        "learner: {} updates per mode, {} per block, batch {batch}, {} rows to start",
+        a.updates,
+        a.block,
+        online.len()
+    );
     let (mut t_without, mut t_with, mut done, mut messages) = (0.0, 0.0, 0u64, 0u64);
     let mut pairs = Vec::new();
     learn(&mut *agent, &Source::Online(&online), batch, 10, &mut rng, Device::Cpu, None)?; // warm-up
@@ -403,5 +479,12 @@ fn learner_bench(a: &FleetBenchArgs, bus: &Bus, stream: &async_nats::jetstream::
     pairs.sort_by(f64::total_cmp);
     let median_block_ratio = pairs[pairs.len() / 2];
     let (without_per_s, with_stream_per_s) = (a.updates as f64 / t_without, a.updates as f64 / t_with);
-    Ok(LearnerRow { updates: a.updates, without_per_s, with_stream_per_s, ratio: with_stream_per_s / without_per_s, median_block_ratio, messages })
+    Ok(LearnerRow {
+        updates: a.updates,
+        without_per_s,
+        with_stream_per_s,
+        ratio: with_stream_per_s / without_per_s,
+        median_block_ratio,
+        messages,
+    })
 }

@@ -73,12 +73,17 @@ impl Drop for TempDir {
 pub(crate) fn python_json(script: &str, args: &[&str]) -> anyhow::Result<serde_json::Value> {
     let script = o2o_experiments::paths::scripts_dir().join(script);
     let python = o2o_experiments::paths::venv_python();
-    let out = std::process::Command::new(&python).arg(&script).args(args).output().with_context(|| format!("running {} {}", python.display(), script.display()))?;
+    let out = std::process::Command::new(&python)
+        .arg(&script)
+        .args(args)
+        .output()
+        .with_context(|| format!("running {} {}", python.display(), script.display()))?;
     if !out.status.success() {
         bail!("{} failed ({}):\n{}", script.display(), out.status, String::from_utf8_lossy(&out.stderr));
     }
     let stdout = String::from_utf8_lossy(&out.stdout);
-    serde_json::from_str(stdout.lines().last().unwrap_or("")).with_context(|| format!("parsing the last line of {}'s output:\n{stdout}", script.display()))
+    serde_json::from_str(stdout.lines().last().unwrap_or(""))
+        .with_context(|| format!("parsing the last line of {}'s output:\n{stdout}", script.display()))
 }
 
 /// The 1-, 5- and 15-minute load averages, for the header of a benchmark.

@@ -51,21 +51,44 @@ pub struct PpoBenchArgs {
 /// Run the benchmark.
 pub fn run(args: PpoBenchArgs) -> anyhow::Result<()> {
     if args.envs == 0 || args.rollout == 0 || args.rollouts < 2 || args.threads == 0 {
-        bail!("o2o bench ppo: --envs, --rollout and --threads must be ≥ 1 and --rollouts ≥ 2 (the first is not counted)");
+        bail!(
+            "o2o bench ppo: --envs, --rollout and --threads must be ≥ 1 and --rollouts ≥ 2 (the first is not counted)"
+        );
     }
     tch::set_num_threads(args.threads as i32);
     println!("o2o bench ppo: {} × {} envs, {} steps per env per rollout, {} rollouts, 10 epochs of minibatches of 64, {} threads, load average {}", args.envs, args.env, args.rollout, args.rollouts, args.threads, super::load_average());
     let (mut ours, mut theirs) = (0.0f64, 0.0f64);
     for round in 0..args.rounds.max(1) {
         ours = ours.max(time_ours(&args)?);
-        let r = python_json("bench_ppo_torch.py", &["--env", &args.env, "--envs", &args.envs.to_string(), "--rollout", &args.rollout.to_string(), "--rollouts", &args.rollouts.to_string(), "--threads", &args.threads.to_string()])?;
+        let r = python_json(
+            "bench_ppo_torch.py",
+            &[
+                "--env",
+                &args.env,
+                "--envs",
+                &args.envs.to_string(),
+                "--rollout",
+                &args.rollout.to_string(),
+                "--rollouts",
+                &args.rollouts.to_string(),
+                "--threads",
+                &args.threads.to_string(),
+            ],
+        )?;
         theirs = theirs.max(r["steps_per_s"].as_f64().context("bench_ppo_torch.py printed no steps_per_s")?);
-        eprintln!("round {}: ours {ours:.0} env steps/s, PyTorch + Gymnasium {theirs:.0} (best so far), load {}", round + 1, super::load_average());
+        eprintln!(
+            "round {}: ours {ours:.0} env steps/s, PyTorch + Gymnasium {theirs:.0} (best so far), load {}",
+            round + 1,
+            super::load_average()
+        );
     }
     println!("{:<6} {:>14} {:>14} {:>7}", "", "ours steps/s", "torch steps/s", "ratio");
     println!("{:<6} {:>14.0} {:>14.0} {:>6.2}x", "ppo", ours, theirs, ours / theirs);
     if args.json {
-        println!("{}", json!({"ours_steps_per_s": ours, "pytorch_steps_per_s": theirs, "ratio": ours / theirs, "envs": args.envs, "rollout": args.rollout, "threads": args.threads, "env": args.env}));
+        println!(
+            "{}",
+            json!({"ours_steps_per_s": ours, "pytorch_steps_per_s": theirs, "ratio": ours / theirs, "envs": args.envs, "rollout": args.rollout, "threads": args.threads, "env": args.env})
+        );
     }
     Ok(())
 }
@@ -99,7 +122,12 @@ fn time_ours(args: &PpoBenchArgs) -> anyhow::Result<f64> {
 /// The median `perf/steps_per_s` of a run's rollouts after the first.
 fn median_rollout_rate(metrics: &Path) -> anyhow::Result<f64> {
     let text = std::fs::read_to_string(metrics).with_context(|| format!("reading {}", metrics.display()))?;
-    let mut rates: Vec<f64> = text.lines().filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()).filter_map(|v| v["perf/steps_per_s"].as_f64()).skip(1).collect();
+    let mut rates: Vec<f64> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| v["perf/steps_per_s"].as_f64())
+        .skip(1)
+        .collect();
     if rates.is_empty() {
         bail!("{} has no perf/steps_per_s after the first rollout", metrics.display());
     }

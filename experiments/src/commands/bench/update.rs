@@ -139,7 +139,8 @@ fn variants(a: &UpdateArgs) -> Vec<Variant> {
     // member's pass more).
     let sac_flops = |e: f64, m: f64| 4.0 * actor_f + m * critic_f + 3.0 * e * critic_f + (e + 1.0) * critic_f;
     // IQL: 2 target fwd + V train + 2 V fwd + actor train + 2 critic train.
-    let iql_flops = 8.0 * critic_f + 5.0 * mlp_flops(b, &[o, h[0], h[1], 1]) + 3.0 * mlp_flops(b, &[o, h[0], h[1], act]);
+    let iql_flops =
+        8.0 * critic_f + 5.0 * mlp_flops(b, &[o, h[0], h[1], 1]) + 3.0 * mlp_flops(b, &[o, h[0], h[1], act]);
     let sac_spec = |e: i64, ln: bool| json!({"algo": "sac", "obs_dim": o, "act_dim": act, "hidden": h, "num_critics": e, "target_subset": 2, "layer_norm": ln});
     // CQL adds, per critic step, 2 actor fwd on B rows (N draws per state share one pass) and
     // E critic train (3×) on 3·B·N (state, action) pairs, whose first layer takes the state
@@ -153,12 +154,54 @@ fn variants(a: &UpdateArgs) -> Vec<Variant> {
     let rlpd_flops = utd as f64 * (actor_f + 2.0 * critic_f + 30.0 * critic_f) + 3.0 * actor_f + 20.0 * critic_f;
     let cql_losses: &[&str] = &["critic_loss", "actor_loss", "alpha_loss", "cql_gap"];
     vec![
-        Variant { name: "sac", build: Box::new(move |d| Ok(Ours::Sac(Sac::new(SacConfig::default(), o, act, d, 0)?))), spec: sac_spec(2, false), losses: &["critic_loss", "actor_loss", "alpha_loss"], flops: sac_flops(2.0, 2.0), rows: 1 },
-        Variant { name: "sac_ens10_ln", build: Box::new(move |d| Ok(Ours::Sac(Sac::new(SacConfig::ensemble10(), o, act, d, 0)?))), spec: sac_spec(10, true), losses: &["critic_loss", "actor_loss", "alpha_loss"], flops: sac_flops(10.0, 2.0), rows: 1 },
-        Variant { name: "iql", build: Box::new(move |d| Ok(Ours::Iql(Iql::new(IqlConfig::default(), o, act, d, 0)?))), spec: json!({"algo": "iql", "obs_dim": o, "act_dim": act, "hidden": h}), losses: &["value_loss", "actor_loss", "critic_loss"], flops: iql_flops, rows: 1 },
-        Variant { name: "cql", build: Box::new(move |d| Ok(Ours::Cql(Cql::new(CqlConfig::default(), o, act, d, 0)?))), spec: json!({"algo": "cql", "obs_dim": o, "act_dim": act, "hidden": h}), losses: cql_losses, flops: cql_flops, rows: 1 },
-        Variant { name: "calql", build: Box::new(move |d| Ok(Ours::Cql(calql::new(CalQlConfig::default(), o, act, d, 0)?))), spec: json!({"algo": "calql", "obs_dim": o, "act_dim": act, "hidden": h}), losses: cql_losses, flops: cql_flops, rows: 1 },
-        Variant { name: "rlpd", build: Box::new(move |d| Ok(Ours::Sac(rlpd::new(RlpdConfig::default(), o, act, d, 0)?))), spec: json!({"algo": "rlpd", "obs_dim": o, "act_dim": act, "hidden": h, "critic_steps": utd}), losses: &["critic_loss", "actor_loss", "alpha_loss"], flops: rlpd_flops, rows: utd },
+        Variant {
+            name: "sac",
+            build: Box::new(move |d| Ok(Ours::Sac(Sac::new(SacConfig::default(), o, act, d, 0)?))),
+            spec: sac_spec(2, false),
+            losses: &["critic_loss", "actor_loss", "alpha_loss"],
+            flops: sac_flops(2.0, 2.0),
+            rows: 1,
+        },
+        Variant {
+            name: "sac_ens10_ln",
+            build: Box::new(move |d| Ok(Ours::Sac(Sac::new(SacConfig::ensemble10(), o, act, d, 0)?))),
+            spec: sac_spec(10, true),
+            losses: &["critic_loss", "actor_loss", "alpha_loss"],
+            flops: sac_flops(10.0, 2.0),
+            rows: 1,
+        },
+        Variant {
+            name: "iql",
+            build: Box::new(move |d| Ok(Ours::Iql(Iql::new(IqlConfig::default(), o, act, d, 0)?))),
+            spec: json!({"algo": "iql", "obs_dim": o, "act_dim": act, "hidden": h}),
+            losses: &["value_loss", "actor_loss", "critic_loss"],
+            flops: iql_flops,
+            rows: 1,
+        },
+        Variant {
+            name: "cql",
+            build: Box::new(move |d| Ok(Ours::Cql(Cql::new(CqlConfig::default(), o, act, d, 0)?))),
+            spec: json!({"algo": "cql", "obs_dim": o, "act_dim": act, "hidden": h}),
+            losses: cql_losses,
+            flops: cql_flops,
+            rows: 1,
+        },
+        Variant {
+            name: "calql",
+            build: Box::new(move |d| Ok(Ours::Cql(calql::new(CalQlConfig::default(), o, act, d, 0)?))),
+            spec: json!({"algo": "calql", "obs_dim": o, "act_dim": act, "hidden": h}),
+            losses: cql_losses,
+            flops: cql_flops,
+            rows: 1,
+        },
+        Variant {
+            name: "rlpd",
+            build: Box::new(move |d| Ok(Ours::Sac(rlpd::new(RlpdConfig::default(), o, act, d, 0)?))),
+            spec: json!({"algo": "rlpd", "obs_dim": o, "act_dim": act, "hidden": h, "critic_steps": utd}),
+            losses: &["critic_loss", "actor_loss", "alpha_loss"],
+            flops: rlpd_flops,
+            rows: utd,
+        },
     ]
 }
 
@@ -176,7 +219,10 @@ fn random_batch(rng: &mut AgentRng, b: i64, o: i64, a: i64) -> TransitionBatch {
 }
 
 fn npy(dir: &Path, file: String, t: &Tensor) -> anyhow::Result<String> {
-    t.to_device(Device::Cpu).contiguous().write_npy(dir.join(&file)).with_context(|| format!("writing {}", dir.join(&file).display()))?;
+    t.to_device(Device::Cpu)
+        .contiguous()
+        .write_npy(dir.join(&file))
+        .with_context(|| format!("writing {}", dir.join(&file).display()))?;
     Ok(file)
 }
 
@@ -192,12 +238,25 @@ fn cross_check_inputs(v: &Variant, dir: &Path, batch: &TransitionBatch) -> anyho
     }
     let mut files = serde_json::Map::new();
     let mc = batch.mc_return.as_ref().expect("bench batches carry mc_return");
-    for (k, t) in [("obs", &batch.obs), ("action", &batch.action), ("reward", &batch.reward), ("next_obs", &batch.next_obs), ("terminal", &batch.terminal), ("mc_return", mc)] {
+    for (k, t) in [
+        ("obs", &batch.obs),
+        ("action", &batch.action),
+        ("reward", &batch.reward),
+        ("next_obs", &batch.next_obs),
+        ("terminal", &batch.terminal),
+        ("mc_return", mc),
+    ] {
         files.insert(k.into(), Value::String(npy(dir, format!("{}__batch_{k}.npy", v.name), t)?));
     }
     ours.rng().start_recording();
     let metrics = ours.agent().update(batch);
-    let noise: Vec<Value> = ours.rng().take_recorded().iter().enumerate().map(|(i, t)| npy(dir, format!("{}__noise{i}.npy", v.name), t).map(Value::String)).collect::<anyhow::Result<_>>()?;
+    let noise: Vec<Value> = ours
+        .rng()
+        .take_recorded()
+        .iter()
+        .enumerate()
+        .map(|(i, t)| npy(dir, format!("{}__noise{i}.npy", v.name), t).map(Value::String))
+        .collect::<anyhow::Result<_>>()?;
     let mut spec = v.spec.clone();
     spec["name"] = json!(v.name);
     spec["weights"] = Value::Object(weights);
@@ -222,7 +281,13 @@ const COST_PAIRS: usize = 25;
 /// median over pairs is returned. On a shared machine the separate best-of-rounds rates come
 /// from different minutes and move by ±10%; two blocks side by side see the same machine, and
 /// the median drops the pairs that a burst of other load split.
-fn interleaved_cost_ratio(two: (&Variant, &TransitionBatch), ten: (&Variant, &TransitionBatch), device: Device, warmup: usize, pairs: usize) -> anyhow::Result<f64> {
+fn interleaved_cost_ratio(
+    two: (&Variant, &TransitionBatch),
+    ten: (&Variant, &TransitionBatch),
+    device: Device,
+    warmup: usize,
+    pairs: usize,
+) -> anyhow::Result<f64> {
     let (mut a, b2) = warmed_up(two.0, two.1, device, warmup.max(1))?;
     let (mut c, b10) = warmed_up(ten.0, ten.1, device, warmup.max(1))?;
     Ok(interleaved_ratio(&mut || drop(a.agent().update(&b2)), &mut || drop(c.agent().update(&b10)), pairs))
@@ -303,7 +368,9 @@ fn sera_overhead(v: &Variant, batch: &TransitionBatch, device: Device, warmup: u
         ratio,
         update_ms: best_ms(&mut || drop(plain.agent().update(&b))),
         q_ms: best_ms(&mut || drop(agent.critic_values(&b.obs, &b.action))),
-        knn_ms: best_ms(&mut || drop(o2o_agents::sera::intrinsic_reward(&b.obs, &q, &b.obs, &q, 10, o2o_agents::sera::LogForm::Ksg))),
+        knn_ms: best_ms(&mut || {
+            drop(o2o_agents::sera::intrinsic_reward(&b.obs, &q, &b.obs, &q, 10, o2o_agents::sera::LogForm::Ksg))
+        }),
     })
 }
 
@@ -311,7 +378,12 @@ fn sera_overhead(v: &Variant, batch: &TransitionBatch, device: Device, warmup: u
 const SERA_ROWS: [(&str, &str); 2] = [("sera-sac", "sac"), ("sera-calql", "calql")];
 
 /// A fresh agent of variant `v` and the batch on `device`, after `warmup` untimed updates.
-fn warmed_up(v: &Variant, batch: &TransitionBatch, device: Device, warmup: usize) -> anyhow::Result<(Ours, TransitionBatch)> {
+fn warmed_up(
+    v: &Variant,
+    batch: &TransitionBatch,
+    device: Device,
+    warmup: usize,
+) -> anyhow::Result<(Ours, TransitionBatch)> {
     let mut ours = (v.build)(device)?;
     let b = batch.to_device(device);
     for _ in 0..warmup {
@@ -321,7 +393,13 @@ fn warmed_up(v: &Variant, batch: &TransitionBatch, device: Device, warmup: usize
 }
 
 /// Updates per wall second and per CPU second of this thread (0 where unreadable).
-fn time_ours(v: &Variant, batch: &TransitionBatch, device: Device, warmup: usize, updates: usize) -> anyhow::Result<(f64, f64)> {
+fn time_ours(
+    v: &Variant,
+    batch: &TransitionBatch,
+    device: Device,
+    warmup: usize,
+    updates: usize,
+) -> anyhow::Result<(f64, f64)> {
     let (mut ours, b) = warmed_up(v, batch, device, warmup)?;
     let (t0, c0) = (Instant::now(), thread_cpu_s());
     for _ in 0..updates {
@@ -407,9 +485,17 @@ pub fn run(args: UpdateArgs) -> anyhow::Result<()> {
     let dir = super::TempDir::new("update")?;
     let all = variants(&args);
     let mut vs = variants(&args);
-    let sera_rows: Vec<(&str, &str)> = SERA_ROWS.iter().copied().filter(|(row, _)| args.only.is_empty() || args.only.iter().any(|o| o == row)).collect();
+    let sera_rows: Vec<(&str, &str)> = SERA_ROWS
+        .iter()
+        .copied()
+        .filter(|(row, _)| args.only.is_empty() || args.only.iter().any(|o| o == row))
+        .collect();
     if !args.only.is_empty() {
-        if let Some(bad) = args.only.iter().find(|o| !vs.iter().any(|v| v.name == o.as_str()) && !SERA_ROWS.iter().any(|(row, _)| row == o)) {
+        if let Some(bad) = args
+            .only
+            .iter()
+            .find(|o| !vs.iter().any(|v| v.name == o.as_str()) && !SERA_ROWS.iter().any(|(row, _)| row == o))
+        {
             let known: Vec<&str> = vs.iter().map(|v| v.name).chain(SERA_ROWS.iter().map(|(row, _)| *row)).collect();
             bail!("--only: unknown algorithm `{bad}` (known: {})", known.join(", "));
         }
@@ -422,7 +508,8 @@ pub fn run(args: UpdateArgs) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    let batches: Vec<TransitionBatch> = vs.iter().map(|v| random_batch(&mut AgentRng::new(2024), args.batch * v.rows, args.obs, args.act)).collect();
+    let batches: Vec<TransitionBatch> =
+        vs.iter().map(|v| random_batch(&mut AgentRng::new(2024), args.batch * v.rows, args.obs, args.act)).collect();
     let mut manifest = Vec::new();
     let mut our_losses = Vec::new();
     for (v, batch) in vs.iter().zip(&batches) {
@@ -450,19 +537,56 @@ pub fn run(args: UpdateArgs) -> anyhow::Result<()> {
             ours_ups[i] = ours_ups[i].max(wall);
             ours_cpu[i] = ours_cpu[i].max(cpu);
         }
-        reference = super::python_json("bench_update_torch.py", &["--dir", &dir.path().to_string_lossy(), "--threads", &threads.to_string(), "--updates", &args.updates.to_string(), "--warmup", &args.warmup.to_string(), "--device", py_device])?;
+        reference = super::python_json(
+            "bench_update_torch.py",
+            &[
+                "--dir",
+                &dir.path().to_string_lossy(),
+                "--threads",
+                &threads.to_string(),
+                "--updates",
+                &args.updates.to_string(),
+                "--warmup",
+                &args.warmup.to_string(),
+                "--device",
+                py_device,
+            ],
+        )?;
         for (i, v) in vs.iter().enumerate() {
-            let r = reference["variants"][v.name]["updates_per_s"].as_f64().with_context(|| format!("no PyTorch rate for {}", v.name))?;
+            let r = reference["variants"][v.name]["updates_per_s"]
+                .as_f64()
+                .with_context(|| format!("no PyTorch rate for {}", v.name))?;
             torch_ups[i] = torch_ups[i].max(r);
             torch_cpu[i] = torch_cpu[i].max(reference["variants"][v.name]["cpu_updates_per_s"].as_f64().unwrap_or(0.0));
         }
         let load = super::load_average();
         let r1 = |r: &[f64]| r.iter().map(|x| (x * 10.0).round() / 10.0).collect::<Vec<_>>();
-        eprintln!("round {}: ours {:?} torch {:?} up/s (best so far; per CPU second {:?} vs {:?}), load {}", round + 1, r1(&ours_ups), r1(&torch_ups), r1(&ours_cpu), r1(&torch_cpu), load);
+        eprintln!(
+            "round {}: ours {:?} torch {:?} up/s (best so far; per CPU second {:?} vs {:?}), load {}",
+            round + 1,
+            r1(&ours_ups),
+            r1(&torch_ups),
+            r1(&ours_cpu),
+            r1(&torch_cpu),
+            load
+        );
     }
 
     let mut results = Vec::new();
-    println!("{:<14} {:>10} {:>10} {:>7} {:>10} {:>14} {:>9} {:>10} {:>8} {:>8} {:>8}", "algo", "ours up/s", "torch up/s", "ratio", "cpu ratio", "max|Δloss|", "MFLOP/up", "ours GF/s", "% peak", "% cpu pk", "% fma pk");
+    println!(
+        "{:<14} {:>10} {:>10} {:>7} {:>10} {:>14} {:>9} {:>10} {:>8} {:>8} {:>8}",
+        "algo",
+        "ours up/s",
+        "torch up/s",
+        "ratio",
+        "cpu ratio",
+        "max|Δloss|",
+        "MFLOP/up",
+        "ours GF/s",
+        "% peak",
+        "% cpu pk",
+        "% fma pk"
+    );
     for (i, ((v, ups), torch_ups)) in vs.iter().zip(&ours_ups).zip(&torch_ups).enumerate() {
         let (ups, torch_ups, metrics) = (*ups, *torch_ups, &our_losses[i]);
         // The same ratio per CPU second of each side's thread (steadier under other load).
@@ -470,8 +594,13 @@ pub fn run(args: UpdateArgs) -> anyhow::Result<()> {
         let r = &reference["variants"][v.name];
         let mut diff = 0.0f64;
         for name in v.losses {
-            let ours = metrics.iter().find(|(k, _)| k == name).map(|(_, x)| *x).with_context(|| format!("our {} metrics lack {name}", v.name))?;
-            let theirs = r["losses"][*name].as_f64().with_context(|| format!("PyTorch {} losses lack {name}", v.name))?;
+            let ours = metrics
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, x)| *x)
+                .with_context(|| format!("our {} metrics lack {name}", v.name))?;
+            let theirs =
+                r["losses"][*name].as_f64().with_context(|| format!("PyTorch {} losses lack {name}", v.name))?;
             diff = diff.max((ours - theirs).abs());
         }
         let gflops = v.flops * ups / 1e9;
@@ -480,21 +609,45 @@ pub fn run(args: UpdateArgs) -> anyhow::Result<()> {
         // at more than one thread both sides count the timing thread's CPU time only).
         let share_cpu = if peak_cpu > 0.0 { v.flops * ours_cpu[i] / 1e9 / peak_cpu } else { f64::NAN };
         let share_fma = if fma_peak > 0.0 { gflops / fma_peak } else { f64::NAN };
-        println!("{:<14} {:>10.1} {:>10.1} {:>6.2}x {:>9.2}x {:>14.2e} {:>9.1} {:>10.1} {:>7.0}% {:>7.0}% {:>7.0}%", v.name, ups, torch_ups, ups / torch_ups, cpu_ratio, diff, v.flops / 1e6, gflops, 100.0 * gflops / peak, 100.0 * share_cpu, 100.0 * share_fma);
+        println!(
+            "{:<14} {:>10.1} {:>10.1} {:>6.2}x {:>9.2}x {:>14.2e} {:>9.1} {:>10.1} {:>7.0}% {:>7.0}% {:>7.0}%",
+            v.name,
+            ups,
+            torch_ups,
+            ups / torch_ups,
+            cpu_ratio,
+            diff,
+            v.flops / 1e6,
+            gflops,
+            100.0 * gflops / peak,
+            100.0 * share_cpu,
+            100.0 * share_fma
+        );
         results.push(json!({"algo": v.name, "ours_updates_per_s": ups, "pytorch_updates_per_s": torch_ups, "max_abs_loss_diff": diff, "gflops": gflops, "ours_updates_per_cpu_s": ours_cpu[i], "pytorch_updates_per_cpu_s": torch_cpu[i], "share_of_peak": gflops / peak, "share_of_peak_cpu": share_cpu, "share_of_fma_peak": (fma_peak > 0.0).then_some(share_fma)}));
     }
     let pos = |name: &str| vs.iter().position(|v| v.name == name);
     let rate = |r: &[f64], name: &str| pos(name).map(|i| r[i]);
-    let cost_ratio = match (rate(&ours_ups, "sac"), rate(&ours_ups, "sac_ens10_ln"), rate(&ours_cpu, "sac"), rate(&ours_cpu, "sac_ens10_ln")) {
-        (Some(two), Some(ten), Some(two_cpu), Some(ten_cpu)) => format!("{:.2}x (per CPU second {:.2}x)", two / ten, two_cpu / ten_cpu),
+    let cost_ratio = match (
+        rate(&ours_ups, "sac"),
+        rate(&ours_ups, "sac_ens10_ln"),
+        rate(&ours_cpu, "sac"),
+        rate(&ours_cpu, "sac_ens10_ln"),
+    ) {
+        (Some(two), Some(ten), Some(two_cpu), Some(ten_cpu)) => {
+            format!("{:.2}x (per CPU second {:.2}x)", two / ten, two_cpu / ten_cpu)
+        }
         _ => "n/a".into(),
     };
     let interleaved = match (pos("sac"), pos("sac_ens10_ln")) {
-        (Some(i), Some(j)) => Some(interleaved_cost_ratio((&vs[i], &batches[i]), (&vs[j], &batches[j]), device, args.warmup, COST_PAIRS)?),
+        (Some(i), Some(j)) => {
+            Some(interleaved_cost_ratio((&vs[i], &batches[i]), (&vs[j], &batches[j]), device, args.warmup, COST_PAIRS)?)
+        }
         _ => None,
     };
     let cost_ratio = match interleaved {
-        Some(r) => format!("{r:.2}x (median of {COST_PAIRS} interleaved pairs of blocks; best-of-rounds rates: {cost_ratio})"),
+        Some(r) => {
+            format!("{r:.2}x (median of {COST_PAIRS} interleaved pairs of blocks; best-of-rounds rates: {cost_ratio})")
+        }
         None => cost_ratio,
     };
     let products = if o2o_agents::nn::avx512_products() { "AVX-512 (o2o's kernels)" } else { "libtorch's" };
@@ -504,7 +657,10 @@ pub fn run(args: UpdateArgs) -> anyhow::Result<()> {
         eprintln!("warning: losses differ from PyTorch by {worst:.2e} (> 1e-5)");
     }
     if args.json {
-        println!("{}", json!({"results": results, "matmul_peak_gflops": peak, "matmul_peak_gflops_per_cpu_s": peak_cpu, "fma_peak_gflops": (fma_peak > 0.0).then_some(fma_peak), "avx512_products": o2o_agents::nn::avx512_products(), "load_average": load, "ensemble_cost_ratio": interleaved, "sera_overhead": sera}));
+        println!(
+            "{}",
+            json!({"results": results, "matmul_peak_gflops": peak, "matmul_peak_gflops_per_cpu_s": peak_cpu, "fma_peak_gflops": (fma_peak > 0.0).then_some(fma_peak), "avx512_products": o2o_agents::nn::avx512_products(), "load_average": load, "ensemble_cost_ratio": interleaved, "sera_overhead": sera})
+        );
     }
     Ok(())
 }

@@ -38,7 +38,15 @@ pub const FORMAT: &str = "o2o-benchmark-adroit/1";
 
 /// The task's name (`pen`, …) → kind.
 pub fn parse(s: &str) -> Option<AdroitKind> {
-    [("pen", AdroitKind::Pen), ("door", AdroitKind::Door), ("hammer", AdroitKind::Hammer), ("relocate", AdroitKind::Relocate)].into_iter().find(|(n, _)| *n == s).map(|(_, k)| k)
+    [
+        ("pen", AdroitKind::Pen),
+        ("door", AdroitKind::Door),
+        ("hammer", AdroitKind::Hammer),
+        ("relocate", AdroitKind::Relocate),
+    ]
+    .into_iter()
+    .find(|(n, _)| *n == s)
+    .map(|(_, k)| k)
 }
 
 /// The task's name: `pen`, `door`, `hammer`, `relocate`.
@@ -104,7 +112,11 @@ fn hold_action(env: &o2o_envs::mujoco::MujocoEnv) -> Vec<f64> {
 /// Write `<out>/<task>-scripted-v1.hdf5` and `manifest.json`.
 pub fn generate(spec: &AdroitSpec) -> Result<AdroitManifest> {
     if spec.episodes == 0 || !(spec.action_noise >= 0.0) {
-        bail!("adroit sizes: expected positive episodes and a non-negative noise, found {} and {}", spec.episodes, spec.action_noise);
+        bail!(
+            "adroit sizes: expected positive episodes and a non-negative noise, found {} and {}",
+            spec.episodes,
+            spec.action_noise
+        );
     }
     let t0 = Instant::now();
     let id = format!("{}-v1", parse_name(spec.kind));
@@ -115,7 +127,8 @@ pub fn generate(spec: &AdroitSpec) -> Result<AdroitManifest> {
     let act_dim = hold.len();
     let mut ds = D4rlDataset::empty(PathBuf::new(), obs_dim, act_dim);
     ds.next_observations = None;
-    let (mut qpos, mut qvel, mut body): (Vec<f32>, Vec<f32>, BTreeMap<&'static str, Vec<f32>>) = (Vec::new(), Vec::new(), BTreeMap::new());
+    let (mut qpos, mut qvel, mut body): (Vec<f32>, Vec<f32>, BTreeMap<&'static str, Vec<f32>>) =
+        (Vec::new(), Vec::new(), BTreeMap::new());
     let mut rng = ChaCha8Rng::seed_from_u64(derive_seed(spec.seed, 301, 0));
     let (mut successes, mut returns) = (0usize, Vec::new());
     for k in 0..spec.episodes {
@@ -123,7 +136,8 @@ pub fn generate(spec: &AdroitSpec) -> Result<AdroitManifest> {
         let state = env.task().episode_state();
         let (mut ret, mut success) = (0.0, false);
         for t in 0..horizon {
-            let a: Vec<f32> = hold.iter().map(|h| (h + spec.action_noise * normal(&mut rng)).clamp(-1.0, 1.0) as f32).collect();
+            let a: Vec<f32> =
+                hold.iter().map(|h| (h + spec.action_noise * normal(&mut rng)).clamp(-1.0, 1.0) as f32).collect();
             qpos.extend(env.qpos().iter().map(|v| *v as f32));
             qvel.extend(env.qvel().iter().map(|v| *v as f32));
             for (key, v) in &state {

@@ -53,8 +53,8 @@ use o2o_envs::mujoco::{AntMaze, MujocoEnv};
 use o2o_envs::Env;
 use o2o_experiments::run::actor::derive_seed;
 use o2o_experiments::run::config::{self, RunConfig};
-use o2o_experiments::run::runner::{self, Hooks, Start};
 use o2o_experiments::run::rundir::{self, Provenance};
+use o2o_experiments::run::runner::{self, Hooks, Start};
 use o2o_experiments::run::{checkpoint, presets};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -86,7 +86,8 @@ pub enum Maze {
 
 impl Maze {
     /// Every dataset, in D4RL's order.
-    pub const ALL: [Maze; 6] = [Maze::Umaze, Maze::UmazeDiverse, Maze::MediumPlay, Maze::MediumDiverse, Maze::LargePlay, Maze::LargeDiverse];
+    pub const ALL: [Maze; 6] =
+        [Maze::Umaze, Maze::UmazeDiverse, Maze::MediumPlay, Maze::MediumDiverse, Maze::LargePlay, Maze::LargeDiverse];
 
     /// `umaze`, `umaze-diverse`, `medium-play`, …
     pub fn name(self) -> &'static str {
@@ -288,7 +289,9 @@ pub fn generate(spec: &AntMazeSpec) -> Result<AntMazeManifest> {
         );
     }
     check_avoided(&spec.maze.generation_map(), &spec.avoid_cells)?;
-    super::benchmark::with_work_dir(&spec.out, spec.keep_run.then_some("controller-run"), |work| generate_in(spec, work))
+    super::benchmark::with_work_dir(&spec.out, spec.keep_run.then_some("controller-run"), |work| {
+        generate_in(spec, work)
+    })
 }
 
 /// The avoided cells must be free cells of `map` other than the reset cell, and every other free
@@ -297,12 +300,19 @@ pub fn check_avoided(map: &MazeMap, avoid: &[(usize, usize)]) -> Result<()> {
     let reset = map.reset_cell().context("the generation map has no reset cell")?;
     for &(r, c) in avoid {
         if map.cell(r, c) == b'1' || (r, c) == reset {
-            bail!("--avoid-cells: ({r}, {c}) is {} of {}; expected a free cell other than the reset cell {reset:?}", if map.cell(r, c) == b'1' { "a wall or outside" } else { "the reset cell" }, map.name);
+            bail!(
+                "--avoid-cells: ({r}, {c}) is {} of {}; expected a free cell other than the reset cell {reset:?}",
+                if map.cell(r, c) == b'1' { "a wall or outside" } else { "the reset cell" },
+                map.name
+            );
         }
     }
     for cell in map.free_cells().into_iter().filter(|c| !avoid.contains(c) && *c != reset) {
         if map.next_cell_avoiding(reset, cell, avoid).is_none() {
-            bail!("--avoid-cells: with {avoid:?} avoided, cell {cell:?} of {} cannot be reached from the reset cell", map.name);
+            bail!(
+                "--avoid-cells: with {avoid:?} avoided, cell {cell:?} of {} cannot be reached from the reset cell",
+                map.name
+            );
         }
     }
     Ok(())
@@ -334,7 +344,10 @@ fn generate_in(spec: &AntMazeSpec, work: &Path) -> Result<AntMazeManifest> {
     let mut controller = Controller { agent: &mut *agent, device: spec.device, noise: spec.action_noise };
 
     // 2. How well it reaches targets on the open floor.
-    eprintln!("make-benchmark {id}: [2/3] measuring the controller on {CONTROLLER_ENV}, {} episodes", spec.controller_eval_episodes);
+    eprintln!(
+        "make-benchmark {id}: [2/3] measuring the controller on {CONTROLLER_ENV}, {} episodes",
+        spec.controller_eval_episodes
+    );
     let measured = measure_controller(&mut controller, spec.controller_eval_episodes, seeds.controller_eval)?;
     eprintln!(
         "  target reached in {:.0}% of episodes (fell in {:.0}%)",
@@ -352,7 +365,12 @@ fn generate_in(spec: &AntMazeSpec, work: &Path) -> Result<AntMazeManifest> {
     };
 
     // 3. The maze episodes.
-    eprintln!("make-benchmark {id}: [3/3] {} rows in {} ({} steps per episode)", spec.rows, spec.maze.generation_map().name, spec.episode_steps);
+    eprintln!(
+        "make-benchmark {id}: [3/3] {} rows in {} ({} steps per episode)",
+        spec.rows,
+        spec.maze.generation_map().name,
+        spec.episode_steps
+    );
     let (mut ds, data, avoided) = collect(spec, &mut controller, seeds.collection)?;
     let file = format!("{id}.hdf5");
     let path = spec.out.join(&file);
@@ -382,7 +400,11 @@ fn generate_in(spec: &AntMazeSpec, work: &Path) -> Result<AntMazeManifest> {
         ));
     }
     let goals_text = if spec.avoid_cells.is_empty() {
-        if spec.maze.diverse_goals() { "any free cell, by D4RL's goal_sampler (diverse)".into() } else { format!("the goal cells of {}, by D4RL's goal_sampler (a fixed goal set)", map.name) }
+        if spec.maze.diverse_goals() {
+            "any free cell, by D4RL's goal_sampler (diverse)".into()
+        } else {
+            format!("the goal cells of {}, by D4RL's goal_sampler (a fixed goal set)", map.name)
+        }
     } else {
         let cells = goal_choices(spec.maze, &spec.avoid_cells);
         format!("the cells {cells:?} of {} (its goal cells outside the avoided ones, or every free cell outside them when none is left), by D4RL's goal_sampler", map.name)
@@ -424,7 +446,13 @@ fn generate_in(spec: &AntMazeSpec, work: &Path) -> Result<AntMazeManifest> {
 
 /// The controller's SAC config: `sac-ant` on `ant-goal-v0` with 64-unit networks, then the
 /// user's overrides.
-pub fn controller_config(seed: u64, steps: u64, random_steps: u64, eval_every: u64, overrides: &[String]) -> Result<RunConfig> {
+pub fn controller_config(
+    seed: u64,
+    steps: u64,
+    random_steps: u64,
+    eval_every: u64,
+    overrides: &[String],
+) -> Result<RunConfig> {
     if random_steps >= steps || eval_every == 0 {
         bail!("controller: expected sac-random-steps < sac-steps and a positive eval-every, found {random_steps}, {steps}, {eval_every}");
     }
@@ -448,14 +476,27 @@ pub fn controller_config(seed: u64, steps: u64, random_steps: u64, eval_every: u
     config::apply_overrides(&mut table, &all)?;
     let c = RunConfig::from_table(table, &format!("preset {name} for the AntMaze controller"))?;
     if c.algo != "sac" || c.env != CONTROLLER_ENV {
-        bail!("--set may tune the controller's SAC but not change `algo` or `env` (found algo {:?}, env {:?})", c.algo, c.env);
+        bail!(
+            "--set may tune the controller's SAC but not change `algo` or `env` (found algo {:?}, env {:?})",
+            c.algo,
+            c.env
+        );
     }
     Ok(c)
 }
 
-fn train_controller(dir: &Path, seed: u64, steps: u64, random_steps: u64, eval_every: u64, overrides: &[String], device: Device) -> Result<()> {
+fn train_controller(
+    dir: &Path,
+    seed: u64,
+    steps: u64,
+    random_steps: u64,
+    eval_every: u64,
+    overrides: &[String],
+    device: Device,
+) -> Result<()> {
     let config = controller_config(seed, steps, random_steps, eval_every, overrides)?;
-    std::fs::create_dir_all(dir.join(rundir::CHECKPOINTS)).with_context(|| format!("cannot create {}", dir.display()))?;
+    std::fs::create_dir_all(dir.join(rundir::CHECKPOINTS))
+        .with_context(|| format!("cannot create {}", dir.display()))?;
     rundir::write_config(dir, &config)?;
     runner::execute_with(dir, &config, device, Start::Fresh, Vec::new(), None, Hooks::default())?;
     Ok(())
@@ -463,11 +504,13 @@ fn train_controller(dir: &Path, seed: u64, steps: u64, random_steps: u64, eval_e
 
 /// The run's config, its agent loaded from the newest checkpoint, and that checkpoint's state.
 fn load_controller(run_dir: &Path, device: Device) -> Result<(RunConfig, Box<dyn Agent>, checkpoint::RunnerState)> {
-    let config = RunConfig::read(&run_dir.join(rundir::CONFIG)).with_context(|| format!("--controller {}: not a run directory", run_dir.display()))?;
+    let config = RunConfig::read(&run_dir.join(rundir::CONFIG))
+        .with_context(|| format!("--controller {}: not a run directory", run_dir.display()))?;
     if config.env != CONTROLLER_ENV {
         bail!("--controller {}: expected a run on {CONTROLLER_ENV}, found env {:?}", run_dir.display(), config.env);
     }
-    let ckpt = checkpoint::latest(run_dir).with_context(|| format!("--controller {}: no checkpoint", run_dir.display()))?;
+    let ckpt =
+        checkpoint::latest(run_dir).with_context(|| format!("--controller {}: no checkpoint", run_dir.display()))?;
     let mut agent = runner::build_agent(&config, CONTROLLER_OBS_DIM, ANT_ACTIONS, device)?;
     let weights = ckpt.join(checkpoint::AGENT);
     agent.load(&weights).with_context(|| format!("loading the controller {}", weights.display()))?;
@@ -476,7 +519,8 @@ fn load_controller(run_dir: &Path, device: Device) -> Result<(RunConfig, Box<dyn
 }
 
 fn actor_hidden(config: &RunConfig) -> Vec<i64> {
-    let hidden = config.agent.get("actor").and_then(|a| a.get("mlp")).and_then(|m| m.get("hidden")).and_then(|h| h.as_array());
+    let hidden =
+        config.agent.get("actor").and_then(|a| a.get("mlp")).and_then(|m| m.get("hidden")).and_then(|h| h.as_array());
     hidden.map(|h| h.iter().filter_map(|v| v.as_integer()).collect()).unwrap_or_default()
 }
 
@@ -537,7 +581,8 @@ fn measure_controller(controller: &mut Controller, episodes: usize, seed: u64) -
         grad_steps: 0,
         eval_episodes: episodes,
         goal_success_rate: successes as f64 / n,
-        mean_steps_to_target: (!steps_to_target.is_empty()).then(|| steps_to_target.iter().sum::<f64>() / steps_to_target.len() as f64),
+        mean_steps_to_target: (!steps_to_target.is_empty())
+            .then(|| steps_to_target.iter().sum::<f64>() / steps_to_target.len() as f64),
         fall_rate: falls as f64 / n,
     })
 }
@@ -545,7 +590,13 @@ fn measure_controller(controller: &mut Controller, episodes: usize, seed: u64) -
 /// D4RL's waypoint toward `goal` for an ant at `xy` (see the module docs), the `avoid` cells
 /// counted as walls by the planner (none for D4RL's layout), or the goal itself when the planner
 /// finds no path (the ant's cell walled off from the goal's).
-pub fn waypoint(map: &MazeMap, xy: [f64; 2], goal: [f64; 2], avoid: &[(usize, usize)], rng: &mut ChaCha8Rng) -> [f64; 2] {
+pub fn waypoint(
+    map: &MazeMap,
+    xy: [f64; 2],
+    goal: [f64; 2],
+    avoid: &[(usize, usize)],
+    rng: &mut ChaCha8Rng,
+) -> [f64; 2] {
     let (Some(here), Some(target)) = (map.d4rl_rowcol(xy), map.d4rl_rowcol(goal)) else { return goal };
     match map.next_cell_avoiding(here, target, avoid) {
         Some(next) if next != target => {
@@ -594,7 +645,11 @@ pub fn goal_choices(maze: Maze, avoid: &[(usize, usize)]) -> Vec<(usize, usize)>
 }
 
 /// The maze episodes, in D4RL's layout, and their statistics.
-fn collect(spec: &AntMazeSpec, controller: &mut Controller, seed: u64) -> Result<(D4rlDataset, DataStats, Option<AvoidRecord>)> {
+fn collect(
+    spec: &AntMazeSpec,
+    controller: &mut Controller,
+    seed: u64,
+) -> Result<(D4rlDataset, DataStats, Option<AvoidRecord>)> {
     let map = spec.maze.generation_map();
     let avoid = spec.avoid_cells.as_slice();
     let goal_cells = goal_choices(spec.maze, avoid);
@@ -606,7 +661,8 @@ fn collect(spec: &AntMazeSpec, controller: &mut Controller, seed: u64) -> Result
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let (mut obs, mut actions, mut rewards, mut timeouts) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut goals, mut qpos, mut qvel) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut successes, mut first_steps, mut min_distances, mut cells_visited) = (0usize, Vec::new(), Vec::new(), Vec::new());
+    let (mut successes, mut first_steps, mut min_distances, mut cells_visited) =
+        (0usize, Vec::new(), Vec::new(), Vec::new());
     let progress = o2o_experiments::run::progress::Progress::new(spec.rows as u64, 0, Default::default());
     let mut episode = 0u64;
     while rewards.len() < spec.rows {
@@ -744,7 +800,11 @@ mod tests {
         assert!(check_avoided(&map, &[(2, 2)]).is_err(), "a wall");
         assert!(check_avoided(&map, &[(2, 3)]).is_err(), "cuts (3, *) off from the reset cell");
         assert_eq!(goal_choices(Maze::Umaze, &[]), vec![(3, 1)]);
-        assert_eq!(goal_choices(Maze::Umaze, &arm), vec![(1, 1), (1, 2), (1, 3), (2, 3), (3, 3)], "no goal cell left: every free cell outside the arm");
+        assert_eq!(
+            goal_choices(Maze::Umaze, &arm),
+            vec![(1, 1), (1, 2), (1, 3), (2, 3), (3, 3)],
+            "no goal cell left: every free cell outside the arm"
+        );
         assert_eq!(goal_choices(Maze::MediumPlay, &[(2, 6)]), vec![(5, 1), (6, 5)], "BIG_MAZE's other goal cells");
         assert_eq!(capped([0.0, 0.0], [10.0, 0.0], 6.0), [6.0, 0.0]);
         assert_eq!(capped([0.0, 0.0], [3.0, 4.0], 6.0), [3.0, 4.0]);

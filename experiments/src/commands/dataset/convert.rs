@@ -39,7 +39,9 @@ pub struct ConvertArgs {
 /// `o2o dataset convert`.
 pub fn run(args: ConvertArgs) -> Result<()> {
     let d4rl = if args.input.is_dir() {
-        MinariDataset::read(&args.input).with_context(|| format!("reading Minari dataset {}", args.input.display()))?.to_d4rl()
+        MinariDataset::read(&args.input)
+            .with_context(|| format!("reading Minari dataset {}", args.input.display()))?
+            .to_d4rl()
     } else {
         D4rlDataset::read(&args.input)?
     };
@@ -50,15 +52,18 @@ pub fn run(args: ConvertArgs) -> Result<()> {
         }
         Format::Minari => {
             let entry = args.input.file_name().and_then(|n| registry::lookup_file(&n.to_string_lossy()));
-            let id = args
-                .id
-                .clone()
-                .or_else(|| entry.as_ref().map(|e| e.id.clone()))
-                .unwrap_or_else(|| args.input.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "dataset".into()));
+            let id = args.id.clone().or_else(|| entry.as_ref().map(|e| e.id.clone())).unwrap_or_else(|| {
+                args.input.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "dataset".into())
+            });
             let max_steps = args.max_episode_steps.or(entry.map(|e| e.max_episode_steps));
             let m = MinariDataset::from_d4rl(&d4rl, &id, max_steps);
             m.write(&args.output)?;
-            println!("wrote {} ({} episodes, {} steps, Minari format, dataset_id {id})", args.output.display(), m.episodes.len(), m.total_steps());
+            println!(
+                "wrote {} ({} episodes, {} steps, Minari format, dataset_id {id})",
+                args.output.display(),
+                m.episodes.len(),
+                m.total_steps()
+            );
         }
     }
     Ok(())

@@ -32,7 +32,14 @@ pub fn run(args: DownloadArgs) -> Result<()> {
         println!("{:<28} {:>12} {:>7} {:<26} url", "id", "bytes", "sha256", "env");
         for e in registry::entries() {
             let bytes = e.bytes.map(|b| b.to_string()).unwrap_or_else(|| "?".into());
-            println!("{:<28} {:>12} {:>7} {:<26} {}", e.id, bytes, if e.sha256.is_some() { "yes" } else { "no" }, e.env_id, e.url);
+            println!(
+                "{:<28} {:>12} {:>7} {:<26} {}",
+                e.id,
+                bytes,
+                if e.sha256.is_some() { "yes" } else { "no" },
+                e.env_id,
+                e.url
+            );
         }
         return Ok(());
     }

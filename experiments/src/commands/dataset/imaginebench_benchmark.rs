@@ -24,12 +24,12 @@
 //! from the same start: the gap is how far the imagination is from the truth.
 
 use crate::commands::dataset::benchmark::Scale;
-use o2o_experiments::run::actor::derive_seed;
-use o2o_experiments::run::rundir;
 use anyhow::{bail, Context, Result};
 use o2o_datasets::imaginebench::ImagineBenchDataset;
 use o2o_envs::imaginebench::{History, ImagineBenchEnv, ImagineBenchOptions, Instructions, Level, TaskKind, STATE_DIM};
 use o2o_envs::Env;
+use o2o_experiments::run::actor::derive_seed;
+use o2o_experiments::run::rundir;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -67,8 +67,20 @@ impl ImagineSizes {
     /// The sizes of a scale: small finishes in about a minute on 2 cores.
     pub fn of(scale: Scale) -> Self {
         match scale {
-            Scale::Small => Self { cem_iterations: 10, cem_population: 32, real_episodes: 30, imagined_episodes: 20, model_steps: 3000 },
-            Scale::Full => Self { cem_iterations: 30, cem_population: 64, real_episodes: 500, imagined_episodes: 500, model_steps: 30000 },
+            Scale::Small => Self {
+                cem_iterations: 10,
+                cem_population: 32,
+                real_episodes: 30,
+                imagined_episodes: 20,
+                model_steps: 3000,
+            },
+            Scale::Full => Self {
+                cem_iterations: 30,
+                cem_population: 64,
+                real_episodes: 500,
+                imagined_episodes: 500,
+                model_steps: 30000,
+            },
         }
     }
 }
@@ -90,7 +102,8 @@ impl Gait {
     const N: usize = 3 * ACT + 1;
 
     fn from_params(p: &[f64]) -> Self {
-        let mut g = Gait { amplitude: [0.0; ACT], phase: [0.0; ACT], offset: [0.0; ACT], omega: p[3 * ACT].clamp(0.2, 2.0) };
+        let mut g =
+            Gait { amplitude: [0.0; ACT], phase: [0.0; ACT], offset: [0.0; ACT], omega: p[3 * ACT].clamp(0.2, 2.0) };
         for j in 0..ACT {
             g.amplitude[j] = p[j].clamp(0.0, 1.0);
             g.phase[j] = p[ACT + j];
@@ -103,7 +116,8 @@ impl Gait {
     fn action(&self, t: f64, gain: f64, speed: f64) -> [f64; ACT] {
         let mut a = [0.0; ACT];
         for j in 0..ACT {
-            a[j] = (self.offset[j] + gain * self.amplitude[j] * (speed * self.omega * t + self.phase[j]).sin()).clamp(-1.0, 1.0);
+            a[j] = (self.offset[j] + gain * self.amplitude[j] * (speed * self.omega * t + self.phase[j]).sin())
+                .clamp(-1.0, 1.0);
         }
         a
     }
@@ -296,8 +310,20 @@ const IMAGINARY_SOURCE: &str = "NOT LLM-generated. Rollouts of an MLP dynamics m
 /// Roll one real episode of `task` in the simulator; returns (sentence, obs rows, actions,
 /// rewards, success).
 #[allow(clippy::type_complexity)]
-fn real_episode(task: TaskKind, plan: &Plan, seed: u64, sigma: f64, t0: f64, rng: &mut ChaCha8Rng) -> Result<(String, Vec<Vec<f32>>, Vec<[f32; ACT]>, Vec<f32>, bool)> {
-    let mut env = ImagineBenchEnv::new(ImagineBenchOptions { level: Some(task.level()), tasks: Some(vec![task]), instructions: Instructions::Fixed, ..Default::default() })?;
+fn real_episode(
+    task: TaskKind,
+    plan: &Plan,
+    seed: u64,
+    sigma: f64,
+    t0: f64,
+    rng: &mut ChaCha8Rng,
+) -> Result<(String, Vec<Vec<f32>>, Vec<[f32; ACT]>, Vec<f32>, bool)> {
+    let mut env = ImagineBenchEnv::new(ImagineBenchOptions {
+        level: Some(task.level()),
+        tasks: Some(vec![task]),
+        instructions: Instructions::Fixed,
+        ..Default::default()
+    })?;
     let o = env.reset(Some(seed))?;
     let mut obs = vec![o[..STATE_DIM].to_vec()];
     let (mut acts, mut rews) = (Vec::new(), Vec::new());
@@ -378,7 +404,12 @@ impl Dynamics {
             let loss = (net.forward(&xs.index_select(0, &idx)) - ys.index_select(0, &idx)).square().mean(Kind::Float);
             opt.backward_step(&loss);
         }
-        let mse = tch::no_grad(|| (net.forward(&xs.index_select(0, &val)) - ys.index_select(0, &val)).square().mean(Kind::Float).double_value(&[]));
+        let mse = tch::no_grad(|| {
+            (net.forward(&xs.index_select(0, &val)) - ys.index_select(0, &val))
+                .square()
+                .mean(Kind::Float)
+                .double_value(&[])
+        });
         // Imagined states are kept inside the real rows' range widened by half of it.
         let s = obs.narrow(1, 1, OBS as i64);
         let (lo, hi) = (s.amin(0, false), s.amax(0, false));
@@ -413,12 +444,18 @@ pub fn generate(spec: &ImagineSpec) -> Result<ImagineManifest> {
     let t0 = Instant::now();
     let sizes = ImagineSizes::of(spec.scale);
     let mut rng = ChaCha8Rng::seed_from_u64(derive_seed(spec.seed, 201, 0));
-    eprintln!("make-benchmark imaginebench-mujoco: [1/4] gaits by CEM ({} × {} candidates each)", sizes.cem_iterations, sizes.cem_population);
+    eprintln!(
+        "make-benchmark imaginebench-mujoco: [1/4] gaits by CEM ({} × {} candidates each)",
+        sizes.cem_iterations, sizes.cem_population
+    );
     let fwd = cem_gait(1.0, &sizes, &mut rng)?;
     let bwd = cem_gait(-1.0, &sizes, &mut rng)?;
     eprintln!("  forward gait: {:.2} m in 100 steps; backward gait: {:.2} m", fwd.1, -bwd.1);
 
-    eprintln!("make-benchmark imaginebench-mujoco: [2/4] real rollouts, {} episodes per real task", sizes.real_episodes);
+    eprintln!(
+        "make-benchmark imaginebench-mujoco: [2/4] real rollouts, {} episodes per real task",
+        sizes.real_episodes
+    );
     let mut rows = Rows::default();
     let mut tasks = Vec::new();
     for (k, task) in Level::Real.tasks().iter().enumerate() {
@@ -432,21 +469,46 @@ pub fn generate(spec: &ImagineSpec) -> Result<ImagineManifest> {
             n_rows += acts.len();
             rows.push(false, &sentence, &obs, &acts, &rews);
         }
-        tasks.push(TaskRecord { task: task.key().into(), kind: "real", episodes: sizes.real_episodes, rows: n_rows, success_rate: ok as f64 / sizes.real_episodes as f64, replayed_success_rate: None });
+        tasks.push(TaskRecord {
+            task: task.key().into(),
+            kind: "real",
+            episodes: sizes.real_episodes,
+            rows: n_rows,
+            success_rate: ok as f64 / sizes.real_episodes as f64,
+            replayed_success_rate: None,
+        });
     }
 
     eprintln!("make-benchmark imaginebench-mujoco: [3/4] dynamics model, {} gradient steps", sizes.model_steps);
     let (model, mse) = Dynamics::fit(rows.ds(), sizes.model_steps, derive_seed(spec.seed, 203, 0))?;
     eprintln!("  held-out MSE (standardized) {mse:.4}");
 
-    eprintln!("make-benchmark imaginebench-mujoco: [4/4] imagined rollouts, {} episodes per held-out task", sizes.imagined_episodes);
+    eprintln!(
+        "make-benchmark imaginebench-mujoco: [4/4] imagined rollouts, {} episodes per held-out task",
+        sizes.imagined_episodes
+    );
     for (k, task) in [Level::Rephrase, Level::Easy, Level::Hard].iter().flat_map(|l| l.tasks()).enumerate() {
-        let rec = imagine_task(*task, &plan_for(*task, fwd.0, bwd.0), &model, &sizes, derive_seed(spec.seed, 204, k as u64), &mut rows, &mut rng)?;
+        let rec = imagine_task(
+            *task,
+            &plan_for(*task, fwd.0, bwd.0),
+            &model,
+            &sizes,
+            derive_seed(spec.seed, 204, k as u64),
+            &mut rows,
+            &mut rng,
+        )?;
         tasks.push(rec);
     }
     let mut ds = rows.ds.take().context("no rows were collected")?;
     ds.metadata = vec![
-        ("generator".into(), format!("o2o dataset make-benchmark imaginebench-mujoco --scale {} --seed {}", spec.scale.name(), spec.seed)),
+        (
+            "generator".into(),
+            format!(
+                "o2o dataset make-benchmark imaginebench-mujoco --scale {} --seed {}",
+                spec.scale.name(),
+                spec.seed
+            ),
+        ),
         ("real_source".into(), REAL_SOURCE.into()),
         ("imaginary_source".into(), IMAGINARY_SOURCE.into()),
     ];
@@ -472,9 +534,21 @@ pub fn generate(spec: &ImagineSpec) -> Result<ImagineManifest> {
 
 /// Imagine `sizes.imagined_episodes` episodes of `task` in the model (all at once, as a batch),
 /// add them to `rows`, and replay their action sequences in the simulator.
-fn imagine_task(task: TaskKind, plan: &Plan, model: &Dynamics, sizes: &ImagineSizes, seed: u64, rows: &mut Rows, rng: &mut ChaCha8Rng) -> Result<TaskRecord> {
+fn imagine_task(
+    task: TaskKind,
+    plan: &Plan,
+    model: &Dynamics,
+    sizes: &ImagineSizes,
+    seed: u64,
+    rows: &mut Rows,
+    rng: &mut ChaCha8Rng,
+) -> Result<TaskRecord> {
     let b = sizes.imagined_episodes;
-    let mut env = ImagineBenchEnv::new(ImagineBenchOptions { level: Some(task.level()), tasks: Some(vec![task]), ..Default::default() })?;
+    let mut env = ImagineBenchEnv::new(ImagineBenchOptions {
+        level: Some(task.level()),
+        tasks: Some(vec![task]),
+        ..Default::default()
+    })?;
     // Start states and sentences from the env's own resets.
     let (mut starts, mut sentences, mut seeds) = (Vec::new(), Vec::new(), Vec::new());
     for e in 0..b {
@@ -484,8 +558,10 @@ fn imagine_task(task: TaskKind, plan: &Plan, model: &Dynamics, sizes: &ImagineSi
         sentences.push(env.instruction().to_string());
         seeds.push(s);
     }
-    let noise: Vec<(f64, f64)> = (0..b).map(|_| (rng.gen_range(0.05..0.4), rng.gen_range(0.0..std::f64::consts::TAU))).collect();
-    let mut state = Tensor::from_slice(&starts.iter().flat_map(|o| o[1..].to_vec()).collect::<Vec<f32>>()).view([b as i64, OBS as i64]);
+    let noise: Vec<(f64, f64)> =
+        (0..b).map(|_| (rng.gen_range(0.05..0.4), rng.gen_range(0.0..std::f64::consts::TAU))).collect();
+    let mut state = Tensor::from_slice(&starts.iter().flat_map(|o| o[1..].to_vec()).collect::<Vec<f32>>())
+        .view([b as i64, OBS as i64]);
     let mut obs: Vec<Vec<Vec<f32>>> = starts.iter().map(|o| vec![o.clone()]).collect();
     let mut acts: Vec<Vec<[f32; ACT]>> = vec![Vec::new(); b];
     let mut rews: Vec<Vec<f32>> = vec![Vec::new(); b];
@@ -534,14 +610,37 @@ fn imagine_task(task: TaskKind, plan: &Plan, model: &Dynamics, sizes: &ImagineSi
             }
         }
     }
-    Ok(TaskRecord { task: task.key().into(), kind: "imaginary", episodes: b, rows: n_rows, success_rate: ok as f64 / b as f64, replayed_success_rate: Some(replayed_ok as f64 / b as f64) })
+    Ok(TaskRecord {
+        task: task.key().into(),
+        kind: "imaginary",
+        episodes: b,
+        rows: n_rows,
+        success_rate: ok as f64 / b as f64,
+        replayed_success_rate: Some(replayed_ok as f64 / b as f64),
+    })
 }
 
 /// Write a human summary of `m` to stdout.
 pub fn print_summary(out: &Path, m: &ImagineManifest) {
-    println!("{}: {FILE} in {:.0} s; forward gait {:.2} m / 100 steps, backward {:.2} m; model MSE {:.4}", out.display(), m.wall_s, m.gaits[0].1, m.gaits[1].1, m.model_validation_mse);
+    println!(
+        "{}: {FILE} in {:.0} s; forward gait {:.2} m / 100 steps, backward {:.2} m; model MSE {:.4}",
+        out.display(),
+        m.wall_s,
+        m.gaits[0].1,
+        m.gaits[1].1,
+        m.model_validation_mse
+    );
     for t in &m.tasks {
-        let replay = t.replayed_success_rate.map_or(String::new(), |r| format!("  (replayed in the simulator: {:.0}%)", 100.0 * r));
-        println!("  {:<10} {:<30} {:>4} episodes {:>7} rows  success {:>4.0}%{replay}", t.kind, t.task, t.episodes, t.rows, 100.0 * t.success_rate);
+        let replay = t
+            .replayed_success_rate
+            .map_or(String::new(), |r| format!("  (replayed in the simulator: {:.0}%)", 100.0 * r));
+        println!(
+            "  {:<10} {:<30} {:>4} episodes {:>7} rows  success {:>4.0}%{replay}",
+            t.kind,
+            t.task,
+            t.episodes,
+            t.rows,
+            100.0 * t.success_rate
+        );
     }
 }

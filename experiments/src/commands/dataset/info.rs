@@ -37,7 +37,8 @@ pub fn resolve(dataset: &str, env: Option<&str>, cache_dir: Option<&Path>) -> Re
         let by_name = p.file_name().and_then(|n| registry::lookup_file(&n.to_string_lossy()));
         return Ok((p.to_path_buf(), pinned.or(by_name)));
     }
-    let e = registry::lookup(dataset).with_context(|| format!("`{dataset}` is neither an existing file or folder nor a known dataset id"))?;
+    let e = registry::lookup(dataset)
+        .with_context(|| format!("`{dataset}` is neither an existing file or folder nor a known dataset id"))?;
     let (path, found) = o2o_datasets::download::cached_file(cache_dir, e.file_name());
     if !found {
         bail!("{dataset} is not downloaded ({} is missing); run `o2o dataset download {dataset}`", path.display());
@@ -57,7 +58,10 @@ pub fn run(args: InfoArgs) -> Result<()> {
             println!("keys of episode_0: observations ({}, {}) {}, actions ({}, {}) {}, rewards ({},) {}, terminations, truncations (bool)",
                 e.len() + 1, m.obs_dim, m.dtypes["observations"], e.len(), m.act_dim, m.dtypes["actions"], e.len(), m.dtypes["rewards"]);
         }
-        let refs = match (m.metadata.get("ref_min_score").and_then(|v| v.as_f64()), m.metadata.get("ref_max_score").and_then(|v| v.as_f64())) {
+        let refs = match (
+            m.metadata.get("ref_min_score").and_then(|v| v.as_f64()),
+            m.metadata.get("ref_max_score").and_then(|v| v.as_f64()),
+        ) {
             (Some(lo), Some(hi)) if hi > lo => Some((lo, hi)),
             _ => None,
         };
@@ -85,7 +89,14 @@ pub fn run(args: InfoArgs) -> Result<()> {
         }
         if ib {
             let d = ImagineBenchDataset::read(&path)?;
-            println!("transitions: {} ({} real, {} imaginary), {} instructions, embedding size {}", d.len(), d.len() - d.n_imaginary(), d.n_imaginary(), d.instructions.len(), d.embed_dim);
+            println!(
+                "transitions: {} ({} real, {} imaginary), {} instructions, embedding size {}",
+                d.len(),
+                d.len() - d.n_imaginary(),
+                d.n_imaginary(),
+                d.instructions.len(),
+                d.embed_dim
+            );
             let t = d.transitions(o2o_datasets::imaginebench::Rows::All, false, None)?;
             let returns: Vec<f64> = split_returns(&t.rewards, &t.episode_ends);
             print_returns(&returns, None);
@@ -94,7 +105,10 @@ pub fn run(args: InfoArgs) -> Result<()> {
         (D4rlDataset::read(&path)?, None)
     };
     if let Some(e) = &entry {
-        println!("registry: {} (env {}, obs {}, act {}, time limit {}, score family {})", e.id, e.env_id, e.obs_dim, e.act_dim, e.max_episode_steps, e.family);
+        println!(
+            "registry: {} (env {}, obs {}, act {}, time limit {}, score family {})",
+            e.id, e.env_id, e.obs_dim, e.act_dim, e.max_episode_steps, e.family
+        );
         if let Err(err) = d4rl.check_env(&e.env_id, e.obs_dim, e.act_dim) {
             warnings.push(format!("does not fit the env: {err}"));
         } else if let Ok(env) = o2o_envs::make(&e.env_id) {
@@ -110,7 +124,12 @@ pub fn run(args: InfoArgs) -> Result<()> {
     println!("episodes: {} ({term} terminated, {trunc} truncated, {} unflagged)", eps.len(), eps.len() - term - trunc);
     let lens: Vec<usize> = eps.iter().map(|e| e.rows.len()).collect();
     if !lens.is_empty() {
-        println!("episode length: min {}, mean {:.1}, max {}", lens.iter().min().unwrap_or(&0), lens.iter().sum::<usize>() as f64 / lens.len() as f64, lens.iter().max().unwrap_or(&0));
+        println!(
+            "episode length: min {}, mean {:.1}, max {}",
+            lens.iter().min().unwrap_or(&0),
+            lens.iter().sum::<usize>() as f64 / lens.len() as f64,
+            lens.iter().max().unwrap_or(&0)
+        );
     }
     let returns = d4rl.episode_returns(max_steps);
     let refs = ref_scores.or_else(|| entry.as_ref().and_then(|e| scores::ref_scores(e.family).ok()));

@@ -94,7 +94,9 @@ pub struct MakeBenchmarkArgs {
 
 fn parse_cell(s: &str) -> std::result::Result<(usize, usize), String> {
     let (r, c) = s.split_once(',').ok_or_else(|| format!("expected ROW,COL, found {s:?}"))?;
-    let n = |x: &str| x.trim().parse::<usize>().map_err(|_| format!("expected ROW,COL of non-negative integers, found {s:?}"));
+    let n = |x: &str| {
+        x.trim().parse::<usize>().map_err(|_| format!("expected ROW,COL of non-negative integers, found {s:?}"))
+    };
     Ok((n(r)?, n(c)?))
 }
 
@@ -133,7 +135,15 @@ fn parse_target(s: &str) -> std::result::Result<Target, String> {
 
 /// `o2o dataset make-benchmark imaginebench-mujoco`: only `--scale`, `--out` and `--seed` apply.
 fn run_imaginebench(args: MakeBenchmarkArgs) -> Result<()> {
-    let sac_only = args.sac_steps.is_some() || args.sac_random_steps.is_some() || args.transitions.is_some() || args.eval_every.is_some() || args.eval_episodes.is_some() || !args.set.is_empty() || args.keep_run || args.gzip.is_some() || args.medium_score.is_some();
+    let sac_only = args.sac_steps.is_some()
+        || args.sac_random_steps.is_some()
+        || args.transitions.is_some()
+        || args.eval_every.is_some()
+        || args.eval_episodes.is_some()
+        || !args.set.is_empty()
+        || args.keep_run
+        || args.gzip.is_some()
+        || args.medium_score.is_some();
     if sac_only {
         bail!("make-benchmark imaginebench-mujoco takes --scale, --out, --seed and --threads only (the SAC and file options belong to the locomotion tasks)");
     }
@@ -189,7 +199,15 @@ fn run_antmaze(args: MakeBenchmarkArgs, maze: super::antmaze_benchmark::Maze) ->
         CONTROLLER = am::CONTROLLER_ENV,
     );
     if let Some(a) = &m.avoided {
-        println!("avoided cells {:?}: {} episodes cut there ({} left empty); the data covers {} of {} free cells: {:?}", a.cells, a.cut_episodes, a.empty_episodes, a.cells_covered.len(), a.free_cells, a.cells_covered);
+        println!(
+            "avoided cells {:?}: {} episodes cut there ({} left empty); the data covers {} of {} free cells: {:?}",
+            a.cells,
+            a.cut_episodes,
+            a.empty_episodes,
+            a.cells_covered.len(),
+            a.free_cells,
+            a.cells_covered
+        );
     }
     Ok(())
 }
@@ -227,8 +245,16 @@ fn run_adroit(args: MakeBenchmarkArgs, kind: o2o_envs::mujoco::AdroitKind) -> Re
 /// `o2o dataset make-benchmark <locomotion task> --mixed-quality RUN_DIR --policy-region RULE`.
 fn run_mixed(args: MakeBenchmarkArgs, policy_run: PathBuf) -> Result<()> {
     use super::mixed_benchmark::{self as mb, MixedSpec};
-    let Target::Locomotion(task) = args.task else { bail!("--mixed-quality: expected hopper, halfcheetah or walker2d") };
-    let sac_only = args.sac_steps.is_some() || args.sac_random_steps.is_some() || args.eval_every.is_some() || !args.set.is_empty() || args.keep_run || args.medium_score.is_some() || args.controller.is_some();
+    let Target::Locomotion(task) = args.task else {
+        bail!("--mixed-quality: expected hopper, halfcheetah or walker2d")
+    };
+    let sac_only = args.sac_steps.is_some()
+        || args.sac_random_steps.is_some()
+        || args.eval_every.is_some()
+        || !args.set.is_empty()
+        || args.keep_run
+        || args.medium_score.is_some()
+        || args.controller.is_some();
     if sac_only {
         bail!("--mixed-quality takes --scale, --transitions, --eval-episodes, --gzip, --out, --seed, --device and --threads (the policy is trained already: no SAC options)");
     }
@@ -284,7 +310,12 @@ pub fn run(args: MakeBenchmarkArgs) -> Result<()> {
         Target::Locomotion(t) => t,
     };
     let mut sizes = args.scale.sizes();
-    let overridden = args.sac_steps.is_some() || args.sac_random_steps.is_some() || args.transitions.is_some() || args.eval_every.is_some() || args.eval_episodes.is_some() || !args.set.is_empty();
+    let overridden = args.sac_steps.is_some()
+        || args.sac_random_steps.is_some()
+        || args.transitions.is_some()
+        || args.eval_every.is_some()
+        || args.eval_episodes.is_some()
+        || !args.set.is_empty();
     sizes.sac_steps = args.sac_steps.unwrap_or(sizes.sac_steps);
     sizes.sac_random_steps = args.sac_random_steps.unwrap_or(sizes.sac_random_steps);
     sizes.rows = args.transitions.unwrap_or(sizes.rows);
@@ -328,7 +359,10 @@ pub fn run(args: MakeBenchmarkArgs) -> Result<()> {
     for f in &m.files {
         let r = f.returns.map_or("-".to_string(), |s| format!("{:.1} / {:.1} / {:.1}", s.min, s.mean, s.max));
         let n = f.normalized_score.map_or("-".to_string(), |s| format!("{:.1}", s.mean));
-        println!("  {:<32} {:>8} rows {:>6} episodes  return min/mean/max {r}  normalized {n}  {} bytes", f.file, f.rows, f.episodes, f.bytes);
+        println!(
+            "  {:<32} {:>8} rows {:>6} episodes  return min/mean/max {r}  normalized {n}  {} bytes",
+            f.file, f.rows, f.episodes, f.bytes
+        );
     }
     Ok(())
 }

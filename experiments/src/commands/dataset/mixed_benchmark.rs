@@ -23,8 +23,8 @@ use anyhow::{bail, Context, Result};
 use o2o_datasets::d4rl::D4rlDataset;
 use o2o_datasets::h5util::{Column, Dtype};
 use o2o_experiments::run::actor::{derive_seed, stream, AgentPolicy, Policy, UniformPolicy};
-use o2o_experiments::run::{eval, runner};
 use o2o_experiments::run::rundir::{self, Provenance};
+use o2o_experiments::run::{eval, runner};
 use rand::Rng;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -52,7 +52,11 @@ impl RegionRule {
     /// Parse `obs[I]<X` or `obs[I]>X` (spaces allowed).
     pub fn parse(s: &str) -> Result<Self> {
         let t: String = s.chars().filter(|c| !c.is_whitespace()).collect();
-        let bad = || anyhow::anyhow!("--policy-region: expected `obs[I]<X` or `obs[I]>X` (region A, where the policy acts), found {s:?}");
+        let bad = || {
+            anyhow::anyhow!(
+                "--policy-region: expected `obs[I]<X` or `obs[I]>X` (region A, where the policy acts), found {s:?}"
+            )
+        };
         let rest = t.strip_prefix("obs[").ok_or_else(bad)?;
         let (index, rest) = rest.split_once(']').ok_or_else(bad)?;
         let feature: usize = index.parse().map_err(|_| bad())?;
@@ -195,11 +199,14 @@ impl MixedManifest {
     pub fn read_dir(dir: &Path) -> Result<Option<Self>> {
         let path = dir.join(benchmark::manifest::MANIFEST);
         let Ok(text) = std::fs::read_to_string(&path) else { return Ok(None) };
-        let value: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+        let value: serde_json::Value =
+            serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
         if value.get("format").and_then(|f| f.as_str()) != Some(FORMAT) {
             return Ok(None);
         }
-        serde_json::from_value(value).map(Some).with_context(|| format!("{} is not a valid {FORMAT} manifest", path.display()))
+        serde_json::from_value(value)
+            .map(Some)
+            .with_context(|| format!("{} is not a valid {FORMAT} manifest", path.display()))
     }
 }
 
@@ -228,7 +235,11 @@ impl<R: Rng> Policy for RegionPolicy<'_, R> {
 pub fn generate(spec: &MixedSpec) -> Result<MixedManifest> {
     let t0 = Instant::now();
     if spec.rows == 0 || spec.eval_episodes == 0 {
-        bail!("mixed-quality sizes: expected positive transitions and eval episodes, found {} and {}", spec.rows, spec.eval_episodes);
+        bail!(
+            "mixed-quality sizes: expected positive transitions and eval episodes, found {} and {}",
+            spec.rows,
+            spec.eval_episodes
+        );
     }
     let task = spec.task.name();
     let env_id = spec.task.env_id();
@@ -241,19 +252,37 @@ pub fn generate(spec: &MixedSpec) -> Result<MixedManifest> {
     let mut env = o2o_envs::make(&env_id)?;
     let (obs_dim, act_dim) = (env.observation_space().dim(), env.action_space().dim());
     if spec.rule.feature >= obs_dim {
-        bail!("--policy-region {}: {env_id} has {obs_dim} observation numbers (indices 0..{})", spec.rule.text(), obs_dim - 1);
+        bail!(
+            "--policy-region {}: {env_id} has {obs_dim} observation numbers (indices 0..{})",
+            spec.rule.text(),
+            obs_dim - 1
+        );
     }
 
     // 1. The policy, and how well it does alone.
-    let mut loaded = runner::load_checkpoint_agent(&spec.policy_run, None, None, spec.device).with_context(|| format!("--mixed-quality {}: loading the policy", spec.policy_run.display()))?;
+    let mut loaded = runner::load_checkpoint_agent(&spec.policy_run, None, None, spec.device)
+        .with_context(|| format!("--mixed-quality {}: loading the policy", spec.policy_run.display()))?;
     let (run_obs, run_act) = (loaded.env.observation_space().dim(), loaded.env.action_space().dim());
     if (run_obs, run_act) != (obs_dim, act_dim) {
         bail!("--mixed-quality {}: the run's env {} has {run_obs} observations and {run_act} actions, {env_id} has {obs_dim} and {act_dim}", spec.policy_run.display(), loaded.config.env);
     }
-    eprintln!("make-benchmark {task} --mixed-quality: [1/2] the policy of {} ({}, env step {}) alone, {} episodes", spec.policy_run.display(), loaded.config.algo, loaded.state.env_step, spec.eval_episodes);
+    eprintln!(
+        "make-benchmark {task} --mixed-quality: [1/2] the policy of {} ({}, env step {}) alone, {} episodes",
+        spec.policy_run.display(),
+        loaded.config.algo,
+        loaded.state.env_step,
+        spec.eval_episodes
+    );
     let alone = eval::evaluate(&mut *env, &mut *loaded.agent, spec.device, seeds.policy_eval, spec.eval_episodes, 0)?;
-    eprintln!("  mean return {:.1} (normalized {})", alone.mean_return, alone.normalized_score.map_or("-".into(), |s| format!("{s:.1}")));
-    let run_git_revision = std::fs::read_to_string(spec.policy_run.join(rundir::MANIFEST)).ok().and_then(|t| serde_json::from_str::<rundir::Manifest>(&t).ok()).map(|m| m.provenance.git_revision);
+    eprintln!(
+        "  mean return {:.1} (normalized {})",
+        alone.mean_return,
+        alone.normalized_score.map_or("-".into(), |s| format!("{s:.1}"))
+    );
+    let run_git_revision = std::fs::read_to_string(spec.policy_run.join(rundir::MANIFEST))
+        .ok()
+        .and_then(|t| serde_json::from_str::<rundir::Manifest>(&t).ok())
+        .map(|m| m.provenance.git_revision);
     let policy = PolicyRecord {
         run_dir: spec.policy_run.display().to_string(),
         checkpoint: loaded.folder.display().to_string(),
@@ -270,7 +299,11 @@ pub fn generate(spec: &MixedSpec) -> Result<MixedManifest> {
     };
 
     // 2. The collection.
-    eprintln!("make-benchmark {task} --mixed-quality: [2/2] {} rows, the policy where {}, uniform random actions elsewhere", spec.rows, spec.rule.text());
+    eprintln!(
+        "make-benchmark {task} --mixed-quality: [2/2] {} rows, the policy where {}, uniform random actions elsewhere",
+        spec.rows,
+        spec.rule.text()
+    );
     let mut rng = ChaCha8Rng::seed_from_u64(seeds.random_actions);
     let mut mixed = RegionPolicy {
         rule: spec.rule,
@@ -282,7 +315,11 @@ pub fn generate(spec: &MixedSpec) -> Result<MixedManifest> {
     let region: Vec<f32> = (0..ds.len()).map(|i| if spec.rule.in_a(ds.obs(i)) { 1.0 } else { 0.0 }).collect();
     let regions = region_stats(&ds, &region);
     ds.infos.insert(REGION_KEY.to_string(), Column { shape: vec![region.len()], dtype: Dtype::Int32, data: region });
-    let text = format!("the policy of {} where {} (region A), uniformly random actions elsewhere (region B)", spec.policy_run.display(), spec.rule.text());
+    let text = format!(
+        "the policy of {} where {} (region A), uniformly random actions elsewhere (region B)",
+        spec.policy_run.display(),
+        spec.rule.text()
+    );
     let file = write_file(&spec.out, task, "mixed", &text, &mut ds, Dtype::Float32, spec.gzip)?;
     eprintln!(
         "  region A: {} rows ({:.1}%), mean reward {}; region B: {} rows ({:.1}%), mean reward {}",
@@ -324,11 +361,17 @@ pub fn region_stats(ds: &D4rlDataset, region: &[f32]) -> Regions {
     let n = ds.len();
     let stats = |want: f32| {
         let rows: Vec<usize> = (0..n).filter(|&i| region[i] == want).collect();
-        let mean_reward = (!rows.is_empty()).then(|| rows.iter().map(|&i| ds.rewards[i] as f64).sum::<f64>() / rows.len() as f64);
+        let mean_reward =
+            (!rows.is_empty()).then(|| rows.iter().map(|&i| ds.rewards[i] as f64).sum::<f64>() / rows.len() as f64);
         // A stay starts at a row of the region whose predecessor in the episode is not in it.
         let ends = |i: usize| ds.terminals[i] != 0.0 || ds.timeouts.as_ref().is_some_and(|t| t[i] != 0.0);
         let stays = rows.iter().filter(|&&i| i == 0 || ends(i - 1) || region[i - 1] != want).count();
-        RegionStats { rows: rows.len(), share: if n == 0 { 0.0 } else { rows.len() as f64 / n as f64 }, mean_reward, mean_stay: (stays > 0).then(|| rows.len() as f64 / stays as f64) }
+        RegionStats {
+            rows: rows.len(),
+            share: if n == 0 { 0.0 } else { rows.len() as f64 / n as f64 },
+            mean_reward,
+            mean_stay: (stays > 0).then(|| rows.len() as f64 / stays as f64),
+        }
     };
     Regions { a: stats(1.0), b: stats(0.0) }
 }
@@ -381,8 +424,19 @@ mod tests {
         // row 3 was A too.
         let region = [1.0, 1.0, 0.0, 1.0, 1.0, 0.0, 1.0];
         let r = region_stats(&ds, &region);
-        assert_eq!(r.a, RegionStats { rows: 5, share: 5.0 / 7.0, mean_reward: Some((1.0 + 2.0 + 4.0 + 5.0 + 7.0) / 5.0), mean_stay: Some(5.0 / 4.0) });
-        assert_eq!(r.b, RegionStats { rows: 2, share: 2.0 / 7.0, mean_reward: Some((3.0 + 6.0) / 2.0), mean_stay: Some(1.0) });
+        assert_eq!(
+            r.a,
+            RegionStats {
+                rows: 5,
+                share: 5.0 / 7.0,
+                mean_reward: Some((1.0 + 2.0 + 4.0 + 5.0 + 7.0) / 5.0),
+                mean_stay: Some(5.0 / 4.0)
+            }
+        );
+        assert_eq!(
+            r.b,
+            RegionStats { rows: 2, share: 2.0 / 7.0, mean_reward: Some((3.0 + 6.0) / 2.0), mean_stay: Some(1.0) }
+        );
         let none = region_stats(&ds, &[1.0; 7]);
         assert_eq!((none.b.rows, none.b.mean_reward, none.b.mean_stay), (0, None, None));
     }

@@ -6,14 +6,14 @@
 //! row's state is set in the MuJoCo model and its bodies are drawn moving, as in a run's
 //! evaluation episodes (entity layout in `logging/rerun_sink.rs`).
 
-use o2o_experiments::logging::rerun_sink::RerunSink;
-use o2o_experiments::logging::layout::{camera_for, dataset_layout};
-use o2o_experiments::logging::scene::{body_poses, model_geometry};
-use o2o_experiments::logging::sinks::{open_stream, RerunArgs, RerunTarget};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use o2o_datasets::d4rl::D4rlDataset;
 use o2o_datasets::registry;
+use o2o_experiments::logging::layout::{camera_for, dataset_layout};
+use o2o_experiments::logging::rerun_sink::RerunSink;
+use o2o_experiments::logging::scene::{body_poses, model_geometry};
+use o2o_experiments::logging::sinks::{open_stream, RerunArgs, RerunTarget};
 use std::path::{Path, PathBuf};
 
 /// Arguments of `o2o dataset view`.
@@ -42,7 +42,8 @@ fn resolve(dataset: &str, env: Option<&str>) -> Result<(PathBuf, Option<String>)
         let by_name = as_path.file_name().and_then(|n| registry::lookup_file(&n.to_string_lossy()));
         return Ok((as_path.to_path_buf(), env.map(str::to_string).or(by_name.map(|e| e.env_id))));
     }
-    let entry = registry::lookup(dataset).with_context(|| format!("{dataset} is neither a file nor a known dataset id"))?;
+    let entry =
+        registry::lookup(dataset).with_context(|| format!("{dataset} is neither a file nor a known dataset id"))?;
     let path = o2o_datasets::download::default_cache_dir().join(entry.file_name());
     if !path.exists() {
         bail!("{dataset} is not downloaded ({} is missing); download it first", path.display());
@@ -54,7 +55,12 @@ fn resolve(dataset: &str, env: Option<&str>) -> Result<(PathBuf, Option<String>)
 fn info_rows(ds: &D4rlDataset, key: &str, width: usize) -> Result<Option<Vec<f64>>> {
     let Some(c) = ds.infos.get(key) else { return Ok(None) };
     if c.shape != [ds.len(), width] {
-        bail!("{}: {key} has shape {:?}, expected [{}, {width}] for the env's model", ds.source.display(), c.shape, ds.len());
+        bail!(
+            "{}: {key} has shape {:?}, expected [{}, {width}] for the env's model",
+            ds.source.display(),
+            c.shape,
+            ds.len()
+        );
     }
     Ok(Some(c.data.iter().map(|&v| v as f64).collect()))
 }
@@ -64,7 +70,9 @@ pub fn run(args: ViewArgs) -> Result<()> {
     let (path, env_id) = resolve(&args.dataset, args.env.as_deref())?;
     let ds = if path.is_dir() {
         // A Minari dataset folder: its episodes as D4RL rows.
-        o2o_datasets::minari::MinariDataset::read(&path).with_context(|| format!("reading the Minari dataset {}", path.display()))?.to_d4rl()
+        o2o_datasets::minari::MinariDataset::read(&path)
+            .with_context(|| format!("reading the Minari dataset {}", path.display()))?
+            .to_d4rl()
     } else {
         D4rlDataset::read(&path).with_context(|| format!("reading {}", path.display()))?
     };
@@ -84,11 +92,15 @@ pub fn run(args: ViewArgs) -> Result<()> {
                 match (info_rows(&ds, "infos/qpos", nq)?, info_rows(&ds, "infos/qvel", nv)?) {
                     (Some(qpos), Some(qvel)) if !ds.is_empty() => {
                         // The camera frames the model in the file's first recorded state.
-                        env.set_state(&qpos[..nq], &qvel[..nv]).with_context(|| format!("{} row 0: setting the recorded state", path.display()))?;
+                        env.set_state(&qpos[..nq], &qvel[..nv])
+                            .with_context(|| format!("{} row 0: setting the recorded state", path.display()))?;
                         camera = camera_for(&model_geometry(&env), &body_poses(&env));
                         scene = Some((env, qpos, qvel, nq, nv));
                     }
-                    _ => eprintln!("o2o dataset view: {} has no infos/qpos and infos/qvel; logging series only", path.display()),
+                    _ => eprintln!(
+                        "o2o dataset view: {} has no infos/qpos and infos/qvel; logging series only",
+                        path.display()
+                    ),
                 }
             }
             Err(e) => eprintln!("o2o dataset view: no 3D replay ({id}: {e})"),
@@ -135,16 +147,17 @@ pub fn run(args: ViewArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use o2o_experiments::logging::inspect::{chunks, rrd};
     use o2o_datasets::h5util::{Column, Dtype};
     use o2o_envs::Env;
+    use o2o_experiments::logging::inspect::{chunks, rrd};
     use std::collections::BTreeMap;
 
     /// A small D4RL-format Hopper file with two episodes and recorded states, made by stepping
     /// the real env with a fixed action.
     fn hopper_file(path: &Path) {
         let mut env = o2o_envs::make_unwrapped("hopper-v2").unwrap();
-        let (mut obs, mut act, mut rew, mut term, mut tout, mut qpos, mut qvel) = (vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
+        let (mut obs, mut act, mut rew, mut term, mut tout, mut qpos, mut qvel) =
+            (vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
         for ep in 0..2 {
             let mut o = env.reset(Some(ep)).unwrap();
             for t in 0..5 {
@@ -187,7 +200,13 @@ mod tests {
         let file = d.path().join("tiny-hopper.hdf5");
         hopper_file(&file);
         let out = d.path().join("tiny.rrd");
-        let args = ViewArgs { dataset: file.display().to_string(), episodes: 1, env: Some("hopper-v2".into()), out: Some(out.clone()), rerun: RerunArgs::default() };
+        let args = ViewArgs {
+            dataset: file.display().to_string(),
+            episodes: 1,
+            env: Some("hopper-v2".into()),
+            out: Some(out.clone()),
+            rerun: RerunArgs::default(),
+        };
         run(args).unwrap();
         let chunks = chunks(&rrd("print", &out).unwrap());
         let rows = |entity: &str| chunks.iter().filter(|c| c.entity == entity).map(|c| c.rows).sum::<usize>();
@@ -195,14 +214,19 @@ mod tests {
         assert_eq!(rows("/episode/observation"), 5 + 1); // five steps plus the static series names
         assert_eq!(rows("/episode/reward"), 5);
         assert_eq!(rows("/episode/world/torso"), 5);
-        assert!(chunks.iter().any(|c| c.entity == "/episode/world/torso" && c.timelines.iter().any(|t| t == "dataset_step")));
+        assert!(chunks
+            .iter()
+            .any(|c| c.entity == "/episode/world/torso" && c.timelines.iter().any(|t| t == "dataset_step")));
         assert!(chunks.iter().any(|c| c.entity.starts_with("/episode/world/thigh/geom")), "thigh geometry missing");
         // The dataset layout's panels show only what was logged; its camera follows the torso.
         let mut env = o2o_envs::make_unwrapped("hopper-v2").unwrap();
         env.reset(Some(0)).unwrap();
         let layout = dataset_layout(camera_for(&model_geometry(&env), &body_poses(&env)), true);
         for e in layout.entities() {
-            assert!(chunks.iter().any(|c| c.entity == e || c.entity.starts_with(&format!("{e}/"))), "the dataset layout shows {e}, never logged");
+            assert!(
+                chunks.iter().any(|c| c.entity == e || c.entity.starts_with(&format!("{e}/"))),
+                "the dataset layout shows {e}, never logged"
+            );
         }
         assert_eq!(rows("/episode/return"), 1);
         assert!(chunks.iter().any(|c| c.entity.ends_with("/EyeControls3D")), "no camera in the blueprint");

@@ -17,18 +17,24 @@
 //! folder gets `table.md` (success rate, mean ± std over seeds, at fixed env steps), `curves.png`
 //! and `results.json`.
 
-use super::jobs::{children_cpu_seconds, command_line, plot_with_y, run_jobs, score_rows, sets, Curves, Job, Processes};
+use super::jobs::{
+    children_cpu_seconds, command_line, plot_with_y, run_jobs, score_rows, sets, Curves, Job, Processes,
+};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use o2o_experiments::report::runs::read_curve;
-use o2o_experiments::run::rundir::write_atomic;
 use o2o_experiments::report::stats::{mean, std_dev};
+use o2o_experiments::run::rundir::write_atomic;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
 /// The variants, in table order, with the overrides each adds to the preset.
-pub const VARIANTS: [(&str, &[&str]); 3] = [("sparse", &["shaping.enabled=false"]), ("naive", &["shaping.mode=\"naive\""]), ("pbrs", &["shaping.mode=\"pbrs\""])];
+pub const VARIANTS: [(&str, &[&str]); 3] = [
+    ("sparse", &["shaping.enabled=false"]),
+    ("naive", &["shaping.mode=\"naive\""]),
+    ("pbrs", &["shaping.mode=\"pbrs\""]),
+];
 
 /// The views of the progress model (the docs' FetchPush recipe): goal, gripper, object, object − gripper.
 const VIEWS: [&str; 4] = ["goal=3:6", "gripper=6:9", "object=9:12", "object-from-gripper=12:15"];
@@ -74,7 +80,13 @@ fn make_once(product: &Path, args: &[String], log: &Path) -> Result<()> {
     }
     let exe = std::env::current_exe().context("cannot find the o2o executable")?;
     let file = std::fs::File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
-    let status = Command::new(exe).args(args).stdin(Stdio::null()).stdout(file.try_clone()?).stderr(file).status().context("starting o2o")?;
+    let status = Command::new(exe)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(file.try_clone()?)
+        .stderr(file)
+        .status()
+        .context("starting o2o")?;
     if !status.success() || !product.is_file() {
         bail!("`o2o {}` failed ({status}); see {}", args.join(" "), log.display());
     }
@@ -84,7 +96,12 @@ fn make_once(product: &Path, args: &[String], log: &Path) -> Result<()> {
 
 /// `o2o experiment dopamine`.
 pub fn run(args: DopamineArgs) -> Result<()> {
-    if args.seeds == 0 || args.processes.jobs == 0 || args.processes.threads < 1 || args.demos == 0 || args.model_steps == 0 {
+    if args.seeds == 0
+        || args.processes.jobs == 0
+        || args.processes.threads < 1
+        || args.demos == 0
+        || args.model_steps == 0
+    {
         bail!("--seeds, --demos, --model-steps, --jobs and --threads must be at least 1");
     }
     let (env_id, preset) = task(&args.task)?;
@@ -97,9 +114,33 @@ pub fn run(args: DopamineArgs) -> Result<()> {
     let demos = out.join("demos.hdf5");
     let model = out.join("progress.pt");
     let s = |p: &Path| p.display().to_string();
-    let demo_args = ["reward", "demos", "--task", env_id, "--episodes", &args.demos.to_string(), "--seed", "0", "--out", &s(&demos)];
+    let demo_args = [
+        "reward",
+        "demos",
+        "--task",
+        env_id,
+        "--episodes",
+        &args.demos.to_string(),
+        "--seed",
+        "0",
+        "--out",
+        &s(&demos),
+    ];
     make_once(&demos, &demo_args.map(String::from), &out.join("logs/demos.log"))?;
-    let mut train_args: Vec<String> = ["reward", "train", "--demos", &s(&demos), "--steps", &args.model_steps.to_string(), "--seed", "0", "--out", &s(&model)].map(String::from).to_vec();
+    let mut train_args: Vec<String> = [
+        "reward",
+        "train",
+        "--demos",
+        &s(&demos),
+        "--steps",
+        &args.model_steps.to_string(),
+        "--seed",
+        "0",
+        "--out",
+        &s(&model),
+    ]
+    .map(String::from)
+    .to_vec();
     for v in VIEWS {
         train_args.extend(["--view".to_string(), v.to_string()]);
     }
@@ -109,8 +150,11 @@ pub fn run(args: DopamineArgs) -> Result<()> {
     shared.extend(args.set.iter().cloned());
     let (_, mut resolved) = o2o_experiments::run::presets::load(preset)?;
     o2o_experiments::run::config::apply_overrides(&mut resolved, &shared)?;
-    let get = |section: &str, key: &str| resolved.get(section).and_then(|s| s.get(key)).and_then(|v| v.as_integer()).unwrap_or(0).max(0) as u64;
-    let (random, online, eval_every) = (get("train", "random_steps"), get("train", "online_steps"), get("eval", "every"));
+    let get = |section: &str, key: &str| {
+        resolved.get(section).and_then(|s| s.get(key)).and_then(|v| v.as_integer()).unwrap_or(0).max(0) as u64
+    };
+    let (random, online, eval_every) =
+        (get("train", "random_steps"), get("train", "online_steps"), get("eval", "every"));
     if online == 0 || eval_every == 0 {
         bail!("the experiment needs train.online_steps and eval.every above 0 (found {online}, {eval_every})");
     }
@@ -123,7 +167,13 @@ pub fn run(args: DopamineArgs) -> Result<()> {
             sets(&mut a, &shared);
             sets(&mut a, &["eval.at_start=true".into()]);
             sets(&mut a, &extra.iter().map(|s| s.to_string()).collect::<Vec<_>>());
-            jobs.push(Job { variant, seed, args: a, parent: None, runs_dir: out.join("runs").join(variant).join(format!("seed-{seed}")) });
+            jobs.push(Job {
+                variant,
+                seed,
+                args: a,
+                parent: None,
+                runs_dir: out.join("runs").join(variant).join(format!("seed-{seed}")),
+            });
         }
     }
     eprintln!("dopamine: {env_id}, preset {preset}, seeds 0..{}, {} runs, {} at a time; {env_steps} env steps each; output {}", args.seeds, jobs.len(), args.processes.jobs, out.display());
@@ -143,7 +193,18 @@ pub fn run(args: DopamineArgs) -> Result<()> {
     }
     let order: Vec<&str> = VARIANTS.iter().map(|(v, _)| *v).collect();
     let command = command_line();
-    let finals: Vec<(&str, Vec<f64>)> = order.iter().map(|v| (*v, curves.get(v).map(|runs| runs.iter().filter_map(|c| super::jobs::at(c, env_steps)).collect()).unwrap_or_default())).collect();
+    let finals: Vec<(&str, Vec<f64>)> = order
+        .iter()
+        .map(|v| {
+            (
+                *v,
+                curves
+                    .get(v)
+                    .map(|runs| runs.iter().filter_map(|c| super::jobs::at(c, env_steps)).collect())
+                    .unwrap_or_default(),
+            )
+        })
+        .collect();
     let mut table = format!(
         "# Dopamine-style shaping on {env_id}\n\nEvaluation success rate (%, {} deterministic episodes per evaluation), mean ± std over {} seeds, at fixed env \
          steps. RLPD (preset `{preset}`) on {} scripted demos with keyframes; Φ = a progress model trained {} steps on the same demos \
@@ -163,7 +224,14 @@ pub fn run(args: DopamineArgs) -> Result<()> {
         }
     }
     write_atomic(&out.join("table.md"), table.as_bytes())?;
-    plot_with_y(&out.join("curves.png"), &curves, &order, &format!("{env_id}: sparse vs naive progress vs PBRS, {} seeds", args.seeds), "env steps", "success rate (%)")?;
+    plot_with_y(
+        &out.join("curves.png"),
+        &curves,
+        &order,
+        &format!("{env_id}: sparse vs naive progress vs PBRS, {} seeds", args.seeds),
+        "env steps",
+        "success rate (%)",
+    )?;
     let json = serde_json::json!({
         "task": args.task, "env": env_id, "preset": preset, "seeds": args.seeds, "command": command,
         "demos": args.demos, "model_steps": args.model_steps, "overrides": shared,

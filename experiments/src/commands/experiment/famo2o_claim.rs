@@ -40,7 +40,10 @@
 //! The claim holds on this data when `famo2o − best fixed β` is above 0 (its interval excludes 0)
 //! and β(s) differs between the regions.
 
-use super::jobs::{at, command_line, mean_between, paired, plot, run_jobs_timed, score_rows, sets, Curves, Job, Paired, PerSeed, Processes};
+use super::jobs::{
+    at, command_line, mean_between, paired, plot, run_jobs_timed, score_rows, sets, Curves, Job, Paired, PerSeed,
+    Processes,
+};
 use crate::commands::dataset::mixed_benchmark::{MixedManifest, REGION_KEY};
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -101,19 +104,30 @@ pub fn run(args: ClaimArgs) -> Result<()> {
         bail!("--seeds, --jobs and --threads must be at least 1");
     }
     let preset = format!("famo2o-cql-{}", args.task);
-    let (_, base) = o2o_experiments::run::presets::load(&preset).with_context(|| format!("--task {}: no preset {preset}", args.task))?;
+    let (_, base) = o2o_experiments::run::presets::load(&preset)
+        .with_context(|| format!("--task {}: no preset {preset}", args.task))?;
     let mut resolved = base.clone();
     o2o_experiments::run::config::apply_overrides(&mut resolved, &args.set)?;
     if resolved.get("algo").and_then(|a| a.as_str()) != Some("famo2o-cql") {
-        bail!("{preset}: famo2o-claim compares FamO2O-CQL's balance model with fixed β (found algo {:?})", resolved.get("algo"));
+        bail!(
+            "{preset}: famo2o-claim compares FamO2O-CQL's balance model with fixed β (found algo {:?})",
+            resolved.get("algo")
+        );
     }
-    let get = |section: &str, key: &str| resolved.get(section).and_then(|s| s.get(key)).and_then(|v| v.as_integer()).unwrap_or(0).max(0) as u64;
-    let (offline, online, eval_every) = (get("train", "offline_steps"), get("train", "online_steps"), get("eval", "every"));
+    let get = |section: &str, key: &str| {
+        resolved.get(section).and_then(|s| s.get(key)).and_then(|v| v.as_integer()).unwrap_or(0).max(0) as u64
+    };
+    let (offline, online, eval_every) =
+        (get("train", "offline_steps"), get("train", "online_steps"), get("eval", "every"));
     if offline == 0 || online == 0 || eval_every == 0 {
         bail!("the claim needs train.offline_steps, train.online_steps and eval.every above 0 (found {offline}, {online}, {eval_every})");
     }
     // The runs record where their data was: the dataset as an absolute path.
-    let data = resolved.get("dataset").and_then(|d| d.get("path")).and_then(|p| p.as_str()).with_context(|| format!("{preset} has no dataset.path"))?;
+    let data = resolved
+        .get("dataset")
+        .and_then(|d| d.get("path"))
+        .and_then(|p| p.as_str())
+        .with_context(|| format!("{preset} has no dataset.path"))?;
     let data = std::fs::canonicalize(data).with_context(|| {
         format!("the dataset {data} of {preset} is missing: make it (docs/datasets.md, \"A dataset whose quality differs by state region\"), run from the repository root, or pass --set dataset.path=…")
     })?;
@@ -128,11 +142,21 @@ pub fn run(args: ClaimArgs) -> Result<()> {
             let mut a = vec!["run".to_string(), "--preset".into(), preset.clone(), "--seed".into(), seed.to_string()];
             sets(&mut a, &shared);
             sets(&mut a, &extra.iter().map(|s| s.to_string()).collect::<Vec<_>>());
-            jobs.push(Job { variant, seed, args: a, parent: None, runs_dir: out.join("runs").join(variant).join(format!("seed-{seed}")) });
+            jobs.push(Job {
+                variant,
+                seed,
+                args: a,
+                parent: None,
+                runs_dir: out.join("runs").join(variant).join(format!("seed-{seed}")),
+            });
         }
     }
     let n = jobs.len();
-    eprintln!("famo2o-claim: {preset} on {}, {n} runs of {offline} offline + {online} online steps; output {}", data.display(), out.display());
+    eprintln!(
+        "famo2o-claim: {preset} on {}, {n} runs of {offline} offline + {online} online steps; output {}",
+        data.display(),
+        out.display()
+    );
     let (dirs, wall_s, cpu_s) = run_jobs_timed(&jobs, &args.processes, &out)?;
 
     // Scores: curves over gradient steps (offline, then one per env step), measures online.
@@ -203,10 +227,17 @@ pub fn run(args: ClaimArgs) -> Result<()> {
     );
     for v in &order {
         let vals = |m: &PerSeed| m.get(v).map(|s| s.values().copied().collect::<Vec<f64>>()).unwrap_or_default();
-        let cell = |x: &[f64]| if x.is_empty() { "–".to_string() } else { format!("{:.1} ± {:.1}", mean(x), std_dev(x)) };
+        let cell =
+            |x: &[f64]| if x.is_empty() { "–".to_string() } else { format!("{:.1} ± {:.1}", mean(x), std_dev(x)) };
         let f = vals(&finals);
         let q = if f.is_empty() { "–".to_string() } else { format!("{:.1}", iqm(&f)) };
-        table.push_str(&format!("| {v} | {} | {} | {q} | {} | {} |\n", cell(&vals(&offline_end)), cell(&f), cell(&vals(&auc)), f.len()));
+        table.push_str(&format!(
+            "| {v} | {} | {} | {q} | {} | {} |\n",
+            cell(&vals(&offline_end)),
+            cell(&f),
+            cell(&vals(&auc)),
+            f.len()
+        ));
     }
     table.push_str(
         "\n## FamO2O against each fixed β\n\nPaired per-seed differences (the variants of a seed share its seed, data and budget), mean with a 95% \
@@ -216,11 +247,24 @@ pub fn run(args: ClaimArgs) -> Result<()> {
     );
     for (measure, label, p) in &comparisons {
         let per: Vec<String> = p.seeds.iter().zip(&p.diffs).map(|(s, d)| format!("{s}: {d:+.1}")).collect();
-        table.push_str(&format!("| {measure} | {label} | {:+.1} [{:+.1}, {:+.1}] | {} | {} |\n", p.mean, p.ci.0, p.ci.1, per.join(", "), p.direction));
+        table.push_str(&format!(
+            "| {measure} | {label} | {:+.1} [{:+.1}, {:+.1}] | {} | {} |\n",
+            p.mean,
+            p.ci.0,
+            p.ci.1,
+            per.join(", "),
+            p.direction
+        ));
     }
     table.push_str(&beta_section(&betas, &balance_diag, region_diff.as_ref()));
     std::fs::write(out.join("table.md"), &table).with_context(|| format!("cannot write {}/table.md", out.display()))?;
-    plot(&out.join("curves.png"), &curves, &order, &format!("FamO2O claim, {preset}, {} seeds", args.seeds), &format!("gradient step (offline until {offline}, then one per env step)"))?;
+    plot(
+        &out.join("curves.png"),
+        &curves,
+        &order,
+        &format!("FamO2O claim, {preset}, {} seeds", args.seeds),
+        &format!("gradient step (offline until {offline}, then one per env step)"),
+    )?;
     let json = serde_json::json!({
         "preset": preset, "seeds": args.seeds, "command": command, "dataset": data,
         "region_rule": manifest.as_ref().map(|m| &m.region_rule), "regions": manifest.as_ref().map(|m| &m.regions),
@@ -246,8 +290,13 @@ pub fn run(args: ClaimArgs) -> Result<()> {
 /// `famo2o − v` for each fixed variant `v`, then `famo2o − best fixed β` (the fixed variant
 /// with the highest mean of `values`): `(measure, label, comparison)`.
 pub fn claim_comparisons(measure: &str, values: &PerSeed, fixed: &[&'static str]) -> Vec<(String, String, Paired)> {
-    let mut out: Vec<(String, String, Paired)> = fixed.iter().filter_map(|f| paired(values, FAMO2O, f).map(|p| (measure.to_string(), format!("{FAMO2O} − {f}"), p))).collect();
-    let means = fixed.iter().filter_map(|f| values.get(f).filter(|s| !s.is_empty()).map(|s| (*f, mean(&s.values().copied().collect::<Vec<_>>()))));
+    let mut out: Vec<(String, String, Paired)> = fixed
+        .iter()
+        .filter_map(|f| paired(values, FAMO2O, f).map(|p| (measure.to_string(), format!("{FAMO2O} − {f}"), p)))
+        .collect();
+    let means = fixed.iter().filter_map(|f| {
+        values.get(f).filter(|s| !s.is_empty()).map(|s| (*f, mean(&s.values().copied().collect::<Vec<_>>())))
+    });
     if let Some((best, _)) = means.max_by(|a, b| a.1.total_cmp(&b.1)) {
         let mut with_best = values.clone();
         with_best.insert(BEST_FIXED, values[best].clone());
@@ -280,10 +329,16 @@ pub fn region_beta(run_dir: &Path, ds: &D4rlDataset, device: Device) -> Result<R
     let mut beta = Vec::with_capacity(ds.len());
     for start in (0..ds.len()).step_by(4096) {
         let end = (start + 4096).min(ds.len());
-        let obs = Tensor::from_slice(&ds.observations[start * ds.obs_dim..end * ds.obs_dim]).view([(end - start) as i64, ds.obs_dim as i64]).to_device(device);
+        let obs = Tensor::from_slice(&ds.observations[start * ds.obs_dim..end * ds.obs_dim])
+            .view([(end - start) as i64, ds.obs_dim as i64])
+            .to_device(device);
         let _ = loaded.agent.act(&obs, true);
         let info = loaded.agent.act_info();
-        let b = info.into_iter().find(|(k, _)| *k == "beta").with_context(|| format!("{}: the agent reports no β", run_dir.display()))?.1;
+        let b = info
+            .into_iter()
+            .find(|(k, _)| *k == "beta")
+            .with_context(|| format!("{}: the agent reports no β", run_dir.display()))?
+            .1;
         if b.len() != end - start {
             bail!("{}: β for {} of {} rows", run_dir.display(), b.len(), end - start);
         }
@@ -299,7 +354,11 @@ pub fn region_beta(run_dir: &Path, ds: &D4rlDataset, device: Device) -> Result<R
 }
 
 /// The β(s) section of `table.md`.
-fn beta_section(betas: &BTreeMap<u64, RegionBeta>, diag: &BTreeMap<u64, (Option<f64>, Option<f64>)>, diff: Option<&Paired>) -> String {
+fn beta_section(
+    betas: &BTreeMap<u64, RegionBeta>,
+    diag: &BTreeMap<u64, (Option<f64>, Option<f64>)>,
+    diff: Option<&Paired>,
+) -> String {
     let f = |x: Option<f64>| x.map_or("–".to_string(), |v| format!("{v:.3}"));
     let mut s = String::from(
         "\n## β(s) per region\n\nThe final balance model's β(s) (its mode, what the agent acts with) on every dataset row, mean over all rows and over the \
@@ -310,7 +369,15 @@ fn beta_section(betas: &BTreeMap<u64, RegionBeta>, diag: &BTreeMap<u64, (Option<
     for (seed, b) in betas {
         let d = diag.get(seed).copied().unwrap_or((None, None));
         let ab = b.a.zip(b.b).map(|(a, b)| a - b);
-        s.push_str(&format!("| {seed} | {:.3} | {} | {} | {} | {} | {} |\n", b.all, f(b.a), f(b.b), ab.map_or("–".into(), |v| format!("{v:+.3}")), f(d.0), f(d.1)));
+        s.push_str(&format!(
+            "| {seed} | {:.3} | {} | {} | {} | {} | {} |\n",
+            b.all,
+            f(b.a),
+            f(b.b),
+            ab.map_or("–".into(), |v| format!("{v:+.3}")),
+            f(d.0),
+            f(d.1)
+        ));
     }
     match diff {
         Some(p) => s.push_str(&format!(
@@ -344,7 +411,10 @@ mod tests {
         v.insert("fixed-1.5", (0..3).map(|s| (s, 8.0)).collect());
         let c = claim_comparisons("final", &v, &["fixed-0.5", "fixed-1.0", "fixed-1.5"]);
         let labels: Vec<&str> = c.iter().map(|(_, l, _)| l.as_str()).collect();
-        assert_eq!(labels, vec!["famo2o − fixed-0.5", "famo2o − fixed-1.0", "famo2o − fixed-1.5", "famo2o − best fixed β (fixed-1.0)"]);
+        assert_eq!(
+            labels,
+            vec!["famo2o − fixed-0.5", "famo2o − fixed-1.0", "famo2o − fixed-1.5", "famo2o − best fixed β (fixed-1.0)"]
+        );
         assert_eq!(c[0].2.diffs, vec![6.0, 7.0, 8.0]);
         assert_eq!(c[0].2.direction, "higher");
         // fixed-1.0 has the highest mean (13): the differences are 10 − 12, 11 − 11, 12 − 16.

@@ -49,10 +49,12 @@ pub struct Job {
 /// was; left out when `set` gives `dataset.path` itself) followed by `set`, and `resolved` the
 /// preset table with `shared` applied (what the experiment reads its budget from).
 pub fn preset_overrides(name: &str, task: &str, set: &[String]) -> Result<(Vec<String>, toml::Table)> {
-    let (_, base) = o2o_experiments::run::presets::load(name).with_context(|| format!("--task {task}: no preset {name}"))?;
+    let (_, base) =
+        o2o_experiments::run::presets::load(name).with_context(|| format!("--task {task}: no preset {name}"))?;
     let mut shared = Vec::new();
     let path_given = set.iter().any(|s| s.trim_start().starts_with("dataset.path"));
-    if let Some(path) = base.get("dataset").and_then(|d| d.get("path")).and_then(|p| p.as_str()).filter(|_| !path_given) {
+    if let Some(path) = base.get("dataset").and_then(|d| d.get("path")).and_then(|p| p.as_str()).filter(|_| !path_given)
+    {
         let file = std::fs::canonicalize(path).with_context(|| format!("the dataset {path} of preset {name} is missing (run from the repository root, or pass --set dataset.path=…)"))?;
         shared.push(format!("dataset.path={:?}", file.display().to_string()));
     }
@@ -80,7 +82,10 @@ pub fn finished_run(runs_dir: &Path) -> Option<PathBuf> {
 /// a run an earlier experiment process left when it was stopped, which `o2o resume` continues.
 pub fn interrupted_run(runs_dir: &Path) -> Option<PathBuf> {
     let entries = std::fs::read_dir(runs_dir).ok()?;
-    let mut unfinished: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_dir() && !p.join("summary.json").is_file()).collect();
+    let mut unfinished: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir() && !p.join("summary.json").is_file())
+        .collect();
     // Run directories end in their start time, so the newest sorts last.
     unfinished.sort();
     unfinished.into_iter().rev().find(|p| o2o_experiments::run::checkpoint::list(p).is_ok_and(|c| !c.is_empty()))
@@ -91,7 +96,8 @@ pub fn run_jobs(jobs: &[Job], args: &Processes, out: &Path) -> Result<Vec<PathBu
     let exe = std::env::current_exe().context("cannot find the o2o executable")?;
     // Per job: None = not started, Some(Ok(dir)) done, Some(Err) failed.
     type Slot = Option<std::result::Result<PathBuf, String>>;
-    let state: Arc<(Mutex<(Vec<Slot>, Vec<bool>)>, Condvar)> = Arc::new((Mutex::new((vec![None; jobs.len()], vec![false; jobs.len()])), Condvar::new()));
+    let state: Arc<(Mutex<(Vec<Slot>, Vec<bool>)>, Condvar)> =
+        Arc::new((Mutex::new((vec![None; jobs.len()], vec![false; jobs.len()])), Condvar::new()));
     let t0 = Instant::now();
     std::thread::scope(|scope| {
         for _ in 0..args.jobs.min(jobs.len()) {
@@ -107,7 +113,8 @@ pub fn run_jobs(jobs: &[Job], args: &Processes, out: &Path) -> Result<Vec<PathBu
                         if taken.iter().all(|t| *t) {
                             return;
                         }
-                        let ready = (0..jobs.len()).find(|&i| !taken[i] && jobs[i].parent.is_none_or(|p| slots[p].is_some()));
+                        let ready =
+                            (0..jobs.len()).find(|&i| !taken[i] && jobs[i].parent.is_none_or(|p| slots[p].is_some()));
                         if let Some(i) = ready {
                             taken[i] = true;
                             let parent = jobs[i].parent.map(|p| slots[p].clone().expect("checked"));
@@ -122,8 +129,19 @@ pub fn run_jobs(jobs: &[Job], args: &Processes, out: &Path) -> Result<Vec<PathBu
                     parent => run_one(&exe, job, parent.and_then(|p| p.ok()).as_deref(), args, out),
                 };
                 match &result {
-                    Ok(dir) => eprintln!("[{:>5.0} s] {} seed {} done: {}", t0.elapsed().as_secs_f64(), job.variant, job.seed, dir.display()),
-                    Err(e) => eprintln!("[{:>5.0} s] {} seed {} FAILED: {e}", t0.elapsed().as_secs_f64(), job.variant, job.seed),
+                    Ok(dir) => eprintln!(
+                        "[{:>5.0} s] {} seed {} done: {}",
+                        t0.elapsed().as_secs_f64(),
+                        job.variant,
+                        job.seed,
+                        dir.display()
+                    ),
+                    Err(e) => eprintln!(
+                        "[{:>5.0} s] {} seed {} FAILED: {e}",
+                        t0.elapsed().as_secs_f64(),
+                        job.variant,
+                        job.seed
+                    ),
                 }
                 let (lock, cv) = &*state;
                 lock.lock().expect("job table").0[i] = Some(result);
@@ -143,7 +161,13 @@ pub fn run_jobs(jobs: &[Job], args: &Processes, out: &Path) -> Result<Vec<PathBu
         }
     }
     if !failed.is_empty() {
-        bail!("{} of {} runs failed (logs in {}/logs):\n  {}", failed.len(), jobs.len(), out.display(), failed.join("\n  "));
+        bail!(
+            "{} of {} runs failed (logs in {}/logs):\n  {}",
+            failed.len(),
+            jobs.len(),
+            out.display(),
+            failed.join("\n  ")
+        );
     }
     Ok(dirs)
 }
@@ -159,7 +183,13 @@ pub fn run_jobs_timed(jobs: &[Job], args: &Processes, out: &Path) -> Result<(Vec
 }
 
 /// One `o2o` process for `job` (or the finished run already there).
-fn run_one(exe: &Path, job: &Job, parent: Option<&Path>, args: &Processes, out: &Path) -> std::result::Result<PathBuf, String> {
+fn run_one(
+    exe: &Path,
+    job: &Job,
+    parent: Option<&Path>,
+    args: &Processes,
+    out: &Path,
+) -> std::result::Result<PathBuf, String> {
     if let Some(done) = finished_run(&job.runs_dir) {
         return Ok(done);
     }
@@ -170,14 +200,21 @@ fn run_one(exe: &Path, job: &Job, parent: Option<&Path>, args: &Processes, out: 
         // Continue where an earlier process was stopped (exact resume: the same results as an
         // uninterrupted run), appending to its log.
         eprintln!("{} seed {}: continuing the interrupted run {}", job.variant, job.seed, stopped.display());
-        c.arg("resume").arg(&stopped).args(["--device", &device, "--threads", &args.threads.to_string(), "--rerun=off"]);
+        c.arg("resume").arg(&stopped).args([
+            "--device",
+            &device,
+            "--threads",
+            &args.threads.to_string(),
+            "--rerun=off",
+        ]);
         std::fs::OpenOptions::new().create(true).append(true).open(&log_path)
     } else {
         c.args(&job.args);
         if let Some(p) = parent {
             c.arg("--from").arg(p);
         }
-        c.args(["--device", &device, "--threads", &args.threads.to_string(), "--rerun=off", "--runs-dir"]).arg(&job.runs_dir);
+        c.args(["--device", &device, "--threads", &args.threads.to_string(), "--rerun=off", "--runs-dir"])
+            .arg(&job.runs_dir);
         std::fs::File::create(&log_path)
     };
     let log = log.map_err(|e| format!("cannot open {}: {e}", log_path.display()))?;
@@ -210,7 +247,6 @@ pub fn at(curve: &[(f64, f64)], x: u64) -> Option<f64> {
     curve.iter().rev().find(|(s, _)| *s as u64 == x).map(|(_, y)| *y)
 }
 
-
 /// The markdown rows of the score table: mean ± std over seeds at each of `steps`, one row per
 /// variant in `order` (variants without curves left out).
 pub fn score_rows(curves: &Curves, steps: &[u64], order: &[&str]) -> String {
@@ -219,7 +255,13 @@ pub fn score_rows(curves: &Curves, steps: &[u64], order: &[&str]) -> String {
 
 /// [`score_rows`] with the value of a curve at a step read by `pick` and a cell's mean and std
 /// written by `cell`.
-pub fn rows_with(curves: &Curves, steps: &[u64], order: &[&str], pick: impl Fn(&[(f64, f64)], u64) -> Option<f64>, cell: impl Fn(f64, f64) -> String) -> String {
+pub fn rows_with(
+    curves: &Curves,
+    steps: &[u64],
+    order: &[&str],
+    pick: impl Fn(&[(f64, f64)], u64) -> Option<f64>,
+    cell: impl Fn(f64, f64) -> String,
+) -> String {
     let mut s = String::from("| variant |");
     for x in steps {
         s.push_str(&format!(" {x} |"));
@@ -250,7 +292,14 @@ pub fn plot(path: &Path, curves: &Curves, order: &[&str], title: &str, x_label: 
 }
 
 /// [`plot`] with the y axis named `y_label`.
-pub fn plot_with_y(path: &Path, curves: &Curves, order: &[&str], title: &str, x_label: &str, y_label: &str) -> Result<()> {
+pub fn plot_with_y(
+    path: &Path,
+    curves: &Curves,
+    order: &[&str],
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+) -> Result<()> {
     let mut lines = Vec::new();
     for (color, v) in order.iter().enumerate() {
         let Some(runs) = curves.get(v) else { continue };
@@ -311,19 +360,36 @@ pub fn paired(values: &PerSeed, variant: &str, reference: &str) -> Option<Paired
     } else {
         "inconclusive"
     };
-    Some(Paired { variant: variant.into(), reference: reference.into(), seeds, diffs, mean: e.point, ci: (e.lo, e.hi), direction })
+    Some(Paired {
+        variant: variant.into(),
+        reference: reference.into(),
+        seeds,
+        diffs,
+        mean: e.point,
+        ci: (e.lo, e.hi),
+        direction,
+    })
 }
 
 /// Markdown rows `| measure | variant − reference | mean [95 % CI] | per seed | direction |` for
 /// each `(measure, values)` and each variant of `order` other than `reference`.
 pub fn paired_rows(measures: &[(&str, &PerSeed)], reference: &str, order: &[&str]) -> (String, Vec<(String, Paired)>) {
-    let mut s = String::from("| measure | comparison | mean difference [95% CI] | per seed | direction |\n|---|---|---|---|---|\n");
+    let mut s = String::from(
+        "| measure | comparison | mean difference [95% CI] | per seed | direction |\n|---|---|---|---|---|\n",
+    );
     let mut all = Vec::new();
     for (measure, values) in measures {
         for v in order.iter().filter(|v| **v != reference) {
             if let Some(p) = paired(values, v, reference) {
                 let per: Vec<String> = p.seeds.iter().zip(&p.diffs).map(|(s, d)| format!("{s}: {d:+.1}")).collect();
-                s.push_str(&format!("| {measure} | {v} − {reference} | {:+.1} [{:+.1}, {:+.1}] | {} | {} |\n", p.mean, p.ci.0, p.ci.1, per.join(", "), p.direction));
+                s.push_str(&format!(
+                    "| {measure} | {v} − {reference} | {:+.1} [{:+.1}, {:+.1}] | {} | {} |\n",
+                    p.mean,
+                    p.ci.0,
+                    p.ci.1,
+                    per.join(", "),
+                    p.direction
+                ));
                 all.push((measure.to_string(), p));
             }
         }
@@ -358,7 +424,11 @@ mod tests {
             let run = dir.join(name);
             std::fs::create_dir_all(run.join("checkpoints/step-0000000100")).unwrap();
             if checkpoint {
-                std::fs::write(run.join("checkpoints/step-0000000100").join(o2o_experiments::run::checkpoint::STATE), "{}").unwrap();
+                std::fs::write(
+                    run.join("checkpoints/step-0000000100").join(o2o_experiments::run::checkpoint::STATE),
+                    "{}",
+                )
+                .unwrap();
             }
             if finished {
                 std::fs::write(run.join("summary.json"), "{}").unwrap();
@@ -393,7 +463,10 @@ mod tests {
         assert!(paired(&v, "a", "missing").is_none());
         let (rows, all) = paired_rows(&[("final", &v)], "a", &["a", "b", "c"]);
         assert_eq!(all.len(), 2);
-        assert!(rows.contains("| final | b − a | -2.0 [-2.0, -2.0] | 1: -2.0, 2: -2.0, 3: -2.0, 4: -2.0 | lower |"), "{rows}");
+        assert!(
+            rows.contains("| final | b − a | -2.0 [-2.0, -2.0] | 1: -2.0, 2: -2.0, 3: -2.0, 4: -2.0 | lower |"),
+            "{rows}"
+        );
         assert_eq!(mean_between(&[(0.0, 1.0), (10.0, 3.0), (20.0, 5.0)], 0, 20), Some(4.0));
         assert_eq!(mean_between(&[(0.0, 1.0)], 0, 20), None);
     }

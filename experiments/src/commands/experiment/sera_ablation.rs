@@ -29,7 +29,10 @@
 //! differences of final cells, mean cells over the online phase (how fast coverage grows) and
 //! final success; `coverage.png` plots the cells against env steps.
 
-use super::jobs::{children_cpu_seconds, command_line, mean_between, paired_rows, plot, plot_with_y, rows_with, run_jobs, score_rows, sets, Curves, Job, PerSeed, Processes};
+use super::jobs::{
+    children_cpu_seconds, command_line, mean_between, paired_rows, plot, plot_with_y, rows_with, run_jobs, score_rows,
+    sets, Curves, Job, PerSeed, Processes,
+};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use o2o_datasets::d4rl::D4rlDataset;
@@ -72,8 +75,11 @@ pub fn run(args: AblationArgs) -> Result<()> {
     let (shared, resolved) = super::jobs::preset_overrides(&preset, &args.task, &args.set)?;
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("experiments-out/sera-ablation-{}", args.task)));
     std::fs::create_dir_all(out.join("logs")).with_context(|| format!("cannot create {}", out.display()))?;
-    let get = |section: &str, key: &str| resolved.get(section).and_then(|s| s.get(key)).and_then(|v| v.as_integer()).unwrap_or(0).max(0) as u64;
-    let (offline, online, eval_every) = (get("train", "offline_steps"), get("train", "online_steps"), get("eval", "every"));
+    let get = |section: &str, key: &str| {
+        resolved.get(section).and_then(|s| s.get(key)).and_then(|v| v.as_integer()).unwrap_or(0).max(0) as u64
+    };
+    let (offline, online, eval_every) =
+        (get("train", "offline_steps"), get("train", "online_steps"), get("eval", "every"));
     if offline == 0 || online == 0 || eval_every == 0 {
         bail!("the ablation needs train.offline_steps, train.online_steps and eval.every above 0 (found {offline}, {online}, {eval_every})");
     }
@@ -113,11 +119,13 @@ pub fn run(args: AblationArgs) -> Result<()> {
     eprintln!("all runs done in {wall_s:.0} s ({cpu_s:.0} s of CPU in the runs this process started)");
 
     let mut curves = Curves::new();
-    let (mut finals_by_seed, mut auc_by_seed, mut spread_by_seed, mut bonus_mean_by_seed) = (PerSeed::new(), PerSeed::new(), PerSeed::new(), PerSeed::new());
+    let (mut finals_by_seed, mut auc_by_seed, mut spread_by_seed, mut bonus_mean_by_seed) =
+        (PerSeed::new(), PerSeed::new(), PerSeed::new(), PerSeed::new());
     for (job, dir) in jobs.iter().zip(&dirs) {
         if job.variant != "pretrain" {
             let metrics = dir.join("metrics.jsonl");
-            let curve = read_curve(&metrics, "eval/normalized_score", "env_step").or_else(|_| read_curve(&metrics, "eval/return", "env_step"))?;
+            let curve = read_curve(&metrics, "eval/normalized_score", "env_step")
+                .or_else(|_| read_curve(&metrics, "eval/return", "env_step"))?;
             if let Some(v) = super::jobs::at(&curve, online) {
                 finals_by_seed.entry(job.variant).or_default().insert(job.seed, v);
             }
@@ -126,12 +134,18 @@ pub fn run(args: AblationArgs) -> Result<()> {
             }
             if let Ok(spread) = read_curve(&metrics, "train/sera/bonus_spread", "env_step") {
                 if !spread.is_empty() {
-                    spread_by_seed.entry(job.variant).or_default().insert(job.seed, mean(&spread.iter().map(|(_, y)| *y).collect::<Vec<_>>()));
+                    spread_by_seed
+                        .entry(job.variant)
+                        .or_default()
+                        .insert(job.seed, mean(&spread.iter().map(|(_, y)| *y).collect::<Vec<_>>()));
                 }
             }
             if let Ok(m) = read_curve(&metrics, "train/sera/bonus_mean", "env_step") {
                 if !m.is_empty() {
-                    bonus_mean_by_seed.entry(job.variant).or_default().insert(job.seed, mean(&m.iter().map(|(_, y)| *y).collect::<Vec<_>>()));
+                    bonus_mean_by_seed
+                        .entry(job.variant)
+                        .or_default()
+                        .insert(job.seed, mean(&m.iter().map(|(_, y)| *y).collect::<Vec<_>>()));
                 }
             }
             curves.entry(job.variant).or_default().push(curve);
@@ -143,7 +157,18 @@ pub fn run(args: AblationArgs) -> Result<()> {
     }
     let order: Vec<&str> = VARIANTS.iter().map(|(v, _)| *v).collect();
     let command = command_line();
-    let finals: Vec<(&str, Vec<f64>)> = order.iter().map(|v| (*v, curves.get(v).map(|runs| runs.iter().filter_map(|c| super::jobs::at(c, online)).collect()).unwrap_or_default())).collect();
+    let finals: Vec<(&str, Vec<f64>)> = order
+        .iter()
+        .map(|v| {
+            (
+                *v,
+                curves
+                    .get(v)
+                    .map(|runs| runs.iter().filter_map(|c| super::jobs::at(c, online)).collect())
+                    .unwrap_or_default(),
+            )
+        })
+        .collect();
     let mut table = format!(
         "# SERA ablation: {preset}\n\nD4RL normalized score (×100), mean ± std over {} seeds, at fixed env steps of the online budget (step 0 is the \
          pre-trained policy, shared by both variants of a seed). Pre-training: {offline} Cal-QL gradient steps; online: {online} env steps.\n\n\
@@ -154,10 +179,17 @@ pub fn run(args: AblationArgs) -> Result<()> {
     );
     for (v, vals) in &finals {
         if !vals.is_empty() {
-            table.push_str(&format!("| {v} | {:.1} ± {:.1} | {:.1} | {} |\n", mean(vals), std_dev(vals), iqm(vals), vals.len()));
+            table.push_str(&format!(
+                "| {v} | {:.1} ± {:.1} | {:.1} | {} |\n",
+                mean(vals),
+                std_dev(vals),
+                iqm(vals),
+                vals.len()
+            ));
         }
     }
-    let (paired_md, paired) = paired_rows(&[("final score", &finals_by_seed), ("mean online score", &auc_by_seed)], "calql", &order);
+    let (paired_md, paired) =
+        paired_rows(&[("final score", &finals_by_seed), ("mean online score", &auc_by_seed)], "calql", &order);
     table.push_str(&format!(
         "\nPaired per-seed differences (the variants of a seed share its pre-training; 95% bootstrap intervals over seeds; \"mean online score\" is the mean of the \
          evaluations after step 0, the area under the online curve):\n\n{paired_md}"
@@ -186,10 +218,23 @@ pub fn run(args: AblationArgs) -> Result<()> {
     };
     if let Some(m) = &maze_report {
         table.push_str(&m.markdown);
-        plot_with_y(&out.join("coverage.png"), &m.curves, &order, &format!("SERA ablation, {preset}: maze cells visited, {} seeds", args.seeds), "online env steps", "cells visited")?;
+        plot_with_y(
+            &out.join("coverage.png"),
+            &m.curves,
+            &order,
+            &format!("SERA ablation, {preset}: maze cells visited, {} seeds", args.seeds),
+            "online env steps",
+            "cells visited",
+        )?;
     }
     std::fs::write(out.join("table.md"), &table).with_context(|| format!("cannot write {}/table.md", out.display()))?;
-    plot(&out.join("curves.png"), &curves, &order, &format!("SERA ablation, {preset}, {} seeds", args.seeds), "online env steps")?;
+    plot(
+        &out.join("curves.png"),
+        &curves,
+        &order,
+        &format!("SERA ablation, {preset}, {} seeds", args.seeds),
+        "online env steps",
+    )?;
     let mut json = serde_json::json!({
         "preset": preset, "seeds": args.seeds, "command": command,
         "budget": {"offline_steps": offline, "online_steps": online, "eval_every": eval_every},
@@ -205,7 +250,12 @@ pub fn run(args: AblationArgs) -> Result<()> {
     std::fs::write(out.join("results.json"), serde_json::to_string_pretty(&json)?)?;
     println!("{table}");
     let coverage_png = if maze.is_some() { format!(", {}/coverage.png", out.display()) } else { String::new() };
-    println!("written: {}/table.md, {}/curves.png, {}/results.json{coverage_png}", out.display(), out.display(), out.display());
+    println!(
+        "written: {}/table.md, {}/curves.png, {}/results.json{coverage_png}",
+        out.display(),
+        out.display(),
+        out.display()
+    );
     Ok(())
 }
 
@@ -218,31 +268,52 @@ struct MazeReport {
 
 /// Coverage (cells visited by each fine-tuning run's recorded transitions), success and their
 /// paired per-seed differences; `steps` is the evaluation grid of the online phase.
-fn maze_section(map: &MazeMap, resolved: &toml::Table, jobs: &[Job], dirs: &[PathBuf], steps: &[u64], order: &[&str], online: u64) -> Result<MazeReport> {
+fn maze_section(
+    map: &MazeMap,
+    resolved: &toml::Table,
+    jobs: &[Job],
+    dirs: &[PathBuf],
+    steps: &[u64],
+    order: &[&str],
+    online: u64,
+) -> Result<MazeReport> {
     let free = map.free_cells();
     let goal_cells = map.goal_cells();
     // The offline data's cells, when the preset names a file.
     let offline_cells = match resolved.get("dataset").and_then(|d| d.get("path")).and_then(|p| p.as_str()) {
         Some(path) => {
-            let ds = D4rlDataset::read(std::path::Path::new(path)).with_context(|| format!("reading the offline data {path} for its coverage"))?;
+            let ds = D4rlDataset::read(std::path::Path::new(path))
+                .with_context(|| format!("reading the offline data {path} for its coverage"))?;
             Some(Coverage::of_dataset(&ds, map)?.cells())
         }
         None => None,
     };
     let grid: Vec<u64> = steps.iter().copied().filter(|s| *s > 0).collect();
     let (mut curves, mut success) = (Curves::new(), Curves::new());
-    let (mut cells_final, mut cells_mean, mut cells_new, mut success_final) = (PerSeed::new(), PerSeed::new(), PerSeed::new(), PerSeed::new());
-    let mut goal_steps: std::collections::BTreeMap<&str, std::collections::BTreeMap<u64, Option<u64>>> = Default::default();
+    let (mut cells_final, mut cells_mean, mut cells_new, mut success_final) =
+        (PerSeed::new(), PerSeed::new(), PerSeed::new(), PerSeed::new());
+    let mut goal_steps: std::collections::BTreeMap<&str, std::collections::BTreeMap<u64, Option<u64>>> =
+        Default::default();
     for (job, dir) in jobs.iter().zip(dirs).filter(|(j, _)| j.variant != "pretrain") {
         let file = dir.join(o2o_experiments::run::rundir::DATASET);
-        let ds = D4rlDataset::read(&file).with_context(|| format!("{} seed {}: no recorded transitions {} (the runs record them with train.record_dataset = true)", job.variant, job.seed, file.display()))?;
+        let ds = D4rlDataset::read(&file).with_context(|| {
+            format!(
+                "{} seed {}: no recorded transitions {} (the runs record them with train.record_dataset = true)",
+                job.variant,
+                job.seed,
+                file.display()
+            )
+        })?;
         let c = Coverage::of_dataset(&ds, map)?;
         if c.steps < online {
             bail!("{}: {} recorded transitions, expected the {online} online env steps", file.display(), c.steps);
         }
         let curve = c.curve(&grid);
         cells_final.entry(job.variant).or_default().insert(job.seed, c.cells_at(online) as f64);
-        cells_mean.entry(job.variant).or_default().insert(job.seed, super::jobs::mean_std(&curve.iter().map(|(_, y)| *y).collect::<Vec<_>>()).0);
+        cells_mean
+            .entry(job.variant)
+            .or_default()
+            .insert(job.seed, super::jobs::mean_std(&curve.iter().map(|(_, y)| *y).collect::<Vec<_>>()).0);
         if let Some(known) = &offline_cells {
             cells_new.entry(job.variant).or_default().insert(job.seed, c.new_cells(known) as f64);
         }
@@ -250,53 +321,77 @@ fn maze_section(map: &MazeMap, resolved: &toml::Table, jobs: &[Job], dirs: &[Pat
         goal_steps.entry(job.variant).or_default().insert(job.seed, first_goal);
         curves.entry(job.variant).or_default().push(curve);
         let metrics = dir.join("metrics.jsonl");
-        let s: Vec<(f64, f64)> = read_curve(&metrics, "eval/success_rate", "env_step")?.into_iter().map(|(x, y)| (x, 100.0 * y)).collect();
+        let s: Vec<(f64, f64)> =
+            read_curve(&metrics, "eval/success_rate", "env_step")?.into_iter().map(|(x, y)| (x, 100.0 * y)).collect();
         if let Some(v) = super::jobs::at(&s, online) {
             success_final.entry(job.variant).or_default().insert(job.seed, v);
         }
         success.entry(job.variant).or_default().push(s);
     }
 
-    let mut md = format!("
+    let mut md = format!(
+        "
 ## Maze coverage ({}: {} free cells; eval goal cell {:?})
 
-", map.name, free.len(), goal_cells);
+",
+        map.name,
+        free.len(),
+        goal_cells
+    );
     if let Some(known) = &offline_cells {
-        md.push_str(&format!("The offline data's states visit {} of the {} free cells: {:?}.
+        md.push_str(&format!(
+            "The offline data's states visit {} of the {} free cells: {:?}.
 
-", known.len(), free.len(), known));
+",
+            known.len(),
+            free.len(),
+            known
+        ));
     }
     md.push_str("Cells visited by the states of each fine-tuning run's first t online env steps (the run's recorded transitions, nearest cell centre), mean ± std over seeds:
 
 ");
     md.push_str(&rows_with(&curves, &grid, order, super::jobs::at, |m, sd| format!("{m:.2} ± {sd:.2}")));
-    md.push_str("
+    md.push_str(
+        "
 Success rate (%) of the evaluations (`eval/success_rate` × 100), mean ± std over seeds:
 
-");
+",
+    );
     md.push_str(&score_rows(&success, steps, order));
-    md.push_str("
+    md.push_str(
+        "
 First online env step with a state in the eval goal's cell, per seed (– never):
 
 | variant | per seed | seeds that reached it |
 |---|---|---|
-");
+",
+    );
     for v in order {
         let Some(per) = goal_steps.get(v) else { continue };
-        let cells: Vec<String> = per.iter().map(|(s, x)| format!("{s}: {}", x.map_or("–".to_string(), |x| x.to_string()))).collect();
-        md.push_str(&format!("| {v} | {} | {} of {} |
-", cells.join(", "), per.values().filter(|x| x.is_some()).count(), per.len()));
+        let cells: Vec<String> =
+            per.iter().map(|(s, x)| format!("{s}: {}", x.map_or("–".to_string(), |x| x.to_string()))).collect();
+        md.push_str(&format!(
+            "| {v} | {} | {} of {} |
+",
+            cells.join(", "),
+            per.values().filter(|x| x.is_some()).count(),
+            per.len()
+        ));
     }
-    let mut measures: Vec<(&str, &PerSeed)> = vec![("cells visited, final", &cells_final), ("cells visited, mean over the online evaluations", &cells_mean)];
+    let mut measures: Vec<(&str, &PerSeed)> =
+        vec![("cells visited, final", &cells_final), ("cells visited, mean over the online evaluations", &cells_mean)];
     if offline_cells.is_some() {
         measures.push(("cells outside the offline data's", &cells_new));
     }
     measures.push(("final success (%)", &success_final));
     let (paired_md, paired) = paired_rows(&measures, "calql", order);
-    md.push_str(&format!("
+    md.push_str(&format!(
+        "
 Paired per-seed differences of coverage and success (95% bootstrap intervals over seeds):
 
-{paired_md}"));
+{paired_md}"
+    ));
     let json = serde_json::json!({
         "map": map.name,
         "free_cells": free.len(),

@@ -23,7 +23,10 @@
 //! Runs are `o2o` processes (`--jobs` at a time) in `<out>/runs/<variant>/seed-<s>/`; finished
 //! ones are reused, so an interrupted experiment continues where it stopped.
 
-use super::jobs::{children_cpu_seconds, command_line, mean_between, paired_rows, plot, run_jobs, score_rows, sets, Curves, Job, PerSeed, Processes};
+use super::jobs::{
+    children_cpu_seconds, command_line, mean_between, paired_rows, plot, run_jobs, score_rows, sets, Curves, Job,
+    PerSeed, Processes,
+};
 use super::wsrl_ablation::early_dip;
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -70,17 +73,30 @@ struct Setting {
 }
 
 fn setting_of(t: &toml::Table) -> Result<Setting> {
-    let int = |section: &str, key: &str| t.get(section).and_then(|s| s.get(key)).and_then(|v| v.as_integer()).unwrap_or(0).max(0) as u64;
+    let int = |section: &str, key: &str| {
+        t.get(section).and_then(|s| s.get(key)).and_then(|v| v.as_integer()).unwrap_or(0).max(0) as u64
+    };
     let s = Setting {
         env: t.get("env").and_then(|e| e.as_str()).context("the Uni-O4 preset names no env")?.to_string(),
         dataset: t.get("dataset").and_then(|d| d.get("path")).and_then(|p| p.as_str()).map(str::to_string),
         online: int("train", "online_steps"),
         eval_every: int("eval", "every"),
         eval_episodes: int("eval", "episodes").max(1),
-        critic_steps: t.get("agent").and_then(|a| a.get("critic")).and_then(|c| c.get("steps")).and_then(|v| v.as_integer()).unwrap_or(0).max(0) as u64,
+        critic_steps: t
+            .get("agent")
+            .and_then(|a| a.get("critic"))
+            .and_then(|c| c.get("steps"))
+            .and_then(|v| v.as_integer())
+            .unwrap_or(0)
+            .max(0) as u64,
     };
     if s.online == 0 || s.eval_every == 0 || s.critic_steps == 0 {
-        bail!("the claim needs train.online_steps, eval.every and agent.critic.steps above 0 (found {}, {}, {})", s.online, s.eval_every, s.critic_steps);
+        bail!(
+            "the claim needs train.online_steps, eval.every and agent.critic.steps above 0 (found {}, {}, {})",
+            s.online,
+            s.eval_every,
+            s.critic_steps
+        );
     }
     Ok(s)
 }
@@ -150,9 +166,20 @@ fn claim_table(m: &Measures) -> (String, Vec<(String, super::jobs::Paired)>) {
             let vals: Vec<f64> = x.values().copied().collect();
             format!("{:+.2} ± {:.2}", mean(&vals), std_dev(&vals))
         });
-        s.push_str(&format!("| {v} | {} | {} | {} | {} | {} | {n} |\n", cell(&m.offline, v), cell(&m.dip, v), cell(&m.finals, v), cell(&m.online_mean, v), corr.unwrap_or_else(|| "–".into())));
+        s.push_str(&format!(
+            "| {v} | {} | {} | {} | {} | {} | {n} |\n",
+            cell(&m.offline, v),
+            cell(&m.dip, v),
+            cell(&m.finals, v),
+            cell(&m.online_mean, v),
+            corr.unwrap_or_else(|| "–".into())
+        ));
     }
-    let (rows, paired) = paired_rows(&[("dip", &m.dip), ("final score", &m.finals), ("mean online score", &m.online_mean)], "unio4", &VARIANTS);
+    let (rows, paired) = paired_rows(
+        &[("dip", &m.dip), ("final score", &m.finals), ("mean online score", &m.online_mean)],
+        "unio4",
+        &VARIANTS,
+    );
     s.push_str(&format!(
         "\nPaired per-seed differences, each baseline − unio4 (95% bootstrap intervals over seeds; a negative dip difference means the baseline dipped \
          deeper than Uni-O4, a negative final difference that Uni-O4 ended higher):\n\n{rows}"
@@ -204,7 +231,8 @@ pub fn run(args: ClaimArgs) -> Result<()> {
     let (mut curves, mut m) = (Curves::new(), Measures::default());
     for (job, dir) in jobs.iter().zip(&dirs) {
         let metrics = dir.join("metrics.jsonl");
-        let curve = read_curve(&metrics, "eval/normalized_score", "env_step").or_else(|_| read_curve(&metrics, "eval/return", "env_step"))?;
+        let curve = read_curve(&metrics, "eval/normalized_score", "env_step")
+            .or_else(|_| read_curve(&metrics, "eval/return", "env_step"))?;
         m.add(job.variant, job.seed, &curve, setting.online, rank_corr(&metrics));
         curves.entry(job.variant).or_default().push(curve);
     }
@@ -226,7 +254,13 @@ pub fn run(args: ClaimArgs) -> Result<()> {
     let (claim, paired) = claim_table(&m);
     table.push_str(&claim);
     std::fs::write(out.join("table.md"), &table).with_context(|| format!("cannot write {}/table.md", out.display()))?;
-    plot(&out.join("curves.png"), &curves, &VARIANTS, &format!("Uni-O4 hand-over, {preset}, {} seeds", args.seeds), "online env steps")?;
+    plot(
+        &out.join("curves.png"),
+        &curves,
+        &VARIANTS,
+        &format!("Uni-O4 hand-over, {preset}, {} seeds", args.seeds),
+        "online env steps",
+    )?;
     let json = serde_json::json!({
         "preset": preset, "seeds": args.seeds, "command": command,
         "budget": {"online_steps": setting.online, "eval_every": setting.eval_every, "iql_offline_steps": setting.critic_steps},
@@ -256,13 +290,26 @@ mod tests {
     fn baselines_share_the_env_data_and_budget() {
         let (_, base) = o2o_experiments::run::presets::load("unio4-halfcheetah-small").unwrap();
         let s = setting_of(&base).unwrap();
-        assert_eq!((s.env.as_str(), s.online, s.eval_every, s.critic_steps), ("halfcheetah-v2", 100_000, 10_240, 30_000));
+        assert_eq!(
+            (s.env.as_str(), s.online, s.eval_every, s.critic_steps),
+            ("halfcheetah-v2", 100_000, 10_240, 30_000)
+        );
         let [(iql, iql_preset, iql_sets), (ppo, ppo_preset, ppo_sets)] = baseline_sets(&s);
-        assert_eq!((iql, iql_preset.as_str(), ppo, ppo_preset.as_str()), ("iql", "iql-halfcheetah-medium", "ppo", "ppo-halfcheetah"));
+        assert_eq!(
+            (iql, iql_preset.as_str(), ppo, ppo_preset.as_str()),
+            ("iql", "iql-halfcheetah-medium", "ppo", "ppo-halfcheetah")
+        );
         for sets in [&iql_sets, &ppo_sets] {
-            assert!(sets.contains(&"env=\"halfcheetah-v2\"".to_string()) && sets.contains(&"train.online_steps=100000".to_string()), "{sets:?}");
+            assert!(
+                sets.contains(&"env=\"halfcheetah-v2\"".to_string())
+                    && sets.contains(&"train.online_steps=100000".to_string()),
+                "{sets:?}"
+            );
         }
-        assert!(iql_sets.contains(&"train.offline_steps=30000".to_string()) && iql_sets.iter().any(|x| x.starts_with("dataset.path=")));
+        assert!(
+            iql_sets.contains(&"train.offline_steps=30000".to_string())
+                && iql_sets.iter().any(|x| x.starts_with("dataset.path="))
+        );
         assert!(!ppo_sets.iter().any(|x| x.starts_with("dataset.")));
         let mut bad = base.clone();
         bad["train"].as_table_mut().unwrap().insert("online_steps".into(), toml::Value::Integer(0));

@@ -38,11 +38,14 @@
 //! and the paired per-seed differences of each variant to `wsrl` (final, mean online score, dip)
 //! with 95 % bootstrap intervals.
 
-use super::jobs::{children_cpu_seconds, command_line, mean_between, paired_rows, plot, rows_with, run_jobs, score_rows, sets, Curves, Job, PerSeed, Processes};
-use o2o_experiments::report::runs::read_curve;
-use o2o_experiments::run::stages::calibration;
+use super::jobs::{
+    children_cpu_seconds, command_line, mean_between, paired_rows, plot, rows_with, run_jobs, score_rows, sets, Curves,
+    Job, PerSeed, Processes,
+};
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
+use o2o_experiments::report::runs::read_curve;
+use o2o_experiments::run::stages::calibration;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -101,7 +104,10 @@ pub fn run(args: AblationArgs) -> Result<()> {
         Scale::Small => "small",
         Scale::Full => "full",
     };
-    let out = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("experiments-out/wsrl-ablation-{}-{scale}", args.task)));
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("experiments-out/wsrl-ablation-{}-{scale}", args.task)));
     std::fs::create_dir_all(out.join("logs")).with_context(|| format!("cannot create {}", out.display()))?;
 
     // The base preset and the settings every run shares.
@@ -111,11 +117,16 @@ pub fn run(args: AblationArgs) -> Result<()> {
             let file = std::fs::canonicalize(&file).with_context(|| {
                 format!("the small-scale dataset {} is missing; make it with `o2o dataset make-benchmark {env_name} --scale small --out data/{env_name}-small`", file.display())
             })?;
-            (format!("wsrl-{env_name}-small"), vec![format!("env={env}"), format!("dataset.path={:?}", file.display().to_string())])
+            (
+                format!("wsrl-{env_name}-small"),
+                vec![format!("env={env}"), format!("dataset.path={:?}", file.display().to_string())],
+            )
         }
         Scale::Full => (format!("wsrl-{}", args.task), Vec::new()),
     };
-    let base = o2o_experiments::run::presets::load(&preset).with_context(|| format!("no WSRL preset for task {}", args.task))?.1;
+    let base = o2o_experiments::run::presets::load(&preset)
+        .with_context(|| format!("no WSRL preset for task {}", args.task))?
+        .1;
     shared.extend(args.set.iter().cloned());
     // The preset with every run's overrides: what the budget, pre-training and networks read.
     let resolved = resolve(&base, &shared)?;
@@ -146,9 +157,19 @@ pub fn run(args: AblationArgs) -> Result<()> {
     }
     for seed in 0..args.seeds {
         // RLPD from scratch, same networks and budget: K random steps, then N online steps.
-        let mut a = vec!["train".to_string(), "--preset".into(), format!("rlpd-{}", args.task), "--seed".into(), seed.to_string()];
+        let mut a = vec![
+            "train".to_string(),
+            "--preset".into(),
+            format!("rlpd-{}", args.task),
+            "--seed".into(),
+            seed.to_string(),
+        ];
         let agent = resolved.get("agent");
-        let width = agent.and_then(|t| t.get("critic")).and_then(|c| c.get("hidden")).map(|h| h.to_string()).unwrap_or_else(|| "[256, 256]".into());
+        let width = agent
+            .and_then(|t| t.get("critic"))
+            .and_then(|c| c.get("hidden"))
+            .map(|h| h.to_string())
+            .unwrap_or_else(|| "[256, 256]".into());
         // The same critic ensemble as the WSRL variants (RLPD's own is 10 with a subset of 2).
         let critics = agent.and_then(|t| t.get("num_critics")).and_then(|n| n.as_integer()).unwrap_or(10);
         sets(&mut a, &shared);
@@ -176,13 +197,26 @@ pub fn run(args: AblationArgs) -> Result<()> {
         let (p, p_calql) = (pretrain[seed as usize], pretrain_calql[seed as usize]);
         let variant_sets: [(&'static str, usize, Vec<String>); 4] = [
             ("wsrl", p, vec![format!("agent.pretrain={pretrain_algo}")]),
-            ("wsrl-no-warmup", p, vec![format!("agent.pretrain={pretrain_algo}"), "train.warmup_steps=0".into(), format!("train.online_steps={}", k + n)]),
+            (
+                "wsrl-no-warmup",
+                p,
+                vec![
+                    format!("agent.pretrain={pretrain_algo}"),
+                    "train.warmup_steps=0".into(),
+                    format!("train.online_steps={}", k + n),
+                ],
+            ),
             // No retained data and no warm-up, the pre-training's regularizer kept online: the
             // "fine-tune the offline algorithm as is" baseline of the paper.
             (
                 "no-retain-cql",
                 p,
-                vec![format!("agent.pretrain={pretrain_algo}"), "train.warmup_steps=0".into(), format!("train.online_steps={}", k + n), "agent.online_conservative=true".into()],
+                vec![
+                    format!("agent.pretrain={pretrain_algo}"),
+                    "train.warmup_steps=0".into(),
+                    format!("train.online_steps={}", k + n),
+                    "agent.online_conservative=true".into(),
+                ],
             ),
             (
                 "calql-retain",
@@ -218,7 +252,10 @@ pub fn run(args: AblationArgs) -> Result<()> {
     let t0 = Instant::now();
     let dirs = run_jobs(&jobs, &args.processes, &out)?;
     let cpu_s = children_cpu_seconds();
-    eprintln!("all runs done in {:.0} s ({cpu_s:.0} s of CPU in the runs this process started)", t0.elapsed().as_secs_f64());
+    eprintln!(
+        "all runs done in {:.0} s ({cpu_s:.0} s of CPU in the runs this process started)",
+        t0.elapsed().as_secs_f64()
+    );
 
     // Curves: normalized score against env steps, per variant and seed; and the critics' Q
     // against the Monte-Carlo return on online data (Q − MC), from the online diagnostics.
@@ -230,7 +267,8 @@ pub fn run(args: AblationArgs) -> Result<()> {
             continue;
         }
         let metrics = dir.join("metrics.jsonl");
-        let curve = read_curve(&metrics, "eval/normalized_score", "env_step").or_else(|_| read_curve(&metrics, "eval/return", "env_step"))?;
+        let curve = read_curve(&metrics, "eval/normalized_score", "env_step")
+            .or_else(|_| read_curve(&metrics, "eval/return", "env_step"))?;
         let gap: Vec<(f64, f64)> = calibration(dir)?.iter().map(|c| (c.env_step as f64, c.q - c.mc_return)).collect();
         per.add(job.variant, job.seed, &curve, &gap, total);
         curves.entry(job.variant).or_default().push(curve);
@@ -241,12 +279,29 @@ pub fn run(args: AblationArgs) -> Result<()> {
         steps.push(total);
     }
     let command = command_line();
-    let mut table = table(&curves, &steps, &args.task, scale, args.seeds, &budget, &pretrain_algo, &command, t0.elapsed().as_secs_f64(), cpu_s);
+    let mut table = table(
+        &curves,
+        &steps,
+        &args.task,
+        scale,
+        args.seeds,
+        &budget,
+        &pretrain_algo,
+        &command,
+        t0.elapsed().as_secs_f64(),
+        cpu_s,
+    );
     table.push_str(&gap_table(&gaps, &gap_steps(k, total)));
     let (claim_md, paired) = claim_table(&per, total);
     table.push_str(&claim_md);
     std::fs::write(out.join("table.md"), &table).with_context(|| format!("cannot write {}/table.md", out.display()))?;
-    plot(&out.join("curves.png"), &curves, &VARIANTS, &format!("WSRL ablation, {} ({scale}), {} seeds", args.task, args.seeds), "env steps (warm-up included)")?;
+    plot(
+        &out.join("curves.png"),
+        &curves,
+        &VARIANTS,
+        &format!("WSRL ablation, {} ({scale}), {} seeds", args.task, args.seeds),
+        "env steps (warm-up included)",
+    )?;
     let json = serde_json::json!({
         "task": args.task, "scale": scale, "seeds": args.seeds, "command": command, "pretrain": pretrain_algo,
         "q_minus_mc": gaps.iter().map(|(v, c)| (v.to_string(), serde_json::json!(c))).collect::<serde_json::Map<_, _>>(),
@@ -333,7 +388,11 @@ fn claim_table(per: &ClaimValues, total: u64) -> (String, Vec<(String, super::jo
             vals.len()
         ));
     }
-    let (rows, paired) = paired_rows(&[("final score", &per.finals), ("mean online score", &per.online_mean), ("early dip", &per.dip)], "wsrl", &VARIANTS);
+    let (rows, paired) = paired_rows(
+        &[("final score", &per.finals), ("mean online score", &per.online_mean), ("early dip", &per.dip)],
+        "wsrl",
+        &VARIANTS,
+    );
     s.push_str(&format!("\nPaired per-seed differences to `wsrl` (95% bootstrap intervals over seeds; a dip is negative, so a deeper dip than WSRL's reads lower):\n\n{rows}"));
     (s, paired)
 }
@@ -347,8 +406,15 @@ fn resolve(base: &toml::Table, overrides: &[String]) -> Result<toml::Table> {
 
 /// The step counts a resolved preset table names.
 fn budget_of(t: &toml::Table) -> Result<Budget> {
-    let get = |section: &str, key: &str| t.get(section).and_then(|s| s.get(key)).and_then(|v| v.as_integer()).unwrap_or(0).max(0) as u64;
-    let b = Budget { offline: get("train", "offline_steps"), warmup: get("train", "warmup_steps"), online: get("train", "online_steps"), eval_every: get("eval", "every") };
+    let get = |section: &str, key: &str| {
+        t.get(section).and_then(|s| s.get(key)).and_then(|v| v.as_integer()).unwrap_or(0).max(0) as u64
+    };
+    let b = Budget {
+        offline: get("train", "offline_steps"),
+        warmup: get("train", "warmup_steps"),
+        online: get("train", "online_steps"),
+        eval_every: get("eval", "every"),
+    };
     if b.online == 0 || b.eval_every == 0 {
         bail!("the ablation needs train.online_steps and eval.every above 0");
     }
@@ -371,8 +437,23 @@ fn algo_name(algo: &str) -> &str {
 
 /// The markdown table: mean ± std over seeds at each of `steps`.
 #[allow(clippy::too_many_arguments)]
-fn table(curves: &Curves, steps: &[u64], task: &str, scale: &str, seeds: u64, b: &Budget, pretrain: &str, command: &str, wall_s: f64, cpu_s: f64) -> String {
-    let calql = if pretrain == "calql" { "the same checkpoint".to_string() } else { format!("its own {} Cal-QL gradient steps", b.offline) };
+fn table(
+    curves: &Curves,
+    steps: &[u64],
+    task: &str,
+    scale: &str,
+    seeds: u64,
+    b: &Budget,
+    pretrain: &str,
+    command: &str,
+    wall_s: f64,
+    cpu_s: f64,
+) -> String {
+    let calql = if pretrain == "calql" {
+        "the same checkpoint".to_string()
+    } else {
+        format!("its own {} Cal-QL gradient steps", b.offline)
+    };
     format!(
         "# WSRL ablation: {task} ({scale})\n\nD4RL normalized score (×100), mean ± std over {seeds} seeds, at fixed env steps of the online budget \
          ({} warm-up or random steps + {} online steps; step 0 is the offline policy). Pre-training: {} {} gradient steps, shared by the \
@@ -431,11 +512,17 @@ mod tests {
         curves.insert("wsrl", vec![vec![(0.0, 10.0), (100.0, 20.0)]]);
         let b = Budget { offline: 5, warmup: 50, online: 50, eval_every: 100 };
         let t = table(&curves, &[0, 100], "hopper-medium", "small", 1, &b, "cql", "o2o experiment", 1.0, 2.0);
-        assert!(t.contains("50 warm-up or random steps + 50 online steps") && t.contains("5 CQL gradient steps"), "{t}");
+        assert!(
+            t.contains("50 warm-up or random steps + 50 online steps") && t.contains("5 CQL gradient steps"),
+            "{t}"
+        );
         assert!(t.contains("calql-retain starts from its own 5 Cal-QL gradient steps"), "{t}");
         assert!(t.contains("| wsrl | 10.0 ± 0.0 | 20.0 ± 0.0 |"), "{t}");
         let t = table(&curves, &[0, 100], "hopper-medium", "small", 1, &b, "calql", "o2o experiment", 1.0, 2.0);
-        assert!(t.contains("5 Cal-QL gradient steps") && t.contains("calql-retain starts from the same checkpoint"), "{t}");
+        assert!(
+            t.contains("5 Cal-QL gradient steps") && t.contains("calql-retain starts from the same checkpoint"),
+            "{t}"
+        );
     }
 
     /// The dip is the lowest score in the first 20 % of the online steps against step 0; the
@@ -451,8 +538,20 @@ mod tests {
         let mut per = ClaimValues::default();
         for seed in 0..3 {
             let s = seed as f64;
-            per.add("wsrl", seed, &[(0.0, 40.0), (2000.0, 38.0 + s), (10_000.0, 60.0 + s)], &[(2500.0, -5.0), (5000.0, 20.0)], 10_000);
-            per.add("wsrl-no-warmup", seed, &[(0.0, 40.0), (2000.0, 10.0), (10_000.0, 50.0 + s)], &[(2500.0, -80.0 - s), (5000.0, 30.0)], 10_000);
+            per.add(
+                "wsrl",
+                seed,
+                &[(0.0, 40.0), (2000.0, 38.0 + s), (10_000.0, 60.0 + s)],
+                &[(2500.0, -5.0), (5000.0, 20.0)],
+                10_000,
+            );
+            per.add(
+                "wsrl-no-warmup",
+                seed,
+                &[(0.0, 40.0), (2000.0, 10.0), (10_000.0, 50.0 + s)],
+                &[(2500.0, -80.0 - s), (5000.0, 30.0)],
+                10_000,
+            );
         }
         assert_eq!(per.gap_peak["wsrl-no-warmup"][&1], -81.0);
         assert_eq!(per.gap_at_switch["wsrl"][&0], -5.0);

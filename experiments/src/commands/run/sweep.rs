@@ -64,7 +64,11 @@ pub fn run(sweep: &SweepArgs, common: &CommonArgs) -> Result<()> {
     let base = child_args(&args);
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let threads = common.threads.is_none().then(|| (cores / sweep.jobs.min(seeds.len())).max(1));
-    eprintln!("o2o: seeds {} ({} at a time)", seeds.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", "), sweep.jobs);
+    eprintln!(
+        "o2o: seeds {} ({} at a time)",
+        seeds.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", "),
+        sweep.jobs
+    );
     let mut queue: VecDeque<u64> = seeds.iter().copied().collect();
     let mut running: Vec<(u64, Child)> = Vec::new();
     let mut results: Vec<(u64, Result<serde_json::Value, String>)> = Vec::new();
@@ -97,8 +101,12 @@ pub fn run(sweep: &SweepArgs, common: &CommonArgs) -> Result<()> {
         match r {
             Ok(v) if common.json => println!("{v}"),
             Ok(v) => {
-                let ret = v["final_eval"]["mean_return"].as_f64().map_or("no evaluation".to_string(), |r| format!("eval return {r:.1}"));
-                let score = v["final_eval"]["normalized_score"].as_f64().map_or(String::new(), |s| format!(" (normalized {s:.1})"));
+                let ret = v["final_eval"]["mean_return"]
+                    .as_f64()
+                    .map_or("no evaluation".to_string(), |r| format!("eval return {r:.1}"));
+                let score = v["final_eval"]["normalized_score"]
+                    .as_f64()
+                    .map_or(String::new(), |s| format!(" (normalized {s:.1})"));
                 println!("seed {seed}: {} {ret}{score}", v["run_dir"].as_str().unwrap_or("?"));
             }
             Err(why) => {
@@ -129,7 +137,10 @@ mod tests {
 
     #[test]
     fn child_args_drop_the_sweep_options() {
-        let a: Vec<String> = ["train", "--preset", "x", "--seeds", "0..3", "--jobs=2", "--json", "--set", "a=1"].iter().map(|s| s.to_string()).collect();
+        let a: Vec<String> = ["train", "--preset", "x", "--seeds", "0..3", "--jobs=2", "--json", "--set", "a=1"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
         assert_eq!(child_args(&a), ["train", "--preset", "x", "--set", "a=1"]);
     }
 }

@@ -146,11 +146,14 @@ impl BenchmarkManifest {
     pub fn read_dir(dir: &Path) -> Result<Option<Self>> {
         let path = dir.join(MANIFEST);
         let Ok(text) = std::fs::read_to_string(&path) else { return Ok(None) };
-        let value: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+        let value: serde_json::Value =
+            serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
         if value.get("format").and_then(|f| f.as_str()) != Some(FORMAT) {
             return Ok(None);
         }
-        serde_json::from_value(value).map(Some).with_context(|| format!("{} is not a valid {FORMAT} manifest", path.display()))
+        serde_json::from_value(value)
+            .map(Some)
+            .with_context(|| format!("{} is not a valid {FORMAT} manifest", path.display()))
     }
 
     /// The record of the file named `file`.
@@ -169,7 +172,10 @@ pub fn describe(path: &Path) -> Result<Option<Vec<String>>> {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let Some(f) = m.file(&name) else { return Ok(None) };
     let mut out = vec![
-        format!("benchmark: {} (role {}, scale {}, env {}), made by o2o {} ({}) on {}", f.id, f.role, m.scale, m.env, m.provenance.o2o_version, m.provenance.git_revision, m.provenance.created_utc),
+        format!(
+            "benchmark: {} (role {}, scale {}, env {}), made by o2o {} ({}) on {}",
+            f.id, f.role, m.scale, m.env, m.provenance.o2o_version, m.provenance.git_revision, m.provenance.created_utc
+        ),
         format!("  policy: {}", f.policy),
     ];
     if f.role == "medium" || f.role == "medium-replay" {
@@ -179,10 +185,24 @@ pub fn describe(path: &Path) -> Result<Option<Vec<String>>> {
             e.env_step, e.mean_return, m.medium.target_return, m.medium_rule, m.medium.expert_eval_return
         ));
     }
-    let ret = |s: Option<Stats>| s.map_or("none (no complete episode)".to_string(), |s| format!("min {:.1}, mean {:.1}, max {:.1}", s.min, s.mean, s.max));
-    out.push(format!("  manifest: {} rows, {} complete episodes, return {}, normalized {}", f.rows, f.episodes, ret(f.returns), ret(f.normalized_score)));
+    let ret = |s: Option<Stats>| {
+        s.map_or("none (no complete episode)".to_string(), |s| {
+            format!("min {:.1}, mean {:.1}, max {:.1}", s.min, s.mean, s.max)
+        })
+    };
+    out.push(format!(
+        "  manifest: {} rows, {} complete episodes, return {}, normalized {}",
+        f.rows,
+        f.episodes,
+        ret(f.returns),
+        ret(f.normalized_score)
+    ));
     let (sha, bytes) = o2o_datasets::download::hash_file(path)?;
-    let check = if sha == f.sha256 && bytes == f.bytes { "matches the manifest".to_string() } else { format!("DIFFERS from the manifest (file {sha}, {bytes} bytes; manifest {}, {} bytes)", f.sha256, f.bytes) };
+    let check = if sha == f.sha256 && bytes == f.bytes {
+        "matches the manifest".to_string()
+    } else {
+        format!("DIFFERS from the manifest (file {sha}, {bytes} bytes; manifest {}, {} bytes)", f.sha256, f.bytes)
+    };
     out.push(format!("  sha256: {check}"));
     Ok(Some(out))
 }

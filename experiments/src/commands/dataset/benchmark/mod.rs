@@ -24,6 +24,12 @@
 pub mod manifest;
 pub mod states;
 
+use anyhow::{bail, Context, Result};
+use clap::ValueEnum;
+use manifest::{BenchmarkManifest, EvalPoint, FileRecord, MediumChoice, SacRecord, Seeds, Stats};
+use o2o_agents::Agent;
+use o2o_datasets::d4rl::{D4rlDataset, MetaValue};
+use o2o_datasets::h5util::{Column, Dtype};
 use o2o_experiments::run::actor::{derive_seed, stream, ActionScale, Actor, AgentPolicy, Policy, UniformPolicy};
 use o2o_experiments::run::checkpoint::{self, RunnerState};
 use o2o_experiments::run::config::{self, RunConfig};
@@ -32,12 +38,6 @@ use o2o_experiments::run::eval::EvalResult;
 use o2o_experiments::run::progress::Progress;
 use o2o_experiments::run::runner::{self, Hooks, Start};
 use o2o_experiments::run::{presets, rundir};
-use anyhow::{bail, Context, Result};
-use clap::ValueEnum;
-use manifest::{BenchmarkManifest, EvalPoint, FileRecord, MediumChoice, SacRecord, Seeds, Stats};
-use o2o_agents::Agent;
-use o2o_datasets::d4rl::{D4rlDataset, MetaValue};
-use o2o_datasets::h5util::{Column, Dtype};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
@@ -91,8 +91,22 @@ impl Scale {
     /// The sizes of this scale.
     pub fn sizes(self) -> Sizes {
         match self {
-            Scale::Small => Sizes { sac_steps: 60_000, sac_random_steps: 5_000, rows: 100_000, eval_every: 5_000, eval_episodes: 5, gzip: 4 },
-            Scale::Full => Sizes { sac_steps: 1_000_000, sac_random_steps: 5_000, rows: 1_000_000, eval_every: 5_000, eval_episodes: 10, gzip: 0 },
+            Scale::Small => Sizes {
+                sac_steps: 60_000,
+                sac_random_steps: 5_000,
+                rows: 100_000,
+                eval_every: 5_000,
+                eval_episodes: 5,
+                gzip: 4,
+            },
+            Scale::Full => Sizes {
+                sac_steps: 1_000_000,
+                sac_random_steps: 5_000,
+                rows: 1_000_000,
+                eval_every: 5_000,
+                eval_episodes: 10,
+                gzip: 0,
+            },
         }
     }
 
@@ -196,7 +210,8 @@ fn generate_in(spec: &BenchmarkSpec, work: &Path) -> Result<BenchmarkManifest> {
     let snapshots = work.join("snapshots");
     let run_dir = work.join("sac-run");
     std::fs::create_dir_all(&snapshots).with_context(|| format!("cannot create {}", snapshots.display()))?;
-    std::fs::create_dir_all(run_dir.join(rundir::CHECKPOINTS)).with_context(|| format!("cannot create {}", run_dir.display()))?;
+    std::fs::create_dir_all(run_dir.join(rundir::CHECKPOINTS))
+        .with_context(|| format!("cannot create {}", run_dir.display()))?;
     let mut files = Vec::new();
 
     // 1. random: a uniformly random policy.
@@ -204,17 +219,34 @@ fn generate_in(spec: &BenchmarkSpec, work: &Path) -> Result<BenchmarkManifest> {
     let mut rng = ChaCha8Rng::seed_from_u64(derive_seed(seeds.random, stream::RUNNER_RNG, 0));
     let act_dim = o2o_envs::make(&env_id)?.action_space().dim();
     let mut ds = rollout(&env_id, &mut UniformPolicy { rng: &mut rng, dim: act_dim }, s.rows, seeds.random, "random")?;
-    files.push(write_file(&spec.out, task, "random", "uniformly random actions in the action box", &mut ds, Dtype::Float32, gzip)?);
+    files.push(write_file(
+        &spec.out,
+        task,
+        "random",
+        "uniformly random actions in the action box",
+        &mut ds,
+        Dtype::Float32,
+        gzip,
+    )?);
 
     // 2. SAC through the runner, with state logging and snapshots at new best evaluations.
-    eprintln!("make-benchmark {task}: [2/5] SAC on {env_id}, {} env steps ({} random), evaluation every {}", s.sac_steps, s.sac_random_steps, s.eval_every);
+    eprintln!(
+        "make-benchmark {task}: [2/5] SAC on {env_id}, {} env steps ({} random), evaluation every {}",
+        s.sac_steps, s.sac_random_steps, s.eval_every
+    );
     let config = sac_config(spec, &env_id)?;
     rundir::write_config(&run_dir, &config)?;
     let (actor_env, sac_states) = states::make_logged(&env_id)?;
     let mut evals: Vec<EvalPoint> = Vec::new();
     let mut best = f64::NEG_INFINITY;
     let mut on_eval = |r: &EvalResult, agent: &dyn Agent, st: &RunnerState| -> Result<()> {
-        evals.push(EvalPoint { step: st.step, env_step: st.env_step, grad_step: st.grad_step, mean_return: r.mean_return, normalized_score: r.normalized_score });
+        evals.push(EvalPoint {
+            step: st.step,
+            env_step: st.env_step,
+            grad_step: st.grad_step,
+            mean_return: r.mean_return,
+            normalized_score: r.normalized_score,
+        });
         // Only a new best can be the earliest evaluation above any target (see `choose_medium`).
         if r.mean_return > best {
             best = r.mean_return;
@@ -236,32 +268,64 @@ fn generate_in(spec: &BenchmarkSpec, work: &Path) -> Result<BenchmarkManifest> {
         "make-benchmark {task}: [3/5] medium policy = evaluation at env step {} (return {:.1} ≥ target {:.1}; expert {:.1}), {} rows",
         medium.eval.env_step, medium.eval.mean_return, medium.target_return, medium.expert_eval_return, s.rows
     );
-    let medium_agent = if medium.eval.step == last.step { final_agent.clone() } else { snapshot_path(&snapshots, medium.eval.step) };
-    let policy_text = |e: &EvalPoint, what: &str| format!("SAC {what} (env step {}, {} gradient steps, eval return {:.1}), stochastic actions", e.env_step, e.grad_step, e.mean_return);
+    let medium_agent =
+        if medium.eval.step == last.step { final_agent.clone() } else { snapshot_path(&snapshots, medium.eval.step) };
+    let policy_text = |e: &EvalPoint, what: &str| {
+        format!(
+            "SAC {what} (env step {}, {} gradient steps, eval return {:.1}), stochastic actions",
+            e.env_step, e.grad_step, e.mean_return
+        )
+    };
     let mut ds = policy_rollout(&config, &env_id, &medium_agent, spec.device, s.rows, seeds.medium, "medium")?;
     ds.metadata = sac_metadata(medium.eval.grad_step);
-    files.push(write_file(&spec.out, task, "medium", &policy_text(&medium.eval, "medium snapshot"), &mut ds, Dtype::Float32, gzip)?);
+    files.push(write_file(
+        &spec.out,
+        task,
+        "medium",
+        &policy_text(&medium.eval, "medium snapshot"),
+        &mut ds,
+        Dtype::Float32,
+        gzip,
+    )?);
 
     // 4. expert: the final policy.
-    eprintln!("make-benchmark {task}: [4/5] expert policy = final SAC policy (eval return {:.1}), {} rows", last.mean_return, s.rows);
+    eprintln!(
+        "make-benchmark {task}: [4/5] expert policy = final SAC policy (eval return {:.1}), {} rows",
+        last.mean_return, s.rows
+    );
     let mut ds = policy_rollout(&config, &env_id, &final_agent, spec.device, s.rows, seeds.expert, "expert")?;
     ds.metadata = sac_metadata(last.grad_step);
-    files.push(write_file(&spec.out, task, "expert", &policy_text(&last, "final policy"), &mut ds, Dtype::Float32, gzip)?);
+    files.push(write_file(
+        &spec.out,
+        task,
+        "expert",
+        &policy_text(&last, "final policy"),
+        &mut ds,
+        Dtype::Float32,
+        gzip,
+    )?);
 
     // 5. medium-replay: the run's own transitions up to the medium snapshot.
     let recorded = run_dir.join(rundir::DATASET);
-    let mut ds = D4rlDataset::read(&recorded).with_context(|| format!("reading the SAC run's recorded transitions {}", recorded.display()))?;
+    let mut ds = D4rlDataset::read(&recorded)
+        .with_context(|| format!("reading the SAC run's recorded transitions {}", recorded.display()))?;
     let log = states::lock(&sac_states);
     if log.rows() != ds.len() {
         bail!("the SAC run recorded {} transitions but its env logged {} states", ds.len(), log.rows());
     }
     let rows = replay_cut(&ds, medium.eval.env_step as usize);
-    eprintln!("make-benchmark {task}: [5/5] medium-replay = the SAC run's first {rows} transitions (up to env step {})", medium.eval.env_step);
+    eprintln!(
+        "make-benchmark {task}: [5/5] medium-replay = the SAC run's first {rows} transitions (up to env step {})",
+        medium.eval.env_step
+    );
     keep_rows(&mut ds, rows);
     // D4RL's replay files are float64 throughout.
     ds.infos = log.columns(0, rows, Dtype::Float64)?;
     drop(log);
-    ds.dtypes = ["observations", "actions", "rewards", "next_observations"].into_iter().map(|k| (k.to_string(), Dtype::Float64)).collect();
+    ds.dtypes = ["observations", "actions", "rewards", "next_observations"]
+        .into_iter()
+        .map(|k| (k.to_string(), Dtype::Float64))
+        .collect();
     ds.metadata = sac_metadata(medium.eval.grad_step);
     let text = format!("the SAC run's replay buffer: {} random-action steps, then the learning policy's stochastic actions, up to env step {}", s.sac_random_steps.min(rows as u64), medium.eval.env_step);
     files.push(write_file(&spec.out, task, "medium-replay", &text, &mut ds, Dtype::Float64, gzip)?);
@@ -318,7 +382,12 @@ fn sac_config(spec: &BenchmarkSpec, env_id: &str) -> Result<RunConfig> {
     overrides.extend(spec.sac_overrides.iter().cloned());
     config::apply_overrides(&mut table, &overrides)?;
     let c = RunConfig::from_table(table, &format!("preset {name} for make-benchmark"))?;
-    if c.algo != "sac" || c.env != env_id || !c.train.record_dataset || c.train.offline_steps > 0 || c.train.warmup_steps > 0 {
+    if c.algo != "sac"
+        || c.env != env_id
+        || !c.train.record_dataset
+        || c.train.offline_steps > 0
+        || c.train.warmup_steps > 0
+    {
         bail!("--set may tune SAC but not change `algo`, `env`, `train.record_dataset`, offline or warm-up steps (found algo {:?}, env {:?})", c.algo, c.env);
     }
     Ok(c)
@@ -365,7 +434,12 @@ pub fn choose_medium(evals: &[EvalPoint], family: &str, medium_score: Option<f64
 /// has ended by then.
 pub fn replay_cut(ds: &D4rlDataset, env_steps: usize) -> usize {
     let env_steps = env_steps.min(ds.len());
-    ds.episodes(None).iter().filter(|e| (e.terminated || e.truncated) && e.rows.end <= env_steps).map(|e| e.rows.end).last().unwrap_or(env_steps)
+    ds.episodes(None)
+        .iter()
+        .filter(|e| (e.terminated || e.truncated) && e.rows.end <= env_steps)
+        .map(|e| e.rows.end)
+        .last()
+        .unwrap_or(env_steps)
 }
 
 /// Keep the first `n` rows of every row column.
@@ -387,12 +461,23 @@ fn keep_rows(ds: &mut D4rlDataset, n: usize) {
 fn sac_metadata(grad_steps: u64) -> BTreeMap<String, MetaValue> {
     let mut m = BTreeMap::new();
     m.insert("metadata/algorithm".to_string(), MetaValue::Str("SAC".into()));
-    m.insert("metadata/iteration".to_string(), MetaValue::Array(Column { shape: vec![], dtype: Dtype::Int32, data: vec![grad_steps as f32] }));
+    m.insert(
+        "metadata/iteration".to_string(),
+        MetaValue::Array(Column { shape: vec![], dtype: Dtype::Int32, data: vec![grad_steps as f32] }),
+    );
     m
 }
 
 /// `rows` env steps of a saved SAC agent (stochastic actions) on `env_id`.
-fn policy_rollout(config: &RunConfig, env_id: &str, agent_path: &Path, device: Device, rows: usize, seed: u64, label: &'static str) -> Result<D4rlDataset> {
+fn policy_rollout(
+    config: &RunConfig,
+    env_id: &str,
+    agent_path: &Path,
+    device: Device,
+    rows: usize,
+    seed: u64,
+    label: &'static str,
+) -> Result<D4rlDataset> {
     let env = o2o_envs::make(env_id)?;
     let (obs_dim, act_dim) = (env.observation_space().dim(), env.action_space().dim());
     let mut agent = runner::build_agent(config, obs_dim, act_dim, device)?;
@@ -403,7 +488,13 @@ fn policy_rollout(config: &RunConfig, env_id: &str, agent_path: &Path, device: D
 /// `rows` env steps of `policy` with the runner's actor (episode k resets with
 /// `derive_seed(seed, 1, k)`), recorded in D4RL format with the states before each step. The
 /// last episode is cut at `rows`, as in D4RL's files.
-pub fn rollout(env_id: &str, policy: &mut dyn Policy, rows: usize, seed: u64, label: &'static str) -> Result<D4rlDataset> {
+pub fn rollout(
+    env_id: &str,
+    policy: &mut dyn Policy,
+    rows: usize,
+    seed: u64,
+    label: &'static str,
+) -> Result<D4rlDataset> {
     let (env, log) = states::make_logged(env_id)?;
     let obs_dim = env.observation_space().dim();
     let scale = ActionScale::new(env.action_space(), env_id)?;
@@ -423,7 +514,15 @@ pub fn rollout(env_id: &str, policy: &mut dyn Policy, rows: usize, seed: u64, la
 }
 
 /// Write `<out>/<task>-<role>-v2.hdf5` (atomically) and describe it for the manifest.
-pub fn write_file(out: &Path, task: &str, role: &str, policy: &str, ds: &mut D4rlDataset, float: Dtype, gzip: Option<u8>) -> Result<FileRecord> {
+pub fn write_file(
+    out: &Path,
+    task: &str,
+    role: &str,
+    policy: &str,
+    ds: &mut D4rlDataset,
+    float: Dtype,
+    gzip: Option<u8>,
+) -> Result<FileRecord> {
     let id = format!("{task}-{role}-v2");
     let file = format!("{id}.hdf5");
     let path = out.join(&file);
@@ -444,7 +543,19 @@ pub fn write_file(out: &Path, task: &str, role: &str, policy: &str, ds: &mut D4r
         eps.len(),
         stats.map_or("-".to_string(), |s| format!("{:.1}", s.mean))
     );
-    Ok(FileRecord { file, id, role: role.to_string(), policy: policy.to_string(), rows: ds.len(), episodes: eps.len(), returns: stats, normalized_score, bytes, sha256, gzip: gzip.unwrap_or(0) })
+    Ok(FileRecord {
+        file,
+        id,
+        role: role.to_string(),
+        policy: policy.to_string(),
+        rows: ds.len(),
+        episodes: eps.len(),
+        returns: stats,
+        normalized_score,
+        bytes,
+        sha256,
+        gzip: gzip.unwrap_or(0),
+    })
 }
 
 #[cfg(test)]
@@ -521,7 +632,15 @@ mod tests {
         assert_eq!(replay_cut(&ds, 2), 2, "no episode ended yet: keep what there is");
         let mut d = ds.clone();
         keep_rows(&mut d, 6);
-        assert_eq!((d.len(), d.observations.len(), d.next_observations.as_ref().unwrap().len(), d.timeouts.as_ref().unwrap().len()), (6, 6, 6, 6));
+        assert_eq!(
+            (
+                d.len(),
+                d.observations.len(),
+                d.next_observations.as_ref().unwrap().len(),
+                d.timeouts.as_ref().unwrap().len()
+            ),
+            (6, 6, 6, 6)
+        );
         assert_eq!(d.episodes(None).len(), 2);
     }
 }

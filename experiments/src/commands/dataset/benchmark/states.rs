@@ -38,8 +38,22 @@ impl StateLog {
             bail!("state log: rows {start}..{end} asked for, {} logged", self.rows());
         }
         let mut out = BTreeMap::new();
-        out.insert("infos/qpos".to_string(), Column { shape: vec![end - start, self.nq], dtype, data: self.qpos[start * self.nq..end * self.nq].to_vec() });
-        out.insert("infos/qvel".to_string(), Column { shape: vec![end - start, self.nv], dtype, data: self.qvel[start * self.nv..end * self.nv].to_vec() });
+        out.insert(
+            "infos/qpos".to_string(),
+            Column {
+                shape: vec![end - start, self.nq],
+                dtype,
+                data: self.qpos[start * self.nq..end * self.nq].to_vec(),
+            },
+        );
+        out.insert(
+            "infos/qvel".to_string(),
+            Column {
+                shape: vec![end - start, self.nv],
+                dtype,
+                data: self.qvel[start * self.nv..end * self.nv].to_vec(),
+            },
+        );
         Ok(out)
     }
 }
