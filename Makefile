@@ -17,6 +17,7 @@ build: setup
 # and learning tests need optimized code anyway. --no-fail-fast: one run reports every failing
 # test binary, not only the first.
 test: build
+	cargo fmt --all --check
 	cargo test --release --workspace --no-fail-fast
 
 # The main job: WSRL end to end on the small halfcheetah dataset shipped in data/halfcheetah-small

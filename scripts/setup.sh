@@ -49,6 +49,12 @@ fi
 
 command -v cargo >/dev/null 2>&1 || fail "cargo not found" \
     "install Rust 1.95 or newer with rustup (https://rustup.rs), then re-run make"
+# `make test` checks the formatting (rustfmt.toml) before it tests.
+if ! cargo fmt --version >/dev/null 2>&1; then
+    step "installing rustfmt (rustup component add rustfmt)"
+    command -v rustup >/dev/null 2>&1 && rustup component add rustfmt >/dev/null 2>&1 \
+        || fail "cargo fmt is missing and rustup cannot add it" "install rustfmt for your Rust toolchain, then re-run make"
+fi
 
 # 2. Python virtualenv with pinned packages -----------------------------------------------------
 stamp="$venv/.o2o-requirements.sha256"
