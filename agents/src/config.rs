@@ -80,6 +80,7 @@ impl AgentConfig {
 
     /// Reject settings that cannot work, naming the field.
     pub fn validate(&self) -> Result<(), AgentError> {
+        learning_rates_positive(&self.to_toml()?, "agent")?;
         match self {
             AgentConfig::Sac(c) | AgentConfig::Rlpd(RlpdConfig(c)) => c.validate(),
             AgentConfig::Iql(c) => c.validate(),
@@ -119,6 +120,35 @@ impl AgentConfig {
     pub fn to_toml(&self) -> Result<toml::Value, AgentError> {
         toml::Value::try_from(self).map_err(|e| AgentError::Config(format!("agent config to TOML: {e}")))
     }
+}
+
+/// Every learning rate in `value` (a key `lr` or `*_lr`, at any depth) is positive and finite:
+/// a rate ≤ 0 ascends the loss or freezes a network, and shows up only much later as a NaN
+/// action. The error names the key under `path`.
+fn learning_rates_positive(value: &toml::Value, path: &str) -> Result<(), AgentError> {
+    match value {
+        toml::Value::Table(t) => {
+            for (k, v) in t {
+                let key = format!("{path}.{k}");
+                if k == "lr" || k.ends_with("_lr") {
+                    let rate = v.as_float().or_else(|| v.as_integer().map(|i| i as f64));
+                    if let Some(r) = rate.filter(|r| !(*r > 0.0 && r.is_finite())) {
+                        return Err(AgentError::Config(format!(
+                            "key `{key}`: expected a positive finite learning rate, found {r}"
+                        )));
+                    }
+                }
+                learning_rates_positive(v, &key)?;
+            }
+        }
+        toml::Value::Array(a) => {
+            for (i, v) in a.iter().enumerate() {
+                learning_rates_positive(v, &format!("{path}[{i}]"))?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// Build the agent `config` describes for `obs_dim`-dimensional observations and

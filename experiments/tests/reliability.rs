@@ -203,14 +203,20 @@ fn bad_input_leaves_no_run_directory() {
     let bad = runs.join("bad.hdf5");
     std::fs::write(&bad, b"not an hdf5 file").unwrap();
     let bad_set = format!("dataset.path={:?}", bad.display().to_string());
-    let cases: Vec<(&str, Vec<String>)> = vec![
-        ("dataset file", vec!["--set".into(), "train.offline_ratio=0.5".into(), "--set".into(), bad_set]),
-        ("unknown env", vec!["--set".into(), "env=Nope-v0".into()]),
+    let set = |kv: &str| vec!["--set".to_string(), kv.to_string()];
+    let cases: Vec<(&str, Vec<String>, &str)> = vec![
+        ("dataset file", [set("train.offline_ratio=0.5"), set(&bad_set)].concat(), "bad.hdf5"),
+        ("unknown env", set("env=Nope-v0"), "Nope-v0"),
+        // Issue 47 item 3: refused here, not as a NaN action 888 updates later.
+        ("negative learning rate", set("agent.actor_lr=-1"), "agent.actor_lr"),
+        ("zero learning rate", set("agent.temperature_lr=0"), "agent.temperature_lr"),
+        ("replay smaller than a batch", set("train.replay_capacity=8"), "train.replay_capacity"),
     ];
-    for (what, extra) in &cases {
+    for (what, extra, needle) in &cases {
         let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
         let o = train(&runs, &extra);
         assert_eq!(o.status.code(), Some(2), "{what}: {}", text(&o));
+        assert!(text(&o).contains(needle), "{what}: the error names {needle}: {}", text(&o));
         assert!(run_dirs(&runs).is_empty(), "{what} left {:?}", run_dirs(&runs));
     }
     // A parent to fine-tune from, then parents that cannot be used.

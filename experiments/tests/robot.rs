@@ -69,6 +69,7 @@ fn record_pretrain_and_finetune_on_the_sim_robot_with_faults() {
     // 1. The check: connect, dry-run the envelope.
     let out = ok(&o2o(&work, &["robot", "check", faults]), "robot check");
     assert!(out.contains("inside the envelope") && out.contains("step window 0.0200"), "{out}");
+    assert!(out.contains("physical limits (pusher.xml)") && out.contains("the envelope is inside them"), "{out}");
 
     // 2. Demonstrations by the scripted teleoperator, a D4RL file `o2o dataset info` reads.
     let out = ok(
@@ -371,4 +372,35 @@ fn checking_a_koch_arm_without_its_adapter_names_the_port() {
         err.contains("koch.toml") && err.contains("ttyUSB-not-here is absent") && err.contains("driver.port"),
         "{err}"
     );
+}
+
+/// `robot check` refuses an envelope the arm cannot physically follow (issue 47, C3: a speed of
+/// 100 m/s, a ±100 m workspace), naming the key, the value and the model's limit, and accepts it
+/// with a warning under `allow_beyond_model = true`.
+#[test]
+fn robot_check_refuses_limits_beyond_the_model() {
+    let work = tempfile::Builder::new().prefix("robot-limits-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let sim = std::fs::read_to_string(configs().join("sim.toml")).unwrap();
+    let fast = sim.replacen("max_velocity = 0.3", "max_velocity = 100.0", 1);
+    let wide = sim
+        .replacen("workspace_low = [0.55, -0.8, -0.1]", "workspace_low = [-100.0, -100.0, -100.0]", 1)
+        .replacen("workspace_high = [0.8, -0.4, 0.25]", "workspace_high = [100.0, 100.0, 100.0]", 1);
+    assert!(fast != sim && wide != sim, "sim.toml's envelope changed; update this test's replacements");
+    for (name, text, key, limit) in
+        [("fast", &fast, "max_velocity", "85.38"), ("wide", &wide, "workspace_low[0]", "0.8210")]
+    {
+        let path = work.path().join(format!("{name}.toml"));
+        std::fs::write(&path, text).unwrap();
+        let o = o2o(work.path(), &["robot", "check", path.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{name}: accepted:\n{}", String::from_utf8_lossy(&o.stdout));
+        assert!(err.contains(key) && err.contains(limit) && err.contains("allow_beyond_model"), "{name}: {err}");
+        let allowed = text.replacen("[envelope]", "[envelope]\nallow_beyond_model = true", 1);
+        std::fs::write(&path, allowed).unwrap();
+        let out = ok(&o2o(work.path(), &["robot", "check", path.to_str().unwrap()]), name);
+        assert!(
+            out.contains("WARNING") && out.contains(key) && out.contains("beyond them (allow_beyond_model = true)"),
+            "{out}"
+        );
+    }
 }

@@ -10,7 +10,7 @@
 //! the range); a target is clamped into [range_min, range_max] before it is sent, a second line
 //! of defence behind the envelope.
 
-use crate::driver::{Capabilities, ControlMode, DriverError};
+use crate::driver::{Capabilities, ControlMode, DriverError, PhysicalLimits};
 use std::path::Path;
 
 /// Ticks per turn of the servos LeRobot's arms use.
@@ -123,6 +123,8 @@ pub struct ServoArm {
     pub motors: Vec<MotorCalibration>,
     /// Home pose per joint (rad; 0 is the middle of each range).
     pub home: Vec<f64>,
+    /// The calibration file, named in the limits it gives.
+    pub calibration: std::path::PathBuf,
 }
 
 impl ServoArm {
@@ -153,7 +155,26 @@ impl ServoArm {
             modes: vec![ControlMode::JointPosition],
             has_end_effector: false,
         };
-        Ok(Self { caps, motors, home })
+        Ok(Self { caps, motors, home, calibration: calibration.to_path_buf() })
+    }
+
+    /// The arm's physical limits: each joint's range from its calibrated `[range_min,
+    /// range_max]` in radians, and the servos' top speed `joint_speed` (rad/s) when known.
+    pub fn limits(&self, joint_speed: Option<f64>) -> PhysicalLimits {
+        let joint_range = self
+            .motors
+            .iter()
+            .map(|m| {
+                let (a, b) = (m.to_rad(m.range_min), m.to_rad(m.range_max));
+                [a.min(b), a.max(b)]
+            })
+            .collect();
+        PhysicalLimits {
+            source: format!("the calibration {}", self.calibration.display()),
+            joint_range,
+            joint_speed,
+            ..PhysicalLimits::default()
+        }
     }
 
     /// Joint targets (rad) → goal ticks, each clamped into its calibrated range.

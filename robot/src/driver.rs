@@ -42,6 +42,25 @@ pub struct Capabilities {
     pub has_end_effector: bool,
 }
 
+/// What the arm can physically do, as its driver knows it (the model, the calibration, the
+/// servo's own limits). The safety layer refuses an envelope that asks for more
+/// ([`crate::guard::EnvelopeConfig::allow_beyond_model`] downgrades that to a warning). A field
+/// the driver does not know is empty or `None`, and is not checked.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PhysicalLimits {
+    /// Where these numbers come from, named in every refusal (e.g. `pusher.xml`).
+    pub source: String,
+    /// Range of each joint `[low, high]` (rad, or m for prismatic joints), in joint order.
+    pub joint_range: Vec<[f64; 2]>,
+    /// The fastest any joint can turn (rad/s).
+    pub joint_speed: Option<f64>,
+    /// The fastest the end effector can move (m/s).
+    pub ee_speed: Option<f64>,
+    /// A ball holding every point the end effector can reach: its centre `[x, y, z]` and radius
+    /// (m), in the frame of the end-effector positions the driver reports.
+    pub reach: Option<([f64; 3], f64)>,
+}
+
 /// One reading of the arm.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct RobotState {
@@ -171,6 +190,12 @@ pub trait Robot: Send {
     fn clear_fault(&mut self) -> Result<(), DriverError> {
         Ok(())
     }
+    /// What the arm can physically do. Asked before [`Robot::connect`] and again after it (a
+    /// driver may learn more from the hardware, e.g. a servo's velocity limit). The default
+    /// knows nothing.
+    fn physical_limits(&self) -> PhysicalLimits {
+        PhysicalLimits::default()
+    }
 }
 
 impl<R: Robot + ?Sized> Robot for Box<R> {
@@ -197,5 +222,8 @@ impl<R: Robot + ?Sized> Robot for Box<R> {
     }
     fn clear_fault(&mut self) -> Result<(), DriverError> {
         (**self).clear_fault()
+    }
+    fn physical_limits(&self) -> PhysicalLimits {
+        (**self).physical_limits()
     }
 }

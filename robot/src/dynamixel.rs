@@ -36,7 +36,7 @@
 
 use crate::calibration::ServoArm;
 use crate::clock::Clock;
-use crate::driver::{Capabilities, CheckedCommand, DriverError, Fault, Robot, RobotState};
+use crate::driver::{Capabilities, CheckedCommand, DriverError, Fault, PhysicalLimits, Robot, RobotState};
 use crate::serial::{Parsed, SerialLink};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -73,6 +73,8 @@ pub mod reg {
     pub const MODEL_NUMBER: (u16, u16) = (0, 2);
     /// Operating mode (EEPROM): 3 position, 4 extended position, 5 current-based position.
     pub const OPERATING_MODE: (u16, u16) = (11, 1);
+    /// Velocity limit (EEPROM, 0.229 rev/min per unit): the fastest the servo will turn.
+    pub const VELOCITY_LIMIT: (u16, u16) = (44, 4);
     /// Homing offset, added by the servo to every position reading (EEPROM, signed).
     pub const HOMING_OFFSET: (u16, u16) = (20, 4);
     /// Highest goal position the servo accepts in position mode (EEPROM).
@@ -291,6 +293,8 @@ pub struct DynamixelArm {
     port: Option<SerialLink>,
     clock: Arc<dyn Clock>,
     fault: Option<Fault>,
+    /// Each servo's Velocity Limit (rad/s), read at connect.
+    velocity_limits: Vec<f64>,
 }
 
 /// A status reply: the servo's error byte and the parameters after it.
@@ -307,7 +311,7 @@ impl DynamixelArm {
             return Err(DriverError::Unsupported { driver: "dynamixel".into(), message: format!("driver.operating_mode: expected 3 (position), 4 (extended position) or 5 (current-based position), found {}", config.operating_mode) });
         }
         let arm = ServoArm::load("dynamixel", &config.port, &config.calibration, &config.motors, &config.home)?;
-        Ok(Self { arm, config, port: None, clock, fault: None })
+        Ok(Self { arm, config, port: None, clock, fault: None, velocity_limits: Vec::new() })
     }
 
     fn port(&mut self) -> Result<&mut SerialLink, DriverError> {
@@ -494,6 +498,8 @@ impl DynamixelArm {
                 self.write(m.id, r, want)?;
             }
         }
+        let limit = self.read(m.id, reg::VELOCITY_LIMIT)?;
+        self.velocity_limits.push(limit as f64 * VELOCITY_UNIT);
         let p = self.read(m.id, reg::PRESENT_POSITION)?;
         self.write(m.id, reg::GOAL_POSITION, p.clamp(i64::from(m.range_min), i64::from(m.range_max)))?;
         self.write(m.id, reg::TORQUE_ENABLE, 1)
@@ -521,10 +527,19 @@ impl Robot for DynamixelArm {
             self.config.baud,
             Duration::from_millis(self.config.timeout_ms),
         )?);
+        self.velocity_limits.clear();
         for i in 0..self.arm.motors.len() {
             self.setup(i)?;
         }
         Ok(())
+    }
+
+    /// The calibration's joint ranges; once connected, the fastest servo's Velocity Limit as the
+    /// top joint speed (a limit of 0 is read as unknown).
+    fn physical_limits(&self) -> PhysicalLimits {
+        let known =
+            self.velocity_limits.len() == self.arm.motors.len() && self.velocity_limits.iter().all(|v| *v > 0.0);
+        self.arm.limits(known.then(|| self.velocity_limits.iter().copied().fold(0.0, f64::max)))
     }
 
     fn read_state(&mut self) -> Result<RobotState, DriverError> {

@@ -242,6 +242,10 @@ impl<R: Robot + 'static> RobotEnv<R> {
         task.check(caps.joints.len(), caps.has_end_effector).map_err(RobotEnvError::Config)?;
         let mode = envelope.mode;
         let guard = Guarded::connect(driver, envelope, period, clock.clone())?;
+        // Limits beyond the arm's own, let through by `allow_beyond_model`: said loudly, every run.
+        for w in guard.warnings() {
+            eprintln!("o2o robot: WARNING: {w}");
+        }
         let w = guard.step_window() as f32;
         let dim = guard.command_dim();
         let state = guard.last_state().cloned().unwrap_or_default();

@@ -13,7 +13,7 @@
 //! with the Dynamixel driver ([`crate::calibration`]); so is the serial port ([`crate::serial`]).
 
 use crate::clock::Clock;
-use crate::driver::{Capabilities, CheckedCommand, DriverError, Fault, Robot, RobotState};
+use crate::driver::{Capabilities, CheckedCommand, DriverError, Fault, PhysicalLimits, Robot, RobotState};
 use crate::serial::{Parsed, SerialLink};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -194,9 +194,18 @@ impl FeetechArm {
     }
 }
 
+/// The STS3215's (SO-100/101) fastest rated no-load speed, 0.192 s per 60° at 7.4 V (52 rev/min;
+/// the 12 V C018 is rated 0.222 s per 60°), in rad/s: the most `max_velocity` may ask of this
+/// driver's arms (`allow_beyond_model = true` for a faster servo).
+pub const STS3215_MAX_SPEED: f64 = std::f64::consts::FRAC_PI_3 / 0.192;
+
 impl Robot for FeetechArm {
     fn capabilities(&self) -> &Capabilities {
         &self.arm.caps
+    }
+
+    fn physical_limits(&self) -> PhysicalLimits {
+        self.arm.limits(Some(STS3215_MAX_SPEED))
     }
 
     fn connect(&mut self) -> Result<(), DriverError> {

@@ -23,7 +23,7 @@
 //! [`SafetyCounters`].
 
 use crate::clock::Clock;
-use crate::driver::{CheckedCommand, ControlMode, DriverError, Robot, RobotState};
+use crate::driver::{CheckedCommand, ControlMode, DriverError, PhysicalLimits, Robot, RobotState};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -58,6 +58,11 @@ pub struct EnvelopeConfig {
     /// Latch a fault after this many missed control deadlines in a row (the control loop's).
     #[serde(default = "default_max_missed")]
     pub max_missed_deadlines: u32,
+    /// Accept limits beyond what the driver says the arm can do (its [`PhysicalLimits`]: the
+    /// model's joint ranges, the servos' speed, the arm's reach), with a warning for each,
+    /// instead of refusing them. For an arm whose model or calibration is wrong.
+    #[serde(default)]
+    pub allow_beyond_model: bool,
 }
 
 /// The longest watchdog timeout allowed: with the watchdog polling four times a period, a
@@ -236,6 +241,7 @@ pub struct Guarded<R: Robot> {
     motion: Motion,
     latch: Option<Latch>,
     counters: SafetyCounters,
+    warnings: Vec<String>,
 }
 
 impl<R: Robot> Guarded<R> {
@@ -249,7 +255,14 @@ impl<R: Robot> Guarded<R> {
         clock: Arc<dyn Clock>,
     ) -> Result<Self, GuardError> {
         check_envelope(&envelope, &driver, period)?;
+        let mut warnings = check_physical(&envelope, &driver.physical_limits())?;
         driver.connect()?;
+        // The driver may know more once connected (a servo's own velocity limit).
+        for w in check_physical(&envelope, &driver.physical_limits())? {
+            if !warnings.contains(&w) {
+                warnings.push(w);
+            }
+        }
         let window = envelope.max_step_delta.min(envelope.max_velocity * period.as_secs_f64());
         let mut guard = Self {
             driver,
@@ -262,6 +275,7 @@ impl<R: Robot> Guarded<R> {
             motion: Motion::Idle,
             latch: None,
             counters: SafetyCounters::default(),
+            warnings,
         };
         let state = guard.read_state()?;
         guard.check_inside(&state)?;
@@ -271,6 +285,12 @@ impl<R: Robot> Guarded<R> {
     /// The envelope.
     pub fn envelope(&self) -> &EnvelopeConfig {
         &self.envelope
+    }
+
+    /// The limits beyond the arm's physical ones that `allow_beyond_model = true` let through,
+    /// one sentence each (empty otherwise: such limits are refused).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 
     /// The largest move of one dimension per command: `min(max_step_delta, max_velocity · period)`.
@@ -601,6 +621,100 @@ impl<R: Robot> Guarded<R> {
             _ => {}
         }
         GuardError::Driver(e)
+    }
+}
+
+/// The envelope asks for nothing the arm cannot physically do (`limits`, from the driver): joint
+/// bounds inside the joint ranges, a step window no wider than a joint's whole range (the arm's
+/// reach across, in end-effector mode), a speed no faster than the arm's, a workspace box
+/// inside the reach. A breach is refused, naming the key, the value and the limit; with
+/// `allow_beyond_model` it is returned as a warning instead.
+pub fn check_physical(e: &EnvelopeConfig, limits: &PhysicalLimits) -> Result<Vec<String>, GuardError> {
+    let src = if limits.source.is_empty() { "the driver".to_string() } else { limits.source.clone() };
+    let mut breaches: Vec<(String, String, String)> = Vec::new();
+    let joint_mode = e.mode == ControlMode::JointPosition;
+    if limits.joint_range.len() == e.joint_low.len() && limits.joint_range.len() == e.joint_high.len() {
+        for (i, r) in limits.joint_range.iter().enumerate() {
+            if e.joint_low[i] < r[0] - 1e-9 {
+                breaches.push((
+                    format!("joint_low[{i}]"),
+                    format!(">= {} (joint {i}'s range in {src})", r[0]),
+                    e.joint_low[i].to_string(),
+                ));
+            }
+            if e.joint_high[i] > r[1] + 1e-9 {
+                breaches.push((
+                    format!("joint_high[{i}]"),
+                    format!("<= {} (joint {i}'s range in {src})", r[1]),
+                    e.joint_high[i].to_string(),
+                ));
+            }
+        }
+    }
+    if joint_mode {
+        if let Some(span) = limits.joint_range.iter().map(|r| r[1] - r[0]).reduce(f64::max) {
+            if e.max_step_delta > span {
+                breaches.push((
+                    "max_step_delta".into(),
+                    format!("<= {span:.4} rad (the widest joint range in {src}; a wider window never binds)"),
+                    e.max_step_delta.to_string(),
+                ));
+            }
+        }
+        if let Some(v) = limits.joint_speed {
+            if e.max_velocity > v {
+                breaches.push((
+                    "max_velocity".into(),
+                    format!("<= {v:.4} rad/s (the fastest joint speed in {src})"),
+                    e.max_velocity.to_string(),
+                ));
+            }
+        }
+    } else {
+        if let Some(v) = limits.ee_speed {
+            if e.max_velocity > v {
+                breaches.push((
+                    "max_velocity".into(),
+                    format!("<= {v:.4} m/s (the fastest end-effector speed in {src})"),
+                    e.max_velocity.to_string(),
+                ));
+            }
+        }
+        if let Some((centre, radius)) = limits.reach {
+            if e.max_step_delta > 2.0 * radius {
+                breaches.push((
+                    "max_step_delta".into(),
+                    format!("<= {:.4} m (the arm's reach across in {src})", 2.0 * radius),
+                    e.max_step_delta.to_string(),
+                ));
+            }
+            for (key, corner) in [("workspace_low", e.workspace_low), ("workspace_high", e.workspace_high)] {
+                let Some(c) = corner else { continue };
+                if let Some(i) = (0..3).find(|&i| (c[i] - centre[i]).abs() > radius + 1e-9) {
+                    breaches.push((
+                        format!("{key}[{i}]"),
+                        format!(
+                            "within {radius:.4} m of the arm's base at {:.4} (its reach in {src}): [{:.4}, {:.4}]",
+                            centre[i],
+                            centre[i] - radius,
+                            centre[i] + radius
+                        ),
+                        c[i].to_string(),
+                    ));
+                }
+            }
+        }
+    }
+    if e.allow_beyond_model {
+        return Ok(breaches.into_iter().map(|(key, expected, found)| format!("envelope: {key} is {found}, beyond the arm ({expected}); accepted because allow_beyond_model = true")).collect());
+    }
+    match breaches.into_iter().next() {
+        Some((key, expected, found)) => Err(GuardError::Config {
+            key,
+            expected: format!("{expected}; set allow_beyond_model = true if the model is wrong"),
+            found,
+        }),
+        None => Ok(Vec::new()),
     }
 }
 

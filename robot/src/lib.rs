@@ -39,7 +39,7 @@ pub mod testing;
 
 pub use clock::{Clock, FakeClock, RealClock};
 pub use config::{ConfigError, RobotConfig};
-pub use driver::{Capabilities, CheckedCommand, ControlMode, DriverError, Fault, Robot, RobotState};
+pub use driver::{Capabilities, CheckedCommand, ControlMode, DriverError, Fault, PhysicalLimits, Robot, RobotState};
 pub use env::{
     EnvReport, LoopConfig, LoopObserver, LoopSample, LoopStats, ObserverSlot, ReportSink, RobotEnv, RobotEnvError,
 };

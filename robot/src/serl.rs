@@ -12,7 +12,7 @@
 //! operator's clear); any other status means the server does not speak this contract.
 
 use crate::clock::Clock;
-use crate::driver::{Capabilities, CheckedCommand, ControlMode, DriverError, Fault, Robot, RobotState};
+use crate::driver::{Capabilities, CheckedCommand, ControlMode, DriverError, Fault, PhysicalLimits, Robot, RobotState};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -128,9 +128,25 @@ impl SerlClient {
     }
 }
 
+/// The Franka Panda's published limits (SERL's arm), in its base frame: the end effector
+/// reaches at most 855 mm from the shoulder joint, which sits 0.333 m above the base, and moves
+/// at most 1.7 m/s (libfranka's Cartesian translational velocity limit).
+pub const PANDA_REACH: ([f64; 3], f64) = ([0.0, 0.0, 0.333], 0.855);
+/// See [`PANDA_REACH`].
+pub const PANDA_EE_SPEED: f64 = 1.7;
+
 impl Robot for SerlClient {
     fn capabilities(&self) -> &Capabilities {
         &self.caps
+    }
+
+    fn physical_limits(&self) -> PhysicalLimits {
+        PhysicalLimits {
+            source: "the Franka Panda's datasheet".into(),
+            ee_speed: Some(PANDA_EE_SPEED),
+            reach: Some(PANDA_REACH),
+            ..PhysicalLimits::default()
+        }
     }
 
     fn connect(&mut self) -> Result<(), DriverError> {

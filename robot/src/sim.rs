@@ -17,7 +17,7 @@
 //! Homing resets the physics to the home pose (a simulated arm can; a real driver moves there).
 
 use crate::clock::Clock;
-use crate::driver::{Capabilities, CheckedCommand, ControlMode, DriverError, Fault, Robot, RobotState};
+use crate::driver::{Capabilities, CheckedCommand, ControlMode, DriverError, Fault, PhysicalLimits, Robot, RobotState};
 use mujoco_rs::prelude::*;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -96,6 +96,7 @@ impl Default for SimConfig {
 /// The simulated arm.
 pub struct SimArm {
     caps: Capabilities,
+    limits: PhysicalLimits,
     config: SimConfig,
     clock: Arc<dyn Clock>,
     data: MjData<Arc<MjModel>>,
@@ -141,6 +142,7 @@ impl SimArm {
             .ok_or_else(|| unsupported(format!("{} has no body `tips_arm`", path.display())))?;
         let ranges = model.jnt_range()[..ARM_JOINTS].to_vec();
         let ctrl_range = model.actuator_ctrlrange().to_vec();
+        let limits = model_limits(&model, tip, path);
         let dt = model.opt().timestep;
         let data = MjData::try_new(model).map_err(|e| unsupported(format!("MuJoCo could not allocate data: {e}")))?;
         for (i, (h, r)) in config.home.iter().zip(&ranges).enumerate() {
@@ -161,6 +163,7 @@ impl SimArm {
         let target = config.home.clone();
         let mut arm = Self {
             caps,
+            limits,
             config,
             clock,
             data,
@@ -268,6 +271,52 @@ impl SimArm {
     }
 }
 
+/// What the model says the arm can do (the safety layer checks envelopes against it):
+/// - the joint ranges;
+/// - the fastest joint speed: each arm joint's terminal speed under its actuator's largest
+///   torque against the joint's damping, |gear · ctrl| / damping (Pusher has no gravity, so
+///   nothing else drives a joint; unknown when a joint has no damping);
+/// - the reach: a ball around the first joint's anchor whose radius is the summed lengths of the
+///   body offsets from there to the tip (no chain of links reaches farther);
+/// - the fastest tip speed: Σ joint speeds × that radius (each joint moves the tip at most at
+///   its speed times its distance to the tip).
+fn model_limits(model: &MjModel, tip: usize, path: &std::path::Path) -> PhysicalLimits {
+    let joint_range = model.jnt_range()[..ARM_JOINTS].to_vec();
+    let (gear, ctrl, trn, damping) =
+        (model.actuator_gear(), model.actuator_ctrlrange(), model.actuator_trnid(), model.dof_damping());
+    let speeds: Option<Vec<f64>> = (0..ARM_JOINTS)
+        .map(|j| {
+            let a = trn.iter().position(|t| t[0] as usize == j)?;
+            let d = damping[model.jnt_dofadr()[j] as usize];
+            let torque = gear[a][0].abs() * ctrl[a][0].abs().max(ctrl[a][1].abs());
+            (d > 0.0).then(|| torque / d)
+        })
+        .collect();
+    let base = model.jnt_bodyid()[0] as usize;
+    let (mut radius, mut body) = (0.0, tip);
+    while body != base && body != 0 {
+        let p = model.body_pos()[body];
+        radius += (p[0] * p[0] + p[1] * p[1] + p[2] * p[2]).sqrt();
+        body = model.body_parentid()[body] as usize;
+    }
+    // The first joint's anchor, in the world: its body's offset chain from the world (bodies
+    // above it do not move) plus the anchor's offset in that body.
+    let mut centre = model.jnt_pos()[0];
+    let mut b = base;
+    while b != 0 {
+        let p = model.body_pos()[b];
+        (0..3).for_each(|i| centre[i] += p[i]);
+        b = model.body_parentid()[b] as usize;
+    }
+    PhysicalLimits {
+        source: path.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_else(|| "the model".into()),
+        joint_range,
+        joint_speed: speeds.as_ref().and_then(|v| v.iter().copied().reduce(f64::max)),
+        ee_speed: speeds.map(|v| v.iter().sum::<f64>() * radius),
+        reach: (radius > 0.0).then_some((centre, radius)),
+    }
+}
+
 /// Solve the 3×3 system `a x = b` (symmetric positive definite here: Cramer's rule is exact
 /// enough and has no pivoting to get wrong).
 fn solve3(a: [[f64; 3]; 3], b: [f64; 3]) -> [f64; 3] {
@@ -290,6 +339,10 @@ fn solve3(a: [[f64; 3]; 3], b: [f64; 3]) -> [f64; 3] {
 impl Robot for SimArm {
     fn capabilities(&self) -> &Capabilities {
         &self.caps
+    }
+
+    fn physical_limits(&self) -> PhysicalLimits {
+        self.limits.clone()
     }
 
     fn connect(&mut self) -> Result<(), DriverError> {

@@ -199,18 +199,18 @@ fn fake_bus(bus: Arc<Mutex<Bus>>) -> (std::path::PathBuf, std::fs::File) {
     (path, keep)
 }
 
-#[test]
-fn a_dynamixel_arm_on_a_fake_bus_stays_inside_the_envelope_and_reports_its_faults() {
-    let dir = tempfile::tempdir().unwrap();
-    let cal = dir.path().join("koch_follower.json");
+/// A two-joint Koch calibration in `dir`: shoulder_pan (id 1) on [1000, 3000] ticks,
+/// elbow_flex (id 2, reversed) on [600, 3400].
+fn koch_calibration(dir: &std::path::Path) -> std::path::PathBuf {
+    let cal = dir.join("koch_follower.json");
     std::fs::write(&cal, r#"{"elbow_flex": {"id": 2, "drive_mode": 1, "homing_offset": 12, "range_min": 600, "range_max": 3400},
                             "shoulder_pan": {"id": 1, "drive_mode": 0, "homing_offset": -40, "range_min": 1000, "range_max": 3000}}"#).unwrap();
-    let bus = Arc::new(Mutex::new(Bus::default()));
-    bus.lock().unwrap().servos.insert(1, Servo::new(1060, 2140)); // XL430-W250; present 2100 after the offset
-    bus.lock().unwrap().servos.insert(2, Servo::new(1200, 1888)); // XL330-M288; present 1900
-    let (port, _keep) = fake_bus(bus.clone());
-    let clock = FakeClock::new();
-    let config = DynamixelConfig {
+    cal
+}
+
+/// The driver settings of the tests' arm on `port`, writing the calibration `cal` at connect.
+fn koch_config(port: std::path::PathBuf, cal: std::path::PathBuf) -> DynamixelConfig {
+    DynamixelConfig {
         port,
         baud: 1_000_000,
         calibration: cal,
@@ -219,7 +219,19 @@ fn a_dynamixel_arm_on_a_fake_bus_stays_inside_the_envelope_and_reports_its_fault
         timeout_ms: 50,
         operating_mode: 3,
         write_calibration: true,
-    };
+    }
+}
+
+#[test]
+fn a_dynamixel_arm_on_a_fake_bus_stays_inside_the_envelope_and_reports_its_faults() {
+    let dir = tempfile::tempdir().unwrap();
+    let cal = koch_calibration(dir.path());
+    let bus = Arc::new(Mutex::new(Bus::default()));
+    bus.lock().unwrap().servos.insert(1, Servo::new(1060, 2140)); // XL430-W250; present 2100 after the offset
+    bus.lock().unwrap().servos.insert(2, Servo::new(1200, 1888)); // XL330-M288; present 1900
+    let (port, _keep) = fake_bus(bus.clone());
+    let clock = FakeClock::new();
+    let config = koch_config(port, cal);
     let arm = DynamixelArm::new(config, Arc::new(clock.clone())).unwrap();
     assert_eq!(o2o_robot::Robot::capabilities(&arm).joints, vec!["shoulder_pan", "elbow_flex"], "by ascending id");
     let mut env = common::two_joint_env("robot-koch", arm, &clock);
@@ -329,4 +341,44 @@ fn a_missing_port_or_a_foreign_servo_is_a_clear_error() {
     let e = o2o_robot::Robot::connect(&mut arm).unwrap_err().to_string();
     assert!(e.contains("model 350, not an X-series servo"), "{e}");
     assert_eq!(bus.lock().unwrap().servos[&1].get(reg::TORQUE_ENABLE), 0);
+}
+
+/// A Koch arm's limits: the joint ranges from the calibration (checked before the port opens),
+/// and, once connected, the servos' own Velocity Limit registers (the fastest of them): an
+/// envelope faster than that is refused after connect, naming the key and the limit, and
+/// `allow_beyond_model` lets it through with a warning.
+#[test]
+fn the_servos_velocity_limit_and_the_calibration_bound_the_envelope() {
+    use o2o_robot::{EnvelopeConfig, Robot};
+    let dir = tempfile::tempdir().unwrap();
+    let cal = koch_calibration(dir.path());
+    let bus = Arc::new(Mutex::new(Bus::default()));
+    for (id, model, raw, limit) in [(1u8, 1060u16, 2140i64, 200i32), (2, 1200, 1888, 445)] {
+        let mut s = Servo::new(model, raw);
+        s.table[usize::from(reg::VELOCITY_LIMIT.0)..usize::from(reg::VELOCITY_LIMIT.0) + 4]
+            .copy_from_slice(&limit.to_le_bytes());
+        bus.lock().unwrap().servos.insert(id, s);
+    }
+    let (port, _keep) = fake_bus(bus.clone());
+    let clock = FakeClock::new();
+    let config = koch_config(port, cal);
+    let arm = || DynamixelArm::new(config.clone(), Arc::new(clock.clone())).unwrap();
+    let before = arm().physical_limits();
+    assert_eq!(before.joint_speed, None, "the speed is the servos' to tell, at connect");
+    let base = common::two_joint_envelope();
+    let (key, msg) = common::refusal(arm(), EnvelopeConfig { joint_low: vec![-2.0, -0.8], ..base.clone() }, &clock);
+    assert!(key == "joint_low[0]" && msg.contains("found -2") && msg.contains("-1.53398"), "{msg}");
+    // 445 units of 0.229 rev/min (the XL330's) = 10.6715 rad/s, the faster of the two.
+    let (key, msg) = common::refusal(arm(), EnvelopeConfig { max_velocity: 20.0, ..base.clone() }, &clock);
+    assert!(key == "max_velocity" && msg.contains("found 20") && msg.contains("10.6715"), "{msg}");
+    let g = o2o_robot::Guarded::connect(
+        arm(),
+        EnvelopeConfig { max_velocity: 20.0, allow_beyond_model: true, ..base.clone() },
+        std::time::Duration::from_millis(100),
+        Arc::new(clock.clone()),
+    )
+    .unwrap();
+    assert!(g.warnings().len() == 1 && g.warnings()[0].contains("max_velocity"), "{:?}", g.warnings());
+    let speed = g.driver().physical_limits().joint_speed.unwrap();
+    assert!((speed - 445.0 * o2o_robot::dynamixel::VELOCITY_UNIT).abs() < 1e-12, "{speed}");
 }

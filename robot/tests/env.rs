@@ -25,6 +25,7 @@ fn envelope(mode: ControlMode) -> EnvelopeConfig {
         watchdog_periods: 1.5,
         overspeed: None,
         max_missed_deadlines: 3,
+        allow_beyond_model: false,
     }
 }
 

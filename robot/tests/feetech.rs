@@ -138,3 +138,52 @@ fn a_feetech_arm_on_a_fake_bus_stays_inside_the_envelope() {
     assert_eq!(env.counters().link_drops, 1);
     assert_eq!(env.counters().refused_latched, 0);
 }
+
+/// An envelope asking more of an SO-100 than its calibration and its STS3215 servos allow is
+/// refused before the port opens, naming the key, the value and the limit: a joint bound beyond
+/// the calibrated range (shoulder_pan's [1000, 3000] ticks = ±1.5340 rad), a window wider than
+/// the widest range (elbow_flex's 2800 ticks = 4.2951 rad), a speed beyond the servos' 5.4542
+/// rad/s. `allow_beyond_model` turns each into a warning.
+#[test]
+fn an_envelope_beyond_the_calibration_or_the_servo_speed_is_refused() {
+    use o2o_robot::{EnvelopeConfig, Robot};
+    let dir = tempfile::tempdir().unwrap();
+    let cal = dir.path().join("so100.json");
+    std::fs::write(
+        &cal,
+        r#"{"shoulder_pan": {"id": 1, "range_min": 1000, "range_max": 3000},
+                            "elbow_flex": {"id": 3, "drive_mode": 1, "range_min": 600, "range_max": 3400}}"#,
+    )
+    .unwrap();
+    let clock = FakeClock::new();
+    // The port only has to exist: nothing is opened before the envelope is refused.
+    let config = FeetechConfig {
+        port: cal.clone(),
+        baud: 1_000_000,
+        calibration: cal.clone(),
+        motors: vec![],
+        home: vec![],
+        timeout_ms: 50,
+    };
+    let arm = || FeetechArm::new(config.clone(), Arc::new(clock.clone())).unwrap();
+    let l = arm().physical_limits();
+    let tick = std::f64::consts::TAU / 4096.0;
+    assert!(
+        (l.joint_range[0][1] - 1000.0 * tick).abs() < 1e-12 && (l.joint_range[1][0] + 1400.0 * tick).abs() < 1e-12,
+        "{l:?}"
+    );
+    let base = common::two_joint_envelope();
+    let cases = [
+        (EnvelopeConfig { joint_high: vec![2.0, 0.8], ..base.clone() }, "joint_high[0]", "found 2", "1.53398"),
+        (EnvelopeConfig { max_step_delta: 5.0, ..base.clone() }, "max_step_delta", "found 5", "4.2951"),
+        (EnvelopeConfig { max_velocity: 10.0, ..base.clone() }, "max_velocity", "found 10", "5.4542"),
+    ];
+    for (e, key, value, limit) in cases {
+        let (k, msg) = common::refusal(arm(), e.clone(), &clock);
+        assert_eq!(k, key, "{msg}");
+        assert!(msg.contains(value) && msg.contains(limit) && msg.contains("so100.json"), "{msg}");
+        let warnings = o2o_robot::guard::check_physical(&EnvelopeConfig { allow_beyond_model: true, ..e }, &l).unwrap();
+        assert!(warnings.len() == 1 && warnings[0].contains(key), "{warnings:?}");
+    }
+    assert!(o2o_robot::guard::check_physical(&base, &l).unwrap().is_empty(), "the test envelope fits");
+}

@@ -22,6 +22,7 @@ fn joint_envelope() -> EnvelopeConfig {
         watchdog_periods: 1.5,
         overspeed: None,
         max_missed_deadlines: 3,
+        allow_beyond_model: false,
     }
 }
 

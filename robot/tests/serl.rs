@@ -82,6 +82,7 @@ fn envelope() -> EnvelopeConfig {
         watchdog_periods: 1.5,
         overspeed: None,
         max_missed_deadlines: 3,
+        allow_beyond_model: false,
     }
 }
 

@@ -1,6 +1,8 @@
 //! The whole stack on the MuJoCo arm: RobotEnv over the sim driver on the fake clock reaches
 //! goals in both control modes, and injected faults are caught by the safety layer.
 
+mod common;
+
 use o2o_envs::Env;
 use o2o_robot::sim::{SimArm, SimConfig, SimFaults};
 use o2o_robot::{
@@ -20,6 +22,7 @@ fn envelope(mode: ControlMode) -> EnvelopeConfig {
         watchdog_periods: 1.5,
         overspeed: Some(5.0),
         max_missed_deadlines: 3,
+        allow_beyond_model: false,
     }
 }
 
@@ -150,4 +153,76 @@ fn injected_faults_are_held_by_the_envelope() {
     // the arm never left the workspace box (plus the tracking overshoot of the PD loop)
     let p = e.guard().last_state().unwrap().ee_position.unwrap();
     assert!(p[0] > 0.5 && p[0] < 0.85 && p[1] > -0.85 && p[1] < -0.35, "{p:?}");
+}
+
+/// What pusher.xml says the arm can do: its joint ranges, a top joint speed of |gear · ctrl| /
+/// damping = 2 / 0.1 = 20 rad/s, a reach of 0.1 + 0.4 + 0.321 m around the shoulder at
+/// (0, −0.6, 0), and a tip speed of at most Σ joint speeds × reach.
+#[test]
+fn the_sim_arm_knows_its_model_limits() {
+    use o2o_robot::Robot;
+    let clock = FakeClock::new();
+    let arm = SimArm::new(SimConfig::default(), Arc::new(clock.clone())).unwrap();
+    let l = arm.physical_limits();
+    assert_eq!(l.source, "pusher.xml");
+    assert_eq!(l.joint_range.len(), 7);
+    assert!((l.joint_range[3][0] + 2.3213).abs() < 1e-9 && l.joint_range[3][1] == 0.0, "elbow {:?}", l.joint_range[3]);
+    assert!((l.joint_speed.unwrap() - 20.0).abs() < 1e-9, "{:?}", l.joint_speed);
+    let (centre, radius) = l.reach.unwrap();
+    assert!((radius - 0.821).abs() < 1e-9 && centre == [0.0, -0.6, 0.0], "{centre:?} {radius}");
+    assert!((l.ee_speed.unwrap() - (2.0 + 2.0 + 5.0 * 20.0) * 0.821).abs() < 1e-9, "{:?}", l.ee_speed);
+}
+
+/// The probe's impossible envelopes (issue 47, C3) are refused before the arm connects, naming
+/// the key, the value and the model's limit: joint bounds of ±10 rad, a 5 rad window, a speed
+/// of 100, a ±100 m workspace. `allow_beyond_model` lets each through with a warning.
+#[test]
+fn envelopes_beyond_the_model_are_refused_unless_allowed() {
+    let clock = FakeClock::new();
+    let arm = || SimArm::new(SimConfig::default(), Arc::new(clock.clone())).unwrap();
+    let joint = envelope(ControlMode::JointPosition);
+    let ee = envelope(ControlMode::EndEffectorDelta);
+    let cases = [
+        (
+            EnvelopeConfig { joint_low: vec![-10.0; 7], joint_high: vec![10.0; 7], ..joint.clone() },
+            "joint_low[0]",
+            "-10",
+            "-2.2854",
+        ),
+        (EnvelopeConfig { max_step_delta: 5.0, ..joint.clone() }, "max_step_delta", "found 5", "4.0000"),
+        (EnvelopeConfig { max_velocity: 100.0, ..joint.clone() }, "max_velocity", "found 100", "20.0000"),
+        (EnvelopeConfig { max_velocity: 100.0, ..ee.clone() }, "max_velocity", "found 100", "85.3840"),
+        (
+            EnvelopeConfig { workspace_low: Some([-100.0; 3]), workspace_high: Some([100.0; 3]), ..ee.clone() },
+            "workspace_low[0]",
+            "found -100",
+            "0.8210",
+        ),
+        (EnvelopeConfig { max_step_delta: 2.0, ..ee.clone() }, "max_step_delta", "found 2", "1.6420"),
+    ];
+    for (e, key, value, limit) in cases {
+        let (k, msg) = common::refusal(arm(), e.clone(), &clock);
+        assert_eq!(k, key, "{msg}");
+        assert!(msg.contains(value) && msg.contains(limit) && msg.contains("pusher.xml"), "{msg}");
+        assert!(msg.contains("allow_beyond_model"), "the way out is named: {msg}");
+        let g = o2o_robot::Guarded::connect(
+            arm(),
+            EnvelopeConfig { allow_beyond_model: true, ..e },
+            std::time::Duration::from_millis(100),
+            Arc::new(clock.clone()),
+        )
+        .unwrap_or_else(|e| panic!("allowed, yet refused: {e}"));
+        assert!(!g.warnings().is_empty() && g.warnings()[0].contains(key), "{:?}", g.warnings());
+    }
+    // The shipped envelopes fit the model and warn about nothing.
+    for mode in [ControlMode::JointPosition, ControlMode::EndEffectorDelta] {
+        let g = o2o_robot::Guarded::connect(
+            arm(),
+            envelope(mode),
+            std::time::Duration::from_millis(100),
+            Arc::new(clock.clone()),
+        )
+        .unwrap();
+        assert!(g.warnings().is_empty(), "{:?}", g.warnings());
+    }
 }

@@ -147,6 +147,20 @@ fn check(args: CheckArgs) -> Result<()> {
         caps.modes.iter().map(|m| m.name()).collect::<Vec<_>>()
     );
     println!("envelope: mode {}, step window {:.4} per dimension (min(max_step_delta {}, max_velocity {} × {:.3} s)), watchdog {:.0} ms, {} missed deadlines latch, overspeed {:?}", e.mode.name(), g.step_window(), e.max_step_delta, e.max_velocity, period.as_secs_f64(), period.as_secs_f64() * e.watchdog_periods * 1e3, e.max_missed_deadlines, e.overspeed);
+    let limits = g.driver().physical_limits();
+    println!(
+        "physical limits ({}): joint ranges {}, joint speed {}, end-effector speed {}, reach {}; {}",
+        if limits.source.is_empty() { "none known" } else { &limits.source },
+        if limits.joint_range.is_empty() { "unknown".to_string() } else { format!("{:.3?}", limits.joint_range) },
+        limits.joint_speed.map_or("unknown".into(), |v| format!("{v:.3} rad/s")),
+        limits.ee_speed.map_or("unknown".into(), |v| format!("{v:.3} m/s")),
+        limits.reach.map_or("unknown".into(), |(c, r)| format!("{r:.3} m around {c:.3?}")),
+        if g.warnings().is_empty() {
+            "the envelope is inside them".to_string()
+        } else {
+            format!("{} limits beyond them (allow_beyond_model = true)", g.warnings().len())
+        }
+    );
     let state = g.read_state()?;
     for (i, q) in state.joint_positions.iter().enumerate() {
         if let (Some(lo), Some(hi)) = (e.joint_low.get(i), e.joint_high.get(i)) {

@@ -613,8 +613,12 @@ impl RunConfig {
         if t.offline_mix == OfflineMix::Proportional && t.offline_ratio > 0.0 {
             bail!("key `train.offline_ratio` = {} applies to train.offline_mix = \"fixed\" only; with \"proportional\" the offline share is N / (N + online rows)", t.offline_ratio);
         }
-        if t.replay_capacity == 0 && t.online_steps + t.random_steps + t.warmup_steps > 0 {
-            bail!("key `train.replay_capacity`: expected at least 1 for a run with online steps, found 0");
+        if t.replay_capacity < t.online_batch() && t.online_steps + t.random_steps + t.warmup_steps > 0 {
+            bail!(
+                "key `train.replay_capacity`: expected at least one online batch ({} rows) for a run with online steps, found {}",
+                t.online_batch(),
+                t.replay_capacity
+            );
         }
         if self.diagnostics.every > 0 && (self.diagnostics.dense_every == 0 || self.diagnostics.batch == 0) {
             bail!("section [diagnostics]: dense_every and batch must be at least 1 when every > 0");

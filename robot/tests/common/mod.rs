@@ -1,6 +1,8 @@
 //! What the servo-bus fake tests share: a two-joint arm's env through the safety layer, the
 //! adversarial policy, and the check that every goal a servo received was inside the envelope.
 
+#![allow(dead_code)]
+
 use o2o_envs::Env;
 use o2o_robot::{ControlMode, EnvelopeConfig, FakeClock, LoopConfig, ReachTask, Robot, RobotEnv, ScriptedOperator};
 use rand::{Rng, SeedableRng};
@@ -14,7 +16,20 @@ pub const WINDOW: f64 = 0.05;
 /// A two-joint arm in joint-position mode, bounds ±[`BOUND`], window [`WINDOW`], 10 Hz on a
 /// fake clock; the scripted operator clears up to three latches.
 pub fn two_joint_env<R: Robot + 'static>(id: &str, arm: R, clock: &FakeClock) -> RobotEnv<R> {
-    let envelope = EnvelopeConfig {
+    let task = ReachTask {
+        goal_low: vec![0.3, 0.3],
+        goal_high: vec![0.3, 0.3],
+        success_radius: 0.001,
+        terminate_on_success: false,
+    };
+    let op = ScriptedOperator { clears_latches: true, max_clears: 3, ..Default::default() };
+    let cfg = LoopConfig { rate_hz: 10.0, max_episode_steps: 1000, deadline_slack: 0.1 };
+    RobotEnv::new(id, arm, two_joint_envelope(), cfg, task, Box::new(op), Arc::new(clock.clone())).unwrap()
+}
+
+/// The envelope of [`two_joint_env`].
+pub fn two_joint_envelope() -> EnvelopeConfig {
+    EnvelopeConfig {
         mode: ControlMode::JointPosition,
         joint_low: vec![-BOUND, -BOUND],
         joint_high: vec![BOUND, BOUND],
@@ -25,16 +40,21 @@ pub fn two_joint_env<R: Robot + 'static>(id: &str, arm: R, clock: &FakeClock) ->
         watchdog_periods: 1.5,
         overspeed: None,
         max_missed_deadlines: 3,
-    };
-    let task = ReachTask {
-        goal_low: vec![0.3, 0.3],
-        goal_high: vec![0.3, 0.3],
-        success_radius: 0.001,
-        terminate_on_success: false,
-    };
-    let op = ScriptedOperator { clears_latches: true, max_clears: 3, ..Default::default() };
-    let cfg = LoopConfig { rate_hz: 10.0, max_episode_steps: 1000, deadline_slack: 0.1 };
-    RobotEnv::new(id, arm, envelope, cfg, task, Box::new(op), Arc::new(clock.clone())).unwrap()
+        allow_beyond_model: false,
+    }
+}
+
+/// A guard's refusal of `envelope` for `arm` (10 Hz): the `[envelope]` key and the message
+/// (panics when the envelope is accepted or refused for another reason).
+#[allow(dead_code)]
+pub fn refusal<R: Robot>(arm: R, envelope: EnvelopeConfig, clock: &FakeClock) -> (String, String) {
+    match o2o_robot::Guarded::connect(arm, envelope, std::time::Duration::from_millis(100), Arc::new(clock.clone())) {
+        Err(e) => match &e {
+            o2o_robot::GuardError::Config { key, .. } => (key.clone(), e.to_string()),
+            _ => panic!("refused for another reason: {e}"),
+        },
+        Ok(_) => panic!("accepted"),
+    }
 }
 
 /// `steps` adversarial actions (NaN, ±10⁶, small moves) from `seed`.
