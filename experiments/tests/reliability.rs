@@ -211,6 +211,7 @@ fn bad_input_leaves_no_run_directory() {
         ("negative learning rate", set("agent.actor_lr=-1"), "agent.actor_lr"),
         ("zero learning rate", set("agent.temperature_lr=0"), "agent.temperature_lr"),
         ("replay smaller than a batch", set("train.replay_capacity=8"), "train.replay_capacity"),
+        ("the seed given twice", [vec!["--seed".into(), "1".into()], set("seed=2")].concat(), "disagree"),
     ];
     for (what, extra, needle) in &cases {
         let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
@@ -219,6 +220,16 @@ fn bad_input_leaves_no_run_directory() {
         assert!(text(&o).contains(needle), "{what}: the error names {needle}: {}", text(&o));
         assert!(run_dirs(&runs).is_empty(), "{what} left {:?}", run_dirs(&runs));
     }
+    // A malformed `--rerun connect` address (SAC's own `--rerun=off` left out).
+    let o = o2o(&["train"])
+        .args(SAC.iter().filter(|a| **a != "--rerun=off"))
+        .args(["--rerun", "connect=notanaddr", "--runs-dir"])
+        .arg(&runs)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("is not an address"), "{}", text(&o));
+    assert!(run_dirs(&runs).is_empty(), "a bad --rerun address left {:?}", run_dirs(&runs));
     // A parent to fine-tune from, then parents that cannot be used.
     let parent_runs = scratch("noleft-parent-");
     assert!(train(&parent_runs, &[]).status.success());

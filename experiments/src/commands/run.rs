@@ -237,6 +237,7 @@ fn run_preset(args: &TrainArgs, from: Option<&Path>, reuse: bool) -> Result<Opti
         overrides.push(format!("{key}={d:?}"));
     }
     overrides.extend(args.set.iter().cloned());
+    seed_agrees(args.seed, &args.set)?;
     let mut run = Run::preset(preset)?.set(&overrides)?;
     if let Some(seed) = args.seed {
         run = run.seed(seed)?;
@@ -255,6 +256,20 @@ fn run_preset(args: &TrainArgs, from: Option<&Path>, reuse: bool) -> Result<Opti
     Ok(Some(done))
 }
 
+/// `--seed` and a `--set seed=…` that disagree are refused (issue 47, item 3): neither silently
+/// wins.
+fn seed_agrees(seed: Option<u64>, set: &[String]) -> Result<()> {
+    let Some(seed) = seed else { return Ok(()) };
+    for s in set {
+        if let Some((key, value)) = s.split_once('=') {
+            if key.trim() == "seed" && value.trim().parse::<u64>().ok() != Some(seed) {
+                anyhow::bail!("--seed {seed} and --set {s} disagree; give the seed once");
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Device, threads, Rerun and progress from the common options; run; the end as one line or JSON.
 /// A run whose env is a robot (`robot:<config.toml>`) gets the robot's env factory, recording
 /// and safety report (`o2o_experiments::robot`).
@@ -266,6 +281,8 @@ pub(crate) fn launch(run: Run, common: &CommonArgs) -> Result<Outcome> {
         Some(session) => session.attach(run),
         None => run,
     };
+    // A malformed --rerun address is refused before the run directory exists.
+    common.rerun.target()?;
     let done = run.device(device).rerun(common.rerun.clone()).progress(progress).run()?;
     if let (Some(session), false) = (&robot, done.reused) {
         let report = session.finish(&done.dir)?;
@@ -312,6 +329,7 @@ pub fn finetune(args: FinetuneArgs) -> Result<()> {
     if let Some(e) = &args.env {
         overrides.push(format!("env={e:?}"));
     }
+    seed_agrees(args.seed, &args.set)?;
     if let Some(s) = args.seed {
         overrides.push(format!("seed={s}"));
     }

@@ -67,7 +67,7 @@ impl RerunArgs {
             "save" => RerunTarget::Save,
             "spawn" => RerunTarget::Spawn,
             "off" => RerunTarget::Off,
-            "connect" => RerunTarget::Connect(proxy_url(addr.unwrap_or("127.0.0.1:9876"))),
+            "connect" => RerunTarget::Connect(proxy_url(addr.unwrap_or("127.0.0.1:9876"))?),
             other => bail!("--rerun: unknown mode {other:?}; expected save, spawn, connect, connect=ADDR or off"),
         };
         if let (Some(a), false) = (addr, matches!(target, RerunTarget::Connect(_))) {
@@ -101,13 +101,27 @@ impl RerunTarget {
     }
 }
 
-/// `host:port` → `rerun+http://host:port/proxy`; a full URL is kept as it is.
-fn proxy_url(addr: &str) -> String {
-    if addr.contains("://") {
-        addr.to_string()
-    } else {
-        format!("rerun+http://{addr}/proxy")
+/// `host:port` → `rerun+http://host:port/proxy`; a `rerun+http(s)://host:port/…` URL is kept as
+/// it is. Anything else (no port, a port that is not a number in 1..=65535, another scheme) is
+/// refused here, before a run starts, rather than as a stream that never connects.
+fn proxy_url(addr: &str) -> Result<String> {
+    let bad = || {
+        anyhow::anyhow!(
+            "--rerun connect: {addr:?} is not an address: expected host:port (e.g. 127.0.0.1:9876) or a rerun+http://host:port/proxy URL"
+        )
+    };
+    let host_port = match addr.split_once("://") {
+        Some((scheme, rest)) if scheme == "rerun+http" || scheme == "rerun+https" => {
+            rest.split('/').next().unwrap_or("")
+        }
+        Some(_) => return Err(bad()),
+        None => addr,
+    };
+    let (host, port) = host_port.rsplit_once(':').ok_or_else(bad)?;
+    if host.is_empty() || host.contains(char::is_whitespace) || !port.parse::<u16>().is_ok_and(|p| p > 0) {
+        return Err(bad());
     }
+    Ok(if addr.contains("://") { addr.to_string() } else { format!("rerun+http://{addr}/proxy") })
 }
 
 /// The extra sinks of one run (not `metrics.jsonl`), plus the logger for its evaluation episodes
@@ -265,6 +279,15 @@ mod tests {
             .to_string()
             .contains("takes no address"));
         assert!(parse(&["--rerun", "tensorboard"]).unwrap_err().to_string().contains("unknown mode"));
+        // A malformed address is refused when the flag is read (issue 47, item 3).
+        for bad in ["notanaddr", "host:", ":9876", "h:99999", "h:0", "http://h:1/proxy", "h :1"] {
+            let e = parse(&["--rerun", &format!("connect={bad}")]).unwrap_err().to_string();
+            assert!(e.contains("is not an address") && e.contains(bad), "{bad}: {e}");
+        }
+        assert_eq!(
+            parse(&["--rerun", "connect=rerun+http://viewer.lan:9876/proxy"]).unwrap(),
+            RerunTarget::Connect("rerun+http://viewer.lan:9876/proxy".into())
+        );
         // A positional after the mode is never taken as an address (issue 17, item 4).
         for mode in ["off", "save", "spawn", "connect"] {
             let cli = Cli::try_parse_from(["o2o", "--rerun", mode, "runs/x"]).unwrap();
