@@ -132,6 +132,12 @@ pub trait Agent: Send {
     fn deterministic_policy(&self) -> Option<DeterministicPolicy> {
         None
     }
+    /// How [`Agent::deterministic_policy`] normalizes observations before its network: `none`
+    /// (it takes them as the env gives them), or what it applies (an exported module carries it,
+    /// and its `policy.json` says so).
+    fn observation_normalization(&self) -> String {
+        "none".into()
+    }
     /// `Q_i(s, a)` of every critic member, `[E, B]`, for observations `[B, obs_dim]` and
     /// actions `[B, act_dim]`, without gradients, dropout or a draw from the agent's random
     /// stream: what SERA's bonus conditions on ([`crate::sera`]). `None` when the agent has no

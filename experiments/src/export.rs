@@ -136,7 +136,7 @@ pub fn export_torchscript(
         step: state.step,
         input: side("observation", obs_dim, &obs_space),
         output: side("action", act_dim, &act_space),
-        observation_normalization: "none".into(),
+        observation_normalization: agent.observation_normalization(),
         o2o_version: env!("CARGO_PKG_VERSION").into(),
     };
     let spec_path = out.with_extension("json");

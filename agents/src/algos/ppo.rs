@@ -628,6 +628,14 @@ impl Agent for Ppo {
         self.load_impl(path, Some(parts))
     }
 
+    fn observation_normalization(&self) -> String {
+        match self.cfg.obs_norm.mode {
+            ObsNormMode::None => "none".into(),
+            ObsNormMode::Running => "running mean and variance, frozen at the checkpoint (inside the module)".into(),
+            ObsNormMode::Dataset => "the dataset's mean and variance (inside the module)".into(),
+        }
+    }
+
     fn deterministic_policy(&self) -> Option<DeterministicPolicy> {
         let actor = self.m.actor.detached();
         let norm = self.m.norm.detached();

@@ -38,6 +38,12 @@ pub fn rerun_executable() -> PathBuf {
 /// The recording files to open for `run` (a run directory or a file).
 fn files_for(run: &Path) -> Result<Vec<PathBuf>> {
     if run.is_file() {
+        // A Rerun recording starts with the magic bytes `RRF2` (older: `RRF0`, `RRF1`).
+        let mut magic = [0u8; 4];
+        let read = std::fs::File::open(run).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic));
+        if read.is_err() || !(magic[..3] == *b"RRF" && magic[3].is_ascii_digit()) {
+            bail!("{} is not a Rerun recording (an .rrd file starts with RRF2); give a run directory or its recording.rrd", run.display());
+        }
         return Ok(vec![run.to_path_buf()]);
     }
     if !run.is_dir() {
@@ -125,5 +131,13 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let err = files_for(d.path()).unwrap_err().to_string();
         assert!(err.contains("has no recording.rrd"), "{err}");
+        // Any other file is not taken for a recording (issue 47, C8).
+        let text = d.path().join("text.hdf5");
+        std::fs::write(&text, "not a recording").unwrap();
+        let err = files_for(&text).unwrap_err().to_string();
+        assert!(err.contains("is not a Rerun recording"), "{err}");
+        let rrd = d.path().join("x.rrd");
+        std::fs::write(&rrd, b"RRF2\0\0\0\0").unwrap();
+        assert_eq!(files_for(&rrd).unwrap(), vec![rrd.clone()]);
     }
 }

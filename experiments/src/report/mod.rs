@@ -318,7 +318,8 @@ pub fn build_report(runs: &[Run], args: &ReportArgs) -> Result<String> {
         }
     }
     if !pictures.is_empty() {
-        writeln!(md, "\n## Curves\n\nBold: mean over counted runs; faint: each run. `curves-all.png`: each group's mean.\n\n{pictures}")?;
+        let all = if pictures.contains("](curves-all.png)") { " `curves-all.png`: each group's mean." } else { "" };
+        writeln!(md, "\n## Curves\n\nBold: mean over counted runs; faint: each run.{all}\n\n{pictures}")?;
     }
     Ok(md)
 }
@@ -455,6 +456,7 @@ mod tests {
         );
         assert!(d.path().join("curves-1.png").exists());
         assert!(!d.path().join("curves-all.png").exists(), "one group needs no combined plot");
+        assert!(!md.contains("curves-all.png"), "and the report names no file it did not write: {md}");
         let mut two = runs.clone();
         two.push(run("cql · hopper-v2", 0, &[(0.0, 5.0), (100.0, 6.0)]));
         let md = build_report(&two, &args).unwrap();
