@@ -304,6 +304,46 @@ mod tests {
         assert_eq!(checked, 4);
     }
 
+    /// The file every preset must resolve to: each preset's table as [`load`] resolved it when
+    /// every preset was written out in full (before `extends`, issue 48), one table per preset.
+    fn resolved_fixture() -> std::path::PathBuf {
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/presets-resolved.toml")
+    }
+
+    /// Every preset resolves to exactly its table in the fixture, and the fixture names no other:
+    /// how presets are written (what they inherit) may change, what they resolve to may not.
+    /// `O2O_BLESS_PRESETS=1` rewrites the fixture from the presets, for an intended change only.
+    #[test]
+    fn every_preset_resolves_to_its_fixture() {
+        let mut all = toml::Table::new();
+        for name in names() {
+            all.insert(name.to_string(), toml::Value::Table(load(name).unwrap().1));
+        }
+        let path = resolved_fixture();
+        if std::env::var_os("O2O_BLESS_PRESETS").is_some() {
+            let header = "# Every preset's table as `o2o_experiments::run::presets::load` resolves it, one table per\n\
+                          # preset; `every_preset_resolves_to_its_fixture` compares the presets against it. Written by\n\
+                          # `O2O_BLESS_PRESETS=1 cargo test --release -p o2o-experiments --lib presets`, for an\n\
+                          # intended change of a preset only.\n\n";
+            std::fs::write(&path, format!("{header}{}", toml::to_string(&all).unwrap())).unwrap();
+        }
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let fixture: toml::Table = text.parse().unwrap();
+        let (ours, theirs): (Vec<&String>, Vec<&String>) = (all.keys().collect(), fixture.keys().collect());
+        assert_eq!(ours, theirs, "the presets are not the ones of {}", path.display());
+        for (name, table) in &all {
+            let want = fixture[name].as_table().unwrap();
+            let table: &toml::Table = table.as_table().unwrap();
+            assert!(
+                table == want,
+                "preset {name} resolves to\n{}\nbut {} holds\n{}",
+                toml::to_string(table).unwrap(),
+                path.display(),
+                toml::to_string(want).unwrap()
+            );
+        }
+    }
+
     #[test]
     fn unknown_preset_lists_the_known_ones() {
         let err = load("sac-hoper").unwrap_err().to_string();
