@@ -1,6 +1,8 @@
 //! Records the source revision the `o2o` binary is built from (`O2O_BUILD_GIT_REVISION`), so a
 //! run's manifest names the code that ran, not whatever the checkout holds when it runs.
-//! Reruns when the checkout's HEAD moves (a commit, a checkout, a merge).
+//! Reruns when the checkout's HEAD moves (a commit, a checkout, a merge) or a preset file changes.
+//!
+//! Also writes the table of embedded presets (`$OUT_DIR/presets.rs`, see [`preset_table`]).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -14,6 +16,7 @@ fn git(dir: &Path, args: &[&str]) -> Option<String> {
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     let dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    preset_table(&dir);
     let rev = git(&dir, &["rev-parse", "HEAD"]).unwrap_or_default();
     println!("cargo:rustc-env=O2O_BUILD_GIT_REVISION={rev}");
     // HEAD itself (a checkout), the branch it points to and packed refs (a commit): in a
@@ -36,4 +39,42 @@ fn main() {
             watch(common.join(branch));
         }
     }
+}
+
+/// The presets: `presets/*.toml` are the presets, `presets/base/*.toml` the bases they extend
+/// (`src/run/presets.rs`). Both go into the binary through a table written to
+/// `$OUT_DIR/presets.rs`, so a new file needs no code; a preset and a base may not share a name.
+fn preset_table(dir: &Path) {
+    let folder = dir.join("presets");
+    println!("cargo:rerun-if-changed={}", folder.display());
+    let toml_files = |folder: &Path| -> Vec<(String, PathBuf)> {
+        let entries = std::fs::read_dir(folder).unwrap_or_else(|e| panic!("cannot list {}: {e}", folder.display()));
+        let mut files: Vec<(String, PathBuf)> = entries
+            .map(|e| e.unwrap_or_else(|e| panic!("cannot list {}: {e}", folder.display())).path())
+            .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "toml"))
+            .map(|p| (p.file_stem().expect("a .toml file has a stem").to_string_lossy().to_string(), p))
+            .collect();
+        files.sort();
+        files
+    };
+    let (presets, bases) = (toml_files(&folder), toml_files(&folder.join("base")));
+    if let Some((name, _)) = bases.iter().find(|(b, _)| presets.iter().any(|(p, _)| p == b)) {
+        panic!("presets/{name}.toml and presets/base/{name}.toml: a preset and a base share the name `{name}`");
+    }
+    let rows = |files: &[(String, PathBuf)]| -> String {
+        files
+            .iter()
+            .map(|(name, path)| format!("    ({name:?}, include_str!({:?})),\n", path.display().to_string()))
+            .collect()
+    };
+    let code = format!(
+        "/// Every preset: (name, TOML text), sorted by name; the name is the file name without `.toml`.\n\
+         pub const PRESETS: &[(&str, &str)] = &[\n{}];\n\n\
+         /// The bases presets extend (`presets/base/`): (name, TOML text), sorted by name.\n\
+         pub const BASES: &[(&str, &str)] = &[\n{}];\n",
+        rows(&presets),
+        rows(&bases)
+    );
+    let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("presets.rs");
+    std::fs::write(&out, code).unwrap_or_else(|e| panic!("cannot write {}: {e}", out.display()));
 }

@@ -10,8 +10,8 @@
 //! on detached copies of its weights, so the weights are constants of the module.
 
 use crate::run::actor::ActionScale;
+use crate::run::prepare::{load_checkpoint_agent, CheckpointAgent};
 use crate::run::rundir::write_atomic;
-use crate::run::runner::{load_checkpoint_agent, CheckpointAgent};
 use anyhow::{Context, Result};
 use o2o_envs::{BoxSpace, Env};
 use serde::{Deserialize, Serialize};

@@ -11,7 +11,7 @@
 //! [`Run`] is the entry point; the rest is public so that other programs can host a part of the
 //! loop (a robot driver the acting half, another process the learning half):
 //!
-//! - [`run`]: the builder [`Run`], the loop ([`run::runner`]), the acting half
+//! - [`run`]: the builder [`Run`], preparing a run ([`run::prepare`]), the loop ([`run::runner`]), the acting half
 //!   ([`run::actor`]: [`Actor`], [`Policy`], [`TransitionSink`]), the learning half
 //!   ([`run::learner`]), evaluation, checkpoints, run directories, presets, the TOML config;
 //! - [`logging`]: the metric sinks (`metrics.jsonl`, Rerun) and [`MetricSink`], the trait a
@@ -47,7 +47,7 @@ pub mod run;
 pub use logging::{MetricSink, Record};
 pub use run::actor::{Actor, Policy, Transition, TransitionSink};
 pub use run::builder::{EnvFactory, Outcome, Run};
-pub use run::checkpoint::RunnerState;
 pub use run::config::RunConfig;
-pub use run::eval::EvalResult;
-pub use run::runner::Summary;
+pub use run::rundir::Summary;
+pub use run::state::EvalResult;
+pub use run::state::RunnerState;

@@ -8,7 +8,7 @@ use o2o_datasets::d4rl::D4rlDataset;
 use o2o_datasets::mc_returns::McConfig;
 use o2o_envs::{make_mujoco, Env};
 use o2o_experiments::run::config::DatasetConfig;
-use o2o_experiments::run::{data, presets, runner::build_agent};
+use o2o_experiments::run::{data, prepare::build_agent, presets};
 use o2o_experiments::Run;
 use std::path::PathBuf;
 

@@ -4,7 +4,7 @@
 //! evaluates in `antmaze-umaze-v2` and logs the success rate beside the normalized score.
 
 use o2o_datasets::d4rl::D4rlDataset;
-use o2o_experiments::run::{presets, runner::build_agent};
+use o2o_experiments::run::{prepare::build_agent, presets};
 use o2o_experiments::Run;
 use std::path::{Path, PathBuf};
 

@@ -7,7 +7,7 @@ use o2o_datasets::d4rl::{Columns, D4rlDataset};
 use o2o_envs::Env;
 use o2o_experiments::logging::RerunArgs;
 use o2o_experiments::run::actor::{ActionScale, AgentPolicy, Policy};
-use o2o_experiments::run::{checkpoint, runner};
+use o2o_experiments::run::{checkpoint, prepare};
 use o2o_experiments::Run;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -27,7 +27,7 @@ fn observations(dim: usize) -> Vec<Vec<f32>> {
 
 /// o2o's deterministic actions in env units, one observation at a time (as evaluation acts).
 fn o2o_actions(run: &Path, obs: &[Vec<f32>]) -> Vec<Vec<f32>> {
-    let mut loaded = runner::load_checkpoint_agent(run, None, None, Device::Cpu).unwrap();
+    let mut loaded = prepare::load_checkpoint_agent(run, None, None, Device::Cpu).unwrap();
     let scale = ActionScale::new(loaded.env.action_space(), &loaded.config.env).unwrap();
     let mut policy = AgentPolicy { agent: &mut *loaded.agent, device: Device::Cpu, deterministic: true };
     obs.iter().map(|o| scale.to_env(&policy.act(o).unwrap())).collect()

@@ -154,7 +154,7 @@ fn a_stale_policy_actor_pauses_until_it_has_recent_weights() {
     let config = RunConfig::from_toml_str(&format!("preset = \"tiny\"\n{}", tiny_config(1000)), "tiny").unwrap();
     bus.block_on(h.control.put(keys::CONFIG, config.to_toml_string().unwrap().into_bytes().into())).unwrap();
     bus.put_json(&h.control, keys::STATUS, &LearnerStatus { finished: false, consumed: 0 }).unwrap();
-    let agent = o2o_experiments::run::runner::build_agent(&config, 17, 6, tch::Device::Cpu).unwrap();
+    let agent = o2o_experiments::run::prepare::build_agent(&config, 17, 6, tch::Device::Cpu).unwrap();
     publish_weights(&bus, &h, &*agent, 1, 0).unwrap();
 
     let url = server.url();

@@ -165,7 +165,7 @@ fn bad_imaginebench_settings_name_the_key() {
     ds.write(&table).unwrap();
     let text = format!("preset = \"p\"\nalgo = \"cql\"\nenv = \"imaginebench-mujoco-real-v0\"\n[train]\nonline_steps = 10\n[imaginebench]\nembeddings = {:?}\n", table.display().to_string());
     let config = RunConfig::from_toml_str(&text, "t").unwrap();
-    let e = match o2o_experiments::run::imaginebench::env_factory(&config) {
+    let e = match o2o_experiments::run::prepare::env_factory(&config) {
         Ok(_) => panic!("a table without `Run forward.` must fail"),
         Err(e) => format!("{e:#}"),
     };

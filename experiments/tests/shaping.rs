@@ -11,7 +11,7 @@ use o2o_experiments::run::actor::{ActionScale, Transition, TransitionSink};
 use o2o_experiments::run::config::{DatasetConfig, RunConfig, ShapingConfig};
 use o2o_experiments::run::data::{self, OfflineData, Recorder};
 use o2o_experiments::run::learner::RewardTransform;
-use o2o_experiments::run::runner::{prepare, Hooks, Start};
+use o2o_experiments::run::prepare::{prepare, Hooks, Start};
 use o2o_experiments::run::shaping::{self, ShapedEpisode, ShapingSink};
 use o2o_reward_models::{
     Demo, Fusion, GoldReward, PotentialShaping, ProgressModel, ProgressModelConfig, ProgressPotential, Shaper,

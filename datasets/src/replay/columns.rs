@@ -10,8 +10,10 @@ use rand::Rng;
 use tch::{Device, Kind, Tensor};
 
 use super::her::Her;
-use super::ring::MC_PENDING;
 use crate::batch::TransitionBatch;
+
+/// `mc_return` of rows whose episode has not ended yet (−∞: Cal-QL's "no floor").
+pub const MC_PENDING: f32 = f32::NEG_INFINITY;
 
 /// Row-major columns of transitions. Row `i` of `obs` is `obs[i * obs_dim .. (i + 1) * obs_dim]`.
 #[derive(Debug, Clone, PartialEq)]

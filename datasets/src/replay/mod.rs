@@ -11,7 +11,8 @@ mod mixed;
 mod offline;
 mod ring;
 
+pub use columns::MC_PENDING;
 pub use her::{GoalReward, GoalSlices, Her};
 pub use mixed::{sample_union, sample_weighted, MixedSampler};
 pub use offline::OfflineBuffer;
-pub use ring::{ReplayBuffer, MC_PENDING};
+pub use ring::ReplayBuffer;

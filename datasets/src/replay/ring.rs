@@ -40,15 +40,12 @@ use std::path::Path;
 use rand::Rng;
 use tch::Device;
 
-use super::columns::{sample_parts, Columns, HerSource, Source, OPEN_EPISODE};
+use super::columns::{sample_parts, Columns, HerSource, Source, MC_PENDING, OPEN_EPISODE};
 use super::her::Her;
 use crate::atomic::write_atomic;
 use crate::batch::TransitionBatch;
 use crate::error::{DatasetError, Result};
 use crate::mc_returns::{episode_returns_to_go, McConfig};
-
-/// `mc_return` of rows whose episode has not ended yet.
-pub const MC_PENDING: f32 = f32::NEG_INFINITY;
 
 const MAGIC: &[u8; 8] = b"O2ORING2";
 /// The first format: no episode column.

@@ -12,7 +12,7 @@
 use crate::env::Env;
 use crate::error::EnvError;
 use crate::imaginebench::{ImagineBenchEnv, ImagineBenchOptions};
-use crate::parity::{compare, run_reference, widened_action, ParityOptions, ParityReport, Trace};
+use crate::parity::harness::{compare, run_reference, widened_action, ParityOptions, ParityReport, Trace};
 use crate::wrappers::TimeLimit;
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};

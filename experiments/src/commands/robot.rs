@@ -15,7 +15,7 @@ use super::run::{launch, CommonArgs};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use o2o_envs::Env;
-use o2o_experiments::robot::{RobotReport, RobotSession};
+use o2o_experiments::robot::RobotSession;
 use o2o_experiments::Run;
 use o2o_robot::config::OperatorConfig;
 use o2o_robot::{Reacher, Recording, RobotConfig};
@@ -270,37 +270,6 @@ fn robot_run(args: RunArgs) -> Result<()> {
     run.config()?;
     launch(run, &args.common)?;
     Ok(())
-}
-
-/// The end of a run on a robot: what the safety layer and the loop did.
-pub fn print_report(r: &RobotReport) {
-    println!(
-        "robot: {} transitions recorded ({} intervened) in {}",
-        r.transitions,
-        r.interventions,
-        r.recording.as_deref().unwrap_or("(nothing written)")
-    );
-    for e in &r.envs {
-        let s = &e.safety;
-        println!(
-            "  {} steps: sent {}, clipped {}, rejected {}, dropped {}, watchdog stops {}, e-stops {}, faults {}, link drops {}, deadline faults {}, latch clears {}; period {:.1} ms, max jitter {:.1} ms, {} missed deadlines{}",
-            e.timing.steps,
-            s.sent,
-            s.clipped_commands,
-            s.rejected_nonfinite,
-            s.dropped_commands,
-            s.watchdog_stops,
-            s.estops,
-            s.driver_faults + s.overspeed_faults,
-            s.link_drops,
-            s.deadline_faults,
-            s.latch_clears,
-            e.timing.mean_period_s * 1e3,
-            e.timing.max_jitter_s * 1e3,
-            e.timing.missed_deadlines,
-            e.latch.as_ref().map_or(String::new(), |l| format!(", latched at the end: {l}"))
-        );
-    }
 }
 
 /// `o2o robot record`.

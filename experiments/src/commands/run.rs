@@ -16,6 +16,7 @@
 use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
 use o2o_experiments::logging::RerunArgs;
+use o2o_experiments::robot::RobotReport;
 use o2o_experiments::run::progress::{ProgressMode, ProgressOptions};
 use o2o_experiments::run::{presets, stages};
 use o2o_experiments::{Outcome, Run};
@@ -287,7 +288,7 @@ pub(crate) fn launch(run: Run, common: &CommonArgs) -> Result<Outcome> {
     if let (Some(session), false) = (&robot, done.reused) {
         let report = session.finish(&done.dir)?;
         if !common.json {
-            super::robot::print_report(&report);
+            print_robot_report(&report);
         }
     }
     if common.json {
@@ -365,4 +366,35 @@ fn report(done: &Outcome) {
         None => format!("eval return {:.1}", e.mean_return),
     });
     println!("{}: {} steps, {eval}", done.dir.display(), s.steps);
+}
+
+/// The end of a run on a robot: what the safety layer and the loop did.
+fn print_robot_report(r: &RobotReport) {
+    println!(
+        "robot: {} transitions recorded ({} intervened) in {}",
+        r.transitions,
+        r.interventions,
+        r.recording.as_deref().unwrap_or("(nothing written)")
+    );
+    for e in &r.envs {
+        let s = &e.safety;
+        println!(
+            "  {} steps: sent {}, clipped {}, rejected {}, dropped {}, watchdog stops {}, e-stops {}, faults {}, link drops {}, deadline faults {}, latch clears {}; period {:.1} ms, max jitter {:.1} ms, {} missed deadlines{}",
+            e.timing.steps,
+            s.sent,
+            s.clipped_commands,
+            s.rejected_nonfinite,
+            s.dropped_commands,
+            s.watchdog_stops,
+            s.estops,
+            s.driver_faults + s.overspeed_faults,
+            s.link_drops,
+            s.deadline_faults,
+            s.latch_clears,
+            e.timing.mean_period_s * 1e3,
+            e.timing.max_jitter_s * 1e3,
+            e.timing.missed_deadlines,
+            e.latch.as_ref().map_or(String::new(), |l| format!(", latched at the end: {l}"))
+        );
+    }
 }

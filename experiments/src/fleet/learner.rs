@@ -18,20 +18,19 @@ use super::message::{self, Rejected};
 use super::rate::RateLimiter;
 use super::{keys, ActorBeat, Bus, Connection, FleetConfig, LearnerStatus, Names, PolicyVersion};
 use crate::logging::{JsonlSink, Logger, MetricSink, RerunArgs};
-use crate::run::actor::{derive_seed, stream};
-use crate::run::checkpoint::{self, RunnerState};
+use crate::run::checkpoint::{self, truncate_metrics};
 use crate::run::config::RunConfig;
 use crate::run::eval;
 use crate::run::learner::{learn_timed, LearnTime, RewardTransform, Source};
-use crate::run::rundir::{self, METRICS, SUMMARY};
-use crate::run::runner::{build_agent, truncate_metrics, Summary};
+use crate::run::prepare::build_agent;
+use crate::run::rundir::{self, Summary, METRICS, SUMMARY};
+use crate::run::state::{self, RunnerState};
 use anyhow::{bail, Context, Result};
 use async_nats::jetstream::{self, consumer, kv, object_store};
 use futures::StreamExt;
 use o2o_agents::{Agent, Phase};
 use o2o_datasets::mc_returns::McConfig;
 use o2o_datasets::ReplayBuffer;
-use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -229,10 +228,7 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
     let mut replay = ReplayBuffer::with_mc(config.train.replay_capacity, obs_dim, act_dim, McConfig::dense(gamma))
         .context("creating the replay buffer")?;
     let (mut state, mut fleet) = match &resume {
-        None => (
-            checkpoint::initial_state(&ChaCha8Rng::seed_from_u64(derive_seed(config.seed, stream::RUNNER_RNG, 0))),
-            FleetState::default(),
-        ),
+        None => (state::fresh(config.seed), FleetState::default()),
         Some(ckpt) => {
             let state = checkpoint::read_state(ckpt)?;
             agent
@@ -575,10 +571,7 @@ fn evaluate(
     let r = eval::evaluate(env, agent, device, config.seed, config.eval.episodes, state.step)?;
     logger.log(state.grad_step, state.env_step, &r.values())?;
     logger.flush()?;
-    if state.best_eval.as_ref().is_none_or(|b| r.mean_return > b.mean_return) {
-        state.best_eval = Some(r);
-    }
-    state.last_eval = Some(r);
+    state.record_eval(r);
     Ok(())
 }
 
@@ -594,11 +587,7 @@ fn save(
     replay: &ReplayBuffer,
     logger: &mut Logger,
 ) -> Result<PathBuf> {
-    logger.flush()?;
-    let metrics = dir.join(METRICS);
-    state.metrics_len =
-        std::fs::metadata(&metrics).with_context(|| format!("cannot stat {}", metrics.display()))?.len();
-    state.set_rng(rng);
+    checkpoint::mark(dir, state, rng, logger)?;
     state.stream_seq = Some(fleet.last_seq);
     checkpoint::write(dir, state, config.checkpoint.keep, |tmp| {
         agent.save(&tmp.join(checkpoint::AGENT)).context("saving the agent")?;

@@ -18,15 +18,15 @@
 //! memory is resumed from code the same way it was started: [`Run::resume`] plus the same
 //! [`Run::env`] / [`Run::dataset`].
 
-use super::checkpoint::{self, RunnerState};
+use super::checkpoint::{self, DamagedCheckpoint};
 use super::config::{self, RunConfig};
-use super::eval::EvalResult;
 use super::parent::ParentRun;
+pub use super::prepare::EnvFactory;
+use super::prepare::{self, budget_warnings, Hooks, OnCheckpoint, OnEval, Start};
 use super::presets;
 use super::progress::ProgressOptions;
-use super::rundir::{self, DatasetInfo, Manifest, ParentInfo, ResumeInfo, Seeds};
-pub use super::runner::EnvFactory;
-use super::runner::{self, Hooks, Start, Summary};
+use super::rundir::{self, DatasetInfo, Manifest, ParentInfo, ResumeInfo, Seeds, Summary};
+use super::state::{EvalResult, RunnerState};
 use crate::logging::{MetricSink, RerunArgs};
 use anyhow::{bail, Context, Result};
 use o2o_agents::Agent;
@@ -69,8 +69,8 @@ pub struct Run<'a> {
     env: Option<EnvFactory>,
     dataset: Option<D4rlDataset>,
     sinks: Vec<Box<dyn MetricSink>>,
-    on_eval: Option<Box<runner::OnEval<'a>>>,
-    on_checkpoint: Option<Box<runner::OnCheckpoint<'a>>>,
+    on_eval: Option<Box<OnEval<'a>>>,
+    on_checkpoint: Option<Box<OnCheckpoint<'a>>>,
     parent: Option<ParentRun>,
     reuse: bool,
     progress: ProgressOptions,
@@ -376,7 +376,7 @@ impl<'a> Run<'a> {
         let (mut on_eval, mut on_checkpoint) = (self.on_eval.take(), self.on_checkpoint.take());
         let device = self.device;
         let hooks = hooks(&self.env, self.dataset.take(), &mut on_eval, &mut on_checkpoint);
-        let prepared = runner::prepare(config, device, start, hooks)?;
+        let prepared = prepare::prepare(config, device, start, hooks)?;
         warn(prepared.warnings());
         let mut manifest = new_manifest(config, device, parent);
         manifest.dataset = prepared.dataset_info().cloned();
@@ -437,7 +437,7 @@ impl<'a> Run<'a> {
                     None => (Start::Fresh, "step 0".to_string()),
                 };
                 let hooks = hooks(&self.env, self.dataset.take(), &mut on_eval, &mut on_checkpoint);
-                break (runner::prepare(config, device, start, hooks)?, from, true);
+                break (prepare::prepare(config, device, start, hooks)?, from, true);
             };
             let state = checkpoint::read_state(&checkpoint);
             if let Ok(s) = &state {
@@ -451,12 +451,12 @@ impl<'a> Run<'a> {
                 }
             }
             let hooks = hooks(&self.env, self.dataset.take(), &mut on_eval, &mut on_checkpoint);
-            match runner::prepare(config, device, Start::Resume { checkpoint: checkpoint.clone() }, hooks) {
+            match prepare::prepare(config, device, Start::Resume { checkpoint: checkpoint.clone() }, hooks) {
                 Ok(p) => {
                     eprintln!("resuming {} from {} (step {})", dir.display(), checkpoint.display(), p.state().step);
                     break (p, checkpoint.display().to_string(), false);
                 }
-                Err(e) if e.downcast_ref::<runner::DamagedCheckpoint>().is_some() => {
+                Err(e) if e.downcast_ref::<DamagedCheckpoint>().is_some() => {
                     let aside = checkpoint::set_aside(&checkpoint, "damaged")?;
                     eprintln!(
                         "note: {} is damaged ({}); moved it to {} and trying the one before",
@@ -520,15 +520,15 @@ fn absolute_dataset_path(table: &mut toml::Table) -> Result<()> {
 fn hooks<'h, 'a: 'h>(
     env: &Option<EnvFactory>,
     dataset: Option<D4rlDataset>,
-    on_eval: &'h mut Option<Box<runner::OnEval<'a>>>,
-    on_checkpoint: &'h mut Option<Box<runner::OnCheckpoint<'a>>>,
+    on_eval: &'h mut Option<Box<OnEval<'a>>>,
+    on_checkpoint: &'h mut Option<Box<OnCheckpoint<'a>>>,
 ) -> Hooks<'h> {
     Hooks {
         env: env.clone(),
         actor_env: None,
         dataset,
-        on_eval: on_eval.as_mut().map(|f| &mut **f as &mut runner::OnEval<'h>),
-        on_checkpoint: on_checkpoint.as_mut().map(|f| &mut **f as &mut runner::OnCheckpoint<'h>),
+        on_eval: on_eval.as_mut().map(|f| &mut **f as &mut OnEval<'h>),
+        on_checkpoint: on_checkpoint.as_mut().map(|f| &mut **f as &mut OnCheckpoint<'h>),
     }
 }
 
@@ -589,7 +589,7 @@ fn finish_from_checkpoint(dir: &Path, config: &RunConfig, ckpt: &Path, state: &R
         std::fs::rename(&tmp, &dest).with_context(|| format!("cannot write {}", dest.display()))?;
     }
     // (its wall time is unknown: the process that ran it was killed)
-    let summary = Summary::finished(dir, ckpt, state, 0.0, runner::budget_warnings(config));
+    let summary = Summary::finished(dir, ckpt, state, 0.0, budget_warnings(config));
     rundir::write_json(&dir.join(rundir::SUMMARY), &summary)?;
     Ok(summary)
 }

@@ -9,16 +9,16 @@
 //! Online phases are checkpointed only at episode boundaries, and each episode's reset seed is
 //! derived from the episode index (see `actor.rs`), so no env state needs saving.
 
-use super::eval::EvalResult;
-use super::rundir::{write_atomic, CHECKPOINTS};
+use super::config::RunConfig;
+use super::data::Recorder;
+use super::rundir::{write_atomic, CHECKPOINTS, METRICS};
+use super::state::{RunnerState, FORMAT};
+use crate::logging::Logger;
 use anyhow::{bail, Context, Result};
-use rand::SeedableRng;
+use o2o_agents::Agent;
+use o2o_datasets::ReplayBuffer;
 use rand_chacha::ChaCha8Rng;
-use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-
-/// Bumped when `state.json` changes incompatibly.
-pub const FORMAT: u32 = 1;
 
 /// File names inside a checkpoint folder.
 pub const AGENT: &str = "agent.ot";
@@ -30,107 +30,6 @@ pub const INTERVENTIONS: &str = "interventions.bin";
 pub const STATE: &str = "state.json";
 /// The run's recorded dataset so far (`train.record_dataset`).
 pub const DATASET: &str = "dataset.hdf5";
-
-/// The runner's part of a checkpoint.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RunnerState {
-    /// [`FORMAT`] when written.
-    pub format: u32,
-    /// Loop steps done (gradient steps offline + env steps online).
-    pub step: u64,
-    /// Gradient updates done.
-    pub grad_step: u64,
-    /// Env steps done.
-    pub env_step: u64,
-    /// Index of the next training episode.
-    pub episode: u64,
-    /// The runner RNG (batch sampling, random actions): its 32-byte seed in hex, its stream,
-    /// and its word position (a u128, as a decimal string).
-    pub rng_seed: String,
-    /// The RNG's stream.
-    pub rng_stream: u64,
-    /// The RNG's word position, a u128 as a decimal string.
-    pub rng_word_pos: String,
-    /// Bytes of `metrics.jsonl` written when the checkpoint was taken.
-    pub metrics_len: u64,
-    /// The run reached its last step.
-    pub finished: bool,
-    /// The latest evaluation.
-    pub last_eval: Option<EvalResult>,
-    /// The best evaluation so far (by mean return).
-    pub best_eval: Option<EvalResult>,
-    /// Evaluations taken when a phase ended (`eval.at_phase_end`).
-    #[serde(default)]
-    pub phase_evals: Vec<PhaseEval>,
-    /// A fleet learner's position in its transition stream: the last stream sequence whose
-    /// transitions this checkpoint's replay buffer holds (docs/fleet.md); `None` otherwise.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stream_seq: Option<u64>,
-}
-
-/// An evaluation at the end of a phase.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PhaseEval {
-    /// The phase that ended: `offline`, `random`, `warmup`, `online`; `start` for the
-    /// evaluation before the first step.
-    pub phase: String,
-    /// Its result.
-    pub eval: EvalResult,
-    /// Env steps done at that moment.
-    pub env_step: u64,
-    /// Seconds since this process started the run.
-    pub wall_s: f64,
-}
-
-impl RunnerState {
-    /// Capture the RNG's exact position.
-    pub fn set_rng(&mut self, rng: &ChaCha8Rng) {
-        self.rng_seed = rng.get_seed().iter().map(|b| format!("{b:02x}")).collect();
-        self.rng_stream = rng.get_stream();
-        self.rng_word_pos = rng.get_word_pos().to_string();
-    }
-
-    /// Rebuild the RNG at the saved position.
-    pub fn rng(&self) -> Result<ChaCha8Rng> {
-        let bytes: Vec<u8> = (0..self.rng_seed.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(self.rng_seed.get(i..i + 2).unwrap_or("zz"), 16))
-            .collect::<Result<_, _>>()
-            .with_context(|| format!("rng_seed {:?} is not hex", self.rng_seed))?;
-        let seed: [u8; 32] =
-            bytes.try_into().map_err(|b: Vec<u8>| anyhow::anyhow!("rng_seed: expected 32 bytes, found {}", b.len()))?;
-        let mut rng = ChaCha8Rng::from_seed(seed);
-        rng.set_stream(self.rng_stream);
-        rng.set_word_pos(
-            self.rng_word_pos
-                .parse()
-                .with_context(|| format!("rng_word_pos {:?} is not a number", self.rng_word_pos))?,
-        );
-        Ok(rng)
-    }
-}
-
-/// A fresh state at step 0.
-pub fn initial_state(rng: &ChaCha8Rng) -> RunnerState {
-    let mut s = RunnerState {
-        format: FORMAT,
-        step: 0,
-        grad_step: 0,
-        env_step: 0,
-        episode: 0,
-        rng_seed: String::new(),
-        rng_stream: 0,
-        rng_word_pos: String::new(),
-        metrics_len: 0,
-        finished: false,
-        last_eval: None,
-        best_eval: None,
-        phase_evals: Vec::new(),
-        stream_seq: None,
-    };
-    s.set_rng(rng);
-    s
-}
 
 /// Write a checkpoint folder for `state`: `write_parts` fills the temp folder with the agent
 /// and replay files; then `state.json` is added and the folder renamed into place. Keeps the
@@ -260,26 +159,82 @@ pub fn read_state(checkpoint: &Path) -> Result<RunnerState> {
     Ok(s)
 }
 
+/// A checkpoint that could not be loaded (truncated, missing a file, not this agent's): the
+/// context of the error [`prepare`](super::prepare::prepare) returns, so a caller can fall back to an older checkpoint.
+#[derive(Debug, Clone)]
+pub struct DamagedCheckpoint {
+    /// The checkpoint folder.
+    pub path: PathBuf,
+}
+
+impl std::fmt::Display for DamagedCheckpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "checkpoint {} cannot be loaded", self.path.display())
+    }
+}
+
+/// Before a checkpoint of the run in `dir`: flush the metrics, then record in `state` their length
+/// (what a resume cuts `metrics.jsonl` back to) and the runner RNG's position.
+pub fn mark(dir: &Path, state: &mut RunnerState, rng: &ChaCha8Rng, logger: &mut Logger) -> Result<()> {
+    logger.flush()?;
+    let metrics = dir.join(METRICS);
+    state.metrics_len =
+        std::fs::metadata(&metrics).with_context(|| format!("cannot stat {}", metrics.display()))?.len();
+    state.set_rng(rng);
+    Ok(())
+}
+
+/// [`mark`], then write the checkpoint folder of a run at `state`:
+/// the agent, the replay and intervention buffers and the recorded dataset, when it has them.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn save(
+    dir: &Path,
+    config: &RunConfig,
+    state: &mut RunnerState,
+    rng: &ChaCha8Rng,
+    agent: &dyn Agent,
+    replay: Option<&ReplayBuffer>,
+    interventions: Option<&ReplayBuffer>,
+    recorder: Option<&Recorder>,
+    logger: &mut Logger,
+) -> Result<PathBuf> {
+    mark(dir, state, rng, logger)?;
+    write(dir, state, config.checkpoint.keep, |tmp| {
+        agent.save(&tmp.join(AGENT)).context("saving the agent")?;
+        if let Some(r) = replay {
+            r.save(&tmp.join(REPLAY)).context("saving the replay buffer")?;
+        }
+        if let Some(b) = interventions {
+            b.save(&tmp.join(INTERVENTIONS)).context("saving the intervention buffer")?;
+        }
+        if let Some(r) = recorder {
+            r.write(&tmp.join(DATASET))?;
+        }
+        Ok(())
+    })
+}
+
+/// Cut `metrics.jsonl` back to `len` bytes (what it held at the checkpoint being resumed).
+pub(crate) fn truncate_metrics(path: &Path, len: u64) -> Result<()> {
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    let found = file.metadata()?.len();
+    if found < len {
+        bail!("{} has {found} bytes, fewer than the {len} recorded at the checkpoint; it was modified", path.display());
+    }
+    file.set_len(len).with_context(|| format!("cannot truncate {}", path.display()))?;
+    file.sync_all()?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rand::RngCore;
-
-    #[test]
-    fn rng_position_round_trips_exactly() {
-        let mut rng = ChaCha8Rng::seed_from_u64(42);
-        for _ in 0..37 {
-            rng.next_u32();
-        }
-        let mut s = initial_state(&rng);
-        s.set_rng(&rng);
-        let json = serde_json::to_string(&s).unwrap();
-        let back: RunnerState = serde_json::from_str(&json).unwrap();
-        let mut restored = back.rng().unwrap();
-        let a: Vec<u64> = (0..10).map(|_| rng.next_u64()).collect();
-        let b: Vec<u64> = (0..10).map(|_| restored.next_u64()).collect();
-        assert_eq!(a, b);
-    }
+    use crate::run::state::initial_state;
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha8Rng;
 
     #[test]
     fn checkpoints_are_listed_in_order_and_pruned() {

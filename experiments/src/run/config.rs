@@ -82,6 +82,22 @@ pub struct ImagineBenchRunConfig {
     pub builtin_dim: usize,
 }
 
+impl ImagineBenchRunConfig {
+    /// Checks of `[imaginebench]` that serde cannot express.
+    pub fn validate(&self) -> Result<()> {
+        if !matches!(self.instructions.as_str(), "fixed" | "released") {
+            bail!("key `imaginebench.instructions`: expected \"fixed\" or \"released\", found {:?}", self.instructions);
+        }
+        if self.builtin_dim == 0 {
+            bail!("key `imaginebench.builtin_dim`: expected at least 1, found 0");
+        }
+        if self.embeddings.is_empty() {
+            bail!("key `imaginebench.embeddings`: expected \"auto\", \"builtin\", \"dataset\" or a file path, found an empty string");
+        }
+        Ok(())
+    }
+}
+
 impl Default for ImagineBenchRunConfig {
     fn default() -> Self {
         Self { instructions: "fixed".into(), embeddings: "auto".into(), builtin_dim: o2o_envs::imaginebench::EMBED_DIM }
@@ -139,6 +155,35 @@ impl DatasetConfig {
     /// Whether the file is in ImagineBench's layout.
     pub fn is_imaginebench(&self) -> bool {
         self.format.as_deref() == Some("imaginebench")
+    }
+
+    /// Checks of an ImagineBench `[dataset]` section.
+    fn validate_imaginebench(&self) -> Result<()> {
+        if self.in_memory || self.path.is_none() {
+            bail!(
+                "section [dataset] with format = \"imaginebench\": expected `path` (an ImagineBench file), found {}",
+                if self.in_memory { "in_memory = true" } else { "no path" }
+            );
+        }
+        let rows = self.rows.as_deref().unwrap_or("both");
+        if !matches!(rows, "real" | "imaginary" | "both") {
+            bail!("key `dataset.rows`: expected \"real\", \"imaginary\" or \"both\", found {rows:?}");
+        }
+        if let Some(f) = self.real_fraction {
+            if rows != "both" {
+                bail!("key `dataset.real_fraction` needs rows = \"both\", found rows = {rows:?}");
+            }
+            if !(0.0..=1.0).contains(&f) {
+                bail!("key `dataset.real_fraction`: expected a number in [0, 1], found {f}");
+            }
+        }
+        if self.reward != "none" {
+            bail!(
+                "key `dataset.reward`: ImagineBench data takes \"none\" (its rewards are the task's own), found {:?}",
+                self.reward
+            );
+        }
+        Ok(())
     }
 }
 
@@ -654,7 +699,7 @@ impl RunConfig {
             }
         }
         if let Some(ib) = &self.imaginebench {
-            super::imaginebench::validate_section(ib)?;
+            ib.validate()?;
         }
         let needs_data = t.offline_steps > 0 || t.mixes_offline_data();
         match &self.dataset {
@@ -673,7 +718,7 @@ impl RunConfig {
             Some(d) if !matches!(d.format.as_deref(), None | Some("d4rl") | Some("imaginebench")) => {
                 bail!("key `dataset.format`: expected \"d4rl\" or \"imaginebench\", found {:?}", d.format.as_deref().unwrap_or_default())
             }
-            Some(d) if d.is_imaginebench() => super::imaginebench::validate_dataset(d)?,
+            Some(d) if d.is_imaginebench() => d.validate_imaginebench()?,
             Some(d) if d.rows.is_some() || d.real_fraction.is_some() => {
                 bail!("section [dataset]: `rows` and `real_fraction` apply to `format = \"imaginebench\"` only")
             }

@@ -5,49 +5,20 @@
 //! env or the runner's RNG (so it cannot perturb an exact resume).
 
 use super::actor::{derive_seed, stream, ActionScale, AgentPolicy, Policy};
-use crate::logging::StepNotes;
+use super::config::RunConfig;
+use super::data::OfflineData;
+use super::prepare::{load_checkpoint_agent, OnEval};
+use super::state::{EvalResult, RunnerState};
+use crate::logging::{Logger, StepNotes};
 use crate::report::stats::{mean, std_dev};
 use anyhow::{Context, Result};
 use o2o_agents::Agent;
+use o2o_datasets::ReplayBuffer;
 use o2o_envs::Env;
-use serde::{Deserialize, Serialize};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
 use std::path::{Path, PathBuf};
 use tch::Device;
-
-/// What one evaluation measured.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct EvalResult {
-    /// Loop step at which it ran.
-    pub step: u64,
-    /// Mean undiscounted return in the env's own reward.
-    pub mean_return: f64,
-    /// Standard deviation of the return over episodes.
-    pub std_return: f64,
-    /// Mean episode length.
-    pub mean_length: f64,
-    /// D4RL normalized score ×100 of the mean return, when the env has a family.
-    pub normalized_score: Option<f64>,
-    /// Fraction of successful episodes, when the env reports success.
-    pub success_rate: Option<f64>,
-}
-
-impl EvalResult {
-    /// The record's values, namespaced under `eval/`.
-    pub fn values(&self) -> Vec<(&'static str, f64)> {
-        let mut v = vec![
-            ("eval/return", self.mean_return),
-            ("eval/return_std", self.std_return),
-            ("eval/length", self.mean_length),
-        ];
-        if let Some(s) = self.normalized_score {
-            v.push(("eval/normalized_score", s));
-        }
-        if let Some(s) = self.success_rate {
-            v.push(("eval/success_rate", s));
-        }
-        v
-    }
-}
 
 /// Run `episodes` deterministic episodes of `agent` on `env`.
 pub fn evaluate(
@@ -163,9 +134,81 @@ pub fn evaluate_checkpoint(
     if episodes == 0 {
         anyhow::bail!("--episodes: expected at least 1, found 0");
     }
-    let mut loaded = super::runner::load_checkpoint_agent(run_dir, checkpoint, env, device)?;
+    let mut loaded = load_checkpoint_agent(run_dir, checkpoint, env, device)?;
     let r = evaluate(&mut *loaded.env, &mut *loaded.agent, device, seed, episodes, loaded.state.step)?;
     Ok((loaded.folder, r))
+}
+
+/// The evaluation callback, where [`evaluate_run`] can reach it.
+pub(super) struct EvalHooks<'a> {
+    pub(super) on_eval: Option<&'a mut OnEval<'a>>,
+    /// Where the agent's per-step choices go for the recorded evaluation episode.
+    pub(super) notes: Option<crate::logging::StepNotes>,
+}
+
+/// Evaluate the run's agent ([`evaluate_per_task`]), log under `eval/`, remember the last and
+/// best results in `state`, and call the hook.
+pub(super) fn evaluate_run(
+    env: &mut dyn o2o_envs::Env,
+    agent: &mut dyn Agent,
+    device: Device,
+    config: &RunConfig,
+    state: &mut RunnerState,
+    logger: &mut Logger,
+    hooks: &mut EvalHooks,
+) -> Result<EvalResult> {
+    let (r, per_task) =
+        evaluate_per_task(env, agent, device, config.seed, config.eval.episodes, state.step, hooks.notes.as_ref())?;
+    let mut values = r.values();
+    values.extend(per_task.iter().map(|(k, v)| (k.as_str(), *v)));
+    logger.log(state.grad_step, state.env_step, &values)?;
+    // Someone may be following metrics.jsonl (`tail -f`, `o2o report` on a live run).
+    logger.flush()?;
+    state.record_eval(r);
+    if let Some(on_eval) = hooks.on_eval.as_mut() {
+        on_eval(&r, agent, state)?;
+    }
+    Ok(r)
+}
+
+/// The agent's read-only diagnostics on a batch of online data and on a batch of the dataset,
+/// logged under `diag/online/` and `diag/offline/`. Batches come from their own RNG stream
+/// (seeded by the step), so diagnostics change nothing else in the run.
+pub(super) fn diagnose(
+    agent: &mut dyn Agent,
+    offline: Option<&OfflineData>,
+    replay: Option<&ReplayBuffer>,
+    config: &RunConfig,
+    state: &RunnerState,
+    logger: &mut Logger,
+    device: Device,
+) -> Result<()> {
+    let mut rng = ChaCha8Rng::seed_from_u64(derive_seed(config.seed, stream::DIAGNOSTICS, state.step));
+    let rows = config.diagnostics.batch;
+    let mut values: Vec<(String, f64)> = Vec::new();
+    // A buffer that hands out finished episodes only (Cal-QL's Monte-Carlo returns) has nothing
+    // to sample before the first episode ends (1000 steps on HalfCheetah): no online record then.
+    if let Some(r) = replay.filter(|r| r.sampleable_len() > 0) {
+        let b = r
+            .sample(rows.min(r.sampleable_len()), &mut rng, device)
+            .context("sampling a diagnostic batch of online data")?;
+        values.extend(agent.diagnose(&b).into_iter().map(|(k, v)| (format!("diag/online/{k}"), v)));
+        for s in agent.diagnose_rows(&b) {
+            logger.scatter(state.grad_step, state.env_step, &format!("diag/online/{}", s.name), &s.x, &s.y)?;
+        }
+    }
+    if let Some(o) = offline {
+        let b = o.buffer.sample(rows, &mut rng, device).context("sampling a diagnostic batch of the dataset")?;
+        values.extend(agent.diagnose(&b).into_iter().map(|(k, v)| (format!("diag/offline/{k}"), v)));
+        for s in agent.diagnose_rows(&b) {
+            logger.scatter(state.grad_step, state.env_step, &format!("diag/offline/{}", s.name), &s.x, &s.y)?;
+        }
+    }
+    if !values.is_empty() {
+        let named: Vec<(&str, f64)> = values.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        logger.log(state.grad_step, state.env_step, &named)?;
+    }
+    Ok(())
 }
 
 /// D4RL normalized score ×100 (algorithms.md §7.1), from the datasets crate's table.

@@ -18,7 +18,6 @@ use super::config::{DatasetConfig, ImagineBenchRunConfig, RunConfig};
 use super::data::{OfflineData, SecondBuffer};
 use super::learner::RewardTransform;
 use super::rundir::DatasetInfo;
-use super::runner::EnvFactory;
 use anyhow::{bail, Context, Result};
 use o2o_datasets::imaginebench::{read_instruction_table, ImagineBenchDataset, Rows};
 use o2o_datasets::mc_returns::McConfig;
@@ -31,49 +30,6 @@ use std::path::Path;
 /// Whether `env` is one of the ImagineBench ids.
 pub fn is_imaginebench_env(env: &str) -> bool {
     o2o_envs::imaginebench::is_env_id(env)
-}
-
-/// Checks of `[imaginebench]` that serde cannot express.
-pub fn validate_section(ib: &ImagineBenchRunConfig) -> Result<()> {
-    if !matches!(ib.instructions.as_str(), "fixed" | "released") {
-        bail!("key `imaginebench.instructions`: expected \"fixed\" or \"released\", found {:?}", ib.instructions);
-    }
-    if ib.builtin_dim == 0 {
-        bail!("key `imaginebench.builtin_dim`: expected at least 1, found 0");
-    }
-    if ib.embeddings.is_empty() {
-        bail!("key `imaginebench.embeddings`: expected \"auto\", \"builtin\", \"dataset\" or a file path, found an empty string");
-    }
-    Ok(())
-}
-
-/// Checks of an ImagineBench `[dataset]` section.
-pub fn validate_dataset(d: &DatasetConfig) -> Result<()> {
-    if d.in_memory || d.path.is_none() {
-        bail!(
-            "section [dataset] with format = \"imaginebench\": expected `path` (an ImagineBench file), found {}",
-            if d.in_memory { "in_memory = true" } else { "no path" }
-        );
-    }
-    let rows = d.rows.as_deref().unwrap_or("both");
-    if !matches!(rows, "real" | "imaginary" | "both") {
-        bail!("key `dataset.rows`: expected \"real\", \"imaginary\" or \"both\", found {rows:?}");
-    }
-    if let Some(f) = d.real_fraction {
-        if rows != "both" {
-            bail!("key `dataset.real_fraction` needs rows = \"both\", found rows = {rows:?}");
-        }
-        if !(0.0..=1.0).contains(&f) {
-            bail!("key `dataset.real_fraction`: expected a number in [0, 1], found {f}");
-        }
-    }
-    if d.reward != "none" {
-        bail!(
-            "key `dataset.reward`: ImagineBench data takes \"none\" (its rewards are the task's own), found {:?}",
-            d.reward
-        );
-    }
-    Ok(())
 }
 
 /// The `[imaginebench]` section, or its defaults.
@@ -118,16 +74,6 @@ pub fn env_options(config: &RunConfig) -> Result<Option<ImagineBenchOptions>> {
     let instructions =
         if section(config).instructions == "released" { Instructions::Released } else { Instructions::Fixed };
     Ok(Some(ImagineBenchOptions { level, tasks: None, instructions, encoder: encoder(config)? }))
-}
-
-/// An env factory for the run's ImagineBench env with its options (`None` for other envs).
-pub fn env_factory(config: &RunConfig) -> Result<Option<EnvFactory>> {
-    let Some(opts) = env_options(config)? else { return Ok(None) };
-    // Fail now, not in the first reset: the table must cover every sentence of the level.
-    o2o_envs::registry::make_imaginebench(opts.clone()).with_context(|| format!("making the env {}", config.env))?;
-    Ok(Some(std::sync::Arc::new(move || {
-        o2o_envs::registry::make_imaginebench(opts.clone()).map_err(anyhow::Error::from)
-    })))
 }
 
 /// Load an ImagineBench `[dataset]` for an env with `action_space` and `obs_dim` numbers

@@ -234,6 +234,15 @@ impl TransitionSink for ReplaySink<'_> {
     }
 }
 
+/// Agent metric names go under `train/` unless they carry their own namespace.
+pub fn namespaced(name: &str) -> String {
+    if name.contains('/') {
+        name.to_string()
+    } else {
+        format!("train/{name}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,10 +2,13 @@
 //!
 //! - [`builder`]: [`Run`](builder::Run), the public way to configure and start, continue or
 //!   fine-tune a run;
-//! - [`runner`]: the loop itself, read top to bottom (act, learn, log, evaluate, checkpoint);
+//! - [`prepare`]: everything a run needs, made and checked before it starts;
+//! - [`runner`]: the loop itself, read top to bottom (act, learn, log, evaluate, checkpoint), and
+//!   [`onpolicy`], the on-policy loop;
 //! - [`actor`] and [`learner`]: the acting and learning halves, each usable without the other;
 //! - [`config`], [`presets`], [`phases`]: what a run does;
-//! - [`rundir`], [`checkpoint`], [`data`], [`eval`], [`progress`], [`stages`]: the pieces.
+//! - [`state`], [`rundir`], [`checkpoint`], [`data`], [`eval`], [`progress`], [`stages`]: the
+//!   pieces the loops share.
 //!
 //! See docs/runs.md for the run directory and the exact-resume guarantee.
 
@@ -23,10 +26,12 @@ pub mod learner;
 pub mod onpolicy;
 pub mod parent;
 pub mod phases;
+pub mod prepare;
 pub mod presets;
 pub mod progress;
 pub mod rundir;
 pub mod runner;
 pub mod shaping;
 pub mod stages;
+pub mod state;
 pub mod unio4;

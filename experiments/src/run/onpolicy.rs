@@ -1,5 +1,5 @@
 //! The on-policy loop (PPO, Uni-O4 online), next to the off-policy one in `runner.rs` and
-//! sharing its evaluation, checkpoints, metrics and progress: collect a rollout of
+//! sharing its preparation, evaluation, checkpoints, metrics and progress: collect a rollout of
 //! `rollout.steps × rollout.num_envs` transitions from a vector env, hand it to the agent's
 //! [`OnPolicy::update_rollout`], log, evaluate, checkpoint; until `train.online_steps` env steps
 //! (rounded up to whole rollouts).
@@ -20,10 +20,13 @@
 //! observation it reaches against the stored one bit for bit.
 
 use super::actor::{derive_seed, stream, ActionScale};
-use super::checkpoint::{self, PhaseEval};
+use super::checkpoint::{self, truncate_metrics};
+use super::eval::{evaluate_run, EvalHooks};
+use super::learner::namespaced;
+use super::prepare::{Prepared, Start};
 use super::progress::{Progress, ProgressOptions};
-use super::rundir::{write_atomic, SUMMARY};
-use super::runner::{evaluate, namespaced, truncate_metrics, EvalHooks, Prepared, Start, Summary};
+use super::rundir::{write_atomic, Summary, SUMMARY};
+use super::state::{PhaseEval, RunnerState};
 use super::{fault, interrupt};
 use crate::logging::{JsonlSink, Logger, MetricSink};
 use anyhow::{bail, Context, Result};
@@ -221,7 +224,7 @@ pub(super) fn run(
             &mut logger,
         )?;
         if config.eval.at_phase_end {
-            let r = evaluate(&mut *eval_env, &mut *agent, device, config, &mut state, &mut logger, &mut hooks)?;
+            let r = evaluate_run(&mut *eval_env, &mut *agent, device, config, &mut state, &mut logger, &mut hooks)?;
             state.phase_evals.push(PhaseEval {
                 phase: "offline".into(),
                 eval: r,
@@ -278,7 +281,7 @@ pub(super) fn run(
     let mut ep_len: Vec<u64> = saved.iter().map(|e| e.length).collect();
 
     if config.eval.at_start && state.step == 0 {
-        let r = evaluate(&mut *eval_env, &mut *agent, device, config, &mut state, &mut logger, &mut hooks)?;
+        let r = evaluate_run(&mut *eval_env, &mut *agent, device, config, &mut state, &mut logger, &mut hooks)?;
         state.phase_evals.push(PhaseEval {
             phase: "start".into(),
             eval: r,
@@ -363,7 +366,7 @@ pub(super) fn run(
         // 3. Evaluate and checkpoint at the rollout boundary.
         let finished = state.env_step >= total;
         if crossed(config.eval.every, from, state.env_step) || (finished && config.eval.at_phase_end) {
-            let r = evaluate(&mut *eval_env, &mut *agent, device, config, &mut state, &mut logger, &mut hooks)?;
+            let r = evaluate_run(&mut *eval_env, &mut *agent, device, config, &mut state, &mut logger, &mut hooks)?;
             if finished {
                 state.phase_evals.push(PhaseEval {
                     phase: "online".into(),
@@ -393,7 +396,7 @@ pub(super) fn run(
 
     // The end: a last evaluation unless one just ran, the final checkpoint, the summary.
     if state.last_eval.as_ref().is_none_or(|e| e.step != state.step) {
-        evaluate(&mut *eval_env, &mut *agent, device, config, &mut state, &mut logger, &mut hooks)?;
+        evaluate_run(&mut *eval_env, &mut *agent, device, config, &mut state, &mut logger, &mut hooks)?;
     }
     state.finished = true;
     let envs = envs_state(&logs, &obs, obs_dim, &ep_ret, &ep_len)?;
@@ -434,17 +437,13 @@ fn envs_state(
 fn save(
     dir: &Path,
     keep: usize,
-    state: &mut checkpoint::RunnerState,
+    state: &mut RunnerState,
     rng: &rand_chacha::ChaCha8Rng,
     agent: &dyn Agent,
     envs: &OnPolicyState,
     logger: &mut Logger,
 ) -> Result<std::path::PathBuf> {
-    logger.flush()?;
-    let metrics = dir.join(super::rundir::METRICS);
-    state.metrics_len =
-        std::fs::metadata(&metrics).with_context(|| format!("cannot stat {}", metrics.display()))?.len();
-    state.set_rng(rng);
+    checkpoint::mark(dir, state, rng, logger)?;
     checkpoint::write(dir, state, keep, |tmp| {
         agent.save(&tmp.join(checkpoint::AGENT)).context("saving the agent")?;
         write_atomic(&tmp.join(STATE_FILE), serde_json::to_string(envs)?.as_bytes())

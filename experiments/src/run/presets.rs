@@ -1,148 +1,30 @@
-//! Presets: small TOML files under `experiments/presets/`, compiled into the binary so
+//! Presets: TOML files under `experiments/presets/`, compiled into the binary so
 //! `--preset sac-hopper` works from any directory. A path to a `.toml` file works too.
+//!
+//! **Inheritance.** A file may say `extends = "<name>"`: it is then the named preset or base
+//! with the file's own keys laid on top (tables merge key by key; any other value, arrays
+//! included, replaces the inherited one). Bases are the files under `presets/base/`: a family's
+//! settings, with the comments that explain them, and no task, so they are not presets one runs.
+//! A preset of a family is a few lines: `calql-antmaze-umaze.toml` is `extends = "calql-antmaze"`
+//! plus its env and dataset id. A base may extend another (`calql-antmaze` is `cql-antmaze` with
+//! calibration), a preset file of your own may extend any preset or base, and [`load`] returns the
+//! resolved table, with no `extends` left in it. A table can add keys to what it inherits or
+//! change them, never remove one.
+//!
+//! `build.rs` generates the table of embedded files ([`PRESETS`], [`BASES`]) from the two folders.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use std::path::Path;
 
-/// Every embedded preset: (name, TOML text). The name is the file name without `.toml`.
-pub const PRESETS: &[(&str, &str)] = &[
-    ("sac-inverted-pendulum", include_str!("../../presets/sac-inverted-pendulum.toml")),
-    ("sac-hopper", include_str!("../../presets/sac-hopper.toml")),
-    ("sac-halfcheetah", include_str!("../../presets/sac-halfcheetah.toml")),
-    ("sac-walker2d", include_str!("../../presets/sac-walker2d.toml")),
-    ("sac-ant", include_str!("../../presets/sac-ant.toml")),
-    ("iql-hopper-medium", include_str!("../../presets/iql-hopper-medium.toml")),
-    ("iql-hopper-medium-replay", include_str!("../../presets/iql-hopper-medium-replay.toml")),
-    ("iql-hopper-medium-expert", include_str!("../../presets/iql-hopper-medium-expert.toml")),
-    ("iql-halfcheetah-medium", include_str!("../../presets/iql-halfcheetah-medium.toml")),
-    ("iql-halfcheetah-medium-replay", include_str!("../../presets/iql-halfcheetah-medium-replay.toml")),
-    ("iql-halfcheetah-medium-expert", include_str!("../../presets/iql-halfcheetah-medium-expert.toml")),
-    ("iql-walker2d-medium", include_str!("../../presets/iql-walker2d-medium.toml")),
-    ("iql-walker2d-medium-replay", include_str!("../../presets/iql-walker2d-medium-replay.toml")),
-    ("iql-walker2d-medium-expert", include_str!("../../presets/iql-walker2d-medium-expert.toml")),
-    ("cql-hopper-medium", include_str!("../../presets/cql-hopper-medium.toml")),
-    ("cql-halfcheetah-medium", include_str!("../../presets/cql-halfcheetah-medium.toml")),
-    ("cql-walker2d-medium", include_str!("../../presets/cql-walker2d-medium.toml")),
-    ("calql-hopper-medium", include_str!("../../presets/calql-hopper-medium.toml")),
-    ("calql-halfcheetah-medium", include_str!("../../presets/calql-halfcheetah-medium.toml")),
-    ("calql-walker2d-medium", include_str!("../../presets/calql-walker2d-medium.toml")),
-    ("rlpd-hopper-medium", include_str!("../../presets/rlpd-hopper-medium.toml")),
-    ("rlpd-halfcheetah-medium", include_str!("../../presets/rlpd-halfcheetah-medium.toml")),
-    ("rlpd-walker2d-medium", include_str!("../../presets/rlpd-walker2d-medium.toml")),
-    ("wsrl-hopper-small", include_str!("../../presets/wsrl-hopper-small.toml")),
-    ("wsrl-halfcheetah-small", include_str!("../../presets/wsrl-halfcheetah-small.toml")),
-    ("wsrl-hopper-medium", include_str!("../../presets/wsrl-hopper-medium.toml")),
-    ("wsrl-halfcheetah-medium", include_str!("../../presets/wsrl-halfcheetah-medium.toml")),
-    ("wsrl-walker2d-medium", include_str!("../../presets/wsrl-walker2d-medium.toml")),
-    ("sera-calql-hopper-small", include_str!("../../presets/sera-calql-hopper-small.toml")),
-    ("sera-calql-halfcheetah-small", include_str!("../../presets/sera-calql-halfcheetah-small.toml")),
-    ("sera-calql-antmaze-umaze-onearm-small", include_str!("../../presets/sera-calql-antmaze-umaze-onearm-small.toml")),
-    ("sera-calql-hopper-medium", include_str!("../../presets/sera-calql-hopper-medium.toml")),
-    ("sera-calql-halfcheetah-medium", include_str!("../../presets/sera-calql-halfcheetah-medium.toml")),
-    ("sera-calql-walker2d-medium", include_str!("../../presets/sera-calql-walker2d-medium.toml")),
-    ("sera-cql-hopper-medium", include_str!("../../presets/sera-cql-hopper-medium.toml")),
-    ("sera-cql-halfcheetah-medium", include_str!("../../presets/sera-cql-halfcheetah-medium.toml")),
-    ("sera-cql-walker2d-medium", include_str!("../../presets/sera-cql-walker2d-medium.toml")),
-    ("famo2o-cql-halfcheetah-medium", include_str!("../../presets/famo2o-cql-halfcheetah-medium.toml")),
-    ("famo2o-cql-halfcheetah-medium-expert", include_str!("../../presets/famo2o-cql-halfcheetah-medium-expert.toml")),
-    ("famo2o-cql-halfcheetah-medium-replay", include_str!("../../presets/famo2o-cql-halfcheetah-medium-replay.toml")),
-    ("famo2o-cql-hopper-medium", include_str!("../../presets/famo2o-cql-hopper-medium.toml")),
-    ("famo2o-cql-hopper-medium-expert", include_str!("../../presets/famo2o-cql-hopper-medium-expert.toml")),
-    ("famo2o-cql-hopper-medium-replay", include_str!("../../presets/famo2o-cql-hopper-medium-replay.toml")),
-    ("famo2o-cql-walker2d-medium", include_str!("../../presets/famo2o-cql-walker2d-medium.toml")),
-    ("famo2o-cql-walker2d-medium-expert", include_str!("../../presets/famo2o-cql-walker2d-medium-expert.toml")),
-    ("famo2o-cql-walker2d-medium-replay", include_str!("../../presets/famo2o-cql-walker2d-medium-replay.toml")),
-    ("famo2o-cql-hopper-small", include_str!("../../presets/famo2o-cql-hopper-small.toml")),
-    ("famo2o-cql-halfcheetah-mixed-small", include_str!("../../presets/famo2o-cql-halfcheetah-mixed-small.toml")),
-    ("famo2o-iql-antmaze-large-diverse", include_str!("../../presets/famo2o-iql-antmaze-large-diverse.toml")),
-    ("famo2o-iql-antmaze-large-play", include_str!("../../presets/famo2o-iql-antmaze-large-play.toml")),
-    ("famo2o-iql-antmaze-medium-diverse", include_str!("../../presets/famo2o-iql-antmaze-medium-diverse.toml")),
-    ("famo2o-iql-antmaze-medium-play", include_str!("../../presets/famo2o-iql-antmaze-medium-play.toml")),
-    ("famo2o-iql-antmaze-umaze", include_str!("../../presets/famo2o-iql-antmaze-umaze.toml")),
-    ("famo2o-iql-antmaze-umaze-diverse", include_str!("../../presets/famo2o-iql-antmaze-umaze-diverse.toml")),
-    ("famo2o-iql-hopper-small", include_str!("../../presets/famo2o-iql-hopper-small.toml")),
-    ("iql-antmaze-umaze", include_str!("../../presets/iql-antmaze-umaze.toml")),
-    ("iql-antmaze-umaze-diverse", include_str!("../../presets/iql-antmaze-umaze-diverse.toml")),
-    ("iql-antmaze-medium-play", include_str!("../../presets/iql-antmaze-medium-play.toml")),
-    ("iql-antmaze-medium-diverse", include_str!("../../presets/iql-antmaze-medium-diverse.toml")),
-    ("iql-antmaze-large-play", include_str!("../../presets/iql-antmaze-large-play.toml")),
-    ("iql-antmaze-large-diverse", include_str!("../../presets/iql-antmaze-large-diverse.toml")),
-    ("cql-antmaze-umaze", include_str!("../../presets/cql-antmaze-umaze.toml")),
-    ("cql-antmaze-umaze-diverse", include_str!("../../presets/cql-antmaze-umaze-diverse.toml")),
-    ("cql-antmaze-medium-play", include_str!("../../presets/cql-antmaze-medium-play.toml")),
-    ("cql-antmaze-medium-diverse", include_str!("../../presets/cql-antmaze-medium-diverse.toml")),
-    ("cql-antmaze-large-play", include_str!("../../presets/cql-antmaze-large-play.toml")),
-    ("cql-antmaze-large-diverse", include_str!("../../presets/cql-antmaze-large-diverse.toml")),
-    ("calql-antmaze-umaze", include_str!("../../presets/calql-antmaze-umaze.toml")),
-    ("calql-antmaze-umaze-diverse", include_str!("../../presets/calql-antmaze-umaze-diverse.toml")),
-    ("calql-antmaze-medium-play", include_str!("../../presets/calql-antmaze-medium-play.toml")),
-    ("calql-antmaze-medium-diverse", include_str!("../../presets/calql-antmaze-medium-diverse.toml")),
-    ("calql-antmaze-large-play", include_str!("../../presets/calql-antmaze-large-play.toml")),
-    ("calql-antmaze-large-diverse", include_str!("../../presets/calql-antmaze-large-diverse.toml")),
-    ("wsrl-antmaze-umaze", include_str!("../../presets/wsrl-antmaze-umaze.toml")),
-    ("wsrl-antmaze-umaze-diverse", include_str!("../../presets/wsrl-antmaze-umaze-diverse.toml")),
-    ("wsrl-antmaze-medium-play", include_str!("../../presets/wsrl-antmaze-medium-play.toml")),
-    ("wsrl-antmaze-medium-diverse", include_str!("../../presets/wsrl-antmaze-medium-diverse.toml")),
-    ("wsrl-antmaze-large-play", include_str!("../../presets/wsrl-antmaze-large-play.toml")),
-    ("wsrl-antmaze-large-diverse", include_str!("../../presets/wsrl-antmaze-large-diverse.toml")),
-    ("rlpd-antmaze-umaze", include_str!("../../presets/rlpd-antmaze-umaze.toml")),
-    ("rlpd-antmaze-umaze-diverse", include_str!("../../presets/rlpd-antmaze-umaze-diverse.toml")),
-    ("rlpd-antmaze-medium-play", include_str!("../../presets/rlpd-antmaze-medium-play.toml")),
-    ("rlpd-antmaze-medium-diverse", include_str!("../../presets/rlpd-antmaze-medium-diverse.toml")),
-    ("rlpd-antmaze-large-play", include_str!("../../presets/rlpd-antmaze-large-play.toml")),
-    ("rlpd-antmaze-large-diverse", include_str!("../../presets/rlpd-antmaze-large-diverse.toml")),
-    ("rlpd-fetch-push-dopamine", include_str!("../../presets/rlpd-fetch-push-dopamine.toml")),
-    ("calql-fetch-push-dopamine", include_str!("../../presets/calql-fetch-push-dopamine.toml")),
-    ("sac-her-fetch-reach", include_str!("../../presets/sac-her-fetch-reach.toml")),
-    ("ppo-inverted-pendulum", include_str!("../../presets/ppo-inverted-pendulum.toml")),
-    ("ppo-hopper", include_str!("../../presets/ppo-hopper.toml")),
-    ("ppo-halfcheetah", include_str!("../../presets/ppo-halfcheetah.toml")),
-    ("unio4-hopper-small", include_str!("../../presets/unio4-hopper-small.toml")),
-    ("unio4-halfcheetah-small", include_str!("../../presets/unio4-halfcheetah-small.toml")),
-    ("unio4-hopper-medium", include_str!("../../presets/unio4-hopper-medium.toml")),
-    ("unio4-hopper-medium-replay", include_str!("../../presets/unio4-hopper-medium-replay.toml")),
-    ("unio4-hopper-medium-expert", include_str!("../../presets/unio4-hopper-medium-expert.toml")),
-    ("unio4-halfcheetah-medium", include_str!("../../presets/unio4-halfcheetah-medium.toml")),
-    ("unio4-halfcheetah-medium-replay", include_str!("../../presets/unio4-halfcheetah-medium-replay.toml")),
-    ("unio4-halfcheetah-medium-expert", include_str!("../../presets/unio4-halfcheetah-medium-expert.toml")),
-    ("unio4-walker2d-medium", include_str!("../../presets/unio4-walker2d-medium.toml")),
-    ("unio4-walker2d-medium-replay", include_str!("../../presets/unio4-walker2d-medium-replay.toml")),
-    ("unio4-walker2d-medium-expert", include_str!("../../presets/unio4-walker2d-medium-expert.toml")),
-    ("sac-robot-sim", include_str!("../../presets/sac-robot-sim.toml")),
-    ("rlpd-robot-sim", include_str!("../../presets/rlpd-robot-sim.toml")),
-    ("wsrl-robot-sim", include_str!("../../presets/wsrl-robot-sim.toml")),
-    ("cql-imaginebench-mujoco-real", include_str!("../../presets/cql-imaginebench-mujoco-real.toml")),
-    ("cql-imaginebench-mujoco-real+imagined", include_str!("../../presets/cql-imaginebench-mujoco-real+imagined.toml")),
-    ("iql-imaginebench-mujoco-real", include_str!("../../presets/iql-imaginebench-mujoco-real.toml")),
-    ("iql-imaginebench-mujoco-real+imagined", include_str!("../../presets/iql-imaginebench-mujoco-real+imagined.toml")),
-    ("bc-imaginebench-mujoco-real", include_str!("../../presets/bc-imaginebench-mujoco-real.toml")),
-    ("bc-imaginebench-mujoco-real+imagined", include_str!("../../presets/bc-imaginebench-mujoco-real+imagined.toml")),
-    ("td3bc-imaginebench-mujoco-real", include_str!("../../presets/td3bc-imaginebench-mujoco-real.toml")),
-    (
-        "td3bc-imaginebench-mujoco-real+imagined",
-        include_str!("../../presets/td3bc-imaginebench-mujoco-real+imagined.toml"),
-    ),
-    (
-        "calql-imaginebench-mujoco-hard-finetune",
-        include_str!("../../presets/calql-imaginebench-mujoco-hard-finetune.toml"),
-    ),
-    ("calql-pen-binary", include_str!("../../presets/calql-pen-binary.toml")),
-    ("calql-door-binary", include_str!("../../presets/calql-door-binary.toml")),
-    ("calql-relocate-binary", include_str!("../../presets/calql-relocate-binary.toml")),
-    ("wsrl-pen-binary", include_str!("../../presets/wsrl-pen-binary.toml")),
-    ("wsrl-door-binary", include_str!("../../presets/wsrl-door-binary.toml")),
-    ("wsrl-relocate-binary", include_str!("../../presets/wsrl-relocate-binary.toml")),
-    ("rlpd-pen-binary", include_str!("../../presets/rlpd-pen-binary.toml")),
-    ("rlpd-door-binary", include_str!("../../presets/rlpd-door-binary.toml")),
-    ("rlpd-relocate-binary", include_str!("../../presets/rlpd-relocate-binary.toml")),
-];
+include!(concat!(env!("OUT_DIR"), "/presets.rs"));
 
-/// Preset names, in the order above.
+/// Preset names, sorted.
 pub fn names() -> Vec<&'static str> {
     PRESETS.iter().map(|(n, _)| *n).collect()
 }
 
-/// A preset by name, or a `.toml` file by path: (name, table). The name of a file is its stem.
+/// A preset by name, or a `.toml` file by path: (name, table), its `extends` resolved. The name of
+/// a file is its stem.
 pub fn load(name_or_path: &str) -> Result<(String, toml::Table)> {
     let path = Path::new(name_or_path);
     let (name, text, origin) = if name_or_path.ends_with(".toml") || path.components().count() > 1 {
@@ -153,17 +35,80 @@ pub fn load(name_or_path: &str) -> Result<(String, toml::Table)> {
     } else {
         match PRESETS.iter().find(|(n, _)| *n == name_or_path) {
             Some((n, text)) => (n.to_string(), text.to_string(), format!("preset {n}")),
+            None if BASES.iter().any(|(n, _)| *n == name_or_path) => bail!(
+                "`{name_or_path}` is a base (experiments/presets/base/{name_or_path}.toml), which presets extend, not a preset to run; its presets: {}",
+                extending(name_or_path).join(", ")
+            ),
             None => bail!(
                 "unknown preset `{name_or_path}`; known presets: {} (or give a path to a .toml file)",
                 names().join(", ")
             ),
         }
     };
+    Ok((name, resolve(&text, &origin, &embedded)?))
+}
+
+/// An embedded preset or base by name: (origin for messages, text).
+fn embedded(name: &str) -> Option<(String, &'static str)> {
+    let preset = PRESETS.iter().find(|(n, _)| *n == name).map(|(n, t)| (format!("preset {n}"), *t));
+    preset.or_else(|| BASES.iter().find(|(n, _)| *n == name).map(|(n, t)| (format!("base {n}"), *t)))
+}
+
+/// The presets whose own file extends `base`.
+fn extending(base: &str) -> Vec<&'static str> {
+    let extends = |text: &str| text.parse::<toml::Table>().ok()?.get("extends")?.as_str().map(str::to_string);
+    PRESETS.iter().filter(|(_, t)| extends(t).as_deref() == Some(base)).map(|(n, _)| *n).collect()
+}
+
+/// The table of `text` (from `origin`) laid over everything it extends, found by `find`.
+fn resolve(text: &str, origin: &str, find: &dyn Fn(&str) -> Option<(String, &'static str)>) -> Result<toml::Table> {
+    let mut chain = vec![origin.to_string()];
+    let mut layers = vec![parse(text, origin)?];
+    while let Some(parent) = layers.last_mut().and_then(|t| t.remove("extends")) {
+        let from = chain.last().cloned().unwrap_or_default();
+        let parent = parent
+            .as_str()
+            .ok_or_else(|| anyhow!("{from}: key `extends`: expected the name of a preset or base, found {parent}"))?;
+        let (origin, text) = find(parent).ok_or_else(|| {
+            let bases: Vec<&str> = BASES.iter().map(|(n, _)| *n).collect();
+            anyhow!(
+                "{from}: key `extends`: no preset or base is named `{parent}`; bases: {}; presets: {}",
+                bases.join(", "),
+                names().join(", ")
+            )
+        })?;
+        if chain.contains(&origin) {
+            bail!("{from}: key `extends` makes a loop: {} → {origin}", chain.join(" → "));
+        }
+        layers.push(parse(text, &origin)?);
+        chain.push(origin);
+    }
+    let mut table = layers.pop().unwrap_or_default();
+    while let Some(over) = layers.pop() {
+        merge(&mut table, over);
+    }
+    Ok(table)
+}
+
+/// One file's own table: valid TOML, and no `preset` key (that comes from the file name).
+fn parse(text: &str, origin: &str) -> Result<toml::Table> {
     let table: toml::Table = text.parse().with_context(|| format!("{origin} is not valid TOML"))?;
     if table.contains_key("preset") {
         bail!("{origin}: the key `preset` is set from the file name; remove it");
     }
-    Ok((name, table))
+    Ok(table)
+}
+
+/// Lay `over` onto `base`: a table merges into a table key by key; any other value replaces.
+fn merge(base: &mut toml::Table, over: toml::Table) {
+    for (key, value) in over {
+        match (base.get_mut(&key), value) {
+            (Some(toml::Value::Table(into)), toml::Value::Table(from)) => merge(into, from),
+            (_, value) => {
+                base.insert(key, value);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -302,6 +247,94 @@ mod tests {
             checked += 1;
         }
         assert_eq!(checked, 4);
+    }
+
+    /// The file every preset must resolve to: each preset's table as [`load`] resolved it when
+    /// every preset was written out in full (before `extends`, issue 48), one table per preset.
+    fn resolved_fixture() -> std::path::PathBuf {
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/presets-resolved.toml")
+    }
+
+    /// Every preset resolves to exactly its table in the fixture, and the fixture names no other:
+    /// how presets are written (what they inherit) may change, what they resolve to may not.
+    /// `O2O_BLESS_PRESETS=1` rewrites the fixture from the presets, for an intended change only.
+    #[test]
+    fn every_preset_resolves_to_its_fixture() {
+        let mut all = toml::Table::new();
+        for name in names() {
+            all.insert(name.to_string(), toml::Value::Table(load(name).unwrap().1));
+        }
+        let path = resolved_fixture();
+        if std::env::var_os("O2O_BLESS_PRESETS").is_some() {
+            let header = "# Every preset's table as `o2o_experiments::run::presets::load` resolves it, one table per\n\
+                          # preset; `every_preset_resolves_to_its_fixture` compares the presets against it. Written by\n\
+                          # `O2O_BLESS_PRESETS=1 cargo test --release -p o2o-experiments --lib presets`, for an\n\
+                          # intended change of a preset only.\n\n";
+            std::fs::write(&path, format!("{header}{}", toml::to_string(&all).unwrap())).unwrap();
+        }
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let fixture: toml::Table = text.parse().unwrap();
+        let (ours, theirs): (Vec<&String>, Vec<&String>) = (all.keys().collect(), fixture.keys().collect());
+        assert_eq!(ours, theirs, "the presets are not the ones of {}", path.display());
+        for (name, table) in &all {
+            let want = fixture[name].as_table().unwrap();
+            let table: &toml::Table = table.as_table().unwrap();
+            assert!(
+                table == want,
+                "preset {name} resolves to\n{}\nbut {} holds\n{}",
+                toml::to_string(table).unwrap(),
+                path.display(),
+                toml::to_string(want).unwrap()
+            );
+        }
+    }
+
+    /// A base is not a preset to run; asked for by name, it says which presets extend it. Every
+    /// base is extended by some preset or base.
+    #[test]
+    fn bases_are_extended_not_run() {
+        let err = load("calql-antmaze").unwrap_err().to_string();
+        assert!(err.contains("is a base") && err.contains("calql-antmaze-umaze"), "{err}");
+        let extends = |text: &str| text.parse::<toml::Table>().unwrap().get("extends").map(|v| v.to_string());
+        for (base, _) in BASES {
+            let quoted = format!("{base:?}");
+            let used = PRESETS.iter().chain(BASES).any(|(_, t)| extends(t).as_deref() == Some(quoted.as_str()));
+            assert!(used, "base {base} is extended by no preset or base");
+        }
+    }
+
+    /// A file of one's own extends a preset: tables merge key by key, other values replace.
+    #[test]
+    fn a_file_extends_a_preset_key_by_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("mine.toml");
+        std::fs::write(&file, "extends = \"sac-hopper\"\nseed = 3\n[train]\nonline_steps = 7\n").unwrap();
+        let (name, mine) = load(file.to_str().unwrap()).unwrap();
+        let (_, hopper) = load("sac-hopper").unwrap();
+        assert_eq!(name, "mine");
+        assert!(!mine.contains_key("extends"));
+        assert_eq!(mine["seed"].as_integer(), Some(3));
+        assert_eq!(mine["train"]["online_steps"].as_integer(), Some(7));
+        assert_eq!(mine["train"]["batch_size"], hopper["train"]["batch_size"]);
+        assert_eq!(mine["agent"], hopper["agent"]);
+    }
+
+    /// `extends` must name a preset or base, as a string, without a loop.
+    #[test]
+    fn bad_extends_fail_with_the_file_and_the_chain() {
+        let files = |name: &str| -> Option<(String, &'static str)> {
+            match name {
+                "a" => Some(("base a".into(), "extends = \"b\"\n")),
+                "b" => Some(("base b".into(), "extends = \"a\"\n")),
+                _ => None,
+            }
+        };
+        let err = resolve("extends = \"a\"", "mine.toml", &files).unwrap_err().to_string();
+        assert!(err.contains("loop") && err.contains("mine.toml → base a → base b → base a"), "{err}");
+        let err = resolve("extends = \"nope\"", "mine.toml", &files).unwrap_err().to_string();
+        assert!(err.contains("mine.toml") && err.contains("`nope`"), "{err}");
+        let err = resolve("extends = 3", "mine.toml", &files).unwrap_err().to_string();
+        assert!(err.contains("mine.toml") && err.contains("extends"), "{err}");
     }
 
     #[test]

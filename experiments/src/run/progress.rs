@@ -6,7 +6,7 @@
 //! plain`, the default when stderr is not a terminal); or nothing (`--progress off`).
 //! Everything shown is also in `metrics.jsonl`.
 
-use super::eval::EvalResult;
+use super::state::EvalResult;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::cell::Cell;
 use std::io::IsTerminal;

@@ -6,6 +6,7 @@
 //! checkpoint's length on resume.
 
 use super::config::RunConfig;
+use super::state::{EvalResult, PhaseEval, RunnerState};
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -22,6 +23,54 @@ pub const SUMMARY: &str = "summary.json";
 pub const CHECKPOINTS: &str = "checkpoints";
 /// The run's env transitions as a D4RL-format file (`train.record_dataset`).
 pub const DATASET: &str = "dataset.hdf5";
+
+/// `summary.json`: how the run ended.
+#[derive(Debug, Serialize, serde::Deserialize)]
+pub struct Summary {
+    /// The run reached its last step.
+    pub finished: bool,
+    /// Loop steps done.
+    pub steps: u64,
+    /// Gradient updates done.
+    pub grad_steps: u64,
+    /// Env steps done.
+    pub env_steps: u64,
+    /// Training episodes finished.
+    pub episodes: u64,
+    /// Seconds this process ran (a resumed run counts only its own part).
+    pub wall_s: f64,
+    /// The last evaluation.
+    pub final_eval: Option<EvalResult>,
+    /// The best evaluation (by mean return).
+    pub best_eval: Option<EvalResult>,
+    /// Evaluations at the start and at the end of each phase (`eval.at_start`,
+    /// `eval.at_phase_end`).
+    pub phase_evals: Vec<PhaseEval>,
+    /// The final checkpoint, relative to the run directory.
+    pub checkpoint: String,
+    /// What the budget made useless (e.g. a fine-tuning phase with no updates).
+    #[serde(default)]
+    pub warnings: Vec<String>,
+}
+
+impl Summary {
+    /// The summary of a run that finished with the checkpoint `ckpt` holding `state`.
+    pub fn finished(dir: &Path, ckpt: &Path, state: &RunnerState, wall_s: f64, warnings: Vec<String>) -> Self {
+        Self {
+            finished: true,
+            steps: state.step,
+            grad_steps: state.grad_step,
+            env_steps: state.env_step,
+            episodes: state.episode,
+            wall_s,
+            final_eval: state.last_eval,
+            best_eval: state.best_eval,
+            phase_evals: state.phase_evals.clone(),
+            checkpoint: ckpt.strip_prefix(dir).unwrap_or(ckpt).display().to_string(),
+            warnings,
+        }
+    }
+}
 
 /// The lock file inside a run directory (see [`RunLock`]).
 pub const LOCK: &str = ".lock";

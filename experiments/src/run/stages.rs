@@ -4,10 +4,8 @@
 //! diagnostics, the critics' Q against Monte-Carlo returns on the online data over the run (the
 //! recalibration WSRL's warm-up is for); and where the Rerun recording is.
 
-use super::checkpoint::PhaseEval;
-use super::eval::EvalResult;
-use super::rundir::METRICS;
-use super::runner::Summary;
+use super::rundir::{Summary, METRICS};
+use super::state::{EvalResult, PhaseEval};
 use crate::report::runs::read_curve;
 use anyhow::Result;
 use std::path::Path;

@@ -433,7 +433,7 @@ fn learner_bench(
     let config = Run::preset(&a.config)?.config()?;
     let batch = config.train.online_batch();
     let mut agent =
-        o2o_experiments::run::runner::build_agent(&config, replay.obs_dim(), replay.act_dim(), Device::Cpu)?;
+        o2o_experiments::run::prepare::build_agent(&config, replay.obs_dim(), replay.act_dim(), Device::Cpu)?;
     agent.set_phase(o2o_agents::Phase::Online);
     let mut rng = ChaCha8Rng::seed_from_u64(derive_seed(config.seed, stream::RUNNER_RNG, 0));
     // The buffer the learner samples from: the first half of the rows (the rest come from the

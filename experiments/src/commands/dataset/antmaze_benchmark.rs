@@ -53,8 +53,10 @@ use o2o_envs::mujoco::{AntMaze, MujocoEnv};
 use o2o_envs::Env;
 use o2o_experiments::run::actor::derive_seed;
 use o2o_experiments::run::config::{self, RunConfig};
+use o2o_experiments::run::prepare::{build_agent, Hooks, Start};
 use o2o_experiments::run::rundir::{self, Provenance};
-use o2o_experiments::run::runner::{self, Hooks, Start};
+use o2o_experiments::run::runner;
+use o2o_experiments::run::state::RunnerState;
 use o2o_experiments::run::{checkpoint, presets};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -503,7 +505,7 @@ fn train_controller(
 }
 
 /// The run's config, its agent loaded from the newest checkpoint, and that checkpoint's state.
-fn load_controller(run_dir: &Path, device: Device) -> Result<(RunConfig, Box<dyn Agent>, checkpoint::RunnerState)> {
+fn load_controller(run_dir: &Path, device: Device) -> Result<(RunConfig, Box<dyn Agent>, RunnerState)> {
     let config = RunConfig::read(&run_dir.join(rundir::CONFIG))
         .with_context(|| format!("--controller {}: not a run directory", run_dir.display()))?;
     if config.env != CONTROLLER_ENV {
@@ -511,7 +513,7 @@ fn load_controller(run_dir: &Path, device: Device) -> Result<(RunConfig, Box<dyn
     }
     let ckpt =
         checkpoint::latest(run_dir).with_context(|| format!("--controller {}: no checkpoint", run_dir.display()))?;
-    let mut agent = runner::build_agent(&config, CONTROLLER_OBS_DIM, ANT_ACTIONS, device)?;
+    let mut agent = build_agent(&config, CONTROLLER_OBS_DIM, ANT_ACTIONS, device)?;
     let weights = ckpt.join(checkpoint::AGENT);
     agent.load(&weights).with_context(|| format!("loading the controller {}", weights.display()))?;
     let state = checkpoint::read_state(&ckpt)?;

@@ -24,7 +24,7 @@ use o2o_datasets::d4rl::D4rlDataset;
 use o2o_datasets::h5util::{Column, Dtype};
 use o2o_experiments::run::actor::{derive_seed, stream, AgentPolicy, Policy, UniformPolicy};
 use o2o_experiments::run::rundir::{self, Provenance};
-use o2o_experiments::run::{eval, runner};
+use o2o_experiments::run::{eval, prepare};
 use rand::Rng;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -260,7 +260,7 @@ pub fn generate(spec: &MixedSpec) -> Result<MixedManifest> {
     }
 
     // 1. The policy, and how well it does alone.
-    let mut loaded = runner::load_checkpoint_agent(&spec.policy_run, None, None, spec.device)
+    let mut loaded = prepare::load_checkpoint_agent(&spec.policy_run, None, None, spec.device)
         .with_context(|| format!("--mixed-quality {}: loading the policy", spec.policy_run.display()))?;
     let (run_obs, run_act) = (loaded.env.observation_space().dim(), loaded.env.action_space().dim());
     if (run_obs, run_act) != (obs_dim, act_dim) {

@@ -50,7 +50,7 @@ use clap::Args;
 use o2o_datasets::d4rl::D4rlDataset;
 use o2o_experiments::report::runs::read_curve;
 use o2o_experiments::report::stats::{iqm, mean, std_dev};
-use o2o_experiments::run::runner;
+use o2o_experiments::run::prepare;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use tch::{Device, Tensor};
@@ -325,7 +325,7 @@ fn data_line(m: &MixedManifest) -> String {
 /// The final balance model's β(s) (its mode, what the agent acts with) on every row of `ds`,
 /// averaged over all rows and over each region of its `infos/region` column.
 pub fn region_beta(run_dir: &Path, ds: &D4rlDataset, device: Device) -> Result<RegionBeta> {
-    let mut loaded = runner::load_checkpoint_agent(run_dir, None, None, device)?;
+    let mut loaded = prepare::load_checkpoint_agent(run_dir, None, None, device)?;
     let mut beta = Vec::with_capacity(ds.len());
     for start in (0..ds.len()).step_by(4096) {
         let end = (start + 4096).min(ds.len());

@@ -31,12 +31,13 @@ use o2o_agents::Agent;
 use o2o_datasets::d4rl::{D4rlDataset, MetaValue};
 use o2o_datasets::h5util::{Column, Dtype};
 use o2o_experiments::run::actor::{derive_seed, stream, ActionScale, Actor, AgentPolicy, Policy, UniformPolicy};
-use o2o_experiments::run::checkpoint::{self, RunnerState};
+use o2o_experiments::run::checkpoint;
 use o2o_experiments::run::config::{self, RunConfig};
 use o2o_experiments::run::data::Recorder;
-use o2o_experiments::run::eval::EvalResult;
+use o2o_experiments::run::prepare::{build_agent, Hooks, Start};
 use o2o_experiments::run::progress::Progress;
-use o2o_experiments::run::runner::{self, Hooks, Start};
+use o2o_experiments::run::runner;
+use o2o_experiments::run::state::{EvalResult, RunnerState};
 use o2o_experiments::run::{presets, rundir};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -480,7 +481,7 @@ fn policy_rollout(
 ) -> Result<D4rlDataset> {
     let env = o2o_envs::make(env_id)?;
     let (obs_dim, act_dim) = (env.observation_space().dim(), env.action_space().dim());
-    let mut agent = runner::build_agent(config, obs_dim, act_dim, device)?;
+    let mut agent = build_agent(config, obs_dim, act_dim, device)?;
     agent.load(agent_path).with_context(|| format!("loading the {label} policy {}", agent_path.display()))?;
     rollout(env_id, &mut AgentPolicy { agent: &mut *agent, device, deterministic: false }, rows, seed, label)
 }
