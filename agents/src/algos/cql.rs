@@ -32,7 +32,7 @@
 
 use super::calql;
 use super::flat::{join, overlay, split, table_of};
-use super::sac::{CriticTerm, Sac, SacConfig};
+use super::sac::{CriticTerm, Sac, SacConfig, TermLogs};
 use crate::agent::Phase;
 use crate::nn::{Adam, ParamSet, Temperature, TemperatureForm};
 use crate::{Agent, AgentError, DeterministicPolicy, Metrics, RewardBonus};
@@ -229,7 +229,7 @@ impl Cql {
 
     /// One update of the SAC core alone: the TD loss without the conservative term (WSRL online).
     pub(crate) fn update_without_term(&mut self, batch: &TransitionBatch, bonus: Option<RewardBonus<'_>>) -> Metrics {
-        self.sac.update_with(batch, |_, _, _| CriticTerm::default(), bonus)
+        self.sac.update_with(batch, |_, _, _| Default::default(), bonus)
     }
 
     /// SAC's update with the conservative term in the critic step (and a reward bonus).
@@ -508,7 +508,7 @@ fn conservative_term(
     calibrate: bool,
     b: &TransitionBatch,
     q_data: &Tensor,
-) -> CriticTerm {
+) -> (CriticTerm, TermLogs) {
     conservative_term_in_chunks(sac, term, lagrange, calibrate, b, q_data, CHUNK_ROWS)
 }
 
@@ -521,7 +521,7 @@ fn conservative_term_in_chunks(
     b: &TransitionBatch,
     q_data: &Tensor,
     chunk_rows: i64,
-) -> CriticTerm {
+) -> (CriticTerm, TermLogs) {
     let (n, is) = (term.cql_n_actions, term.cql_importance_sample);
     let (e, rows) = (q_data.size()[0], q_data.size()[1]);
     let g = calibrate
@@ -635,7 +635,7 @@ fn conservative_term_in_chunks(
     if let Some(qg) = &q_data_grad {
         on_q = on_q + (q_data * qg).sum(Kind::Float);
     }
-    CriticTerm { on_q: Some(on_q), grads: Some(grads), logs }
+    (CriticTerm { on_q: Some(on_q), grads: Some(grads) }, logs)
 }
 
 impl Agent for Cql {
@@ -814,7 +814,8 @@ mod tests {
                 let q = a.sac.critic_q(&b.obs, &b.action);
                 let t =
                     conservative_term_in_chunks(&mut a.sac, &term, a.lagrange.as_mut(), calibrate, &b, &q, chunk_rows);
-                let gap = t.logs.iter().find(|(k, _)| *k == "cql_gap").unwrap().1.double_value(&[]);
+                let (t, logs) = t;
+                let gap = logs.iter().find(|(k, _)| *k == "cql_gap").unwrap().1.double_value(&[]);
                 assert!(
                     (gap - want_gap).abs() < 1e-5 * (1.0 + want_gap.abs()),
                     "gap, chunk {chunk_rows}: {gap} vs {want_gap}"

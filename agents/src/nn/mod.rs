@@ -8,7 +8,9 @@
 //! - [`BetaEncoding`], [`Conditioned`], [`BalanceModel`]: FamO2O's β encoding, β-conditioned
 //!   policies and per-state balance model;
 //! - `mlp_pass`: one network's training pass on the ensemble's CPU fast path (actors, V);
-//! - `critic`: a critic ensemble with its Polyak target, built together, and one critic step;
+//! - `critic`: a critic ensemble with its Polyak target, built together, the TD target and one
+//!   critic step;
+//! - `value`: a state value V(s) fitted by expectile regression (IQL);
 //! - [`StateNorm`]: fixed dataset state statistics (TD3+BC, BC);
 //! - `silu`: a hidden layer's bias and SiLU fused into one CPU pass, forward and backward (the
 //!   dynamics ensemble).
@@ -36,6 +38,7 @@ pub mod state_norm;
 pub mod tanh_gaussian;
 pub(crate) mod team;
 pub mod temperature;
+pub(crate) mod value;
 
 pub use adam::{clip_grad_norm, Adam};
 pub use ensemble::EnsembleMlp;
