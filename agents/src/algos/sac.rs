@@ -456,27 +456,10 @@ impl Sac {
         self.m.critic.forward(&state_action(obs, action), None).squeeze_dim(-1)
     }
 
-    /// `Q_i(s, a)` of every member, `[E, B]`, differentiable in the critic's weights (the
-    /// autograd pass the critic step takes off the CPU; CQL's tests check against it).
-    #[cfg(test)]
-    pub(crate) fn critic_q(&mut self, obs: &Tensor, action: &Tensor) -> Tensor {
-        self.m.critic.forward(&state_action(obs, action), Some(&mut self.rng)).squeeze_dim(-1)
-    }
-
-    /// The critic's parameters (CQL accumulates its sampled-action gradient over them).
-    pub(crate) fn critic_params(&self) -> &ParamSet {
-        &self.m.critic_params
-    }
-
-    /// The critic ensemble (CQL runs its taped passes).
-    pub(crate) fn critic(&self) -> &EnsembleMlp {
-        &self.m.critic
-    }
-
-    /// `Q_i(s_{r / k}, a_r)` of every member, `[E, B·k]`, for k actions per state
-    /// (`EnsembleMlp::forward_paired`), differentiable in the critic's weights.
-    pub(crate) fn critic_q_paired(&mut self, obs: &Tensor, actions: &Tensor) -> Tensor {
-        self.m.critic.forward_paired(obs, actions, Some(&mut self.rng)).squeeze_dim(-1)
+    /// The critic ensemble, its parameters and the random stream its dropout draws from (CQL's
+    /// term differentiates the critic on sampled actions).
+    pub(crate) fn critic_and_rng(&mut self) -> (&EnsembleMlp, &ParamSet, &mut AgentRng) {
+        (&self.m.critic, &self.m.critic_params, &mut self.rng)
     }
 
     /// The TD target, without gradients:

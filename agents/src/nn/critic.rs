@@ -9,7 +9,6 @@
 
 use super::ensemble::EnsembleTape;
 use super::floats::floats;
-use super::tanh_gaussian::ActorSample;
 use super::{polyak_update, Adam, EnsembleMlp, MlpConfig, ParamSet, TanhGaussianActor};
 use crate::rng::AgentRng;
 use serde::{Deserialize, Serialize};

@@ -11,6 +11,7 @@
 //! - `critic`: a critic ensemble with its Polyak target, built together, the TD target and one
 //!   critic step;
 //! - `value`: a state value V(s) fitted by expectile regression (IQL);
+//! - [`cql`]: CQL's out-of-distribution log-sum-exp over sampled actions, in chunks;
 //! - [`StateNorm`]: fixed dataset state statistics (TD3+BC, BC);
 //! - `silu`: a hidden layer's bias and SiLU fused into one CPU pass, forward and backward (the
 //!   dynamics ensemble).
@@ -20,6 +21,7 @@
 //!   (libtorch's MKL runs AVX2 kernels on AMD CPUs); [`fma_peak_gflops`], the cores' FMA ceiling.
 
 pub mod adam;
+pub mod cql;
 pub(crate) mod critic;
 pub mod ensemble;
 pub mod family;
