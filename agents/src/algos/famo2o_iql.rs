@@ -387,7 +387,7 @@ impl Agent for Famo2oIql {
                 let eps = self.rng.normal(&[obs.size()[0], self.act_dim], self.device);
                 self.m.actor.policy.sample(&input, &eps)
             };
-            self.last_beta = Vec::<f32>::try_from(beta.to_device(Device::Cpu)).unwrap_or_default();
+            self.last_beta = Vec::<f32>::try_from(&beta).unwrap_or_default();
             a.to_device(out_device)
         })
     }

@@ -2,7 +2,9 @@
 //!
 //! - [`ParamSet`]: named trainable tensors (what one optimizer and one checkpoint part hold);
 //! - [`Mlp`]: dense layers with optional LayerNorm and dropout, orthogonal init;
-//! - [`EnsembleMlp`]: `E` MLPs as one module, weights `[E, in, out]`, one `baddbmm` per layer;
+//! - [`EnsembleMlp`]: `E` MLPs as one module, weights `[E, in, out]`, one `baddbmm` per layer,
+//!   with its taped passes and one regression step with weight decay (`decayed_fit`, Uni-O4's
+//!   dynamics);
 //! - [`TanhGaussianActor`] (SAC) and [`GaussianActor`] (IQL, tanh'd mean);
 //! - [`polyak_update`], [`Temperature`] (log-α or softplus), [`Adam`] with checkpointable moments;
 //! - [`BetaEncoding`], [`Conditioned`], [`BalanceModel`]: FamO2O's β encoding, β-conditioned
