@@ -33,9 +33,10 @@
 //! loss is SAC's `−α (log π + H̄)`, not JaxCQL's `−log α (log π + H̄)`.
 
 use super::flat::{join, overlay, split, table_of};
-use super::sac::{CriticTerm, Sac, SacConfig, TermLogs};
+use super::sac::{Sac, SacConfig, TermLogs};
 use crate::agent::Phase;
 use crate::nn::cql::{OodTerm, SampledActions, CHUNK_ROWS};
+use crate::nn::critic::CriticTerm;
 use crate::nn::{Adam, ParamSet, Temperature, TemperatureForm};
 use crate::{Agent, AgentError, DeterministicPolicy, Metrics, RewardBonus};
 use o2o_datasets::TransitionBatch;

@@ -36,7 +36,8 @@
 
 use crate::checkpoint::{load_agent, save_agent};
 use crate::nn::critic::{
-    actor_through_critic, critic_and_target, soft_td_target, state_action, Backup, CriticParts, CriticPass, TdReduce,
+    actor_through_critic, critic_and_target, soft_td_target, state_action, Backup, CriticParts, CriticPass, CriticTerm,
+    TdReduce,
 };
 use crate::nn::{
     Adam, EnsembleMlp, MlpConfig, ParamSet, TanhGaussianActor, TanhGaussianConfig, Temperature, TemperatureForm,
@@ -48,7 +49,6 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 use tch::{Device, Kind, Tensor};
 
-pub(crate) use crate::nn::critic::CriticTerm;
 pub use crate::nn::critic::QReduce;
 
 /// Which rows the actor and temperature steps use.
