@@ -16,6 +16,14 @@ pub const MMAP_THRESHOLD: i32 = 256 << 20;
 /// Free memory at the top of the heap is returned to the kernel only above this.
 pub const TRIM_THRESHOLD: i32 = 512 << 20;
 
+/// [`tune_cpu_allocator`] when `device` is the CPU (what every agent constructor calls), nothing
+/// elsewhere.
+pub fn tune_allocator_for(device: tch::Device) {
+    if device == tch::Device::Cpu {
+        tune_cpu_allocator();
+    }
+}
+
 /// Tune the allocator once per process (called by every agent constructor on the CPU).
 pub fn tune_cpu_allocator() {
     static ONCE: Once = Once::new();

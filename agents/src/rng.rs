@@ -95,6 +95,12 @@ impl AgentRng {
         }
     }
 
+    /// A random permutation of `0..n` on the host: [`AgentRng::indices`] of all `n` without
+    /// replacement (the same draws), read back.
+    pub fn permutation(&mut self, n: usize) -> Vec<i64> {
+        Vec::<i64>::try_from(self.indices(n, n, false, Device::Cpu)).unwrap_or_default()
+    }
+
     /// `k` indices from `0..n` as an `i64` tensor on `device`: with replacement (WSRL/REDQ
     /// `randint`) or without (RLPD; a partial Fisher–Yates shuffle). Without replacement needs
     /// `k <= n`.

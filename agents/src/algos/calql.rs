@@ -20,11 +20,13 @@
 //! fine-tuning. `calibrate_online` chooses (default true, the official code); the runner tells
 //! the agent its phase ([`crate::agent::Phase`]).
 
-use super::cql::{Cql, CqlConfig};
+use super::cql::{Cql, CqlConfig, PolicyFloor};
 use super::flat::{join, overlay, split, table_of};
+use crate::agent::Phase;
 use crate::AgentError;
+use o2o_datasets::TransitionBatch;
 use serde::{Deserialize, Serialize};
-use tch::{Device, Kind, Tensor};
+use tch::Device;
 
 /// Cal-QL's own field; CQL's and SAC's fields sit beside it in the same flat table.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -65,42 +67,34 @@ impl From<CalQlConfig> for toml::Table {
     }
 }
 
-/// A new Cal-QL agent (a [`Cql`] that reports `calql` and floors its policy Q-values).
+/// A new Cal-QL agent: a [`Cql`] that reports `calql` with [`return_to_go_floor`] as its floor.
 pub fn new(cfg: CalQlConfig, obs_dim: i64, act_dim: i64, device: Device, seed: u64) -> Result<Cql, AgentError> {
-    Cql::build("calql", cfg.cql, Some(cfg.calibration.calibrate_online), obs_dim, act_dim, device, seed)
+    let floor = return_to_go_floor(cfg.calibration.calibrate_online);
+    Cql::build("calql", cfg.cql, Some(floor), obs_dim, act_dim, device, seed)
 }
 
-/// `max(Q(s, a_k), G(s))`: `q` is `[E, B, N]`, `g` the return-to-go `[B]`.
-pub fn floor(q: &Tensor, g: &Tensor) -> Tensor {
-    q.maximum(&g.view([1, -1, 1]))
-}
-
-/// How many entries of `q` (`[E, B, N]`) are below the floor G.
-pub fn below_floor(q: &Tensor, g: &Tensor) -> Tensor {
-    q.lt_tensor(&g.view([1, -1, 1])).sum(Kind::Float)
-}
-
-/// Fraction of `q` (`[E, B, N]`) below the floor G (logged as `calql_bound_rate`).
-pub fn bound_rate(q: &Tensor, g: &Tensor) -> Tensor {
-    below_floor(q, g) / q.numel() as f64
+/// Cal-QL's changed term: the policy actions' Q-values in CQL's log-sum-exp floored at the
+/// return-to-go, `Q(s, a_k) ← max(Q(s, a_k), G(s))`, with `G(s)` the minibatch's `mc_return`;
+/// offline always, online when `calibrate_online`.
+pub(crate) fn return_to_go_floor(calibrate_online: bool) -> PolicyFloor {
+    Box::new(move |b: &TransitionBatch, phase: Phase| {
+        let on = match phase {
+            Phase::Offline => true,
+            Phase::Online => calibrate_online,
+        };
+        on.then(|| {
+            let g = b.mc_return.as_ref().expect("calql needs batches with mc_return (AgentConfig::needs_mc_returns)");
+            g.shallow_clone()
+        })
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::Phase;
     use crate::rng::AgentRng;
     use crate::Agent;
-    use o2o_datasets::TransitionBatch;
-
-    #[test]
-    fn floor_binds_only_below_the_return() {
-        let q = Tensor::from_slice(&[1.0f32, 3.0, -2.0, 0.5]).view([1, 2, 2]);
-        let g = Tensor::from_slice(&[2.0f32, f32::NEG_INFINITY]);
-        let f = Vec::<f32>::try_from(floor(&q, &g).flatten(0, -1)).unwrap();
-        assert_eq!(f, vec![2.0, 3.0, -2.0, 0.5]);
-        assert_eq!(bound_rate(&q, &g).double_value(&[]), 0.25);
-    }
+    use tch::{Kind, Tensor};
 
     #[test]
     fn calibration_follows_the_phase_and_the_switch() {

@@ -1,7 +1,7 @@
 //! Conservative Q-Learning for continuous actions (Kumar, Zhou, Tucker, Levine, "Conservative
 //! Q-Learning for Offline Reinforcement Learning", NeurIPS 2020, arXiv 2006.04779), SAC-based,
-//! as implemented in JaxCQL / Cal-QL / WSRL / CORL; Cal-QL ([`super::calql`]) is this file with
-//! one term changed.
+//! as implemented in JaxCQL / Cal-QL / WSRL / CORL. Cal-QL (`calql.rs`) is this file with one
+//! term changed: it supplies a [`PolicyFloor`] under the policy actions' Q-values.
 //!
 //! Facts: ../shared/reference/algorithms.md §6.2 (and §6.3 for Cal-QL). Reference code
 //! consulted for facts: nakamotoo/Cal-QL `conservative_sac.py`, WSRL `agents/cql.py`, CORL
@@ -20,6 +20,8 @@
 //! separate Q-networks, each with its own plain-mean loss and its own optimizer, which is the
 //! same per-member gradient up to a constant factor Adam does not see.
 //!
+//! The out-of-distribution part is [`crate::nn::cql`]'s chunked log-sum-exp ([`OodTerm`]).
+//!
 //! Lagrange form (`cql_lagrange`): `w · Δ_i` becomes `α' · w · (Δ_i − τ_gap)` with α' ≥ 0
 //! learned by `L_α' = −α' · w · mean_i(Δ_i − τ_gap)` and clipped to `[0, cql_lagrange_max]`.
 //!
@@ -30,10 +32,11 @@
 //! updated critic) where JaxCQL computes all losses from the same parameters; the temperature
 //! loss is SAC's `−α (log π + H̄)`, not JaxCQL's `−log α (log π + H̄)`.
 
-use super::calql;
 use super::flat::{join, overlay, split, table_of};
-use super::sac::{CriticTerm, Sac, SacConfig};
+use super::sac::{Sac, SacConfig, TermLogs};
 use crate::agent::Phase;
+use crate::nn::cql::{OodTerm, SampledActions, CHUNK_ROWS};
+use crate::nn::critic::CriticTerm;
 use crate::nn::{Adam, ParamSet, Temperature, TemperatureForm};
 use crate::{Agent, AgentError, DeterministicPolicy, Metrics, RewardBonus};
 use o2o_datasets::TransitionBatch;
@@ -160,24 +163,16 @@ pub struct Cql {
     sac: Sac,
     term: CqlTerm,
     lagrange: Option<Lagrange>,
-    /// Cal-QL only: `Some(calibrate_online)`.
-    calibration: Option<bool>,
+    /// A variant's floor under the policy actions' Q-values (Cal-QL's).
+    floor: Option<PolicyFloor>,
     phase: Phase,
 }
 
-/// Q-values of the sampled actions, each `[E, B, N]`, and the policy's log-probabilities `[B, N]`.
-pub struct SampledQ {
-    /// Q(s, a) for uniform a.
-    pub rand: Tensor,
-    /// Q(s, a) for a ~ π(·|s).
-    pub current: Tensor,
-    /// Q(s, a) for a ~ π(·|s').
-    pub next: Tensor,
-    /// log π(a|s) of the `current` actions.
-    pub logp_current: Tensor,
-    /// log π(a|s') of the `next` actions.
-    pub logp_next: Tensor,
-}
+/// A floor under the Q-values of the policy's actions in the conservative term (Cal-QL's), a
+/// parameter of CQL that the variant supplies: `Q(s, a_k) ← max(Q(s, a_k), f(s))` for the
+/// actions from π(·|s) and π(·|s'), where `f(b, phase)` is the per-state floor `[B]` of a
+/// minibatch `b` in a phase, or `None` where no floor applies in that phase.
+pub type PolicyFloor = Box<dyn Fn(&TransitionBatch, Phase) -> Option<Tensor> + Send + Sync>;
 
 impl Cql {
     /// A new CQL agent for `obs_dim` observations and `act_dim` actions in `[-1, 1]`.
@@ -185,11 +180,11 @@ impl Cql {
         Self::build("cql", cfg, None, obs_dim, act_dim, device, seed)
     }
 
-    /// The agent `name` reports; `calibration` is Cal-QL's `Some(calibrate_online)`.
+    /// The agent `name` reports, with a variant's `floor` under the policy's Q-values.
     pub(crate) fn build(
         name: &'static str,
         cfg: CqlConfig,
-        calibration: Option<bool>,
+        floor: Option<PolicyFloor>,
         obs_dim: i64,
         act_dim: i64,
         device: Device,
@@ -198,18 +193,12 @@ impl Cql {
         cfg.cql.validate()?;
         let sac = Sac::named(name, cfg.sac, obs_dim, act_dim, device, seed)?;
         let lagrange = cfg.cql.cql_lagrange.then(|| {
-            let mut params = ParamSet::new();
-            let alpha = Temperature::new(
-                &mut params,
-                "cql_lagrange",
-                cfg.cql.cql_lagrange_init,
-                TemperatureForm::LogAlpha,
-                device,
-            );
+            let (mut params, init) = (ParamSet::new(), cfg.cql.cql_lagrange_init);
+            let alpha = Temperature::new(&mut params, "cql_lagrange", init, TemperatureForm::LogAlpha, device);
             let opt = Adam::new(&params, cfg.cql.cql_lagrange_lr);
             Lagrange { alpha, params, opt }
         });
-        Ok(Self { name, sac, term: cfg.cql, lagrange, calibration, phase: Phase::Offline })
+        Ok(Self { name, sac, term: cfg.cql, lagrange, floor, phase: Phase::Offline })
     }
 
     /// The SAC core (its config, step counter, tensors).
@@ -229,14 +218,17 @@ impl Cql {
 
     /// One update of the SAC core alone: the TD loss without the conservative term (WSRL online).
     pub(crate) fn update_without_term(&mut self, batch: &TransitionBatch, bonus: Option<RewardBonus<'_>>) -> Metrics {
-        self.sac.update_with(batch, |_, _, _| CriticTerm::default(), bonus)
+        self.sac.update_with(batch, |_, _, _| Default::default(), bonus)
     }
 
     /// SAC's update with the conservative term in the critic step (and a reward bonus).
     fn update_conservative(&mut self, batch: &TransitionBatch, bonus: Option<RewardBonus<'_>>) -> Metrics {
-        let calibrate = self.calibrating();
-        let (term, lagrange) = (&self.term, &mut self.lagrange);
-        self.sac.update_with(batch, |sac, b, q| conservative_term(sac, term, lagrange.as_mut(), calibrate, b, q), bonus)
+        let (term, lagrange, floor, phase) = (&self.term, &mut self.lagrange, &self.floor, self.phase);
+        let term_of = |sac: &mut Sac, b: &TransitionBatch, q: &Tensor| {
+            let floor = floor.as_ref().and_then(|f| f(b, phase));
+            conservative_term(sac, term, lagrange.as_mut(), floor, b, q)
+        };
+        self.sac.update_with(batch, term_of, bonus)
     }
 
     /// Reset every optimizer, the Lagrange multiplier's included.
@@ -255,28 +247,9 @@ impl Cql {
     }
 
     fn extra_tensors(&self) -> Vec<(String, Tensor)> {
-        match &self.lagrange {
-            Some(l) => {
-                let mut v: Vec<(String, Tensor)> =
-                    l.params.named().iter().map(|(n, t)| (n.clone(), t.shallow_clone())).collect();
-                v.extend(l.opt.state("cql_lagrange_opt", &l.params));
-                v
-            }
-            None => Vec::new(),
-        }
-    }
-
-    /// Whether the Cal-QL floor applies to the next updates.
-    fn calibrating(&self) -> bool {
-        match (self.calibration, self.phase) {
-            (None, _) => false,
-            (Some(_), Phase::Offline) => true,
-            (Some(online), Phase::Online) => online,
-        }
-    }
-
-    fn load_impl(&mut self, path: &Path, parts: Option<&[&str]>) -> Result<(), AgentError> {
-        self.load_written_by(path, self.name, parts)
+        let Some(l) = &self.lagrange else { return Vec::new() };
+        let own = l.params.named().iter().map(|(n, t)| (n.clone(), t.shallow_clone()));
+        own.chain(l.opt.state("cql_lagrange_opt", &l.params)).collect()
     }
 
     /// Restore a checkpoint that an agent named `algo` of the same architecture wrote (WSRL
@@ -294,239 +267,30 @@ impl Cql {
     }
 }
 
-/// The 3N actions per state of the conservative term, drawn once for the whole batch: N uniform
-/// on `[−1, 1]^|A|`, N from `π(·|s)` and N from `π(·|s')`, side by side per state (`[B·3N, A]`,
-/// state-major), with the policy draws' log-probabilities (`[B, N]` each).
-pub struct SampledActions {
-    /// `[B·3N, A]`: per state, N uniform, N from π(·|s), N from π(·|s').
-    pub actions: Tensor,
-    /// log π(a|s) of the second group.
-    pub logp_current: Tensor,
-    /// log π(a|s') of the third group.
-    pub logp_next: Tensor,
-}
-
-/// Draw the conservative term's actions (random stream: uniform, then π(·|s), then π(·|s')).
-pub fn sample_actions(sac: &mut Sac, b: &TransitionBatch, n: i64) -> SampledActions {
-    let rows = b.obs.size()[0];
-    let rand = sac.uniform_actions(rows * n);
-    // N draws per state; the actor runs once per state, not once per draw.
-    let (current, logp_current) = sac.sample_policy(&b.obs, n);
-    let (next, logp_next) = sac.sample_policy(&b.next_obs, n);
-    let actions = Tensor::stack(&[rand.view([rows, n, -1]), current.view([rows, n, -1]), next.view([rows, n, -1])], 1)
-        .view([rows * 3 * n, -1]);
-    SampledActions { actions, logp_current: logp_current.view([rows, n]), logp_next: logp_next.view([rows, n]) }
-}
-
-/// Q of the sampled actions of states `first .. first + len`, in one critic pass over their
-/// `len·3N` rows; the critic's first layer sees each state once (`Sac::critic_q_paired`).
-pub fn sampled_q(sac: &mut Sac, obs: &Tensor, a: &SampledActions, first: i64, len: i64) -> SampledQ {
-    let n = a.logp_current.size()[1];
-    let q = sac.critic_q_paired(&obs.narrow(0, first, len), &a.actions.narrow(0, first * 3 * n, len * 3 * n));
-    SampledQ::split(&q, a, first, len)
-}
-
-impl SampledQ {
-    /// The groups of `q` `[E, len·3N]`, the Q-values of states `first .. first + len`.
-    pub(crate) fn split(q: &Tensor, a: &SampledActions, first: i64, len: i64) -> Self {
-        let n = a.logp_current.size()[1];
-        let q = q.view([q.size()[0], len, 3, n]);
-        SampledQ {
-            rand: q.select(2, 0),
-            current: q.select(2, 1),
-            next: q.select(2, 2),
-            logp_current: a.logp_current.narrow(0, first, len),
-            logp_next: a.logp_next.narrow(0, first, len),
-        }
-    }
-}
-
-/// The out-of-distribution part of CQL's gap per member and state, `[E, B]`:
-/// importance-sampled `T log Σ_k exp((Q_i(s, a_k) − log q(a_k)) / T)` with `log q = |A| log ½` for
-/// the uniform actions and `log π` for the policy's; otherwise
-/// `T log(1/(3N+1) Σ_k exp(Q_i(s, a_k) / T))` with the data action a_D in the set.
-/// `q_data` is `[E, B]`; the sampled Q-values are `[E, B, N]` (already floored for Cal-QL).
-pub fn ood_value(q_data: &Tensor, s: &SampledQ, act_dim: i64, temperature: f64, importance_sample: bool) -> Tensor {
-    let cat = if importance_sample {
-        let log_uniform = act_dim as f64 * 0.5f64.ln();
-        Tensor::cat(
-            &[&s.rand - log_uniform, &s.next - s.logp_next.unsqueeze(0), &s.current - s.logp_current.unsqueeze(0)],
-            -1,
-        )
-    } else {
-        Tensor::cat(
-            &[s.rand.shallow_clone(), q_data.unsqueeze(-1), s.next.shallow_clone(), s.current.shallow_clone()],
-            -1,
-        )
-    };
-    let ood = (cat / temperature).logsumexp([-1], false) * temperature;
-    if importance_sample {
-        ood
-    } else {
-        let k = s.rand.size()[2] * 3 + 1;
-        ood - temperature * (k as f64).ln()
-    }
-}
-
-/// CQL's gap per member, `[E]`: `Δ_i = mean_b [ood_i(b) − Q_i(s, a_D)]` ([`ood_value`]).
-pub fn conservative_gap(
-    q_data: &Tensor,
-    s: &SampledQ,
-    act_dim: i64,
-    temperature: f64,
-    importance_sample: bool,
-) -> Tensor {
-    (ood_value(q_data, s, act_dim, temperature, importance_sample) - q_data).mean_dim(-1, false, Kind::Float)
-}
-
-/// One chunk's out-of-distribution part, written out (the taped CPU path).
-struct OodChunk {
-    /// [`ood_value`] per member and state, `[E, len]`.
-    value: Tensor,
-    /// `∂(c Σ ood)/∂Q` for the sampled Q-values, `[E, len·3N]` (their layout).
-    grad_q: Tensor,
-    /// The same for the data action's Q, `[E, len]` (without importance sampling only).
-    grad_data: Option<Tensor>,
-    /// Σ Q of the uniform actions, Σ Q of π(·|s)'s (before the floor), and how many of the
-    /// latter are below Cal-QL's floor.
-    rand_sum: f64,
-    policy_sum: f64,
-    below: f64,
-}
-
-/// [`ood_value`] and its gradient for one chunk, per member and state, in one pass over the
-/// chunk's sampled Q-values `q` `[E, len·3N]` (state-major, groups uniform / π(·|s) / π(·|s')):
-/// with `x_k` the terms of the log-sum-exp (Cal-QL's floor `max(Q, G)` on the policy's groups
-/// first), `ood = T log Σ_k exp(x_k / T)` (minus `T log(3N + 1)` without importance sampling) and
-/// `∂ood/∂x_k = softmax(x / T)_k`, so a loss `c Σ ood` has gradient `c · softmax_k` in each
-/// sampled Q (zero where the floor binds) and in the data action's Q. The same function as
-/// the autograd path ([`ood_value`] on [`calql::floor`]ed values), without its dozen small ops
-/// per chunk; sums are in f64.
-#[allow(clippy::too_many_arguments)]
-fn ood_chunk_cpu(
-    q: &Tensor,
-    q_data: &Tensor,
-    logp_current: &Tensor,
-    logp_next: &Tensor,
-    floor: Option<&Tensor>,
-    act_dim: i64,
-    temperature: f64,
-    importance_sample: bool,
-    c: f64,
-) -> OodChunk {
-    let vec = |t: &Tensor| {
-        Vec::<f32>::try_from(t.detach().contiguous().view([-1]).to_kind(Kind::Float)).expect("float tensor")
-    };
-    let (e, len) = (q_data.size()[0] as usize, q_data.size()[1] as usize);
-    let n = logp_current.size()[1] as usize;
-    let (qv, qd, lc, ln) = (vec(q), vec(q_data), vec(logp_current), vec(logp_next));
-    let g = floor.map(vec);
-    let log_uniform = act_dim as f64 * 0.5f64.ln();
-    let terms = 3 * n + usize::from(!importance_sample);
-    let shift = if importance_sample { 0.0 } else { temperature * (terms as f64).ln() };
-    let (mut value, mut grad_q, mut grad_data) =
-        (vec![0f32; e * len], vec![0f32; e * len * 3 * n], vec![0f32; e * len]);
-    let (mut rand_sum, mut policy_sum, mut below) = (0.0, 0.0, 0.0);
-    let mut x = vec![0f64; terms];
-    let mut live = vec![true; terms];
-    for i in 0..e {
-        for s in 0..len {
-            let row = &qv[(i * len + s) * 3 * n..][..3 * n];
-            for k in 0..3 * n {
-                let (group, j) = (k / n, k % n);
-                let mut v = row[k] as f64;
-                match group {
-                    0 => rand_sum += v,
-                    1 => policy_sum += v,
-                    _ => {}
-                }
-                live[k] = true;
-                if let (Some(g), 1 | 2) = (&g, group) {
-                    let floor = g[s] as f64;
-                    if group == 1 && v < floor {
-                        below += 1.0;
-                    }
-                    if v < floor {
-                        v = floor;
-                        live[k] = false;
-                    }
-                }
-                x[k] = match (importance_sample, group) {
-                    (false, _) => v,
-                    (true, 0) => v - log_uniform,
-                    (true, 1) => v - lc[s * n + j] as f64,
-                    (true, _) => v - ln[s * n + j] as f64,
-                };
-            }
-            if !importance_sample {
-                x[3 * n] = qd[i * len + s] as f64;
-            }
-            let m = x.iter().fold(f64::NEG_INFINITY, |a, &b| a.max(b / temperature));
-            let total: f64 = x.iter().map(|&v| (v / temperature - m).exp()).sum();
-            value[i * len + s] = (temperature * (m + total.ln()) - shift) as f32;
-            let out = &mut grad_q[(i * len + s) * 3 * n..][..3 * n];
-            for k in 0..3 * n {
-                out[k] = if live[k] { (c * (x[k] / temperature - m).exp() / total) as f32 } else { 0.0 };
-            }
-            if !importance_sample {
-                grad_data[i * len + s] = (c * (x[3 * n] / temperature - m).exp() / total) as f32;
-            }
-        }
-    }
-    let t = |v: Vec<f32>, shape: &[i64]| Tensor::from_slice(&v).view(shape);
-    OodChunk {
-        value: t(value, &[e as i64, len as i64]),
-        grad_q: t(grad_q, &[e as i64, (len * 3 * n) as i64]),
-        grad_data: (!importance_sample).then(|| t(grad_data, &[e as i64, len as i64])),
-        rand_sum,
-        policy_sum,
-        below,
-    }
-}
-
-/// Critic rows per member in one chunk of the sampled-action pass (see [`conservative_term`]).
-const CHUNK_ROWS: i64 = 1024;
-
 /// The term added to one critic step, and the values to log.
 ///
 /// The loss is `c · mean_i Δ_i` (`c = w`, or `α' · w` with α' held fixed in the Lagrange form,
-/// which also subtracts `τ_gap`). Its out-of-distribution part is a mean over states of a
-/// function of that state's 3N sampled rows, so it is evaluated and differentiated a chunk of
-/// states at a time (about `CHUNK_ROWS` rows per member), its gradient summed over chunks: the
-/// pass's activations (`[E, B·3N, width]`, 15.7 MB per layer for 2 critics at B = 256, N = 10)
-/// then stay in cache, where one pass over all rows runs its matmuls and elementwise passes
-/// from memory. On the CPU each chunk runs the critic's taped pass (the chunk's loss is
-/// differentiated in its Q-values, then carried through the networks by
-/// `EnsembleMlp::backward_params`); elsewhere autograd differentiates it. The summed gradient is
-/// returned as [`CriticTerm::grads`]; the data part `−c · mean(Q(s, a_D))` (plus, without
-/// importance sampling, the data action's share of the log-sum-exp) as [`CriticTerm::on_q`],
+/// which also subtracts `τ_gap`), with the policy actions' Q-values floored at `floor` where a
+/// variant supplies one. Its out-of-distribution part `c / (E B) Σ_{i,s} ood_i(s)` is
+/// differentiated a chunk of states at a time ([`OodTerm::sum`]) and returned as
+/// [`CriticTerm::grads`]; the data part `−c · mean(Q(s, a_D))` (plus, without importance
+/// sampling, the data action's share of the log-sum-exp) as [`CriticTerm::on_q`],
 /// differentiated with the TD loss.
 fn conservative_term(
     sac: &mut Sac,
     term: &CqlTerm,
     lagrange: Option<&mut Lagrange>,
-    calibrate: bool,
+    floor: Option<Tensor>,
     b: &TransitionBatch,
     q_data: &Tensor,
-) -> CriticTerm {
-    conservative_term_in_chunks(sac, term, lagrange, calibrate, b, q_data, CHUNK_ROWS)
-}
-
-#[allow(clippy::too_many_arguments)]
-fn conservative_term_in_chunks(
-    sac: &mut Sac,
-    term: &CqlTerm,
-    lagrange: Option<&mut Lagrange>,
-    calibrate: bool,
-    b: &TransitionBatch,
-    q_data: &Tensor,
-    chunk_rows: i64,
-) -> CriticTerm {
-    let (n, is) = (term.cql_n_actions, term.cql_importance_sample);
-    let (e, rows) = (q_data.size()[0], q_data.size()[1]);
-    let g = calibrate
-        .then(|| b.mc_return.as_ref().expect("calql needs batches with mc_return (AgentConfig::needs_mc_returns)"));
-    let actions = sample_actions(sac, b, n);
+) -> (CriticTerm, TermLogs) {
+    let (e, rows, n) = (q_data.size()[0], q_data.size()[1], term.cql_n_actions);
+    let act_dim = sac.act_dim();
+    // 3N actions per state: N uniform on [−1, 1]^|A|, N from π(·|s), N from π(·|s') (drawn in
+    // that order; the actor runs once per state, not once per draw).
+    let rand = sac.uniform_actions(rows * n);
+    let (current, next) = (sac.sample_policy(&b.obs, n), sac.sample_policy(&b.next_obs, n));
+    let actions = SampledActions::new(&rand, current, next, n);
     // The Lagrange multiplier α' (differentiable, for the dual step) with its optimizer state.
     let lagrange = lagrange.map(|l| {
         let alpha_prime = l.alpha.alpha().clamp(0.0, term.cql_lagrange_max).squeeze();
@@ -534,87 +298,27 @@ fn conservative_term_in_chunks(
     });
     // α' held fixed in the critic's loss.
     let alpha_prime = lagrange.as_ref().map(|(_, a)| a.detach());
-    // c / (E·B) per (member, state) of the out-of-distribution sum.
-    let scale = term.cql_alpha / (e * rows) as f64;
-    let params = sac.critic_params().tensors();
-    let mut grads: Vec<Tensor> = params.iter().map(|p| p.detach().zeros_like()).collect();
-    let taped = sac.critic().tape_applies(&b.obs);
-    // Without importance sampling a_D is in the set: its share of the gradient goes through
-    // the data pass.
-    let q_data_grad = (!is).then(|| q_data.detach().zeros_like());
-    let mut ood_sum = Tensor::zeros([e], (Kind::Float, q_data.device()));
-    let scalar = || Tensor::zeros([], (Kind::Float, q_data.device()));
-    let (mut rand_sum, mut policy_sum, mut below) = (scalar(), scalar(), scalar());
-    let per_chunk = (chunk_rows / (3 * n)).max(1);
-    // c · α' per (member, state) of the out-of-distribution sum, as a number (the written-out path).
-    let c = scale * alpha_prime.as_ref().map_or(1.0, |a| a.double_value(&[]));
-    let mut first = 0;
-    while first < rows {
-        let len = per_chunk.min(rows - first);
-        let (obs, act) = (b.obs.narrow(0, first, len), actions.actions.narrow(0, first * 3 * n, len * 3 * n));
-        let qd = q_data.detach().narrow(1, first, len);
-        let (chunk, ood, qd_grad) = if taped {
-            // The critic's taped pass, the term's gradient in the Q-values written out.
-            let (q, tape) = sac.critic().forward_paired_taped(&obs, &act);
-            let floor = g.map(|g| g.narrow(0, first, len));
-            let o = ood_chunk_cpu(
-                &q,
-                &qd,
-                &actions.logp_current.narrow(0, first, len),
-                &actions.logp_next.narrow(0, first, len),
-                floor.as_ref(),
-                sac.act_dim(),
-                term.cql_temperature,
-                is,
-                c,
-            );
-            let _ = rand_sum.g_add_(&Tensor::from(o.rand_sum as f32));
-            let _ = policy_sum.g_add_(&Tensor::from(o.policy_sum as f32));
-            let _ = below.g_add_(&Tensor::from(o.below as f32));
-            (sac.critic().backward_params(tape, &o.grad_q), o.value, o.grad_data)
-        } else {
-            let q = sac.critic_q_paired(&obs, &act);
-            let mut s = SampledQ::split(&q, &actions, first, len);
-            let _ = rand_sum.g_add_(&s.rand.detach().sum(Kind::Float));
-            let _ = policy_sum.g_add_(&s.current.detach().sum(Kind::Float));
-            if let Some(g) = g {
-                let g = g.narrow(0, first, len);
-                let _ = below.g_add_(&calql::below_floor(&s.current.detach(), &g));
-                s.current = calql::floor(&s.current, &g);
-                s.next = calql::floor(&s.next, &g);
-            }
-            let qd = if is { qd } else { qd.set_requires_grad(true) };
-            let ood = ood_value(&qd, &s, sac.act_dim(), term.cql_temperature, is);
-            let mut loss = ood.sum(Kind::Float) * scale;
-            if let Some(a) = &alpha_prime {
-                loss = loss * a;
-            }
-            let mut inputs: Vec<&Tensor> = params.iter().collect();
-            if !is {
-                inputs.push(&qd);
-            }
-            let mut chunk = Tensor::run_backward(&[&loss], &inputs, false, false);
-            let qd_grad = if is { None } else { chunk.pop() };
-            (chunk, ood.detach(), qd_grad)
-        };
-        tch::no_grad(|| {
-            for (acc, g) in grads.iter_mut().zip(&chunk) {
-                let _ = acc.g_add_(g);
-            }
-            if let (Some(acc), Some(g)) = (&q_data_grad, &qd_grad) {
-                let _ = acc.narrow(1, first, len).g_add_(g);
-            }
-        });
-        let _ = ood_sum.g_add_(&ood.sum_dim_intlist(&[1i64][..], false, Kind::Float));
-        first += len;
+    let (critic, params, rng) = sac.critic_and_rng();
+    // (w / (E B)) Σ_{i,s} T log Σ_k exp((Q_i(s, a_k) − log q(a_k)) / T), times α', and its gradient.
+    let ood = OodTerm {
+        critic,
+        params,
+        act_dim,
+        temperature: term.cql_temperature,
+        importance_sample: term.cql_importance_sample,
+        floor: floor.as_ref(),
+        scale: term.cql_alpha / (e * rows) as f64,
+        alpha_prime: alpha_prime.as_ref(),
+        chunk_rows: CHUNK_ROWS,
     }
+    .sum(&b.obs, &actions, q_data, rng);
     // Δ_i, held fixed (logs and the Lagrange step).
-    let gap = ood_sum / rows as f64 - q_data.detach().mean_dim(1, false, Kind::Float);
+    let gap = ood.per_member / rows as f64 - q_data.detach().mean_dim(1, false, Kind::Float);
     // Sums over members, states and N draws.
     let count = (e * rows * n) as f64;
-    let mut logs = vec![("cql_q_rand", rand_sum / count), ("cql_q_policy", policy_sum / count)];
-    if calibrate {
-        logs.push(("calql_bound_rate", below / count));
+    let mut logs = vec![("cql_q_rand", ood.rand_sum / count), ("cql_q_policy", ood.policy_sum / count)];
+    if floor.is_some() {
+        logs.push(("calql_bound_rate", ood.below / count));
     }
     logs.push(("cql_gap", gap.mean(Kind::Float)));
     // The data part −c · mean(Q(s, a_D)), differentiated through the data pass.
@@ -632,10 +336,10 @@ fn conservative_term_in_chunks(
         logs.push(("cql_alpha_prime_loss", dual.detach()));
     }
     // ⟨Q(s, a_D), G_D⟩: gradient G_D, the data action's share of the log-sum-exp.
-    if let Some(qg) = &q_data_grad {
+    if let Some(qg) = &ood.q_data_grad {
         on_q = on_q + (q_data * qg).sum(Kind::Float);
     }
-    CriticTerm { on_q: Some(on_q), grads: Some(grads), logs }
+    (CriticTerm { on_q: Some(on_q), grads: Some(ood.grads) }, logs)
 }
 
 impl Agent for Cql {
@@ -669,11 +373,11 @@ impl Agent for Cql {
     }
 
     fn load(&mut self, path: &Path) -> Result<(), AgentError> {
-        self.load_impl(path, None)
+        self.load_written_by(path, self.name, None)
     }
 
     fn load_parts(&mut self, path: &Path, parts: &[&str]) -> Result<(), AgentError> {
-        self.load_impl(path, Some(parts))
+        self.load_written_by(path, self.name, Some(parts))
     }
 
     fn set_phase(&mut self, phase: Phase) {
@@ -693,39 +397,9 @@ impl Agent for Cql {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::nn::cql::{conservative_gap, SampledQ};
+    use crate::nn::critic::state_action;
     use crate::rng::AgentRng;
-
-    fn t(v: &[f32], shape: &[i64]) -> Tensor {
-        Tensor::from_slice(v).view(shape)
-    }
-
-    /// Δ on a 1-member, 1-state, N = 1 example, against the formula evaluated by hand.
-    #[test]
-    fn gap_matches_hand_computed_values() {
-        let s = SampledQ {
-            rand: t(&[1.0], &[1, 1, 1]),
-            current: t(&[2.0], &[1, 1, 1]),
-            next: t(&[0.5], &[1, 1, 1]),
-            logp_current: t(&[-1.0], &[1, 1]),
-            logp_next: t(&[0.3], &[1, 1]),
-        };
-        let q_data = t(&[1.5], &[1, 1]);
-        // Importance-sampled, |A| = 2: terms 1 − 2 ln ½, 0.5 − 0.3, 2 + 1.
-        let terms = [1.0 - 2.0 * 0.5f64.ln(), 0.5 - 0.3, 3.0];
-        let want = terms.iter().map(|x| x.exp()).sum::<f64>().ln() - 1.5;
-        let got = conservative_gap(&q_data, &s, 2, 1.0, true).double_value(&[0]);
-        assert!((got - want).abs() < 1e-5, "{got} vs {want}");
-        // Temperature 2: T log Σ exp(x / T).
-        let want_t = 2.0 * terms.iter().map(|x| (x / 2.0).exp()).sum::<f64>().ln() - 1.5;
-        assert!((conservative_gap(&q_data, &s, 2, 2.0, true).double_value(&[0]) - want_t).abs() < 1e-5);
-        // Without importance sampling: log-mean-exp over {1, 1.5, 0.5, 2}.
-        let want_n = ([1.0f64, 1.5, 0.5, 2.0].iter().map(|x| x.exp()).sum::<f64>() / 4.0).ln() - 1.5;
-        assert!((conservative_gap(&q_data, &s, 2, 1.0, false).double_value(&[0]) - want_n).abs() < 1e-5);
-        // Equal Q everywhere and no importance weights: the log-mean-exp gap is exactly 0.
-        let flat =
-            SampledQ { rand: t(&[1.5], &[1, 1, 1]), current: t(&[1.5], &[1, 1, 1]), next: t(&[1.5], &[1, 1, 1]), ..s };
-        assert!(conservative_gap(&q_data, &flat, 2, 1.0, false).double_value(&[0]).abs() < 1e-6);
-    }
 
     fn batch(rng: &mut AgentRng, n: i64) -> TransitionBatch {
         TransitionBatch {
@@ -770,14 +444,16 @@ mod tests {
         }
     }
 
-    /// The chunked term has the value and the critic gradient of the whole-batch formula
-    /// (`conservative_gap` on one pass over every state's sampled actions), for CQL and Cal-QL,
-    /// with and without importance sampling, in the plain and the Lagrange form.
+    /// The term has the value and the critic gradient of the whole-batch formula
+    /// (`conservative_gap` on one pass over every state's sampled actions, data part included),
+    /// for CQL and with a floor, with and without importance sampling, in the plain and the
+    /// Lagrange form.
     #[test]
-    fn chunked_term_matches_the_whole_batch_formula() {
+    fn term_matches_the_whole_batch_formula() {
         let mut rng = AgentRng::new(4);
         let b = batch(&mut rng, 7);
-        for (calibrate, is, lagrange) in
+        let g = b.mc_return.as_ref().unwrap();
+        for (floored, is, lagrange) in
             [(false, true, false), (true, true, false), (false, false, false), (true, false, true)]
         {
             let mut cfg = CqlConfig::default();
@@ -786,51 +462,44 @@ mod tests {
             cfg.cql.cql_lagrange = lagrange;
             cfg.sac.critic.hidden = vec![16, 16];
             let term = cfg.cql.clone();
-            let mut whole = Cql::build("cql", cfg.clone(), calibrate.then_some(true), 3, 2, Device::Cpu, 9).unwrap();
+            let q_of =
+                |a: &mut Cql| a.sac.critic_and_rng().0.forward(&state_action(&b.obs, &b.action), None).squeeze_dim(-1);
+            let mut whole = Cql::new(cfg.clone(), 3, 2, Device::Cpu, 9).unwrap();
             // Reference: one pass, the formula as written.
-            let q = whole.sac.critic_q(&b.obs, &b.action);
-            let actions = sample_actions(&mut whole.sac, &b, 3);
-            let mut s = sampled_q(&mut whole.sac, &b.obs, &actions, 0, 7);
-            if calibrate {
-                let g = b.mc_return.as_ref().unwrap();
-                s.current = calql::floor(&s.current, g);
-                s.next = calql::floor(&s.next, g);
+            let q = q_of(&mut whole);
+            let rand = whole.sac.uniform_actions(21);
+            let (current, next) = (whole.sac.sample_policy(&b.obs, 3), whole.sac.sample_policy(&b.next_obs, 3));
+            let actions = SampledActions::new(&rand, current, next, 3);
+            let (critic, params, _) = whole.sac.critic_and_rng();
+            let mut s =
+                SampledQ::split(&critic.forward_paired(&b.obs, &actions.actions, None).squeeze_dim(-1), &actions, 0, 7);
+            if floored {
+                s.current = s.current.maximum(&g.view([1, -1, 1]));
+                s.next = s.next.maximum(&g.view([1, -1, 1]));
             }
             let gap = conservative_gap(&q, &s, 2, 1.0, is);
             let alpha_prime = whole.lagrange.as_ref().map(|l| l.alpha.alpha().detach().squeeze());
             let want = match &alpha_prime {
                 None => gap.mean(Kind::Float) * 5.0,
-                Some(a) => (gap - term.cql_target_action_gap).mean(Kind::Float) * 5.0 * a,
+                Some(a) => (gap.shallow_clone() - term.cql_target_action_gap).mean(Kind::Float) * 5.0 * a,
             };
-            let params = whole.sac.critic_params().tensors();
+            let params = params.tensors();
             let want_g = Tensor::run_backward(&[&want], &params.iter().collect::<Vec<_>>(), false, false);
-            let want_gap = tch::no_grad(|| {
-                conservative_gap(&whole.sac.q_values(&b.obs, &b.action), &s, 2, 1.0, is)
-                    .mean(Kind::Float)
-                    .double_value(&[])
-            });
-            for chunk_rows in [9, 27, 1024] {
-                let mut a = Cql::build("cql", cfg.clone(), calibrate.then_some(true), 3, 2, Device::Cpu, 9).unwrap();
-                let q = a.sac.critic_q(&b.obs, &b.action);
-                let t =
-                    conservative_term_in_chunks(&mut a.sac, &term, a.lagrange.as_mut(), calibrate, &b, &q, chunk_rows);
-                let gap = t.logs.iter().find(|(k, _)| *k == "cql_gap").unwrap().1.double_value(&[]);
-                assert!(
-                    (gap - want_gap).abs() < 1e-5 * (1.0 + want_gap.abs()),
-                    "gap, chunk {chunk_rows}: {gap} vs {want_gap}"
-                );
-                // The whole gradient: the data part through the data pass, plus the chunks' own.
-                let params = a.sac.critic_params().tensors();
-                let through_q =
-                    Tensor::run_backward(&[t.on_q.as_ref().unwrap()], &params.iter().collect::<Vec<_>>(), false, false);
-                for ((g, own), w) in through_q.iter().zip(t.grads.as_ref().unwrap()).zip(&want_g) {
-                    let err = (g + own - w).abs().max().double_value(&[]);
-                    let scale = 1.0 + w.abs().max().double_value(&[]);
-                    assert!(
-                        err < 1e-5 * scale,
-                        "gradient, chunk {chunk_rows}, calibrate {calibrate}, is {is}, lagrange {lagrange}: {err}"
-                    );
-                }
+            let want_gap = gap.mean(Kind::Float).double_value(&[]);
+            let mut a = Cql::new(cfg.clone(), 3, 2, Device::Cpu, 9).unwrap();
+            let q = q_of(&mut a);
+            let (t, logs) =
+                conservative_term(&mut a.sac, &term, a.lagrange.as_mut(), floored.then(|| g.shallow_clone()), &b, &q);
+            let gap = logs.iter().find(|(k, _)| *k == "cql_gap").unwrap().1.double_value(&[]);
+            assert!((gap - want_gap).abs() < 1e-5 * (1.0 + want_gap.abs()), "gap: {gap} vs {want_gap}");
+            // The whole gradient: the data part through the data pass, plus the chunks' own.
+            let params = a.sac.critic_and_rng().1.tensors();
+            let through_q =
+                Tensor::run_backward(&[t.on_q.as_ref().unwrap()], &params.iter().collect::<Vec<_>>(), false, false);
+            for ((g, own), w) in through_q.iter().zip(t.grads.as_ref().unwrap()).zip(&want_g) {
+                let err = (g + own - w).abs().max().double_value(&[]);
+                let scale = 1.0 + w.abs().max().double_value(&[]);
+                assert!(err < 1e-5 * scale, "gradient, floor {floored}, is {is}, lagrange {lagrange}: {err}");
             }
         }
     }

@@ -51,8 +51,8 @@
 //! [`super::cql`], not JaxCQL's `−log α (log π + H̄)`; hidden weights start orthogonal (JaxCQL:
 //! Flax's defaults, the Q head at variance scale 1e-2).
 
-use super::cql::{conservative_gap, SampledActions, SampledQ};
 use crate::checkpoint::{load_agent, save_agent};
+use crate::nn::cql::{conservative_gap, SampledActions, SampledQ};
 use crate::nn::critic::{critic_and_target, critic_values, state_action};
 use crate::nn::family::{beta_scatters, beta_stats, dq_dbeta};
 use crate::nn::{
@@ -457,16 +457,9 @@ impl Famo2oCql {
     fn conservative_gap(&mut self, b: &TransitionBatch, q_data: &Tensor, beta_cur: &Tensor, beta_b: &Tensor) -> Tensor {
         let (rows, n) = (b.obs.size()[0], self.cfg.cql_n_actions);
         let rand = self.rng.uniform_tensor(&[rows * n, self.act_dim], self.device) * 2.0 - 1.0;
-        let (current, logp_current) = self.universal_draws(&b.obs, beta_cur, n);
-        let (next, logp_next) = self.universal_draws(&b.next_obs, beta_b, n);
-        let actions =
-            Tensor::stack(&[rand.view([rows, n, -1]), current.view([rows, n, -1]), next.view([rows, n, -1])], 1)
-                .view([rows * 3 * n, -1]);
-        let a = SampledActions {
-            actions,
-            logp_current: logp_current.view([rows, n]),
-            logp_next: logp_next.view([rows, n]),
-        };
+        let current = self.universal_draws(&b.obs, beta_cur, n);
+        let next = self.universal_draws(&b.next_obs, beta_b, n);
+        let a = SampledActions::new(&rand, current, next, n);
         let q = self.m.critic.forward_paired(&b.obs, &a.actions, None).squeeze_dim(-1);
         let s = SampledQ::split(&q, &a, 0, rows);
         conservative_gap(q_data, &s, self.act_dim, self.cfg.cql_temperature, true)
@@ -607,7 +600,7 @@ impl Agent for Famo2oCql {
                 let eps = self.rng.normal(&[obs.size()[0], self.act_dim], self.device);
                 self.m.actor.policy.sample(&input, &eps).0
             };
-            self.last_beta = Vec::<f32>::try_from(beta.to_device(Device::Cpu)).unwrap_or_default();
+            self.last_beta = Vec::<f32>::try_from(&beta).unwrap_or_default();
             a.to_device(out_device)
         })
     }

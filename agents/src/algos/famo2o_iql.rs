@@ -30,10 +30,10 @@
 //! `[-1, 1]` (so the balance gradient is never cut by a clip). Reward preprocessing (AntMaze
 //! `r − 1`) is the runner's dataset preset, as for IQL.
 
-use super::iql::{expectile_loss, q_step, target_min_q, CriticParts};
 use crate::checkpoint::{load_agent, save_agent};
-use crate::nn::critic::{critic_and_target, critic_values, state_action};
+use crate::nn::critic::{critic_and_target, critic_values, q_step, state_action, target_min_q, CriticParts};
 use crate::nn::family::beta_stats;
+use crate::nn::value::expectile_loss;
 use crate::nn::{
     Adam, BalanceHeadInit, BalanceModel, BetaEncoding, BetaMap, BetaRange, Conditioned, EnsembleMlp, GaussianActor,
     GaussianConfig, Mlp, MlpConfig, ParamSet, TanhGaussianConfig, Temperature, TemperatureForm,
@@ -387,7 +387,7 @@ impl Agent for Famo2oIql {
                 let eps = self.rng.normal(&[obs.size()[0], self.act_dim], self.device);
                 self.m.actor.policy.sample(&input, &eps)
             };
-            self.last_beta = Vec::<f32>::try_from(beta.to_device(Device::Cpu)).unwrap_or_default();
+            self.last_beta = Vec::<f32>::try_from(&beta).unwrap_or_default();
             a.to_device(out_device)
         })
     }

@@ -16,9 +16,9 @@
 //! dataset-action clipping are data preprocessing, done by the runner, not here.
 
 use crate::checkpoint::{load_agent, save_agent};
-use crate::nn::critic::{critic_and_target, critic_values, state_action, CriticPass};
-use crate::nn::mlp_pass::{forward_no_grad, MlpPass};
-use crate::nn::{Adam, EnsembleMlp, GaussianActor, GaussianConfig, Mlp, MlpConfig, ParamSet};
+use crate::nn::critic::{critic_and_target, critic_values, q_step, state_action, target_min_q, CriticParts};
+use crate::nn::mlp_pass::forward_no_grad;
+use crate::nn::{value, Adam, EnsembleMlp, GaussianActor, GaussianConfig, Mlp, MlpConfig, ParamSet};
 use crate::rng::AgentRng;
 use crate::{Agent, AgentError, DeterministicPolicy, Metrics};
 use o2o_datasets::TransitionBatch;
@@ -143,14 +143,7 @@ impl Iql {
     /// A new agent for `obs_dim` observations and `act_dim` actions in `[-1, 1]`.
     pub fn new(cfg: IqlConfig, obs_dim: i64, act_dim: i64, device: Device, seed: u64) -> Result<Self, AgentError> {
         cfg.validate()?;
-        if obs_dim < 1 || act_dim < 1 {
-            return Err(AgentError::Config(format!(
-                "iql needs obs_dim and act_dim ≥ 1, found {obs_dim} and {act_dim}"
-            )));
-        }
-        if device == Device::Cpu {
-            crate::alloc::tune_cpu_allocator();
-        }
+        super::prepare("iql", obs_dim, act_dim, device)?;
         let mut rng = AgentRng::new(seed);
         let mut actor_params = ParamSet::new();
         let actor = GaussianActor::new(&mut actor_params, "actor", obs_dim, act_dim, &cfg.actor, &mut rng, device);
@@ -214,61 +207,21 @@ impl Iql {
         Ok(())
     }
 
-    /// L_V = E[|τ − 1(u < 0)| u²], u = q̄ − V(s); with V's pass (the taped one on the CPU,
-    /// [`MlpPass`]) for its step.
-    fn value_loss(&mut self, obs: &Tensor, q_target: &Tensor) -> (Tensor, MlpPass) {
-        let pass = MlpPass::new(&self.m.value, obs, Some(&mut self.rng));
-        let v = pass.out.squeeze_dim(-1);
-        (expectile_loss(&(q_target - v), self.cfg.expectile), pass)
-    }
-
-    /// `(L_V, ∂L_V/∂θ_V)`: on the taped pass the expectile loss's gradient in `V(s)` in closed
-    /// form, `∂L_V/∂V(s_b) = −2 |τ − 1(u_b < 0)| u_b / B`, carried through V by the tape;
-    /// elsewhere autograd on [`Iql::value_loss`].
+    /// L_V = E[|τ − 1(u < 0)| u²], u = q̄ − V(s): the value step's loss and gradients.
     fn value_step_grads(&mut self, obs: &Tensor, q_target: &Tensor) -> (Tensor, Vec<Tensor>) {
-        let plain =
-            q_target.device() == Device::Cpu && q_target.kind() == Kind::Float && MlpPass::applies(&self.m.value, obs);
-        if !plain {
-            let (loss, pass) = self.value_loss(obs, q_target);
-            let grads = pass.grads(&loss, &self.m.value_params);
-            return (loss, grads);
-        }
-        let pass = MlpPass::new(&self.m.value, obs, None);
-        let v = Vec::<f32>::try_from(pass.out.detach().contiguous().view([-1])).expect("V(s) as floats");
-        let q = Vec::<f32>::try_from(q_target.detach().contiguous().view([-1])).expect("q̄ as floats");
-        let (rows, tau) = (v.len(), self.cfg.expectile as f32);
-        let (mut grad, mut loss) = (vec![0f32; rows], 0f64);
-        for ((g, v), q) in grad.iter_mut().zip(&v).zip(&q) {
-            let u = q - v;
-            let w = if u < 0.0 { 1.0 - tau } else { tau };
-            loss += (w * u * u) as f64;
-            *g = -2.0 * w * u / rows as f32;
-        }
-        let grad = Tensor::from_slice(&grad).view([rows as i64, 1]);
-        (Tensor::from((loss / rows as f64) as f32), pass.grads_from_out(&grad, &self.m.value_params))
+        let m = &self.m;
+        value::expectile_step(&m.value, &m.value_params, obs, q_target, self.cfg.expectile, &mut self.rng)
     }
 
-    /// `(L_π, ∂L_π/∂θ_π)` of [`Iql::actor_loss`]: in closed form on the taped pass
-    /// ([`GaussianActor::weighted_nll_step`]), else by autograd.
+    /// L_π = −E[w · log π(a|s)] with the advantage weights `w = min(exp(β A), max_weight)`,
+    /// A = q̄ − V(s): the actor step's loss and gradients.
     fn actor_step_grads(&mut self, obs: &Tensor, action: &Tensor, adv: &Tensor) -> (Tensor, Vec<Tensor>) {
         let weight = (adv * self.cfg.beta).exp().clamp_max(self.cfg.max_weight);
-        if let Some(done) = self.m.actor.weighted_nll_step(obs, action, &weight, &self.m.actor_params) {
-            return done;
-        }
-        let (loss, pass) = self.actor_loss(obs, action, &weight);
-        let grads = pass.grads(&loss, &self.m.actor_params);
-        (loss, grads)
-    }
-
-    /// L_π = −E[w · log π(a|s)] for the advantage weights `w = min(exp(β (q̄ − V(s))),
-    /// max_weight)`; with the actor's pass.
-    fn actor_loss(&mut self, obs: &Tensor, action: &Tensor, weight: &Tensor) -> (Tensor, MlpPass) {
-        let (logp, pass) = self.m.actor.log_prob_pass(obs, action, Some(&mut self.rng));
-        (-(weight * logp).mean(Kind::Float), pass)
+        self.m.actor.weighted_nll_step(obs, action, &weight, &self.m.actor_params, &mut self.rng)
     }
 
     /// One Q step on L_Q = E[Σ_j (y − Q_j(s, a))²], y = r + γ (1 − d) V(s'), then the target's
-    /// Polyak step θ̄ ← (1 − τ) θ̄ + τ θ ([`CriticPass`]); returns `(L_Q, mean Q)`.
+    /// Polyak step θ̄ ← (1 − τ) θ̄ + τ θ; returns `(L_Q, mean Q)`.
     fn critic_step(&mut self, b: &TransitionBatch, y: &Tensor) -> (Tensor, Tensor) {
         let m = &mut self.m;
         let critic = CriticParts {
@@ -279,45 +232,6 @@ impl Iql {
         };
         q_step(critic, &state_action(&b.obs, &b.action), y, self.cfg.tau, &mut self.rng)
     }
-}
-
-/// The expectile loss `E[|τ − 1(u < 0)| u²]` of residuals `u` `[B]`.
-pub(crate) fn expectile_loss(u: &Tensor, expectile: f64) -> Tensor {
-    let weight = u.lt(0.0).to_kind(Kind::Float) * (1.0 - 2.0 * expectile) + expectile;
-    (weight * u.square()).mean(Kind::Float)
-}
-
-/// `q̄ = min_j Q̄_j(s, a)` of the target critics at `sa = [s, a]`, without gradients.
-pub(crate) fn target_min_q(target: &EnsembleMlp, sa: &Tensor) -> Tensor {
-    match target.tape_applies(sa) {
-        true => target.forward_fused(sa, None).amin(0, false),
-        false => tch::no_grad(|| target.forward(sa, None).squeeze_dim(-1).amin(0, false)),
-    }
-}
-
-/// A critic ensemble, its optimizer and its Polyak target, borrowed for one step.
-pub(crate) struct CriticParts<'a> {
-    pub critic: &'a EnsembleMlp,
-    pub opt: &'a mut Adam,
-    pub params: &'a ParamSet,
-    pub target: &'a ParamSet,
-}
-
-/// IQL's Q step on `sa = [s, a]` towards `y` `[B]`: `L_Q = E[Σ_j (y − Q_j(s, a))²]`, then
-/// `θ̄ ← (1 − τ) θ̄ + τ θ`; returns `(L_Q, mean Q)`, detached.
-pub(crate) fn q_step(c: CriticParts<'_>, sa: &Tensor, y: &Tensor, tau: f64, rng: &mut AgentRng) -> (Tensor, Tensor) {
-    let pass = CriticPass::new(c.critic, sa, rng);
-    if pass.is_taped() {
-        // ∂L_Q/∂Q_j(s_b, a_b) = 2 (Q_j − y_b) / B, formed directly.
-        let diff = tch::no_grad(|| pass.q.detach() - y.unsqueeze(0));
-        let loss = diff.square().sum_dim_intlist(0, false, Kind::Float).mean(Kind::Float);
-        let grad_q = &diff * (2.0 / diff.size()[1] as f64);
-        let q = pass.step_from_grad(c.critic, c.opt, c.params, c.target, tau, &grad_q, None);
-        return (loss, q.mean(Kind::Float));
-    }
-    let loss = (&pass.q - y.unsqueeze(0)).square().sum_dim_intlist(0, false, Kind::Float).mean(Kind::Float);
-    let q = pass.step(c.critic, c.opt, c.params, c.target, tau, &loss, None);
-    (loss.detach(), q.mean(Kind::Float))
 }
 
 impl Agent for Iql {
@@ -414,59 +328,6 @@ impl Agent for Iql {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn expectile_loss_weights_signs() {
-        let mut agent = Iql::new(IqlConfig { expectile: 0.9, ..IqlConfig::default() }, 2, 1, Device::Cpu, 0).unwrap();
-        let obs = Tensor::zeros([2, 2], (Kind::Float, Device::Cpu));
-        let v0 = agent.m.value.forward(&obs, None).squeeze_dim(-1).detach();
-        // u = +1 weighs τ, u = −1 weighs 1 − τ: mean(0.9·1, 0.1·1) = 0.5.
-        let q = &v0 + Tensor::from_slice(&[1.0f32, -1.0]);
-        let l = agent.value_loss(&obs, &q).0.double_value(&[]);
-        assert!((l - 0.5).abs() < 1e-6, "{l}");
-    }
-
-    /// The value step's closed-form gradient equals autograd's on the expectile loss, and the
-    /// Q step's directly formed gradient moves the critic as autograd's does.
-    #[test]
-    fn closed_form_value_and_q_steps_match_autograd() {
-        let cfg = IqlConfig { expectile: 0.8, ..IqlConfig::default() };
-        let mut agent = Iql::new(cfg.clone(), 4, 2, Device::Cpu, 1).unwrap();
-        let mut rng = AgentRng::new(5);
-        let obs = rng.normal(&[64, 4], Device::Cpu);
-        let q = rng.normal(&[64], Device::Cpu);
-        let (loss, grads) = agent.value_step_grads(&obs, &q);
-        let (want_loss, pass) = agent.value_loss(&obs, &q);
-        let want = pass.grads(&want_loss, &agent.m.value_params);
-        assert!((loss.double_value(&[]) - want_loss.double_value(&[])).abs() < 1e-5);
-        for (g, w) in grads.iter().zip(&want) {
-            assert!((g - w).abs().max().double_value(&[]) < 1e-5 * (1.0 + w.abs().max().double_value(&[])));
-        }
-        // Q: two copies of one agent, one step each, the closed form against autograd.
-        let (sa, y) = (rng.normal(&[64, 6], Device::Cpu), rng.normal(&[64], Device::Cpu));
-        let mut other = Iql::new(cfg, 4, 2, Device::Cpu, 1).unwrap();
-        let m = &mut agent.m;
-        let (l1, _) = q_step(
-            CriticParts {
-                critic: &m.critic,
-                opt: &mut m.critic_opt,
-                params: &m.critic_params,
-                target: &m.target_params,
-            },
-            &sa,
-            &y,
-            0.005,
-            &mut AgentRng::new(0),
-        );
-        let o = &mut other.m;
-        let pass = CriticPass::new(&o.critic, &sa, &mut AgentRng::new(0));
-        let l2 = (&pass.q - y.unsqueeze(0)).square().sum_dim_intlist(0, false, Kind::Float).mean(Kind::Float);
-        let _ = pass.step(&o.critic, &mut o.critic_opt, &o.critic_params, &o.target_params, 0.005, &l2, None);
-        assert!((l1.double_value(&[]) - l2.double_value(&[])).abs() < 1e-5);
-        for ((name, a), (_, b)) in agent.m.critic_params.named().iter().zip(other.m.critic_params.named()) {
-            assert!((a - b).abs().max().double_value(&[]) < 1e-6, "{name}");
-        }
-    }
 
     #[test]
     fn cosine_schedule_ends_at_zero() {

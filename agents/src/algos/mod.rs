@@ -22,9 +22,7 @@ pub(crate) fn prepare(algo: &str, obs_dim: i64, act_dim: i64, device: tch::Devic
             "{algo} needs obs_dim and act_dim ≥ 1, found {obs_dim} and {act_dim}"
         )));
     }
-    if device == tch::Device::Cpu {
-        crate::alloc::tune_cpu_allocator();
-    }
+    crate::alloc::tune_allocator_for(device);
     Ok(())
 }
 

@@ -522,8 +522,7 @@ impl OnPolicy for Ppo {
         let mut count = 0.0f64;
         let mut kl = 0.0;
         for _ in 0..c.epochs {
-            let perm = Vec::<i64>::try_from(self.rng.indices(rows as usize, rows as usize, false, Device::Cpu))
-                .unwrap_or_default();
+            let perm = self.rng.permutation(rows as usize);
             for chunk in perm.chunks(c.minibatch_size) {
                 let idx = Tensor::from_slice(chunk).to_device(dev);
                 let pick = |t: &Tensor| t.index_select(0, &idx);

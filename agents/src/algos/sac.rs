@@ -35,7 +35,10 @@
 //! `s'` as WSRL does; it saves a forward pass and targets the same entropy.
 
 use crate::checkpoint::{load_agent, save_agent};
-use crate::nn::critic::{critic_and_target, squared_td_grad_cpu, td_target_cpu, CriticPass};
+use crate::nn::critic::{
+    actor_through_critic, critic_and_target, soft_td_target, state_action, Backup, CriticParts, CriticPass, CriticTerm,
+    TdReduce,
+};
 use crate::nn::{
     Adam, EnsembleMlp, MlpConfig, ParamSet, TanhGaussianActor, TanhGaussianConfig, Temperature, TemperatureForm,
 };
@@ -46,15 +49,7 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 use tch::{Device, Kind, Tensor};
 
-/// How the actor aggregates the ensemble's Q-values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum QReduce {
-    /// min over all members (SAC, WSRL).
-    Min,
-    /// mean over all members (REDQ, RLPD).
-    Mean,
-}
+pub use crate::nn::critic::QReduce;
 
 /// Which rows the actor and temperature steps use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -243,18 +238,8 @@ pub(crate) struct CriticOut {
     pub extra: Vec<(&'static str, Tensor)>,
 }
 
-/// A variant's addition to one critic step (CQL's regularizer); SAC adds nothing.
-#[derive(Default)]
-pub(crate) struct CriticTerm {
-    /// The part of the term that reaches the critic only through the TD pass's `Q(s, a)` it was
-    /// handed (differentiated with the TD loss).
-    pub on_q: Option<Tensor>,
-    /// The gradient, over the critic's parameters in their order, of a part the variant
-    /// differentiated itself (CQL's sampled actions).
-    pub grads: Option<Vec<Tensor>>,
-    /// Values to log.
-    pub logs: Vec<(&'static str, Tensor)>,
-}
+/// Values a variant's critic term reports, by metric name.
+pub(crate) type TermLogs = Vec<(&'static str, Tensor)>;
 
 /// A SAC agent.
 pub struct Sac {
@@ -288,14 +273,7 @@ impl Sac {
         seed: u64,
     ) -> Result<Self, AgentError> {
         cfg.validate()?;
-        if obs_dim < 1 || act_dim < 1 {
-            return Err(AgentError::Config(format!(
-                "{name} needs obs_dim and act_dim ≥ 1, found {obs_dim} and {act_dim}"
-            )));
-        }
-        if device == Device::Cpu {
-            crate::alloc::tune_cpu_allocator();
-        }
+        super::prepare(name, obs_dim, act_dim, device)?;
         let mut rng = AgentRng::new(seed);
         let mut actor_params = ParamSet::new();
         let actor = TanhGaussianActor::new(&mut actor_params, "actor", obs_dim, act_dim, &cfg.actor, &mut rng, device);
@@ -403,10 +381,6 @@ impl Sac {
         Ok(())
     }
 
-    fn critic_input(obs: &Tensor, action: &Tensor) -> Tensor {
-        Tensor::cat(&[obs, action], 1)
-    }
-
     /// Take `phase`'s [`PhaseSettings`] over the agent's own values (idempotent).
     pub(crate) fn enter_phase(&mut self, phase: Phase) {
         let over = match phase {
@@ -479,30 +453,13 @@ impl Sac {
 
     /// `Q_i(s, a)` of every member, `[E, B]`, without dropout (evaluation, tests, diagnostics).
     pub fn q_values(&self, obs: &Tensor, action: &Tensor) -> Tensor {
-        self.m.critic.forward(&Self::critic_input(obs, action), None).squeeze_dim(-1)
+        self.m.critic.forward(&state_action(obs, action), None).squeeze_dim(-1)
     }
 
-    /// `Q_i(s, a)` of every member, `[E, B]`, differentiable in the critic's weights (the
-    /// autograd pass the critic step takes off the CPU; CQL's tests check against it).
-    #[cfg(test)]
-    pub(crate) fn critic_q(&mut self, obs: &Tensor, action: &Tensor) -> Tensor {
-        self.m.critic.forward(&Self::critic_input(obs, action), Some(&mut self.rng)).squeeze_dim(-1)
-    }
-
-    /// The critic's parameters (CQL accumulates its sampled-action gradient over them).
-    pub(crate) fn critic_params(&self) -> &ParamSet {
-        &self.m.critic_params
-    }
-
-    /// The critic ensemble (CQL runs its taped passes).
-    pub(crate) fn critic(&self) -> &EnsembleMlp {
-        &self.m.critic
-    }
-
-    /// `Q_i(s_{r / k}, a_r)` of every member, `[E, B·k]`, for k actions per state
-    /// (`EnsembleMlp::forward_paired`), differentiable in the critic's weights.
-    pub(crate) fn critic_q_paired(&mut self, obs: &Tensor, actions: &Tensor) -> Tensor {
-        self.m.critic.forward_paired(obs, actions, Some(&mut self.rng)).squeeze_dim(-1)
+    /// The critic ensemble, its parameters and the random stream its dropout draws from (CQL's
+    /// term differentiates the critic on sampled actions).
+    pub(crate) fn critic_and_rng(&mut self) -> (&EnsembleMlp, &ParamSet, &mut AgentRng) {
+        (&self.m.critic, &self.m.critic_params, &mut self.rng)
     }
 
     /// The TD target, without gradients:
@@ -511,7 +468,6 @@ impl Sac {
     /// `next` is `(a', log π(a'|s'))` drawn beforehand for these rows ([`Sac::next_actions`]);
     /// without it they are drawn here.
     fn td_target(&mut self, b: &TransitionBatch, alpha: &Tensor, next: Option<(Tensor, Tensor)>) -> Tensor {
-        let n = b.obs.size()[0];
         let k = if self.cfg.max_target_backup { self.cfg.max_target_backup_samples } else { 1 };
         let next_obs =
             if k > 1 { b.next_obs.repeat_interleave_self_int(k, 0, None) } else { b.next_obs.shallow_clone() };
@@ -520,45 +476,19 @@ impl Sac {
             _ => self.next_actions(&next_obs),
         };
         let cfg = &self.cfg;
-        tch::no_grad(|| {
-            let x = Self::critic_input(&next_obs, &next_a);
-            let idx = (cfg.target_subset < cfg.num_critics || cfg.subset_with_replacement).then(|| {
-                self.rng.indices(
-                    cfg.num_critics as usize,
-                    cfg.target_subset as usize,
-                    cfg.subset_with_replacement,
-                    self.device,
-                )
-            });
-            let q = match &idx {
-                _ if self.m.target.tape_applies(&x) => self.m.target.forward_fused(&x, idx.as_ref()),
-                Some(idx) => self.m.target.forward_subset(&x, idx).squeeze_dim(-1),
-                None => self.m.target.forward(&x, None).squeeze_dim(-1),
-            };
-            if k == 1 {
-                if let Some(y) = td_target_cpu(
-                    &q,
-                    &next_logp,
-                    &b.reward,
-                    &b.terminal,
-                    cfg.backup_entropy.then_some(alpha),
-                    cfg.gamma,
-                ) {
-                    return y;
-                }
-            }
-            let (mut q_next, mut next_logp) = (q.amin(0, false), next_logp);
-            if k > 1 {
-                // max_k min_{i∈I} Q̄_i(s', a'_k), and the log π of the chosen a'_k.
-                let (best, arg) = q_next.view([n, k]).max_dim(1, true);
-                next_logp = next_logp.view([n, k]).gather(1, &arg, false).squeeze_dim(1);
-                q_next = best.squeeze_dim(1);
-            }
-            if cfg.backup_entropy {
-                q_next = q_next - alpha * &next_logp;
-            }
-            &b.reward + (1.0 - &b.terminal) * cfg.gamma * q_next
-        })
+        // The random subset I of M target members (REDQ), unless it is all E of them.
+        let subset = (cfg.target_subset < cfg.num_critics || cfg.subset_with_replacement).then(|| {
+            let (e, m) = (cfg.num_critics as usize, cfg.target_subset as usize);
+            self.rng.indices(e, m, cfg.subset_with_replacement, self.device)
+        });
+        let backup = Backup {
+            reward: &b.reward,
+            terminal: &b.terminal,
+            gamma: cfg.gamma,
+            alpha: cfg.backup_entropy.then_some(alpha),
+        };
+        // y = r + γ (1 − d) (max_k min_{i∈I} Q̄_i(s', a'_k) − α log π(a'_k|s')).
+        soft_td_target(&self.m.target, subset.as_ref(), &state_action(&next_obs, &next_a), &next_logp, k, backup)
     }
 
     /// `a' ~ π(·|s')` and `log π(a'|s')` for every row of `next_obs`, without gradients.
@@ -569,7 +499,7 @@ impl Sac {
 
     /// One critic step on `b`: `L = mean_{i,b} (Q_i(s, a) − y)² + extra`, where
     /// `extra(self, b, Q)` is a variant's added term (CQL's regularizer; nothing for SAC), then
-    /// Polyak ([`CriticPass`]: the taped pass on the CPU, autograd elsewhere).
+    /// Polyak `θ̄ ← (1 − τ) θ̄ + τ θ`.
     ///
     /// With `bonus`, the critic's pass comes first and `y` is formed with `r + bonus(Q(s, a))`
     /// (SERA without a second critic pass).
@@ -582,123 +512,47 @@ impl Sac {
         next: Option<(Tensor, Tensor)>,
     ) -> CriticOut
     where
-        F: FnMut(&mut Sac, &TransitionBatch, &Tensor) -> CriticTerm,
+        F: FnMut(&mut Sac, &TransitionBatch, &Tensor) -> (CriticTerm, TermLogs),
     {
         let (y, pass) = match bonus {
             None => {
                 let y = self.td_target(b, alpha, next);
-                (y, CriticPass::new(&self.m.critic, &Self::critic_input(&b.obs, &b.action), &mut self.rng))
+                (y, CriticPass::new(&self.m.critic, &state_action(&b.obs, &b.action), &mut self.rng))
             }
             Some(f) => {
-                let pass = CriticPass::new(&self.m.critic, &Self::critic_input(&b.obs, &b.action), &mut self.rng);
+                let pass = CriticPass::new(&self.m.critic, &state_action(&b.obs, &b.action), &mut self.rng);
                 let mut augmented = b.map_columns(|t| t.shallow_clone());
                 augmented.reward = &b.reward + f(&pass.q.detach()).to_kind(b.reward.kind());
                 (self.td_target(&augmented, alpha, next), pass)
             }
         };
-        let term = extra(self, b, &pass.q);
+        let (term, logs) = extra(self, b, &pass.q);
         let m = &mut self.m;
-        let (td_loss, q) = if pass.is_taped() && term.on_q.is_none() {
-            // L_Q = mean over members and batch of (Q_i(s, a) − y)², its gradient in Q formed
-            // directly: ∂L_Q/∂Q_i(s, a) = 2 (Q_i(s, a) − y) / (E B).
-            let (grad_q, td_loss) = squared_td_grad_cpu(&pass.q, &y).unwrap_or_else(|| {
-                let diff = tch::no_grad(|| pass.q.detach() - y.unsqueeze(0));
-                (&diff * (2.0 / diff.numel() as f64), diff.square().mean(Kind::Float))
-            });
-            (
-                td_loss,
-                pass.step_from_grad(
-                    &m.critic,
-                    &mut m.critic_opt,
-                    &m.critic_params,
-                    &m.target_params,
-                    self.cfg.tau,
-                    &grad_q,
-                    term.grads.as_deref(),
-                ),
-            )
-        } else {
-            let td_loss = (&pass.q - y.unsqueeze(0)).square().mean(Kind::Float);
-            let loss = match &term.on_q {
-                Some(t) => &td_loss + t,
-                None => td_loss.shallow_clone(),
-            };
-            // Adam on L plus the variant's own gradient, then θ̄ ← (1 − τ) θ̄ + τ θ.
-            (
-                td_loss,
-                pass.step(
-                    &m.critic,
-                    &mut m.critic_opt,
-                    &m.critic_params,
-                    &m.target_params,
-                    self.cfg.tau,
-                    &loss,
-                    term.grads.as_deref(),
-                ),
-            )
+        let critic = CriticParts {
+            critic: &m.critic,
+            opt: &mut m.critic_opt,
+            params: &m.critic_params,
+            target: &m.target_params,
         };
-        CriticOut { loss: td_loss.detach(), q, target: y, extra: term.logs }
+        // L_Q = mean_{i,b} (Q_i(s, a) − y)² plus the variant's term, then θ̄ ← (1 − τ) θ̄ + τ θ.
+        let (loss, q) = pass.td_step(critic, &y, TdReduce::MeanOverMembers, self.cfg.tau, term);
+        CriticOut { loss, q, target: y, extra: logs }
     }
 
     /// One actor step and one temperature step on `obs`; returns `(L_π, L_α, log π)`.
     fn actor_step(&mut self, obs: &Tensor, alpha: &Tensor) -> (Tensor, Tensor, Tensor) {
-        let n = obs.size()[0];
-        // L_π = E[α log π(ã|s) − agg_i Q_i(s, ã)]; gradients flow to the actor only.
-        let eps = self.rng.normal(&[n, self.act_dim], self.device);
-        // The actor's trunk takes its taped pass on the CPU ([`crate::nn::mlp_pass`]).
-        let draw = self.m.actor.sample_pass(obs, &eps);
-        let (a, logp) = (draw.a.shallow_clone(), draw.log_prob.shallow_clone());
-        let x = Self::critic_input(obs, &a);
-        let actor_loss = if self.m.critic.tape_applies(&x) {
-            // The critic's taped pass: agg_i Q_i(s, ã) and ∂ mean_b agg/∂ã without a graph
-            // through the critic; ã's graph then takes ⟨ã, ∂Q/∂ã⟩ back into the actor.
-            let (q, tape) = self.m.critic.forward_taped(&x);
-            let (agg, grad_x) = match self.cfg.actor_q {
-                // min: the gradient goes to each row's minimizing member (one member's cost).
-                QReduce::Min => {
-                    let (min, arg) = q.min_dim(0, false);
-                    (min, self.m.critic.backward_input_one_member(tape, &arg, 1.0 / n as f64))
-                }
-                QReduce::Mean => (
-                    q.mean_dim(0, false, Kind::Float),
-                    self.m.critic.backward_input(tape, &(q.ones_like() / (q.size()[0] * n) as f64)),
-                ),
-            };
-            let grad_a = grad_x.narrow(1, obs.size()[1], self.act_dim);
-            // ∂L_π/∂ log π = α / B, ∂L_π/∂ã = −∂ agg/∂ã (already divided by B).
-            let d_logp = (alpha / n as f64).expand([n], false);
-            let grads = draw.grads(&d_logp, &(-grad_a), &self.m.actor_params);
-            self.m.actor_opt.apply(&self.m.actor_params, &grads);
-            (alpha * logp.detach() - agg).mean(Kind::Float)
-        } else {
-            let q = match self.cfg.actor_q {
-                // Backward through each row's minimizing member only (EnsembleMlp::forward_min).
-                QReduce::Min => self.m.critic.forward_min(&x),
-                QReduce::Mean => self.m.critic.forward(&x, None).squeeze_dim(-1).mean_dim(0, false, Kind::Float),
-            };
-            let actor_loss = (alpha * &logp - q).mean(Kind::Float);
-            // Autograd from L_π into the draw, then through the actor.
-            // (The graph below the draw is kept for `grads` where the head is not fused.)
-            let g = Tensor::run_backward(&[&actor_loss], &[&draw.log_prob, &draw.a], true, false);
-            let grads = draw.grads(&g[0], &g[1], &self.m.actor_params);
-            self.m.actor_opt.apply(&self.m.actor_params, &grads);
-            actor_loss
-        };
-        // L_α = −α (E[log π] + H̄); on the CPU its gradient in closed form.
-        let alpha_loss = if self.device == Device::Cpu {
-            let (loss, grad) = self.m.temperature.loss_and_grad(&logp, self.target_entropy);
-            if self.cfg.learn_temperature {
-                self.m.temperature_opt.apply(&self.m.temperature_params, &[grad]);
-            }
-            loss
-        } else {
-            let loss = self.m.temperature.loss(&logp, self.target_entropy);
-            if self.cfg.learn_temperature {
-                self.m.temperature_opt.minimize(&self.m.temperature_params, &loss);
-            }
-            loss
-        };
-        (actor_loss.detach(), alpha_loss.detach(), logp.detach())
+        let eps = self.rng.normal(&[obs.size()[0], self.act_dim], self.device);
+        let m = &mut self.m;
+        // L_π = E[α log π(ã|s) − agg_i Q_i(s, ã)], ã = tanh(μ + σ ε); gradients flow to the actor only.
+        let (actor_loss, grads, logp) =
+            actor_through_critic(&m.actor, &m.actor_params, &m.critic, obs, &eps, alpha, self.cfg.actor_q);
+        m.actor_opt.apply(&m.actor_params, &grads);
+        // L_α = −α (E[log π] + H̄).
+        let (alpha_loss, grad) = m.temperature.loss_and_grad(&logp, self.target_entropy);
+        if self.cfg.learn_temperature {
+            m.temperature_opt.apply(&m.temperature_params, &[grad]);
+        }
+        (actor_loss, alpha_loss.detach(), logp)
     }
 }
 
@@ -731,11 +585,11 @@ impl Agent for Sac {
     }
 
     fn update(&mut self, batch: &TransitionBatch) -> Metrics {
-        self.update_with(batch, |_, _, _| CriticTerm::default(), None)
+        self.update_with(batch, |_, _, _| Default::default(), None)
     }
 
     fn update_with_bonus(&mut self, batch: &TransitionBatch, bonus: RewardBonus<'_>) -> Option<Metrics> {
-        Some(self.update_with(batch, |_, _, _| CriticTerm::default(), Some(bonus)))
+        Some(self.update_with(batch, |_, _, _| Default::default(), Some(bonus)))
     }
 
     fn save(&self, path: &Path) -> Result<(), AgentError> {
@@ -793,7 +647,7 @@ impl Sac {
         bonus: Option<RewardBonus<'_>>,
     ) -> Metrics
     where
-        F: FnMut(&mut Sac, &TransitionBatch, &Tensor) -> CriticTerm,
+        F: FnMut(&mut Sac, &TransitionBatch, &Tensor) -> (CriticTerm, TermLogs),
     {
         let moved;
         let b = if batch.obs.device() == self.device {
@@ -979,7 +833,7 @@ mod tests {
             r.critic_step(
                 &minibatch(&b, i, 4),
                 &alpha,
-                &mut |_: &mut Sac, _: &TransitionBatch, _: &Tensor| CriticTerm::default(),
+                &mut |_: &mut Sac, _: &TransitionBatch, _: &Tensor| Default::default(),
                 None,
                 None,
             );

@@ -27,7 +27,7 @@
 //! Deviation (as in SAC here): the temperature's entropy estimate uses actions at `s`, where the
 //! reference uses `s'`.
 
-use super::calql::CalQlConfig;
+use super::calql::{self, CalQlConfig};
 use super::cql::{Cql, CqlConfig, CqlTerm};
 use super::flat::{join, overlay, split, table_of};
 use super::sac::SacConfig;
@@ -165,9 +165,11 @@ impl Wsrl {
     /// A new WSRL agent for `obs_dim` observations and `act_dim` actions in `[-1, 1]`.
     pub fn new(cfg: WsrlConfig, obs_dim: i64, act_dim: i64, device: Device, seed: u64) -> Result<Self, AgentError> {
         cfg.validate()?;
-        let calibration = (cfg.wsrl.pretrain == Pretrain::Calql).then_some(cfg.calql.calibration.calibrate_online);
+        // Pretrained as Cal-QL: Cal-QL's floor in the conservative term.
+        let floor = (cfg.wsrl.pretrain == Pretrain::Calql)
+            .then(|| calql::return_to_go_floor(cfg.calql.calibration.calibrate_online));
         let offline_critic_steps = cfg.calql.cql.sac.critic_steps;
-        let cql = Cql::build("wsrl", cfg.calql.cql, calibration, obs_dim, act_dim, device, seed)?;
+        let cql = Cql::build("wsrl", cfg.calql.cql, floor, obs_dim, act_dim, device, seed)?;
         Ok(Self { cql, term: cfg.wsrl, offline_critic_steps, phase: Phase::Offline })
     }
 

@@ -10,6 +10,7 @@
 //! (the min over members, differentiated through each row's minimizer only) and
 //! [`EnsembleMlp::forward_paired`] (k actions per state without repeating the states).
 
+mod fit;
 mod kernels;
 mod tape;
 

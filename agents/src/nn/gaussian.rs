@@ -134,14 +134,34 @@ impl GaussianActor {
         (self.log_prob_at(&mean, action), pass)
     }
 
-    /// The advantage-weighted log-likelihood loss `L = −(1/B) Σ_b w_b log π(a_b|s_b)` on the
-    /// CPU fast path, with its gradients in closed form, one pass over the rows and no graph
-    /// (IQL's and AWR's actor step): for `z = (a − m) e^{−log σ}`,
-    /// `∂L/∂m = −(w/B) z e^{−log σ}` (times `1 − m²` through the tanh of the mean) and
-    /// `∂L/∂ log σ = −Σ_b (w_b/B) (z² − 1)` where the clamp passes it. Returns `(L, the
-    /// gradients of the actor's parameter set in order)`, or `None` (having drawn nothing)
-    /// where the taped pass does not apply: then [`GaussianActor::log_prob_pass`] and autograd.
+    /// The advantage-weighted log-likelihood loss `L = −(1/B) Σ_b w_b log π(a_b|s_b)` (IQL's and
+    /// AWR's actor step) and its gradients: `(L, the gradients of the actor's parameter set
+    /// `params` in order)`. In closed form on the CPU fast path
+    /// ([`GaussianActor::weighted_nll_closed_form`]), else autograd on
+    /// [`GaussianActor::log_prob_pass`] with dropout drawn from `rng` (the reference).
     pub(crate) fn weighted_nll_step(
+        &self,
+        obs: &Tensor,
+        action: &Tensor,
+        weight: &Tensor,
+        params: &ParamSet,
+        rng: &mut AgentRng,
+    ) -> (Tensor, Vec<Tensor>) {
+        if let Some(done) = self.weighted_nll_closed_form(obs, action, weight, params) {
+            return done;
+        }
+        let (logp, pass) = self.log_prob_pass(obs, action, Some(rng));
+        let loss = -(weight * logp).mean(Kind::Float);
+        let grads = pass.grads(&loss, params);
+        (loss, grads)
+    }
+
+    /// [`GaussianActor::weighted_nll_step`] on the CPU fast path, with its gradients in closed
+    /// form, one pass over the rows and no graph: for `z = (a − m) e^{−log σ}`,
+    /// `∂L/∂m = −(w/B) z e^{−log σ}` (times `1 − m²` through the tanh of the mean) and
+    /// `∂L/∂ log σ = −Σ_b (w_b/B) (z² − 1)` where the clamp passes it; `None` (having drawn
+    /// nothing) where the taped pass does not apply.
+    fn weighted_nll_closed_form(
         &self,
         obs: &Tensor,
         action: &Tensor,
@@ -223,7 +243,7 @@ mod tests {
             let w = rng.normal(&[40], Device::Cpu).exp();
             let want_loss = -(&w * actor.log_prob(&obs, &act, None)).mean(Kind::Float);
             let want = Tensor::run_backward(&[&want_loss], &p.tensors(), false, false);
-            let (loss, got) = actor.weighted_nll_step(&obs, &act, &w, &p).expect("the taped pass applies");
+            let (loss, got) = actor.weighted_nll_closed_form(&obs, &act, &w, &p).expect("the taped pass applies");
             assert!(
                 (loss.double_value(&[]) - want_loss.double_value(&[])).abs()
                     < 1e-5 * (1.0 + want_loss.double_value(&[]).abs())

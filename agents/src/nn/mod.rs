@@ -2,13 +2,18 @@
 //!
 //! - [`ParamSet`]: named trainable tensors (what one optimizer and one checkpoint part hold);
 //! - [`Mlp`]: dense layers with optional LayerNorm and dropout, orthogonal init;
-//! - [`EnsembleMlp`]: `E` MLPs as one module, weights `[E, in, out]`, one `baddbmm` per layer;
+//! - [`EnsembleMlp`]: `E` MLPs as one module, weights `[E, in, out]`, one `baddbmm` per layer,
+//!   with its taped passes and one regression step with weight decay (`decayed_fit`, Uni-O4's
+//!   dynamics);
 //! - [`TanhGaussianActor`] (SAC) and [`GaussianActor`] (IQL, tanh'd mean);
 //! - [`polyak_update`], [`Temperature`] (log-α or softplus), [`Adam`] with checkpointable moments;
 //! - [`BetaEncoding`], [`Conditioned`], [`BalanceModel`]: FamO2O's β encoding, β-conditioned
 //!   policies and per-state balance model;
 //! - `mlp_pass`: one network's training pass on the ensemble's CPU fast path (actors, V);
-//! - `critic`: a critic ensemble with its Polyak target, built together, and one critic step;
+//! - `critic`: a critic ensemble with its Polyak target, built together, the TD target and one
+//!   critic step;
+//! - `value`: a state value V(s) fitted by expectile regression (IQL);
+//! - [`cql`]: CQL's out-of-distribution log-sum-exp over sampled actions, in chunks;
 //! - [`StateNorm`]: fixed dataset state statistics (TD3+BC, BC);
 //! - `silu`: a hidden layer's bias and SiLU fused into one CPU pass, forward and backward (the
 //!   dynamics ensemble).
@@ -18,6 +23,7 @@
 //!   (libtorch's MKL runs AVX2 kernels on AMD CPUs); [`fma_peak_gflops`], the cores' FMA ceiling.
 
 pub mod adam;
+pub mod cql;
 pub(crate) mod critic;
 pub mod ensemble;
 pub mod family;
@@ -36,6 +42,7 @@ pub mod state_norm;
 pub mod tanh_gaussian;
 pub(crate) mod team;
 pub mod temperature;
+pub(crate) mod value;
 
 pub use adam::{clip_grad_norm, Adam};
 pub use ensemble::EnsembleMlp;

@@ -51,11 +51,22 @@ impl Temperature {
         -(self.alpha() * gap).sum(tch::Kind::Float)
     }
 
-    /// `L_α` and its gradient in the parameter, `∂L_α/∂θ = −(E[log π] + H̄) dα/dθ` with
-    /// `dα/dθ = α` (`exp`) or `σ(θ)` (`softplus`), in closed form on the host: one read of
-    /// `E[log π]` and of θ instead of a graph and a backward pass (the CPU update's fast path;
-    /// on an accelerator the reads would synchronize, so callers keep [`Temperature::loss`]).
+    /// `L_α` and its gradient in the parameter, `(L_α, ∂L_α/∂θ)`: in closed form on the CPU
+    /// ([`Temperature::closed_form`]), elsewhere by autograd on [`Temperature::loss`] (on an
+    /// accelerator the closed form's reads would synchronize).
     pub fn loss_and_grad(&self, log_prob: &Tensor, target_entropy: f64) -> (Tensor, Tensor) {
+        if self.param.device() == Device::Cpu {
+            return self.closed_form(log_prob, target_entropy);
+        }
+        let loss = self.loss(log_prob, target_entropy);
+        let grad = Tensor::run_backward(&[&loss], &[&self.param], false, false).pop().expect("one gradient");
+        (loss, grad)
+    }
+
+    /// `L_α` and `∂L_α/∂θ = −(E[log π] + H̄) dα/dθ` with `dα/dθ = α` (`exp`) or `σ(θ)`
+    /// (`softplus`), in closed form on the host: one read of `E[log π]` and of θ instead of a
+    /// graph and a backward pass.
+    fn closed_form(&self, log_prob: &Tensor, target_entropy: f64) -> (Tensor, Tensor) {
         let gap = log_prob.detach().mean(tch::Kind::Float).double_value(&[]) + target_entropy;
         let theta = self.param.double_value(&[0]);
         let (alpha, slope) = match self.form {
@@ -89,7 +100,7 @@ mod tests {
             // The closed form gives autograd's loss and gradient.
             for (lp, h) in [(Tensor::from_slice(&[1.0f32, 1.0]), 0.0), (Tensor::from_slice(&[-2.0f32, 0.5, 3.0]), -6.0)]
             {
-                let (loss, grad) = t.loss_and_grad(&lp, h);
+                let (loss, grad) = t.closed_form(&lp, h);
                 let want = t.loss(&lp, h);
                 let want_g = Tensor::run_backward(&[&want], &p.tensors(), false, false);
                 assert!((loss.double_value(&[]) - want.double_value(&[])).abs() < 1e-6, "{form:?} loss");

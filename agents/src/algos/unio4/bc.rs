@@ -154,7 +154,7 @@ impl Members {
         );
         let log_std = params.add(
             format!("{prefix}/log_std"),
-            Tensor::zeros([cfg.members, 1, act_dim], (Kind::Float, Device::Cpu)),
+            Tensor::zeros([cfg.members, 1, act_dim], (Kind::Float, device)),
             device,
         );
         Self { net, params, log_std }

@@ -6,13 +6,13 @@
 //!   `1 − (terminal ∨ timeout)` by default);
 //! - `θ̄ ← (1 − τ) θ̄ + τ θ` after every second Q step.
 //!
-//! The same ω is the expectile here and Uni-O4's advantage weight elsewhere. Reuses IQL's
-//! expectile loss, target minimum and Q step ([`crate::iql`]).
+//! The same ω is the expectile here and Uni-O4's advantage weight elsewhere. Shares IQL's
+//! expectile loss ([`crate::nn::value`]), target minimum and Q step ([`crate::nn::critic`]).
 
 use super::{Data, MaskRule};
 use crate::checkpoint::{load_agent, save_agent, state_tensors};
-use crate::iql::{expectile_loss, q_step, target_min_q, CriticParts};
-use crate::nn::critic::{critic_and_target, state_action};
+use crate::nn::critic::{critic_and_target, q_step, state_action, target_min_q, CriticParts};
+use crate::nn::value::expectile_loss;
 use crate::nn::{Adam, EnsembleMlp, Mlp, MlpConfig, ParamSet};
 use crate::rng::AgentRng;
 use crate::{AgentError, Metrics};

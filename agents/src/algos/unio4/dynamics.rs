@@ -127,9 +127,7 @@ impl Dynamics {
         rng: &mut AgentRng,
     ) -> Result<Self, AgentError> {
         cfg.validate()?;
-        if device == Device::Cpu {
-            crate::alloc::tune_cpu_allocator();
-        }
+        crate::alloc::tune_allocator_for(device);
         let out = obs_dim + 1;
         let mut params = ParamSet::new();
         let net = EnsembleMlp::new(
@@ -143,8 +141,8 @@ impl Dynamics {
             rng,
             device,
         );
-        let _ = params.add("dynamics/max_logvar", Tensor::full([1, 1, out], 0.5, (Kind::Float, Device::Cpu)), device);
-        let _ = params.add("dynamics/min_logvar", Tensor::full([1, 1, out], -10.0, (Kind::Float, Device::Cpu)), device);
+        let _ = params.add("dynamics/max_logvar", Tensor::full([1, 1, out], 0.5, (Kind::Float, device)), device);
+        let _ = params.add("dynamics/min_logvar", Tensor::full([1, 1, out], -10.0, (Kind::Float, device)), device);
         let d = obs_dim + act_dim;
         Ok(Self {
             elites: Tensor::arange(cfg.elites, (Kind::Int64, device)),
@@ -240,100 +238,25 @@ impl Dynamics {
     }
 
     /// One training step on raw inputs `x` `[E, B, o + a]` and targets `y` `[E, B, o + 1]`:
-    /// the gradients of [`Dynamics::loss`] (the fused CPU pass where it applies, else autograd)
-    /// and one Adam step. Returns the loss.
+    /// the gradients of [`Dynamics::loss`] and one Adam step. Returns the loss.
     pub fn train_step(&self, opt: &mut Adam, x: &Tensor, y: &Tensor) -> f64 {
-        let (loss, grads) = match self.fused_grads(x, y) {
-            Some(done) => done,
-            None => {
-                let loss = self.loss(x, y);
-                let grads = Tensor::run_backward(&[&loss], &self.params.tensors(), false, false);
-                (loss.double_value(&[]), grads)
-            }
-        };
+        let (loss, grads) = self.loss_and_grads(x, y);
         opt.apply(&self.params, &grads);
         loss
     }
 
-    /// [`Dynamics::loss`] and its gradients (in the order of [`Dynamics::params`]) with the
-    /// members' layers written out, on float32 CPU tensors: each hidden layer is one batched
-    /// matmul and one fused bias + SiLU pass ([`crate::nn::silu`]) forward, one fused pass and
-    /// two matmuls backward (the hidden layers' products on [`crate::nn::gemm`]'s AVX-512
-    /// kernels where they run); autograd only sees the loss on the head's output (`[E, B, 2(o + 1)]`)
-    /// and the log-variance bounds; the weight decay's gradient `λ_l W_l` is the addend of the
-    /// matmul that forms `∂W_l`. `None` where it does not apply (another device or dtype, another activation).
-    fn fused_grads(&self, x: &Tensor, y: &Tensor) -> Option<(f64, Vec<Tensor>)> {
-        let layers = self.net.silu_layers()?;
-        if x.device() != Device::Cpu
-            || x.kind() != Kind::Float
-            || layers[0].0.kind() != Kind::Float
-            || layers[0].0.device() != Device::Cpu
-        {
-            return None;
-        }
-        let threads = crate::nn::team::threads();
-        let last = layers.len() - 1;
-        // Forward: inputs[i] is layer i's input, sigmas[i] its σ.
-        let (mut inputs, mut sigmas) = (Vec::with_capacity(layers.len()), Vec::with_capacity(last));
-        let head_out = tch::no_grad(|| {
-            inputs.push(((x - &self.in_mean) / &self.in_std).contiguous());
-            for (w, b) in &layers[..last] {
-                let x = inputs.last().expect("an input");
-                let z = crate::nn::gemm::bmm(x, w, None).unwrap_or_else(|| x.bmm(w));
-                let h = z.empty_like();
-                crate::nn::silu::forward(&z, &h, &b.contiguous(), threads);
-                sigmas.push(z);
-                inputs.push(h);
-            }
-            let (w, b) = layers[last];
-            b.baddbmm(inputs.last().expect("an input"), w, 1.0, 1.0)
-        });
-        // The loss on the head's output, by autograd (small tensors).
-        let out = head_out.set_requires_grad(true);
-        let (mu, lv) = self.gaussian(&out);
-        let fit = self.fit_loss(&mu, &lv, y);
+    /// [`Dynamics::loss`] and its gradients in the order of [`Dynamics::params`]:
+    /// `L = Σ_e mean[(μ_e − y)² e^{−log σ²_e} + log σ²_e] + c (Σ max − Σ min) + Σ_l ½ λ_l ‖W_l‖²`
+    /// on the standardized inputs, the Gaussian NLL and the bound term a loss of the members'
+    /// head output and of the bounds ([`EnsembleMlp::decayed_fit`]).
+    fn loss_and_grads(&self, x: &Tensor, y: &Tensor) -> (f64, Vec<Tensor>) {
         let (max, min) = self.bounds();
-        let mut g = Tensor::run_backward(&[&fit], &[&out, &max, &min], false, false);
-        let (grad_min, grad_max, grad_out) = (g.pop()?, g.pop()?, g.pop()?);
-        let mut loss = fit.double_value(&[]);
-        // Backward through the layers, from the head down.
-        let grads = tch::no_grad(|| {
-            let mut per_layer: Vec<(Tensor, Tensor)> = Vec::with_capacity(layers.len());
-            // ∂W_l = λ_l W_l + xᵀ g_z: the weight decay's gradient as the matmul's addend.
-            let decay = &self.cfg.weight_decay;
-            let (w, _) = layers[last];
-            per_layer.push((
-                w.baddbmm(&inputs[last].transpose(1, 2), &grad_out, decay[last], 1.0),
-                grad_out.sum_dim_intlist(&[1i64][..], true, Kind::Float),
-            ));
-            let mut grad_h = grad_out.bmm(&w.transpose(1, 2));
-            for i in (0..last).rev() {
-                let (w, b) = layers[i];
-                let grad_b = Tensor::zeros(b.size(), (Kind::Float, Device::Cpu));
-                crate::nn::silu::backward(&grad_h, &sigmas[i], &inputs[i + 1], &grad_b, threads);
-                let grad_w = match crate::nn::gemm::bmm_at(&inputs[i], &grad_h) {
-                    Some(p) => p + w * decay[i],
-                    None => w.baddbmm(&inputs[i].transpose(1, 2), &grad_h, decay[i], 1.0),
-                };
-                let below = (i > 0)
-                    .then(|| crate::nn::gemm::bmm_bt(&grad_h, w).unwrap_or_else(|| grad_h.bmm(&w.transpose(1, 2))));
-                per_layer.push((grad_w, grad_b));
-                if let Some(next) = below {
-                    grad_h = next;
-                }
-            }
-            per_layer.reverse();
-            // The weight decay's value Σ_l ½ λ_l ‖W_l‖².
-            for ((w, _), l) in layers.iter().zip(decay) {
-                let flat = w.reshape([-1]);
-                loss += 0.5 * l * flat.dot(&flat).double_value(&[]);
-            }
-            let mut grads: Vec<Tensor> = per_layer.into_iter().flat_map(|(w, b)| [w, b]).collect();
-            grads.push(grad_max);
-            grads.push(grad_min);
-            grads
-        });
-        Some((loss, grads))
+        let x = (x - &self.in_mean) / &self.in_std;
+        let fit = |out: &Tensor| {
+            let (mu, lv) = self.gaussian(out);
+            self.fit_loss(&mu, &lv, y)
+        };
+        self.net.decayed_fit(&self.params, &x, &self.cfg.weight_decay, &[max, min], &fit)
     }
 
     /// The trainable parameters (members, then the log-variance bounds).
@@ -562,39 +485,34 @@ mod tests {
         assert!((r1.mean(Kind::Double).double_value(&[]) - 0.5).abs() < 0.1, "mean r {r1:?}");
     }
 
-    /// The fused training step's loss and every gradient equal autograd's on [`Dynamics::loss`]
-    /// (the reference), on a small ensemble (one thread) and one large enough to split its
-    /// members over threads; and the step is the one `train` takes.
+    /// The training step's loss and every gradient (the written-out pass on the CPU) equal
+    /// autograd's on [`Dynamics::loss`], the module doc's loss as written.
     #[test]
-    fn fused_step_matches_autograd() {
-        for (hidden, rows) in [(vec![19, 13], 7), (vec![64, 64, 64], 200)] {
-            let mut rng = AgentRng::new(5);
-            let decay = (0..=hidden.len()).map(|i| 1e-3 * (i + 1) as f64).collect();
-            let cfg = DynamicsConfig {
-                net: MlpConfig { hidden, activation: Activation::Silu, ..MlpConfig::default() },
-                members: 3,
-                elites: 2,
-                weight_decay: decay,
-                ..DynamicsConfig::default()
-            };
-            let mut dy = Dynamics::new(cfg, 4, 2, Device::Cpu, &mut rng).unwrap();
-            tch::no_grad(|| {
-                dy.in_mean.copy_(&Tensor::from_slice(&[0.1f32, -0.2, 0.3, 0.0, 0.5, -0.5]));
-                dy.in_std.copy_(&Tensor::from_slice(&[1.0f32, 2.0, 0.5, 1.5, 1.0, 3.0]));
-            });
-            let (x, y) = (rng.normal(&[3, rows, 6], Device::Cpu) * 2.0, rng.normal(&[3, rows, 5], Device::Cpu));
-            let want_loss = dy.loss(&x, &y);
-            let want = Tensor::run_backward(&[&want_loss], &dy.params().tensors(), false, false);
-            let (loss, got) = dy.fused_grads(&x, &y).expect("the fused pass applies to a SiLU ensemble on the CPU");
-            let want_loss = want_loss.double_value(&[]);
-            assert!((loss - want_loss).abs() < 1e-5 * want_loss.abs().max(1.0), "loss {loss} against {want_loss}");
-            assert_eq!(got.len(), want.len());
-            for ((g, w), (name, _)) in got.iter().zip(&want).zip(dy.params().named()) {
-                assert_eq!(g.size(), w.size(), "{name}");
-                let scale = 1.0 + w.abs().max().double_value(&[]);
-                let diff = (g - w).abs().max().double_value(&[]);
-                assert!(diff < 1e-5 * scale, "{name}: {diff}");
-            }
+    fn step_matches_autograd_on_the_loss() {
+        let mut rng = AgentRng::new(5);
+        let cfg = DynamicsConfig {
+            net: MlpConfig { hidden: vec![19, 13], activation: Activation::Silu, ..MlpConfig::default() },
+            members: 3,
+            elites: 2,
+            weight_decay: vec![1e-3, 2e-3, 3e-3],
+            ..DynamicsConfig::default()
+        };
+        let mut dy = Dynamics::new(cfg, 4, 2, Device::Cpu, &mut rng).unwrap();
+        tch::no_grad(|| {
+            dy.in_mean.copy_(&Tensor::from_slice(&[0.1f32, -0.2, 0.3, 0.0, 0.5, -0.5]));
+            dy.in_std.copy_(&Tensor::from_slice(&[1.0f32, 2.0, 0.5, 1.5, 1.0, 3.0]));
+        });
+        let (x, y) = (rng.normal(&[3, 7, 6], Device::Cpu) * 2.0, rng.normal(&[3, 7, 5], Device::Cpu));
+        let want_loss = dy.loss(&x, &y);
+        let want = Tensor::run_backward(&[&want_loss], &dy.params().tensors(), false, false);
+        let (loss, got) = dy.loss_and_grads(&x, &y);
+        let want_loss = want_loss.double_value(&[]);
+        assert!((loss - want_loss).abs() < 1e-5 * want_loss.abs().max(1.0), "loss {loss} against {want_loss}");
+        assert_eq!(got.len(), want.len());
+        for ((g, w), (name, _)) in got.iter().zip(&want).zip(dy.params().named()) {
+            assert_eq!(g.size(), w.size(), "{name}");
+            let diff = (g - w).abs().max().double_value(&[]);
+            assert!(diff < 1e-5 * (1.0 + w.abs().max().double_value(&[])), "{name}: {diff}");
         }
     }
 

@@ -122,8 +122,8 @@ impl ValueRefit {
         let mut params = ParamSet::new();
         let obs_dim = data.obs.size()[1];
         let v = Mlp::new(&mut params, prefix, obs_dim, 1, &cfg.value, 1.0, &mut rng, device);
-        let host =
-            |t: &Tensor| Vec::<f32>::try_from(&t.to_device(Device::Cpu).to_kind(Kind::Float)).unwrap_or_default();
+        // The host's copy (tch's conversion reads a device tensor back).
+        let host = |t: &Tensor| Vec::<f32>::try_from(&t.to_kind(Kind::Float)).unwrap_or_default();
         let (reward, end) = (host(&data.reward), host(&data.episode_end));
         // r̃: the `dynamic` pass over the rows in order (its end state goes online), or r.
         let mut scaler = (cfg.reward_scaling == RewardScaling::Dynamic).then(|| ReturnStdScaler::new(cfg.gamma));
