@@ -513,3 +513,39 @@ fn the_cli_refuses_a_nats_server_older_than_2_10() {
         "{text}"
     );
 }
+
+/// `o2o fleet server` stops its nats-server on SIGTERM and on SIGINT sent to its PID (not its
+/// process group, as a supervisor or `kill PID` sends them), so the same port and store serve
+/// again at once (issue 47, C2).
+#[test]
+fn the_fleet_server_stops_its_nats_server_on_a_signal_to_its_pid() {
+    let port = o2o_experiments::fleet::server::free_port().unwrap();
+    let store = tempfile::tempdir().unwrap();
+    let listening = || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok();
+    for (name, sig) in [("SIGTERM", libc::SIGTERM), ("SIGINT", libc::SIGINT)] {
+        let mut server = o2o()
+            .args(["fleet", "server", "--port", &port.to_string(), "--store"])
+            .arg(store.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_for("the server to listen (a restart on the same port and store)", Duration::from_secs(30), listening);
+        // SAFETY: kill(2) on the child's own pid.
+        unsafe { libc::kill(server.id() as libc::pid_t, sig) };
+        let t0 = Instant::now();
+        let status = loop {
+            if let Some(s) = server.try_wait().unwrap() {
+                break s;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(20), "{name}: o2o fleet server still running");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let mut err = String::new();
+        std::io::Read::read_to_string(server.stderr.as_mut().unwrap(), &mut err).unwrap();
+        assert!(status.success(), "{name}: {status}\n{err}");
+        assert!(err.contains("stopped; the streams stay in"), "{name}: {err}");
+        wait_for("the port to be free", Duration::from_secs(10), || !listening());
+    }
+}

@@ -198,15 +198,37 @@ fn server(a: ServerArgs) -> Result<()> {
         a.port,
         a.store.display()
     );
-    let status = std::process::Command::new(&bin.path)
-        .args(["-a", &a.addr, "-p", &a.port.to_string(), "-js", "-sd"])
-        .arg(&a.store)
-        .status()
-        .with_context(|| format!("cannot start {}", bin.path.display()))?;
-    if !status.success() {
-        anyhow::bail!("{} ended with {status}", bin.path.display());
+    // SIGINT or SIGTERM to this process (a supervisor, `kill PID`, Ctrl-C) stops nats-server
+    // cleanly, and it dies with this process however that ends, so a restart on the same port
+    // and store works (issue 47, C2).
+    o2o_experiments::run::interrupt::install_silent();
+    let mut cmd = std::process::Command::new(&bin.path);
+    cmd.args(["-a", &a.addr, "-p", &a.port.to_string(), "-js", "-sd"]).arg(&a.store);
+    o2o_experiments::fleet::server::die_with_parent(&mut cmd);
+    let mut child = cmd.spawn().with_context(|| format!("cannot start {}", bin.path.display()))?;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            if !status.success() {
+                anyhow::bail!("{} ended with {status}", bin.path.display());
+            }
+            return Ok(());
+        }
+        if o2o_experiments::run::interrupt::requested() {
+            eprintln!("o2o fleet server: stopping nats-server (pid {}) on request", child.id());
+            // SAFETY: kill(2) on our own child's pid.
+            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+            let t0 = std::time::Instant::now();
+            while child.try_wait()?.is_none() {
+                if t0.elapsed() > std::time::Duration::from_secs(10) {
+                    let _ = child.kill();
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            eprintln!("o2o fleet server: stopped; the streams stay in {}", a.store.display());
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
     }
-    Ok(())
 }
 
 fn learner(a: LearnerArgs) -> Result<()> {

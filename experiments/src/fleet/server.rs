@@ -139,7 +139,7 @@ impl Drop for NatsServer {
 
 /// Linux: the child gets SIGKILL when the thread that started it ends, so a test process that
 /// is itself killed leaves no server behind either (Drop covers every other ending).
-fn die_with_parent(cmd: &mut Command) {
+pub fn die_with_parent(cmd: &mut Command) {
     #[cfg(target_os = "linux")]
     {
         use std::os::unix::process::CommandExt;

@@ -43,6 +43,24 @@ pub fn install() {
     }
 }
 
+extern "C" fn on_stop_signal(_: libc::c_int) {
+    if REQUESTED.swap(true, Ordering::SeqCst) {
+        unsafe { libc::_exit(130) };
+    }
+}
+
+/// Route SIGINT and SIGTERM to [`request`] without a message: for commands that stop
+/// something other than a run (`o2o fleet server` stops its nats-server) and say so themselves.
+/// Installing a handler also undoes an inherited SIG_IGN (a shell's background job ignores
+/// SIGINT), so a signal sent to the process's PID is always heard.
+pub fn install_silent() {
+    let handler = on_stop_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    unsafe {
+        libc::signal(libc::SIGINT, handler);
+        libc::signal(libc::SIGTERM, handler);
+    }
+}
+
 /// Ask the running loop to stop at its next safe point.
 pub fn request() {
     REQUESTED.store(true, Ordering::SeqCst);
