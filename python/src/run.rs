@@ -116,7 +116,7 @@ impl Recipe {
     fn with(&self, change: impl FnOnce(&mut Recipe)) -> PyResult<Run> {
         let mut next = self.clone();
         change(&mut next);
-        next.builder(false).map_err(to_value_error)?;
+        errors::no_panic(|| next.builder(false).map(drop).map_err(to_value_error))?;
         Ok(Run { recipe: next })
     }
 }
@@ -132,36 +132,28 @@ pub struct Run {
 impl Run {
     /// A run of an embedded preset (`o2o.list_presets()`) or of a `.toml` file.
     #[staticmethod]
-    fn preset(name_or_path: &str) -> PyResult<Run> {
-        let recipe = Recipe::new(Origin::Preset(name_or_path.to_string()));
-        recipe.builder(false).map_err(to_py)?;
-        Ok(Run { recipe })
+    fn preset(name_or_path: PathBuf) -> PyResult<Run> {
+        Run::checked(Recipe::new(Origin::Preset(name_or_path.to_string_lossy().into_owned())), to_py)
     }
 
     /// A run of a config written as TOML text, in a preset's format; `name` names the run
     /// directories.
     #[staticmethod]
     fn from_toml(name: &str, text: &str) -> PyResult<Run> {
-        let recipe = Recipe::new(Origin::Toml { name: name.to_string(), text: text.to_string() });
-        recipe.builder(false).map_err(to_value_error)?;
-        Ok(Run { recipe })
+        Run::checked(Recipe::new(Origin::Toml { name: name.to_string(), text: text.to_string() }), to_value_error)
     }
 
     /// A new run fine-tuning `parent`'s final agent online with the parent's config
     /// (`o2o finetune`).
     #[staticmethod]
     fn finetune(parent: PathBuf) -> PyResult<Run> {
-        let recipe = Recipe::new(Origin::Finetune(parent));
-        recipe.builder(false).map_err(to_py)?;
-        Ok(Run { recipe })
+        Run::checked(Recipe::new(Origin::Finetune(parent)), to_py)
     }
 
     /// Continue the run in `dir` from its newest checkpoint, exactly (`o2o resume`).
     #[staticmethod]
     fn resume(dir: PathBuf) -> PyResult<Run> {
-        let recipe = Recipe::new(Origin::Resume(dir));
-        recipe.builder(false).map_err(to_py)?;
-        Ok(Run { recipe })
+        Run::checked(Recipe::new(Origin::Resume(dir)), to_py)
     }
 
     /// Override config keys: `"key=value"`, a dict `{key: value}`, or a list of `"key=value"`.
@@ -242,7 +234,7 @@ impl Run {
 
     /// The resolved config as it stands, every default filled in, as a dict (`--print-config`).
     fn config<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let config = self.recipe.builder(false).and_then(|r| r.draft_config()).map_err(to_py)?;
+        let config = errors::no_panic(|| self.recipe.builder(false).and_then(|r| r.draft_config()).map_err(to_py))?;
         convert::to_python(py, &config)
     }
 
@@ -273,6 +265,14 @@ impl Run {
         let set = if r.overrides.is_empty() { String::new() } else { format!(".set({:?})", r.overrides) };
         let data = r.dataset.as_ref().map_or(String::new(), |d| format!(".dataset(<{} rows>)", d.len()));
         format!("{origin}{set}{data}")
+    }
+}
+
+impl Run {
+    /// A `Run` of `recipe` once the Rust builder accepts it; its error through `error`.
+    fn checked(recipe: Recipe, error: fn(anyhow::Error) -> PyErr) -> PyResult<Run> {
+        errors::no_panic(|| recipe.builder(false).map(drop).map_err(error))?;
+        Ok(Run { recipe })
     }
 }
 

@@ -71,6 +71,14 @@ def test_set_takes_strings_dicts_and_lists_and_reaches_the_config():
     assert "sac-inverted-pendulum" in repr(run) and "train.online_steps=1234" in repr(run)
 
 
+def test_a_preset_file_is_taken_by_path(tmp_path):
+    path = tmp_path / "my-pendulum.toml"
+    path.write_text('algo = "sac"\nenv = "InvertedPendulum-v5"\n[train]\nonline_steps = 321\n')
+    for given in [path, str(path)]:
+        c = o2o.Run.preset(given).config()
+        assert (c["preset"], c["algo"], c["train"]["online_steps"]) == ("my-pendulum", "sac", 321)
+
+
 def test_a_bad_override_is_a_value_error_naming_the_key():
     run = o2o.Run.preset("sac-inverted-pendulum")
     with pytest.raises(ValueError, match=r"unknown field `no_such_key`(.|\n)*in `train`"):
