@@ -3,6 +3,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := build
 O2O := target/release/o2o
+VENV := $(or $(O2O_HOME),$(HOME)/.cache/o2o)/venv
 
 .PHONY: setup build test bench demo
 
@@ -16,9 +17,13 @@ build: setup
 # (one copy of libtorch bindings and the ~400 Rerun crates instead of two), and env-stepping
 # and learning tests need optimized code anyway. --no-fail-fast: one run reports every failing
 # test binary, not only the first.
+# Then the Python package's tests (python/tests) with the venv's python, whatever the Rust tests
+# gave, so one run reports both; the target fails when either fails.
 test: build
 	cargo fmt --all --check
-	cargo test --release --workspace --no-fail-fast
+	rc=0; cargo test --release --workspace --no-fail-fast || rc=$$?; \
+	$(VENV)/bin/python -m pytest python/tests -q || rc=$$?; \
+	exit $$rc
 
 # The main job: WSRL end to end on the small halfcheetah dataset shipped in data/halfcheetah-small
 # (pretrain → warm-up → fine-tune → evaluation, ≤ 10 min on 2 cores), ending with a table of

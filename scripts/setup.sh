@@ -123,8 +123,11 @@ if [ ! -f "$O2O_HOME/.rerun-analytics-off" ]; then
 fi
 
 # 5. Cargo target dir outside the clone ---------------------------------------------------------
+# (CARGO_TARGET_DIR set: cargo, maturin and make build all build there; target/ is left alone.)
 mkdir -p "$O2O_HOME/target"
-if [ -L "$repo/target" ] || [ ! -e "$repo/target" ]; then
+if [ -n "${CARGO_TARGET_DIR:-}" ]; then
+    step "CARGO_TARGET_DIR=$CARGO_TARGET_DIR: builds go there; target/ left as it is"
+elif [ -L "$repo/target" ] || [ ! -e "$repo/target" ]; then
     if [ "$(readlink "$repo/target" 2>/dev/null)" != "$O2O_HOME/target" ]; then
         step "linking target/ -> $O2O_HOME/target"
         ln -sfn "$O2O_HOME/target" "$repo/target"
@@ -156,5 +159,36 @@ rustflags = ["-C", "link-arg=-Wl,-rpath,$torch_dir/lib:$mj_dir"]
 rustflags = ["-C", "link-arg=-Wl,-rpath,$torch_dir/lib:$mj_dir"]
 CFG
 if cmp -s "$tmp" "$cfg"; then rm -f "$tmp"; else mv "$tmp" "$cfg"; step "wrote .cargo/config.toml"; fi
+
+# 7. The Python package o2o (python/: PyO3 + maturin, abi3) in the venv --------------------------
+# maturin (pinned in requirements.txt) builds it in the workspace's cargo target dir, the one
+# `make build` fills, so on top of the workspace build only PyO3 and the extension are compiled.
+# Skipped when the installed build matches the sources: the stamp is the sha256 of every file
+# the extension is built from (the workspace crates, Cargo.toml, Cargo.lock; not their tests,
+# and not what git ignores, such as the MUJOCO_LOG.TXT a test run leaves).
+py_stamp="$venv/.o2o-python.sha256"
+py_paths=(Cargo.toml Cargo.lock envs datasets agents reward-models robot experiments python)
+py_want=$(cd "$repo" && { git ls-files -co --exclude-standard -- "${py_paths[@]}" 2>/dev/null \
+        || find "${py_paths[@]}" -type f ! -name MUJOCO_LOG.TXT; } \
+    | grep -vE '/(tests|examples|benches)/|__pycache__' | LC_ALL=C sort \
+    | while IFS= read -r f; do [ -f "$f" ] && printf '%s\0' "$f"; done \
+    | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
+if [ -f "$py_stamp" ] && [ "$(cat "$py_stamp")" = "$py_want" ] && "$py" -c 'import o2o' >/dev/null 2>&1; then
+    step "Python package o2o up to date (import o2o)"
+else
+    step "building the Python package o2o (maturin build --release; shares the cargo target dir with make build)"
+    t_py=$(date +%s)
+    wheels="$O2O_HOME/wheels"
+    rm -rf "$wheels"
+    mkdir -p "$wheels"
+    (cd "$repo" && VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" "$venv/bin/maturin" build --release --quiet \
+        -m python/Cargo.toml -o "$wheels") \
+        || fail "maturin build of python/ failed" "the compiler's message is above; fix it, then re-run make setup"
+    "$py" -m pip install -q --disable-pip-version-check --no-deps --force-reinstall "$wheels"/o2o-*.whl \
+        || fail "pip install of the o2o wheel failed" "the wheel is in $wheels; re-run make setup"
+    "$py" -c 'import o2o' || fail "the installed o2o does not import" "run $py -c 'import o2o' to see why"
+    echo "$py_want" > "$py_stamp"
+    step "Python package o2o built and installed in $(( $(date +%s) - t_py )) s (wheel: $wheels)"
+fi
 
 step "done in $(( $(date +%s) - t0 )) s (torch $torch_version, MuJoCo 3.17.0, venv $venv)"

@@ -70,3 +70,9 @@ pub fn request() {
 pub fn requested() -> bool {
     REQUESTED.load(Ordering::SeqCst)
 }
+
+/// Forget an earlier request, so that a process which goes on after a stopped run (the Python
+/// bindings, a GUI) can start the next run.
+pub fn clear() {
+    REQUESTED.store(false, Ordering::SeqCst);
+}

@@ -1,0 +1,213 @@
+"""o2o from Python: offline-to-online RL with o2o's Rust runner behind a small API.
+
+Everything here calls the o2o-experiments library (the same builder the `o2o` command line
+drives); see docs/python.md.
+
+    import o2o
+    done = o2o.Run.preset("sac-inverted-pendulum").set({"train.online_steps": 5000}).seed(0).run()
+    print(done.dir, done.summary["final_eval"]["mean_return"])
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+from typing import Any, Callable, Mapping, Sequence, Union
+
+import numpy as np
+import numpy.typing as npt
+
+__version__: str
+
+_Path = Union[str, os.PathLike[str]]
+_Array = npt.ArrayLike
+
+class Error(RuntimeError):
+    """An error o2o reported: a missing file, a run that cannot continue, an env that fails.
+
+    The message is the one the `o2o` command line prints, each cause on a line of its own.
+    Bad input the caller gave (an override, an array) raises `ValueError` instead.
+    """
+
+def list_presets() -> list[str]:
+    """The names of the presets embedded in o2o (`o2o train --list-presets`)."""
+
+class Run:
+    """A run being configured, then started: the Rust builder `o2o_experiments::Run`.
+
+    Every method returns a new `Run` (the one it is called on is unchanged) and is checked at
+    once: an unknown key fails at `set`, not when the run starts. `run()`, `fit()` and
+    `fit_online()` start it; they train on a thread of their own with the GIL released, and
+    Ctrl-C stops the run at its next safe point, writes a checkpoint, and raises
+    `KeyboardInterrupt` naming the run to resume.
+    """
+
+    @staticmethod
+    def preset(name_or_path: _Path) -> Run:
+        """A run of an embedded preset (see `list_presets()`) or of a preset-format `.toml` file.
+
+        Raises `o2o.Error` naming the preset when there is none of that name.
+        """
+    @staticmethod
+    def from_toml(name: str, text: str) -> Run:
+        """A run of a config written as TOML text in a preset's format; `name` names the run
+        directories (`<runs_dir>/<name>-<seed>-<time>`)."""
+    @staticmethod
+    def finetune(parent: _Path) -> Run:
+        """A new run fine-tuning `parent`'s final agent online with the parent's config
+        (`o2o finetune --from`): no offline, random or warm-up steps, an evaluation at the start."""
+    @staticmethod
+    def resume(dir: _Path) -> Run:
+        """Continue the run in `dir` from its newest checkpoint, exactly (`o2o resume`).
+
+        A run of data handed over in memory needs the same `dataset(...)` again; a resume with
+        other data is refused, naming both hashes.
+        """
+    def set(self, *overrides: Union[str, Mapping[str, Any], Sequence[str]]) -> Run:
+        """Override config keys: `"key=value"` (as `o2o train --set` takes it), a dict
+        `{"train.online_steps": 20000, "agent.critic.hidden": [64, 64]}`, or a list of
+        `"key=value"` strings.
+
+        Raises `ValueError` naming the key when it is unknown or its value is wrong, and on a
+        resumed run (it keeps the config it started with).
+        """
+    def seed(self, seed: int) -> Run:
+        """The run seed; every random source is derived from it (same as `set("seed=N")`)."""
+    def runs_dir(self, dir: _Path) -> Run:
+        """The folder new run directories are created in (default `runs/` in the current
+        directory)."""
+    def device(self, device: str) -> Run:
+        """`"auto"` (the default: CUDA when available), `"cpu"`, `"cuda"` or `"cuda:N"`.
+
+        Raises `ValueError` for `"cuda"` when libtorch sees no CUDA device.
+        """
+    def threads(self, n: int) -> Run:
+        """Torch intra-op threads for this run (default: libtorch's choice, usually the number of
+        cores). Set it here rather than with `torch.set_num_threads`: the run trains on a thread
+        of its own."""
+    def dataset(self, data: Dataset) -> Run:
+        """Offline data built in memory (`Dataset.from_arrays`) instead of the config's file; the
+        config records `dataset.in_memory = true` and the manifest the data's sha256."""
+    def rerun(self, mode: str) -> Run:
+        """The Rerun recording: `"save"` (`recording.rrd` in the run directory, the default),
+        `"off"`, `"spawn"` (a viewer), or `"connect"` / `"connect=HOST:PORT"`."""
+    def progress(self, mode: str, every: float = 30.0) -> Run:
+        """Progress on stderr: `"auto"` (a bar on a terminal, plain lines otherwise), `"bar"`,
+        `"plain"` (a line every `every` seconds) or `"off"`."""
+    def on_eval(self, callback: Callable[[dict[str, Any], dict[str, Any]], object]) -> Run:
+        """Call `callback(result, state)` after every evaluation (`result`: `step`,
+        `mean_return`, …; `state`: the runner's counters). An exception it raises stops the run
+        (its last checkpoint stays resumable) and is raised by `run()`."""
+    def on_checkpoint(self, callback: Callable[[pathlib.Path, dict[str, Any]], object]) -> Run:
+        """Call `callback(checkpoint_folder, state)` after every checkpoint. An exception it
+        raises stops the run and is raised by `run()`."""
+    def config(self) -> dict[str, Any]:
+        """The resolved config as it stands, every default filled in (`o2o train --print-config`)."""
+    def run(self) -> Outcome:
+        """Run the config's phases (offline → random → warm-up → online) to the end, or continue
+        a resumed run to its end.
+
+        Raises `o2o.Error` when the run fails, `KeyboardInterrupt` after the checkpoint when it
+        is interrupted, and the exception a callback raised.
+        """
+    def fit(self, steps: int) -> Outcome:
+        """Train offline only: `steps` gradient steps on the dataset (d3rlpy's `fit`)."""
+    def fit_online(self, steps: int) -> Outcome:
+        """Train online only: `steps` env steps with updates (d3rlpy's `fit_online`), after the
+        config's random and warm-up steps."""
+
+class Outcome:
+    """A finished run: its directory, `summary.json` and `metrics.jsonl`."""
+
+    @property
+    def dir(self) -> pathlib.Path:
+        """The run directory: config.toml, manifest.json, metrics.jsonl, checkpoints/,
+        summary.json (and recording.rrd)."""
+    @property
+    def summary(self) -> dict[str, Any]:
+        """`summary.json`: `finished`, `steps`, `grad_steps`, `env_steps`, `episodes`, `wall_s`,
+        `final_eval`, `best_eval`, `phase_evals`, `checkpoint`, `warnings`."""
+    @property
+    def reused(self) -> bool:
+        """True when nothing ran: `Run.resume` found the run already finished."""
+    @property
+    def metrics(self) -> list[dict[str, Any]]:
+        """Every record of `metrics.jsonl`, in order: `grad_step`, `env_step`, `wall_s` and the
+        values logged then (`train/…`, `eval/…`, `perf/…`)."""
+    def metrics_arrays(self) -> dict[str, npt.NDArray[np.float64]]:
+        """`metrics.jsonl` as columns: each numeric key to a float64 array with one entry per
+        record, NaN where a record lacks the key."""
+
+class Dataset:
+    """Offline transitions in D4RL's layout, held by o2o; hand it to a run with `Run.dataset`."""
+
+    @staticmethod
+    def from_arrays(
+        *,
+        observations: _Array,
+        actions: _Array,
+        rewards: _Array,
+        terminals: _Array,
+        timeouts: _Array,
+        next_observations: _Array | None = None,
+    ) -> Dataset:
+        """Transitions from arrays, with the checks a D4RL file gets.
+
+        `observations` `(N, obs_dim)`, `actions` `(N, act_dim)` in the env's units, `rewards`
+        `(N,)` as the env gives them (numbers: floats or integers), `terminals` `(N,)` (true
+        ends: bootstrapping stops) and `timeouts` `(N,)` (time-limit ends) as bools or numbers
+        (non-zero is set), `next_observations` `(N, obs_dim)` when rows do not follow each other.
+
+        Raises `ValueError` naming the key on a wrong shape, dtype or row count, and the row and
+        column of a NaN or infinite value.
+        """
+    def __len__(self) -> int: ...
+    @property
+    def obs_dim(self) -> int: ...
+    @property
+    def act_dim(self) -> int: ...
+    @property
+    def episodes(self) -> int:
+        """Episodes: runs of rows ended by `terminals` or `timeouts` (a trailing partial one counts)."""
+    @property
+    def sha256(self) -> str:
+        """sha256 of the contents: what a run's manifest records, and what a resume checks."""
+    def warnings(self) -> list[str]:
+        """Data-quality notes that are not errors (e.g. a trailing partial episode)."""
+
+class Policy:
+    """A run's deterministic policy (the actor's mode), acting as o2o's evaluation acts."""
+
+    def __call__(self, obs: _Array) -> npt.NDArray[np.float32]:
+        """Actions in the env's bounds, float32: `(act_dim,)` for one observation `(obs_dim,)`,
+        `(B, act_dim)` for a batch `(B, obs_dim)`. Raises `ValueError` on another shape."""
+    @property
+    def obs_dim(self) -> int: ...
+    @property
+    def act_dim(self) -> int: ...
+    @property
+    def action_bounds(self) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+        """The env's action bounds `(low, high)`."""
+    @property
+    def env(self) -> str:
+        """The env the policy was trained in."""
+    @property
+    def algo(self) -> str: ...
+    @property
+    def checkpoint(self) -> pathlib.Path:
+        """The checkpoint folder it was loaded from."""
+    @property
+    def step(self) -> int:
+        """The loop step of that checkpoint."""
+
+def load_policy(run_dir: _Path, checkpoint: str | None = None, device: str = "cpu") -> Policy:
+    """The deterministic policy of the run in `run_dir`, from `checkpoint` (`"step-N"`) or the
+    newest one, as a callable from NumPy to NumPy. The run's env must be one o2o makes (a
+    registry id)."""
+
+def export(
+    run_dir: _Path, to: str = "torchscript", out: _Path | None = None, checkpoint: str | None = None
+) -> pathlib.Path:
+    """Write the run's deterministic policy as TorchScript (`o2o export`): `out` (default
+    `<run_dir>/export/policy.pt`) and a JSON description beside it. Returns the module's path;
+    `torch.jit.load` runs it without o2o."""

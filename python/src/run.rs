@@ -1,0 +1,401 @@
+//! `o2o.Run`: the Rust builder ([`o2o_experiments::Run`]) from Python.
+//!
+//! A Python `Run` is a recipe: where the config comes from and the builder calls made on it.
+//! Each call returns a new `Run` (the old one is unchanged) and is checked at once by replaying
+//! the recipe on the Rust builder, so a bad key fails at `.set(...)`, as it does in Rust. The
+//! run itself ([`Run::run`], [`Run::fit`], [`Run::fit_online`]) replays the recipe once more on
+//! a thread of its own and trains there; the calling thread releases the GIL and wakes every
+//! [`POLL`] to let Python handle signals. A `KeyboardInterrupt` (Ctrl-C) asks the runner to
+//! stop at its next safe point (`interrupt::request`, as the CLI's signal handler does); the
+//! runner writes a checkpoint and returns, and the interrupt is raised naming the run to resume.
+
+use crate::convert;
+use crate::dataset::Dataset;
+use crate::errors::{self, to_py, to_value_error};
+use crate::outcome::Outcome;
+use o2o_datasets::d4rl::D4rlDataset;
+use o2o_experiments::logging::RerunArgs;
+use o2o_experiments::run::interrupt::{self, Interrupted};
+use o2o_experiments::run::progress::{ProgressMode, ProgressOptions};
+use pyo3::exceptions::{PyKeyboardInterrupt, PyValueError};
+use pyo3::prelude::*;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tch::Device;
+
+/// How often a waiting `run()` lets Python handle signals (Ctrl-C).
+pub const POLL: Duration = Duration::from_millis(50);
+
+/// Where a run's config comes from.
+#[derive(Clone, Debug)]
+enum Origin {
+    Preset(String),
+    Toml { name: String, text: String },
+    Finetune(PathBuf),
+    Resume(PathBuf),
+}
+
+/// The builder calls made so far, replayed on [`o2o_experiments::Run`].
+#[derive(Clone)]
+struct Recipe {
+    origin: Origin,
+    overrides: Vec<String>,
+    runs_dir: Option<PathBuf>,
+    device: Option<Device>,
+    threads: Option<i32>,
+    rerun: Option<String>,
+    progress: Option<ProgressOptions>,
+    dataset: Option<Arc<D4rlDataset>>,
+    on_eval: Option<Arc<Py<PyAny>>>,
+    on_checkpoint: Option<Arc<Py<PyAny>>>,
+}
+
+/// Which phases to run.
+#[derive(Clone, Copy)]
+enum Phases {
+    /// The config's.
+    All,
+    /// Offline only, this many gradient steps.
+    Fit(u64),
+    /// Online only, this many env steps.
+    FitOnline(u64),
+}
+
+impl Recipe {
+    fn new(origin: Origin) -> Self {
+        Self {
+            origin,
+            overrides: Vec::new(),
+            runs_dir: None,
+            device: None,
+            threads: None,
+            rerun: None,
+            progress: None,
+            dataset: None,
+            on_eval: None,
+            on_checkpoint: None,
+        }
+    }
+
+    /// The Rust builder with every recorded call but the callbacks; with the dataset (a copy of
+    /// its columns) only when `with_data`.
+    fn builder(&self, with_data: bool) -> anyhow::Result<o2o_experiments::Run<'static>> {
+        use o2o_experiments::Run;
+        let mut run = match &self.origin {
+            Origin::Preset(name) => Run::preset(name)?,
+            Origin::Toml { name, text } => Run::from_toml_str(name, text)?,
+            Origin::Finetune(parent) => Run::finetune(parent)?,
+            Origin::Resume(dir) => Run::resume(dir)?,
+        };
+        if !self.overrides.is_empty() {
+            run = run.set(&self.overrides)?;
+        }
+        if let Some(dir) = &self.runs_dir {
+            run = run.runs_dir(dir.clone());
+        }
+        if let Some(device) = self.device {
+            run = run.device(device);
+        }
+        if let Some(mode) = &self.rerun {
+            run = run.rerun(RerunArgs { rerun: mode.clone(), ..RerunArgs::default() });
+        }
+        if let Some(progress) = self.progress {
+            run = run.progress(progress);
+        }
+        if with_data {
+            if let Some(data) = &self.dataset {
+                run = run.dataset(D4rlDataset::clone(data))?;
+            }
+        }
+        Ok(run)
+    }
+
+    /// This recipe with `change` made, checked on the Rust builder; a bad call is a `ValueError`.
+    fn with(&self, change: impl FnOnce(&mut Recipe)) -> PyResult<Run> {
+        let mut next = self.clone();
+        change(&mut next);
+        errors::no_panic(|| next.builder(false).map(drop).map_err(to_value_error))?;
+        Ok(Run { recipe: next })
+    }
+}
+
+/// A run being configured: a preset or a config, overrides, where and on what to run. Every
+/// method returns a new `Run`; `run()`, `fit()` and `fit_online()` start it.
+#[pyclass(module = "o2o", frozen)]
+pub struct Run {
+    recipe: Recipe,
+}
+
+#[pymethods]
+impl Run {
+    /// A run of an embedded preset (`o2o.list_presets()`) or of a `.toml` file.
+    #[staticmethod]
+    fn preset(name_or_path: PathBuf) -> PyResult<Run> {
+        Run::checked(Recipe::new(Origin::Preset(name_or_path.to_string_lossy().into_owned())), to_py)
+    }
+
+    /// A run of a config written as TOML text, in a preset's format; `name` names the run
+    /// directories.
+    #[staticmethod]
+    fn from_toml(name: &str, text: &str) -> PyResult<Run> {
+        Run::checked(Recipe::new(Origin::Toml { name: name.to_string(), text: text.to_string() }), to_value_error)
+    }
+
+    /// A new run fine-tuning `parent`'s final agent online with the parent's config
+    /// (`o2o finetune`).
+    #[staticmethod]
+    fn finetune(parent: PathBuf) -> PyResult<Run> {
+        Run::checked(Recipe::new(Origin::Finetune(parent)), to_py)
+    }
+
+    /// Continue the run in `dir` from its newest checkpoint, exactly (`o2o resume`).
+    #[staticmethod]
+    fn resume(dir: PathBuf) -> PyResult<Run> {
+        Run::checked(Recipe::new(Origin::Resume(dir)), to_py)
+    }
+
+    /// Override config keys: `"key=value"`, a dict `{key: value}`, or a list of `"key=value"`.
+    #[pyo3(signature = (*overrides))]
+    fn set(&self, overrides: Vec<Bound<'_, PyAny>>) -> PyResult<Run> {
+        let mut more = Vec::new();
+        for item in &overrides {
+            more.extend(convert::overrides(item)?);
+        }
+        self.recipe.with(|r| r.overrides.extend(more))
+    }
+
+    /// The run seed (`set("seed=N")`).
+    fn seed(&self, seed: u64) -> PyResult<Run> {
+        self.recipe.with(|r| r.overrides.push(format!("seed={seed}")))
+    }
+
+    /// The folder new run directories are created in (default `runs/`).
+    fn runs_dir(&self, dir: PathBuf) -> PyResult<Run> {
+        self.recipe.with(|r| r.runs_dir = Some(dir))
+    }
+
+    /// `"auto"` (the default: CUDA when available), `"cpu"`, `"cuda"` or `"cuda:N"`.
+    fn device(&self, device: &str) -> PyResult<Run> {
+        let device = convert::device(device)?;
+        self.recipe.with(|r| r.device = Some(device))
+    }
+
+    /// Torch intra-op threads for this run (default: libtorch's choice, usually the cores).
+    fn threads(&self, n: i32) -> PyResult<Run> {
+        if n < 1 {
+            return Err(PyValueError::new_err(format!("threads: expected at least 1, found {n}")));
+        }
+        self.recipe.with(|r| r.threads = Some(n))
+    }
+
+    /// Offline data built in memory (`Dataset.from_arrays`) instead of the config's file.
+    fn dataset(&self, data: PyRef<'_, Dataset>) -> PyResult<Run> {
+        let data = data.shared();
+        self.recipe.with(|r| r.dataset = Some(data))
+    }
+
+    /// The Rerun recording: `"save"` (`recording.rrd` in the run directory, the default),
+    /// `"off"`, `"spawn"`, or `"connect"` / `"connect=ADDR"`.
+    fn rerun(&self, mode: &str) -> PyResult<Run> {
+        RerunArgs { rerun: mode.to_string(), ..RerunArgs::default() }.target().map_err(to_value_error)?;
+        let mode = mode.to_string();
+        self.recipe.with(|r| r.rerun = Some(mode))
+    }
+
+    /// Progress on stderr: `"auto"` (a bar on a terminal, plain lines otherwise), `"bar"`,
+    /// `"plain"` (a line every `every` seconds) or `"off"`.
+    #[pyo3(signature = (mode, every = 30.0))]
+    fn progress(&self, mode: &str, every: f64) -> PyResult<Run> {
+        use clap::ValueEnum;
+        let mode = ProgressMode::from_str(mode, true)
+            .map_err(|_| PyValueError::new_err(format!("progress {mode:?}: expected auto, bar, plain or off")))?;
+        if !(every.is_finite() && every > 0.0) {
+            return Err(PyValueError::new_err(format!(
+                "progress every: expected a positive number of seconds, found {every}"
+            )));
+        }
+        let options = ProgressOptions { mode, every: Duration::from_secs_f64(every) };
+        self.recipe.with(|r| r.progress = Some(options))
+    }
+
+    /// Call `callback(result: dict, state: dict)` after every evaluation; an exception it
+    /// raises stops the run (its last checkpoint stays resumable) and is raised by `run()`.
+    fn on_eval(&self, callback: Py<PyAny>) -> PyResult<Run> {
+        self.recipe.with(|r| r.on_eval = Some(Arc::new(callback)))
+    }
+
+    /// Call `callback(checkpoint: pathlib.Path, state: dict)` after every checkpoint; an
+    /// exception it raises stops the run and is raised by `run()`.
+    fn on_checkpoint(&self, callback: Py<PyAny>) -> PyResult<Run> {
+        self.recipe.with(|r| r.on_checkpoint = Some(Arc::new(callback)))
+    }
+
+    /// The resolved config as it stands, every default filled in, as a dict (`--print-config`).
+    fn config<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let config = errors::no_panic(|| self.recipe.builder(false).and_then(|r| r.draft_config()).map_err(to_py))?;
+        convert::to_python(py, &config)
+    }
+
+    /// Run the config's phases to the end (or continue a resumed run to its end).
+    fn run(&self, py: Python<'_>) -> PyResult<Outcome> {
+        execute(py, &self.recipe, Phases::All)
+    }
+
+    /// Train offline only: `steps` gradient steps on the dataset (d3rlpy's `fit`).
+    fn fit(&self, py: Python<'_>, steps: u64) -> PyResult<Outcome> {
+        execute(py, &self.recipe, Phases::Fit(steps))
+    }
+
+    /// Train online only: `steps` env steps (d3rlpy's `fit_online`), after the config's random
+    /// and warm-up steps.
+    fn fit_online(&self, py: Python<'_>, steps: u64) -> PyResult<Outcome> {
+        execute(py, &self.recipe, Phases::FitOnline(steps))
+    }
+
+    fn __repr__(&self) -> String {
+        let r = &self.recipe;
+        let origin = match &r.origin {
+            Origin::Preset(name) => format!("Run.preset({name:?})"),
+            Origin::Toml { name, .. } => format!("Run.from_toml({name:?}, ...)"),
+            Origin::Finetune(p) => format!("Run.finetune({:?})", p.display().to_string()),
+            Origin::Resume(p) => format!("Run.resume({:?})", p.display().to_string()),
+        };
+        let set = if r.overrides.is_empty() { String::new() } else { format!(".set({:?})", r.overrides) };
+        let data = r.dataset.as_ref().map_or(String::new(), |d| format!(".dataset(<{} rows>)", d.len()));
+        format!("{origin}{set}{data}")
+    }
+}
+
+impl Run {
+    /// A `Run` of `recipe` once the Rust builder accepts it; its error through `error`.
+    fn checked(recipe: Recipe, error: fn(anyhow::Error) -> PyErr) -> PyResult<Run> {
+        errors::no_panic(|| recipe.builder(false).map(drop).map_err(error))?;
+        Ok(Run { recipe })
+    }
+}
+
+/// The Python exception a callback raised, kept for `run()` to raise.
+type Raised = Arc<Mutex<Option<PyErr>>>;
+
+/// Run the recipe on a thread of its own and wait for it, handling signals meanwhile.
+fn execute(py: Python<'_>, recipe: &Recipe, phases: Phases) -> PyResult<Outcome> {
+    let raised: Raised = Arc::new(Mutex::new(None));
+    let (tx, rx) = mpsc::channel();
+    let work = recipe.clone();
+    let slot = raised.clone();
+    interrupt::clear();
+    let handle = std::thread::Builder::new()
+        .name("o2o-run".into())
+        .spawn(move || {
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| train(work, phases, slot)));
+            let _ = tx.send(result);
+        })
+        .map_err(|e| errors::Error::new_err(format!("cannot start a thread for the run: {e}")))?;
+
+    // Wait with the GIL released; between waits, let Python run its signal handlers.
+    let mut rx = rx;
+    let mut signal: Option<PyErr> = None;
+    let result = loop {
+        let (got, back) = py.detach(move || (rx.recv_timeout(POLL), rx));
+        rx = back;
+        match got {
+            Ok(result) => break Some(result),
+            Err(RecvTimeoutError::Disconnected) => break None,
+            Err(RecvTimeoutError::Timeout) => {
+                if signal.is_none() {
+                    if let Err(e) = py.check_signals() {
+                        // Ctrl-C: the runner stops at its next safe point with a checkpoint.
+                        interrupt::request();
+                        signal = Some(e);
+                    }
+                }
+            }
+        }
+    };
+    let _ = py.detach(move || handle.join());
+    interrupt::clear();
+
+    let result = match result {
+        Some(Ok(result)) => result,
+        Some(Err(panic)) => return Err(errors::from_panic(panic)),
+        None => return Err(errors::Error::new_err("the run's thread ended without a result")),
+    };
+    if let Some(e) = raised.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        return Err(e);
+    }
+    match result {
+        Ok(done) => match signal {
+            // The run ended before it reached a safe point: the interrupt still stands.
+            Some(e) => Err(e),
+            None => Outcome::new(py, done),
+        },
+        Err(e) => match e.downcast_ref::<Interrupted>() {
+            Some(stop) => {
+                let text = format!(
+                    "stopped at step {} with a checkpoint ({}); continue with o2o.Run.resume({:?}).run()",
+                    stop.step,
+                    stop.checkpoint.display(),
+                    stop.dir.display().to_string()
+                );
+                match signal {
+                    Some(e) if !e.is_instance_of::<PyKeyboardInterrupt>(py) => Err(e),
+                    _ => Err(PyKeyboardInterrupt::new_err(text)),
+                }
+            }
+            None => Err(to_py(e)),
+        },
+    }
+}
+
+/// The run itself, on its own thread: the builder with the callbacks, then the phases.
+fn train(recipe: Recipe, phases: Phases, raised: Raised) -> anyhow::Result<o2o_experiments::Outcome> {
+    if let Some(n) = recipe.threads {
+        // Intra-op threads are set per calling thread (OpenMP); this is the thread that trains.
+        tch::set_num_threads(n);
+    }
+    let mut run = recipe.builder(true)?;
+    if let Some(callback) = recipe.on_eval.clone() {
+        let raised = raised.clone();
+        run = run.on_eval(move |result, _agent, state| {
+            python_callback(&callback, &raised, "on_eval", |py| {
+                Ok((convert::to_python(py, result)?, convert::to_python(py, state)?))
+            })
+        });
+    }
+    if let Some(callback) = recipe.on_checkpoint.clone() {
+        let raised = raised.clone();
+        run = run.on_checkpoint(move |folder: &Path, state| {
+            python_callback(&callback, &raised, "on_checkpoint", |py| {
+                Ok((convert::path(py, folder)?, convert::to_python(py, state)?))
+            })
+        });
+    }
+    match phases {
+        Phases::All => run.run(),
+        Phases::Fit(steps) => run.fit(steps),
+        Phases::FitOnline(steps) => run.fit_online(steps),
+    }
+}
+
+/// Call `callback(*args(py))` with the GIL; an exception is kept in `raised` and becomes the
+/// error that stops the run.
+fn python_callback(
+    callback: &Py<PyAny>,
+    raised: &Raised,
+    name: &str,
+    args: impl for<'py> FnOnce(Python<'py>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)>,
+) -> anyhow::Result<()> {
+    Python::attach(|py| {
+        let outcome = args(py).and_then(|a| callback.bind(py).call1(a));
+        match outcome {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                let text = e.to_string();
+                *raised.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                anyhow::bail!("the {name} callback raised {text}")
+            }
+        }
+    })
+}
