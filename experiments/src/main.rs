@@ -102,6 +102,20 @@ fn main() {
                 stop.checkpoint.display()
             );
             eprintln!("  o2o resume {}", stop.dir.display());
+            if std::env::args().any(|a| a == "--json") {
+                // The machine-readable line a sweep (or a script) reads in place of a summary.
+                let line = serde_json::json!({
+                    "stopped": true,
+                    "run_dir": stop.dir,
+                    "checkpoint": stop.checkpoint,
+                    "step": stop.step,
+                });
+                println!("{line}");
+            }
+            std::process::exit(130);
+        }
+        if let Some(stop) = err.downcast_ref::<commands::run::sweep::SweepStopped>() {
+            eprintln!("o2o: {stop}");
             std::process::exit(130);
         }
         // libtorch's C++ backtraces stay out of what users read.

@@ -549,3 +549,32 @@ fn the_fleet_server_stops_its_nats_server_on_a_signal_to_its_pid() {
         wait_for("the port to be free", Duration::from_secs(10), || !listening());
     }
 }
+
+/// Issue 47 C5: a learner that cannot start (no server at the address, or a non-loopback
+/// address without credentials) prints no run id and leaves no run directory, so a script's
+/// `id=$(o2o fleet learner … | head -1)` never names a learner that did not run.
+#[test]
+fn a_refused_learner_prints_no_run_id_and_leaves_no_run_directory() {
+    let runs = tempfile::tempdir().unwrap();
+    // A port nothing listens on: bound, then released.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    for (url, expect) in [
+        (format!("nats://127.0.0.1:{port}"), "no NATS server answered"),
+        ("nats://192.0.2.7:4222".to_string(), "need credentials"),
+    ] {
+        let o = o2o()
+            .args(["fleet", "learner", "--nats", &url, "--config", "sac-inverted-pendulum", "--device", "cpu"])
+            .args(["--threads", "1", "--rerun=off", "--runs-dir"])
+            .arg(runs.path())
+            .env_remove("O2O_NATS_TOKEN")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{url}: {err}");
+        assert!(err.contains(expect), "{url}: {err}");
+        assert!(o.stdout.is_empty(), "{url}: a run id was printed: {}", String::from_utf8_lossy(&o.stdout));
+        let left: Vec<_> =
+            std::fs::read_dir(runs.path()).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default();
+        assert!(left.is_empty(), "{url}: left {left:?}");
+    }
+}

@@ -406,6 +406,60 @@ fn sigint_checkpoints_and_says_how_to_resume() {
     assert_eq!(metrics_without_time(&dir), want);
 }
 
+/// Issue 47 C1: SIGTERM to a sweep's PID (not its group, as a supervisor sends it) reaches every
+/// running seed once: each writes a checkpoint, no new seed starts, and the sweep names each
+/// stopped run with its resume command ("stopped", not "failed") and the seed it did not start,
+/// then exits with 130.
+#[test]
+fn sigterm_to_a_sweep_stops_its_runs_with_checkpoints_and_starts_no_more() {
+    let runs = scratch("sweep-stop-");
+    let child = o2o(&["train"])
+        .args(SAC)
+        .args(["--set", "train.online_steps=20000", "--seeds", "0..3", "--jobs", "2", "--runs-dir"])
+        .arg(&runs)
+        .spawn()
+        .unwrap();
+    // Both running seeds under way (each directory holds a metrics file).
+    let t0 = Instant::now();
+    while run_dirs(&runs).iter().filter(|d| d.join("metrics.jsonl").exists()).count() < 2
+        && t0.elapsed() < Duration::from_secs(60)
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(o.status.code(), Some(130), "{err}");
+    let dirs = run_dirs(&runs);
+    assert_eq!(dirs.len(), 2, "seed 2 never starts: {dirs:?}\n{err}");
+    for dir in &dirs {
+        assert!(err.contains(&format!("o2o resume {}", dir.display())), "no resume line for {}: {err}", dir.display());
+        assert!(!dir.join("summary.json").exists(), "{} ran to its end", dir.display());
+        assert!(
+            !o2o_experiments::run::checkpoint::list(dir).unwrap().is_empty(),
+            "{} has no checkpoint",
+            dir.display()
+        );
+    }
+    assert!(err.contains("seed 0: stopped at step") && err.contains("seed 1: stopped at step"), "{err}");
+    assert!(!err.contains("failed"), "a stopped run is not a failed one: {err}");
+    assert!(err.contains("not started: seeds 2; run them with --seeds 2"), "{err}");
+}
+
+/// Issue 47 item 3: an agent driven to NaN by an absurd learning rate is named as the culprit,
+/// with the update number and the last update's losses, not the env that refused its action.
+#[test]
+fn a_diverged_agent_is_blamed_with_its_update_and_losses() {
+    let runs = scratch("diverge-");
+    let o = train(&runs, &["--set", "agent.critic_lr=1e30", "--set", "agent.actor_lr=1e30"]);
+    let err = text(&o);
+    assert!(!o.status.success(), "the run should diverge: {err}");
+    assert!(err.contains("the agent's output is not finite"), "{err}");
+    assert!(err.contains("the losses of update"), "{err}");
+    assert!(err.contains("the agent's action is not finite at index"), "{err}");
+}
+
 /// Items 12 and 13: a budget whose online batch never fills says so (and in the stage table);
 /// `--rerun spawn` without a display saves the recording; `finetune` of an offline-only run
 /// needs `--steps`.

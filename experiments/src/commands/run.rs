@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tch::Device;
 
-mod sweep;
+pub mod sweep;
 
 /// Where to compute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -170,7 +170,8 @@ pub struct LearnerOptions {
     pub rerun: RerunArgs,
     /// ±updates of slack in the rate limiter's band (0: two messages' worth).
     pub rate_tolerance_updates: f64,
-    /// Called with the run directory once it exists (the CLI prints the run id).
+    /// Called with the run directory once its stream and config are on the server (the CLI
+    /// prints the run id then, so an actor started from it finds the run).
     pub on_started: Option<Box<dyn FnMut(&Path)>>,
 }
 
@@ -193,6 +194,10 @@ pub fn run_id(dir: &Path) -> String {
 /// Run a fleet learner to the end of its budget (`random_steps + warmup_steps + online_steps`
 /// transitions consumed).
 pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<LearnerOutcome> {
+    // The server first: an address refused by the security check, or no server answering, is
+    // an error before any run directory exists (issue 47 C5).
+    let bus = Bus::connect(&o.conn, "", o.fleet.ack_timeout)?;
+    bus.wait_connected(Duration::from_secs(10))?;
     // The run directory and the config: new, or from the directory being resumed.
     let (dir, config, _lock, resume) = match start {
         LearnerStart::New(config) => {
@@ -214,9 +219,7 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
         }
     };
     let id = run_id(&dir);
-    if let Some(f) = o.on_started.as_mut() {
-        f(&dir);
-    }
+    let bus = bus.for_run(&id);
 
     // The envs' sizes, the agent, the replay buffer and the counters (fresh or from the checkpoint).
     let mut eval_env =
@@ -274,11 +277,14 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
     let mut logger = Logger::new(sinks);
 
     // The server side: stream, buckets, object store, config for the actors, the consumer.
-    let bus = Bus::connect(&o.conn, &id, o.fleet.ack_timeout)?;
     let h = declare(&bus, &o.fleet)?;
     bus.block_on(h.control.put(keys::CONFIG, config.to_toml_string()?.into_bytes().into()))
         .map_err(|e| anyhow::anyhow!("{e}"))
         .context("publishing the run config")?;
+    // The run id goes out only now, when the stream and the config the actors read exist.
+    if let Some(f) = o.on_started.as_mut() {
+        f(&dir);
+    }
     bus.put_json(&h.control, keys::STATUS, &LearnerStatus { finished: false, consumed: fleet.consumed })?;
     // A resumed learner's weights are a new version, numbered after any the server has seen
     // (its previous life may have published versions after the checkpoint).

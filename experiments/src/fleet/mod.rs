@@ -249,6 +249,8 @@ pub struct Bus {
     js: jetstream::Context,
     /// The run's names.
     pub names: Names,
+    /// The server's address, as given.
+    url: String,
 }
 
 impl Bus {
@@ -274,7 +276,32 @@ impl Bus {
         let _inside = rt.enter();
         let mut js = jetstream::new(client.clone());
         js.set_timeout(ack_timeout);
-        Ok(Self { rt, client, js, names: Names::new(run_id) })
+        Ok(Self { rt, client, js, names: Names::new(run_id), url })
+    }
+
+    /// Wait until the client is connected, up to `limit`. The connection retries in the
+    /// background (an actor spools while the server is away), so a learner calls this to refuse
+    /// an address where no server answers before it creates anything.
+    pub fn wait_connected(&self, limit: Duration) -> Result<()> {
+        let t0 = std::time::Instant::now();
+        while !self.connected() {
+            if t0.elapsed() >= limit {
+                bail!(
+                    "no NATS server answered at {} within {} s (is nats-server running, with -js, at that address? see docs/fleet.md)",
+                    self.url,
+                    limit.as_secs()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(())
+    }
+
+    /// The same connection, naming the run `run_id` (a learner connects before its run
+    /// directory, and so its id, exists).
+    pub fn for_run(mut self, run_id: &str) -> Self {
+        self.names = Names::new(run_id);
+        self
     }
 
     /// Run a future on this bus's runtime.

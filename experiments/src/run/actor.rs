@@ -111,8 +111,23 @@ impl Policy for AgentPolicy<'_> {
     fn act(&mut self, obs: &[f32]) -> Result<Vec<f32>> {
         let t = Tensor::from_slice(obs).view([1, obs.len() as i64]).to_device(self.device);
         let a = self.agent.act(&t, self.deterministic).to_device(Device::Cpu).flatten(0, -1);
-        Vec::<f32>::try_from(&a).context("cannot read the agent's action")
+        let a = Vec::<f32>::try_from(&a).context("cannot read the agent's action")?;
+        if let Some((index, &value)) = a.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+            return Err(NonFiniteAction { index, value }.into());
+        }
+        Ok(a)
     }
+}
+
+/// The agent's action held a NaN or an infinity: the agent has diverged (the env is not to
+/// blame). The runner adds the update number and the last update's losses.
+#[derive(Debug, thiserror::Error)]
+#[error("the agent's action is not finite at index {index}: {value} (the agent has diverged)")]
+pub struct NonFiniteAction {
+    /// The first non-finite component.
+    pub index: usize,
+    /// Its value.
+    pub value: f32,
 }
 
 /// Uniformly random actions in `[-1, 1]^A` from a caller-owned RNG.

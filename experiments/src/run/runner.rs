@@ -35,6 +35,25 @@ use tch::Device;
 /// Online rows the replay buffer needs before the first online update: the online share of a
 /// batch (RLPD and WSRL wait for `batch · (1 − ratio)` online rows, fidelity-audit D21), one row
 /// when the dataset and the online data are sampled as one buffer, the whole batch otherwise.
+/// A non-finite action is the agent's doing: say so with the update number and the newest
+/// update's losses (other errors pass unchanged).
+fn blame_the_agent(e: anyhow::Error, grad_step: u64, last: Option<&(u64, Metrics)>) -> anyhow::Error {
+    if e.downcast_ref::<super::actor::NonFiniteAction>().is_none() {
+        return e;
+    }
+    let losses = match last {
+        Some((at, m)) => {
+            let shown: Vec<String> = m.iter().map(|(k, v)| format!("{k} = {v:.4e}")).collect();
+            format!("the losses of update {at}: {}", shown.join(", "))
+        }
+        None => "no update has run yet".to_string(),
+    };
+    e.context(format!(
+        "after {grad_step} updates the agent's output is not finite; {losses} \
+         (a learning rate too large or a diverged critic; see metrics.jsonl)"
+    ))
+}
+
 fn online_rows_needed(train: &TrainConfig, has_offline_data: bool) -> usize {
     let batch = train.online_batch();
     match (has_offline_data, train.offline_mix) {
@@ -126,6 +145,9 @@ impl Prepared<'_> {
         // Seconds sampling and updating since the last log line (`perf/sample_s`, `perf/update_s`).
         let mut learn_time = learner::LearnTime::default();
         let mut agent_phase = None;
+        // The newest update's losses and its update number, named if the agent's action turns
+        // non-finite (a diverged agent, not the env, is then to blame).
+        let mut last_losses: Option<(u64, Metrics)> = None;
         while state.step < total {
             let phase = phases::phase_at(&plan, state.step).expect("step < total");
             // The agent applies its phase-paired settings (Cal-QL's online calibration switch).
@@ -174,10 +196,13 @@ impl Prepared<'_> {
                         let dim = actor.act_dim();
                         actor.step(&mut UniformPolicy { rng: &mut rng, dim }, sink)?
                     } else {
-                        actor.step(
-                            &mut AgentPolicy { agent: &mut *agent, device, deterministic: false } as &mut dyn Policy,
-                            sink,
-                        )?
+                        actor
+                            .step(
+                                &mut AgentPolicy { agent: &mut *agent, device, deterministic: false }
+                                    as &mut dyn Policy,
+                                sink,
+                            )
+                            .map_err(|e| blame_the_agent(e, state.grad_step, last_losses.as_ref()))?
                     };
                     let replay = replay_sink.replay;
                     let interventions = replay_sink.interventions;
@@ -233,6 +258,9 @@ impl Prepared<'_> {
                         state.grad_step += n as u64;
                     }
                 }
+            }
+            if let Some(m) = &metrics {
+                last_losses = Some((state.grad_step, m.clone()));
             }
             state.step += 1;
             progress.set(state.step, phase.kind.name());

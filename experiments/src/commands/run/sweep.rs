@@ -3,12 +3,19 @@
 //! `o2o report`), at most N at a time. Each child gets `--threads` = cores / N unless the
 //! command sets it, and reports its summary as JSON; the sweep prints one line per seed (or
 //! the children's JSON lines with `--json`) and fails if any seed failed.
+//!
+//! SIGINT or SIGTERM to the sweep's PID (Ctrl-C, a supervisor) stops it the way it stops a run:
+//! each running seed gets one SIGTERM and writes its checkpoint, no new seed starts, and the
+//! sweep prints an `o2o resume` line per stopped run and the seeds it did not start, then exits
+//! with 130.
 
 use super::CommonArgs;
 use super::SweepArgs;
 use anyhow::{bail, Context, Result};
+use o2o_experiments::run::interrupt;
 use std::collections::VecDeque;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
 
 /// The seeds of `0..5`, `0..=4` or `0,3,7`.
 pub fn parse_seeds(text: &str) -> Result<Vec<u64>> {
@@ -71,36 +78,44 @@ pub fn run(sweep: &SweepArgs, common: &CommonArgs) -> Result<()> {
     );
     let mut queue: VecDeque<u64> = seeds.iter().copied().collect();
     let mut running: Vec<(u64, Child)> = Vec::new();
-    let mut results: Vec<(u64, Result<serde_json::Value, String>)> = Vec::new();
-    while !queue.is_empty() || !running.is_empty() {
-        while running.len() < sweep.jobs {
+    let mut results: Vec<(u64, Outcome)> = Vec::new();
+    let mut forwarded = false;
+    while !running.is_empty() || (!queue.is_empty() && !interrupt::requested()) {
+        while running.len() < sweep.jobs && !interrupt::requested() {
             let Some(seed) = queue.pop_front() else { break };
             let mut c = Command::new(&exe);
             c.args(&base).args(["--seed", &seed.to_string(), "--json"]).stdout(Stdio::piped()).stderr(Stdio::inherit());
             if let Some(t) = threads {
                 c.args(["--threads", &t.to_string()]);
             }
+            own_group_stopped_with_parent(&mut c);
             running.push((seed, c.spawn().with_context(|| format!("cannot start the run of seed {seed}"))?));
         }
-        // Wait for the oldest run (their order is the seeds' order).
-        let (seed, child) = running.remove(0);
-        let out = child.wait_with_output().with_context(|| format!("waiting for the run of seed {seed}"))?;
-        let line = String::from_utf8_lossy(&out.stdout).lines().rev().find(|l| l.starts_with('{')).map(str::to_string);
-        let r = match (out.status.success(), line.and_then(|l| serde_json::from_str::<serde_json::Value>(&l).ok())) {
-            (true, Some(v)) => Ok(v),
-            (true, None) => Err("no summary".to_string()),
-            (false, _) => Err(match out.status.code() {
-                Some(c) => format!("exit code {c}"),
-                None => "killed by a signal".to_string(),
-            }),
-        };
-        results.push((seed, r));
+        // A stop asked of the sweep (Ctrl-C, SIGTERM to its PID) goes to every run once: each
+        // writes a checkpoint and exits; nothing new starts. The runs are in process groups of
+        // their own, so a terminal's Ctrl-C reaches them only through here (a second signal
+        // would make them quit without their checkpoint).
+        if interrupt::requested() && !forwarded {
+            forwarded = true;
+            for (_, child) in &running {
+                unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+            }
+        }
+        match running.iter_mut().position(|(_, c)| matches!(c.try_wait(), Ok(Some(_)))) {
+            Some(i) => {
+                let (seed, child) = running.remove(i);
+                let out = child.wait_with_output().with_context(|| format!("waiting for the run of seed {seed}"))?;
+                results.push((seed, outcome(&out)));
+            }
+            None => std::thread::sleep(Duration::from_millis(50)),
+        }
     }
-    let mut failed = Vec::new();
+    results.sort_by_key(|(seed, _)| *seed);
+    let (mut failed, mut stopped) = (Vec::new(), Vec::new());
     for (seed, r) in &results {
         match r {
-            Ok(v) if common.json => println!("{v}"),
-            Ok(v) => {
+            Outcome::Finished(v) if common.json => println!("{v}"),
+            Outcome::Finished(v) => {
                 let ret = v["final_eval"]["mean_return"]
                     .as_f64()
                     .map_or("no evaluation".to_string(), |r| format!("eval return {r:.1}"));
@@ -109,16 +124,84 @@ pub fn run(sweep: &SweepArgs, common: &CommonArgs) -> Result<()> {
                     .map_or(String::new(), |s| format!(" (normalized {s:.1})"));
                 println!("seed {seed}: {} {ret}{score}", v["run_dir"].as_str().unwrap_or("?"));
             }
-            Err(why) => {
+            Outcome::Stopped(v) => {
+                if common.json {
+                    println!("{v}");
+                }
+                let dir = v["run_dir"].as_str().unwrap_or("?");
+                eprintln!("seed {seed}: stopped at step {}; continue with: o2o resume {dir}", v["step"]);
+                stopped.push(*seed);
+            }
+            Outcome::Failed(why) => {
                 eprintln!("seed {seed}: failed ({why})");
                 failed.push(*seed);
             }
         }
     }
+    if interrupt::requested() {
+        let rest: Vec<String> = queue.iter().map(|s| s.to_string()).collect();
+        if !rest.is_empty() {
+            eprintln!("not started: seeds {}; run them with --seeds {}", rest.join(", "), rest.join(","));
+        }
+        if !failed.is_empty() {
+            bail!("{} of {} seeds failed: {failed:?}; the sweep was stopped", failed.len(), results.len());
+        }
+        return Err(SweepStopped { stopped: stopped.len(), not_started: queue.len() }.into());
+    }
     if !failed.is_empty() {
         bail!("{} of {} seeds failed: {failed:?}", failed.len(), results.len());
     }
     Ok(())
+}
+
+/// A sweep stopped by a signal: the CLI exits with 130, as a stopped run does.
+#[derive(Debug, thiserror::Error)]
+#[error("the sweep was stopped: {stopped} run(s) stopped with a checkpoint, {not_started} seed(s) not started")]
+pub struct SweepStopped {
+    /// Runs that stopped with a checkpoint (each printed with its `o2o resume` line).
+    pub stopped: usize,
+    /// Seeds the sweep did not start.
+    pub not_started: usize,
+}
+
+/// How one seed's run ended.
+enum Outcome {
+    /// Its summary (the JSON line `--json` prints at the end).
+    Finished(serde_json::Value),
+    /// Stopped on request with a checkpoint: `{"stopped": true, "run_dir", "checkpoint", "step"}`.
+    Stopped(serde_json::Value),
+    /// Anything else, said in words.
+    Failed(String),
+}
+
+fn outcome(out: &Output) -> Outcome {
+    let line = String::from_utf8_lossy(&out.stdout).lines().rev().find(|l| l.starts_with('{')).map(str::to_string);
+    let json = line.and_then(|l| serde_json::from_str::<serde_json::Value>(&l).ok());
+    match (out.status.success(), json) {
+        (true, Some(v)) => Outcome::Finished(v),
+        (true, None) => Outcome::Failed("no summary".to_string()),
+        (false, Some(v)) if out.status.code() == Some(130) && v["stopped"] == true => Outcome::Stopped(v),
+        (false, _) => Outcome::Failed(match out.status.code() {
+            Some(c) => format!("exit code {c}"),
+            None => "killed by a signal".to_string(),
+        }),
+    }
+}
+
+/// Start `cmd` in a process group of its own (a terminal's Ctrl-C reaches the sweep only, which
+/// forwards one SIGTERM), and have it sent SIGTERM if the sweep dies, so it checkpoints and
+/// stops instead of running on unwatched.
+fn own_group_stopped_with_parent(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    cmd.process_group(0);
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            Ok(())
+        });
+    }
 }
 
 #[cfg(test)]
