@@ -460,6 +460,28 @@ fn a_diverged_agent_is_blamed_with_its_update_and_losses() {
     assert!(err.contains("the agent's action is not finite at index"), "{err}");
 }
 
+/// Issue 47 item 4: `--max-time` stops a run at its next safe point with a checkpoint, as
+/// Ctrl-C does, and says which limit it was; a malformed duration is refused before the run
+/// directory exists.
+#[test]
+fn max_time_stops_at_a_checkpoint_and_bad_durations_are_refused() {
+    let runs = scratch("max-time-");
+    let o = train(&runs, &["--set", "train.online_steps=200000", "--max-time", "4s"]);
+    let err = text(&o);
+    assert_eq!(o.status.code(), Some(130), "{err}");
+    assert!(err.contains("--max-time 4s reached"), "{err}");
+    let dir = run_dirs(&runs).pop().unwrap();
+    assert!(err.contains(&format!("o2o resume {}", dir.display())), "{err}");
+    assert!(!o2o_experiments::run::checkpoint::list(&dir).unwrap().is_empty());
+    assert!(!dir.join("summary.json").exists());
+    for bad in ["0s", "-5m", "ten", "3w"] {
+        let runs = scratch("max-time-bad-");
+        let o = train(&runs, &["--max-time", bad]);
+        assert!(!o.status.success() && text(&o).contains("--max-time"), "{bad}: {}", text(&o));
+        assert!(run_dirs(&runs).is_empty(), "{bad}: a run directory was made");
+    }
+}
+
 /// Items 12 and 13: a budget whose online batch never fills says so (and in the stage table);
 /// `--rerun spawn` without a display saves the recording; `finetune` of an offline-only run
 /// needs `--steps`.
@@ -552,6 +574,10 @@ fn json_print_config_eval_and_seed_sweeps() {
     let o = o2o(&["train"]).args(SAC).args(["--print-config", "--runs-dir"]).arg(&runs).output().unwrap();
     let printed = String::from_utf8_lossy(&o.stdout).to_string();
     assert!(o.status.success() && printed.contains("online_steps = 300") && printed.contains("[agent]"), "{printed}");
+    // Issue 47 item 4: the random steps come on top of online_steps, and the header says so.
+    assert!(printed.starts_with("# budget: 200 random + 300 online env steps (500 env steps)\n"), "{printed}");
+    let parsed: Result<toml::Table, _> = printed.parse();
+    assert!(parsed.is_ok(), "the printed config is still TOML: {parsed:?}");
     assert!(run_dirs(&runs).is_empty(), "--print-config ran something");
 
     let o = train(&runs, &["--json"]);

@@ -71,6 +71,10 @@ pub struct CommonArgs {
     /// Print the run's summary as one JSON line on stdout (instead of the human-readable end).
     #[arg(long)]
     pub json: bool,
+    /// A wall-clock limit (`90s`, `45m`, `2h`, `1d`, or seconds): when it passes, the run stops
+    /// at its next safe point with a checkpoint, as on Ctrl-C, and says how to resume.
+    #[arg(long, value_name = "DURATION")]
+    pub max_time: Option<String>,
 }
 
 impl CommonArgs {
@@ -82,7 +86,7 @@ impl CommonArgs {
         Ok(ProgressOptions { mode: self.progress, every: Duration::from_secs_f64(self.progress_every) })
     }
 
-    /// Set the thread count; the device to run on.
+    /// Set the thread count and arm `--max-time`; the device to run on.
     pub fn apply(&self) -> Result<Device> {
         if let Some(n) = self.threads {
             if n < 1 {
@@ -90,8 +94,39 @@ impl CommonArgs {
             }
             tch::set_num_threads(n);
         }
-        self.device.resolve()
+        let device = self.device.resolve()?;
+        if let Some(text) = &self.max_time {
+            let limit = parse_duration(text).map_err(|e| anyhow::anyhow!("--max-time {text:?}: {e}"))?;
+            let text = text.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(limit);
+                eprintln!("\no2o: --max-time {text} reached; stopping at the next safe point (writing a checkpoint)");
+                o2o_experiments::run::interrupt::request();
+            });
+        }
+        Ok(device)
     }
+}
+
+/// `90s`, `45m`, `2h`, `1d`, `1.5h` or a plain number of seconds; positive.
+pub fn parse_duration(text: &str) -> Result<Duration> {
+    let t = text.trim();
+    let (number, unit) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => (&t[..i], c),
+        _ => (t, 's'),
+    };
+    let scale = match unit {
+        's' => 1.0,
+        'm' => 60.0,
+        'h' => 3600.0,
+        'd' => 86400.0,
+        other => bail!("unknown unit {other:?}; expected s, m, h or d"),
+    };
+    let n: f64 = number.trim().parse().map_err(|_| anyhow::anyhow!("expected a duration like 90s, 45m, 2h or 1d"))?;
+    if !(n.is_finite() && n > 0.0) {
+        bail!("expected a positive duration");
+    }
+    Ok(Duration::from_secs_f64(n * scale))
 }
 
 /// `o2o train`.
@@ -247,7 +282,11 @@ fn run_preset(args: &TrainArgs, from: Option<&Path>, reuse: bool) -> Result<Opti
         run = run.starting_from(parent).map_err(|e| e.context(format!("--from {}", parent.display())))?;
     }
     if args.print_config {
-        print!("{}", run.config()?.to_toml_string()?);
+        let config = run.config()?;
+        let budget = o2o_experiments::run::phases::describe(&o2o_experiments::run::phases::plan(&config.train));
+        // The budget first, every phase named: train.online_steps counts the online phase only.
+        println!("# budget: {budget}");
+        print!("{}", config.to_toml_string()?);
         return Ok(None);
     }
     let run = run.runs_dir(&args.runs_dir).reuse_finished(reuse);

@@ -65,6 +65,26 @@ pub fn total_steps(plan: &[Phase]) -> u64 {
     plan.iter().map(|p| p.steps).sum()
 }
 
+/// The budget in words, every phase named: `30000 offline updates, then 5000 random + 2500
+/// warm-up + 45000 online env steps (52500 env steps)`. `train.online_steps` counts the online
+/// phase only; random and warm-up steps come on top of it, and this line says so.
+pub fn describe(plan: &[Phase]) -> String {
+    let offline: u64 = plan.iter().filter(|p| p.kind == PhaseKind::Offline).map(|p| p.steps).sum();
+    let env: Vec<&Phase> = plan.iter().filter(|p| p.kind.steps_env()).collect();
+    let env_total: u64 = env.iter().map(|p| p.steps).sum();
+    let words = |k: PhaseKind| match k {
+        PhaseKind::Warmup => "warm-up",
+        other => other.name(),
+    };
+    let env_part = env.iter().map(|p| format!("{} {}", p.steps, words(p.kind))).collect::<Vec<_>>().join(" + ");
+    match (offline > 0, env.is_empty()) {
+        (true, true) => format!("{offline} offline updates, no env steps"),
+        (true, false) => format!("{offline} offline updates, then {env_part} env steps ({env_total} env steps)"),
+        (false, false) => format!("{env_part} env steps ({env_total} env steps)"),
+        (false, true) => "no steps".to_string(),
+    }
+}
+
 /// The phase that loop step `step` (0-based) belongs to; `None` past the end.
 pub fn phase_at(plan: &[Phase], step: u64) -> Option<Phase> {
     let mut start = 0;
@@ -80,6 +100,25 @@ pub fn phase_at(plan: &[Phase], step: u64) -> Option<Phase> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_budget_names_every_phase_and_the_env_total() {
+        let t = |offline, random, warmup, online| {
+            describe(&plan(&TrainConfig {
+                offline_steps: offline,
+                random_steps: random,
+                warmup_steps: warmup,
+                online_steps: online,
+                ..TrainConfig::default()
+            }))
+        };
+        assert_eq!(
+            t(30000, 0, 2500, 45000),
+            "30000 offline updates, then 2500 warm-up + 45000 online env steps (47500 env steps)"
+        );
+        assert_eq!(t(0, 5000, 0, 800), "5000 random + 800 online env steps (5800 env steps)");
+        assert_eq!(t(1000, 0, 0, 0), "1000 offline updates, no env steps");
+    }
 
     #[test]
     fn plan_orders_phases_and_drops_empty_ones() {
