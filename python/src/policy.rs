@@ -10,7 +10,7 @@ use crate::errors::{no_panic, to_py, Error};
 use numpy::{PyArray1, PyArray2, PyArrayDyn, PyArrayMethods, PyUntypedArrayMethods};
 use o2o_agents::Agent;
 use o2o_experiments::run::actor::ActionScale;
-use o2o_experiments::run::runner::{load_checkpoint_agent, CheckpointAgent};
+use o2o_experiments::run::prepare::{load_checkpoint_agent, CheckpointAgent};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use std::path::PathBuf;
