@@ -1,4 +1,5 @@
 //! AntMaze through the runner (issue #25): every `{iql,cql,calql,wsrl,rlpd}-antmaze-*` preset
+//! (the D4RL mazes, and `-umaze-small` on the shipped data)
 //! resolves and builds its agent for the env's 29-number observation and 8 actions, and a short
 //! `o2o run --preset … --dataset <file>` on a small AntMaze-layout file written here trains,
 //! evaluates in `antmaze-umaze-v2` and logs the success rate beside the normalized score.
@@ -21,22 +22,30 @@ fn every_antmaze_preset_builds_its_agent_and_names_its_dataset() {
             continue;
         };
         let c = Run::preset(name).unwrap().config().unwrap_or_else(|e| panic!("{name}: {e:#}"));
-        assert_eq!(c.env, format!("antmaze-{rest}-v2"), "{name}");
         let d = c.dataset.as_ref().unwrap();
-        assert_eq!(d.id.as_deref(), Some(c.env.as_str()), "{name}: the dataset is the env's");
+        // `<algo>-antmaze-<maze>-small` (issue 47 item 8): the maze's env on the shipped file.
+        let small = rest.strip_suffix("-small");
+        if let Some(maze) = small {
+            assert_eq!(c.env, format!("antmaze-{maze}-v2"), "{name}");
+            let path = d.path.as_ref().map(|p| p.display().to_string());
+            assert_eq!(path.as_deref(), Some("data/antmaze-umaze-small/antmaze-umaze-v2.hdf5"), "{name}");
+        } else {
+            assert_eq!(c.env, format!("antmaze-{rest}-v2"), "{name}");
+            assert_eq!(d.id.as_deref(), Some(c.env.as_str()), "{name}: the dataset is the env's");
+        }
         let reward =
             if name.starts_with("iql") || name.starts_with("rlpd") { "antmaze-minus-one" } else { "calql-antmaze" };
         assert_eq!(d.reward, reward, "{name}");
         // Building is the slow part (orthogonal inits of 10 critics): one maze per algorithm; the
         // other presets differ from it in the env and dataset ids only.
-        if rest == "umaze" {
+        if rest == "umaze" || small.is_some() {
             let mut agent = build_agent(&c, 29, 8, tch::Device::Cpu).unwrap_or_else(|e| panic!("{name}: {e:#}"));
             let a = agent.act(&tch::Tensor::zeros([1, 29], (tch::Kind::Float, tch::Device::Cpu)), true);
             assert_eq!(a.size(), vec![1, 8], "{name}");
         }
         seen += 1;
     }
-    assert_eq!(seen, 30);
+    assert_eq!(seen, 35);
 }
 
 /// An AntMaze-layout file (29 obs, 8 actions in [−1, 1], sparse rewards, timeouts, no

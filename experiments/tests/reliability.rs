@@ -476,7 +476,7 @@ fn max_time_stops_at_a_checkpoint_and_bad_durations_are_refused() {
     assert!(!dir.join("summary.json").exists());
     for bad in ["0s", "-5m", "ten", "3w"] {
         let runs = scratch("max-time-bad-");
-        let o = train(&runs, &["--max-time", bad]);
+        let o = train(&runs, &[&format!("--max-time={bad}")]);
         assert!(!o.status.success() && text(&o).contains("--max-time"), "{bad}: {}", text(&o));
         assert!(run_dirs(&runs).is_empty(), "{bad}: a run directory was made");
     }

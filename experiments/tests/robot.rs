@@ -322,6 +322,14 @@ fn a_robot_runs_recording_holds_its_control_loop() {
     args.extend(["--device", "cpu", "--threads", "1", "--rerun", "save", "--progress", "off"]);
     ok(&o2o(&work, &args), "robot run (recorded)");
     let run = only_run(&work.join("runs"), "sac-robot-sim-");
+    // Issue 47 C6: `o2o eval` rebuilds the robot env from the run's robot config.
+    let before = std::fs::read(run.join("recording.rrd")).unwrap();
+    let o = o2o(&work, &["eval", run.to_str().unwrap(), "--episodes", "1", "--json", "--device", "cpu"]);
+    let out = ok(&o, "eval of a robot run");
+    let line = String::from_utf8_lossy(&o.stdout).lines().last().unwrap_or_default().to_string();
+    let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert!(v["mean_return"].as_f64().is_some_and(f64::is_finite), "{v}");
+    assert_eq!(std::fs::read(run.join("recording.rrd")).unwrap(), before, "eval leaves the run untouched");
     let chunks = chunks(&rrd("print", &run.join("recording.rrd")).unwrap());
     let on_robot_step = |pred: &dyn Fn(&str) -> bool| {
         chunks

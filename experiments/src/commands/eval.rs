@@ -31,12 +31,23 @@ pub struct EvalArgs {
 /// `o2o eval`.
 pub fn run(args: EvalArgs) -> Result<()> {
     let device = args.device.resolve()?;
+    // A robot run's env is rebuilt from its robot config, as `o2o resume` does (the episodes'
+    // recording stays in memory: evaluation leaves the run untouched).
+    let config_path = args.run_dir.join(o2o_experiments::run::rundir::CONFIG);
+    let env = match o2o_experiments::RunConfig::read(&config_path) {
+        Ok(config) => match o2o_experiments::robot::RobotSession::for_env(&config.env)? {
+            Some(session) => Some(Box::new(session.make_env()?) as Box<dyn o2o_envs::Env>),
+            None => None,
+        },
+        // Not a run directory: evaluate_checkpoint says so.
+        Err(_) => None,
+    };
     let (checkpoint, r) = o2o_experiments::run::eval::evaluate_checkpoint(
         &args.run_dir,
         args.checkpoint.as_deref(),
         args.episodes,
         args.seed,
-        None,
+        env,
         device,
     )?;
     if args.json {

@@ -1,7 +1,8 @@
 //! `o2o report <run-dir ...> [--out dir]`: scores over seeds, with confidence intervals.
 //!
 //! Runs are grouped by what makes them comparable: algorithm, env, dataset (with its sha256 from
-//! the manifest) and budget (the four step counts); settings that still differ inside a group
+//! the manifest) and budget (the four step counts), then split on any `agent.*`/`train.*` setting
+//! whose values differ (named in the group); other settings that still differ inside a group
 //! are named in its notes. A group counts finished runs only (stopped or running ones are listed
 //! and left out) and each seed once (the newest run of a repeated seed). For each run, the final
 //! and the best value of the score (`eval/normalized_score` by default) are read from
@@ -375,6 +376,43 @@ fn split_groups(runs: &mut [Run], keys: &[String]) {
     }
 }
 
+/// Runs of one group that differ in an `agent.*` or `train.*` setting are not seeds of one
+/// experiment (a different learning rate is a different method): each such key splits the
+/// group, named with its value as `--split-by` names it, instead of one run being left out as
+/// a duplicate seed. Other settings that differ (evaluation, logging) stay in the group's notes.
+fn split_on_learning_settings(runs: &mut [Run]) {
+    let learning = |k: &str| k.starts_with("agent.") || k.starts_with("train.");
+    let mut by: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (i, r) in runs.iter().enumerate() {
+        by.entry(r.group.clone()).or_default().push(i);
+    }
+    for members in by.values() {
+        let keys: std::collections::BTreeSet<&String> =
+            members.iter().flat_map(|&i| runs[i].settings.keys().filter(|k| learning(k))).collect();
+        let value = |i: usize, k: &str| {
+            runs[i].settings.get(k).map(|v| v.trim_matches('"').to_string()).unwrap_or_else(|| "unset".into())
+        };
+        let differing: Vec<String> = keys
+            .into_iter()
+            .filter(|k| members.iter().map(|&i| value(i, k)).collect::<std::collections::BTreeSet<_>>().len() > 1)
+            .cloned()
+            .collect();
+        let names: Vec<(usize, String)> = members
+            .iter()
+            .map(|&i| {
+                let mut name = runs[i].group.clone();
+                for k in &differing {
+                    name = format!("{name} · {k}={}", value(i, k));
+                }
+                (i, name)
+            })
+            .collect();
+        for (i, name) in names {
+            runs[i].group = name;
+        }
+    }
+}
+
 /// `o2o report`.
 pub fn run(args: ReportArgs) -> Result<()> {
     if !["grad_step", "env_step", "wall_s"].contains(&args.x.as_str()) {
@@ -383,6 +421,7 @@ pub fn run(args: ReportArgs) -> Result<()> {
     let dirs = expand_run_dirs(&args.runs)?;
     let mut runs = dirs.iter().map(|d| load_run(d, &args.metric, &args.x)).collect::<Result<Vec<_>>>()?;
     split_groups(&mut runs, &args.split_by);
+    split_on_learning_settings(&mut runs);
     if runs.iter().all(|r| r.curve.is_empty()) {
         let hint = if args.metric == "eval/normalized_score" {
             " (their envs have no D4RL score); use --metric eval/return, or --metric eval/success_rate for tasks with a success flag"
@@ -600,5 +639,30 @@ mod tests {
         assert!(row.contains("left out 1 unfinished: runs/g-2 (stopped)"), "{row}");
         assert!(row.contains("duplicate seed 0: counted runs/g-0-later, left out runs/g-0"), "{row}");
         assert!(row.contains("settings differ: agent.actor_lr (0.001 | unset)"), "{row}");
+    }
+
+    /// Issue 47 C7: runs that differ in a learning setting are split on it (the key and value
+    /// named in the group), not counted as one group with a "duplicate seed"; a difference
+    /// outside agent.*/train.* keeps them together.
+    #[test]
+    fn runs_differing_in_a_learning_setting_are_split_on_it() {
+        let mut other_lr = run("g", 0, &[(0.0, 5.0)]);
+        other_lr.settings.insert("agent.actor_lr".into(), "0.001".into());
+        let mut other_eval = run("g", 1, &[(0.0, 5.0)]);
+        other_eval.settings.insert("eval.episodes".into(), "3".into());
+        let mut runs = vec![run("g", 0, &[(0.0, 1.0)]), other_lr, other_eval];
+        split_on_learning_settings(&mut runs);
+        let names: Vec<&str> = runs.iter().map(|r| r.group.as_str()).collect();
+        assert_eq!(names, ["g · agent.actor_lr=unset", "g · agent.actor_lr=0.001", "g · agent.actor_lr=unset"]);
+        let gs = groups(&runs, "eval/normalized_score");
+        assert_eq!(gs.len(), 2);
+        assert!(
+            gs.iter().all(|g| g.notes.iter().all(|n| !n.contains("duplicate seed"))),
+            "{:?}",
+            gs.iter().map(|g| &g.notes).collect::<Vec<_>>()
+        );
+        let together = gs.iter().find(|g| g.name == "g · agent.actor_lr=unset").unwrap();
+        assert_eq!(together.counted.len(), 2);
+        assert!(together.notes.iter().any(|n| n.contains("settings differ: eval.episodes")), "{:?}", together.notes);
     }
 }
