@@ -4,7 +4,7 @@
 use o2o_agents::iql::{Iql, IqlConfig};
 use o2o_agents::rng::AgentRng;
 use o2o_agents::sac::{Sac, SacConfig};
-use o2o_agents::{build, Agent, AgentConfig, AgentError, Metrics};
+use o2o_agents::{build, Agent, AgentConfig, AgentError, Metrics, Stateful};
 use o2o_datasets::TransitionBatch;
 use tch::{Device, Kind, Tensor};
 

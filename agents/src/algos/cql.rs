@@ -35,13 +35,14 @@
 use super::flat::{join, overlay, split, table_of};
 use super::sac::{Sac, SacConfig, TermLogs};
 use crate::agent::Phase;
+use crate::checkpoint::{Part, Stateful};
 use crate::nn::cql::{OodTerm, SampledActions, CHUNK_ROWS};
 use crate::nn::critic::CriticTerm;
-use crate::nn::{Adam, ParamSet, Temperature, TemperatureForm};
+use crate::nn::{Temperature, TemperatureForm, Trained};
+use crate::rng::AgentRng;
 use crate::{Agent, AgentError, DeterministicPolicy, Metrics, RewardBonus};
 use o2o_datasets::TransitionBatch;
 use serde::{Deserialize, Serialize};
-use std::path::Path;
 use tch::{Device, Kind, Tensor};
 
 /// CQL's own hyperparameters; SAC's fields sit beside them in the same flat table.
@@ -150,19 +151,13 @@ impl From<CqlConfig> for toml::Table {
     }
 }
 
-/// The learned Lagrange multiplier α' and its optimizer.
-struct Lagrange {
-    alpha: Temperature,
-    params: ParamSet,
-    opt: Adam,
-}
-
 /// A CQL (or Cal-QL) agent: a SAC core plus the conservative term.
 pub struct Cql {
     name: &'static str,
     sac: Sac,
     term: CqlTerm,
-    lagrange: Option<Lagrange>,
+    /// The learned Lagrange multiplier α' (`cql_lagrange`).
+    lagrange: Option<Trained<Temperature>>,
     /// A variant's floor under the policy actions' Q-values (Cal-QL's).
     floor: Option<PolicyFloor>,
     phase: Phase,
@@ -192,12 +187,9 @@ impl Cql {
     ) -> Result<Self, AgentError> {
         cfg.cql.validate()?;
         let sac = Sac::named(name, cfg.sac, obs_dim, act_dim, device, seed)?;
-        let lagrange = cfg.cql.cql_lagrange.then(|| {
-            let (mut params, init) = (ParamSet::new(), cfg.cql.cql_lagrange_init);
-            let alpha = Temperature::new(&mut params, "cql_lagrange", init, TemperatureForm::LogAlpha, device);
-            let opt = Adam::new(&params, cfg.cql.cql_lagrange_lr);
-            Lagrange { alpha, params, opt }
-        });
+        let (init, lr) = (cfg.cql.cql_lagrange_init, cfg.cql.cql_lagrange_lr);
+        let lagrange = (cfg.cql.cql_lagrange)
+            .then(|| Temperature::trained("cql_lagrange", init, TemperatureForm::LogAlpha, lr, device));
         Ok(Self { name, sac, term: cfg.cql, lagrange, floor, phase: Phase::Offline })
     }
 
@@ -207,7 +199,7 @@ impl Cql {
     }
 
     /// The agent's random stream (the benchmark records the noise it draws).
-    pub fn rng_mut(&mut self) -> &mut crate::rng::AgentRng {
+    pub fn rng_mut(&mut self) -> &mut AgentRng {
         self.sac.rng_mut()
     }
 
@@ -230,41 +222,6 @@ impl Cql {
         };
         self.sac.update_with(batch, term_of, bonus)
     }
-
-    /// Reset every optimizer, the Lagrange multiplier's included.
-    pub(crate) fn reset_optimizers(&mut self) {
-        self.sac.reset_optimizers();
-        if let Some(l) = self.lagrange.as_mut() {
-            l.opt.reset();
-        }
-    }
-
-    /// Every live tensor: the SAC core's and the Lagrange multiplier's with its moments.
-    pub fn named_tensors(&self) -> Vec<(String, Tensor)> {
-        let mut v = self.sac.named_tensors();
-        v.extend(self.extra_tensors());
-        v
-    }
-
-    fn extra_tensors(&self) -> Vec<(String, Tensor)> {
-        let Some(l) = &self.lagrange else { return Vec::new() };
-        let own = l.params.named().iter().map(|(n, t)| (n.clone(), t.shallow_clone()));
-        own.chain(l.opt.state("cql_lagrange_opt", &l.params)).collect()
-    }
-
-    /// Restore a checkpoint that an agent named `algo` of the same architecture wrote (WSRL
-    /// starts from a CQL or Cal-QL run's checkpoint).
-    pub(crate) fn load_written_by(
-        &mut self,
-        path: &Path,
-        algo: &str,
-        parts: Option<&[&str]>,
-    ) -> Result<(), AgentError> {
-        let extra = self.extra_tensors();
-        let mut opts: Vec<(&str, &mut Adam)> =
-            self.lagrange.iter_mut().map(|l| ("cql_lagrange_opt", &mut l.opt)).collect();
-        self.sac.load_with(path, algo, &extra, &mut opts, parts)
-    }
 }
 
 /// The term added to one critic step, and the values to log.
@@ -279,7 +236,7 @@ impl Cql {
 fn conservative_term(
     sac: &mut Sac,
     term: &CqlTerm,
-    lagrange: Option<&mut Lagrange>,
+    lagrange: Option<&mut Trained<Temperature>>,
     floor: Option<Tensor>,
     b: &TransitionBatch,
     q_data: &Tensor,
@@ -293,7 +250,7 @@ fn conservative_term(
     let actions = SampledActions::new(&rand, current, next, n);
     // The Lagrange multiplier α' (differentiable, for the dual step) with its optimizer state.
     let lagrange = lagrange.map(|l| {
-        let alpha_prime = l.alpha.alpha().clamp(0.0, term.cql_lagrange_max).squeeze();
+        let alpha_prime = l.net.alpha().clamp(0.0, term.cql_lagrange_max).squeeze();
         (l, alpha_prime)
     });
     // α' held fixed in the critic's loss.
@@ -331,7 +288,7 @@ fn conservative_term(
         on_q = on_q * &alpha_prime;
         let excess = (&gap - term.cql_target_action_gap).mean(Kind::Float) * term.cql_alpha;
         let dual = -(live * &excess);
-        l.opt.minimize(&l.params, &dual);
+        l.minimize(&dual);
         logs.push(("cql_alpha_prime", alpha_prime));
         logs.push(("cql_alpha_prime_loss", dual.detach()));
     }
@@ -342,11 +299,28 @@ fn conservative_term(
     (CriticTerm { on_q: Some(on_q), grads: Some(ood.grads) }, logs)
 }
 
-impl Agent for Cql {
+impl Stateful for Cql {
     fn name(&self) -> &'static str {
         self.name
     }
 
+    /// The SAC core's parts, then the Lagrange multiplier's.
+    fn parts(&self) -> Vec<Part<'_>> {
+        let mut parts = vec![Part::Group(self.sac.parts())];
+        parts.extend(self.lagrange.as_ref().map(|l| Part::trained("cql_lagrange_opt", l)));
+        parts
+    }
+
+    fn progress(&self) -> (i64, &AgentRng) {
+        self.sac.progress()
+    }
+
+    fn set_progress(&mut self, step: i64, rng: AgentRng) {
+        self.sac.set_progress(step, rng);
+    }
+}
+
+impl Agent for Cql {
     fn gamma(&self) -> Option<f64> {
         self.sac.gamma()
     }
@@ -365,19 +339,6 @@ impl Agent for Cql {
 
     fn update_with_bonus(&mut self, batch: &TransitionBatch, bonus: RewardBonus<'_>) -> Option<Metrics> {
         Some(self.update_conservative(batch, Some(bonus)))
-    }
-
-    fn save(&self, path: &Path) -> Result<(), AgentError> {
-        let opts: Vec<(&str, &Adam)> = self.lagrange.iter().map(|l| ("cql_lagrange_opt", &l.opt)).collect();
-        self.sac.save_with(path, self.name, &self.extra_tensors(), &opts)
-    }
-
-    fn load(&mut self, path: &Path) -> Result<(), AgentError> {
-        self.load_written_by(path, self.name, None)
-    }
-
-    fn load_parts(&mut self, path: &Path, parts: &[&str]) -> Result<(), AgentError> {
-        self.load_written_by(path, self.name, Some(parts))
     }
 
     fn set_phase(&mut self, phase: Phase) {
@@ -478,7 +439,7 @@ mod tests {
                 s.next = s.next.maximum(&g.view([1, -1, 1]));
             }
             let gap = conservative_gap(&q, &s, 2, 1.0, is);
-            let alpha_prime = whole.lagrange.as_ref().map(|l| l.alpha.alpha().detach().squeeze());
+            let alpha_prime = whole.lagrange.as_ref().map(|l| l.net.alpha().detach().squeeze());
             let want = match &alpha_prime {
                 None => gap.mean(Kind::Float) * 5.0,
                 Some(a) => (gap.shallow_clone() - term.cql_target_action_gap).mean(Kind::Float) * 5.0 * a,

@@ -34,19 +34,19 @@
 //! Deviation: the temperature is estimated on the actor's samples at `s` (SAC, CleanRL), not at
 //! `s'` as WSRL does; it saves a forward pass and targets the same entropy.
 
-use crate::checkpoint::{load_agent, save_agent};
+use crate::checkpoint::{Part, Stateful};
 use crate::nn::critic::{
     actor_through_critic, critic_and_target, soft_td_target, state_action, Backup, CriticParts, CriticPass, CriticTerm,
     TdReduce,
 };
 use crate::nn::{
-    Adam, EnsembleMlp, MlpConfig, ParamSet, TanhGaussianActor, TanhGaussianConfig, Temperature, TemperatureForm,
+    EnsembleMlp, Frozen, MlpConfig, ParamSet, TanhGaussianActor, TanhGaussianConfig, Temperature, TemperatureForm,
+    Trained,
 };
 use crate::rng::AgentRng;
 use crate::{Agent, AgentError, DeterministicPolicy, Metrics, Phase, RewardBonus};
 use o2o_datasets::TransitionBatch;
 use serde::{Deserialize, Serialize};
-use std::path::Path;
 use tch::{Device, Kind, Tensor};
 
 pub use crate::nn::critic::QReduce;
@@ -211,21 +211,6 @@ impl SacConfig {
     }
 }
 
-/// Networks and optimizers.
-struct Modules {
-    actor: TanhGaussianActor,
-    actor_params: ParamSet,
-    actor_opt: Adam,
-    critic: EnsembleMlp,
-    critic_params: ParamSet,
-    critic_opt: Adam,
-    target: EnsembleMlp,
-    target_params: ParamSet,
-    temperature: Temperature,
-    temperature_params: ParamSet,
-    temperature_opt: Adam,
-}
-
 /// What one critic step returns (tensors; read back once per update).
 pub(crate) struct CriticOut {
     /// The TD part of the loss, `mean (Q − y)²`.
@@ -247,7 +232,10 @@ pub struct Sac {
     cfg: SacConfig,
     /// The phase-switchable fields as configured, before any [`PhaseSettings`].
     own: PhaseSettings,
-    m: Modules,
+    actor: Trained<TanhGaussianActor>,
+    critic: Trained<EnsembleMlp>,
+    target: Frozen<EnsembleMlp>,
+    temperature: Trained<Temperature>,
     act_dim: i64,
     target_entropy: f64,
     device: Device,
@@ -275,31 +263,13 @@ impl Sac {
         cfg.validate()?;
         super::prepare(name, obs_dim, act_dim, device)?;
         let mut rng = AgentRng::new(seed);
-        let mut actor_params = ParamSet::new();
-        let actor = TanhGaussianActor::new(&mut actor_params, "actor", obs_dim, act_dim, &cfg.actor, &mut rng, device);
-        let (critic, critic_params, target, target_params) =
-            critic_and_target(cfg.num_critics, obs_dim + act_dim, &cfg.critic, &mut rng, device);
-        let mut temperature_params = ParamSet::new();
-        let temperature = Temperature::new(
-            &mut temperature_params,
-            "temperature",
-            cfg.init_temperature,
-            cfg.temperature_form,
-            device,
-        );
-        let m = Modules {
-            actor_opt: Adam::new(&actor_params, cfg.actor_lr),
-            critic_opt: Adam::new(&critic_params, cfg.critic_lr),
-            temperature_opt: Adam::new(&temperature_params, cfg.temperature_lr),
-            actor,
-            actor_params,
-            critic,
-            critic_params,
-            target,
-            target_params,
-            temperature,
-            temperature_params,
-        };
+        let actor = Trained::new(cfg.actor_lr, |p| {
+            TanhGaussianActor::new(p, "actor", obs_dim, act_dim, &cfg.actor, &mut rng, device)
+        });
+        let (critic, target) =
+            critic_and_target(cfg.num_critics, obs_dim + act_dim, &cfg.critic, cfg.critic_lr, &mut rng, device);
+        let (init, form) = (cfg.init_temperature, cfg.temperature_form);
+        let temperature = Temperature::trained("temperature", init, form, cfg.temperature_lr, device);
         let target_entropy = cfg.target_entropy_per_dim * act_dim as f64;
         let own = PhaseSettings {
             max_target_backup: Some(cfg.max_target_backup),
@@ -307,7 +277,7 @@ impl Sac {
             critic_steps: Some(cfg.critic_steps),
             zero_grad_adam_steps: Some(cfg.zero_grad_adam_steps),
         };
-        Ok(Self { name, cfg, own, m, act_dim, target_entropy, device, rng, step: 0 })
+        Ok(Self { name, cfg, own, actor, critic, target, temperature, act_dim, target_entropy, device, rng, step: 0 })
     }
 
     /// The configuration.
@@ -323,62 +293,6 @@ impl Sac {
     /// The agent's random stream (the benchmark records the noise it draws).
     pub fn rng_mut(&mut self) -> &mut AgentRng {
         &mut self.rng
-    }
-
-    /// Every live tensor of the agent's state, by checkpoint name: actor, critic, target,
-    /// temperature and the optimizers' moments.
-    pub fn named_tensors(&self) -> Vec<(String, Tensor)> {
-        let m = &self.m;
-        let mut v: Vec<(String, Tensor)> = Vec::new();
-        for set in [&m.actor_params, &m.critic_params, &m.target_params, &m.temperature_params] {
-            v.extend(set.named().iter().map(|(n, t)| (n.clone(), t.shallow_clone())));
-        }
-        v.extend(m.actor_opt.state("actor_opt", &m.actor_params));
-        v.extend(m.critic_opt.state("critic_opt", &m.critic_params));
-        v.extend(m.temperature_opt.state("temperature_opt", &m.temperature_params));
-        v
-    }
-
-    /// Write the state plus a variant's own tensors and optimizers, as algorithm `name`.
-    pub(crate) fn save_with(
-        &self,
-        path: &Path,
-        name: &str,
-        extra: &[(String, Tensor)],
-        extra_opts: &[(&str, &Adam)],
-    ) -> Result<(), AgentError> {
-        let m = &self.m;
-        let mut live = self.named_tensors();
-        live.extend(extra.iter().map(|(n, t)| (n.clone(), t.shallow_clone())));
-        let mut opts: Vec<(&str, &Adam)> =
-            vec![("actor_opt", &m.actor_opt), ("critic_opt", &m.critic_opt), ("temperature_opt", &m.temperature_opt)];
-        opts.extend_from_slice(extra_opts);
-        save_agent(path, name, &live, &opts, self.step, &self.rng)
-    }
-
-    /// Restore what [`Sac::save_with`] wrote (all of it, or the named `parts`).
-    pub(crate) fn load_with(
-        &mut self,
-        path: &Path,
-        name: &str,
-        extra: &[(String, Tensor)],
-        extra_opts: &mut [(&str, &mut Adam)],
-        parts: Option<&[&str]>,
-    ) -> Result<(), AgentError> {
-        let mut live = self.named_tensors();
-        live.extend(extra.iter().map(|(n, t)| (n.clone(), t.shallow_clone())));
-        let m = &mut self.m;
-        let mut opts: Vec<(&str, &mut Adam)> = vec![
-            ("actor_opt", &mut m.actor_opt),
-            ("critic_opt", &mut m.critic_opt),
-            ("temperature_opt", &mut m.temperature_opt),
-        ];
-        opts.extend(extra_opts.iter_mut().map(|(n, o)| (*n, &mut **o)));
-        if let Some(meta) = load_agent(path, name, &live, &mut opts, parts)? {
-            self.step = meta.step;
-            self.rng = meta.rng;
-        }
-        Ok(())
     }
 
     /// Take `phase`'s [`PhaseSettings`] over the agent's own values (idempotent).
@@ -398,13 +312,6 @@ impl Sac {
     /// Critic steps per update from now on (WSRL: 1 offline, 4 online).
     pub(crate) fn set_critic_steps(&mut self, k: i64) {
         self.cfg.critic_steps = k.max(1);
-    }
-
-    /// Forget every optimizer's moments and step count (warm-started weights, fresh Adam).
-    pub(crate) fn reset_optimizers(&mut self) {
-        self.m.actor_opt.reset();
-        self.m.critic_opt.reset();
-        self.m.temperature_opt.reset();
     }
 
     /// Diagnostics on `b` without updating and without touching the agent's random stream:
@@ -427,9 +334,9 @@ impl Sac {
             }
             let mut rng = AgentRng::new(0xd1a6_0000 ^ self.step as u64);
             let eps = rng.normal(&[b.obs.size()[0], self.act_dim], self.device);
-            let (_, logp) = self.m.actor.sample(&b.obs, &eps);
+            let (_, logp) = self.actor.net.sample(&b.obs, &eps);
             out.push(("entropy", -logp.mean(Kind::Float).double_value(&[])));
-            out.push(("alpha", self.m.temperature.alpha().double_value(&[0])));
+            out.push(("alpha", self.temperature.net.alpha().double_value(&[0])));
             out
         })
     }
@@ -443,7 +350,7 @@ impl Sac {
     /// without gradients (the critic's view of the policy: CQL's sampled actions).
     pub(crate) fn sample_policy(&mut self, obs: &Tensor, k: i64) -> (Tensor, Tensor) {
         let eps = self.rng.normal(&[obs.size()[0] * k, self.act_dim], self.device);
-        tch::no_grad(|| self.m.actor.sample_repeated(obs, &eps, k))
+        tch::no_grad(|| self.actor.net.sample_repeated(obs, &eps, k))
     }
 
     /// `[rows, A]` uniform actions on `[-1, 1]^A`.
@@ -453,13 +360,13 @@ impl Sac {
 
     /// `Q_i(s, a)` of every member, `[E, B]`, without dropout (evaluation, tests, diagnostics).
     pub fn q_values(&self, obs: &Tensor, action: &Tensor) -> Tensor {
-        self.m.critic.forward(&state_action(obs, action), None).squeeze_dim(-1)
+        self.critic.net.forward(&state_action(obs, action), None).squeeze_dim(-1)
     }
 
     /// The critic ensemble, its parameters and the random stream its dropout draws from (CQL's
     /// term differentiates the critic on sampled actions).
     pub(crate) fn critic_and_rng(&mut self) -> (&EnsembleMlp, &ParamSet, &mut AgentRng) {
-        (&self.m.critic, &self.m.critic_params, &mut self.rng)
+        (&self.critic.net, &self.critic.params, &mut self.rng)
     }
 
     /// The TD target, without gradients:
@@ -488,13 +395,13 @@ impl Sac {
             alpha: cfg.backup_entropy.then_some(alpha),
         };
         // y = r + γ (1 − d) (max_k min_{i∈I} Q̄_i(s', a'_k) − α log π(a'_k|s')).
-        soft_td_target(&self.m.target, subset.as_ref(), &state_action(&next_obs, &next_a), &next_logp, k, backup)
+        soft_td_target(&self.target.net, subset.as_ref(), &state_action(&next_obs, &next_a), &next_logp, k, backup)
     }
 
     /// `a' ~ π(·|s')` and `log π(a'|s')` for every row of `next_obs`, without gradients.
     fn next_actions(&mut self, next_obs: &Tensor) -> (Tensor, Tensor) {
         let eps = self.rng.normal(&[next_obs.size()[0], self.act_dim], self.device);
-        self.m.actor.sample_no_grad(next_obs, &eps)
+        self.actor.net.sample_no_grad(next_obs, &eps)
     }
 
     /// One critic step on `b`: `L = mean_{i,b} (Q_i(s, a) − y)² + extra`, where
@@ -517,23 +424,17 @@ impl Sac {
         let (y, pass) = match bonus {
             None => {
                 let y = self.td_target(b, alpha, next);
-                (y, CriticPass::new(&self.m.critic, &state_action(&b.obs, &b.action), &mut self.rng))
+                (y, CriticPass::new(&self.critic.net, &state_action(&b.obs, &b.action), &mut self.rng))
             }
             Some(f) => {
-                let pass = CriticPass::new(&self.m.critic, &state_action(&b.obs, &b.action), &mut self.rng);
+                let pass = CriticPass::new(&self.critic.net, &state_action(&b.obs, &b.action), &mut self.rng);
                 let mut augmented = b.map_columns(|t| t.shallow_clone());
                 augmented.reward = &b.reward + f(&pass.q.detach()).to_kind(b.reward.kind());
                 (self.td_target(&augmented, alpha, next), pass)
             }
         };
         let (term, logs) = extra(self, b, &pass.q);
-        let m = &mut self.m;
-        let critic = CriticParts {
-            critic: &m.critic,
-            opt: &mut m.critic_opt,
-            params: &m.critic_params,
-            target: &m.target_params,
-        };
+        let critic = CriticParts::of(&mut self.critic, &self.target);
         // L_Q = mean_{i,b} (Q_i(s, a) − y)² plus the variant's term, then θ̄ ← (1 − τ) θ̄ + τ θ.
         let (loss, q) = pass.td_step(critic, &y, TdReduce::MeanOverMembers, self.cfg.tau, term);
         CriticOut { loss, q, target: y, extra: logs }
@@ -542,25 +443,44 @@ impl Sac {
     /// One actor step and one temperature step on `obs`; returns `(L_π, L_α, log π)`.
     fn actor_step(&mut self, obs: &Tensor, alpha: &Tensor) -> (Tensor, Tensor, Tensor) {
         let eps = self.rng.normal(&[obs.size()[0], self.act_dim], self.device);
-        let m = &mut self.m;
+        let (actor, critic) = (&mut self.actor, &self.critic.net);
         // L_π = E[α log π(ã|s) − agg_i Q_i(s, ã)], ã = tanh(μ + σ ε); gradients flow to the actor only.
         let (actor_loss, grads, logp) =
-            actor_through_critic(&m.actor, &m.actor_params, &m.critic, obs, &eps, alpha, self.cfg.actor_q);
-        m.actor_opt.apply(&m.actor_params, &grads);
+            actor_through_critic(&actor.net, &actor.params, critic, obs, &eps, alpha, self.cfg.actor_q);
+        actor.apply(&grads);
         // L_α = −α (E[log π] + H̄).
-        let (alpha_loss, grad) = m.temperature.loss_and_grad(&logp, self.target_entropy);
+        let (alpha_loss, grad) = self.temperature.net.loss_and_grad(&logp, self.target_entropy);
         if self.cfg.learn_temperature {
-            m.temperature_opt.apply(&m.temperature_params, &[grad]);
+            self.temperature.apply(&[grad]);
         }
         (actor_loss, alpha_loss.detach(), logp)
     }
 }
 
-impl Agent for Sac {
+impl Stateful for Sac {
     fn name(&self) -> &'static str {
         self.name
     }
 
+    fn parts(&self) -> Vec<Part<'_>> {
+        vec![
+            Part::trained("actor_opt", &self.actor),
+            Part::trained("critic_opt", &self.critic),
+            Part::frozen(&self.target),
+            Part::trained("temperature_opt", &self.temperature),
+        ]
+    }
+
+    fn progress(&self) -> (i64, &AgentRng) {
+        (self.step, &self.rng)
+    }
+
+    fn set_progress(&mut self, step: i64, rng: AgentRng) {
+        (self.step, self.rng) = (step, rng);
+    }
+}
+
+impl Agent for Sac {
     fn gamma(&self) -> Option<f64> {
         Some(self.cfg.gamma)
     }
@@ -570,17 +490,17 @@ impl Agent for Sac {
         let obs = obs.to_device(self.device).to_kind(Kind::Float);
         tch::no_grad(|| {
             let a = if deterministic {
-                self.m.actor.mode(&obs)
+                self.actor.net.mode(&obs)
             } else {
                 let eps = self.rng.normal(&[obs.size()[0], self.act_dim], self.device);
-                self.m.actor.sample(&obs, &eps).0
+                self.actor.net.sample(&obs, &eps).0
             };
             a.to_device(out_device)
         })
     }
 
     fn deterministic_policy(&self) -> Option<DeterministicPolicy> {
-        let actor = self.m.actor.detached();
+        let actor = self.actor.net.detached();
         Some(Box::new(move |obs| actor.mode(obs)))
     }
 
@@ -590,18 +510,6 @@ impl Agent for Sac {
 
     fn update_with_bonus(&mut self, batch: &TransitionBatch, bonus: RewardBonus<'_>) -> Option<Metrics> {
         Some(self.update_with(batch, |_, _, _| Default::default(), Some(bonus)))
-    }
-
-    fn save(&self, path: &Path) -> Result<(), AgentError> {
-        self.save_with(path, self.name, &[], &[])
-    }
-
-    fn load(&mut self, path: &Path) -> Result<(), AgentError> {
-        self.load_with(path, self.name, &[], &mut [], None)
-    }
-
-    fn load_parts(&mut self, path: &Path, parts: &[&str]) -> Result<(), AgentError> {
-        self.load_with(path, self.name, &[], &mut [], Some(parts))
     }
 
     fn diagnose(&mut self, batch: &TransitionBatch) -> Metrics {
@@ -621,9 +529,9 @@ impl Sac {
     /// The zero-gradient Adam steps of the actor and the temperature that follow each critic
     /// step with [`SacConfig::zero_grad_adam_steps`].
     fn idle_actor_and_temperature(&mut self) {
-        self.m.actor_opt.idle_step(&self.m.actor_params);
+        self.actor.idle_step();
         if self.cfg.learn_temperature {
-            self.m.temperature_opt.idle_step(&self.m.temperature_params);
+            self.temperature.idle_step();
         }
     }
 }
@@ -671,7 +579,7 @@ impl Sac {
         };
         let b = augmented.as_ref().unwrap_or(b);
         let idle = self.cfg.zero_grad_adam_steps && k > 1;
-        let mut alpha = self.m.temperature.alpha().detach();
+        let mut alpha = self.temperature.net.alpha().detach();
         let mut critic = None;
         let mut last_obs = b.obs.shallow_clone();
         // The actor does not move during the critic steps (unless idle steps come between
@@ -687,7 +595,7 @@ impl Sac {
             if idle {
                 // The reference's critic-only call also applies the actor's and α's optimizers.
                 self.idle_actor_and_temperature();
-                alpha = self.m.temperature.alpha().detach();
+                alpha = self.temperature.net.alpha().detach();
             }
         }
         let actor_obs = match self.cfg.actor_batch {
@@ -697,7 +605,7 @@ impl Sac {
         let (actor_loss, alpha_loss, logp) = self.actor_step(&actor_obs, &alpha);
         if idle {
             // ... and its actor call the critic's (the target is not updated on that call).
-            self.m.critic_opt.idle_step(&self.m.critic_params);
+            self.critic.idle_step();
         }
         self.step += 1;
         let c = critic.expect("at least one critic step");
@@ -773,7 +681,7 @@ mod tests {
         let mut rng = AgentRng::new(3);
         let mut b = batch(&mut rng, 8, 3, 1);
         b.terminal = Tensor::ones([8], (Kind::Float, Device::Cpu));
-        let alpha = agent.m.temperature.alpha().detach();
+        let alpha = agent.temperature.net.alpha().detach();
         let y = agent.td_target(&b, &alpha, None).mean(Kind::Float);
         assert!((y.double_value(&[]) - b.reward.mean(Kind::Float).double_value(&[])).abs() < 1e-6);
         b.terminal = Tensor::zeros([8], (Kind::Float, Device::Cpu));
@@ -826,10 +734,10 @@ mod tests {
         let b = batch(&mut rng, 32, 3, 2);
         let mut a = Sac::new(cfg.clone(), 3, 2, Device::Cpu, 1).unwrap();
         a.update(&b);
-        assert_eq!((a.m.critic_opt.steps(), a.m.actor_opt.steps(), a.m.temperature_opt.steps()), (5, 5, 5));
+        assert_eq!((a.critic.opt.steps(), a.actor.opt.steps(), a.temperature.opt.steps()), (5, 5, 5));
         let mut r = Sac::new(SacConfig { zero_grad_adam_steps: false, ..cfg.clone() }, 3, 2, Device::Cpu, 1).unwrap();
         for i in 0..4 {
-            let alpha = r.m.temperature.alpha().detach();
+            let alpha = r.temperature.net.alpha().detach();
             r.critic_step(
                 &minibatch(&b, i, 4),
                 &alpha,
@@ -837,19 +745,19 @@ mod tests {
                 None,
                 None,
             );
-            r.m.actor_opt.idle_step(&r.m.actor_params);
-            r.m.temperature_opt.idle_step(&r.m.temperature_params);
+            r.actor.idle_step();
+            r.temperature.idle_step();
         }
-        let alpha = r.m.temperature.alpha().detach();
+        let alpha = r.temperature.net.alpha().detach();
         let _ = r.actor_step(&b.obs, &alpha);
-        r.m.critic_opt.idle_step(&r.m.critic_params);
+        r.critic.idle_step();
         for ((n, x), (_, y)) in a.named_tensors().iter().zip(r.named_tensors()) {
             assert!(x.equal(&y), "{n} differs from the spelled-out reference order");
         }
         let mut plain = Sac::new(SacConfig { zero_grad_adam_steps: false, ..cfg }, 3, 2, Device::Cpu, 1).unwrap();
         plain.update(&b);
-        assert_eq!((plain.m.critic_opt.steps(), plain.m.actor_opt.steps(), plain.m.temperature_opt.steps()), (4, 1, 1));
-        let actor = |s: &Sac| s.m.actor_params.named()[0].1.copy();
+        assert_eq!((plain.critic.opt.steps(), plain.actor.opt.steps(), plain.temperature.opt.steps()), (4, 1, 1));
+        let actor = |s: &Sac| s.actor.params.named()[0].1.copy();
         assert!(!actor(&a).equal(&actor(&plain)), "the idle steps move the actor");
     }
 }
