@@ -38,6 +38,13 @@ pub struct Scatter {
 /// target (SERA's, [`crate::sera`]).
 pub type RewardBonus<'a> = &'a mut dyn FnMut(&Tensor) -> Tensor;
 
+/// `batch` with `bonus` `[B]` added to its rewards (the other columns shared).
+pub(crate) fn with_bonus(batch: &TransitionBatch, bonus: &Tensor) -> TransitionBatch {
+    let mut augmented = batch.map_columns(|t| t.shallow_clone());
+    augmented.reward = &batch.reward + bonus.to_device(batch.reward.device()).to_kind(batch.reward.kind());
+    augmented
+}
+
 /// Errors from saving, loading or building agents.
 #[derive(Debug, thiserror::Error)]
 #[allow(missing_docs)] // variant fields (path, name, expected, found) are self-describing
@@ -141,9 +148,7 @@ pub trait Agent: Stateful + Send {
     /// pass instead (the same values, one pass fewer).
     fn update_with_bonus(&mut self, batch: &TransitionBatch, bonus: RewardBonus<'_>) -> Option<Metrics> {
         let q = self.critic_values(&batch.obs, &batch.action)?;
-        let mut augmented = batch.map_columns(|t| t.shallow_clone());
-        augmented.reward = &batch.reward + bonus(&q).to_device(batch.reward.device()).to_kind(batch.reward.kind());
-        Some(self.update(&augmented))
+        Some(self.update(&with_bonus(batch, &bonus(&q))))
     }
     /// The on-policy half of an on-policy agent (PPO): the runner then collects rollouts from a
     /// vector env instead of filling a replay buffer. `None` for off-policy agents.

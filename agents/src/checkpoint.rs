@@ -297,6 +297,21 @@ pub trait Stateful {
     }
 }
 
+/// [`Stateful::progress`] and [`Stateful::set_progress`] of a state whose update counter and
+/// random stream are its fields `step: i64` and `rng: AgentRng`, as every agent's are.
+macro_rules! progress_in_fields {
+    () => {
+        fn progress(&self) -> (i64, &$crate::rng::AgentRng) {
+            (self.step, &self.rng)
+        }
+
+        fn set_progress(&mut self, step: i64, rng: $crate::rng::AgentRng) {
+            (self.step, self.rng) = (step, rng);
+        }
+    };
+}
+pub(crate) use progress_in_fields;
+
 /// What [`load_agent`] restored besides tensors: the update counter and RNG, when the `meta`
 /// part was selected.
 struct Meta {

@@ -9,7 +9,7 @@
 //! π(s̃); a stochastic action adds N(0, `explore_std`²) and clips to [−1, 1] (for online use).
 //! Deviation: the tanh output keeps actions inside the box (d3rlpy's BC head is tanh too).
 
-use crate::checkpoint::{Part, Stateful};
+use crate::checkpoint::{progress_in_fields, Part, Stateful};
 use crate::nn::{Frozen, Mlp, MlpConfig, StateNorm, Trained};
 use crate::rng::AgentRng;
 use crate::{Agent, AgentError, DeterministicPolicy, Metrics};
@@ -85,11 +85,6 @@ impl Bc {
         actor.forward(&s, rng).tanh()
     }
 
-    /// The normalizer, when states are normalized.
-    fn norm(&self) -> Option<&StateNorm> {
-        self.cfg.normalize_states.then_some(&self.norm.net)
-    }
-
     /// L_BC = E[‖π(s̃) − a‖²] (summed over action numbers, averaged over rows).
     fn bc_loss(&mut self, obs: &Tensor, action: &Tensor) -> Tensor {
         let norm = self.cfg.normalize_states.then_some(&self.norm.net);
@@ -107,13 +102,7 @@ impl Stateful for Bc {
         vec![Part::trained("actor_opt", &self.actor), Part::frozen(&self.norm)]
     }
 
-    fn progress(&self) -> (i64, &AgentRng) {
-        (self.step, &self.rng)
-    }
-
-    fn set_progress(&mut self, step: i64, rng: AgentRng) {
-        (self.step, self.rng) = (step, rng);
-    }
+    progress_in_fields!();
 }
 
 impl Agent for Bc {
@@ -123,17 +112,10 @@ impl Agent for Bc {
     }
 
     fn act(&mut self, obs: &Tensor, deterministic: bool) -> Tensor {
-        let out = obs.device();
-        let obs = obs.to_device(self.device).to_kind(Kind::Float);
-        tch::no_grad(|| {
-            let a = Self::policy(&self.actor.net, self.norm(), &obs, None);
-            let a = if deterministic {
-                a
-            } else {
-                (a + self.rng.normal(&[obs.size()[0], self.act_dim], self.device) * self.cfg.explore_std)
-                    .clamp(-1.0, 1.0)
-            };
-            a.to_device(out)
+        let (actor, norm) = (&self.actor.net, self.cfg.normalize_states.then_some(&self.norm.net));
+        let noise = (!deterministic).then_some((&mut self.rng, self.act_dim));
+        super::act_with(obs, self.device, noise, |obs, eps| {
+            super::explore(Self::policy(actor, norm, obs, None), eps, self.cfg.explore_std)
         })
     }
 

@@ -51,7 +51,7 @@
 //! [`super::cql`], not JaxCQL's `−log α (log π + H̄)`; hidden weights start orthogonal (JaxCQL:
 //! Flax's defaults, the Q head at variance scale 1e-2).
 
-use crate::checkpoint::{Part, Stateful};
+use crate::checkpoint::{progress_in_fields, Part, Stateful};
 use crate::nn::cql::{conservative_gap, SampledActions, SampledQ};
 use crate::nn::critic::{critic_and_target, critic_values, state_action};
 use crate::nn::family::{beta_scatters, beta_stats, dq_dbeta};
@@ -264,8 +264,8 @@ impl Famo2oCql {
         device: Device,
         seed: u64,
     ) -> Result<Self, AgentError> {
-        cfg.validate()?;
         super::prepare("famo2o-cql", obs_dim, act_dim, device)?;
+        cfg.validate()?;
         let mut rng = AgentRng::new(seed);
         let actor = Trained::new(cfg.actor_lr, |p| {
             Conditioned::new(obs_dim, cfg.encoding, |d| {
@@ -307,11 +307,6 @@ impl Famo2oCql {
     /// The configuration.
     pub fn config(&self) -> &Famo2oCqlConfig {
         &self.cfg
-    }
-
-    /// Updates done so far.
-    pub fn steps(&self) -> i64 {
-        self.step
     }
 
     /// The β the agent acts with for states `[B, obs]`, `[B]`: the balance model's mode, or
@@ -471,13 +466,8 @@ impl Famo2oCql {
     }
 
     fn update_terms(&mut self, batch: &TransitionBatch, terms: Terms) -> Metrics {
-        let moved;
-        let b = if batch.obs.device() == self.device {
-            batch
-        } else {
-            moved = batch.to_device(self.device);
-            &moved
-        };
+        let moved = (batch.obs.device() != self.device).then(|| batch.to_device(self.device));
+        let b = moved.as_ref().unwrap_or(batch);
         let l = self.losses(b);
         self.apply(&l, terms);
         self.step += 1;
@@ -509,13 +499,7 @@ impl Stateful for Famo2oCql {
         parts
     }
 
-    fn progress(&self) -> (i64, &AgentRng) {
-        (self.step, &self.rng)
-    }
-
-    fn set_progress(&mut self, step: i64, rng: AgentRng) {
-        (self.step, self.rng) = (step, rng);
-    }
+    progress_in_fields!();
 }
 
 impl Agent for Famo2oCql {
@@ -524,19 +508,15 @@ impl Agent for Famo2oCql {
     }
 
     fn act(&mut self, obs: &Tensor, deterministic: bool) -> Tensor {
-        let out_device = obs.device();
-        let obs = obs.to_device(self.device).to_kind(Kind::Float);
-        let beta = self.beta(&obs);
-        tch::no_grad(|| {
-            let input = self.actor.net.input(&obs, &beta);
-            let a = if deterministic {
-                self.actor.net.policy.mode(&input)
-            } else {
-                let eps = self.rng.normal(&[obs.size()[0], self.act_dim], self.device);
-                self.actor.net.policy.sample(&input, &eps).0
-            };
-            self.last_beta = Vec::<f32>::try_from(&beta).unwrap_or_default();
-            a.to_device(out_device)
+        let beta = self.beta(obs);
+        self.last_beta = Vec::<f32>::try_from(&beta).unwrap_or_default();
+        let (actor, noise) = (&self.actor.net, (!deterministic).then_some((&mut self.rng, self.act_dim)));
+        super::act_with(obs, self.device, noise, |obs, eps| {
+            let input = actor.input(obs, &beta);
+            match eps {
+                Some(eps) => actor.policy.sample(&input, &eps).0,
+                None => actor.policy.mode(&input),
+            }
         })
     }
 
@@ -614,16 +594,9 @@ mod tests {
         }
     }
 
+    /// States of 3 numbers, 2 actions, Monte-Carlo returns.
     fn batch(rng: &mut AgentRng, n: i64) -> TransitionBatch {
-        TransitionBatch {
-            obs: rng.normal(&[n, 3], Device::Cpu),
-            action: rng.normal(&[n, 2], Device::Cpu).tanh(),
-            reward: rng.normal(&[n], Device::Cpu),
-            next_obs: rng.normal(&[n, 3], Device::Cpu),
-            terminal: rng.uniform_tensor(&[n], Device::Cpu).ge(0.9).to_kind(Kind::Float),
-            mc_return: Some(rng.normal(&[n], Device::Cpu)),
-            is_offline: None,
-        }
+        crate::algos::testing::batch(rng, n, 3, 2, true, true)
     }
 
     /// The code's map (the default) sends the balance model's u = 0 to 0.5 and spans (−0.5, 1.5);

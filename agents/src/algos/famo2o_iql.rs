@@ -30,7 +30,7 @@
 //! `[-1, 1]` (so the balance gradient is never cut by a clip). Reward preprocessing (AntMaze
 //! `r − 1`) is the runner's dataset preset, as for IQL.
 
-use crate::checkpoint::{Part, Stateful};
+use crate::checkpoint::{progress_in_fields, Part, Stateful};
 use crate::nn::critic::{critic_and_target, critic_values, q_step, state_action, target_min_q, CriticParts};
 use crate::nn::family::beta_stats;
 use crate::nn::value::expectile_loss;
@@ -170,9 +170,9 @@ pub struct Famo2oIql {
     actor: Trained<Conditioned<GaussianActor>>,
     balance: Trained<BalanceModel>,
     balance_temperature: Trained<Temperature>,
+    value: Trained<Mlp>,
     critic: Trained<EnsembleMlp>,
     target: Frozen<EnsembleMlp>,
-    value: Trained<Mlp>,
     act_dim: i64,
     device: Device,
     rng: AgentRng,
@@ -191,8 +191,8 @@ impl Famo2oIql {
         device: Device,
         seed: u64,
     ) -> Result<Self, AgentError> {
-        cfg.validate()?;
         super::prepare("famo2o-iql", obs_dim, act_dim, device)?;
+        cfg.validate()?;
         let mut rng = AgentRng::new(seed);
         let actor = Trained::new(cfg.actor_lr, |p| {
             Conditioned::new(obs_dim, cfg.encoding, |d| {
@@ -229,11 +229,6 @@ impl Famo2oIql {
     /// The configuration.
     pub fn config(&self) -> &Famo2oIqlConfig {
         &self.cfg
-    }
-
-    /// Updates done so far.
-    pub fn steps(&self) -> i64 {
-        self.step
     }
 
     /// The balance model's deterministic β(s) for states `[B, obs]`, `[B]`.
@@ -303,13 +298,7 @@ impl Stateful for Famo2oIql {
         ]
     }
 
-    fn progress(&self) -> (i64, &AgentRng) {
-        (self.step, &self.rng)
-    }
-
-    fn set_progress(&mut self, step: i64, rng: AgentRng) {
-        (self.step, self.rng) = (step, rng);
-    }
+    progress_in_fields!();
 }
 
 impl Agent for Famo2oIql {
@@ -318,19 +307,16 @@ impl Agent for Famo2oIql {
     }
 
     fn act(&mut self, obs: &Tensor, deterministic: bool) -> Tensor {
-        let out_device = obs.device();
-        let obs = obs.to_device(self.device).to_kind(Kind::Float);
-        tch::no_grad(|| {
-            let beta = self.balance.net.mode(&obs);
-            let input = self.actor.net.input(&obs, &beta);
-            let a = if deterministic {
-                self.actor.net.policy.mean(&input, None)
-            } else {
-                let eps = self.rng.normal(&[obs.size()[0], self.act_dim], self.device);
-                self.actor.net.policy.sample(&input, &eps)
-            };
-            self.last_beta = Vec::<f32>::try_from(&beta).unwrap_or_default();
-            a.to_device(out_device)
+        let noise = (!deterministic).then_some((&mut self.rng, self.act_dim));
+        let (actor, balance, last_beta) = (&self.actor.net, &self.balance.net, &mut self.last_beta);
+        super::act_with(obs, self.device, noise, |obs, eps| {
+            let beta = balance.mode(obs);
+            let input = actor.input(obs, &beta);
+            *last_beta = Vec::<f32>::try_from(&beta).unwrap_or_default();
+            match eps {
+                Some(eps) => actor.policy.sample(&input, &eps),
+                None => actor.policy.mean(&input, None),
+            }
         })
     }
 
@@ -345,13 +331,8 @@ impl Agent for Famo2oIql {
     }
 
     fn update(&mut self, batch: &TransitionBatch) -> Metrics {
-        let moved;
-        let b = if batch.obs.device() == self.device {
-            batch
-        } else {
-            moved = batch.to_device(self.device);
-            &moved
-        };
+        let moved = (batch.obs.device() != self.device).then(|| batch.to_device(self.device));
+        let b = moved.as_ref().unwrap_or(batch);
         // q̄ = min_j Q̄_j(s, a) from the target critics.
         let q_target = target_min_q(&self.target.net, &state_action(&b.obs, &b.action));
         // 1. V.
@@ -398,13 +379,13 @@ impl Agent for Famo2oIql {
         out
     }
 
-    fn set_phase(&mut self, phase: Phase) {
-        self.phase = phase;
-    }
-
     /// The Q critics at (s, a), every member (what SERA conditions on).
     fn critic_values(&self, obs: &Tensor, action: &Tensor) -> Option<Tensor> {
         Some(critic_values(&self.critic.net, obs, action, self.device))
+    }
+
+    fn set_phase(&mut self, phase: Phase) {
+        self.phase = phase;
     }
 
     fn diagnose(&mut self, batch: &TransitionBatch) -> Metrics {
@@ -446,15 +427,7 @@ mod tests {
     }
 
     fn batch(rng: &mut AgentRng, n: i64, obs: i64, act: i64) -> TransitionBatch {
-        TransitionBatch {
-            obs: rng.normal(&[n, obs], Device::Cpu),
-            action: rng.normal(&[n, act], Device::Cpu).tanh(),
-            reward: rng.normal(&[n], Device::Cpu),
-            next_obs: rng.normal(&[n, obs], Device::Cpu),
-            terminal: rng.uniform_tensor(&[n], Device::Cpu).ge(0.9).to_kind(Kind::Float),
-            mc_return: Some(rng.normal(&[n], Device::Cpu)),
-            is_offline: None,
-        }
+        crate::algos::testing::batch(rng, n, obs, act, true, true)
     }
 
     /// A one-state bandit on a grid of actions a ∈ [−1, 1] with fixed advantage A(a) = 0.3 a:

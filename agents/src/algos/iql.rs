@@ -15,7 +15,7 @@
 //! ([`crate::nn::GaussianActor`]); the deterministic action is the mean. Reward scaling and
 //! dataset-action clipping are data preprocessing, done by the runner, not here.
 
-use crate::checkpoint::{Part, Stateful};
+use crate::checkpoint::{progress_in_fields, Part, Stateful};
 use crate::nn::critic::{critic_and_target, critic_values, q_step, state_action, target_min_q, CriticParts};
 use crate::nn::mlp_pass::forward_no_grad;
 use crate::nn::{value, EnsembleMlp, Frozen, GaussianActor, GaussianConfig, Mlp, MlpConfig, Trained};
@@ -146,11 +146,6 @@ impl Iql {
         &self.cfg
     }
 
-    /// Updates done so far.
-    pub fn steps(&self) -> i64 {
-        self.step
-    }
-
     /// The agent's random stream (dropout masks, exploration noise).
     pub fn rng_mut(&mut self) -> &mut AgentRng {
         &mut self.rng
@@ -191,13 +186,7 @@ impl Stateful for Iql {
         ]
     }
 
-    fn progress(&self) -> (i64, &AgentRng) {
-        (self.step, &self.rng)
-    }
-
-    fn set_progress(&mut self, step: i64, rng: AgentRng) {
-        (self.step, self.rng) = (step, rng);
-    }
+    progress_in_fields!();
 }
 
 impl Agent for Iql {
@@ -206,16 +195,10 @@ impl Agent for Iql {
     }
 
     fn act(&mut self, obs: &Tensor, deterministic: bool) -> Tensor {
-        let out_device = obs.device();
-        let obs = obs.to_device(self.device).to_kind(Kind::Float);
-        tch::no_grad(|| {
-            let a = if deterministic {
-                self.actor.net.mean(&obs, None)
-            } else {
-                let eps = self.rng.normal(&[obs.size()[0], self.act_dim], self.device);
-                self.actor.net.sample(&obs, &eps)
-            };
-            a.to_device(out_device)
+        let (actor, noise) = (&self.actor.net, (!deterministic).then_some((&mut self.rng, self.act_dim)));
+        super::act_with(obs, self.device, noise, |obs, eps| match eps {
+            Some(eps) => actor.sample(obs, &eps),
+            None => actor.mean(obs, None),
         })
     }
 
@@ -225,13 +208,8 @@ impl Agent for Iql {
     }
 
     fn update(&mut self, batch: &TransitionBatch) -> Metrics {
-        let moved;
-        let b = if batch.obs.device() == self.device {
-            batch
-        } else {
-            moved = batch.to_device(self.device);
-            &moved
-        };
+        let moved = (batch.obs.device() != self.device).then(|| batch.to_device(self.device));
+        let b = moved.as_ref().unwrap_or(batch);
         // q̄ = min_j Q̄_j(s, a) from the target critics.
         let q_target = target_min_q(&self.target.net, &state_action(&b.obs, &b.action));
         // 1. value step.

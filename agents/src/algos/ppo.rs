@@ -43,7 +43,7 @@
 //! Options for Uni-O4's online phase: `critic_head = "relu"` ends V in a ReLU (`V ≥ 0`, the
 //! official `ValueReluMLP` its task scripts use whenever they refit V), and `reward_scaling`.
 
-use crate::checkpoint::{Part, Stateful};
+use crate::checkpoint::{progress_in_fields, Part, Stateful};
 use crate::nn::{
     clip_grad_norm, Activation, GaussianActor, GaussianConfig, Mlp, MlpConfig, ObsNorm, ObsNormConfig, ObsNormMode,
     ParamSet, Trained,
@@ -544,10 +544,6 @@ impl OnPolicy for Ppo {
 }
 
 impl Stateful for Ppo {
-    fn name(&self) -> &'static str {
-        self.name
-    }
-
     fn parts(&self) -> Vec<Part<'_>> {
         vec![
             Part::trained("actor_opt", &self.actor),
@@ -556,13 +552,11 @@ impl Stateful for Ppo {
         ]
     }
 
-    fn progress(&self) -> (i64, &AgentRng) {
-        (self.step, &self.rng)
+    fn name(&self) -> &'static str {
+        self.name
     }
 
-    fn set_progress(&mut self, step: i64, rng: AgentRng) {
-        (self.step, self.rng) = (step, rng);
-    }
+    progress_in_fields!();
 
     /// The reward scaling's state, whose returns have one entry per env.
     fn written_only(&self) -> Vec<(String, Tensor)> {
@@ -586,16 +580,15 @@ impl Agent for Ppo {
     /// The policy's mean (deterministic) or a sample, clipped to `[-1, 1]`, on raw observations
     /// (normalized here with the statistics as they stand, not updated).
     fn act(&mut self, obs: &Tensor, deterministic: bool) -> Tensor {
-        let out_device = obs.device();
-        let obs = self.norm.apply(&obs.to_device(self.device));
-        let eps = (!deterministic).then(|| self.rng.normal(&[obs.size()[0], self.act_dim], self.device));
-        tch::no_grad(|| {
-            let mean = self.actor.net.mean(&obs, None);
+        let (actor, norm) = (&self.actor.net, &self.norm);
+        let noise = (!deterministic).then_some((&mut self.rng, self.act_dim));
+        super::act_with(obs, self.device, noise, |obs, eps| {
+            let mean = actor.mean(&norm.apply(obs), None);
             let a = match eps {
-                Some(e) => mean + self.actor.net.log_std().exp() * e,
+                Some(e) => mean + actor.log_std().exp() * e,
                 None => mean,
             };
-            a.clamp(-1.0, 1.0).to_device(out_device)
+            a.clamp(-1.0, 1.0)
         })
     }
 

@@ -15,7 +15,7 @@
 //! (`F.mse_loss`); stochastic actions (online use) add N(0, `explore_std`²), as TD3's
 //! exploration.
 
-use crate::checkpoint::{Part, Stateful};
+use crate::checkpoint::{progress_in_fields, Part, Stateful};
 use crate::nn::critic::{critic_and_target, critic_values, state_action, CriticPass};
 use crate::nn::{polyak_update, EnsembleMlp, Frozen, Mlp, MlpConfig, ParamSet, StateNorm, Trained};
 use crate::rng::AgentRng;
@@ -177,13 +177,7 @@ impl Stateful for Td3Bc {
         ]
     }
 
-    fn progress(&self) -> (i64, &AgentRng) {
-        (self.step, &self.rng)
-    }
-
-    fn set_progress(&mut self, step: i64, rng: AgentRng) {
-        (self.step, self.rng) = (step, rng);
-    }
+    progress_in_fields!();
 }
 
 impl Agent for Td3Bc {
@@ -192,17 +186,11 @@ impl Agent for Td3Bc {
     }
 
     fn act(&mut self, obs: &Tensor, deterministic: bool) -> Tensor {
-        let out = obs.device();
-        let obs = self.normalized(&obs.to_device(self.device).to_kind(Kind::Float));
-        tch::no_grad(|| {
-            let a = self.actor.net.forward(&obs, None).tanh();
-            let a = if deterministic {
-                a
-            } else {
-                (a + self.rng.normal(&[obs.size()[0], self.act_dim], self.device) * self.cfg.explore_std)
-                    .clamp(-1.0, 1.0)
-            };
-            a.to_device(out)
+        let (actor, norm) = (&self.actor.net, self.cfg.normalize_states.then_some(&self.norm.net));
+        let noise = (!deterministic).then_some((&mut self.rng, self.act_dim));
+        super::act_with(obs, self.device, noise, |obs, eps| {
+            let s = norm.map_or_else(|| obs.shallow_clone(), |n| n.apply(obs));
+            super::explore(actor.forward(&s, None).tanh(), eps, self.cfg.explore_std)
         })
     }
 

@@ -250,7 +250,7 @@ impl Agent for Wsrl {
             Phase::Offline => self.offline_critic_steps,
             Phase::Online => self.term.online_critic_steps,
         };
-        self.cql.sac_mut().set_critic_steps(steps);
+        self.cql.sac_mut().cfg.critic_steps = steps;
     }
 
     fn begin_online(&mut self) {
@@ -274,16 +274,9 @@ mod tests {
     use crate::rng::AgentRng;
     use tch::Kind;
 
+    /// States of 3 numbers, 2 actions, Monte-Carlo returns.
     fn batch(rng: &mut AgentRng, n: i64) -> TransitionBatch {
-        TransitionBatch {
-            obs: rng.normal(&[n, 3], Device::Cpu),
-            action: rng.normal(&[n, 2], Device::Cpu).tanh(),
-            reward: rng.normal(&[n], Device::Cpu),
-            next_obs: rng.normal(&[n, 3], Device::Cpu),
-            terminal: Tensor::zeros([n], (Kind::Float, Device::Cpu)),
-            mc_return: Some(rng.normal(&[n], Device::Cpu)),
-            is_offline: None,
-        }
+        crate::algos::testing::batch(rng, n, 3, 2, false, true)
     }
 
     fn small() -> WsrlConfig {

@@ -45,6 +45,22 @@ pub(crate) fn critic_values(critic: &EnsembleMlp, obs: &Tensor, action: &Tensor,
     })
 }
 
+/// Diagnostics of Q-values `q` `[B]` (no gradients) against the Monte-Carlo returns `G` of the
+/// same rows: `q`, their mean; where some `G` are finite, `mc_return` and `q_minus_mc`, the
+/// means of `G` and `Q − G` on those rows.
+pub(crate) fn q_against_returns(q: &Tensor, mc_return: Option<&Tensor>) -> Vec<(&'static str, f64)> {
+    let mut out = vec![("q", q.mean(Kind::Float).double_value(&[]))];
+    if let Some(g) = mc_return {
+        let finite = g.isfinite();
+        if finite.sum(Kind::Int64).int64_value(&[]) > 0 {
+            let (g, q) = (g.masked_select(&finite), q.masked_select(&finite));
+            out.push(("mc_return", g.mean(Kind::Float).double_value(&[])));
+            out.push(("q_minus_mc", (q - g).mean(Kind::Float).double_value(&[])));
+        }
+    }
+    out
+}
+
 /// `q̄ = min_j Q̄_j(s, a)` `[B]` of the target critics at `sa = [s, a]`, without gradients (the
 /// fused pass where it applies).
 pub(crate) fn target_min_q(target: &EnsembleMlp, sa: &Tensor) -> Tensor {

@@ -227,6 +227,7 @@ impl PolicyEnsemble {
     /// Fresh members (independent initializations), π_old = π.
     pub fn new(cfg: PolicyConfig, obs_dim: i64, act_dim: i64, device: Device, seed: u64) -> Result<Self, AgentError> {
         cfg.validate()?;
+        crate::algos::prepare("unio4-policy", obs_dim, act_dim, device)?;
         let mut rng = AgentRng::new(seed);
         let pi = Trained::new(cfg.bc_lr, |p| Members::new(p, "policy", &cfg, obs_dim, act_dim, &mut rng, device));
         let old = Frozen::copy_of(&pi, |p| Members::new(p, "policy_old", &cfg, obs_dim, act_dim, &mut rng, device));

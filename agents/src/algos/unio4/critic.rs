@@ -10,7 +10,7 @@
 //! expectile loss ([`crate::nn::value`]), target minimum and Q step ([`crate::nn::critic`]).
 
 use super::{Data, MaskRule};
-use crate::checkpoint::{Part, Stateful};
+use crate::checkpoint::{progress_in_fields, Part, Stateful};
 use crate::nn::critic::{critic_and_target, q_step, state_action, target_min_q, CriticParts};
 use crate::nn::value::expectile_loss;
 use crate::nn::{EnsembleMlp, Frozen, Mlp, MlpConfig, ParamSet, Trained};
@@ -112,6 +112,7 @@ impl Critic {
     /// A fresh critic for `obs_dim` states and `act_dim` actions.
     pub fn new(cfg: CriticConfig, obs_dim: i64, act_dim: i64, device: Device, seed: u64) -> Result<Self, AgentError> {
         cfg.validate()?;
+        crate::algos::prepare("unio4-critic", obs_dim, act_dim, device)?;
         let mut rng = AgentRng::new(seed);
         let (q, target) = critic_and_target(2, obs_dim + act_dim, &cfg.q, cfg.lr, &mut rng, device);
         let v = Trained::new(cfg.lr, |p| Mlp::new(p, "value", obs_dim, 1, &cfg.value, 1.0, &mut rng, device));
@@ -182,13 +183,7 @@ impl Stateful for Critic {
         vec![Part::trained("q_opt", &self.q), Part::frozen(&self.target), Part::trained("value_opt", &self.v)]
     }
 
-    fn progress(&self) -> (i64, &AgentRng) {
-        (self.step, &self.rng)
-    }
-
-    fn set_progress(&mut self, step: i64, rng: AgentRng) {
-        (self.step, self.rng) = (step, rng);
-    }
+    progress_in_fields!();
 }
 
 impl super::OfflineCritic for Critic {

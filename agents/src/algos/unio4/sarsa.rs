@@ -37,6 +37,7 @@ impl SarsaCritic {
     /// A fresh critic for `data`'s shapes, with its MC returns.
     pub fn new(cfg: CriticConfig, data: &Data, device: Device, seed: u64) -> Result<Self, AgentError> {
         cfg.validate()?;
+        crate::algos::prepare("unio4-sarsa-critic", data.obs.size()[1], data.action.size()[1], device)?;
         let vc = ValueRefitConfig {
             value: cfg.value.clone(),
             head: ValueHead::Linear,

@@ -115,8 +115,9 @@ impl ValueRefit {
         prefix: &str,
     ) -> Result<Self, AgentError> {
         cfg.validate()?;
-        let mut rng = AgentRng::new(seed);
         let obs_dim = data.obs.size()[1];
+        crate::algos::prepare("unio4-value-refit", obs_dim, data.action.size()[1], device)?;
+        let mut rng = AgentRng::new(seed);
         let v = Trained::new(cfg.lr, |p| Mlp::new(p, prefix, obs_dim, 1, &cfg.value, 1.0, &mut rng, device));
         // The host's copy (tch's conversion reads a device tensor back).
         let host = |t: &Tensor| Vec::<f32>::try_from(&t.to_kind(Kind::Float)).unwrap_or_default();
