@@ -5,8 +5,8 @@
 //! its random-number state — round-trips through `save`/`load`, so warm-starting an online
 //! agent from an offline one and resuming a killed run are the same mechanism.
 
+use crate::checkpoint::Stateful;
 use o2o_datasets::TransitionBatch;
-use std::path::Path;
 use tch::Tensor;
 
 /// Named scalars produced by one update (`critic_loss`, `q_mean`, `alpha`, ...).
@@ -37,6 +37,13 @@ pub struct Scatter {
 /// member, `[E, B]` (no gradient), the bonus `[B]` to add to the batch's rewards before the TD
 /// target (SERA's, [`crate::sera`]).
 pub type RewardBonus<'a> = &'a mut dyn FnMut(&Tensor) -> Tensor;
+
+/// `batch` with `bonus` `[B]` added to its rewards (the other columns shared).
+pub(crate) fn with_bonus(batch: &TransitionBatch, bonus: &Tensor) -> TransitionBatch {
+    let mut augmented = batch.map_columns(|t| t.shallow_clone());
+    augmented.reward = &batch.reward + bonus.to_device(batch.reward.device()).to_kind(batch.reward.kind());
+    augmented
+}
 
 /// Errors from saving, loading or building agents.
 #[derive(Debug, thiserror::Error)]
@@ -93,10 +100,9 @@ pub trait OnPolicy {
         -> Metrics;
 }
 
-/// An RL agent.
-pub trait Agent: Send {
-    /// Short algorithm name, e.g. `"sac"`.
-    fn name(&self) -> &'static str;
+/// An RL agent. Its name, full-state `save`/`load` and partial `load_parts` come from
+/// [`Stateful`], which lists the agent's parts once.
+pub trait Agent: Stateful + Send {
     /// The discount γ of the agent's TD targets or returns, the one potential-based reward
     /// shaping must use to keep the optimal policy; `None` for an agent that learns no value
     /// (BC).
@@ -106,17 +112,6 @@ pub trait Agent: Send {
     fn act(&mut self, obs: &Tensor, deterministic: bool) -> Tensor;
     /// One update on a batch; returns what to log.
     fn update(&mut self, batch: &TransitionBatch) -> Metrics;
-    /// Write the full state to `path` atomically (temp file, then rename).
-    fn save(&self, path: &Path) -> Result<(), AgentError>;
-    /// Restore the full state written by `save`.
-    fn load(&mut self, path: &Path) -> Result<(), AgentError>;
-    /// Restore only some parts of a checkpoint written by an agent of the same architecture
-    /// (parts are the first components of the tensor names: `actor`, `critic`,
-    /// `critic_target`, `actor_opt`, `meta`, …) — warm-starting by part.
-    fn load_parts(&mut self, path: &Path, parts: &[&str]) -> Result<(), AgentError> {
-        let _ = (path, parts);
-        Err(AgentError::Config(format!("{} does not support loading parts of a checkpoint", self.name())))
-    }
     /// Tell the agent which phase the next updates belong to, so it applies its paired settings
     /// (e.g. Cal-QL's calibration on or off online). Idempotent; the runner calls it whenever the
     /// phase changes and when a run (re)starts. Most algorithms ignore it.
@@ -153,9 +148,7 @@ pub trait Agent: Send {
     /// pass instead (the same values, one pass fewer).
     fn update_with_bonus(&mut self, batch: &TransitionBatch, bonus: RewardBonus<'_>) -> Option<Metrics> {
         let q = self.critic_values(&batch.obs, &batch.action)?;
-        let mut augmented = batch.map_columns(|t| t.shallow_clone());
-        augmented.reward = &batch.reward + bonus(&q).to_device(batch.reward.device()).to_kind(batch.reward.kind());
-        Some(self.update(&augmented))
+        Some(self.update(&with_bonus(batch, &bonus(&q))))
     }
     /// The on-policy half of an on-policy agent (PPO): the runner then collects rollouts from a
     /// vector env instead of filling a replay buffer. `None` for off-policy agents.

@@ -9,7 +9,7 @@
 //! crash never leaves a half-written checkpoint. Loading validates every name and shape before
 //! it copies anything, so a bad file leaves the agent untouched and returns a typed error.
 
-use crate::nn::{Adam, ParamSet};
+use crate::nn::{Adam, Frozen, ParamSet, Trained};
 use crate::rng::AgentRng;
 use crate::AgentError;
 use std::collections::HashMap;
@@ -148,54 +148,185 @@ impl Checkpoint {
     }
 }
 
-/// The live tensors of an agent made of parameter `sets` and `optimizers` (`(prefix, Adam, the
-/// set it updates)`): every parameter by name, then each optimizer's moments under its prefix.
-pub(crate) fn state_tensors(sets: &[&ParamSet], optimizers: &[(&str, &Adam, &ParamSet)]) -> Vec<(String, Tensor)> {
-    let mut v: Vec<(String, Tensor)> = Vec::new();
-    for set in sets {
-        v.extend(set.named().iter().map(|(n, t)| (n.clone(), t.shallow_clone())));
+/// One part of an agent's state, as its checkpoint names it: the first component of each name
+/// (`actor`, `critic_target`, `actor_opt`, …) is the part a partial load selects.
+pub enum Part<'a> {
+    /// Weights and the Adam that trains them; its moments are written as `{opt}/m/…` and
+    /// `{opt}/v/…`, its step count as `{opt}/step`.
+    Trained {
+        /// The optimizer's checkpoint prefix (`actor_opt`).
+        opt: &'static str,
+        /// The weights.
+        params: &'a ParamSet,
+        /// Their optimizer.
+        adam: &'a Adam,
+    },
+    /// Weights no optimizer steps (a target network, state statistics).
+    Frozen(&'a ParamSet),
+    /// Other live tensors, by name (running observation statistics).
+    Tensors(Vec<(String, Tensor)>),
+    /// The parts of a state this one is built on (CQL's SAC core), written together in their
+    /// own order at this place.
+    Group(Vec<Part<'a>>),
+}
+
+impl<'a> Part<'a> {
+    /// A [`Trained`] network whose optimizer is written under `opt`.
+    pub fn trained<N>(opt: &'static str, t: &'a Trained<N>) -> Self {
+        Part::Trained { opt, params: &t.params, adam: &t.opt }
     }
-    for (prefix, opt, params) in optimizers {
-        v.extend(opt.state(prefix, params));
+
+    /// A [`Frozen`] network.
+    pub fn frozen<N>(f: &'a Frozen<N>) -> Self {
+        Part::Frozen(&f.params)
+    }
+}
+
+/// The live tensors of `parts`: every part's weights in order (a group's whole state at its
+/// place), then every optimizer's moments, then the other live tensors.
+fn live_tensors(parts: &[Part<'_>]) -> Vec<(String, Tensor)> {
+    let named = |set: &ParamSet| set.named().iter().map(|(n, t)| (n.clone(), t.shallow_clone())).collect::<Vec<_>>();
+    let mut v = Vec::new();
+    for part in parts {
+        match part {
+            Part::Trained { params, .. } | Part::Frozen(params) => v.extend(named(params)),
+            Part::Group(inner) => v.extend(live_tensors(inner)),
+            Part::Tensors(_) => {}
+        }
+    }
+    for part in parts {
+        if let Part::Trained { opt, params, adam } = part {
+            v.extend(adam.state(opt, params));
+        }
+    }
+    for part in parts {
+        if let Part::Tensors(t) = part {
+            v.extend(t.iter().map(|(n, t)| (n.clone(), t.shallow_clone())));
+        }
     }
     v
 }
 
-/// Write an agent's state: its live tensors (weights, targets, temperature, optimizer moments),
-/// each optimizer's step count as `{prefix}/step`, and `meta/algo`, `meta/step`, `meta/rng`.
-pub(crate) fn save_agent(
+/// Every optimizer of `parts` with its prefix, in order (a group's at its place).
+fn optimizers<'a>(parts: &[Part<'a>]) -> Vec<(&'static str, &'a Adam)> {
+    let mut v = Vec::new();
+    for part in parts {
+        match part {
+            Part::Trained { opt, adam, .. } => v.push((*opt, *adam)),
+            Part::Group(inner) => v.extend(optimizers(inner)),
+            Part::Frozen(_) | Part::Tensors(_) => {}
+        }
+    }
+    v
+}
+
+/// A state made of parts listed once ([`Stateful::parts`]), plus an update counter and a random
+/// stream: what every agent (and every stage of Uni-O4's offline pipeline) is. Its named
+/// tensors, checkpoint, full and partial loads and optimizer resets follow from the list.
+///
+/// A checkpoint holds the live tensors ([`Stateful::named_tensors`]), then
+/// [`Stateful::written_only`], each optimizer's `{opt}/step`, and `meta/algo` (the name),
+/// `meta/step` and `meta/rng`.
+pub trait Stateful {
+    /// Short algorithm name, e.g. `"sac"`; checkpoints record it as `meta/algo`.
+    fn name(&self) -> &'static str;
+    /// Every part of the state, in checkpoint order.
+    fn parts(&self) -> Vec<Part<'_>>;
+    /// The update counter and the random stream (`meta/step`, `meta/rng`).
+    fn progress(&self) -> (i64, &AgentRng);
+    /// Put back the update counter and the random stream a checkpoint held.
+    fn set_progress(&mut self, step: i64, rng: AgentRng);
+
+    /// Tensors written after the live ones that a load does not copy into place (counters, a
+    /// state whose shape varies), read back by the state's own `load`; none by default.
+    fn written_only(&self) -> Vec<(String, Tensor)> {
+        Vec::new()
+    }
+
+    /// Every live tensor of the state, by checkpoint name: the parts' weights, the optimizers'
+    /// moments, other live tensors.
+    fn named_tensors(&self) -> Vec<(String, Tensor)> {
+        live_tensors(&self.parts())
+    }
+
+    /// Write the full state to `path` atomically (temp file, then rename).
+    fn save(&self, path: &Path) -> Result<(), AgentError> {
+        let mut all = self.named_tensors();
+        all.extend(self.written_only());
+        for (prefix, opt) in optimizers(&self.parts()) {
+            all.push((format!("{prefix}/step"), opt.step_tensor()));
+        }
+        let (step, rng) = self.progress();
+        all.push(("meta/algo".into(), algo_tensor(self.name())));
+        all.push(("meta/step".into(), Tensor::from_slice(&[step])));
+        all.push(("meta/rng".into(), rng.state_tensor()));
+        save(path, &all)
+    }
+
+    /// Restore the full state written by `save`.
+    fn load(&mut self, path: &Path) -> Result<(), AgentError> {
+        self.restore(path, self.name(), None)
+    }
+
+    /// Restore only some parts of a checkpoint written by a state of the same architecture
+    /// (parts are the first components of the tensor names: `actor`, `critic`,
+    /// `critic_target`, `actor_opt`, `meta`, …) — warm-starting by part.
+    fn load_parts(&mut self, path: &Path, parts: &[&str]) -> Result<(), AgentError> {
+        self.restore(path, self.name(), Some(parts))
+    }
+
+    /// Restore `parts` (`None` = everything, which also checks that `meta/algo` is
+    /// `written_by`) of a checkpoint. Optimizer step counts are restored with their optimizer's
+    /// part, the counter and random stream with `meta`. Nothing changes unless every check
+    /// passes.
+    fn restore(&mut self, path: &Path, written_by: &str, parts: Option<&[&str]>) -> Result<(), AgentError> {
+        let state = self.parts();
+        let meta = load_agent(path, written_by, &live_tensors(&state), &optimizers(&state), parts)?;
+        drop(state);
+        if let Some(Meta { step, rng }) = meta {
+            self.set_progress(step, rng);
+        }
+        Ok(())
+    }
+
+    /// Forget every optimizer's moments and step count (warm-started weights, fresh Adam).
+    fn reset_optimizers(&mut self) {
+        for (_, opt) in optimizers(&self.parts()) {
+            opt.reset();
+        }
+    }
+}
+
+/// [`Stateful::progress`] and [`Stateful::set_progress`] of a state whose update counter and
+/// random stream are its fields `step: i64` and `rng: AgentRng`, as every agent's are.
+macro_rules! progress_in_fields {
+    () => {
+        fn progress(&self) -> (i64, &$crate::rng::AgentRng) {
+            (self.step, &self.rng)
+        }
+
+        fn set_progress(&mut self, step: i64, rng: $crate::rng::AgentRng) {
+            (self.step, self.rng) = (step, rng);
+        }
+    };
+}
+pub(crate) use progress_in_fields;
+
+/// What [`load_agent`] restored besides tensors: the update counter and RNG, when the `meta`
+/// part was selected.
+struct Meta {
+    step: i64,
+    rng: AgentRng,
+}
+
+/// Restore a state written by [`Stateful::save`]. `parts` selects name prefixes (`None` =
+/// everything, which also checks `meta/algo == algo`). Optimizer step counts are restored with
+/// their optimizer's part. Nothing is changed unless every check passes.
+fn load_agent(
     path: &Path,
     algo: &str,
     live: &[(String, Tensor)],
     optimizers: &[(&str, &Adam)],
-    step: i64,
-    rng: &AgentRng,
-) -> Result<(), AgentError> {
-    let mut all: Vec<(String, Tensor)> = live.iter().map(|(n, t)| (n.clone(), t.shallow_clone())).collect();
-    for (prefix, opt) in optimizers {
-        all.push((format!("{prefix}/step"), opt.step_tensor()));
-    }
-    all.push(("meta/algo".into(), algo_tensor(algo)));
-    all.push(("meta/step".into(), Tensor::from_slice(&[step])));
-    all.push(("meta/rng".into(), rng.state_tensor()));
-    save(path, &all)
-}
-
-/// What [`load_agent`] restored besides tensors: the update counter and RNG, when the `meta`
-/// part was selected.
-pub(crate) struct Meta {
-    pub step: i64,
-    pub rng: AgentRng,
-}
-
-/// Restore an agent's state written by [`save_agent`]. `parts` selects name prefixes
-/// (`None` = everything, which also checks `meta/algo == algo`). Optimizer step counts are
-/// restored with their optimizer's part. Nothing is changed unless every check passes.
-pub(crate) fn load_agent(
-    path: &Path,
-    algo: &str,
-    live: &[(String, Tensor)],
-    optimizers: &mut [(&str, &mut Adam)],
     parts: Option<&[&str]>,
 ) -> Result<Option<Meta>, AgentError> {
     if let Some(ps) = parts {
@@ -216,7 +347,7 @@ pub(crate) fn load_agent(
     }
     // Validate every counter first, then tensors (restore checks all before copying).
     let mut steps = Vec::new();
-    for (prefix, _) in optimizers.iter() {
+    for (prefix, _) in optimizers {
         if wanted(prefix) {
             steps.push(Some(ck.i64s(&format!("{prefix}/step"), 1)?[0]));
         } else {
@@ -236,7 +367,7 @@ pub(crate) fn load_agent(
         None
     };
     ck.restore(live, parts)?;
-    for ((_, opt), s) in optimizers.iter_mut().zip(steps) {
+    for ((_, opt), s) in optimizers.iter().zip(steps) {
         if let Some(s) = s {
             opt.set_steps(s);
         }

@@ -12,7 +12,9 @@
 //!   universal policy and a per-state balance model on top of each base algorithm's critic.
 //! - [`nn`]: MLP, batched critic ensemble, actors, Polyak, temperature, Adam.
 //! - [`sera`]: SERA's Q-conditioned state-entropy bonus, added by the runner to online batches.
-//! - [`checkpoint`]: the one-file checkpoint format; [`rng`]: the agent's random stream.
+//! - [`checkpoint`]: the one-file checkpoint format and [`Stateful`], the list of an agent's
+//!   parts ([`nn::Trained`] networks, [`nn::Frozen`] ones) from which its save, load, partial
+//!   load and optimizer reset follow; [`rng`]: the agent's random stream.
 //!
 //! The key design decision is that an agent owns *all* of its state — including Adam's moments
 //! (our own [`nn::Adam`]) and its random stream (a ChaCha8 generator, [`rng::AgentRng`], never
@@ -33,4 +35,5 @@ pub mod sera;
 
 pub use agent::{Agent, AgentError, DeterministicPolicy, Metrics, OnPolicy, Phase, RewardBonus, Scatter};
 pub use algos::{calql, cql, famo2o_cql, famo2o_iql, iql, ppo, rlpd, sac, unio4, wsrl};
+pub use checkpoint::{Part, Stateful};
 pub use config::{build, AgentConfig};

@@ -4,7 +4,7 @@
 use o2o_agents::iql::{Iql, IqlConfig};
 use o2o_agents::rng::AgentRng;
 use o2o_agents::sac::{Sac, SacConfig};
-use o2o_agents::{build, Agent, AgentConfig, AgentError, Metrics};
+use o2o_agents::{build, Agent, AgentConfig, AgentError, Metrics, Stateful};
 use o2o_datasets::TransitionBatch;
 use tch::{Device, Kind, Tensor};
 
@@ -179,7 +179,7 @@ fn partial_load_copies_only_the_selected_parts() {
         let part = name.split('/').next().unwrap();
         assert_eq!(same, ["actor", "critic", "critic_target"].contains(&part), "{name}");
     }
-    assert_eq!(online.steps(), 0);
+    assert_eq!(online.progress().0, 0);
     let e = online.load_parts(&p, &["actr"]).unwrap_err();
     assert!(matches!(e, AgentError::Config(_)) && e.to_string().contains("actr"), "{e}");
 }

@@ -9,13 +9,12 @@
 //! π(s̃); a stochastic action adds N(0, `explore_std`²) and clips to [−1, 1] (for online use).
 //! Deviation: the tanh output keeps actions inside the box (d3rlpy's BC head is tanh too).
 
-use crate::checkpoint::{load_agent, save_agent, state_tensors};
-use crate::nn::{Adam, Mlp, MlpConfig, ParamSet, StateNorm};
+use crate::checkpoint::{progress_in_fields, Part, Stateful};
+use crate::nn::{Frozen, Mlp, MlpConfig, StateNorm, Trained};
 use crate::rng::AgentRng;
 use crate::{Agent, AgentError, DeterministicPolicy, Metrics};
 use o2o_datasets::TransitionBatch;
 use serde::{Deserialize, Serialize};
-use std::path::Path;
 use tch::{Device, Kind, Tensor};
 
 /// BC hyperparameters (d3rlpy's BC defaults: learning rate 1e-3, 2×256).
@@ -60,11 +59,8 @@ impl BcConfig {
 /// A BC agent.
 pub struct Bc {
     cfg: BcConfig,
-    actor: Mlp,
-    actor_params: ParamSet,
-    actor_opt: Adam,
-    norm: StateNorm,
-    norm_params: ParamSet,
+    actor: Trained<Mlp>,
+    norm: Frozen<StateNorm>,
     act_dim: i64,
     device: Device,
     rng: AgentRng,
@@ -77,17 +73,10 @@ impl Bc {
         cfg.validate()?;
         super::prepare("bc", obs_dim, act_dim, device)?;
         let mut rng = AgentRng::new(seed);
-        let mut actor_params = ParamSet::new();
-        let actor = Mlp::new(&mut actor_params, "actor", obs_dim, act_dim, &cfg.actor, 1e-2, &mut rng, device);
-        let mut norm_params = ParamSet::new();
-        let norm = StateNorm::new(&mut norm_params, obs_dim, device);
-        let actor_opt = Adam::new(&actor_params, cfg.lr);
-        Ok(Self { cfg, actor, actor_params, actor_opt, norm, norm_params, act_dim, device, rng, step: 0 })
-    }
-
-    /// Every live tensor of the agent's state, by checkpoint name.
-    pub fn named_tensors(&self) -> Vec<(String, Tensor)> {
-        state_tensors(&[&self.actor_params, &self.norm_params], &[("actor_opt", &self.actor_opt, &self.actor_params)])
+        let actor =
+            Trained::new(cfg.lr, |p| Mlp::new(p, "actor", obs_dim, act_dim, &cfg.actor, 1e-2, &mut rng, device));
+        let norm = Frozen::new(|p| StateNorm::new(p, obs_dim, device));
+        Ok(Self { cfg, actor, norm, act_dim, device, rng, step: 0 })
     }
 
     /// π(s̃) = tanh(MLP(s̃)), dropout masks from `rng` when given.
@@ -96,80 +85,55 @@ impl Bc {
         actor.forward(&s, rng).tanh()
     }
 
-    /// The normalizer, when states are normalized.
-    fn norm(&self) -> Option<&StateNorm> {
-        self.cfg.normalize_states.then_some(&self.norm)
-    }
-
     /// L_BC = E[‖π(s̃) − a‖²] (summed over action numbers, averaged over rows).
     fn bc_loss(&mut self, obs: &Tensor, action: &Tensor) -> Tensor {
-        let norm = self.cfg.normalize_states.then_some(&self.norm);
-        let pred = Self::policy(&self.actor, norm, obs, Some(&mut self.rng));
+        let norm = self.cfg.normalize_states.then_some(&self.norm.net);
+        let pred = Self::policy(&self.actor.net, norm, obs, Some(&mut self.rng));
         (pred - action).square().sum_dim_intlist(-1, false, Kind::Float).mean(Kind::Float)
-    }
-
-    fn load_impl(&mut self, path: &Path, parts: Option<&[&str]>) -> Result<(), AgentError> {
-        let live = self.named_tensors();
-        if let Some(meta) = load_agent(path, "bc", &live, &mut [("actor_opt", &mut self.actor_opt)], parts)? {
-            self.step = meta.step;
-            self.rng = meta.rng;
-        }
-        Ok(())
     }
 }
 
-impl Agent for Bc {
+impl Stateful for Bc {
     fn name(&self) -> &'static str {
         "bc"
     }
 
+    fn parts(&self) -> Vec<Part<'_>> {
+        vec![Part::trained("actor_opt", &self.actor), Part::frozen(&self.norm)]
+    }
+
+    progress_in_fields!();
+}
+
+impl Agent for Bc {
     /// BC fits actions only: no value, no discount.
     fn gamma(&self) -> Option<f64> {
         None
     }
 
     fn act(&mut self, obs: &Tensor, deterministic: bool) -> Tensor {
-        let out = obs.device();
-        let obs = obs.to_device(self.device).to_kind(Kind::Float);
-        tch::no_grad(|| {
-            let a = Self::policy(&self.actor, self.norm(), &obs, None);
-            let a = if deterministic {
-                a
-            } else {
-                (a + self.rng.normal(&[obs.size()[0], self.act_dim], self.device) * self.cfg.explore_std)
-                    .clamp(-1.0, 1.0)
-            };
-            a.to_device(out)
+        let (actor, norm) = (&self.actor.net, self.cfg.normalize_states.then_some(&self.norm.net));
+        let noise = (!deterministic).then_some((&mut self.rng, self.act_dim));
+        super::act_with(obs, self.device, noise, |obs, eps| {
+            super::explore(Self::policy(actor, norm, obs, None), eps, self.cfg.explore_std)
         })
     }
 
     fn update(&mut self, batch: &TransitionBatch) -> Metrics {
         let b = batch.to_device(self.device);
         let loss = self.bc_loss(&b.obs, &b.action);
-        self.actor_opt.minimize(&self.actor_params, &loss);
+        self.actor.minimize(&loss);
         self.step += 1;
         vec![("bc_loss", loss.double_value(&[]))]
     }
 
     fn set_state_stats(&mut self, mean: &[f32], std: &[f32]) -> Result<(), AgentError> {
-        self.norm.set(mean, std)
+        self.norm.net.set(mean, std)
     }
 
     fn deterministic_policy(&self) -> Option<DeterministicPolicy> {
-        let (actor, norm, on) = (self.actor.detached(), self.norm.detached(), self.cfg.normalize_states);
+        let (actor, norm, on) = (self.actor.net.detached(), self.norm.net.detached(), self.cfg.normalize_states);
         Some(Box::new(move |obs| actor.forward(&if on { norm.apply(obs) } else { obs.shallow_clone() }, None).tanh()))
-    }
-
-    fn save(&self, path: &Path) -> Result<(), AgentError> {
-        save_agent(path, "bc", &self.named_tensors(), &[("actor_opt", &self.actor_opt)], self.step, &self.rng)
-    }
-
-    fn load(&mut self, path: &Path) -> Result<(), AgentError> {
-        self.load_impl(path, None)
-    }
-
-    fn load_parts(&mut self, path: &Path, parts: &[&str]) -> Result<(), AgentError> {
-        self.load_impl(path, Some(parts))
     }
 }
 

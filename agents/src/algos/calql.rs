@@ -93,7 +93,7 @@ pub(crate) fn return_to_go_floor(calibrate_online: bool) -> PolicyFloor {
 mod tests {
     use super::*;
     use crate::rng::AgentRng;
-    use crate::Agent;
+    use crate::{Agent, Stateful};
     use tch::{Kind, Tensor};
 
     #[test]

@@ -35,13 +35,14 @@
 use super::flat::{join, overlay, split, table_of};
 use super::sac::{Sac, SacConfig, TermLogs};
 use crate::agent::Phase;
+use crate::checkpoint::{Part, Stateful};
 use crate::nn::cql::{OodTerm, SampledActions, CHUNK_ROWS};
 use crate::nn::critic::CriticTerm;
-use crate::nn::{Adam, ParamSet, Temperature, TemperatureForm};
+use crate::nn::{Temperature, TemperatureForm, Trained};
+use crate::rng::AgentRng;
 use crate::{Agent, AgentError, DeterministicPolicy, Metrics, RewardBonus};
 use o2o_datasets::TransitionBatch;
 use serde::{Deserialize, Serialize};
-use std::path::Path;
 use tch::{Device, Kind, Tensor};
 
 /// CQL's own hyperparameters; SAC's fields sit beside them in the same flat table.
@@ -150,19 +151,13 @@ impl From<CqlConfig> for toml::Table {
     }
 }
 
-/// The learned Lagrange multiplier α' and its optimizer.
-struct Lagrange {
-    alpha: Temperature,
-    params: ParamSet,
-    opt: Adam,
-}
-
 /// A CQL (or Cal-QL) agent: a SAC core plus the conservative term.
 pub struct Cql {
     name: &'static str,
     sac: Sac,
     term: CqlTerm,
-    lagrange: Option<Lagrange>,
+    /// The learned Lagrange multiplier α' (`cql_lagrange`).
+    lagrange: Option<Trained<Temperature>>,
     /// A variant's floor under the policy actions' Q-values (Cal-QL's).
     floor: Option<PolicyFloor>,
     phase: Phase,
@@ -192,12 +187,9 @@ impl Cql {
     ) -> Result<Self, AgentError> {
         cfg.cql.validate()?;
         let sac = Sac::named(name, cfg.sac, obs_dim, act_dim, device, seed)?;
-        let lagrange = cfg.cql.cql_lagrange.then(|| {
-            let (mut params, init) = (ParamSet::new(), cfg.cql.cql_lagrange_init);
-            let alpha = Temperature::new(&mut params, "cql_lagrange", init, TemperatureForm::LogAlpha, device);
-            let opt = Adam::new(&params, cfg.cql.cql_lagrange_lr);
-            Lagrange { alpha, params, opt }
-        });
+        let (init, lr) = (cfg.cql.cql_lagrange_init, cfg.cql.cql_lagrange_lr);
+        let lagrange = (cfg.cql.cql_lagrange)
+            .then(|| Temperature::trained("cql_lagrange", init, TemperatureForm::LogAlpha, lr, device));
         Ok(Self { name, sac, term: cfg.cql, lagrange, floor, phase: Phase::Offline })
     }
 
@@ -207,7 +199,7 @@ impl Cql {
     }
 
     /// The agent's random stream (the benchmark records the noise it draws).
-    pub fn rng_mut(&mut self) -> &mut crate::rng::AgentRng {
+    pub fn rng_mut(&mut self) -> &mut AgentRng {
         self.sac.rng_mut()
     }
 
@@ -218,53 +210,32 @@ impl Cql {
 
     /// One update of the SAC core alone: the TD loss without the conservative term (WSRL online).
     pub(crate) fn update_without_term(&mut self, batch: &TransitionBatch, bonus: Option<RewardBonus<'_>>) -> Metrics {
-        self.sac.update_with(batch, |_, _, _| Default::default(), bonus)
+        self.sac.update_with(batch, &mut |_, _, _| Default::default(), bonus)
     }
 
     /// SAC's update with the conservative term in the critic step (and a reward bonus).
     fn update_conservative(&mut self, batch: &TransitionBatch, bonus: Option<RewardBonus<'_>>) -> Metrics {
         let (term, lagrange, floor, phase) = (&self.term, &mut self.lagrange, &self.floor, self.phase);
-        let term_of = |sac: &mut Sac, b: &TransitionBatch, q: &Tensor| {
+        let mut term_of = |sac: &mut Sac, b: &TransitionBatch, q: &Tensor| {
             let floor = floor.as_ref().and_then(|f| f(b, phase));
             conservative_term(sac, term, lagrange.as_mut(), floor, b, q)
         };
-        self.sac.update_with(batch, term_of, bonus)
+        self.sac.update_with(batch, &mut term_of, bonus)
     }
+}
 
-    /// Reset every optimizer, the Lagrange multiplier's included.
-    pub(crate) fn reset_optimizers(&mut self) {
-        self.sac.reset_optimizers();
-        if let Some(l) = self.lagrange.as_mut() {
-            l.opt.reset();
-        }
-    }
-
-    /// Every live tensor: the SAC core's and the Lagrange multiplier's with its moments.
-    pub fn named_tensors(&self) -> Vec<(String, Tensor)> {
-        let mut v = self.sac.named_tensors();
-        v.extend(self.extra_tensors());
-        v
-    }
-
-    fn extra_tensors(&self) -> Vec<(String, Tensor)> {
-        let Some(l) = &self.lagrange else { return Vec::new() };
-        let own = l.params.named().iter().map(|(n, t)| (n.clone(), t.shallow_clone()));
-        own.chain(l.opt.state("cql_lagrange_opt", &l.params)).collect()
-    }
-
-    /// Restore a checkpoint that an agent named `algo` of the same architecture wrote (WSRL
-    /// starts from a CQL or Cal-QL run's checkpoint).
-    pub(crate) fn load_written_by(
-        &mut self,
-        path: &Path,
-        algo: &str,
-        parts: Option<&[&str]>,
-    ) -> Result<(), AgentError> {
-        let extra = self.extra_tensors();
-        let mut opts: Vec<(&str, &mut Adam)> =
-            self.lagrange.iter_mut().map(|l| ("cql_lagrange_opt", &mut l.opt)).collect();
-        self.sac.load_with(path, algo, &extra, &mut opts, parts)
-    }
+/// CQL's 3N actions per state of `b`: N uniform on `[−1, 1]^|A|`, N from `π(·|s)` and N from
+/// `π(·|s')`, drawn in that order from the agent's stream (the actor runs once per state, not
+/// once per draw), without gradients.
+fn proposals(sac: &mut Sac, b: &TransitionBatch, n: i64) -> SampledActions {
+    let (rows, act_dim, device) = (b.obs.size()[0], sac.act_dim, sac.device);
+    let rand = sac.rng.uniform_tensor(&[rows * n, act_dim], device) * 2.0 - 1.0;
+    let mut policy = |obs: &Tensor| {
+        let eps = sac.rng.normal(&[rows * n, act_dim], device);
+        tch::no_grad(|| sac.actor.net.sample_repeated(obs, &eps, n))
+    };
+    let (current, next) = (policy(&b.obs), policy(&b.next_obs));
+    SampledActions::new(&rand, current, next, n)
 }
 
 /// The term added to one critic step, and the values to log.
@@ -279,31 +250,25 @@ impl Cql {
 fn conservative_term(
     sac: &mut Sac,
     term: &CqlTerm,
-    lagrange: Option<&mut Lagrange>,
+    lagrange: Option<&mut Trained<Temperature>>,
     floor: Option<Tensor>,
     b: &TransitionBatch,
     q_data: &Tensor,
 ) -> (CriticTerm, TermLogs) {
     let (e, rows, n) = (q_data.size()[0], q_data.size()[1], term.cql_n_actions);
-    let act_dim = sac.act_dim();
-    // 3N actions per state: N uniform on [−1, 1]^|A|, N from π(·|s), N from π(·|s') (drawn in
-    // that order; the actor runs once per state, not once per draw).
-    let rand = sac.uniform_actions(rows * n);
-    let (current, next) = (sac.sample_policy(&b.obs, n), sac.sample_policy(&b.next_obs, n));
-    let actions = SampledActions::new(&rand, current, next, n);
+    let actions = proposals(sac, b, n);
     // The Lagrange multiplier α' (differentiable, for the dual step) with its optimizer state.
     let lagrange = lagrange.map(|l| {
-        let alpha_prime = l.alpha.alpha().clamp(0.0, term.cql_lagrange_max).squeeze();
+        let alpha_prime = l.net.alpha().clamp(0.0, term.cql_lagrange_max).squeeze();
         (l, alpha_prime)
     });
     // α' held fixed in the critic's loss.
     let alpha_prime = lagrange.as_ref().map(|(_, a)| a.detach());
-    let (critic, params, rng) = sac.critic_and_rng();
     // (w / (E B)) Σ_{i,s} T log Σ_k exp((Q_i(s, a_k) − log q(a_k)) / T), times α', and its gradient.
     let ood = OodTerm {
-        critic,
-        params,
-        act_dim,
+        critic: &sac.critic.net,
+        params: &sac.critic.params,
+        act_dim: sac.act_dim,
         temperature: term.cql_temperature,
         importance_sample: term.cql_importance_sample,
         floor: floor.as_ref(),
@@ -311,7 +276,7 @@ fn conservative_term(
         alpha_prime: alpha_prime.as_ref(),
         chunk_rows: CHUNK_ROWS,
     }
-    .sum(&b.obs, &actions, q_data, rng);
+    .sum(&b.obs, &actions, q_data, &mut sac.rng);
     // Δ_i, held fixed (logs and the Lagrange step).
     let gap = ood.per_member / rows as f64 - q_data.detach().mean_dim(1, false, Kind::Float);
     // Sums over members, states and N draws.
@@ -331,7 +296,7 @@ fn conservative_term(
         on_q = on_q * &alpha_prime;
         let excess = (&gap - term.cql_target_action_gap).mean(Kind::Float) * term.cql_alpha;
         let dual = -(live * &excess);
-        l.opt.minimize(&l.params, &dual);
+        l.minimize(&dual);
         logs.push(("cql_alpha_prime", alpha_prime));
         logs.push(("cql_alpha_prime_loss", dual.detach()));
     }
@@ -342,11 +307,28 @@ fn conservative_term(
     (CriticTerm { on_q: Some(on_q), grads: Some(ood.grads) }, logs)
 }
 
-impl Agent for Cql {
+impl Stateful for Cql {
     fn name(&self) -> &'static str {
         self.name
     }
 
+    /// The SAC core's parts, then the Lagrange multiplier's.
+    fn parts(&self) -> Vec<Part<'_>> {
+        let mut parts = vec![Part::Group(self.sac.parts())];
+        parts.extend(self.lagrange.as_ref().map(|l| Part::trained("cql_lagrange_opt", l)));
+        parts
+    }
+
+    fn progress(&self) -> (i64, &AgentRng) {
+        self.sac.progress()
+    }
+
+    fn set_progress(&mut self, step: i64, rng: AgentRng) {
+        self.sac.set_progress(step, rng);
+    }
+}
+
+impl Agent for Cql {
     fn gamma(&self) -> Option<f64> {
         self.sac.gamma()
     }
@@ -367,26 +349,13 @@ impl Agent for Cql {
         Some(self.update_conservative(batch, Some(bonus)))
     }
 
-    fn save(&self, path: &Path) -> Result<(), AgentError> {
-        let opts: Vec<(&str, &Adam)> = self.lagrange.iter().map(|l| ("cql_lagrange_opt", &l.opt)).collect();
-        self.sac.save_with(path, self.name, &self.extra_tensors(), &opts)
-    }
-
-    fn load(&mut self, path: &Path) -> Result<(), AgentError> {
-        self.load_written_by(path, self.name, None)
-    }
-
-    fn load_parts(&mut self, path: &Path, parts: &[&str]) -> Result<(), AgentError> {
-        self.load_written_by(path, self.name, Some(parts))
-    }
-
     fn set_phase(&mut self, phase: Phase) {
         self.phase = phase;
-        self.sac.enter_phase(phase);
+        self.sac.set_phase(phase);
     }
 
     fn diagnose(&mut self, batch: &TransitionBatch) -> Metrics {
-        self.sac.diagnostics(batch)
+        self.sac.diagnose(batch)
     }
 
     fn critic_values(&self, obs: &Tensor, action: &Tensor) -> Option<Tensor> {
@@ -401,16 +370,9 @@ mod tests {
     use crate::nn::critic::state_action;
     use crate::rng::AgentRng;
 
+    /// States of 3 numbers, 2 actions, Monte-Carlo returns.
     fn batch(rng: &mut AgentRng, n: i64) -> TransitionBatch {
-        TransitionBatch {
-            obs: rng.normal(&[n, 3], Device::Cpu),
-            action: rng.normal(&[n, 2], Device::Cpu).tanh(),
-            reward: rng.normal(&[n], Device::Cpu),
-            next_obs: rng.normal(&[n, 3], Device::Cpu),
-            terminal: Tensor::zeros([n], (Kind::Float, Device::Cpu)),
-            mc_return: Some(rng.normal(&[n], Device::Cpu)),
-            is_offline: None,
-        }
+        crate::algos::testing::batch(rng, n, 3, 2, false, true)
     }
 
     #[test]
@@ -462,15 +424,12 @@ mod tests {
             cfg.cql.cql_lagrange = lagrange;
             cfg.sac.critic.hidden = vec![16, 16];
             let term = cfg.cql.clone();
-            let q_of =
-                |a: &mut Cql| a.sac.critic_and_rng().0.forward(&state_action(&b.obs, &b.action), None).squeeze_dim(-1);
+            let q_of = |a: &mut Cql| a.sac.critic.net.forward(&state_action(&b.obs, &b.action), None).squeeze_dim(-1);
             let mut whole = Cql::new(cfg.clone(), 3, 2, Device::Cpu, 9).unwrap();
             // Reference: one pass, the formula as written.
             let q = q_of(&mut whole);
-            let rand = whole.sac.uniform_actions(21);
-            let (current, next) = (whole.sac.sample_policy(&b.obs, 3), whole.sac.sample_policy(&b.next_obs, 3));
-            let actions = SampledActions::new(&rand, current, next, 3);
-            let (critic, params, _) = whole.sac.critic_and_rng();
+            let actions = proposals(&mut whole.sac, &b, 3);
+            let (critic, params) = (&whole.sac.critic.net, &whole.sac.critic.params);
             let mut s =
                 SampledQ::split(&critic.forward_paired(&b.obs, &actions.actions, None).squeeze_dim(-1), &actions, 0, 7);
             if floored {
@@ -478,7 +437,7 @@ mod tests {
                 s.next = s.next.maximum(&g.view([1, -1, 1]));
             }
             let gap = conservative_gap(&q, &s, 2, 1.0, is);
-            let alpha_prime = whole.lagrange.as_ref().map(|l| l.alpha.alpha().detach().squeeze());
+            let alpha_prime = whole.lagrange.as_ref().map(|l| l.net.alpha().detach().squeeze());
             let want = match &alpha_prime {
                 None => gap.mean(Kind::Float) * 5.0,
                 Some(a) => (gap.shallow_clone() - term.cql_target_action_gap).mean(Kind::Float) * 5.0 * a,
@@ -493,7 +452,7 @@ mod tests {
             let gap = logs.iter().find(|(k, _)| *k == "cql_gap").unwrap().1.double_value(&[]);
             assert!((gap - want_gap).abs() < 1e-5 * (1.0 + want_gap.abs()), "gap: {gap} vs {want_gap}");
             // The whole gradient: the data part through the data pass, plus the chunks' own.
-            let params = a.sac.critic_and_rng().1.tensors();
+            let params = a.sac.critic.params.tensors();
             let through_q =
                 Tensor::run_backward(&[t.on_q.as_ref().unwrap()], &params.iter().collect::<Vec<_>>(), false, false);
             for ((g, own), w) in through_q.iter().zip(t.grads.as_ref().unwrap()).zip(&want_g) {

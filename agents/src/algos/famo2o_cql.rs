@@ -51,19 +51,18 @@
 //! [`super::cql`], not JaxCQL's `−log α (log π + H̄)`; hidden weights start orthogonal (JaxCQL:
 //! Flax's defaults, the Q head at variance scale 1e-2).
 
-use crate::checkpoint::{load_agent, save_agent};
+use crate::checkpoint::{progress_in_fields, Part, Stateful};
 use crate::nn::cql::{conservative_gap, SampledActions, SampledQ};
 use crate::nn::critic::{critic_and_target, critic_values, state_action};
 use crate::nn::family::{beta_scatters, beta_stats, dq_dbeta};
 use crate::nn::{
-    polyak_update, Adam, BalanceHeadInit, BalanceModel, BetaEncoding, BetaMap, BetaRange, Conditioned, EnsembleMlp,
-    MlpConfig, ParamSet, TanhGaussianActor, TanhGaussianConfig, Temperature, TemperatureForm,
+    polyak_update, BalanceHeadInit, BalanceModel, BetaEncoding, BetaMap, BetaRange, Conditioned, EnsembleMlp, Frozen,
+    MlpConfig, ParamSet, TanhGaussianActor, TanhGaussianConfig, Temperature, TemperatureForm, Trained,
 };
 use crate::rng::AgentRng;
 use crate::{Agent, AgentError, DeterministicPolicy, Metrics, Phase, Scatter};
 use o2o_datasets::TransitionBatch;
 use serde::{Deserialize, Serialize};
-use std::path::Path;
 use tch::{Device, Kind, Tensor};
 
 /// FamO2O-CQL hyperparameters; defaults are the official locomotion values (algorithms-next.md
@@ -211,51 +210,6 @@ impl Famo2oCqlConfig {
     }
 }
 
-/// Networks and optimizers.
-struct Modules {
-    actor: Conditioned<TanhGaussianActor>,
-    actor_params: ParamSet,
-    actor_opt: Adam,
-    balance: BalanceModel,
-    balance_params: ParamSet,
-    balance_opt: Adam,
-    critic: EnsembleMlp,
-    critic_params: ParamSet,
-    critic_opt: Adam,
-    target: EnsembleMlp,
-    target_params: ParamSet,
-    temperature: Temperature,
-    temperature_params: ParamSet,
-    temperature_opt: Adam,
-    /// α_b, its parameters and optimizer (`balance_entropy` only).
-    balance_temperature: Option<(Temperature, ParamSet, Adam)>,
-}
-
-impl Modules {
-    fn sets(&self) -> Vec<&ParamSet> {
-        let mut v = vec![
-            &self.actor_params,
-            &self.balance_params,
-            &self.critic_params,
-            &self.target_params,
-            &self.temperature_params,
-        ];
-        v.extend(self.balance_temperature.as_ref().map(|(_, p, _)| p));
-        v
-    }
-
-    fn optimizers(&self) -> Vec<(&'static str, &Adam, &ParamSet)> {
-        let mut v = vec![
-            ("actor_opt", &self.actor_opt, &self.actor_params),
-            ("balance_opt", &self.balance_opt, &self.balance_params),
-            ("critic_opt", &self.critic_opt, &self.critic_params),
-            ("temperature_opt", &self.temperature_opt, &self.temperature_params),
-        ];
-        v.extend(self.balance_temperature.as_ref().map(|(_, p, o)| ("balance_temperature_opt", o, p)));
-        v
-    }
-}
-
 /// Every loss of one update, built at the same parameters.
 pub(crate) struct Losses {
     universal: Tensor,
@@ -284,7 +238,13 @@ impl Terms {
 /// A FamO2O-CQL agent.
 pub struct Famo2oCql {
     cfg: Famo2oCqlConfig,
-    m: Modules,
+    actor: Trained<Conditioned<TanhGaussianActor>>,
+    balance: Trained<BalanceModel>,
+    critic: Trained<EnsembleMlp>,
+    target: Frozen<EnsembleMlp>,
+    temperature: Trained<Temperature>,
+    /// α_b (`balance_entropy` only).
+    balance_temperature: Option<Trained<Temperature>>,
     act_dim: i64,
     target_entropy: f64,
     device: Device,
@@ -304,75 +264,49 @@ impl Famo2oCql {
         device: Device,
         seed: u64,
     ) -> Result<Self, AgentError> {
-        cfg.validate()?;
         super::prepare("famo2o-cql", obs_dim, act_dim, device)?;
+        cfg.validate()?;
         let mut rng = AgentRng::new(seed);
-        let mut actor_params = ParamSet::new();
-        let actor = Conditioned::new(obs_dim, cfg.encoding, |d| {
-            TanhGaussianActor::new(&mut actor_params, "actor", d, act_dim, &cfg.actor, &mut rng, device)
+        let actor = Trained::new(cfg.actor_lr, |p| {
+            Conditioned::new(obs_dim, cfg.encoding, |d| {
+                TanhGaussianActor::new(p, "actor", d, act_dim, &cfg.actor, &mut rng, device)
+            })
         });
-        let mut balance_params = ParamSet::new();
-        let balance = BalanceModel::new(
-            &mut balance_params,
-            "balance",
-            obs_dim,
-            &cfg.balance,
-            cfg.range(),
-            cfg.balance_head_init,
-            &mut rng,
-            device,
-        );
-        let (critic, critic_params, target, target_params) =
-            critic_and_target(cfg.num_critics, obs_dim + act_dim, &cfg.critic, &mut rng, device);
-        let mut temperature_params = ParamSet::new();
-        let temperature = Temperature::new(
-            &mut temperature_params,
-            "temperature",
-            cfg.init_temperature,
-            TemperatureForm::LogAlpha,
-            device,
-        );
+        let balance = Trained::new(cfg.balance_lr, |p| {
+            let (range, init) = (cfg.range(), cfg.balance_head_init);
+            BalanceModel::new(p, "balance", obs_dim, &cfg.balance, range, init, &mut rng, device)
+        });
+        let (critic, target) =
+            critic_and_target(cfg.num_critics, obs_dim + act_dim, &cfg.critic, cfg.critic_lr, &mut rng, device);
+        let log_alpha = TemperatureForm::LogAlpha;
+        let temperature =
+            Temperature::trained("temperature", cfg.init_temperature, log_alpha, cfg.temperature_lr, device);
         let balance_temperature = cfg.balance_entropy.then(|| {
-            let mut p = ParamSet::new();
-            let t = Temperature::new(
-                &mut p,
-                "balance_temperature",
-                cfg.balance_init_temperature,
-                TemperatureForm::LogAlpha,
-                device,
-            );
-            let opt = Adam::new(&p, cfg.balance_temperature_lr);
-            (t, p, opt)
+            let (init, lr) = (cfg.balance_init_temperature, cfg.balance_temperature_lr);
+            Temperature::trained("balance_temperature", init, log_alpha, lr, device)
         });
-        let m = Modules {
-            balance_temperature,
-            actor_opt: Adam::new(&actor_params, cfg.actor_lr),
-            balance_opt: Adam::new(&balance_params, cfg.balance_lr),
-            critic_opt: Adam::new(&critic_params, cfg.critic_lr),
-            temperature_opt: Adam::new(&temperature_params, cfg.temperature_lr),
-            actor,
-            actor_params,
-            balance,
-            balance_params,
-            critic,
-            critic_params,
-            target,
-            target_params,
-            temperature,
-            temperature_params,
-        };
         let target_entropy = cfg.target_entropy_per_dim * act_dim as f64;
-        Ok(Self { cfg, m, act_dim, target_entropy, device, rng, step: 0, phase: Phase::Offline, last_beta: Vec::new() })
+        Ok(Self {
+            cfg,
+            actor,
+            balance,
+            critic,
+            target,
+            temperature,
+            balance_temperature,
+            act_dim,
+            target_entropy,
+            device,
+            rng,
+            step: 0,
+            phase: Phase::Offline,
+            last_beta: Vec::new(),
+        })
     }
 
     /// The configuration.
     pub fn config(&self) -> &Famo2oCqlConfig {
         &self.cfg
-    }
-
-    /// Updates done so far.
-    pub fn steps(&self) -> i64 {
-        self.step
     }
 
     /// The β the agent acts with for states `[B, obs]`, `[B]`: the balance model's mode, or
@@ -381,49 +315,25 @@ impl Famo2oCql {
         let obs = obs.to_device(self.device).to_kind(Kind::Float);
         match self.cfg.fixed_beta {
             Some(b) => Tensor::full([obs.size()[0]], b, (Kind::Float, self.device)),
-            None => tch::no_grad(|| self.m.balance.mode(&obs)),
+            None => tch::no_grad(|| self.balance.net.mode(&obs)),
         }
-    }
-
-    /// Every live tensor of the agent's state, by checkpoint name.
-    pub fn named_tensors(&self) -> Vec<(String, Tensor)> {
-        crate::checkpoint::state_tensors(&self.m.sets(), &self.m.optimizers())
-    }
-
-    fn load_impl(&mut self, path: &Path, parts: Option<&[&str]>) -> Result<(), AgentError> {
-        let live = self.named_tensors();
-        let m = &mut self.m;
-        let mut opts: Vec<(&str, &mut Adam)> = vec![
-            ("actor_opt", &mut m.actor_opt),
-            ("balance_opt", &mut m.balance_opt),
-            ("critic_opt", &mut m.critic_opt),
-            ("temperature_opt", &mut m.temperature_opt),
-        ];
-        if let Some((_, _, o)) = m.balance_temperature.as_mut() {
-            opts.push(("balance_temperature_opt", o));
-        }
-        if let Some(meta) = load_agent(path, "famo2o-cql", &live, &mut opts, parts)? {
-            self.step = meta.step;
-            self.rng = meta.rng;
-        }
-        Ok(())
     }
 
     /// `min_j Q_j(s, a)` of the online critic, `[B]`, differentiable in `a` and the weights.
     fn min_q(&self, obs: &Tensor, action: &Tensor) -> Tensor {
-        self.m.critic.forward(&state_action(obs, action), None).squeeze_dim(-1).amin(0, false)
+        self.critic.net.forward(&state_action(obs, action), None).squeeze_dim(-1).amin(0, false)
     }
 
     /// A reparameterized draw `ã ~ π_u(·|s, e(β))` and its log-probability.
     fn universal_sample(&mut self, obs: &Tensor, beta: &Tensor) -> (Tensor, Tensor) {
         let eps = self.rng.normal(&[obs.size()[0], self.act_dim], self.device);
-        self.m.actor.policy.sample(&self.m.actor.input(obs, beta), &eps)
+        self.actor.net.policy.sample(&self.actor.net.input(obs, beta), &eps)
     }
 
     /// `k` draws per state of `π_u(·|s, e(β))` without gradients (`[B·k]` rows, state-major).
     fn universal_draws(&mut self, obs: &Tensor, beta: &Tensor, k: i64) -> (Tensor, Tensor) {
         let eps = self.rng.normal(&[obs.size()[0] * k, self.act_dim], self.device);
-        tch::no_grad(|| self.m.actor.policy.sample_repeated(&self.m.actor.input(obs, beta), &eps, k))
+        tch::no_grad(|| self.actor.net.policy.sample_repeated(&self.actor.net.input(obs, beta), &eps, k))
     }
 
     /// L_u = E[α log π_u(ã|s, e(β)) − β · min_j Q_j(s, ã)], β held fixed in the product.
@@ -434,8 +344,8 @@ impl Famo2oCql {
     /// L_b = −E[min_j Q_j(s, ã_b)], ã_b ~ π_u(·|s, e(β_b(s))); with `balance_entropy`,
     /// L_b = E[α_b log π_b(u|s) − min_j Q_j(s, ã_b)] (FamO2O-IQL's form; a deviation here).
     fn balance_loss(&self, q_b: &Tensor, log_prob_b: &Tensor) -> Tensor {
-        match &self.m.balance_temperature {
-            Some((t, ..)) => (t.alpha().detach() * log_prob_b - q_b).mean(Kind::Float),
+        match &self.balance_temperature {
+            Some(t) => (t.net.alpha().detach() * log_prob_b - q_b).mean(Kind::Float),
             None => -q_b.mean(Kind::Float),
         }
     }
@@ -445,9 +355,9 @@ impl Famo2oCql {
     fn td_target(&mut self, b: &TransitionBatch, beta_b: &Tensor) -> Tensor {
         let eps = self.rng.normal(&[b.obs.size()[0], self.act_dim], self.device);
         tch::no_grad(|| {
-            let (next_a, _) = self.m.actor.policy.sample(&self.m.actor.input(&b.next_obs, beta_b), &eps);
+            let (next_a, _) = self.actor.net.policy.sample(&self.actor.net.input(&b.next_obs, beta_b), &eps);
             let q_next =
-                self.m.target.forward(&state_action(&b.next_obs, &next_a), None).squeeze_dim(-1).amin(0, false);
+                self.target.net.forward(&state_action(&b.next_obs, &next_a), None).squeeze_dim(-1).amin(0, false);
             &b.reward + (1.0 - &b.terminal) * self.cfg.gamma * q_next
         })
     }
@@ -460,7 +370,7 @@ impl Famo2oCql {
         let current = self.universal_draws(&b.obs, beta_cur, n);
         let next = self.universal_draws(&b.next_obs, beta_b, n);
         let a = SampledActions::new(&rand, current, next, n);
-        let q = self.m.critic.forward_paired(&b.obs, &a.actions, None).squeeze_dim(-1);
+        let q = self.critic.net.forward_paired(&b.obs, &a.actions, None).squeeze_dim(-1);
         let s = SampledQ::split(&q, &a, 0, rows);
         conservative_gap(q_data, &s, self.act_dim, self.cfg.cql_temperature, true)
     }
@@ -468,13 +378,13 @@ impl Famo2oCql {
     /// Every loss at the current parameters.
     pub(crate) fn losses(&mut self, b: &TransitionBatch) -> Losses {
         let n = b.obs.size()[0];
-        let alpha = self.m.temperature.alpha().detach();
+        let alpha = self.temperature.net.alpha().detach();
         // β_b(s) ~ π_b(·|s), reparameterized (or the fixed β).
         let (beta_b, log_prob_b) = match self.cfg.fixed_beta {
             Some(v) => (Tensor::full([n], v, (Kind::Float, self.device)), None),
             None => {
                 let eps = self.rng.normal(&[n, 1], self.device);
-                let (beta, log_prob) = self.m.balance.sample(&b.obs, &eps);
+                let (beta, log_prob) = self.balance.net.sample(&b.obs, &eps);
                 (beta, Some(log_prob))
             }
         };
@@ -499,14 +409,14 @@ impl Famo2oCql {
             };
             self.balance_loss(&q_b, log_prob_b.as_ref().expect("a balance draw"))
         });
-        let balance_temperature = match (&self.m.balance_temperature, &log_prob_b) {
-            (Some((t, ..)), Some(lp)) => Some(t.loss(lp, self.cfg.balance_target_entropy)),
+        let balance_temperature = match (&self.balance_temperature, &log_prob_b) {
+            (Some(t), Some(lp)) => Some(t.net.loss(lp, self.cfg.balance_target_entropy)),
             _ => None,
         };
-        let temperature = self.m.temperature.loss(&logp_u, self.target_entropy);
+        let temperature = self.temperature.net.loss(&logp_u, self.target_entropy);
         // Q: TD towards y with s' actions conditioned on β_b(s), plus w Δ.
         let y = self.td_target(b, &beta_bd);
-        let q_data = self.m.critic.forward(&state_action(&b.obs, &b.action), None).squeeze_dim(-1);
+        let q_data = self.critic.net.forward(&state_action(&b.obs, &b.action), None).squeeze_dim(-1);
         let td = (&q_data - y.unsqueeze(0)).square().mean(Kind::Float);
         let gap = self.conservative_gap(b, &q_data, &beta_u.detach(), &beta_bd);
         let critic = &td + gap.mean(Kind::Float) * self.cfg.cql_alpha;
@@ -520,8 +430,8 @@ impl Famo2oCql {
             ("alpha_loss", temperature.detach()),
             ("entropy", -logp_u.mean(Kind::Float).detach()),
         ];
-        if let (Some((t, ..)), Some(lp)) = (&self.m.balance_temperature, &log_prob_b) {
-            logs.push(("balance_alpha", t.alpha().detach().squeeze()));
+        if let (Some(t), Some(lp)) = (&self.balance_temperature, &log_prob_b) {
+            logs.push(("balance_alpha", t.net.alpha().detach().squeeze()));
             logs.push(("balance_entropy", -lp.mean(Kind::Float).detach()));
         }
         Losses { universal, balance, balance_temperature, temperature, critic, logs, beta: beta_bd }
@@ -532,39 +442,32 @@ impl Famo2oCql {
         let grads = |loss: &Tensor, params: &ParamSet, keep: bool| {
             Tensor::run_backward(&[loss], &params.tensors(), keep, false)
         };
-        let m = &self.m;
         // The universal and balance losses share the online draw's graph: keep it for the second.
-        let g_u = terms.universal.then(|| grads(&l.universal, &m.actor_params, true));
-        let g_b = l.balance.as_ref().filter(|_| terms.balance).map(|loss| grads(loss, &m.balance_params, false));
-        let g_t = grads(&l.temperature, &m.temperature_params, false);
-        let g_bt = match (&l.balance_temperature, &m.balance_temperature) {
-            (Some(loss), Some((_, p, _))) => Some(grads(loss, p, false)),
+        let g_u = terms.universal.then(|| grads(&l.universal, &self.actor.params, true));
+        let g_b = l.balance.as_ref().filter(|_| terms.balance).map(|loss| grads(loss, &self.balance.params, false));
+        let g_t = grads(&l.temperature, &self.temperature.params, false);
+        let g_bt = match (&l.balance_temperature, &self.balance_temperature) {
+            (Some(loss), Some(t)) => Some(grads(loss, &t.params, false)),
             _ => None,
         };
-        let g_q = grads(&l.critic, &m.critic_params, false);
-        let m = &mut self.m;
+        let g_q = grads(&l.critic, &self.critic.params, false);
         if let Some(g) = g_u {
-            m.actor_opt.apply(&m.actor_params, &g);
+            self.actor.apply(&g);
         }
         if let Some(g) = g_b {
-            m.balance_opt.apply(&m.balance_params, &g);
+            self.balance.apply(&g);
         }
-        m.temperature_opt.apply(&m.temperature_params, &g_t);
-        if let (Some(g), Some((_, p, o))) = (g_bt, m.balance_temperature.as_mut()) {
-            o.apply(p, &g);
+        self.temperature.apply(&g_t);
+        if let (Some(g), Some(t)) = (g_bt, self.balance_temperature.as_mut()) {
+            t.apply(&g);
         }
-        m.critic_opt.apply(&m.critic_params, &g_q);
-        polyak_update(&m.target_params, &m.critic_params, self.cfg.tau);
+        self.critic.apply(&g_q);
+        polyak_update(&self.target.params, &self.critic.params, self.cfg.tau);
     }
 
     fn update_terms(&mut self, batch: &TransitionBatch, terms: Terms) -> Metrics {
-        let moved;
-        let b = if batch.obs.device() == self.device {
-            batch
-        } else {
-            moved = batch.to_device(self.device);
-            &moved
-        };
+        let moved = (batch.obs.device() != self.device).then(|| batch.to_device(self.device));
+        let b = moved.as_ref().unwrap_or(batch);
         let l = self.losses(b);
         self.apply(&l, terms);
         self.step += 1;
@@ -579,29 +482,41 @@ impl Famo2oCql {
     }
 }
 
-impl Agent for Famo2oCql {
+impl Stateful for Famo2oCql {
     fn name(&self) -> &'static str {
         "famo2o-cql"
     }
 
+    fn parts(&self) -> Vec<Part<'_>> {
+        let mut parts = vec![
+            Part::trained("actor_opt", &self.actor),
+            Part::trained("balance_opt", &self.balance),
+            Part::trained("critic_opt", &self.critic),
+            Part::frozen(&self.target),
+            Part::trained("temperature_opt", &self.temperature),
+        ];
+        parts.extend(self.balance_temperature.as_ref().map(|t| Part::trained("balance_temperature_opt", t)));
+        parts
+    }
+
+    progress_in_fields!();
+}
+
+impl Agent for Famo2oCql {
     fn gamma(&self) -> Option<f64> {
         Some(self.cfg.gamma)
     }
 
     fn act(&mut self, obs: &Tensor, deterministic: bool) -> Tensor {
-        let out_device = obs.device();
-        let obs = obs.to_device(self.device).to_kind(Kind::Float);
-        let beta = self.beta(&obs);
-        tch::no_grad(|| {
-            let input = self.m.actor.input(&obs, &beta);
-            let a = if deterministic {
-                self.m.actor.policy.mode(&input)
-            } else {
-                let eps = self.rng.normal(&[obs.size()[0], self.act_dim], self.device);
-                self.m.actor.policy.sample(&input, &eps).0
-            };
-            self.last_beta = Vec::<f32>::try_from(&beta).unwrap_or_default();
-            a.to_device(out_device)
+        let beta = self.beta(obs);
+        self.last_beta = Vec::<f32>::try_from(&beta).unwrap_or_default();
+        let (actor, noise) = (&self.actor.net, (!deterministic).then_some((&mut self.rng, self.act_dim)));
+        super::act_with(obs, self.device, noise, |obs, eps| {
+            let input = actor.input(obs, &beta);
+            match eps {
+                Some(eps) => actor.policy.sample(&input, &eps).0,
+                None => actor.policy.mode(&input),
+            }
         })
     }
 
@@ -610,9 +525,9 @@ impl Agent for Famo2oCql {
     }
 
     fn deterministic_policy(&self) -> Option<DeterministicPolicy> {
-        let balance = self.m.balance.detached();
+        let balance = self.balance.net.detached();
         let fixed = self.cfg.fixed_beta;
-        let actor = Conditioned { policy: self.m.actor.policy.detached(), encoding: self.m.actor.encoding };
+        let actor = Conditioned { policy: self.actor.net.policy.detached(), encoding: self.actor.net.encoding };
         Some(Box::new(move |obs| {
             let beta = match fixed {
                 Some(b) => Tensor::full([obs.size()[0]], b, (Kind::Float, obs.device())),
@@ -626,43 +541,30 @@ impl Agent for Famo2oCql {
         self.update_terms(batch, Terms::ALL)
     }
 
-    fn save(&self, path: &Path) -> Result<(), AgentError> {
-        let opts: Vec<(&str, &Adam)> = self.m.optimizers().iter().map(|(p, o, _)| (*p, *o)).collect();
-        save_agent(path, "famo2o-cql", &self.named_tensors(), &opts, self.step, &self.rng)
-    }
-
-    fn load(&mut self, path: &Path) -> Result<(), AgentError> {
-        self.load_impl(path, None)
-    }
-
-    fn load_parts(&mut self, path: &Path, parts: &[&str]) -> Result<(), AgentError> {
-        self.load_impl(path, Some(parts))
-    }
-
     fn set_phase(&mut self, phase: Phase) {
         self.phase = phase;
     }
 
     /// The Q critics at (s, a), every member (what SERA conditions on).
     fn critic_values(&self, obs: &Tensor, action: &Tensor) -> Option<Tensor> {
-        Some(critic_values(&self.m.critic, obs, action, self.device))
+        Some(critic_values(&self.critic.net, obs, action, self.device))
     }
 
     fn diagnose(&mut self, batch: &TransitionBatch) -> Metrics {
         let b = batch.to_device(self.device);
         let beta = self.beta(&b.obs);
         let mut out = tch::no_grad(|| {
-            let q = critic_values(&self.m.critic, &b.obs, &b.action, self.device).mean_dim(0, false, Kind::Float);
+            let q = critic_values(&self.critic.net, &b.obs, &b.action, self.device).mean_dim(0, false, Kind::Float);
             let mut out = vec![
                 ("q", q.mean(Kind::Float).double_value(&[])),
-                ("alpha", self.m.temperature.alpha().double_value(&[0])),
+                ("alpha", self.temperature.net.alpha().double_value(&[0])),
             ];
             out.extend(beta_stats(&beta));
             out
         });
         // dQ/dβ at the chosen β: Q of π_u's mode at (s, e(β)) as a function of β.
         out.extend(dq_dbeta(&beta, |beta| {
-            let a = self.m.actor.policy.mode(&self.m.actor.input(&b.obs, beta));
+            let a = self.actor.net.policy.mode(&self.actor.net.input(&b.obs, beta));
             self.min_q(&b.obs, &a)
         }));
         out
@@ -692,16 +594,9 @@ mod tests {
         }
     }
 
+    /// States of 3 numbers, 2 actions, Monte-Carlo returns.
     fn batch(rng: &mut AgentRng, n: i64) -> TransitionBatch {
-        TransitionBatch {
-            obs: rng.normal(&[n, 3], Device::Cpu),
-            action: rng.normal(&[n, 2], Device::Cpu).tanh(),
-            reward: rng.normal(&[n], Device::Cpu),
-            next_obs: rng.normal(&[n, 3], Device::Cpu),
-            terminal: rng.uniform_tensor(&[n], Device::Cpu).ge(0.9).to_kind(Kind::Float),
-            mc_return: Some(rng.normal(&[n], Device::Cpu)),
-            is_offline: None,
-        }
+        crate::algos::testing::batch(rng, n, 3, 2, true, true)
     }
 
     /// The code's map (the default) sends the balance model's u = 0 to 0.5 and spans (−0.5, 1.5);
@@ -714,7 +609,7 @@ mod tests {
             let agent = Famo2oCql::new(Famo2oCqlConfig { beta_map: map, ..small() }, 3, 2, Device::Cpu, 0).unwrap();
             // Zero the balance model's head: μ_b(s) = 0, so the mode is u = tanh(0) = 0.
             tch::no_grad(|| {
-                for (n, t) in agent.m.balance_params.named() {
+                for (n, t) in agent.balance.params.named() {
                     if n.starts_with("balance/head") {
                         let _ = t.shallow_clone().zero_();
                     }
@@ -722,7 +617,7 @@ mod tests {
             });
             let beta = agent.beta(&Tensor::ones([4, 3], (Kind::Float, Device::Cpu)));
             assert!((beta - want).abs().max().double_value(&[]) < 1e-6, "{map:?}");
-            assert_eq!(agent.m.balance.range().bounds(), bounds);
+            assert_eq!(agent.balance.net.range().bounds(), bounds);
         }
         let t: Famo2oCqlConfig = toml::from_str("beta_map = \"paper\"").unwrap();
         assert_eq!(t.beta_map, BetaMap::Paper);
@@ -752,10 +647,10 @@ mod tests {
                     .iter()
                     .any(|g| g.defined() && g.abs().sum(Kind::Float).double_value(&[]) > 0.0)
             };
-            assert!(touches(l.balance.as_ref().unwrap(), &probe.m.actor_params), "{phase:?}: L_b reaches π_u");
-            assert!(touches(&l.universal, &probe.m.critic_params), "{phase:?}: L_u reaches Q");
+            assert!(touches(l.balance.as_ref().unwrap(), &probe.actor.params), "{phase:?}: L_b reaches π_u");
+            assert!(touches(&l.universal, &probe.critic.params), "{phase:?}: L_u reaches Q");
             if phase == Phase::Online {
-                assert!(touches(&l.universal, &probe.m.balance_params), "online: L_u reaches π_b");
+                assert!(touches(&l.universal, &probe.balance.params), "online: L_u reaches π_b");
             }
             for (off, owner) in [
                 (Terms { universal: true, balance: false }, "balance"),

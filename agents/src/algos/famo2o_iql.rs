@@ -30,19 +30,18 @@
 //! `[-1, 1]` (so the balance gradient is never cut by a clip). Reward preprocessing (AntMaze
 //! `r − 1`) is the runner's dataset preset, as for IQL.
 
-use crate::checkpoint::{load_agent, save_agent};
+use crate::checkpoint::{progress_in_fields, Part, Stateful};
 use crate::nn::critic::{critic_and_target, critic_values, q_step, state_action, target_min_q, CriticParts};
 use crate::nn::family::beta_stats;
 use crate::nn::value::expectile_loss;
 use crate::nn::{
-    Adam, BalanceHeadInit, BalanceModel, BetaEncoding, BetaMap, BetaRange, Conditioned, EnsembleMlp, GaussianActor,
-    GaussianConfig, Mlp, MlpConfig, ParamSet, TanhGaussianConfig, Temperature, TemperatureForm,
+    BalanceHeadInit, BalanceModel, BetaEncoding, BetaMap, BetaRange, Conditioned, EnsembleMlp, Frozen, GaussianActor,
+    GaussianConfig, Mlp, MlpConfig, TanhGaussianConfig, Temperature, TemperatureForm, Trained,
 };
 use crate::rng::AgentRng;
 use crate::{Agent, AgentError, DeterministicPolicy, Metrics, Phase};
 use o2o_datasets::TransitionBatch;
 use serde::{Deserialize, Serialize};
-use std::path::Path;
 use tch::{Device, Kind, Tensor};
 
 /// FamO2O-IQL hyperparameters; defaults are the official AntMaze values (algorithms-next.md §2.4).
@@ -156,50 +155,6 @@ impl Famo2oIqlConfig {
     }
 }
 
-/// Networks and optimizers.
-struct Modules {
-    actor: Conditioned<GaussianActor>,
-    actor_params: ParamSet,
-    actor_opt: Adam,
-    balance: BalanceModel,
-    balance_params: ParamSet,
-    balance_opt: Adam,
-    balance_temperature: Temperature,
-    balance_temperature_params: ParamSet,
-    balance_temperature_opt: Adam,
-    critic: EnsembleMlp,
-    critic_params: ParamSet,
-    critic_opt: Adam,
-    target: EnsembleMlp,
-    target_params: ParamSet,
-    value: Mlp,
-    value_params: ParamSet,
-    value_opt: Adam,
-}
-
-impl Modules {
-    fn sets(&self) -> [&ParamSet; 6] {
-        [
-            &self.actor_params,
-            &self.balance_params,
-            &self.balance_temperature_params,
-            &self.critic_params,
-            &self.target_params,
-            &self.value_params,
-        ]
-    }
-
-    fn optimizers(&self) -> [(&'static str, &Adam, &ParamSet); 5] {
-        [
-            ("actor_opt", &self.actor_opt, &self.actor_params),
-            ("balance_opt", &self.balance_opt, &self.balance_params),
-            ("balance_temperature_opt", &self.balance_temperature_opt, &self.balance_temperature_params),
-            ("critic_opt", &self.critic_opt, &self.critic_params),
-            ("value_opt", &self.value_opt, &self.value_params),
-        ]
-    }
-}
-
 /// What the balance step (2) hands to the later steps.
 struct BalanceStep {
     loss: Tensor,
@@ -212,7 +167,12 @@ struct BalanceStep {
 /// A FamO2O-IQL agent.
 pub struct Famo2oIql {
     cfg: Famo2oIqlConfig,
-    m: Modules,
+    actor: Trained<Conditioned<GaussianActor>>,
+    balance: Trained<BalanceModel>,
+    balance_temperature: Trained<Temperature>,
+    value: Trained<Mlp>,
+    critic: Trained<EnsembleMlp>,
+    target: Frozen<EnsembleMlp>,
     act_dim: i64,
     device: Device,
     rng: AgentRng,
@@ -231,56 +191,39 @@ impl Famo2oIql {
         device: Device,
         seed: u64,
     ) -> Result<Self, AgentError> {
-        cfg.validate()?;
         super::prepare("famo2o-iql", obs_dim, act_dim, device)?;
+        cfg.validate()?;
         let mut rng = AgentRng::new(seed);
-        let mut actor_params = ParamSet::new();
-        let actor = Conditioned::new(obs_dim, cfg.encoding, |d| {
-            GaussianActor::new(&mut actor_params, "actor", d, act_dim, &cfg.actor, &mut rng, device)
+        let actor = Trained::new(cfg.actor_lr, |p| {
+            Conditioned::new(obs_dim, cfg.encoding, |d| {
+                GaussianActor::new(p, "actor", d, act_dim, &cfg.actor, &mut rng, device)
+            })
         });
-        let mut balance_params = ParamSet::new();
-        let balance = BalanceModel::new(
-            &mut balance_params,
-            "balance",
-            obs_dim,
-            &cfg.balance,
-            cfg.range(),
-            BalanceHeadInit::Orthogonal,
-            &mut rng,
-            device,
-        );
-        let mut balance_temperature_params = ParamSet::new();
-        let balance_temperature = Temperature::new(
-            &mut balance_temperature_params,
-            "balance_temperature",
-            cfg.balance_init_temperature,
-            TemperatureForm::LogAlpha,
-            device,
-        );
-        let (critic, critic_params, target, target_params) =
-            critic_and_target(cfg.num_critics, obs_dim + act_dim, &cfg.critic, &mut rng, device);
-        let mut value_params = ParamSet::new();
-        let value = Mlp::new(&mut value_params, "value", obs_dim, 1, &cfg.value, 1.0, &mut rng, device);
-        let m = Modules {
-            actor_opt: Adam::new(&actor_params, cfg.actor_lr),
-            balance_opt: Adam::new(&balance_params, cfg.balance_lr),
-            balance_temperature_opt: Adam::new(&balance_temperature_params, cfg.balance_temperature_lr),
-            critic_opt: Adam::new(&critic_params, cfg.critic_lr),
-            value_opt: Adam::new(&value_params, cfg.value_lr),
+        let balance = Trained::new(cfg.balance_lr, |p| {
+            let (range, init) = (cfg.range(), BalanceHeadInit::Orthogonal);
+            BalanceModel::new(p, "balance", obs_dim, &cfg.balance, range, init, &mut rng, device)
+        });
+        let (init, lr) = (cfg.balance_init_temperature, cfg.balance_temperature_lr);
+        let balance_temperature =
+            Temperature::trained("balance_temperature", init, TemperatureForm::LogAlpha, lr, device);
+        let (critic, target) =
+            critic_and_target(cfg.num_critics, obs_dim + act_dim, &cfg.critic, cfg.critic_lr, &mut rng, device);
+        let value = Trained::new(cfg.value_lr, |p| Mlp::new(p, "value", obs_dim, 1, &cfg.value, 1.0, &mut rng, device));
+        Ok(Self {
+            cfg,
             actor,
-            actor_params,
             balance,
-            balance_params,
             balance_temperature,
-            balance_temperature_params,
             critic,
-            critic_params,
             target,
-            target_params,
             value,
-            value_params,
-        };
-        Ok(Self { cfg, m, act_dim, device, rng, step: 0, phase: Phase::Offline, last_beta: Vec::new() })
+            act_dim,
+            device,
+            rng,
+            step: 0,
+            phase: Phase::Offline,
+            last_beta: Vec::new(),
+        })
     }
 
     /// The configuration.
@@ -288,46 +231,19 @@ impl Famo2oIql {
         &self.cfg
     }
 
-    /// Updates done so far.
-    pub fn steps(&self) -> i64 {
-        self.step
-    }
-
     /// The balance model's deterministic β(s) for states `[B, obs]`, `[B]`.
     pub fn beta(&self, obs: &Tensor) -> Tensor {
-        tch::no_grad(|| self.m.balance.mode(&obs.to_device(self.device).to_kind(Kind::Float)))
+        tch::no_grad(|| self.balance.net.mode(&obs.to_device(self.device).to_kind(Kind::Float)))
     }
 
     /// The universal policy's mean action `tanh μ_u(s, e(β))` for states `[B, obs]` and β `[B]`.
     pub fn universal_mean(&self, obs: &Tensor, beta: &Tensor) -> Tensor {
-        tch::no_grad(|| self.m.actor.policy.mean(&self.m.actor.input(obs, beta), None))
-    }
-
-    /// Every live tensor of the agent's state, by checkpoint name.
-    pub fn named_tensors(&self) -> Vec<(String, Tensor)> {
-        crate::checkpoint::state_tensors(&self.m.sets(), &self.m.optimizers())
-    }
-
-    fn load_impl(&mut self, path: &Path, parts: Option<&[&str]>) -> Result<(), AgentError> {
-        let live = self.named_tensors();
-        let m = &mut self.m;
-        let mut opts: [(&str, &mut Adam); 5] = [
-            ("actor_opt", &mut m.actor_opt),
-            ("balance_opt", &mut m.balance_opt),
-            ("balance_temperature_opt", &mut m.balance_temperature_opt),
-            ("critic_opt", &mut m.critic_opt),
-            ("value_opt", &mut m.value_opt),
-        ];
-        if let Some(meta) = load_agent(path, "famo2o-iql", &live, &mut opts, parts)? {
-            self.step = meta.step;
-            self.rng = meta.rng;
-        }
-        Ok(())
+        tch::no_grad(|| self.actor.net.policy.mean(&self.actor.net.input(obs, beta), None))
     }
 
     /// (1) L_V = E[|τ − 1(u < 0)| u²], u = q̄ − V(s).
     fn value_loss(&mut self, obs: &Tensor, q_target: &Tensor) -> Tensor {
-        let v = self.m.value.forward(obs, Some(&mut self.rng)).squeeze_dim(-1);
+        let v = self.value.net.forward(obs, Some(&mut self.rng)).squeeze_dim(-1);
         expectile_loss(&(q_target - v), self.cfg.expectile)
     }
 
@@ -337,10 +253,10 @@ impl Famo2oIql {
     fn balance_loss(&mut self, obs: &Tensor, q: &dyn Fn(&Tensor, &Tensor) -> Tensor) -> BalanceStep {
         let n = obs.size()[0];
         let eps_b = self.rng.normal(&[n, 1], self.device);
-        let (beta, log_prob) = self.m.balance.sample(obs, &eps_b);
+        let (beta, log_prob) = self.balance.net.sample(obs, &eps_b);
         let eps_a = self.rng.normal(&[n, self.act_dim], self.device);
-        let action = self.m.actor.policy.rsample(&self.m.actor.input(obs, &beta), &eps_a);
-        let alpha = self.m.balance_temperature.alpha().detach();
+        let action = self.actor.net.policy.rsample(&self.actor.net.input(obs, &beta), &eps_a);
+        let alpha = self.balance_temperature.net.alpha().detach();
         let loss = (alpha * &log_prob - q(obs, &action)).mean(Kind::Float);
         BalanceStep { loss, beta: beta.detach(), log_prob: log_prob.detach() }
     }
@@ -348,8 +264,8 @@ impl Famo2oIql {
     /// (4) L_u = −E[min(exp(β A), max_weight) · log π_u(a | s, e(β))], A = q̄ − V(s), β per row.
     fn universal_loss(&mut self, obs: &Tensor, action: &Tensor, adv: &Tensor, beta: &Tensor) -> Tensor {
         let weight = (adv * beta).exp().clamp_max(self.cfg.max_weight);
-        let input = self.m.actor.input(obs, beta);
-        let logp = self.m.actor.policy.log_prob(&input, action, Some(&mut self.rng));
+        let input = self.actor.net.input(obs, beta);
+        let logp = self.actor.net.policy.log_prob(&input, action, Some(&mut self.rng));
         -(weight * logp).mean(Kind::Float)
     }
 
@@ -366,29 +282,41 @@ impl Famo2oIql {
     }
 }
 
-impl Agent for Famo2oIql {
+impl Stateful for Famo2oIql {
     fn name(&self) -> &'static str {
         "famo2o-iql"
     }
 
+    fn parts(&self) -> Vec<Part<'_>> {
+        vec![
+            Part::trained("actor_opt", &self.actor),
+            Part::trained("balance_opt", &self.balance),
+            Part::trained("balance_temperature_opt", &self.balance_temperature),
+            Part::trained("critic_opt", &self.critic),
+            Part::frozen(&self.target),
+            Part::trained("value_opt", &self.value),
+        ]
+    }
+
+    progress_in_fields!();
+}
+
+impl Agent for Famo2oIql {
     fn gamma(&self) -> Option<f64> {
         Some(self.cfg.gamma)
     }
 
     fn act(&mut self, obs: &Tensor, deterministic: bool) -> Tensor {
-        let out_device = obs.device();
-        let obs = obs.to_device(self.device).to_kind(Kind::Float);
-        tch::no_grad(|| {
-            let beta = self.m.balance.mode(&obs);
-            let input = self.m.actor.input(&obs, &beta);
-            let a = if deterministic {
-                self.m.actor.policy.mean(&input, None)
-            } else {
-                let eps = self.rng.normal(&[obs.size()[0], self.act_dim], self.device);
-                self.m.actor.policy.sample(&input, &eps)
-            };
-            self.last_beta = Vec::<f32>::try_from(&beta).unwrap_or_default();
-            a.to_device(out_device)
+        let noise = (!deterministic).then_some((&mut self.rng, self.act_dim));
+        let (actor, balance, last_beta) = (&self.actor.net, &self.balance.net, &mut self.last_beta);
+        super::act_with(obs, self.device, noise, |obs, eps| {
+            let beta = balance.mode(obs);
+            let input = actor.input(obs, &beta);
+            *last_beta = Vec::<f32>::try_from(&beta).unwrap_or_default();
+            match eps {
+                Some(eps) => actor.policy.sample(&input, &eps),
+                None => actor.policy.mean(&input, None),
+            }
         })
     }
 
@@ -397,53 +325,42 @@ impl Agent for Famo2oIql {
     }
 
     fn deterministic_policy(&self) -> Option<DeterministicPolicy> {
-        let balance = self.m.balance.detached();
-        let actor = Conditioned { policy: self.m.actor.policy.detached(), encoding: self.m.actor.encoding };
+        let balance = self.balance.net.detached();
+        let actor = Conditioned { policy: self.actor.net.policy.detached(), encoding: self.actor.net.encoding };
         Some(Box::new(move |obs| actor.policy.mean(&actor.input(obs, &balance.mode(obs)), None)))
     }
 
     fn update(&mut self, batch: &TransitionBatch) -> Metrics {
-        let moved;
-        let b = if batch.obs.device() == self.device {
-            batch
-        } else {
-            moved = batch.to_device(self.device);
-            &moved
-        };
+        let moved = (batch.obs.device() != self.device).then(|| batch.to_device(self.device));
+        let b = moved.as_ref().unwrap_or(batch);
         // q̄ = min_j Q̄_j(s, a) from the target critics.
-        let q_target = target_min_q(&self.m.target, &state_action(&b.obs, &b.action));
+        let q_target = target_min_q(&self.target.net, &state_action(&b.obs, &b.action));
         // 1. V.
         let value_loss = self.value_loss(&b.obs, &q_target);
-        self.m.value_opt.minimize(&self.m.value_params, &value_loss);
+        self.value.minimize(&value_loss);
         // 2. Balance model, against the target critics' min, with the universal policy not yet updated.
-        let target = self.m.target.shallow();
+        let target = self.target.net.shallow();
         let q =
             move |obs: &Tensor, a: &Tensor| target.forward(&state_action(obs, a), None).squeeze_dim(-1).amin(0, false);
         let balance = self.balance_loss(&b.obs, &q);
-        self.m.balance_opt.minimize(&self.m.balance_params, &balance.loss);
+        self.balance.minimize(&balance.loss);
         // 3. α_b towards the entropy target.
-        let temperature_loss = self.m.balance_temperature.loss(&balance.log_prob, self.cfg.balance_target_entropy);
-        self.m.balance_temperature_opt.minimize(&self.m.balance_temperature_params, &temperature_loss);
+        let temperature_loss = self.balance_temperature.net.loss(&balance.log_prob, self.cfg.balance_target_entropy);
+        self.balance_temperature.minimize(&temperature_loss);
         // 4. Universal policy by AWR with per-row β and the updated V.
         let (v, v_next) = tch::no_grad(|| {
             (
-                self.m.value.forward(&b.obs, None).squeeze_dim(-1),
-                self.m.value.forward(&b.next_obs, None).squeeze_dim(-1),
+                self.value.net.forward(&b.obs, None).squeeze_dim(-1),
+                self.value.net.forward(&b.next_obs, None).squeeze_dim(-1),
             )
         });
         let adv = &q_target - &v;
         let beta_u = self.universal_beta(&balance.beta);
         let actor_loss = self.universal_loss(&b.obs, &b.action, &adv, &beta_u);
-        self.m.actor_opt.minimize(&self.m.actor_params, &actor_loss);
+        self.actor.minimize(&actor_loss);
         // 5. Q towards r + γ (1 − d) V(s'), and 6. the target's Polyak step.
         let y = &b.reward + (1.0 - &b.terminal) * self.cfg.gamma * v_next;
-        let m = &mut self.m;
-        let critic = CriticParts {
-            critic: &m.critic,
-            opt: &mut m.critic_opt,
-            params: &m.critic_params,
-            target: &m.target_params,
-        };
+        let critic = CriticParts::of(&mut self.critic, &self.target);
         let (critic_loss, q_mean) = q_step(critic, &state_action(&b.obs, &b.action), &y, self.cfg.tau, &mut self.rng);
         self.step += 1;
         let mut out = vec![
@@ -451,7 +368,7 @@ impl Agent for Famo2oIql {
             ("actor_loss", actor_loss.double_value(&[])),
             ("critic_loss", critic_loss.double_value(&[])),
             ("balance_loss", balance.loss.double_value(&[])),
-            ("balance_alpha", self.m.balance_temperature.alpha().double_value(&[0])),
+            ("balance_alpha", self.balance_temperature.net.alpha().double_value(&[0])),
             ("balance_entropy", -balance.log_prob.mean(Kind::Float).double_value(&[])),
             ("v_mean", v.mean(Kind::Float).double_value(&[])),
             ("q_mean", q_mean.double_value(&[])),
@@ -462,37 +379,24 @@ impl Agent for Famo2oIql {
         out
     }
 
-    fn save(&self, path: &Path) -> Result<(), AgentError> {
-        let opts: Vec<(&str, &Adam)> = self.m.optimizers().iter().map(|(p, o, _)| (*p, *o)).collect();
-        save_agent(path, "famo2o-iql", &self.named_tensors(), &opts, self.step, &self.rng)
-    }
-
-    fn load(&mut self, path: &Path) -> Result<(), AgentError> {
-        self.load_impl(path, None)
-    }
-
-    fn load_parts(&mut self, path: &Path, parts: &[&str]) -> Result<(), AgentError> {
-        self.load_impl(path, Some(parts))
+    /// The Q critics at (s, a), every member (what SERA conditions on).
+    fn critic_values(&self, obs: &Tensor, action: &Tensor) -> Option<Tensor> {
+        Some(critic_values(&self.critic.net, obs, action, self.device))
     }
 
     fn set_phase(&mut self, phase: Phase) {
         self.phase = phase;
     }
 
-    /// The Q critics at (s, a), every member (what SERA conditions on).
-    fn critic_values(&self, obs: &Tensor, action: &Tensor) -> Option<Tensor> {
-        Some(critic_values(&self.m.critic, obs, action, self.device))
-    }
-
     fn diagnose(&mut self, batch: &TransitionBatch) -> Metrics {
         let b = batch.to_device(self.device);
         tch::no_grad(|| {
-            let q = critic_values(&self.m.critic, &b.obs, &b.action, self.device).mean_dim(0, false, Kind::Float);
+            let q = critic_values(&self.critic.net, &b.obs, &b.action, self.device).mean_dim(0, false, Kind::Float);
             let mut out = vec![
                 ("q", q.mean(Kind::Float).double_value(&[])),
-                ("balance_alpha", self.m.balance_temperature.alpha().double_value(&[0])),
+                ("balance_alpha", self.balance_temperature.net.alpha().double_value(&[0])),
             ];
-            out.extend(beta_stats(&self.m.balance.mode(&b.obs)));
+            out.extend(beta_stats(&self.balance.net.mode(&b.obs)));
             out
         })
     }
@@ -500,8 +404,8 @@ impl Agent for Famo2oIql {
     fn diagnose_rows(&mut self, batch: &TransitionBatch) -> Vec<crate::Scatter> {
         let b = batch.to_device(self.device);
         let (beta, q) = (
-            tch::no_grad(|| self.m.balance.mode(&b.obs)),
-            critic_values(&self.m.critic, &b.obs, &b.action, self.device).amin(0, false),
+            tch::no_grad(|| self.balance.net.mode(&b.obs)),
+            critic_values(&self.critic.net, &b.obs, &b.action, self.device).amin(0, false),
         );
         crate::nn::family::beta_scatters(&beta, &q, b.mc_return.as_ref())
     }
@@ -523,15 +427,7 @@ mod tests {
     }
 
     fn batch(rng: &mut AgentRng, n: i64, obs: i64, act: i64) -> TransitionBatch {
-        TransitionBatch {
-            obs: rng.normal(&[n, obs], Device::Cpu),
-            action: rng.normal(&[n, act], Device::Cpu).tanh(),
-            reward: rng.normal(&[n], Device::Cpu),
-            next_obs: rng.normal(&[n, obs], Device::Cpu),
-            terminal: rng.uniform_tensor(&[n], Device::Cpu).ge(0.9).to_kind(Kind::Float),
-            mc_return: Some(rng.normal(&[n], Device::Cpu)),
-            is_offline: None,
-        }
+        crate::algos::testing::batch(rng, n, obs, act, true, true)
     }
 
     /// A one-state bandit on a grid of actions a ∈ [−1, 1] with fixed advantage A(a) = 0.3 a:
@@ -547,13 +443,13 @@ mod tests {
             // The last quarter at a tenth of the learning rate: the final iterate's SGD noise
             // (~0.005 in the mean action) must stay below the grid's steps (~0.013).
             if i == steps * 3 / 4 {
-                agent.m.actor_opt.lr = agent.cfg.actor_lr / 10.0;
+                agent.actor.opt.lr = agent.cfg.actor_lr / 10.0;
             }
             for obs_value in [1.0f32, -1.0] {
                 let obs = Tensor::full([512, 1], obs_value as f64, (Kind::Float, Device::Cpu));
                 let beta = agent.rng.uniform_tensor(&[512], Device::Cpu) * 6.0 + 8.0;
                 let loss = agent.universal_loss(&obs, &action, &adv, &beta);
-                agent.m.actor_opt.minimize(&agent.m.actor_params, &loss);
+                agent.actor.minimize(&loss);
             }
         }
     }
@@ -594,9 +490,9 @@ mod tests {
         let q = |obs: &Tensor, a: &Tensor| (obs * a).squeeze_dim(-1) * 10.0;
         for _ in 0..3000 {
             let step = agent.balance_loss(&obs, &q);
-            agent.m.balance_opt.minimize(&agent.m.balance_params, &step.loss);
-            let t = agent.m.balance_temperature.loss(&step.log_prob, agent.cfg.balance_target_entropy);
-            agent.m.balance_temperature_opt.minimize(&agent.m.balance_temperature_params, &t);
+            agent.balance.minimize(&step.loss);
+            let t = agent.balance_temperature.net.loss(&step.log_prob, agent.cfg.balance_target_entropy);
+            agent.balance_temperature.minimize(&t);
         }
         let beta = agent.beta(&Tensor::from_slice(&[1.0f32, -1.0]).view([2, 1]));
         let (a, b) = (beta.double_value(&[0]), beta.double_value(&[1]));
@@ -613,28 +509,28 @@ mod tests {
         // Replay the update's first steps by hand on a twin agent.
         let mut twin = Famo2oIql::new(small(), 3, 2, Device::Cpu, 2).unwrap();
         twin.set_phase(Phase::Online);
-        let q_target = target_min_q(&twin.m.target, &state_action(&b.obs, &b.action));
-        let v_old = twin.m.value.forward(&b.obs, None).detach();
+        let q_target = target_min_q(&twin.target.net, &state_action(&b.obs, &b.action));
+        let v_old = twin.value.net.forward(&b.obs, None).detach();
         let l = twin.value_loss(&b.obs, &q_target);
-        twin.m.value_opt.minimize(&twin.m.value_params, &l);
-        let v_new = twin.m.value.forward(&b.obs, None).detach();
+        twin.value.minimize(&l);
+        let v_new = twin.value.net.forward(&b.obs, None).detach();
         assert!((&v_new - &v_old).abs().max().double_value(&[]) > 0.0, "V moved");
-        let target = twin.m.target.shallow();
+        let target = twin.target.net.shallow();
         let q =
             move |obs: &Tensor, a: &Tensor| target.forward(&state_action(obs, a), None).squeeze_dim(-1).amin(0, false);
         let balance = twin.balance_loss(&b.obs, &q);
         // The pre-update draw is a deterministic function of the balance model before its step:
         // β = map(tanh(μ + σ ε)) with the ε the step drew.
-        twin.m.balance_opt.minimize(&twin.m.balance_params, &balance.loss);
-        let t = twin.m.balance_temperature.loss(&balance.log_prob, -0.5);
-        twin.m.balance_temperature_opt.minimize(&twin.m.balance_temperature_params, &t);
+        twin.balance.minimize(&balance.loss);
+        let t = twin.balance_temperature.net.loss(&balance.log_prob, -0.5);
+        twin.balance_temperature.minimize(&t);
         let adv = &q_target - v_new.squeeze_dim(-1);
         let loss = twin.universal_loss(&b.obs, &b.action, &adv, &balance.beta);
-        twin.m.actor_opt.minimize(&twin.m.actor_params, &loss);
+        twin.actor.minimize(&loss);
         let m = agent.update(&b);
         let actor_loss = m.iter().find(|(k, _)| *k == "actor_loss").unwrap().1;
         assert_eq!(actor_loss, loss.double_value(&[]), "the update's universal loss is the one with V_t and π_b^(t−1)");
-        for ((n, a), (_, t)) in agent.m.actor_params.named().iter().zip(twin.m.actor_params.named()) {
+        for ((n, a), (_, t)) in agent.actor.params.named().iter().zip(twin.actor.params.named()) {
             assert_eq!((a - t).abs().max().double_value(&[]), 0.0, "{n}");
         }
     }

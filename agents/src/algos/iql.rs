@@ -15,15 +15,14 @@
 //! ([`crate::nn::GaussianActor`]); the deterministic action is the mean. Reward scaling and
 //! dataset-action clipping are data preprocessing, done by the runner, not here.
 
-use crate::checkpoint::{load_agent, save_agent};
+use crate::checkpoint::{progress_in_fields, Part, Stateful};
 use crate::nn::critic::{critic_and_target, critic_values, q_step, state_action, target_min_q, CriticParts};
 use crate::nn::mlp_pass::forward_no_grad;
-use crate::nn::{value, Adam, EnsembleMlp, GaussianActor, GaussianConfig, Mlp, MlpConfig, ParamSet};
+use crate::nn::{value, EnsembleMlp, Frozen, GaussianActor, GaussianConfig, Mlp, MlpConfig, Trained};
 use crate::rng::AgentRng;
 use crate::{Agent, AgentError, DeterministicPolicy, Metrics};
 use o2o_datasets::TransitionBatch;
 use serde::{Deserialize, Serialize};
-use std::path::Path;
 use tch::{Device, Kind, Tensor};
 
 /// IQL hyperparameters; defaults are the MuJoCo locomotion values (algorithms.md §6.1).
@@ -114,25 +113,13 @@ impl IqlConfig {
     }
 }
 
-/// Networks and optimizers.
-struct Modules {
-    actor: GaussianActor,
-    actor_params: ParamSet,
-    actor_opt: Adam,
-    critic: EnsembleMlp,
-    critic_params: ParamSet,
-    critic_opt: Adam,
-    target: EnsembleMlp,
-    target_params: ParamSet,
-    value: Mlp,
-    value_params: ParamSet,
-    value_opt: Adam,
-}
-
 /// An IQL agent.
 pub struct Iql {
     cfg: IqlConfig,
-    m: Modules,
+    actor: Trained<GaussianActor>,
+    critic: Trained<EnsembleMlp>,
+    target: Frozen<EnsembleMlp>,
+    value: Trained<Mlp>,
     act_dim: i64,
     device: Device,
     rng: AgentRng,
@@ -145,26 +132,13 @@ impl Iql {
         cfg.validate()?;
         super::prepare("iql", obs_dim, act_dim, device)?;
         let mut rng = AgentRng::new(seed);
-        let mut actor_params = ParamSet::new();
-        let actor = GaussianActor::new(&mut actor_params, "actor", obs_dim, act_dim, &cfg.actor, &mut rng, device);
-        let (critic, critic_params, target, target_params) =
-            critic_and_target(cfg.num_critics, obs_dim + act_dim, &cfg.critic, &mut rng, device);
-        let mut value_params = ParamSet::new();
-        let value = Mlp::new(&mut value_params, "value", obs_dim, 1, &cfg.value, 1.0, &mut rng, device);
-        let m = Modules {
-            actor_opt: Adam::new(&actor_params, cfg.actor_lr),
-            critic_opt: Adam::new(&critic_params, cfg.critic_lr),
-            value_opt: Adam::new(&value_params, cfg.value_lr),
-            actor,
-            actor_params,
-            critic,
-            critic_params,
-            target,
-            target_params,
-            value,
-            value_params,
-        };
-        Ok(Self { cfg, m, act_dim, device, rng, step: 0 })
+        let actor = Trained::new(cfg.actor_lr, |p| {
+            GaussianActor::new(p, "actor", obs_dim, act_dim, &cfg.actor, &mut rng, device)
+        });
+        let (critic, target) =
+            critic_and_target(cfg.num_critics, obs_dim + act_dim, &cfg.critic, cfg.critic_lr, &mut rng, device);
+        let value = Trained::new(cfg.value_lr, |p| Mlp::new(p, "value", obs_dim, 1, &cfg.value, 1.0, &mut rng, device));
+        Ok(Self { cfg, actor, critic, target, value, act_dim, device, rng, step: 0 })
     }
 
     /// The configuration.
@@ -172,118 +146,84 @@ impl Iql {
         &self.cfg
     }
 
-    /// Updates done so far.
-    pub fn steps(&self) -> i64 {
-        self.step
-    }
-
     /// The agent's random stream (dropout masks, exploration noise).
     pub fn rng_mut(&mut self) -> &mut AgentRng {
         &mut self.rng
     }
 
-    /// Every live tensor of the agent's state, by checkpoint name.
-    pub fn named_tensors(&self) -> Vec<(String, Tensor)> {
-        let m = &self.m;
-        let mut v: Vec<(String, Tensor)> = Vec::new();
-        for set in [&m.actor_params, &m.critic_params, &m.target_params, &m.value_params] {
-            v.extend(set.named().iter().map(|(n, t)| (n.clone(), t.shallow_clone())));
-        }
-        v.extend(m.actor_opt.state("actor_opt", &m.actor_params));
-        v.extend(m.critic_opt.state("critic_opt", &m.critic_params));
-        v.extend(m.value_opt.state("value_opt", &m.value_params));
-        v
-    }
-
-    fn load_impl(&mut self, path: &Path, parts: Option<&[&str]>) -> Result<(), AgentError> {
-        let live = self.named_tensors();
-        let m = &mut self.m;
-        let mut opts: [(&str, &mut Adam); 3] =
-            [("actor_opt", &mut m.actor_opt), ("critic_opt", &mut m.critic_opt), ("value_opt", &mut m.value_opt)];
-        if let Some(meta) = load_agent(path, "iql", &live, &mut opts, parts)? {
-            self.step = meta.step;
-            self.rng = meta.rng;
-        }
-        Ok(())
-    }
-
     /// L_V = E[|τ − 1(u < 0)| u²], u = q̄ − V(s): the value step's loss and gradients.
     fn value_step_grads(&mut self, obs: &Tensor, q_target: &Tensor) -> (Tensor, Vec<Tensor>) {
-        let m = &self.m;
-        value::expectile_step(&m.value, &m.value_params, obs, q_target, self.cfg.expectile, &mut self.rng)
+        let v = &self.value;
+        value::expectile_step(&v.net, &v.params, obs, q_target, self.cfg.expectile, &mut self.rng)
     }
 
     /// L_π = −E[w · log π(a|s)] with the advantage weights `w = min(exp(β A), max_weight)`,
     /// A = q̄ − V(s): the actor step's loss and gradients.
     fn actor_step_grads(&mut self, obs: &Tensor, action: &Tensor, adv: &Tensor) -> (Tensor, Vec<Tensor>) {
         let weight = (adv * self.cfg.beta).exp().clamp_max(self.cfg.max_weight);
-        self.m.actor.weighted_nll_step(obs, action, &weight, &self.m.actor_params, &mut self.rng)
+        self.actor.net.weighted_nll_step(obs, action, &weight, &self.actor.params, &mut self.rng)
     }
 
     /// One Q step on L_Q = E[Σ_j (y − Q_j(s, a))²], y = r + γ (1 − d) V(s'), then the target's
     /// Polyak step θ̄ ← (1 − τ) θ̄ + τ θ; returns `(L_Q, mean Q)`.
     fn critic_step(&mut self, b: &TransitionBatch, y: &Tensor) -> (Tensor, Tensor) {
-        let m = &mut self.m;
-        let critic = CriticParts {
-            critic: &m.critic,
-            opt: &mut m.critic_opt,
-            params: &m.critic_params,
-            target: &m.target_params,
-        };
+        let critic = CriticParts::of(&mut self.critic, &self.target);
         q_step(critic, &state_action(&b.obs, &b.action), y, self.cfg.tau, &mut self.rng)
     }
 }
 
-impl Agent for Iql {
+impl Stateful for Iql {
     fn name(&self) -> &'static str {
         "iql"
     }
 
+    fn parts(&self) -> Vec<Part<'_>> {
+        vec![
+            Part::trained("actor_opt", &self.actor),
+            Part::trained("critic_opt", &self.critic),
+            Part::frozen(&self.target),
+            Part::trained("value_opt", &self.value),
+        ]
+    }
+
+    progress_in_fields!();
+}
+
+impl Agent for Iql {
     fn gamma(&self) -> Option<f64> {
         Some(self.cfg.gamma)
     }
 
     fn act(&mut self, obs: &Tensor, deterministic: bool) -> Tensor {
-        let out_device = obs.device();
-        let obs = obs.to_device(self.device).to_kind(Kind::Float);
-        tch::no_grad(|| {
-            let a = if deterministic {
-                self.m.actor.mean(&obs, None)
-            } else {
-                let eps = self.rng.normal(&[obs.size()[0], self.act_dim], self.device);
-                self.m.actor.sample(&obs, &eps)
-            };
-            a.to_device(out_device)
+        let (actor, noise) = (&self.actor.net, (!deterministic).then_some((&mut self.rng, self.act_dim)));
+        super::act_with(obs, self.device, noise, |obs, eps| match eps {
+            Some(eps) => actor.sample(obs, &eps),
+            None => actor.mean(obs, None),
         })
     }
 
     fn deterministic_policy(&self) -> Option<DeterministicPolicy> {
-        let actor = self.m.actor.detached();
+        let actor = self.actor.net.detached();
         Some(Box::new(move |obs| actor.mean(obs, None)))
     }
 
     fn update(&mut self, batch: &TransitionBatch) -> Metrics {
-        let moved;
-        let b = if batch.obs.device() == self.device {
-            batch
-        } else {
-            moved = batch.to_device(self.device);
-            &moved
-        };
+        let moved = (batch.obs.device() != self.device).then(|| batch.to_device(self.device));
+        let b = moved.as_ref().unwrap_or(batch);
         // q̄ = min_j Q̄_j(s, a) from the target critics.
-        let q_target = target_min_q(&self.m.target, &state_action(&b.obs, &b.action));
+        let q_target = target_min_q(&self.target.net, &state_action(&b.obs, &b.action));
         // 1. value step.
         let (value_loss, grads) = self.value_step_grads(&b.obs, &q_target);
-        self.m.value_opt.apply(&self.m.value_params, &grads);
+        self.value.apply(&grads);
         // 2. actor step with the updated V: V(s) and V(s') in one pass over both row sets.
         let n = b.obs.size()[0];
-        let both = forward_no_grad(&self.m.value, &Tensor::cat(&[&b.obs, &b.next_obs], 0)).squeeze_dim(-1);
+        let both = forward_no_grad(&self.value.net, &Tensor::cat(&[&b.obs, &b.next_obs], 0)).squeeze_dim(-1);
         let (v, v_next) = (both.narrow(0, 0, n), both.narrow(0, n, n));
         let adv = &q_target - &v;
         let (actor_loss, grads) = self.actor_step_grads(&b.obs, &b.action, &adv);
-        self.m.actor_opt.lr = self.cfg.actor_lr_at(self.m.actor_opt.steps());
-        let actor_lr = self.m.actor_opt.lr;
-        self.m.actor_opt.apply(&self.m.actor_params, &grads);
+        self.actor.opt.lr = self.cfg.actor_lr_at(self.actor.opt.steps());
+        let actor_lr = self.actor.opt.lr;
+        self.actor.apply(&grads);
         // 3. Q step towards r + γ (1 − d) V(s'), and 4. the target's Polyak step.
         let y = &b.reward + (1.0 - &b.terminal) * self.cfg.gamma * v_next;
         let (critic_loss, q_mean) = self.critic_step(b, &y);
@@ -299,29 +239,9 @@ impl Agent for Iql {
         ]
     }
 
-    fn save(&self, path: &Path) -> Result<(), AgentError> {
-        let m = &self.m;
-        save_agent(
-            path,
-            "iql",
-            &self.named_tensors(),
-            &[("actor_opt", &m.actor_opt), ("critic_opt", &m.critic_opt), ("value_opt", &m.value_opt)],
-            self.step,
-            &self.rng,
-        )
-    }
-
-    fn load(&mut self, path: &Path) -> Result<(), AgentError> {
-        self.load_impl(path, None)
-    }
-
-    fn load_parts(&mut self, path: &Path, parts: &[&str]) -> Result<(), AgentError> {
-        self.load_impl(path, Some(parts))
-    }
-
     /// The twin Q critics (not the target, not V).
     fn critic_values(&self, obs: &Tensor, action: &Tensor) -> Option<Tensor> {
-        Some(critic_values(&self.m.critic, obs, action, self.device))
+        Some(critic_values(&self.critic.net, obs, action, self.device))
     }
 }
 

@@ -43,10 +43,10 @@
 //! Options for Uni-O4's online phase: `critic_head = "relu"` ends V in a ReLU (`V ≥ 0`, the
 //! official `ValueReluMLP` its task scripts use whenever they refit V), and `reward_scaling`.
 
-use crate::checkpoint::{load_agent, save_agent};
+use crate::checkpoint::{progress_in_fields, Part, Stateful};
 use crate::nn::{
-    clip_grad_norm, Activation, Adam, GaussianActor, GaussianConfig, Mlp, MlpConfig, ObsNorm, ObsNormConfig,
-    ObsNormMode, ParamSet,
+    clip_grad_norm, Activation, GaussianActor, GaussianConfig, Mlp, MlpConfig, ObsNorm, ObsNormConfig, ObsNormMode,
+    ParamSet, Trained,
 };
 use crate::rng::AgentRng;
 use crate::{Agent, AgentError, DeterministicPolicy, Metrics, OnPolicy};
@@ -239,23 +239,15 @@ impl PpoConfig {
     }
 }
 
-/// Networks, optimizers and the observation statistics.
-struct Modules {
-    actor: GaussianActor,
-    actor_params: ParamSet,
-    actor_opt: Adam,
-    critic: Mlp,
-    critic_params: ParamSet,
-    critic_opt: Adam,
-    norm: ObsNorm,
-    /// The `dynamic` reward scaling's running state (checkpoint part `reward_scaling`).
-    returns: Option<ReturnStdScaler>,
-}
-
 /// A PPO agent.
 pub struct Ppo {
     cfg: PpoConfig,
-    m: Modules,
+    actor: Trained<GaussianActor>,
+    critic: Trained<Mlp>,
+    /// The observation statistics.
+    norm: ObsNorm,
+    /// The `dynamic` reward scaling's running state (checkpoint part `reward_scaling`).
+    returns: Option<ReturnStdScaler>,
     act_dim: i64,
     device: Device,
     rng: AgentRng,
@@ -294,21 +286,15 @@ impl Ppo {
         cfg.validate()?;
         super::prepare("ppo", obs_dim, act_dim, device)?;
         let mut rng = AgentRng::new(seed);
-        let mut actor_params = ParamSet::new();
-        let actor = GaussianActor::new(&mut actor_params, "actor", obs_dim, act_dim, &cfg.actor, &mut rng, device);
-        let mut critic_params = ParamSet::new();
-        let critic = Mlp::new(&mut critic_params, "critic", obs_dim, 1, &cfg.critic, 1.0, &mut rng, device);
-        let m = Modules {
-            actor_opt: Adam::new(&actor_params, cfg.actor_lr).with_eps(cfg.adam_eps),
-            critic_opt: Adam::new(&critic_params, cfg.critic_lr).with_eps(cfg.adam_eps),
-            norm: ObsNorm::new(&cfg.obs_norm, obs_dim, device),
-            returns: (cfg.reward_scaling == RewardScaling::Dynamic).then(|| ReturnStdScaler::new(cfg.gamma)),
-            actor,
-            actor_params,
-            critic,
-            critic_params,
-        };
-        Ok(Self { cfg, m, act_dim, device, rng, step: 0, name: "ppo" })
+        let actor = Trained::new(cfg.actor_lr, |p| {
+            GaussianActor::new(p, "actor", obs_dim, act_dim, &cfg.actor, &mut rng, device)
+        });
+        let critic =
+            Trained::new(cfg.critic_lr, |p| Mlp::new(p, "critic", obs_dim, 1, &cfg.critic, 1.0, &mut rng, device));
+        let (actor, critic) = (actor.with_eps(cfg.adam_eps), critic.with_eps(cfg.adam_eps));
+        let norm = ObsNorm::new(&cfg.obs_norm, obs_dim, device);
+        let returns = (cfg.reward_scaling == RewardScaling::Dynamic).then(|| ReturnStdScaler::new(cfg.gamma));
+        Ok(Self { cfg, actor, critic, norm, returns, act_dim, device, rng, step: 0, name: "ppo" })
     }
 
     /// The same agent reporting (and checkpointing as) `name`.
@@ -324,18 +310,7 @@ impl Ppo {
 
     /// The actor's and critic's parameter sets (Uni-O4 copies an offline member and V in).
     pub fn params(&self) -> (&ParamSet, &ParamSet) {
-        (&self.m.actor_params, &self.m.critic_params)
-    }
-
-    /// Every live tensor of the agent's state, by checkpoint name.
-    pub fn named_tensors(&self) -> Vec<(String, Tensor)> {
-        let m = &self.m;
-        let mut v = crate::checkpoint::state_tensors(
-            &[&m.actor_params, &m.critic_params],
-            &[("actor_opt", &m.actor_opt, &m.actor_params), ("critic_opt", &m.critic_opt, &m.critic_params)],
-        );
-        v.extend(m.norm.named("obs_norm"));
-        v
+        (&self.actor.params, &self.critic.params)
     }
 
     /// The `dynamic` reward scaling's state as checkpoint tensors (`reward_scaling/stats` =
@@ -352,19 +327,20 @@ impl Ppo {
 
     /// The `dynamic` reward scaling's state (`None` under `constant`).
     pub fn reward_scaler(&self) -> Option<&ReturnStdScaler> {
-        self.m.returns.as_ref()
+        self.returns.as_ref()
     }
 
     /// `V(s)` `[B]` through the configured head.
     fn critic_value(&self, obs: &Tensor) -> Tensor {
-        self.cfg.critic_head.apply(self.m.critic.forward(obs, None)).squeeze_dim(-1)
+        self.cfg.critic_head.apply(self.critic.net.forward(obs, None)).squeeze_dim(-1)
     }
 
+    /// Restore `parts` (`None` = all) of a checkpoint, the reward scaling's state included.
     fn load_impl(&mut self, path: &Path, parts: Option<&[&str]>) -> Result<(), AgentError> {
         // The reward scaling's returns have one entry per env, so they are read here rather
         // than restored into fixed-shape live tensors; checked before anything changes.
         let want_scaler = parts.is_none_or(|ps| ps.contains(&"reward_scaling"));
-        let scaler = match (&self.m.returns, want_scaler) {
+        let scaler = match (&self.returns, want_scaler) {
             (Some(_), true) => {
                 let ck = crate::checkpoint::Checkpoint::read(path)?;
                 let (stats, returns) = (ck.get("reward_scaling/stats")?, ck.get("reward_scaling/returns")?);
@@ -395,15 +371,9 @@ impl Ppo {
             _ => None,
         };
         let rest: Option<Vec<&str>> = parts.map(|ps| ps.iter().copied().filter(|p| *p != "reward_scaling").collect());
-        let live = self.named_tensors();
-        let m = &mut self.m;
-        let mut opts: [(&str, &mut Adam); 2] = [("actor_opt", &mut m.actor_opt), ("critic_opt", &mut m.critic_opt)];
-        if let Some(meta) = load_agent(path, self.name, &live, &mut opts, rest.as_deref())? {
-            self.step = meta.step;
-            self.rng = meta.rng;
-        }
+        self.restore(path, self.name, rest.as_deref())?;
         if scaler.is_some() {
-            self.m.returns = scaler;
+            self.returns = scaler;
         }
         Ok(())
     }
@@ -411,16 +381,16 @@ impl Ppo {
     /// One actor step on a minibatch: `L_π = L_clip − c_H H[π]`; returns
     /// `(L_clip, H, approx KL, clip fraction, grad norm)`.
     fn actor_step(&mut self, obs: &Tensor, act: &Tensor, old_logp: &Tensor, adv: &Tensor) -> [f64; 5] {
-        let mean = self.m.actor.mean(obs, None);
-        let logp = self.m.actor.log_prob_at(&mean, act);
+        let mean = self.actor.net.mean(obs, None);
+        let logp = self.actor.net.log_prob_at(&mean, act);
         let log_ratio = &logp - old_logp;
         let ratio = log_ratio.exp();
         let pg = clipped_surrogate(&ratio, adv, self.cfg.clip);
-        let entropy = self.m.actor.entropy();
+        let entropy = self.actor.net.entropy();
         let loss = &pg - self.cfg.entropy_coef * &entropy;
-        let mut grads = Tensor::run_backward(&[&loss], &self.m.actor_params.tensors(), false, false);
+        let mut grads = Tensor::run_backward(&[&loss], &self.actor.params.tensors(), false, false);
         let norm = clip_grad_norm(&mut grads, self.cfg.max_grad_norm);
-        self.m.actor_opt.apply(&self.m.actor_params, &grads);
+        self.actor.apply(&grads);
         // k3 estimator of KL(π_old ‖ π): E[(ρ − 1) − log ρ].
         let (kl, clipped) = tch::no_grad(|| {
             let kl = ((&ratio - 1.0) - &log_ratio).mean(Kind::Float).double_value(&[]);
@@ -435,9 +405,9 @@ impl Ppo {
     fn critic_step(&mut self, obs: &Tensor, v_old: &Tensor, ret: &Tensor) -> f64 {
         let v = self.critic_value(obs);
         let loss = clipped_value_loss(&v, v_old, ret, self.cfg.clip_value.then_some(self.cfg.clip));
-        let mut grads = Tensor::run_backward(&[&loss], &self.m.critic_params.tensors(), false, false);
+        let mut grads = Tensor::run_backward(&[&loss], &self.critic.params.tensors(), false, false);
         clip_grad_norm(&mut grads, self.cfg.max_grad_norm);
-        self.m.critic_opt.apply(&self.m.critic_params, &grads);
+        self.critic.apply(&grads);
         loss.double_value(&[])
     }
 }
@@ -451,16 +421,16 @@ impl OnPolicy for Ppo {
     fn normalize_obs(&mut self, raw: &Tensor, update_stats: bool) -> Tensor {
         let raw = raw.to_device(self.device);
         if update_stats {
-            self.m.norm.update(&raw);
+            self.norm.update(&raw);
         }
-        self.m.norm.apply(&raw)
+        self.norm.apply(&raw)
     }
 
     fn use_dataset_stats(&mut self, mean: &[f32], std: &[f32]) -> bool {
         if self.cfg.obs_norm.mode != ObsNormMode::Dataset {
             return false;
         }
-        self.m.norm.freeze(mean, std);
+        self.norm.freeze(mean, std);
         true
     }
 
@@ -468,10 +438,10 @@ impl OnPolicy for Ppo {
         let obs = obs.to_device(self.device);
         let eps = self.rng.normal(&[obs.size()[0], self.act_dim], self.device);
         tch::no_grad(|| {
-            let mean = self.m.actor.mean(&obs, None);
-            let a = &mean + self.m.actor.log_std().exp() * eps;
+            let mean = self.actor.net.mean(&obs, None);
+            let a = &mean + self.actor.net.log_std().exp() * eps;
             let a = if self.cfg.store_clamped_action { a.clamp(-1.0, 1.0) } else { a };
-            let logp = self.m.actor.log_prob_at(&mean, &a);
+            let logp = self.actor.net.log_prob_at(&mean, &a);
             let v = self.critic_value(&obs);
             (a, logp, v)
         })
@@ -486,7 +456,7 @@ impl OnPolicy for Ppo {
         // 1. GAE on the scaled rewards: `dynamic` divides by the running return std first (in
         // time order, each env's R continuing across rollouts), then × reward_scale, then the
         // optional clip to ±reward_clip.
-        let dynamic = self.m.returns.as_mut().map(|s| s.scale_rollout(&r.rewards, &r.done, r.envs));
+        let dynamic = self.returns.as_mut().map(|s| s.scale_rollout(&r.rewards, &r.done, r.envs));
         let mut rewards: Vec<f32> =
             dynamic.as_deref().unwrap_or(&r.rewards).iter().map(|x| x * c.reward_scale as f32).collect();
         if c.reward_clip > 0.0 {
@@ -515,8 +485,8 @@ impl OnPolicy for Ppo {
         }
         // 3. the learning-rate schedule.
         let f = c.lr_factor(env_step, total_env_steps);
-        self.m.actor_opt.lr = c.actor_lr * f;
-        self.m.critic_opt.lr = c.critic_lr * f;
+        self.actor.opt.lr = c.actor_lr * f;
+        self.critic.opt.lr = c.critic_lr * f;
         // 2. epochs of shuffled minibatches.
         let mut sums = [0.0f64; 6];
         let mut count = 0.0f64;
@@ -553,7 +523,7 @@ impl OnPolicy for Ppo {
             }
         };
         let mean = |i: usize| sums[i] / count.max(1.0);
-        let scaling_std = self.m.returns.as_ref().map(|s| ("reward_scaling_std", s.std()));
+        let scaling_std = self.returns.as_ref().map(|s| ("reward_scaling_std", s.std()));
         let mut metrics = vec![
             ("policy_loss", mean(0)),
             ("value_loss", mean(1)),
@@ -564,8 +534,8 @@ impl OnPolicy for Ppo {
             ("explained_variance", explained),
             ("value_mean", v_old.mean(Kind::Float).double_value(&[])),
             ("advantage_mean", col(&adv, 1).mean(Kind::Float).double_value(&[])),
-            ("log_std_mean", self.m.actor.log_std().mean(Kind::Float).double_value(&[])),
-            ("actor_lr", self.m.actor_opt.lr),
+            ("log_std_mean", self.actor.net.log_std().mean(Kind::Float).double_value(&[])),
+            ("actor_lr", self.actor.opt.lr),
             ("minibatch_updates", count),
         ];
         metrics.extend(scaling_std);
@@ -573,50 +543,24 @@ impl OnPolicy for Ppo {
     }
 }
 
-impl Agent for Ppo {
+impl Stateful for Ppo {
+    fn parts(&self) -> Vec<Part<'_>> {
+        vec![
+            Part::trained("actor_opt", &self.actor),
+            Part::trained("critic_opt", &self.critic),
+            Part::Tensors(self.norm.named("obs_norm")),
+        ]
+    }
+
     fn name(&self) -> &'static str {
         self.name
     }
 
-    fn gamma(&self) -> Option<f64> {
-        Some(self.cfg.gamma)
-    }
+    progress_in_fields!();
 
-    /// The policy's mean (deterministic) or a sample, clipped to `[-1, 1]`, on raw observations
-    /// (normalized here with the statistics as they stand, not updated).
-    fn act(&mut self, obs: &Tensor, deterministic: bool) -> Tensor {
-        let out_device = obs.device();
-        let obs = self.m.norm.apply(&obs.to_device(self.device));
-        let eps = (!deterministic).then(|| self.rng.normal(&[obs.size()[0], self.act_dim], self.device));
-        tch::no_grad(|| {
-            let mean = self.m.actor.mean(&obs, None);
-            let a = match eps {
-                Some(e) => mean + self.m.actor.log_std().exp() * e,
-                None => mean,
-            };
-            a.clamp(-1.0, 1.0).to_device(out_device)
-        })
-    }
-
-    /// PPO learns from rollouts ([`OnPolicy::update_rollout`]); a batch of off-policy transitions
-    /// carries no log-probabilities or values to learn from, so this makes no update and
-    /// returns no metrics (the runner never calls it for an on-policy agent).
-    fn update(&mut self, _batch: &TransitionBatch) -> Metrics {
-        Metrics::new()
-    }
-
-    fn save(&self, path: &Path) -> Result<(), AgentError> {
-        let m = &self.m;
-        let mut tensors = self.named_tensors();
-        tensors.extend(Self::reward_scaling_tensors(m.returns.as_ref()));
-        save_agent(
-            path,
-            self.name,
-            &tensors,
-            &[("actor_opt", &m.actor_opt), ("critic_opt", &m.critic_opt)],
-            self.step,
-            &self.rng,
-        )
+    /// The reward scaling's state, whose returns have one entry per env.
+    fn written_only(&self) -> Vec<(String, Tensor)> {
+        Self::reward_scaling_tensors(self.returns.as_ref())
     }
 
     fn load(&mut self, path: &Path) -> Result<(), AgentError> {
@@ -625,6 +569,34 @@ impl Agent for Ppo {
 
     fn load_parts(&mut self, path: &Path, parts: &[&str]) -> Result<(), AgentError> {
         self.load_impl(path, Some(parts))
+    }
+}
+
+impl Agent for Ppo {
+    fn gamma(&self) -> Option<f64> {
+        Some(self.cfg.gamma)
+    }
+
+    /// The policy's mean (deterministic) or a sample, clipped to `[-1, 1]`, on raw observations
+    /// (normalized here with the statistics as they stand, not updated).
+    fn act(&mut self, obs: &Tensor, deterministic: bool) -> Tensor {
+        let (actor, norm) = (&self.actor.net, &self.norm);
+        let noise = (!deterministic).then_some((&mut self.rng, self.act_dim));
+        super::act_with(obs, self.device, noise, |obs, eps| {
+            let mean = actor.mean(&norm.apply(obs), None);
+            let a = match eps {
+                Some(e) => mean + actor.log_std().exp() * e,
+                None => mean,
+            };
+            a.clamp(-1.0, 1.0)
+        })
+    }
+
+    /// PPO learns from rollouts ([`OnPolicy::update_rollout`]); a batch of off-policy transitions
+    /// carries no log-probabilities or values to learn from, so this makes no update and
+    /// returns no metrics (the runner never calls it for an on-policy agent).
+    fn update(&mut self, _batch: &TransitionBatch) -> Metrics {
+        Metrics::new()
     }
 
     fn observation_normalization(&self) -> String {
@@ -636,8 +608,8 @@ impl Agent for Ppo {
     }
 
     fn deterministic_policy(&self) -> Option<DeterministicPolicy> {
-        let actor = self.m.actor.detached();
-        let norm = self.m.norm.detached();
+        let actor = self.actor.net.detached();
+        let norm = self.norm.detached();
         Some(Box::new(move |obs| actor.mean(&norm.apply(obs), None).clamp(-1.0, 1.0)))
     }
 
@@ -806,8 +778,8 @@ mod tests {
         assert!(n_out > 20 && n_out < 236, "{n_out} of 256 rows have a coordinate outside [−1, 1]");
         assert!(a1.equal(&a0.clamp(-1.0, 1.0)), "the stored action is the clamped sample");
         // log N(a; μ, σ²) at the clamped action, written out: μ = the actor's mean, σ = e^{log σ}.
-        let mean = on.m.actor.mean(&obs, None).detach();
-        let ls = on.m.actor.log_std().detach();
+        let mean = on.actor.net.mean(&obs, None).detach();
+        let ls = on.actor.net.log_std().detach();
         let want = ((&a1 - &mean) * (-&ls).exp()).square() * (-0.5) - &ls - 0.918_938_533_204_672_7;
         let want = want.sum_dim_intlist(-1, false, Kind::Float);
         assert!(

@@ -71,7 +71,7 @@ pub fn new(cfg: RlpdConfig, obs_dim: i64, act_dim: i64, device: Device, seed: u6
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Agent;
+    use crate::Stateful;
 
     #[test]
     fn defaults_are_rlpds_and_keys_override_them() {

@@ -18,13 +18,11 @@
 //!    members (SAC, WSRL) or their mean (RLPD);
 //! 3. one temperature step: `L_α = −α (E[log π(ã|s)] + H̄)`, `H̄ = target_entropy_per_dim · |A|`.
 //!
-//! Minibatch `i` of `k` takes rows `i, i + k, i + 2k, …` (a strided view, no copy), so every
-//! minibatch keeps the batch's composition: a mixed batch (offline rows first, then online)
-//! gives each minibatch the same offline/online split, as RLPD's interleaved batches do.
-//! The actor does not move during the critic steps, so the next actions of all k minibatches
-//! are drawn in one pass over the batch's `s'` before them (one draw of ε; minibatch i takes
-//! its rows of it), not in k small passes; not with `max_target_backup` or
-//! `zero_grad_adam_steps`, whose idle steps move the actor between critic steps.
+//! Minibatch `i` of `k` is rows `i, i + k, i + 2k, …` (a strided view), so each keeps a mixed
+//! batch's offline/online split, as RLPD's interleaved batches do. The actor does not move during
+//! the critic steps, so all k minibatches' next actions are drawn in one pass over the batch's
+//! `s'` (one draw of ε) — except with `max_target_backup`, or `zero_grad_adam_steps`, whose idle
+//! steps move the actor between critic steps.
 //!
 //! Plain SAC is E = M = 2, entropy in the backup, one critic step. WSRL's online agent is
 //! E = 10, M = 2 with replacement, LayerNorm, no backup entropy, 4 critic steps, softplus α.
@@ -34,19 +32,20 @@
 //! Deviation: the temperature is estimated on the actor's samples at `s` (SAC, CleanRL), not at
 //! `s'` as WSRL does; it saves a forward pass and targets the same entropy.
 
-use crate::checkpoint::{load_agent, save_agent};
+use super::check::{self, require};
+use crate::agent::with_bonus;
+use crate::checkpoint::{progress_in_fields, Part, Stateful};
 use crate::nn::critic::{
-    actor_through_critic, critic_and_target, soft_td_target, state_action, Backup, CriticParts, CriticPass, CriticTerm,
-    TdReduce,
+    actor_through_critic, critic_and_target, critic_values, q_against_returns, soft_td_target, state_action, Backup,
+    CriticParts, CriticPass, CriticTerm, TdReduce,
 };
 use crate::nn::{
-    Adam, EnsembleMlp, MlpConfig, ParamSet, TanhGaussianActor, TanhGaussianConfig, Temperature, TemperatureForm,
+    EnsembleMlp, Frozen, MlpConfig, TanhGaussianActor, TanhGaussianConfig, Temperature, TemperatureForm, Trained,
 };
 use crate::rng::AgentRng;
 use crate::{Agent, AgentError, DeterministicPolicy, Metrics, Phase, RewardBonus};
 use o2o_datasets::TransitionBatch;
 use serde::{Deserialize, Serialize};
-use std::path::Path;
 use tch::{Device, Kind, Tensor};
 
 pub use crate::nn::critic::QReduce;
@@ -177,81 +176,57 @@ impl SacConfig {
 
     /// Reject settings that cannot work, naming the field.
     pub fn validate(&self) -> Result<(), AgentError> {
-        let bad = |m: String| Err(AgentError::Config(m));
-        if self.num_critics < 1 {
-            return bad(format!("sac.num_critics must be ≥ 1, found {}", self.num_critics));
+        let (e, m) = (self.num_critics, self.target_subset);
+        require(e >= 1, "sac.num_critics", "≥ 1", e)?;
+        let subset_ok = m >= 1 && (self.subset_with_replacement || m <= e);
+        require(subset_ok, "sac.target_subset", &format!("in 1..={e} (num_critics)"), m)?;
+        for (field, k) in [
+            ("sac.critic_steps", Some(self.critic_steps)),
+            ("sac.offline.critic_steps", self.offline.critic_steps),
+            ("sac.online.critic_steps", self.online.critic_steps),
+            ("sac.max_target_backup_samples", Some(self.max_target_backup_samples)),
+        ] {
+            require(k.is_none_or(|k| k >= 1), field, "≥ 1", k.unwrap_or(1))?;
         }
-        if self.target_subset < 1 || (!self.subset_with_replacement && self.target_subset > self.num_critics) {
-            return bad(format!(
-                "sac.target_subset must be in 1..={} (num_critics), found {}",
-                self.num_critics, self.target_subset
-            ));
-        }
-        if self.critic_steps < 1 {
-            return bad(format!("sac.critic_steps must be ≥ 1, found {}", self.critic_steps));
-        }
-        for (name, p) in [("offline", &self.offline), ("online", &self.online)] {
-            if let Some(k) = p.critic_steps.filter(|k| *k < 1) {
-                return bad(format!("sac.{name}.critic_steps must be ≥ 1, found {k}"));
-            }
-        }
-        if self.max_target_backup_samples < 1 {
-            return bad(format!("sac.max_target_backup_samples must be ≥ 1, found {}", self.max_target_backup_samples));
-        }
-        if !(0.0..=1.0).contains(&self.tau) || !(0.0..=1.0).contains(&self.gamma) {
-            return bad(format!("sac.tau and sac.gamma must be in [0, 1], found {} and {}", self.tau, self.gamma));
-        }
-        if self.init_temperature <= 0.0 {
-            return bad(format!("sac.init_temperature must be > 0, found {}", self.init_temperature));
-        }
-        if !(0.0..1.0).contains(&self.critic.dropout) || !(0.0..1.0).contains(&self.actor.mlp.dropout) {
-            return bad("sac dropout must be in [0, 1)".into());
-        }
-        Ok(())
+        check::tau_and_gamma("sac", self.tau, self.gamma)?;
+        require(self.init_temperature > 0.0, "sac.init_temperature", "> 0", self.init_temperature)?;
+        check::dropout("sac.critic.dropout", self.critic.dropout)?;
+        check::dropout("sac.actor.mlp.dropout", self.actor.mlp.dropout)
     }
 }
 
-/// Networks and optimizers.
-struct Modules {
-    actor: TanhGaussianActor,
-    actor_params: ParamSet,
-    actor_opt: Adam,
-    critic: EnsembleMlp,
-    critic_params: ParamSet,
-    critic_opt: Adam,
-    target: EnsembleMlp,
-    target_params: ParamSet,
-    temperature: Temperature,
-    temperature_params: ParamSet,
-    temperature_opt: Adam,
-}
-
-/// What one critic step returns (tensors; read back once per update).
-pub(crate) struct CriticOut {
-    /// The TD part of the loss, `mean (Q − y)²`.
-    pub loss: Tensor,
-    /// Q(s, a) of every member, `[E, B]`, detached (its mean is logged for the last step).
-    pub q: Tensor,
-    /// The TD targets y, `[B]`.
-    pub target: Tensor,
-    /// Extra values the added critic term reported.
-    pub extra: Vec<(&'static str, Tensor)>,
+/// What one critic step returns, read back once per update: the TD part of the loss
+/// `mean (Q − y)²`, `Q(s, a)` of every member `[E, B]` (detached), the targets `y` `[B]` and the
+/// values the added term reported.
+struct CriticOut {
+    loss: Tensor,
+    q: Tensor,
+    target: Tensor,
+    extra: TermLogs,
 }
 
 /// Values a variant's critic term reports, by metric name.
 pub(crate) type TermLogs = Vec<(&'static str, Tensor)>;
 
+/// A variant's term in every critic step, `extra(sac, minibatch, Q(s, a))` (CQL's regularizer).
+pub(crate) type AddedTerm<'a> = dyn FnMut(&mut Sac, &TransitionBatch, &Tensor) -> (CriticTerm, TermLogs) + 'a;
+
 /// A SAC agent.
 pub struct Sac {
     name: &'static str,
-    cfg: SacConfig,
-    /// The phase-switchable fields as configured, before any [`PhaseSettings`].
-    own: PhaseSettings,
-    m: Modules,
-    act_dim: i64,
-    target_entropy: f64,
-    device: Device,
-    rng: AgentRng,
+    /// The configuration in effect (WSRL sets its critic steps per phase).
+    pub(super) cfg: SacConfig,
+    /// The configuration as given, before any [`PhaseSettings`].
+    base: SacConfig,
+    // The policy, the critic being trained, |A|, the device and the random stream are the
+    // variants' too (CQL's term samples actions and differentiates the critic).
+    pub(super) actor: Trained<TanhGaussianActor>,
+    pub(super) critic: Trained<EnsembleMlp>,
+    target: Frozen<EnsembleMlp>,
+    temperature: Trained<Temperature>,
+    pub(super) act_dim: i64,
+    pub(super) device: Device,
+    pub(super) rng: AgentRng,
     step: i64,
 }
 
@@ -275,39 +250,14 @@ impl Sac {
         cfg.validate()?;
         super::prepare(name, obs_dim, act_dim, device)?;
         let mut rng = AgentRng::new(seed);
-        let mut actor_params = ParamSet::new();
-        let actor = TanhGaussianActor::new(&mut actor_params, "actor", obs_dim, act_dim, &cfg.actor, &mut rng, device);
-        let (critic, critic_params, target, target_params) =
-            critic_and_target(cfg.num_critics, obs_dim + act_dim, &cfg.critic, &mut rng, device);
-        let mut temperature_params = ParamSet::new();
-        let temperature = Temperature::new(
-            &mut temperature_params,
-            "temperature",
-            cfg.init_temperature,
-            cfg.temperature_form,
-            device,
-        );
-        let m = Modules {
-            actor_opt: Adam::new(&actor_params, cfg.actor_lr),
-            critic_opt: Adam::new(&critic_params, cfg.critic_lr),
-            temperature_opt: Adam::new(&temperature_params, cfg.temperature_lr),
-            actor,
-            actor_params,
-            critic,
-            critic_params,
-            target,
-            target_params,
-            temperature,
-            temperature_params,
-        };
-        let target_entropy = cfg.target_entropy_per_dim * act_dim as f64;
-        let own = PhaseSettings {
-            max_target_backup: Some(cfg.max_target_backup),
-            backup_entropy: Some(cfg.backup_entropy),
-            critic_steps: Some(cfg.critic_steps),
-            zero_grad_adam_steps: Some(cfg.zero_grad_adam_steps),
-        };
-        Ok(Self { name, cfg, own, m, act_dim, target_entropy, device, rng, step: 0 })
+        let actor = Trained::new(cfg.actor_lr, |p| {
+            TanhGaussianActor::new(p, "actor", obs_dim, act_dim, &cfg.actor, &mut rng, device)
+        });
+        let (critic, target) =
+            critic_and_target(cfg.num_critics, obs_dim + act_dim, &cfg.critic, cfg.critic_lr, &mut rng, device);
+        let (init, form) = (cfg.init_temperature, cfg.temperature_form);
+        let temperature = Temperature::trained("temperature", init, form, cfg.temperature_lr, device);
+        Ok(Self { name, base: cfg.clone(), cfg, actor, critic, target, temperature, act_dim, device, rng, step: 0 })
     }
 
     /// The configuration.
@@ -315,151 +265,14 @@ impl Sac {
         &self.cfg
     }
 
-    /// Updates done so far.
-    pub fn steps(&self) -> i64 {
-        self.step
-    }
-
     /// The agent's random stream (the benchmark records the noise it draws).
     pub fn rng_mut(&mut self) -> &mut AgentRng {
         &mut self.rng
     }
 
-    /// Every live tensor of the agent's state, by checkpoint name: actor, critic, target,
-    /// temperature and the optimizers' moments.
-    pub fn named_tensors(&self) -> Vec<(String, Tensor)> {
-        let m = &self.m;
-        let mut v: Vec<(String, Tensor)> = Vec::new();
-        for set in [&m.actor_params, &m.critic_params, &m.target_params, &m.temperature_params] {
-            v.extend(set.named().iter().map(|(n, t)| (n.clone(), t.shallow_clone())));
-        }
-        v.extend(m.actor_opt.state("actor_opt", &m.actor_params));
-        v.extend(m.critic_opt.state("critic_opt", &m.critic_params));
-        v.extend(m.temperature_opt.state("temperature_opt", &m.temperature_params));
-        v
-    }
-
-    /// Write the state plus a variant's own tensors and optimizers, as algorithm `name`.
-    pub(crate) fn save_with(
-        &self,
-        path: &Path,
-        name: &str,
-        extra: &[(String, Tensor)],
-        extra_opts: &[(&str, &Adam)],
-    ) -> Result<(), AgentError> {
-        let m = &self.m;
-        let mut live = self.named_tensors();
-        live.extend(extra.iter().map(|(n, t)| (n.clone(), t.shallow_clone())));
-        let mut opts: Vec<(&str, &Adam)> =
-            vec![("actor_opt", &m.actor_opt), ("critic_opt", &m.critic_opt), ("temperature_opt", &m.temperature_opt)];
-        opts.extend_from_slice(extra_opts);
-        save_agent(path, name, &live, &opts, self.step, &self.rng)
-    }
-
-    /// Restore what [`Sac::save_with`] wrote (all of it, or the named `parts`).
-    pub(crate) fn load_with(
-        &mut self,
-        path: &Path,
-        name: &str,
-        extra: &[(String, Tensor)],
-        extra_opts: &mut [(&str, &mut Adam)],
-        parts: Option<&[&str]>,
-    ) -> Result<(), AgentError> {
-        let mut live = self.named_tensors();
-        live.extend(extra.iter().map(|(n, t)| (n.clone(), t.shallow_clone())));
-        let m = &mut self.m;
-        let mut opts: Vec<(&str, &mut Adam)> = vec![
-            ("actor_opt", &mut m.actor_opt),
-            ("critic_opt", &mut m.critic_opt),
-            ("temperature_opt", &mut m.temperature_opt),
-        ];
-        opts.extend(extra_opts.iter_mut().map(|(n, o)| (*n, &mut **o)));
-        if let Some(meta) = load_agent(path, name, &live, &mut opts, parts)? {
-            self.step = meta.step;
-            self.rng = meta.rng;
-        }
-        Ok(())
-    }
-
-    /// Take `phase`'s [`PhaseSettings`] over the agent's own values (idempotent).
-    pub(crate) fn enter_phase(&mut self, phase: Phase) {
-        let over = match phase {
-            Phase::Offline => self.cfg.offline.clone(),
-            Phase::Online => self.cfg.online.clone(),
-        };
-        let own = &self.own;
-        let pick = |o: Option<bool>, base: Option<bool>| o.or(base).unwrap_or(false);
-        self.cfg.max_target_backup = pick(over.max_target_backup, own.max_target_backup);
-        self.cfg.backup_entropy = pick(over.backup_entropy, own.backup_entropy);
-        self.cfg.zero_grad_adam_steps = pick(over.zero_grad_adam_steps, own.zero_grad_adam_steps);
-        self.cfg.critic_steps = over.critic_steps.or(own.critic_steps).unwrap_or(1);
-    }
-
-    /// Critic steps per update from now on (WSRL: 1 offline, 4 online).
-    pub(crate) fn set_critic_steps(&mut self, k: i64) {
-        self.cfg.critic_steps = k.max(1);
-    }
-
-    /// Forget every optimizer's moments and step count (warm-started weights, fresh Adam).
-    pub(crate) fn reset_optimizers(&mut self) {
-        self.m.actor_opt.reset();
-        self.m.critic_opt.reset();
-        self.m.temperature_opt.reset();
-    }
-
-    /// Diagnostics on `b` without updating and without touching the agent's random stream:
-    /// ensemble-mean `Q(s, a)` on the batch's actions; where the batch carries finite
-    /// Monte-Carlo returns G, their mean and `Q − G` on those rows; the policy's entropy
-    /// `−E log π(ã|s)` (noise from a stream seeded by the update count); and α.
-    pub fn diagnostics(&self, b: &TransitionBatch) -> Metrics {
-        let b = b.to_device(self.device);
-        tch::no_grad(|| {
-            let q = self.q_values(&b.obs, &b.action).mean_dim(0, false, Kind::Float);
-            let mut out = vec![("q", q.mean(Kind::Float).double_value(&[]))];
-            if let Some(g) = &b.mc_return {
-                let finite = g.isfinite();
-                let rows = finite.sum(Kind::Int64).int64_value(&[]);
-                if rows > 0 {
-                    let (g, q) = (g.masked_select(&finite), q.masked_select(&finite));
-                    out.push(("mc_return", g.mean(Kind::Float).double_value(&[])));
-                    out.push(("q_minus_mc", (q - g).mean(Kind::Float).double_value(&[])));
-                }
-            }
-            let mut rng = AgentRng::new(0xd1a6_0000 ^ self.step as u64);
-            let eps = rng.normal(&[b.obs.size()[0], self.act_dim], self.device);
-            let (_, logp) = self.m.actor.sample(&b.obs, &eps);
-            out.push(("entropy", -logp.mean(Kind::Float).double_value(&[])));
-            out.push(("alpha", self.m.temperature.alpha().double_value(&[0])));
-            out
-        })
-    }
-
-    /// The action dimension |A|.
-    pub(crate) fn act_dim(&self) -> i64 {
-        self.act_dim
-    }
-
-    /// `(a, log π(a|s))` for `k` draws `a ~ π(·|s)` per row of `obs` (`[B·k]` rows, state-major),
-    /// without gradients (the critic's view of the policy: CQL's sampled actions).
-    pub(crate) fn sample_policy(&mut self, obs: &Tensor, k: i64) -> (Tensor, Tensor) {
-        let eps = self.rng.normal(&[obs.size()[0] * k, self.act_dim], self.device);
-        tch::no_grad(|| self.m.actor.sample_repeated(obs, &eps, k))
-    }
-
-    /// `[rows, A]` uniform actions on `[-1, 1]^A`.
-    pub(crate) fn uniform_actions(&mut self, rows: i64) -> Tensor {
-        self.rng.uniform_tensor(&[rows, self.act_dim], self.device) * 2.0 - 1.0
-    }
-
     /// `Q_i(s, a)` of every member, `[E, B]`, without dropout (evaluation, tests, diagnostics).
     pub fn q_values(&self, obs: &Tensor, action: &Tensor) -> Tensor {
-        self.m.critic.forward(&state_action(obs, action), None).squeeze_dim(-1)
-    }
-
-    /// The critic ensemble, its parameters and the random stream its dropout draws from (CQL's
-    /// term differentiates the critic on sampled actions).
-    pub(crate) fn critic_and_rng(&mut self) -> (&EnsembleMlp, &ParamSet, &mut AgentRng) {
-        (&self.m.critic, &self.m.critic_params, &mut self.rng)
+        self.critic.net.forward(&state_action(obs, action), None).squeeze_dim(-1)
     }
 
     /// The TD target, without gradients:
@@ -488,52 +301,38 @@ impl Sac {
             alpha: cfg.backup_entropy.then_some(alpha),
         };
         // y = r + γ (1 − d) (max_k min_{i∈I} Q̄_i(s', a'_k) − α log π(a'_k|s')).
-        soft_td_target(&self.m.target, subset.as_ref(), &state_action(&next_obs, &next_a), &next_logp, k, backup)
+        soft_td_target(&self.target.net, subset.as_ref(), &state_action(&next_obs, &next_a), &next_logp, k, backup)
     }
 
     /// `a' ~ π(·|s')` and `log π(a'|s')` for every row of `next_obs`, without gradients.
     fn next_actions(&mut self, next_obs: &Tensor) -> (Tensor, Tensor) {
         let eps = self.rng.normal(&[next_obs.size()[0], self.act_dim], self.device);
-        self.m.actor.sample_no_grad(next_obs, &eps)
+        self.actor.net.sample_no_grad(next_obs, &eps)
     }
 
-    /// One critic step on `b`: `L = mean_{i,b} (Q_i(s, a) − y)² + extra`, where
-    /// `extra(self, b, Q)` is a variant's added term (CQL's regularizer; nothing for SAC), then
-    /// Polyak `θ̄ ← (1 − τ) θ̄ + τ θ`.
-    ///
-    /// With `bonus`, the critic's pass comes first and `y` is formed with `r + bonus(Q(s, a))`
-    /// (SERA without a second critic pass).
-    fn critic_step<F>(
+    /// One critic step on `b`: `L = mean_{i,b} (Q_i(s, a) − y)² + extra`, then Polyak
+    /// `θ̄ ← (1 − τ) θ̄ + τ θ`. With `bonus`, the critic's pass comes first and `y` is formed with
+    /// `r + bonus(Q(s, a))` (SERA without a second critic pass).
+    fn critic_step(
         &mut self,
         b: &TransitionBatch,
         alpha: &Tensor,
-        extra: &mut F,
+        extra: &mut AddedTerm<'_>,
         bonus: Option<RewardBonus<'_>>,
         next: Option<(Tensor, Tensor)>,
-    ) -> CriticOut
-    where
-        F: FnMut(&mut Sac, &TransitionBatch, &Tensor) -> (CriticTerm, TermLogs),
-    {
+    ) -> CriticOut {
         let (y, pass) = match bonus {
             None => {
                 let y = self.td_target(b, alpha, next);
-                (y, CriticPass::new(&self.m.critic, &state_action(&b.obs, &b.action), &mut self.rng))
+                (y, CriticPass::new(&self.critic.net, &state_action(&b.obs, &b.action), &mut self.rng))
             }
             Some(f) => {
-                let pass = CriticPass::new(&self.m.critic, &state_action(&b.obs, &b.action), &mut self.rng);
-                let mut augmented = b.map_columns(|t| t.shallow_clone());
-                augmented.reward = &b.reward + f(&pass.q.detach()).to_kind(b.reward.kind());
-                (self.td_target(&augmented, alpha, next), pass)
+                let pass = CriticPass::new(&self.critic.net, &state_action(&b.obs, &b.action), &mut self.rng);
+                (self.td_target(&with_bonus(b, &f(&pass.q.detach())), alpha, next), pass)
             }
         };
         let (term, logs) = extra(self, b, &pass.q);
-        let m = &mut self.m;
-        let critic = CriticParts {
-            critic: &m.critic,
-            opt: &mut m.critic_opt,
-            params: &m.critic_params,
-            target: &m.target_params,
-        };
+        let critic = CriticParts::of(&mut self.critic, &self.target);
         // L_Q = mean_{i,b} (Q_i(s, a) − y)² plus the variant's term, then θ̄ ← (1 − τ) θ̄ + τ θ.
         let (loss, q) = pass.td_step(critic, &y, TdReduce::MeanOverMembers, self.cfg.tau, term);
         CriticOut { loss, q, target: y, extra: logs }
@@ -542,120 +341,31 @@ impl Sac {
     /// One actor step and one temperature step on `obs`; returns `(L_π, L_α, log π)`.
     fn actor_step(&mut self, obs: &Tensor, alpha: &Tensor) -> (Tensor, Tensor, Tensor) {
         let eps = self.rng.normal(&[obs.size()[0], self.act_dim], self.device);
-        let m = &mut self.m;
+        let (actor, critic) = (&mut self.actor, &self.critic.net);
         // L_π = E[α log π(ã|s) − agg_i Q_i(s, ã)], ã = tanh(μ + σ ε); gradients flow to the actor only.
         let (actor_loss, grads, logp) =
-            actor_through_critic(&m.actor, &m.actor_params, &m.critic, obs, &eps, alpha, self.cfg.actor_q);
-        m.actor_opt.apply(&m.actor_params, &grads);
-        // L_α = −α (E[log π] + H̄).
-        let (alpha_loss, grad) = m.temperature.loss_and_grad(&logp, self.target_entropy);
+            actor_through_critic(&actor.net, &actor.params, critic, obs, &eps, alpha, self.cfg.actor_q);
+        actor.apply(&grads);
+        // L_α = −α (E[log π] + H̄), H̄ = target_entropy_per_dim · |A|.
+        let target_entropy = self.cfg.target_entropy_per_dim * self.act_dim as f64;
+        let (alpha_loss, grad) = self.temperature.net.loss_and_grad(&logp, target_entropy);
         if self.cfg.learn_temperature {
-            m.temperature_opt.apply(&m.temperature_params, &[grad]);
+            self.temperature.apply(&[grad]);
         }
         (actor_loss, alpha_loss.detach(), logp)
     }
-}
 
-impl Agent for Sac {
-    fn name(&self) -> &'static str {
-        self.name
-    }
-
-    fn gamma(&self) -> Option<f64> {
-        Some(self.cfg.gamma)
-    }
-
-    fn act(&mut self, obs: &Tensor, deterministic: bool) -> Tensor {
-        let out_device = obs.device();
-        let obs = obs.to_device(self.device).to_kind(Kind::Float);
-        tch::no_grad(|| {
-            let a = if deterministic {
-                self.m.actor.mode(&obs)
-            } else {
-                let eps = self.rng.normal(&[obs.size()[0], self.act_dim], self.device);
-                self.m.actor.sample(&obs, &eps).0
-            };
-            a.to_device(out_device)
-        })
-    }
-
-    fn deterministic_policy(&self) -> Option<DeterministicPolicy> {
-        let actor = self.m.actor.detached();
-        Some(Box::new(move |obs| actor.mode(obs)))
-    }
-
-    fn update(&mut self, batch: &TransitionBatch) -> Metrics {
-        self.update_with(batch, |_, _, _| Default::default(), None)
-    }
-
-    fn update_with_bonus(&mut self, batch: &TransitionBatch, bonus: RewardBonus<'_>) -> Option<Metrics> {
-        Some(self.update_with(batch, |_, _, _| Default::default(), Some(bonus)))
-    }
-
-    fn save(&self, path: &Path) -> Result<(), AgentError> {
-        self.save_with(path, self.name, &[], &[])
-    }
-
-    fn load(&mut self, path: &Path) -> Result<(), AgentError> {
-        self.load_with(path, self.name, &[], &mut [], None)
-    }
-
-    fn load_parts(&mut self, path: &Path, parts: &[&str]) -> Result<(), AgentError> {
-        self.load_with(path, self.name, &[], &mut [], Some(parts))
-    }
-
-    fn diagnose(&mut self, batch: &TransitionBatch) -> Metrics {
-        self.diagnostics(batch)
-    }
-
-    fn set_phase(&mut self, phase: Phase) {
-        self.enter_phase(phase);
-    }
-
-    fn critic_values(&self, obs: &Tensor, action: &Tensor) -> Option<Tensor> {
-        Some(tch::no_grad(|| self.q_values(&obs.to_device(self.device), &action.to_device(self.device))))
-    }
-}
-
-impl Sac {
-    /// The zero-gradient Adam steps of the actor and the temperature that follow each critic
-    /// step with [`SacConfig::zero_grad_adam_steps`].
-    fn idle_actor_and_temperature(&mut self) {
-        self.m.actor_opt.idle_step(&self.m.actor_params);
-        if self.cfg.learn_temperature {
-            self.m.temperature_opt.idle_step(&self.m.temperature_params);
-        }
-    }
-}
-
-/// Minibatch `i` of `k`: rows `i, i + k, i + 2k, …` (a strided view of every column).
-fn minibatch(b: &TransitionBatch, i: i64, k: i64) -> TransitionBatch {
-    if k == 1 {
-        return b.narrow(0, b.len() as i64);
-    }
-    b.strided(i, k)
-}
-
-impl Sac {
     /// One update (the module docs' steps 1–3) with `extra(sac, minibatch, Q)` added to every
     /// critic step's loss; `extra` returns the term (or `None`) and values to log, of which the
     /// last critic step's are returned after SAC's own metrics.
-    pub(crate) fn update_with<F>(
+    pub(crate) fn update_with(
         &mut self,
         batch: &TransitionBatch,
-        mut extra: F,
+        extra: &mut AddedTerm<'_>,
         bonus: Option<RewardBonus<'_>>,
-    ) -> Metrics
-    where
-        F: FnMut(&mut Sac, &TransitionBatch, &Tensor) -> (CriticTerm, TermLogs),
-    {
-        let moved;
-        let b = if batch.obs.device() == self.device {
-            batch
-        } else {
-            moved = batch.to_device(self.device);
-            &moved
-        };
+    ) -> Metrics {
+        let moved = (batch.obs.device() != self.device).then(|| batch.to_device(self.device));
+        let b = moved.as_ref().unwrap_or(batch);
         let n = b.len() as i64;
         let k = self.cfg.critic_steps.min(n.max(1));
         // A reward bonus is formed once on the whole batch with the critic before this update:
@@ -663,31 +373,29 @@ impl Sac {
         let (augmented, mut bonus) = match bonus {
             Some(f) if k > 1 => {
                 let q = tch::no_grad(|| self.q_values(&b.obs, &b.action));
-                let mut a = b.map_columns(|t| t.shallow_clone());
-                a.reward = &b.reward + f(&q).to_kind(b.reward.kind());
-                (Some(a), None)
+                (Some(with_bonus(b, &f(&q))), None)
             }
             other => (None, other),
         };
         let b = augmented.as_ref().unwrap_or(b);
         let idle = self.cfg.zero_grad_adam_steps && k > 1;
-        let mut alpha = self.m.temperature.alpha().detach();
+        let mut alpha = self.temperature.net.alpha().detach();
         let mut critic = None;
         let mut last_obs = b.obs.shallow_clone();
-        // The actor does not move during the critic steps (unless idle steps come between
-        // them), so every minibatch's next actions a' ~ π(·|s') come from one pass over the
-        // whole batch: one draw of ε for all rows, and minibatch i takes rows i, i + k, … of
-        // it. Same distribution as a draw per step; one large pass instead of k small ones.
+        // Every minibatch's a' ~ π(·|s') from one pass over the batch (the module docs).
         let next = (k > 1 && !idle && !self.cfg.max_target_backup).then(|| self.next_actions(&b.next_obs));
         for i in 0..k {
-            let part = minibatch(b, i, k);
+            let part = b.strided(i, k);
             let part_next = next.as_ref().map(|(a, logp)| (a.slice(0, i, n, k), logp.slice(0, i, n, k)));
-            critic = Some(self.critic_step(&part, &alpha, &mut extra, bonus.take(), part_next));
+            critic = Some(self.critic_step(&part, &alpha, extra, bonus.take(), part_next));
             last_obs = part.obs;
             if idle {
                 // The reference's critic-only call also applies the actor's and α's optimizers.
-                self.idle_actor_and_temperature();
-                alpha = self.m.temperature.alpha().detach();
+                self.actor.idle_step();
+                if self.cfg.learn_temperature {
+                    self.temperature.idle_step();
+                }
+                alpha = self.temperature.net.alpha().detach();
             }
         }
         let actor_obs = match self.cfg.actor_batch {
@@ -697,7 +405,7 @@ impl Sac {
         let (actor_loss, alpha_loss, logp) = self.actor_step(&actor_obs, &alpha);
         if idle {
             // ... and its actor call the critic's (the target is not updated on that call).
-            self.m.critic_opt.idle_step(&self.m.critic_params);
+            self.critic.idle_step();
         }
         self.step += 1;
         let c = critic.expect("at least one critic step");
@@ -715,20 +423,87 @@ impl Sac {
     }
 }
 
+impl Stateful for Sac {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn parts(&self) -> Vec<Part<'_>> {
+        vec![
+            Part::trained("actor_opt", &self.actor),
+            Part::trained("critic_opt", &self.critic),
+            Part::frozen(&self.target),
+            Part::trained("temperature_opt", &self.temperature),
+        ]
+    }
+
+    progress_in_fields!();
+}
+
+impl Agent for Sac {
+    fn gamma(&self) -> Option<f64> {
+        Some(self.cfg.gamma)
+    }
+
+    fn act(&mut self, obs: &Tensor, deterministic: bool) -> Tensor {
+        let (actor, noise) = (&self.actor.net, (!deterministic).then_some((&mut self.rng, self.act_dim)));
+        super::act_with(obs, self.device, noise, |obs, eps| match eps {
+            Some(eps) => actor.sample(obs, &eps).0,
+            None => actor.mode(obs),
+        })
+    }
+
+    fn deterministic_policy(&self) -> Option<DeterministicPolicy> {
+        let actor = self.actor.net.detached();
+        Some(Box::new(move |obs| actor.mode(obs)))
+    }
+
+    fn update(&mut self, batch: &TransitionBatch) -> Metrics {
+        self.update_with(batch, &mut |_, _, _| Default::default(), None)
+    }
+
+    fn update_with_bonus(&mut self, batch: &TransitionBatch, bonus: RewardBonus<'_>) -> Option<Metrics> {
+        Some(self.update_with(batch, &mut |_, _, _| Default::default(), Some(bonus)))
+    }
+
+    /// Without an update or a draw from the agent's stream: ensemble-mean `Q(s, a)` against the
+    /// batch's Monte-Carlo returns ([`q_against_returns`]), the policy's entropy `−E log π(ã|s)`
+    /// (noise from a stream seeded by the update count) and α.
+    fn diagnose(&mut self, batch: &TransitionBatch) -> Metrics {
+        let b = batch.to_device(self.device);
+        tch::no_grad(|| {
+            let q = self.q_values(&b.obs, &b.action).mean_dim(0, false, Kind::Float);
+            let mut out = q_against_returns(&q, b.mc_return.as_ref());
+            let mut rng = AgentRng::new(0xd1a6_0000 ^ self.step as u64);
+            let eps = rng.normal(&[b.obs.size()[0], self.act_dim], self.device);
+            let (_, logp) = self.actor.net.sample(&b.obs, &eps);
+            out.push(("entropy", -logp.mean(Kind::Float).double_value(&[])));
+            out.push(("alpha", self.temperature.net.alpha().double_value(&[0])));
+            out
+        })
+    }
+
+    /// Take `phase`'s [`PhaseSettings`] over the configured values (idempotent).
+    fn set_phase(&mut self, phase: Phase) {
+        let (base, cfg) = (&self.base, &mut self.cfg);
+        let over = if phase == Phase::Offline { &base.offline } else { &base.online };
+        cfg.max_target_backup = over.max_target_backup.unwrap_or(base.max_target_backup);
+        cfg.backup_entropy = over.backup_entropy.unwrap_or(base.backup_entropy);
+        cfg.zero_grad_adam_steps = over.zero_grad_adam_steps.unwrap_or(base.zero_grad_adam_steps);
+        cfg.critic_steps = over.critic_steps.unwrap_or(base.critic_steps);
+    }
+
+    fn critic_values(&self, obs: &Tensor, action: &Tensor) -> Option<Tensor> {
+        Some(critic_values(&self.critic.net, obs, action, self.device))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn batch(rng: &mut AgentRng, n: i64, obs: i64, act: i64) -> TransitionBatch {
-        TransitionBatch {
-            obs: rng.normal(&[n, obs], Device::Cpu),
-            action: rng.normal(&[n, act], Device::Cpu).tanh(),
-            reward: rng.normal(&[n], Device::Cpu),
-            next_obs: rng.normal(&[n, obs], Device::Cpu),
-            terminal: rng.uniform_tensor(&[n], Device::Cpu).ge(0.9).to_kind(Kind::Float),
-            mc_return: None,
-            is_offline: None,
-        }
+        crate::algos::testing::batch(rng, n, obs, act, true, false)
     }
 
     #[test]
@@ -773,7 +548,7 @@ mod tests {
         let mut rng = AgentRng::new(3);
         let mut b = batch(&mut rng, 8, 3, 1);
         b.terminal = Tensor::ones([8], (Kind::Float, Device::Cpu));
-        let alpha = agent.m.temperature.alpha().detach();
+        let alpha = agent.temperature.net.alpha().detach();
         let y = agent.td_target(&b, &alpha, None).mean(Kind::Float);
         assert!((y.double_value(&[]) - b.reward.mean(Kind::Float).double_value(&[])).abs() < 1e-6);
         b.terminal = Tensor::zeros([8], (Kind::Float, Device::Cpu));
@@ -826,30 +601,30 @@ mod tests {
         let b = batch(&mut rng, 32, 3, 2);
         let mut a = Sac::new(cfg.clone(), 3, 2, Device::Cpu, 1).unwrap();
         a.update(&b);
-        assert_eq!((a.m.critic_opt.steps(), a.m.actor_opt.steps(), a.m.temperature_opt.steps()), (5, 5, 5));
+        assert_eq!((a.critic.opt.steps(), a.actor.opt.steps(), a.temperature.opt.steps()), (5, 5, 5));
         let mut r = Sac::new(SacConfig { zero_grad_adam_steps: false, ..cfg.clone() }, 3, 2, Device::Cpu, 1).unwrap();
         for i in 0..4 {
-            let alpha = r.m.temperature.alpha().detach();
+            let alpha = r.temperature.net.alpha().detach();
             r.critic_step(
-                &minibatch(&b, i, 4),
+                &b.strided(i, 4),
                 &alpha,
                 &mut |_: &mut Sac, _: &TransitionBatch, _: &Tensor| Default::default(),
                 None,
                 None,
             );
-            r.m.actor_opt.idle_step(&r.m.actor_params);
-            r.m.temperature_opt.idle_step(&r.m.temperature_params);
+            r.actor.idle_step();
+            r.temperature.idle_step();
         }
-        let alpha = r.m.temperature.alpha().detach();
+        let alpha = r.temperature.net.alpha().detach();
         let _ = r.actor_step(&b.obs, &alpha);
-        r.m.critic_opt.idle_step(&r.m.critic_params);
+        r.critic.idle_step();
         for ((n, x), (_, y)) in a.named_tensors().iter().zip(r.named_tensors()) {
             assert!(x.equal(&y), "{n} differs from the spelled-out reference order");
         }
         let mut plain = Sac::new(SacConfig { zero_grad_adam_steps: false, ..cfg }, 3, 2, Device::Cpu, 1).unwrap();
         plain.update(&b);
-        assert_eq!((plain.m.critic_opt.steps(), plain.m.actor_opt.steps(), plain.m.temperature_opt.steps()), (4, 1, 1));
-        let actor = |s: &Sac| s.m.actor_params.named()[0].1.copy();
+        assert_eq!((plain.critic.opt.steps(), plain.actor.opt.steps(), plain.temperature.opt.steps()), (4, 1, 1));
+        let actor = |s: &Sac| s.actor.params.named()[0].1.copy();
         assert!(!actor(&a).equal(&actor(&plain)), "the idle steps move the actor");
     }
 }

@@ -15,14 +15,13 @@
 //! (`F.mse_loss`); stochastic actions (online use) add N(0, `explore_std`²), as TD3's
 //! exploration.
 
-use crate::checkpoint::{load_agent, save_agent, state_tensors};
+use crate::checkpoint::{progress_in_fields, Part, Stateful};
 use crate::nn::critic::{critic_and_target, critic_values, state_action, CriticPass};
-use crate::nn::{polyak_update, Adam, EnsembleMlp, Mlp, MlpConfig, ParamSet, StateNorm};
+use crate::nn::{polyak_update, EnsembleMlp, Frozen, Mlp, MlpConfig, ParamSet, StateNorm, Trained};
 use crate::rng::AgentRng;
 use crate::{Agent, AgentError, DeterministicPolicy, Metrics};
 use o2o_datasets::TransitionBatch;
 use serde::{Deserialize, Serialize};
-use std::path::Path;
 use tch::{Device, Kind, Tensor};
 
 /// TD3+BC hyperparameters; defaults are the paper's (its Table 3).
@@ -100,26 +99,14 @@ impl Td3BcConfig {
     }
 }
 
-/// Networks and optimizers.
-struct Modules {
-    actor: Mlp,
-    actor_params: ParamSet,
-    actor_opt: Adam,
-    actor_target: Mlp,
-    actor_target_params: ParamSet,
-    critic: EnsembleMlp,
-    critic_params: ParamSet,
-    critic_opt: Adam,
-    target: EnsembleMlp,
-    target_params: ParamSet,
-    norm: StateNorm,
-    norm_params: ParamSet,
-}
-
 /// A TD3+BC agent.
 pub struct Td3Bc {
     cfg: Td3BcConfig,
-    m: Modules,
+    actor: Trained<Mlp>,
+    actor_target: Frozen<Mlp>,
+    critic: Trained<EnsembleMlp>,
+    target: Frozen<EnsembleMlp>,
+    norm: Frozen<StateNorm>,
     act_dim: i64,
     device: Device,
     rng: AgentRng,
@@ -132,47 +119,21 @@ impl Td3Bc {
         cfg.validate()?;
         super::prepare("td3bc", obs_dim, act_dim, device)?;
         let mut rng = AgentRng::new(seed);
-        let mut actor_params = ParamSet::new();
-        let actor = Mlp::new(&mut actor_params, "actor", obs_dim, act_dim, &cfg.actor, 1e-2, &mut rng, device);
-        let mut actor_target_params = ParamSet::new();
-        let actor_target =
-            Mlp::new(&mut actor_target_params, "actor_target", obs_dim, act_dim, &cfg.actor, 1e-2, &mut rng, device);
-        actor_target_params.copy_from(&actor_params);
-        actor_target_params.set_requires_grad(false);
-        let (critic, critic_params, target, target_params) =
-            critic_and_target(cfg.num_critics, obs_dim + act_dim, &cfg.critic, &mut rng, device);
-        let mut norm_params = ParamSet::new();
-        let norm = StateNorm::new(&mut norm_params, obs_dim, device);
-        let m = Modules {
-            actor_opt: Adam::new(&actor_params, cfg.actor_lr),
-            critic_opt: Adam::new(&critic_params, cfg.critic_lr),
-            actor,
-            actor_params,
-            actor_target,
-            actor_target_params,
-            critic,
-            critic_params,
-            target,
-            target_params,
-            norm,
-            norm_params,
+        let policy = |p: &mut ParamSet, name: &str, rng: &mut AgentRng| {
+            Mlp::new(p, name, obs_dim, act_dim, &cfg.actor, 1e-2, rng, device)
         };
-        Ok(Self { cfg, m, act_dim, device, rng, step: 0 })
-    }
-
-    /// Every live tensor of the agent's state, by checkpoint name.
-    pub fn named_tensors(&self) -> Vec<(String, Tensor)> {
-        let m = &self.m;
-        state_tensors(
-            &[&m.actor_params, &m.actor_target_params, &m.critic_params, &m.target_params, &m.norm_params],
-            &[("actor_opt", &m.actor_opt, &m.actor_params), ("critic_opt", &m.critic_opt, &m.critic_params)],
-        )
+        let actor = Trained::new(cfg.actor_lr, |p| policy(p, "actor", &mut rng));
+        let actor_target = Frozen::copy_of(&actor, |p| policy(p, "actor_target", &mut rng));
+        let (critic, target) =
+            critic_and_target(cfg.num_critics, obs_dim + act_dim, &cfg.critic, cfg.critic_lr, &mut rng, device);
+        let norm = Frozen::new(|p| StateNorm::new(p, obs_dim, device));
+        Ok(Self { cfg, actor, actor_target, critic, target, norm, act_dim, device, rng, step: 0 })
     }
 
     /// s̃, or s when normalization is off.
     fn normalized(&self, obs: &Tensor) -> Tensor {
         if self.cfg.normalize_states {
-            self.m.norm.apply(obs)
+            self.norm.net.apply(obs)
         } else {
             obs.shallow_clone()
         }
@@ -183,8 +144,8 @@ impl Td3Bc {
         let eps = (self.rng.normal(&[next.size()[0], self.act_dim], self.device) * self.cfg.policy_noise)
             .clamp(-self.cfg.noise_clip, self.cfg.noise_clip);
         tch::no_grad(|| {
-            let a_next = (self.m.actor_target.forward(next, None).tanh() + eps).clamp(-1.0, 1.0);
-            let q_next = self.m.target.forward(&state_action(next, &a_next), None).squeeze_dim(-1).amin(0, false);
+            let a_next = (self.actor_target.net.forward(next, None).tanh() + eps).clamp(-1.0, 1.0);
+            let q_next = self.target.net.forward(&state_action(next, &a_next), None).squeeze_dim(-1).amin(0, false);
             &b.reward + (1.0 - &b.terminal) * self.cfg.gamma * q_next
         })
     }
@@ -192,52 +153,44 @@ impl Td3Bc {
     /// L_π = −λ E[Q_1(s̃, π(s̃))] + E[(π(s̃) − a)²], λ = α / E|Q_1(s̃, π(s̃))| (detached);
     /// returns (loss, λ, the BC term).
     fn actor_loss(&self, obs: &Tensor, action: &Tensor) -> (Tensor, f64, f64) {
-        let pi = self.m.actor.forward(obs, None).tanh();
-        let q1 = self.m.critic.forward(&state_action(obs, &pi), None).squeeze_dim(-1).get(0);
+        let pi = self.actor.net.forward(obs, None).tanh();
+        let q1 = self.critic.net.forward(&state_action(obs, &pi), None).squeeze_dim(-1).get(0);
         let lambda = self.cfg.alpha / q1.abs().mean(Kind::Float).detach().double_value(&[]).max(1e-8);
         let bc = (&pi - action).square().mean(Kind::Float);
         let loss = -q1.mean(Kind::Float) * lambda + &bc;
         (loss, lambda, bc.double_value(&[]))
     }
-
-    fn load_impl(&mut self, path: &Path, parts: Option<&[&str]>) -> Result<(), AgentError> {
-        let live = self.named_tensors();
-        let m = &mut self.m;
-        if let Some(meta) = load_agent(
-            path,
-            "td3bc",
-            &live,
-            &mut [("actor_opt", &mut m.actor_opt), ("critic_opt", &mut m.critic_opt)],
-            parts,
-        )? {
-            self.step = meta.step;
-            self.rng = meta.rng;
-        }
-        Ok(())
-    }
 }
 
-impl Agent for Td3Bc {
+impl Stateful for Td3Bc {
     fn name(&self) -> &'static str {
         "td3bc"
     }
 
+    fn parts(&self) -> Vec<Part<'_>> {
+        vec![
+            Part::trained("actor_opt", &self.actor),
+            Part::frozen(&self.actor_target),
+            Part::trained("critic_opt", &self.critic),
+            Part::frozen(&self.target),
+            Part::frozen(&self.norm),
+        ]
+    }
+
+    progress_in_fields!();
+}
+
+impl Agent for Td3Bc {
     fn gamma(&self) -> Option<f64> {
         Some(self.cfg.gamma)
     }
 
     fn act(&mut self, obs: &Tensor, deterministic: bool) -> Tensor {
-        let out = obs.device();
-        let obs = self.normalized(&obs.to_device(self.device).to_kind(Kind::Float));
-        tch::no_grad(|| {
-            let a = self.m.actor.forward(&obs, None).tanh();
-            let a = if deterministic {
-                a
-            } else {
-                (a + self.rng.normal(&[obs.size()[0], self.act_dim], self.device) * self.cfg.explore_std)
-                    .clamp(-1.0, 1.0)
-            };
-            a.to_device(out)
+        let (actor, norm) = (&self.actor.net, self.cfg.normalize_states.then_some(&self.norm.net));
+        let noise = (!deterministic).then_some((&mut self.rng, self.act_dim));
+        super::act_with(obs, self.device, noise, |obs, eps| {
+            let s = norm.map_or_else(|| obs.shallow_clone(), |n| n.apply(obs));
+            super::explore(actor.forward(&s, None).tanh(), eps, self.cfg.explore_std)
         })
     }
 
@@ -248,16 +201,16 @@ impl Agent for Td3Bc {
         // Critic step; the targets move only on delayed steps (τ = 0 otherwise).
         let delayed = (self.step + 1) % self.cfg.policy_delay == 0;
         let tau = if delayed { self.cfg.tau } else { 0.0 };
-        let pass = CriticPass::new(&self.m.critic, &state_action(&obs, &b.action), &mut self.rng);
+        let pass = CriticPass::new(&self.critic.net, &state_action(&obs, &b.action), &mut self.rng);
         let critic_loss = (&pass.q - y.unsqueeze(0)).square().sum_dim_intlist(0, false, Kind::Float).mean(Kind::Float);
-        let m = &mut self.m;
-        let q = pass.step(&m.critic, &mut m.critic_opt, &m.critic_params, &m.target_params, tau, &critic_loss, None);
+        let c = &mut self.critic;
+        let q = pass.step(&c.net, &mut c.opt, &c.params, &self.target.params, tau, &critic_loss, None);
         let mut metrics =
             vec![("critic_loss", critic_loss.double_value(&[])), ("q_mean", q.mean(Kind::Float).double_value(&[]))];
         if delayed {
             let (actor_loss, lambda, bc) = self.actor_loss(&obs, &b.action);
-            self.m.actor_opt.minimize(&self.m.actor_params, &actor_loss);
-            polyak_update(&self.m.actor_target_params, &self.m.actor_params, self.cfg.tau);
+            self.actor.minimize(&actor_loss);
+            polyak_update(&self.actor_target.params, &self.actor.params, self.cfg.tau);
             metrics.extend([("actor_loss", actor_loss.double_value(&[])), ("lambda", lambda), ("bc_loss", bc)]);
         }
         self.step += 1;
@@ -265,37 +218,17 @@ impl Agent for Td3Bc {
     }
 
     fn set_state_stats(&mut self, mean: &[f32], std: &[f32]) -> Result<(), AgentError> {
-        self.m.norm.set(mean, std)
+        self.norm.net.set(mean, std)
     }
 
     fn deterministic_policy(&self) -> Option<DeterministicPolicy> {
-        let (actor, norm, on) = (self.m.actor.detached(), self.m.norm.detached(), self.cfg.normalize_states);
+        let (actor, norm, on) = (self.actor.net.detached(), self.norm.net.detached(), self.cfg.normalize_states);
         Some(Box::new(move |obs| actor.forward(&if on { norm.apply(obs) } else { obs.shallow_clone() }, None).tanh()))
-    }
-
-    fn save(&self, path: &Path) -> Result<(), AgentError> {
-        let m = &self.m;
-        save_agent(
-            path,
-            "td3bc",
-            &self.named_tensors(),
-            &[("actor_opt", &m.actor_opt), ("critic_opt", &m.critic_opt)],
-            self.step,
-            &self.rng,
-        )
-    }
-
-    fn load(&mut self, path: &Path) -> Result<(), AgentError> {
-        self.load_impl(path, None)
-    }
-
-    fn load_parts(&mut self, path: &Path, parts: &[&str]) -> Result<(), AgentError> {
-        self.load_impl(path, Some(parts))
     }
 
     /// The critics on normalized states.
     fn critic_values(&self, obs: &Tensor, action: &Tensor) -> Option<Tensor> {
-        Some(critic_values(&self.m.critic, &self.normalized(&obs.to_device(self.device)), action, self.device))
+        Some(critic_values(&self.critic.net, &self.normalized(&obs.to_device(self.device)), action, self.device))
     }
 }
 

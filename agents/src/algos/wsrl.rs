@@ -32,8 +32,9 @@ use super::cql::{Cql, CqlConfig, CqlTerm};
 use super::flat::{join, overlay, split, table_of};
 use super::sac::SacConfig;
 use crate::agent::Phase;
-use crate::checkpoint::Checkpoint;
+use crate::checkpoint::{Checkpoint, Part, Stateful};
 use crate::nn::{MlpConfig, TanhGaussianConfig, TemperatureForm};
+use crate::rng::AgentRng;
 use crate::{Agent, AgentError, DeterministicPolicy, Metrics, RewardBonus};
 use o2o_datasets::TransitionBatch;
 use serde::{Deserialize, Serialize};
@@ -173,12 +174,8 @@ impl Wsrl {
         Ok(Self { cql, term: cfg.wsrl, offline_critic_steps, phase: Phase::Offline })
     }
 
-    /// Every live tensor (weights, targets, temperature, optimizer moments), by checkpoint name.
-    pub fn named_tensors(&self) -> Vec<(String, Tensor)> {
-        self.cql.named_tensors()
-    }
-
-    fn load_impl(&mut self, path: &Path, parts: Option<&[&str]>) -> Result<(), AgentError> {
+    /// Restore `parts` of a WSRL, CQL or Cal-QL checkpoint of the same architecture.
+    fn load_from(&mut self, path: &Path, parts: Option<&[&str]>) -> Result<(), AgentError> {
         let written_by = Checkpoint::read(path)?.algo()?;
         if !LOADABLE.contains(&written_by.as_str()) {
             return Err(AgentError::Checkpoint {
@@ -186,15 +183,38 @@ impl Wsrl {
                 message: format!("written by algorithm `{written_by}`; a WSRL agent starts from a wsrl, cql or calql checkpoint of the same architecture"),
             });
         }
-        self.cql.load_written_by(path, &written_by, parts)
+        self.restore(path, &written_by, parts)
     }
 }
 
-impl Agent for Wsrl {
+/// The CQL / Cal-QL agent's state; loads also take a CQL or Cal-QL checkpoint.
+impl Stateful for Wsrl {
     fn name(&self) -> &'static str {
         "wsrl"
     }
 
+    fn parts(&self) -> Vec<Part<'_>> {
+        self.cql.parts()
+    }
+
+    fn progress(&self) -> (i64, &AgentRng) {
+        self.cql.progress()
+    }
+
+    fn set_progress(&mut self, step: i64, rng: AgentRng) {
+        self.cql.set_progress(step, rng);
+    }
+
+    fn load(&mut self, path: &Path) -> Result<(), AgentError> {
+        self.load_from(path, None)
+    }
+
+    fn load_parts(&mut self, path: &Path, parts: &[&str]) -> Result<(), AgentError> {
+        self.load_from(path, Some(parts))
+    }
+}
+
+impl Agent for Wsrl {
     fn gamma(&self) -> Option<f64> {
         self.cql.gamma()
     }
@@ -223,18 +243,6 @@ impl Agent for Wsrl {
         }
     }
 
-    fn save(&self, path: &Path) -> Result<(), AgentError> {
-        self.cql.save(path)
-    }
-
-    fn load(&mut self, path: &Path) -> Result<(), AgentError> {
-        self.load_impl(path, None)
-    }
-
-    fn load_parts(&mut self, path: &Path, parts: &[&str]) -> Result<(), AgentError> {
-        self.load_impl(path, Some(parts))
-    }
-
     fn set_phase(&mut self, phase: Phase) {
         self.phase = phase;
         self.cql.set_phase(phase);
@@ -242,12 +250,12 @@ impl Agent for Wsrl {
             Phase::Offline => self.offline_critic_steps,
             Phase::Online => self.term.online_critic_steps,
         };
-        self.cql.sac_mut().set_critic_steps(steps);
+        self.cql.sac_mut().cfg.critic_steps = steps;
     }
 
     fn begin_online(&mut self) {
         if self.term.reset_optimizers {
-            self.cql.reset_optimizers();
+            self.reset_optimizers();
         }
     }
 
@@ -266,16 +274,9 @@ mod tests {
     use crate::rng::AgentRng;
     use tch::Kind;
 
+    /// States of 3 numbers, 2 actions, Monte-Carlo returns.
     fn batch(rng: &mut AgentRng, n: i64) -> TransitionBatch {
-        TransitionBatch {
-            obs: rng.normal(&[n, 3], Device::Cpu),
-            action: rng.normal(&[n, 2], Device::Cpu).tanh(),
-            reward: rng.normal(&[n], Device::Cpu),
-            next_obs: rng.normal(&[n, 3], Device::Cpu),
-            terminal: Tensor::zeros([n], (Kind::Float, Device::Cpu)),
-            mc_return: Some(rng.normal(&[n], Device::Cpu)),
-            is_offline: None,
-        }
+        crate::algos::testing::batch(rng, n, 3, 2, false, true)
     }
 
     fn small() -> WsrlConfig {

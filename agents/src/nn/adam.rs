@@ -8,9 +8,15 @@
 //! optax formulation (ε outside the square root). Gradients are passed in (from
 //! `Tensor::run_backward`), so no `.grad` buffers need zeroing and a loss only differentiates
 //! the parameters its optimizer owns.
+//!
+//! Like the weights, which a checkpoint restores by copying into them in place, the moments and
+//! the step count can be restored and reset through a shared reference
+//! ([`Adam::set_steps`], [`Adam::reset`]), so an agent's list of its parts serves saving,
+//! loading and resetting alike ([`crate::checkpoint::Stateful`]).
 
 use super::floats::{floats, floats_mut};
 use super::ParamSet;
+use std::cell::Cell;
 use tch::{Kind, Tensor};
 
 /// Adam state for one [`ParamSet`].
@@ -21,7 +27,7 @@ pub struct Adam {
     beta1: f64,
     beta2: f64,
     eps: f64,
-    step: i64,
+    step: Cell<i64>,
     m: Vec<Tensor>,
     v: Vec<Tensor>,
 }
@@ -30,7 +36,7 @@ impl Adam {
     /// Zero moments for every tensor of `params`; β = (0.9, 0.999), ε = 1e-8.
     pub fn new(params: &ParamSet, lr: f64) -> Self {
         let zeros = || params.named().iter().map(|(_, t)| t.detach().zeros_like()).collect::<Vec<_>>();
-        Self { lr, beta1: 0.9, beta2: 0.999, eps: 1e-8, step: 0, m: zeros(), v: zeros() }
+        Self { lr, beta1: 0.9, beta2: 0.999, eps: 1e-8, step: Cell::new(0), m: zeros(), v: zeros() }
     }
 
     /// The same optimizer with `ε = eps` (PPO: 1e-5).
@@ -41,12 +47,12 @@ impl Adam {
 
     /// Number of steps taken.
     pub fn steps(&self) -> i64 {
-        self.step
+        self.step.get()
     }
 
     /// Set the step count (when restoring a checkpoint).
-    pub fn set_steps(&mut self, t: i64) {
-        self.step = t;
+    pub fn set_steps(&self, t: i64) {
+        self.step.set(t);
     }
 
     /// Differentiate `loss` with respect to `params` only and take one step; returns nothing
@@ -84,8 +90,8 @@ impl Adam {
     }
 
     fn apply_tracked(&mut self, params: &ParamSet, grads: &[Tensor], target: Option<(&ParamSet, f64)>) {
-        self.step += 1;
-        let t = self.step as i32;
+        self.step.set(self.step.get() + 1);
+        let t = self.step.get() as i32;
         let bc1 = 1.0 - self.beta1.powi(t);
         let bc2 = 1.0 - self.beta2.powi(t);
         let step_size = self.lr / bc1;
@@ -140,17 +146,17 @@ impl Adam {
 
     /// The step count as a tensor for a checkpoint.
     pub fn step_tensor(&self) -> Tensor {
-        Tensor::from_slice(&[self.step]).to_kind(Kind::Int64)
+        Tensor::from_slice(&[self.step.get()]).to_kind(Kind::Int64)
     }
 
     /// Forget the moments and the step count (a fresh optimizer on warm-started weights).
-    pub fn reset(&mut self) {
+    pub fn reset(&self) {
         tch::no_grad(|| {
-            for t in self.m.iter_mut().chain(self.v.iter_mut()) {
-                let _ = t.zero_();
+            for t in self.m.iter().chain(&self.v) {
+                let _ = t.shallow_clone().zero_();
             }
         });
-        self.step = 0;
+        self.step.set(0);
     }
 }
 

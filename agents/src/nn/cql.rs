@@ -404,7 +404,8 @@ mod tests {
         let mut rng = AgentRng::new(4);
         let (rows, n, act_dim) = (7i64, 3i64, 2i64);
         let cfg = MlpConfig { hidden: vec![16, 16], ..MlpConfig::default() };
-        let (critic, params, _, _) = critic_and_target(2, 3 + act_dim, &cfg, &mut rng, Device::Cpu);
+        let (trained, _) = critic_and_target(2, 3 + act_dim, &cfg, 3e-4, &mut rng, Device::Cpu);
+        let (critic, params) = (&trained.net, &trained.params);
         let obs = rng.normal(&[rows, 3], Device::Cpu);
         let rand = rng.uniform_tensor(&[rows * n, act_dim], Device::Cpu) * 2.0 - 1.0;
         let draw = |rng: &mut AgentRng| {
@@ -419,8 +420,8 @@ mod tests {
             [(true, false, false), (true, true, false), (false, false, false), (false, true, true)]
         {
             let term = |chunk_rows| OodTerm {
-                critic: &critic,
-                params: &params,
+                critic,
+                params,
                 act_dim,
                 temperature: 1.3,
                 importance_sample: is,

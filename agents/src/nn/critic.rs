@@ -9,29 +9,27 @@
 
 use super::ensemble::EnsembleTape;
 use super::floats::floats;
-use super::{polyak_update, Adam, EnsembleMlp, MlpConfig, ParamSet, TanhGaussianActor};
+use super::{polyak_update, Adam, EnsembleMlp, Frozen, MlpConfig, ParamSet, TanhGaussianActor, Trained};
 use crate::rng::AgentRng;
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
 
-/// `members` one-output critics on `in_dim` inputs, registered as `critic/…`, and their target,
-/// registered as `critic_target/…`, with `θ̄ = θ` and no gradients:
-/// `(critic, critic_params, target, target_params)`. The target draws its own initialization
-/// from `rng` after the critic's (then overwritten), as two separate constructions would.
+/// `members` one-output critics on `in_dim` inputs, registered as `critic/…` and trained by
+/// Adam at `lr`, and their target, registered as `critic_target/…`, with `θ̄ = θ` and no
+/// gradients. The target draws its own initialization from `rng` after the critic's (then
+/// overwritten), as two separate constructions would.
 pub(crate) fn critic_and_target(
     members: i64,
     in_dim: i64,
     cfg: &MlpConfig,
+    lr: f64,
     rng: &mut AgentRng,
     device: Device,
-) -> (EnsembleMlp, ParamSet, EnsembleMlp, ParamSet) {
-    let mut critic_params = ParamSet::new();
-    let critic = EnsembleMlp::new(&mut critic_params, "critic", members, in_dim, 1, cfg, 1.0, rng, device);
-    let mut target_params = ParamSet::new();
-    let target = EnsembleMlp::new(&mut target_params, "critic_target", members, in_dim, 1, cfg, 1.0, rng, device);
-    target_params.copy_from(&critic_params);
-    target_params.set_requires_grad(false);
-    (critic, critic_params, target, target_params)
+) -> (Trained<EnsembleMlp>, Frozen<EnsembleMlp>) {
+    let critic = Trained::new(lr, |p| EnsembleMlp::new(p, "critic", members, in_dim, 1, cfg, 1.0, rng, device));
+    let target =
+        Frozen::copy_of(&critic, |p| EnsembleMlp::new(p, "critic_target", members, in_dim, 1, cfg, 1.0, rng, device));
+    (critic, target)
 }
 
 /// The critic's input `[s, a]` `[B, obs + act]`.
@@ -45,6 +43,22 @@ pub(crate) fn critic_values(critic: &EnsembleMlp, obs: &Tensor, action: &Tensor,
     tch::no_grad(|| {
         critic.forward(&state_action(&obs.to_device(device), &action.to_device(device)), None).squeeze_dim(-1)
     })
+}
+
+/// Diagnostics of Q-values `q` `[B]` (no gradients) against the Monte-Carlo returns `G` of the
+/// same rows: `q`, their mean; where some `G` are finite, `mc_return` and `q_minus_mc`, the
+/// means of `G` and `Q − G` on those rows.
+pub(crate) fn q_against_returns(q: &Tensor, mc_return: Option<&Tensor>) -> Vec<(&'static str, f64)> {
+    let mut out = vec![("q", q.mean(Kind::Float).double_value(&[]))];
+    if let Some(g) = mc_return {
+        let finite = g.isfinite();
+        if finite.sum(Kind::Int64).int64_value(&[]) > 0 {
+            let (g, q) = (g.masked_select(&finite), q.masked_select(&finite));
+            out.push(("mc_return", g.mean(Kind::Float).double_value(&[])));
+            out.push(("q_minus_mc", (q - g).mean(Kind::Float).double_value(&[])));
+        }
+    }
+    out
 }
 
 /// `q̄ = min_j Q̄_j(s, a)` `[B]` of the target critics at `sa = [s, a]`, without gradients (the
@@ -62,6 +76,14 @@ pub(crate) struct CriticParts<'a> {
     pub opt: &'a mut Adam,
     pub params: &'a ParamSet,
     pub target: &'a ParamSet,
+}
+
+impl<'a> CriticParts<'a> {
+    /// The trained `critic` and its `target`.
+    pub fn of(critic: &'a mut Trained<EnsembleMlp>, target: &'a Frozen<EnsembleMlp>) -> Self {
+        let Trained { net, params, opt } = critic;
+        Self { critic: net, opt, params, target: &target.params }
+    }
 }
 
 /// How the squared TD errors `(Q_i(s_b, a_b) − y_b)²` of a critic step are reduced.
@@ -484,22 +506,22 @@ mod tests {
             let mut rng = AgentRng::new(5);
             let (sa, y) = (rng.normal(&[64, 6], Device::Cpu), rng.normal(&[64], Device::Cpu));
             let cfg = MlpConfig::default();
-            let (c1, p1, _, t1) = critic_and_target(2, 6, &cfg, &mut AgentRng::new(1), Device::Cpu);
-            let (c2, p2, _, t2) = critic_and_target(2, 6, &cfg, &mut AgentRng::new(1), Device::Cpu);
-            let (mut o1, mut o2) = (Adam::new(&p1, 3e-4), Adam::new(&p2, 3e-4));
-            let pass = CriticPass::new(&c1, &sa, &mut AgentRng::new(0));
+            let (mut c1, t1) = critic_and_target(2, 6, &cfg, 3e-4, &mut AgentRng::new(1), Device::Cpu);
+            let (mut c2, t2) = critic_and_target(2, 6, &cfg, 3e-4, &mut AgentRng::new(1), Device::Cpu);
+            let pass = CriticPass::new(&c1.net, &sa, &mut AgentRng::new(0));
             assert!(pass.is_taped());
-            let parts = CriticParts { critic: &c1, opt: &mut o1, params: &p1, target: &t1 };
-            let (l1, _) = pass.td_step(parts, &y, reduce, 0.005, CriticTerm::default());
-            let pass = CriticPass::new(&c2, &sa, &mut AgentRng::new(0));
+            let (l1, _) = pass.td_step(CriticParts::of(&mut c1, &t1), &y, reduce, 0.005, CriticTerm::default());
+            let pass = CriticPass::new(&c2.net, &sa, &mut AgentRng::new(0));
             let square = (&pass.q - y.unsqueeze(0)).square();
             let l2 = match reduce {
                 TdReduce::MeanOverMembers => square.mean(Kind::Float),
                 TdReduce::SumOverMembers => square.sum_dim_intlist(0, false, Kind::Float).mean(Kind::Float),
             };
-            let _ = pass.step(&c2, &mut o2, &p2, &t2, 0.005, &l2, None);
+            let _ = pass.step(&c2.net, &mut c2.opt, &c2.params, &t2.params, 0.005, &l2, None);
             assert!((l1.double_value(&[]) - l2.double_value(&[])).abs() < 1e-5);
-            for ((name, a), (_, b)) in p1.named().iter().zip(p2.named()).chain(t1.named().iter().zip(t2.named())) {
+            let (p1, p2) =
+                (c1.params.named().iter().zip(c2.params.named()), t1.params.named().iter().zip(t2.params.named()));
+            for ((name, a), (_, b)) in p1.chain(p2) {
                 assert!((a - b).abs().max().double_value(&[]) < 1e-6, "{name} ({reduce:?})");
             }
         }
@@ -555,18 +577,18 @@ mod tests {
             let cfg = crate::nn::TanhGaussianConfig::default();
             let actor = TanhGaussianActor::new(&mut p, "actor", 4, 2, &cfg, &mut rng, Device::Cpu);
             let cfg = MlpConfig { hidden: vec![32, 32], layer_norm, ..MlpConfig::default() };
-            let (critic, critic_params, _, _) = critic_and_target(members, 6, &cfg, &mut rng, Device::Cpu);
-            crate::nn::ensemble::tests::perturb_norms_and_biases(&critic_params, &mut rng);
+            let (critic, _) = critic_and_target(members, 6, &cfg, 3e-4, &mut rng, Device::Cpu);
+            crate::nn::ensemble::tests::perturb_norms_and_biases(&critic.params, &mut rng);
             let (obs, eps) = (rng.normal(&[50, 4], Device::Cpu), rng.normal(&[50, 2], Device::Cpu));
             let alpha = Tensor::from_slice(&[0.3f32]);
             // The same critic with dropout refuses the taped pass, and the actor loss evaluates
             // it without dropout: the autograd path on the same function.
             let cfg = MlpConfig { dropout: 0.1, ..cfg };
-            let (untaped, same, _, _) = critic_and_target(members, 6, &cfg, &mut AgentRng::new(0), Device::Cpu);
-            same.copy_from(&critic_params);
-            assert!(critic.tape_applies(&obs) && !untaped.tape_applies(&obs));
+            let (untaped, _) = critic_and_target(members, 6, &cfg, 3e-4, &mut AgentRng::new(0), Device::Cpu);
+            untaped.params.copy_from(&critic.params);
+            assert!(critic.net.tape_applies(&obs) && !untaped.net.tape_applies(&obs));
             let run = |critic: &EnsembleMlp| actor_through_critic(&actor, &p, critic, &obs, &eps, &alpha, reduce);
-            let ((l1, g1, lp1), (l2, g2, lp2)) = (run(&critic), run(&untaped));
+            let ((l1, g1, lp1), (l2, g2, lp2)) = (run(&critic.net), run(&untaped.net));
             assert!((l1.double_value(&[]) - l2.double_value(&[])).abs() < 1e-5, "{reduce:?} loss");
             assert!((lp1 - lp2).abs().max().double_value(&[]) < 1e-5);
             for ((a, b), (name, _)) in g1.iter().zip(&g2).zip(p.named()) {

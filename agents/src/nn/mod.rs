@@ -7,6 +7,8 @@
 //!   dynamics);
 //! - [`TanhGaussianActor`] (SAC) and [`GaussianActor`] (IQL, tanh'd mean);
 //! - [`polyak_update`], [`Temperature`] (log-α or softplus), [`Adam`] with checkpointable moments;
+//! - [`Trained`] (a network with its parameters and Adam) and [`Frozen`] (one no optimizer
+//!   steps: a target network, π_old): the parts an agent is made of;
 //! - [`BetaEncoding`], [`Conditioned`], [`BalanceModel`]: FamO2O's β encoding, β-conditioned
 //!   policies and per-state balance model;
 //! - `mlp_pass`: one network's training pass on the ensemble's CPU fast path (actors, V);
@@ -42,6 +44,7 @@ pub mod state_norm;
 pub mod tanh_gaussian;
 pub(crate) mod team;
 pub mod temperature;
+pub mod trained;
 pub(crate) mod value;
 
 pub use adam::{clip_grad_norm, Adam};
@@ -57,3 +60,4 @@ pub use polyak::polyak_update;
 pub use state_norm::StateNorm;
 pub use tanh_gaussian::{TanhGaussianActor, TanhGaussianConfig};
 pub use temperature::{Temperature, TemperatureForm};
+pub use trained::{Frozen, Trained};

@@ -4,7 +4,7 @@
 //! below the target H̄ and shrinks above it. α is parameterized either as `exp(log α)` (the SAC
 //! paper, CleanRL) or as `softplus(ψ)` (the Lagrange multiplier of WSRL / JaxCQL).
 
-use super::ParamSet;
+use super::{ParamSet, Trained};
 use serde::{Deserialize, Serialize};
 use tch::{Device, Tensor};
 
@@ -35,6 +35,11 @@ impl Temperature {
         };
         let param = params.add(format!("{prefix}/param"), Tensor::from_slice(&[raw as f32]), device);
         Self { param, form }
+    }
+
+    /// α as [`Temperature::new`] makes it, trained by its own Adam at learning rate `lr`.
+    pub fn trained(prefix: &str, init: f64, form: TemperatureForm, lr: f64, device: Device) -> Trained<Self> {
+        Trained::new(lr, |params| Self::new(params, prefix, init, form, device))
     }
 
     /// α as a differentiable `[1]` tensor.

@@ -35,7 +35,7 @@ use o2o_agents::unio4::dynamics::{Dynamics, Termination};
 use o2o_agents::unio4::ope::{am_q, Rollout};
 use o2o_agents::unio4::value_refit::ValueRefit;
 use o2o_agents::unio4::{handover_candidates, offline_critic, Data, OfflineCritic, Unio4Config};
-use o2o_agents::Agent;
+use o2o_agents::{Agent, Stateful};
 use o2o_envs::Env;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};

@@ -28,7 +28,8 @@
 //!   resumed inside BPPO (step > 0) restores BPPO's own Adam from its checkpoint.
 
 use super::Data;
-use crate::nn::{Adam, EnsembleMlp, GaussianConfig, MlpConfig, ParamSet};
+use crate::checkpoint::{Checkpoint, Part, Stateful};
+use crate::nn::{EnsembleMlp, Frozen, GaussianConfig, MlpConfig, ParamSet, Trained};
 use crate::ppo::clipped_surrogate;
 use crate::rng::AgentRng;
 use crate::{AgentError, Metrics};
@@ -134,15 +135,22 @@ impl PolicyConfig {
 /// `n` Gaussian policies `π_i(a|s) = N(tanh μ_i(s), σ_i²)` as one module.
 struct Members {
     net: EnsembleMlp,
-    params: ParamSet,
     log_std: Tensor,
 }
 
 impl Members {
-    fn new(prefix: &str, cfg: &PolicyConfig, obs_dim: i64, act_dim: i64, rng: &mut AgentRng, device: Device) -> Self {
-        let mut params = ParamSet::new();
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        params: &mut ParamSet,
+        prefix: &str,
+        cfg: &PolicyConfig,
+        obs_dim: i64,
+        act_dim: i64,
+        rng: &mut AgentRng,
+        device: Device,
+    ) -> Self {
         let net = EnsembleMlp::new(
-            &mut params,
+            params,
             prefix,
             cfg.members,
             obs_dim,
@@ -157,7 +165,7 @@ impl Members {
             Tensor::zeros([cfg.members, 1, act_dim], (Kind::Float, device)),
             device,
         );
-        Self { net, params, log_std }
+        Self { net, log_std }
     }
 
     /// `tanh μ_i(s)` `[n, B, A]`.
@@ -180,9 +188,8 @@ impl Members {
 /// The policy ensemble: π (trained), π_old (BPPO's behaviour policy), their optimizer.
 pub struct PolicyEnsemble {
     cfg: PolicyConfig,
-    pi: Members,
-    old: Members,
-    opt: Adam,
+    pi: Trained<Members>,
+    old: Frozen<Members>,
     rng: AgentRng,
     act_dim: i64,
     /// BC steps then BPPO steps done.
@@ -220,12 +227,11 @@ impl PolicyEnsemble {
     /// Fresh members (independent initializations), π_old = π.
     pub fn new(cfg: PolicyConfig, obs_dim: i64, act_dim: i64, device: Device, seed: u64) -> Result<Self, AgentError> {
         cfg.validate()?;
+        crate::algos::prepare("unio4-policy", obs_dim, act_dim, device)?;
         let mut rng = AgentRng::new(seed);
-        let pi = Members::new("policy", &cfg, obs_dim, act_dim, &mut rng, device);
-        let old = Members::new("policy_old", &cfg, obs_dim, act_dim, &mut rng, device);
-        old.params.copy_from(&pi.params);
-        old.params.set_requires_grad(false);
-        Ok(Self { opt: Adam::new(&pi.params, cfg.bc_lr), cfg, pi, old, rng, act_dim, bc_step: 0, bppo_step: 0 })
+        let pi = Trained::new(cfg.bc_lr, |p| Members::new(p, "policy", &cfg, obs_dim, act_dim, &mut rng, device));
+        let old = Frozen::copy_of(&pi, |p| Members::new(p, "policy_old", &cfg, obs_dim, act_dim, &mut rng, device));
+        Ok(Self { cfg, pi, old, rng, act_dim, bc_step: 0, bppo_step: 0 })
     }
 
     /// `(BC steps, BPPO steps)` done.
@@ -240,7 +246,7 @@ impl PolicyEnsemble {
 
     /// Member `e`'s deterministic action `tanh μ_e(s)` `[B, A]`, without gradients.
     pub fn mean_action(&self, e: i64, s: &Tensor) -> Tensor {
-        tch::no_grad(|| self.pi.mean(s).get(e))
+        tch::no_grad(|| self.pi.net.mean(s).get(e))
     }
 
     /// Member `e`'s weights by the names of a single [`crate::nn::GaussianActor`] under
@@ -269,14 +275,14 @@ impl PolicyEnsemble {
     /// Spread of the members' mean actions on states `s`: mean over rows of the per-dimension
     /// std across members (the ensemble's disagreement).
     pub fn disagreement(&self, s: &Tensor) -> f64 {
-        tch::no_grad(|| self.pi.mean(s).std_dim(0, false, false).mean(Kind::Float).double_value(&[]))
+        tch::no_grad(|| self.pi.net.mean(s).std_dim(0, false, false).mean(Kind::Float).double_value(&[]))
     }
 
     /// The BC loss of every member on `(s, a)`, summed over members (see the module docs).
     pub fn bc_loss(&self, s: &Tensor, a: &Tensor, alpha: f64, kind: BcLoss) -> Tensor {
         let g = &self.cfg.actor;
-        let mean = self.pi.mean(s);
-        let logp = self.pi.log_prob(&mean, a, g);
+        let mean = self.pi.net.mean(s);
+        let logp = self.pi.net.log_prob(&mean, a, g);
         let per = match kind {
             BcLoss::Heuristic => -&logp - (&logp - max_of_others(&logp.detach())) * alpha,
             BcLoss::Distribution => {
@@ -288,12 +294,12 @@ impl PolicyEnsemble {
                     .expand([n, n, logp.size()[1]], false)
                     .masked_fill(&Tensor::eye(n, (Kind::Bool, logp.device())).unsqueeze(-1), f64::NEG_INFINITY);
                 let j = masked.argmax(1, false); // [n, B]
-                let (mu_d, ls_d) = (mean.detach(), self.pi.log_std(g).detach());
+                let (mu_d, ls_d) = (mean.detach(), self.pi.net.log_std(g).detach());
                 let a_dim = mean.size()[2];
                 let jx = j.unsqueeze(-1).expand([n, mean.size()[1], a_dim], false);
                 let mu_j = mu_d.gather(0, &jx, false);
                 let ls_j = ls_d.expand([n, mean.size()[1], a_dim], false).gather(0, &jx, false);
-                let ls_i = self.pi.log_std(g);
+                let ls_i = self.pi.net.log_std(g);
                 let kl = (&ls_j - &ls_i
                     + ((&ls_i * 2.0).exp() + (&mean - &mu_j).square()) / ((&ls_j * 2.0).exp() * 2.0)
                     - 0.5)
@@ -310,8 +316,8 @@ impl PolicyEnsemble {
         let s = data.norm_obs(&data.obs.index_select(0, &idx), state_norm);
         let a = data.action.index_select(0, &idx);
         let loss = self.bc_loss(&s, &a, self.cfg.alpha_bc, self.cfg.bc_loss);
-        self.opt.lr = self.cfg.bc_lr;
-        self.opt.minimize(&self.pi.params, &loss);
+        self.pi.opt.lr = self.cfg.bc_lr;
+        self.pi.opt.minimize(&self.pi.params, &loss);
         self.bc_step += 1;
         if self.bc_step as u64 == self.cfg.bc_steps {
             // BPPO starts from the final BC weights, π_old included.
@@ -332,10 +338,10 @@ impl PolicyEnsemble {
         let g = self.cfg.actor.clone();
         let (n, b) = (self.cfg.members, s.size()[0]);
         let (a, logp_old) = tch::no_grad(|| {
-            let mean = self.old.mean(s);
+            let mean = self.old.net.mean(s);
             let eps = self.rng.normal(&[n, b, self.act_dim], s.device());
-            let a = &mean + self.old.log_std(&g).exp() * eps;
-            let lp = self.old.log_prob(&mean, &a, &g);
+            let a = &mean + self.old.net.log_std(&g).exp() * eps;
+            let lp = self.old.net.log_prob(&mean, &a, &g);
             (a, lp)
         });
         let adv = tch::no_grad(|| {
@@ -348,7 +354,7 @@ impl PolicyEnsemble {
                 None => std,
             }
         });
-        let logp = self.pi.log_prob(&self.pi.mean(s), &a, &g);
+        let logp = self.pi.net.log_prob(&self.pi.net.mean(s), &a, &g);
         let ratio = (logp - logp_old).exp();
         // L = Σ_i L_clip,i: `clipped_surrogate` averages over all n·B rows, so × n.
         let loss = clipped_surrogate(&ratio, &adv, clip) * n as f64;
@@ -376,7 +382,7 @@ impl PolicyEnsemble {
     ) -> Metrics {
         let t = self.bppo_step as u64;
         if t == 0 {
-            self.opt.reset();
+            self.pi.opt.reset();
         }
         let clip = self.cfg.clip_at(t);
         let idx = self.rng.indices(data.len(), self.cfg.batch_size, true, data.obs.device());
@@ -384,15 +390,15 @@ impl PolicyEnsemble {
         let (loss, clip_frac) = self.bppo_loss(&s, advantage, weight, clip);
         let mut grads = Tensor::run_backward(&[&loss], &self.pi.params.tensors(), false, false);
         let norms = clip_per_member(&mut grads, self.cfg.members, self.cfg.max_grad_norm);
-        self.opt.lr = self.bppo_lr_at(t);
-        self.opt.apply(&self.pi.params, &grads);
+        self.pi.opt.lr = self.bppo_lr_at(t);
+        self.pi.opt.apply(&self.pi.params, &grads);
         self.bppo_step += 1;
         vec![
             ("bppo_loss", loss.double_value(&[])),
             ("clip", clip),
             ("clip_fraction", clip_frac),
             ("grad_norm", norms.mean(Kind::Float).double_value(&[])),
-            ("lr", self.opt.lr),
+            ("lr", self.pi.opt.lr),
         ]
     }
 
@@ -408,37 +414,35 @@ impl PolicyEnsemble {
             }
         });
     }
+}
 
-    fn live(&self) -> Vec<(String, Tensor)> {
-        crate::checkpoint::state_tensors(
-            &[&self.pi.params, &self.old.params],
-            &[("policy_opt", &self.opt, &self.pi.params)],
-        )
+/// π, π_old and BC's (then BPPO's) Adam; the BC steps are the counter, the BPPO steps are
+/// written as `meta/bppo_step`.
+impl Stateful for PolicyEnsemble {
+    fn name(&self) -> &'static str {
+        "unio4-policy"
     }
 
-    /// Write the ensemble (π, π_old, Adam, counters, RNG) atomically.
-    pub fn save(&self, path: &Path) -> Result<(), AgentError> {
-        let mut live = self.live();
-        live.push(("meta/bppo_step".into(), Tensor::from_slice(&[self.bppo_step])));
-        crate::checkpoint::save_agent(
-            path,
-            "unio4-policy",
-            &live,
-            &[("policy_opt", &self.opt)],
-            self.bc_step,
-            &self.rng,
-        )
+    fn parts(&self) -> Vec<Part<'_>> {
+        vec![Part::trained("policy_opt", &self.pi), Part::frozen(&self.old)]
     }
 
-    /// Restore what [`PolicyEnsemble::save`] wrote.
-    pub fn load(&mut self, path: &Path) -> Result<(), AgentError> {
-        let live = self.live();
-        let mut opts: [(&str, &mut Adam); 1] = [("policy_opt", &mut self.opt)];
-        if let Some(meta) = crate::checkpoint::load_agent(path, "unio4-policy", &live, &mut opts, None)? {
-            self.bc_step = meta.step;
-            self.rng = meta.rng;
-        }
-        self.bppo_step = crate::checkpoint::Checkpoint::read(path)?.i64s("meta/bppo_step", 1)?[0];
+    fn progress(&self) -> (i64, &AgentRng) {
+        (self.bc_step, &self.rng)
+    }
+
+    fn set_progress(&mut self, step: i64, rng: AgentRng) {
+        (self.bc_step, self.rng) = (step, rng);
+    }
+
+    fn written_only(&self) -> Vec<(String, Tensor)> {
+        vec![("meta/bppo_step".into(), Tensor::from_slice(&[self.bppo_step]))]
+    }
+
+    fn load(&mut self, path: &Path) -> Result<(), AgentError> {
+        let bppo_step = Checkpoint::read(path)?.i64s("meta/bppo_step", 1)?[0];
+        self.restore(path, self.name(), None)?;
+        self.bppo_step = bppo_step;
         Ok(())
     }
 }
@@ -446,6 +450,7 @@ impl PolicyEnsemble {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::nn::Adam;
 
     fn small() -> PolicyConfig {
         PolicyConfig {
@@ -570,7 +575,7 @@ mod tests {
         let cfg = PolicyConfig { bc_steps: 5, bppo_steps: 10, ..small() };
         let d = toy_data(5);
         let mut p = after_bc(&cfg, &d, 4);
-        assert_eq!(p.opt.steps(), 5);
+        assert_eq!(p.pi.opt.steps(), 5);
         let dir = tempfile::tempdir().unwrap();
         let bc = dir.path().join("bc.ot");
         p.save(&bc).unwrap();
@@ -586,8 +591,8 @@ mod tests {
             if fresh {
                 Adam::new(&q.pi.params, q.cfg.bppo_lr).apply(&q.pi.params, &g);
             } else {
-                q.opt.lr = q.cfg.bppo_lr;
-                q.opt.apply(&q.pi.params, &g);
+                q.pi.opt.lr = q.cfg.bppo_lr;
+                q.pi.opt.apply(&q.pi.params, &g);
             }
         };
         let (mut want, mut stale) = (load(), load());
@@ -598,7 +603,7 @@ mod tests {
         for (who, q) in [("in-process", &mut p), ("loaded from the BC checkpoint", &mut resumed)] {
             q.bppo_update(&d, false, &mut toy_advantage, None);
             assert!(same_weights(q, &want), "{who}: the first BPPO step is not a fresh Adam's");
-            assert_eq!(q.opt.steps(), 1, "{who}: BPPO's Adam counts from 0");
+            assert_eq!(q.pi.opt.steps(), 1, "{who}: BPPO's Adam counts from 0");
         }
     }
 
@@ -616,15 +621,15 @@ mod tests {
         let path = dir.path().join("bppo.partial.ot");
         p.save(&path).unwrap();
         let mut q = reloaded(&cfg, &path);
-        assert_eq!((q.steps(), q.opt.steps()), ((3, 2), 2));
+        assert_eq!((q.steps(), q.pi.opt.steps()), ((3, 2), 2));
         for _ in 0..2 {
             assert_eq!(
                 p.bppo_update(&d, false, &mut toy_advantage, None),
                 q.bppo_update(&d, false, &mut toy_advantage, None)
             );
         }
-        assert!(same_weights(&p, &q) && p.opt.steps() == 4 && q.opt.steps() == 4);
-        for ((n, x), (_, y)) in p.live().iter().zip(q.live()) {
+        assert!(same_weights(&p, &q) && p.pi.opt.steps() == 4 && q.pi.opt.steps() == 4);
+        for ((n, x), (_, y)) in p.named_tensors().iter().zip(q.named_tensors()) {
             assert!(x.equal(&y), "{n}");
         }
     }

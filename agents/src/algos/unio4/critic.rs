@@ -10,14 +10,13 @@
 //! expectile loss ([`crate::nn::value`]), target minimum and Q step ([`crate::nn::critic`]).
 
 use super::{Data, MaskRule};
-use crate::checkpoint::{load_agent, save_agent, state_tensors};
+use crate::checkpoint::{progress_in_fields, Part, Stateful};
 use crate::nn::critic::{critic_and_target, q_step, state_action, target_min_q, CriticParts};
 use crate::nn::value::expectile_loss;
-use crate::nn::{Adam, EnsembleMlp, Mlp, MlpConfig, ParamSet};
+use crate::nn::{EnsembleMlp, Frozen, Mlp, MlpConfig, ParamSet, Trained};
 use crate::rng::AgentRng;
 use crate::{AgentError, Metrics};
 use serde::{Deserialize, Serialize};
-use std::path::Path;
 use tch::{Device, Kind, Tensor};
 
 /// Which offline critic Uni-O4 learns (`main.py --is_iql`).
@@ -102,14 +101,9 @@ pub(super) fn min_q_of(q: &EnsembleMlp, s: &Tensor, a: &Tensor) -> Tensor {
 /// Twin Q, its target and V, with their optimizers.
 pub struct Critic {
     cfg: CriticConfig,
-    q: EnsembleMlp,
-    q_params: ParamSet,
-    q_opt: Adam,
-    target: EnsembleMlp,
-    target_params: ParamSet,
-    v: Mlp,
-    v_params: ParamSet,
-    v_opt: Adam,
+    q: Trained<EnsembleMlp>,
+    target: Frozen<EnsembleMlp>,
+    v: Trained<Mlp>,
     rng: AgentRng,
     step: i64,
 }
@@ -118,23 +112,11 @@ impl Critic {
     /// A fresh critic for `obs_dim` states and `act_dim` actions.
     pub fn new(cfg: CriticConfig, obs_dim: i64, act_dim: i64, device: Device, seed: u64) -> Result<Self, AgentError> {
         cfg.validate()?;
+        crate::algos::prepare("unio4-critic", obs_dim, act_dim, device)?;
         let mut rng = AgentRng::new(seed);
-        let (q, q_params, target, target_params) = critic_and_target(2, obs_dim + act_dim, &cfg.q, &mut rng, device);
-        let mut v_params = ParamSet::new();
-        let v = Mlp::new(&mut v_params, "value", obs_dim, 1, &cfg.value, 1.0, &mut rng, device);
-        Ok(Self {
-            q_opt: Adam::new(&q_params, cfg.lr),
-            v_opt: Adam::new(&v_params, cfg.lr),
-            cfg,
-            q,
-            q_params,
-            target,
-            target_params,
-            v,
-            v_params,
-            rng,
-            step: 0,
-        })
+        let (q, target) = critic_and_target(2, obs_dim + act_dim, &cfg.q, cfg.lr, &mut rng, device);
+        let v = Trained::new(cfg.lr, |p| Mlp::new(p, "value", obs_dim, 1, &cfg.value, 1.0, &mut rng, device));
+        Ok(Self { cfg, q, target, v, rng, step: 0 })
     }
 
     /// Steps done.
@@ -144,18 +126,18 @@ impl Critic {
 
     /// The V network's parameters (handed to the online PPO).
     pub fn value_params(&self) -> &ParamSet {
-        &self.v_params
+        &self.v.params
     }
 
     /// `V(s)` `[B]` of states as the critic sees them, without gradients.
     pub fn value(&self, s: &Tensor) -> Tensor {
-        tch::no_grad(|| self.v.forward(s, None).squeeze_dim(-1))
+        tch::no_grad(|| self.v.net.forward(s, None).squeeze_dim(-1))
     }
 
     /// `min_j Q_j(s, a)` `[B]` of the online twin Q (BPPO's advantage, AM-Q's score), without
     /// gradients.
     pub fn min_q(&self, s: &Tensor, a: &Tensor) -> Tensor {
-        min_q_of(&self.q, s, a)
+        min_q_of(&self.q.net, s, a)
     }
 
     /// The TD target `y = r + γ m V(s′)` of rows `idx` (`s′` as the critic sees it).
@@ -173,15 +155,14 @@ impl Critic {
         let a = data.action.index_select(0, &idx);
         let sa = state_action(&s, &a);
         // L_V with u = min_j Q̄_j(s, a) − V(s).
-        let q_bar = target_min_q(&self.target, &sa);
-        let v = self.v.forward(&s, None).squeeze_dim(-1);
+        let q_bar = target_min_q(&self.target.net, &sa);
+        let v = self.v.net.forward(&s, None).squeeze_dim(-1);
         let value_loss = expectile_loss(&(&q_bar - &v), self.cfg.omega);
-        self.v_opt.minimize(&self.v_params, &value_loss);
+        self.v.minimize(&value_loss);
         // L_Q towards y = r + γ m V(s′) with the updated V; Polyak every `target_every` steps.
         let y = self.td_target(data, &idx, state_norm);
         let tau = if (self.step as u64 + 1) % self.cfg.target_every == 0 { self.cfg.tau } else { 0.0 };
-        let parts =
-            CriticParts { critic: &self.q, opt: &mut self.q_opt, params: &self.q_params, target: &self.target_params };
+        let parts = CriticParts::of(&mut self.q, &self.target);
         let (q_loss, q_mean) = q_step(parts, &sa, &y, tau, &mut self.rng);
         self.step += 1;
         vec![
@@ -191,36 +172,18 @@ impl Critic {
             ("v_mean", v.mean(Kind::Float).double_value(&[])),
         ]
     }
+}
 
-    fn live(&self) -> Vec<(String, Tensor)> {
-        state_tensors(
-            &[&self.q_params, &self.target_params, &self.v_params],
-            &[("q_opt", &self.q_opt, &self.q_params), ("value_opt", &self.v_opt, &self.v_params)],
-        )
+impl Stateful for Critic {
+    fn name(&self) -> &'static str {
+        "unio4-critic"
     }
 
-    /// Write the whole stage state (weights, moments, step, RNG) atomically.
-    pub fn save(&self, path: &Path) -> Result<(), AgentError> {
-        save_agent(
-            path,
-            "unio4-critic",
-            &self.live(),
-            &[("q_opt", &self.q_opt), ("value_opt", &self.v_opt)],
-            self.step,
-            &self.rng,
-        )
+    fn parts(&self) -> Vec<Part<'_>> {
+        vec![Part::trained("q_opt", &self.q), Part::frozen(&self.target), Part::trained("value_opt", &self.v)]
     }
 
-    /// Restore what [`Critic::save`] wrote.
-    pub fn load(&mut self, path: &Path) -> Result<(), AgentError> {
-        let live = self.live();
-        let mut opts: [(&str, &mut Adam); 2] = [("q_opt", &mut self.q_opt), ("value_opt", &mut self.v_opt)];
-        if let Some(meta) = load_agent(path, "unio4-critic", &live, &mut opts, None)? {
-            self.step = meta.step;
-            self.rng = meta.rng;
-        }
-        Ok(())
-    }
+    progress_in_fields!();
 }
 
 impl super::OfflineCritic for Critic {
@@ -240,16 +203,10 @@ impl super::OfflineCritic for Critic {
         Critic::value(self, s)
     }
     fn value_params(&self) -> &ParamSet {
-        &self.v_params
+        &self.v.params
     }
     fn advantage_weight(&self) -> Option<f64> {
         None
-    }
-    fn save(&self, path: &Path) -> Result<(), AgentError> {
-        Critic::save(self, path)
-    }
-    fn load(&mut self, path: &Path) -> Result<(), AgentError> {
-        Critic::load(self, path)
     }
 }
 

@@ -127,7 +127,7 @@ impl Dynamics {
         rng: &mut AgentRng,
     ) -> Result<Self, AgentError> {
         cfg.validate()?;
-        crate::alloc::tune_allocator_for(device);
+        crate::algos::prepare("unio4-dynamics", obs_dim, act_dim, device)?;
         let out = obs_dim + 1;
         let mut params = ParamSet::new();
         let net = EnsembleMlp::new(

@@ -34,11 +34,11 @@ pub mod ope;
 pub mod sarsa;
 pub mod value_refit;
 
+use crate::checkpoint::Stateful;
 use crate::nn::{Activation, GaussianConfig, MlpConfig, ObsNormConfig, ObsNormMode};
 use crate::ppo::{AdvantageNorm, PpoConfig, RewardScaling, ValueHead};
 use crate::{AgentError, Metrics};
 use serde::{Deserialize, Serialize};
-use std::path::Path;
 use tch::{Device, Kind, Tensor};
 
 /// Which episode ends stop bootstrapping in the offline critic.
@@ -347,8 +347,9 @@ impl Data {
 }
 
 /// The offline critic stage BPPO and AM-Q read: IQL's ([`critic::Critic`]) or the non-IQL one
-/// ([`sarsa::SarsaCritic`]), chosen by `critic.path`.
-pub trait OfflineCritic {
+/// ([`sarsa::SarsaCritic`]), chosen by `critic.path`; its state saves and loads as
+/// [`Stateful`].
+pub trait OfflineCritic: Stateful {
     /// One stage step on a batch of `data`.
     fn update(&mut self, data: &Data, state_norm: bool) -> Metrics;
     /// Stage steps done.
@@ -364,10 +365,6 @@ pub trait OfflineCritic {
     /// BPPO's weight of the standardized advantage: `Some(ω)` gives `ω` to `Â > 0` and `1 − ω`
     /// to the rest (the non-IQL path), `None` leaves `Â`.
     fn advantage_weight(&self) -> Option<f64>;
-    /// Write the stage state atomically.
-    fn save(&self, path: &Path) -> Result<(), AgentError>;
-    /// Restore what `save` wrote.
-    fn load(&mut self, path: &Path) -> Result<(), AgentError>;
 }
 
 /// The configured offline critic for `data`'s shapes.

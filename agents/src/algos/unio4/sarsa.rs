@@ -14,10 +14,11 @@
 use super::critic::{min_q_of, CriticConfig};
 use super::value_refit::{ValueRefit, ValueRefitConfig};
 use super::{Data, OfflineCritic};
-use crate::checkpoint::{load_agent, save_agent, state_tensors, Checkpoint};
+use crate::checkpoint::{Checkpoint, Part, Stateful};
 use crate::nn::critic::{critic_and_target, q_step, state_action, target_min_q, CriticParts};
-use crate::nn::{Adam, EnsembleMlp, ParamSet};
+use crate::nn::{EnsembleMlp, Frozen, ParamSet, Trained};
 use crate::ppo::{RewardScaling, ValueHead};
+use crate::rng::AgentRng;
 use crate::{AgentError, Metrics};
 use std::path::Path;
 use tch::{Device, Tensor};
@@ -27,11 +28,8 @@ pub struct SarsaCritic {
     cfg: CriticConfig,
     /// V and the stage's RNG (its batch stream is also the Q phase's).
     v: ValueRefit,
-    q: EnsembleMlp,
-    q_params: ParamSet,
-    q_opt: Adam,
-    target: EnsembleMlp,
-    target_params: ParamSet,
+    q: Trained<EnsembleMlp>,
+    target: Frozen<EnsembleMlp>,
     q_step: u64,
 }
 
@@ -39,6 +37,7 @@ impl SarsaCritic {
     /// A fresh critic for `data`'s shapes, with its MC returns.
     pub fn new(cfg: CriticConfig, data: &Data, device: Device, seed: u64) -> Result<Self, AgentError> {
         cfg.validate()?;
+        crate::algos::prepare("unio4-sarsa-critic", data.obs.size()[1], data.action.size()[1], device)?;
         let vc = ValueRefitConfig {
             value: cfg.value.clone(),
             head: ValueHead::Linear,
@@ -51,8 +50,8 @@ impl SarsaCritic {
         };
         let mut v = ValueRefit::with_prefix(vc, data, device, seed, "value")?;
         let in_dim = data.obs.size()[1] + data.action.size()[1];
-        let (q, q_params, target, target_params) = critic_and_target(1, in_dim, &cfg.q, &mut v.rng, device);
-        Ok(Self { q_opt: Adam::new(&q_params, cfg.lr), cfg, v, q, q_params, target, target_params, q_step: 0 })
+        let (q, target) = critic_and_target(1, in_dim, &cfg.q, cfg.lr, &mut v.rng, device);
+        Ok(Self { cfg, v, q, target, q_step: 0 })
     }
 
     /// The SARSA target `y = r + γ m Q̄(s′, a′)` of rows `idx` (`s′` as the critic sees it).
@@ -61,13 +60,37 @@ impl SarsaCritic {
         let a_next = data.next_action.index_select(0, idx);
         let m = data.mask(self.cfg.mask).index_select(0, idx);
         data.reward.index_select(0, idx)
-            + m * self.cfg.gamma * target_min_q(&self.target, &state_action(&s_next, &a_next))
+            + m * self.cfg.gamma * target_min_q(&self.target.net, &state_action(&s_next, &a_next))
+    }
+}
+
+/// V's stage state, then Q's; the Q steps done are written as `meta/q_step`.
+impl Stateful for SarsaCritic {
+    fn name(&self) -> &'static str {
+        "unio4-sarsa-critic"
     }
 
-    fn live(&self) -> Vec<(String, Tensor)> {
-        let mut v = self.v.live();
-        v.extend(state_tensors(&[&self.q_params, &self.target_params], &[("q_opt", &self.q_opt, &self.q_params)]));
-        v
+    fn parts(&self) -> Vec<Part<'_>> {
+        vec![Part::Group(self.v.parts()), Part::trained("q_opt", &self.q), Part::frozen(&self.target)]
+    }
+
+    fn progress(&self) -> (i64, &AgentRng) {
+        self.v.progress()
+    }
+
+    fn set_progress(&mut self, step: i64, rng: AgentRng) {
+        self.v.set_progress(step, rng);
+    }
+
+    fn written_only(&self) -> Vec<(String, Tensor)> {
+        vec![("meta/q_step".into(), Tensor::from_slice(&[self.q_step as i64]))]
+    }
+
+    fn load(&mut self, path: &Path) -> Result<(), AgentError> {
+        let q_step = Checkpoint::read(path)?.i64s("meta/q_step", 1)?[0];
+        self.restore(path, self.name(), None)?;
+        self.q_step = q_step as u64;
+        Ok(())
     }
 }
 
@@ -82,8 +105,7 @@ impl OfflineCritic for SarsaCritic {
         let sa = state_action(&s, &data.action.index_select(0, &idx));
         let y = self.td_target(data, &idx, state_norm);
         let tau = if (self.q_step + 1) % self.cfg.target_every == 0 { self.cfg.tau } else { 0.0 };
-        let parts =
-            CriticParts { critic: &self.q, opt: &mut self.q_opt, params: &self.q_params, target: &self.target_params };
+        let parts = CriticParts::of(&mut self.q, &self.target);
         // L_Q = E[(Q(s, a) − y)²] (one member), then the Polyak step when due.
         let (q_loss, q_mean) = q_step(parts, &sa, &y, tau, &mut self.v.rng);
         self.q_step += 1;
@@ -99,7 +121,7 @@ impl OfflineCritic for SarsaCritic {
     }
 
     fn q(&self, s: &Tensor, a: &Tensor) -> Tensor {
-        min_q_of(&self.q, s, a)
+        min_q_of(&self.q.net, s, a)
     }
 
     fn value(&self, s: &Tensor) -> Tensor {
@@ -112,31 +134,6 @@ impl OfflineCritic for SarsaCritic {
 
     fn advantage_weight(&self) -> Option<f64> {
         Some(self.cfg.omega)
-    }
-
-    fn save(&self, path: &Path) -> Result<(), AgentError> {
-        let mut live = self.live();
-        live.push(("meta/q_step".into(), Tensor::from_slice(&[self.q_step as i64])));
-        save_agent(
-            path,
-            "unio4-sarsa-critic",
-            &live,
-            &[("value_opt", &self.v.opt), ("q_opt", &self.q_opt)],
-            self.v.step as i64,
-            &self.v.rng,
-        )
-    }
-
-    fn load(&mut self, path: &Path) -> Result<(), AgentError> {
-        let q_step = Checkpoint::read(path)?.i64s("meta/q_step", 1)?[0];
-        let live = self.live();
-        let mut opts: [(&str, &mut Adam); 2] = [("value_opt", &mut self.v.opt), ("q_opt", &mut self.q_opt)];
-        if let Some(meta) = load_agent(path, "unio4-sarsa-critic", &live, &mut opts, None)? {
-            self.v.step = meta.step as u64;
-            self.v.rng = meta.rng;
-        }
-        self.q_step = q_step as u64;
-        Ok(())
     }
 }
 
@@ -192,7 +189,7 @@ mod tests {
         let idx = Tensor::from_slice(&[0i64, 6, 7]);
         let y = Vec::<f32>::try_from(&c.td_target(&d, &idx, false)).unwrap();
         let q_bar = |s: f32, a: f32| {
-            target_min_q(&c.target, &Tensor::from_slice(&[s, a]).view([1, 2])).double_value(&[0]) as f32
+            target_min_q(&c.target.net, &Tensor::from_slice(&[s, a]).view([1, 2])).double_value(&[0]) as f32
         };
         assert!((y[0] - (1.0 + 0.5 * q_bar(0.125, -0.5))).abs() < 1e-6);
         assert!((y[1] - (1.75 + 0.5 * q_bar(0.875, -0.5))).abs() < 1e-6);

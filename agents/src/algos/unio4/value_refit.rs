@@ -14,15 +14,14 @@
 //! - `L = E[(V(s) − G)²]` on batches of `batch_size` rows, Adam.
 
 use super::Data;
-use crate::checkpoint::{load_agent, save_agent, state_tensors};
-use crate::nn::{Adam, Mlp, MlpConfig, ParamSet};
+use crate::checkpoint::{Part, Stateful};
+use crate::nn::{Mlp, MlpConfig, ParamSet, Trained};
 use crate::ppo::{RewardScaling, ValueHead};
 use crate::rng::AgentRng;
 use crate::{AgentError, Metrics};
 use o2o_datasets::mc_returns::{returns_to_go, McConfig};
 use o2o_datasets::reward_scaling::ReturnStdScaler;
 use serde::{Deserialize, Serialize};
-use std::path::Path;
 use tch::{Device, Kind, Tensor};
 
 /// Value-refit settings (the scripts': 3×256, 1e6 steps, LR 1e-4, batch 512, ×0.1).
@@ -92,9 +91,7 @@ pub fn mc_returns(reward: &[f32], episode_end: &[f32], scale: f64, gamma: f64) -
 /// The stage: V, its optimizer and batch stream, and the targets.
 pub struct ValueRefit {
     cfg: ValueRefitConfig,
-    v: Mlp,
-    pub(super) params: ParamSet,
-    pub(super) opt: Adam,
+    v: Trained<Mlp>,
     pub(super) rng: AgentRng,
     pub(super) step: u64,
     returns: Tensor,
@@ -118,10 +115,10 @@ impl ValueRefit {
         prefix: &str,
     ) -> Result<Self, AgentError> {
         cfg.validate()?;
-        let mut rng = AgentRng::new(seed);
-        let mut params = ParamSet::new();
         let obs_dim = data.obs.size()[1];
-        let v = Mlp::new(&mut params, prefix, obs_dim, 1, &cfg.value, 1.0, &mut rng, device);
+        crate::algos::prepare("unio4-value-refit", obs_dim, data.action.size()[1], device)?;
+        let mut rng = AgentRng::new(seed);
+        let v = Trained::new(cfg.lr, |p| Mlp::new(p, prefix, obs_dim, 1, &cfg.value, 1.0, &mut rng, device));
         // The host's copy (tch's conversion reads a device tensor back).
         let host = |t: &Tensor| Vec::<f32>::try_from(&t.to_kind(Kind::Float)).unwrap_or_default();
         let (reward, end) = (host(&data.reward), host(&data.episode_end));
@@ -137,7 +134,7 @@ impl ValueRefit {
         }
         let g = mc_returns(&scaled, &end, cfg.reward_scale, cfg.gamma)?;
         let returns = Tensor::from_slice(&g).to_device(device);
-        Ok(Self { opt: Adam::new(&params, cfg.lr), cfg, v, params, rng, step: 0, returns, scaler })
+        Ok(Self { cfg, v, rng, step: 0, returns, scaler })
     }
 
     /// Steps done.
@@ -147,7 +144,7 @@ impl ValueRefit {
 
     /// The V network's parameters (`critic/…`, handed to the online PPO).
     pub fn params(&self) -> &ParamSet {
-        &self.params
+        &self.v.params
     }
 
     /// The `dynamic` scaling's statistic after the dataset pass (handed to the online PPO), or
@@ -158,7 +155,7 @@ impl ValueRefit {
 
     /// `V(s)` `[B]` through the configured head.
     pub fn value(&self, s: &Tensor) -> Tensor {
-        self.cfg.head.apply(self.v.forward(s, None)).squeeze_dim(-1)
+        self.cfg.head.apply(self.v.net.forward(s, None)).squeeze_dim(-1)
     }
 
     /// One regression step on a batch of `data` (states as the online agent sees them).
@@ -169,7 +166,7 @@ impl ValueRefit {
         let v = self.value(&s);
         // L = E[(V(s) − G)²].
         let loss = (&v - &g).square().mean(Kind::Float);
-        self.opt.minimize(&self.params, &loss);
+        self.v.minimize(&loss);
         self.step += 1;
         vec![
             ("value_loss", loss.double_value(&[])),
@@ -177,25 +174,23 @@ impl ValueRefit {
             ("return_mean", g.mean(Kind::Float).double_value(&[])),
         ]
     }
+}
 
-    pub(super) fn live(&self) -> Vec<(String, Tensor)> {
-        state_tensors(&[&self.params], &[("value_opt", &self.opt, &self.params)])
+impl Stateful for ValueRefit {
+    fn name(&self) -> &'static str {
+        "unio4-value-refit"
     }
 
-    /// Write the stage state (weights, moments, step, RNG) atomically.
-    pub fn save(&self, path: &Path) -> Result<(), AgentError> {
-        save_agent(path, "unio4-value-refit", &self.live(), &[("value_opt", &self.opt)], self.step as i64, &self.rng)
+    fn parts(&self) -> Vec<Part<'_>> {
+        vec![Part::trained("value_opt", &self.v)]
     }
 
-    /// Restore what [`ValueRefit::save`] wrote.
-    pub fn load(&mut self, path: &Path) -> Result<(), AgentError> {
-        let live = self.live();
-        let mut opts: [(&str, &mut Adam); 1] = [("value_opt", &mut self.opt)];
-        if let Some(meta) = load_agent(path, "unio4-value-refit", &live, &mut opts, None)? {
-            self.step = meta.step as u64;
-            self.rng = meta.rng;
-        }
-        Ok(())
+    fn progress(&self) -> (i64, &AgentRng) {
+        (self.step as i64, &self.rng)
+    }
+
+    fn set_progress(&mut self, step: i64, rng: AgentRng) {
+        (self.step, self.rng) = (step as u64, rng);
     }
 }
 

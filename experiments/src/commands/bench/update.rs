@@ -35,7 +35,7 @@ use o2o_agents::rlpd::{self, RlpdConfig};
 use o2o_agents::rng::AgentRng;
 use o2o_agents::sac::{Sac, SacConfig};
 use o2o_agents::sera::{Sera, SeraConfig};
-use o2o_agents::{Agent, Metrics};
+use o2o_agents::{Agent, Metrics, Stateful};
 use o2o_datasets::TransitionBatch;
 use serde_json::{json, Value};
 use std::path::Path;
