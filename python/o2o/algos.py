@@ -93,10 +93,19 @@ class Algo:
         return {}
 
     def __getattr__(self, name: str) -> Any:
+        # The keywords read as attributes (`iql.expectile`) …
         keywords = self.__dict__.get("keywords", {})
         if name in keywords:
             return keywords[name]
         raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # … and set as attributes (`iql.expectile = 0.8`), for the next run.
+        keywords = self.__dict__.get("keywords", {})
+        if name in keywords:
+            keywords[name] = value
+        else:
+            super().__setattr__(name, value)
 
     def _offline_keys(self, n_steps: int) -> dict[str, Any]:
         """Keys a `fit` of `n_steps` sets on top (IQL: its actor LR schedule)."""

@@ -42,7 +42,12 @@ def test_keywords_reach_the_config():
     c = o2o.SAC(n_critics=3, utd=2, random_steps=10, set={"eval.episodes": 3}).config("InvertedPendulum-v5")
     assert (c["agent"]["num_critics"], c["agent"]["target_subset"], c["train"]["updates_per_step"]) == (3, 3, 2)
     assert (c["train"]["random_steps"], c["eval"]["episodes"], c["env"]) == (10, 3, "InvertedPendulum-v5")
-    assert "expectile=0.7" in repr(o2o.IQL()).replace("agent.", "")
+    iql = o2o.IQL()
+    assert "expectile=0.7" in repr(iql).replace("agent.", "") and iql.expectile == 0.7
+    iql.expectile = 0.8  # an attribute set is the keyword of the next run
+    assert iql.config("hopper-v2", "hopper-medium-v2")["agent"]["expectile"] == 0.8
+    with pytest.raises(AttributeError):
+        _ = iql.expectle
 
 
 def test_bad_keywords_are_refused_naming_the_key():
