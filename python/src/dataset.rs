@@ -1,4 +1,5 @@
-//! `o2o.Dataset`: offline data from NumPy arrays, checked as a D4RL file is.
+//! `o2o.Dataset`: offline data from NumPy arrays, checked as a D4RL file is, or read from a
+//! D4RL-format file or a Minari dataset folder by o2o's readers.
 //!
 //! The shapes and dtypes are checked here with the errors the file reader gives
 //! ([`DatasetError`], the in-memory dataset named in place of a file); the rows, widths and
@@ -8,16 +9,22 @@
 use numpy::prelude::*;
 use numpy::{PyArrayDyn, PyUntypedArray};
 use o2o_datasets::d4rl::{Columns, D4rlDataset, IN_MEMORY};
+use o2o_datasets::minari::MinariDataset;
 use o2o_datasets::DatasetError;
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyFileNotFoundError, PyValueError};
 use pyo3::prelude::*;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Offline transitions in D4RL's layout, held by o2o (hand it to a run with `Run.dataset`).
 #[pyclass(module = "o2o", frozen)]
 pub struct Dataset {
     data: Arc<D4rlDataset>,
+    /// The env the data was recorded in, when the file says (a registry file name, Minari's
+    /// `env_spec`).
+    env: Option<String>,
+    /// The file or folder it was read from.
+    source: Option<PathBuf>,
 }
 
 impl Dataset {
@@ -29,6 +36,26 @@ impl Dataset {
 
 fn refuse(e: DatasetError) -> PyErr {
     PyValueError::new_err(e.to_string())
+}
+
+/// Nothing at `path`: `FileNotFoundError` (before the reader says it in HDF5's words); what
+/// the reader refuses in a file or folder that is there is a `ValueError` naming file and key.
+fn exists(path: &Path, what: &str) -> PyResult<()> {
+    if path.exists() {
+        Ok(())
+    } else {
+        Err(PyFileNotFoundError::new_err(format!("{}: no such {what}", path.display())))
+    }
+}
+
+/// The env id in a Minari `metadata.json`: `env_spec` (a JSON text, or an object) → `id`.
+fn minari_env(data: &MinariDataset) -> Option<String> {
+    let spec = data.metadata.get("env_spec")?;
+    let spec = match spec {
+        serde_json::Value::String(text) => serde_json::from_str::<serde_json::Value>(text).ok()?,
+        other => other.clone(),
+    };
+    spec.get("id")?.as_str().map(str::to_string)
 }
 
 fn in_memory() -> PathBuf {
@@ -150,7 +177,35 @@ impl Dataset {
         let columns =
             Columns { obs_dim, act_dim, observations, actions, rewards, terminals, timeouts, next_observations };
         let data = crate::errors::no_panic(|| py.detach(|| D4rlDataset::from_columns(columns)).map_err(refuse))?;
-        Ok(Dataset { data: Arc::new(data) })
+        Ok(Dataset { data: Arc::new(data), env: None, source: None })
+    }
+
+    /// A D4RL-format HDF5 file (`observations`, `actions`, `rewards`, `terminals`, and
+    /// `timeouts`, `next_observations` when present), read and checked as a run reads it.
+    /// `FileNotFoundError` when there is no file; a `ValueError` naming the file and key when
+    /// it is not D4RL data.
+    #[staticmethod]
+    fn from_d4rl(py: Python<'_>, path: PathBuf) -> PyResult<Dataset> {
+        exists(&path, "file")?;
+        let data = crate::errors::no_panic(|| py.detach(|| D4rlDataset::read(&path)).map_err(refuse))?;
+        let env = path
+            .file_name()
+            .and_then(|n| o2o_datasets::registry::lookup_file(&n.to_string_lossy()))
+            .map(|entry| entry.env_id);
+        Ok(Dataset { data: Arc::new(data), env, source: Some(path) })
+    }
+
+    /// A Minari dataset folder (`<id>/` or `<id>/data/`, with `metadata.json` and
+    /// `main_data.hdf5`; flat `Box` observations and actions), one row per step:
+    /// `terminals` from `terminations`, `timeouts` from `truncations`, `next_observations` from
+    /// each episode's next observation.
+    #[staticmethod]
+    fn from_minari(py: Python<'_>, path: PathBuf) -> PyResult<Dataset> {
+        exists(&path, "folder")?;
+        let (data, env) = crate::errors::no_panic(|| {
+            py.detach(|| MinariDataset::read(&path).map(|m| (m.to_d4rl(), minari_env(&m)))).map_err(refuse)
+        })?;
+        Ok(Dataset { data: Arc::new(data), env, source: Some(path) })
     }
 
     /// Rows (transitions).
@@ -180,6 +235,19 @@ impl Dataset {
     #[getter]
     fn sha256(&self) -> String {
         self.data.content_sha256()
+    }
+
+    /// The env the data was recorded in, when the file names it (a registry file such as
+    /// `hopper-medium-v2.hdf5`, a Minari dataset's `env_spec`); `None` otherwise.
+    #[getter]
+    fn env(&self) -> Option<&str> {
+        self.env.as_deref()
+    }
+
+    /// The file or folder the data was read from (`None` for arrays).
+    #[getter]
+    fn source<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.source.as_deref().map(|p| crate::convert::path(py, p)).transpose()
     }
 
     /// Data-quality warnings that are not errors (e.g. a trailing partial episode).

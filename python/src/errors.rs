@@ -4,6 +4,7 @@ use o2o_experiments::errors::without_cpp_frames;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::PyErr;
 use std::any::Any;
+use std::sync::{Arc, Mutex};
 
 pyo3::create_exception!(
     o2o,
@@ -47,4 +48,18 @@ pub fn from_panic(payload: Box<dyn Any + Send>) -> PyErr {
 /// Run `f`, turning a panic into `o2o.Error` (so none unwinds into the interpreter).
 pub fn no_panic<T>(f: impl FnOnce() -> Result<T, PyErr>) -> Result<T, PyErr> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| Err(from_panic(p)))
+}
+
+/// The Python exception that stopped a run (a callback's, or a Python env's), kept for `run()`
+/// to raise as it was raised.
+pub type Raised = Arc<Mutex<Option<PyErr>>>;
+
+/// Keep `err` in `slot` (the first one stays) and describe it for the error that stops the run.
+pub fn keep(slot: &Raised, err: PyErr, context: &str) -> anyhow::Error {
+    let text = format!("{context}: {err}");
+    let mut kept = slot.lock().unwrap_or_else(|p| p.into_inner());
+    if kept.is_none() {
+        *kept = Some(err);
+    }
+    anyhow::anyhow!(text)
 }

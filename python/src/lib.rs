@@ -20,6 +20,7 @@ use pyo3::prelude::*;
 
 mod convert;
 mod dataset;
+mod env;
 mod errors;
 mod outcome;
 mod policy;
@@ -31,9 +32,10 @@ fn list_presets() -> Vec<&'static str> {
     o2o_experiments::run::presets::names()
 }
 
-/// The module `o2o`.
+/// The native module `o2o._o2o`; the package `o2o` (python/o2o/__init__.py) re-exports it and
+/// adds the d3rlpy-style algorithm classes, written in Python over `Run`.
 #[pymodule]
-#[pyo3(name = "o2o")]
+#[pyo3(name = "_o2o")]
 fn o2o_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("Error", m.py().get_type::<errors::Error>())?;
@@ -44,7 +46,7 @@ fn o2o_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(list_presets, m)?)?;
     m.add_function(wrap_pyfunction!(policy::load_policy, m)?)?;
     m.add_function(wrap_pyfunction!(policy::export, m)?)?;
-    // `from .o2o import *` in the package's __init__ takes these (the version included).
+    // The package's __init__ re-exports these (the version included).
     let all = ["Run", "Outcome", "Dataset", "Policy", "Error", "list_presets", "load_policy", "export", "__version__"];
     m.add("__all__", all.to_vec())?;
     Ok(())

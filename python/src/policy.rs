@@ -6,9 +6,11 @@
 //! `[-1, 1]`, mapped to the env's bounds by [`ActionScale::to_env`].
 
 use crate::convert;
+use crate::env::PyEnvSource;
 use crate::errors::{no_panic, to_py, Error};
 use numpy::{PyArray1, PyArray2, PyArrayDyn, PyArrayMethods, PyUntypedArrayMethods};
 use o2o_agents::Agent;
+use o2o_envs::Env;
 use o2o_experiments::run::actor::ActionScale;
 use o2o_experiments::run::prepare::{load_checkpoint_agent, CheckpointAgent};
 use pyo3::exceptions::PyValueError;
@@ -31,16 +33,33 @@ pub struct Policy {
     step: u64,
 }
 
+/// The env a policy is loaded for: the run's registry env (`None`), or one of a Python env's.
+fn policy_env(py: Python<'_>, env: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Box<dyn Env>>> {
+    match env {
+        None => Ok(None),
+        Some(e) if e.is_none() => Ok(None),
+        Some(e) => PyEnvSource::new(e)?.make_one(py).map(Some),
+    }
+}
+
 /// The deterministic policy of the run in `run_dir`, from its checkpoint `checkpoint`
-/// (`"step-N"`) or the newest, on `device`.
+/// (`"step-N"`) or the newest, on `device`; `env` (a Python env or a factory) for a run of an
+/// env written in Python.
 #[pyfunction]
-#[pyo3(signature = (run_dir, checkpoint = None, device = "cpu"))]
-pub fn load_policy(py: Python<'_>, run_dir: PathBuf, checkpoint: Option<String>, device: &str) -> PyResult<Policy> {
+#[pyo3(signature = (run_dir, checkpoint = None, device = "cpu", env = None))]
+pub fn load_policy(
+    py: Python<'_>,
+    run_dir: PathBuf,
+    checkpoint: Option<String>,
+    device: &str,
+    env: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Policy> {
     let device = convert::device(device)?;
+    let env = policy_env(py, env)?;
     let loaded = no_panic(|| {
         py.detach(|| {
             let CheckpointAgent { config, folder, state, env, agent } =
-                load_checkpoint_agent(&run_dir, checkpoint.as_deref(), None, device)?;
+                load_checkpoint_agent(&run_dir, checkpoint.as_deref(), env, device)?;
             let scale = ActionScale::new(env.action_space(), &config.env)?;
             let obs_dim = env.observation_space().dim();
             anyhow::Ok(Policy {
@@ -61,21 +80,24 @@ pub fn load_policy(py: Python<'_>, run_dir: PathBuf, checkpoint: Option<String>,
 
 /// Write the run's deterministic policy as TorchScript (`o2o export`): `out` (default
 /// `<run_dir>/export/policy.pt`) and a JSON description beside it; returns the module's path.
+/// `env` as for [`load_policy`].
 #[pyfunction]
-#[pyo3(signature = (run_dir, to = "torchscript", out = None, checkpoint = None))]
+#[pyo3(signature = (run_dir, to = "torchscript", out = None, checkpoint = None, env = None))]
 pub fn export<'py>(
     py: Python<'py>,
     run_dir: PathBuf,
     to: &str,
     out: Option<PathBuf>,
     checkpoint: Option<String>,
+    env: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     if to != "torchscript" {
         return Err(PyValueError::new_err(format!("export to {to:?}: the format o2o writes is \"torchscript\"")));
     }
     let out = out.unwrap_or_else(|| run_dir.join("export").join("policy.pt"));
+    let env = policy_env(py, env)?;
     let written = no_panic(|| {
-        py.detach(|| o2o_experiments::export::export_torchscript(&run_dir, checkpoint.as_deref(), &out, None))
+        py.detach(|| o2o_experiments::export::export_torchscript(&run_dir, checkpoint.as_deref(), &out, env))
             .map_err(to_py)
     })?;
     convert::path(py, &written.module)

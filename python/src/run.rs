@@ -11,7 +11,8 @@
 
 use crate::convert;
 use crate::dataset::Dataset;
-use crate::errors::{self, to_py, to_value_error};
+use crate::env::PyEnvSource;
+use crate::errors::{self, keep, to_py, to_value_error, Raised};
 use crate::outcome::Outcome;
 use o2o_datasets::d4rl::D4rlDataset;
 use o2o_experiments::logging::RerunArgs;
@@ -48,6 +49,10 @@ struct Recipe {
     rerun: Option<String>,
     progress: Option<ProgressOptions>,
     dataset: Option<Arc<D4rlDataset>>,
+    /// Envs written in Python (`Run.env` with an env or a factory); an id is an override.
+    env: Option<Arc<PyEnvSource>>,
+    /// `Run.starting_from`: the run or checkpoint whose agent this run starts from.
+    starting_from: Option<PathBuf>,
     on_eval: Option<Arc<Py<PyAny>>>,
     on_checkpoint: Option<Arc<Py<PyAny>>>,
 }
@@ -74,6 +79,8 @@ impl Recipe {
             rerun: None,
             progress: None,
             dataset: None,
+            env: None,
+            starting_from: None,
             on_eval: None,
             on_checkpoint: None,
         }
@@ -91,6 +98,9 @@ impl Recipe {
         };
         if !self.overrides.is_empty() {
             run = run.set(&self.overrides)?;
+        }
+        if let Some(from) = &self.starting_from {
+            run = run.starting_from(from)?;
         }
         if let Some(dir) = &self.runs_dir {
             run = run.runs_dir(dir.clone());
@@ -190,6 +200,38 @@ impl Run {
         self.recipe.with(|r| r.threads = Some(n))
     }
 
+    /// The env to train and evaluate in: an o2o env id (stepped in Rust), a `gymnasium.Env`
+    /// (copied for each env the run makes), or a function of no arguments that makes one
+    /// (called for each); Python envs are stepped from the Rust loop, the GIL taken per call.
+    fn env(&self, env: &Bound<'_, PyAny>) -> PyResult<Run> {
+        if let Ok(id) = env.extract::<String>() {
+            o2o_envs::spec(&id).map_err(|e| PyValueError::new_err(format!("Run.env({id:?}): {e}")))?;
+            let set = format!("env={}", toml::Value::String(id));
+            return self.recipe.with(|r| {
+                r.env = None;
+                r.overrides.push(set);
+            });
+        }
+        let source = Arc::new(PyEnvSource::new(env)?);
+        let resumed = matches!(self.recipe.origin, Origin::Resume(_));
+        // The config names the env's id (a resumed run's config already does, and the run
+        // checks that the env made is that one).
+        let set = format!("env={}", toml::Value::String(source.id.clone()));
+        self.recipe.with(|r| {
+            r.env = Some(source);
+            if !resumed {
+                r.overrides.push(set);
+            }
+        })
+    }
+
+    /// Start from another run's agent (its newest checkpoint, or the checkpoint folder
+    /// `<run>/checkpoints/step-N`) with its whole state, skipping this config's offline phase
+    /// and evaluating the starting point (`o2o run --from`).
+    fn starting_from(&self, run_or_checkpoint: PathBuf) -> PyResult<Run> {
+        self.recipe.with(|r| r.starting_from = Some(run_or_checkpoint))
+    }
+
     /// Offline data built in memory (`Dataset.from_arrays`) instead of the config's file.
     fn dataset(&self, data: PyRef<'_, Dataset>) -> PyResult<Run> {
         let data = data.shared();
@@ -264,7 +306,12 @@ impl Run {
         };
         let set = if r.overrides.is_empty() { String::new() } else { format!(".set({:?})", r.overrides) };
         let data = r.dataset.as_ref().map_or(String::new(), |d| format!(".dataset(<{} rows>)", d.len()));
-        format!("{origin}{set}{data}")
+        let env = r.env.as_ref().map_or(String::new(), |e| format!(".env(<Python env {}>)", e.id));
+        let from = r
+            .starting_from
+            .as_ref()
+            .map_or(String::new(), |p| format!(".starting_from({:?})", p.display().to_string()));
+        format!("{origin}{set}{from}{env}{data}")
     }
 }
 
@@ -275,9 +322,6 @@ impl Run {
         Ok(Run { recipe })
     }
 }
-
-/// The Python exception a callback raised, kept for `run()` to raise.
-type Raised = Arc<Mutex<Option<PyErr>>>;
 
 /// Run the recipe on a thread of its own and wait for it, handling signals meanwhile.
 fn execute(py: Python<'_>, recipe: &Recipe, phases: Phases) -> PyResult<Outcome> {
@@ -356,6 +400,9 @@ fn train(recipe: Recipe, phases: Phases, raised: Raised) -> anyhow::Result<o2o_e
         tch::set_num_threads(n);
     }
     let mut run = recipe.builder(true)?;
+    if let Some(source) = &recipe.env {
+        run = run.env_factory(source.factory(raised.clone()));
+    }
     if let Some(callback) = recipe.on_eval.clone() {
         let raised = raised.clone();
         run = run.on_eval(move |result, _agent, state| {
@@ -389,13 +436,6 @@ fn python_callback(
 ) -> anyhow::Result<()> {
     Python::attach(|py| {
         let outcome = args(py).and_then(|a| callback.bind(py).call1(a));
-        match outcome {
-            Ok(_) => Ok(()),
-            Err(e) => {
-                let text = e.to_string();
-                *raised.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
-                anyhow::bail!("the {name} callback raised {text}")
-            }
-        }
+        outcome.map(drop).map_err(|e| keep(raised, e, &format!("the {name} callback raised")))
     })
 }

@@ -109,13 +109,10 @@ impl<'a> Run<'a> {
         Self::with_table(table, format!("preset {name} with --set overrides"), Mode::New { name })
     }
 
-    /// A run of a config written as TOML text (a preset's format); `name` names the run
-    /// directories, as a preset's file name does.
+    /// A run of a config written as TOML text (a preset's format, `extends` included); `name`
+    /// names the run directories, as a preset's file name does.
     pub fn from_toml_str(name: &str, text: &str) -> Result<Self> {
-        let mut table: toml::Table = text.parse().with_context(|| format!("config {name} is not valid TOML"))?;
-        if table.contains_key("preset") {
-            bail!("config {name}: the key `preset` is set from the name; remove it");
-        }
+        let mut table = presets::resolve_text(text, &format!("config {name}"))?;
         table.insert("preset".into(), toml::Value::String(name.to_string()));
         Self::with_table(table, format!("config {name}"), Mode::New { name: name.to_string() })
     }

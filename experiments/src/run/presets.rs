@@ -48,6 +48,12 @@ pub fn load(name_or_path: &str) -> Result<(String, toml::Table)> {
     Ok((name, resolve(&text, &origin, &embedded)?))
 }
 
+/// A config written as TOML text in a preset's format (`origin` names it in messages), its
+/// `extends` resolved against the embedded presets and bases as a preset file's is.
+pub fn resolve_text(text: &str, origin: &str) -> Result<toml::Table> {
+    resolve(text, origin, &embedded)
+}
+
 /// An embedded preset or base by name: (origin for messages, text).
 fn embedded(name: &str) -> Option<(String, &'static str)> {
     let preset = PRESETS.iter().find(|(n, _)| *n == name).map(|(n, t)| (format!("preset {n}"), *t));
@@ -146,6 +152,20 @@ mod tests {
             assert!(base.starts_with(&format!("{}-", c.algo)), "{name} names algo {}", c.algo);
             assert_eq!(c.agent_config().unwrap().algo(), c.algo);
         }
+    }
+
+    /// Text in a preset's format resolves its `extends` as a file does: a base plus a preset's
+    /// own keys is that preset, and a key laid on top replaces the inherited value.
+    #[test]
+    fn text_extends_a_base_as_a_preset_file_does() {
+        let (_, preset) = load("iql-hopper-medium").unwrap();
+        let text = "extends = \"iql-locomotion\"\nenv = \"hopper-v2\"\n[dataset]\nid = \"hopper-medium-v2\"\n";
+        assert_eq!(resolve_text(text, "config t").unwrap(), preset);
+        let over = resolve_text("extends = \"iql-hopper-medium\"\n[agent]\nexpectile = 0.9\n", "config t").unwrap();
+        assert_eq!(over["agent"]["expectile"].as_float(), Some(0.9));
+        assert_eq!(over["agent"]["beta"].as_float(), Some(3.0));
+        let err = format!("{:#}", resolve_text("extends = \"no-such-base\"\n", "config t").unwrap_err());
+        assert!(err.contains("config t: key `extends`: no preset or base is named `no-such-base`"), "{err}");
     }
 
     /// The SAC presets start from the orthogonal initialization, the one the 5-seed Hopper

@@ -1,11 +1,7 @@
-"""o2o from Python: offline-to-online RL with o2o's Rust runner behind a small API.
+"""o2o._o2o: the Rust half of the package `o2o` (PyO3), re-exported by `o2o`.
 
 Everything here calls the o2o-experiments library (the same builder the `o2o` command line
 drives); see docs/python.md.
-
-    import o2o
-    done = o2o.Run.preset("sac-inverted-pendulum").set({"train.online_steps": 5000}).seed(0).run()
-    print(done.dir, done.summary["final_eval"]["mean_return"])
 """
 
 from __future__ import annotations
@@ -85,6 +81,28 @@ class Run:
         """Torch intra-op threads for this run (default: libtorch's choice, usually the number of
         cores). Set it here rather than with `torch.set_num_threads`: the run trains on a thread
         of its own."""
+    def env(self, env: Union[str, Any, Callable[[], Any]]) -> Run:
+        """The env to train and evaluate in, instead of the config's:
+
+        - an o2o env id (`"Hopper-v5"`): made and stepped in Rust, the GIL released;
+        - a `gymnasium.Env` whose observation and action spaces are `Box`es (the action bounds
+          finite): stepped from o2o's Rust loop, the GIL taken for each `reset`/`step`, with
+          Gymnasium 1.x semantics (`reset(seed=...)` at every episode, `terminated` and
+          `truncated` kept apart; `info["is_success"]` is the success flag). The run copies it
+          (`copy.deepcopy`, else `gymnasium.make(env.spec)`) for each env it makes (one to act
+          in, one to evaluate on), and never steps the object given;
+        - a function of no arguments returning such an env, called for each env the run makes.
+
+        The config's `env` becomes the env's id (`env.spec.id`, else its class name). Raises
+        `ValueError` for an unknown id or a space o2o cannot take, `TypeError` for anything
+        else. An exception the env raises during the run stops it and is raised by `run()` as
+        it was raised. A resumed run of a Python env needs the same `.env(...)` again.
+        """
+    def starting_from(self, run_or_checkpoint: _Path) -> Run:
+        """Start from another run's agent (its newest checkpoint, or the checkpoint folder
+        `<run>/checkpoints/step-N`) with its whole state (weights, optimizer moments,
+        temperature), skipping this config's offline phase and evaluating the starting point
+        (`o2o run --from`)."""
     def dataset(self, data: Dataset) -> Run:
         """Offline data built in memory (`Dataset.from_arrays`) instead of the config's file; the
         config records `dataset.in_memory = true` and the manifest the data's sha256."""
@@ -161,11 +179,37 @@ class Dataset:
         Raises `ValueError` naming the key on a wrong shape, dtype or row count, and the row and
         column of a NaN or infinite value.
         """
+    @staticmethod
+    def from_d4rl(path: _Path) -> Dataset:
+        """A D4RL-format HDF5 file (`observations`, `actions`, `rewards`, `terminals`, and
+        `timeouts`, `next_observations` when present), read and checked by o2o's reader as a run
+        reads it.
+
+        Raises `FileNotFoundError` when there is no file, `ValueError` naming the file and key
+        when it is not D4RL data.
+        """
+    @staticmethod
+    def from_minari(path: _Path) -> Dataset:
+        """A Minari dataset folder (`<id>/` or `<id>/data/` with `metadata.json` and
+        `main_data.hdf5`; flat `Box` observations and actions), one row per step: `terminals`
+        from `terminations`, `timeouts` from `truncations`, `next_observations` from each
+        episode's next observation.
+
+        Raises `FileNotFoundError` when there is no folder, `ValueError` naming the file and key
+        when it is not a Minari dataset.
+        """
     def __len__(self) -> int: ...
     @property
     def obs_dim(self) -> int: ...
     @property
     def act_dim(self) -> int: ...
+    @property
+    def env(self) -> str | None:
+        """The env the data was recorded in, when the file names it (a registry file such as
+        `hopper-medium-v2.hdf5`, a Minari dataset's `env_spec`); `None` otherwise."""
+    @property
+    def source(self) -> pathlib.Path | None:
+        """The file or folder the data was read from (`None` for arrays)."""
     @property
     def episodes(self) -> int:
         """Episodes: runs of rows ended by `terminals` or `timeouts` (a trailing partial one counts)."""
@@ -200,14 +244,21 @@ class Policy:
     def step(self) -> int:
         """The loop step of that checkpoint."""
 
-def load_policy(run_dir: _Path, checkpoint: str | None = None, device: str = "cpu") -> Policy:
+def load_policy(
+    run_dir: _Path, checkpoint: str | None = None, device: str = "cpu", env: Any = None
+) -> Policy:
     """The deterministic policy of the run in `run_dir`, from `checkpoint` (`"step-N"`) or the
-    newest one, as a callable from NumPy to NumPy. The run's env must be one o2o makes (a
-    registry id)."""
+    newest one, as a callable from NumPy to NumPy. A run of an env written in Python needs that
+    env again (`env=`: a `gymnasium.Env` or a factory, as `Run.env` takes it; its spaces give the
+    policy's sizes and action bounds); other runs make their env from the registry."""
 
 def export(
-    run_dir: _Path, to: str = "torchscript", out: _Path | None = None, checkpoint: str | None = None
+    run_dir: _Path,
+    to: str = "torchscript",
+    out: _Path | None = None,
+    checkpoint: str | None = None,
+    env: Any = None,
 ) -> pathlib.Path:
     """Write the run's deterministic policy as TorchScript (`o2o export`): `out` (default
     `<run_dir>/export/policy.pt`) and a JSON description beside it. Returns the module's path;
-    `torch.jit.load` runs it without o2o."""
+    `torch.jit.load` runs it without o2o. `env` as for `load_policy`."""

@@ -1,0 +1,45 @@
+"""o2o from Python: offline-to-online RL with o2o's Rust runner behind a small API.
+
+Everything here calls the o2o-experiments library (the same builder the `o2o` command line
+drives); see docs/python.md.
+
+    import o2o
+    done = o2o.Run.preset("sac-inverted-pendulum").set({"train.online_steps": 5000}).seed(0).run()
+    print(done.dir, done.summary["final_eval"]["mean_return"])
+
+    iql = o2o.IQL(expectile=0.7, batch_size=256, device="cpu")     # d3rlpy's shape
+    iql.fit(o2o.Dataset.from_d4rl("hopper-medium-v2.hdf5"), n_steps=10_000)
+    iql.predict(observations)
+"""
+
+from ._o2o import (
+    Dataset,
+    Error,
+    Outcome,
+    Policy,
+    Run,
+    __version__,
+    export,
+    list_presets,
+    load_policy,
+)
+from .algos import CQL, IQL, RLPD, SAC, WSRL, Algo, CalQL
+
+__all__ = [
+    "Run",
+    "Outcome",
+    "Dataset",
+    "Policy",
+    "Error",
+    "list_presets",
+    "load_policy",
+    "export",
+    "Algo",
+    "SAC",
+    "IQL",
+    "CQL",
+    "CalQL",
+    "RLPD",
+    "WSRL",
+    "__version__",
+]
