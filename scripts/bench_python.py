@@ -12,8 +12,16 @@
    Hopper-v5 made by o2o in Rust, on Gymnasium's Hopper-v5 handed over as a Python env (stepped
    from the Rust loop, the GIL taken per call), and Gymnasium's env stepped by a plain Python
    loop (`env.step(a)`, the actions drawn beforehand), alternating.
+3. `fit_online` SAC on Gymnasium's Hopper-v5 (a Python env) against d3rlpy's `fit_online` on
+   the same env, one torch thread each, the same SAC (2×256, batch 256, LRs 3e-4, 2 critics,
+   α₀ 1, one update per env step after 1000 random steps): the wall time of a run of `--online`
+   env steps minus that of a run of half as many (start-up and the random steps cancel),
+   alternating. Needs d3rlpy importable (kept out of the venv: install it with
+   `pip install --no-deps --target DIR d3rlpy==2.8.1 …` and put DIR on PYTHONPATH); skipped
+   otherwise.
 
-    python scripts/bench_python.py --o2o target/release/o2o [--rounds 5] [--updates 3000] [--steps 20000] [--part 1|2]
+    python scripts/bench_python.py --o2o target/release/o2o [--rounds 5] [--updates 3000] [--steps 20000]
+        [--online 3000] [--part 1|2|3]
 
 The load average is printed before and after each measurement.
 """
@@ -117,13 +125,16 @@ def main():
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--updates", type=int, default=3000)
     p.add_argument("--steps", type=int, default=20000)
-    p.add_argument("--part", type=int, choices=[1, 2], help="only this part")
+    p.add_argument("--online", type=int, default=3000, help="env steps of part 3's longer runs")
+    p.add_argument("--part", type=int, choices=[1, 2, 3], help="only this part")
     a = p.parse_args()
     runs = Path(tempfile.mkdtemp(prefix="o2o-bench-python-"))
-    if a.part != 2:
+    if a.part in (None, 1):
         offline_part(a, runs)
-    if a.part != 1:
+    if a.part in (None, 2):
         env_part(a, runs)
+    if a.part in (None, 3):
+        d3rlpy_part(a, runs)
 
 
 def offline_part(a, runs):
@@ -160,6 +171,65 @@ def env_part(a, runs):
     print(f"   Python env in the o2o loop vs the Rust env: {us(pyenv) / us(rust):.2f}× the time per step; "
           f"vs the same env in a Python loop: {us(pyenv) - us(loop):+.1f} µs/step "
           "(the boundary, less the Python loop's own work, plus the o2o loop's: replay rows, random actions)")
+
+
+
+RANDOM = 1000
+
+
+def o2o_sac_seconds(steps, runs):
+    """Wall seconds of o2o's SAC making `steps` env steps (the first RANDOM random) on
+    Gymnasium's Hopper-v5."""
+    sac = o2o.SAC(random_steps=RANDOM, device="cpu", threads=1, runs_dir=runs, progress="off", rerun="off",
+                  set={"eval.every": 0, "eval.episodes": 1, "eval.at_phase_end": False,
+                       "checkpoint.every": steps})
+    start = time.perf_counter()
+    sac.fit_online(gym.make("Hopper-v5"), steps - RANDOM)
+    return time.perf_counter() - start
+
+
+def d3rlpy_sac_seconds(steps):
+    """The same with d3rlpy's SAC (its defaults are these settings)."""
+    import logging
+
+    import d3rlpy
+    import structlog
+    import torch
+
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    torch.set_num_threads(1)
+    env = gym.make("Hopper-v5")
+    sac = d3rlpy.algos.SACConfig(batch_size=256, actor_learning_rate=3e-4, critic_learning_rate=3e-4,
+                                 temp_learning_rate=3e-4, gamma=0.99, tau=0.005, n_critics=2,
+                                 initial_temperature=1.0).create(device="cpu:0")
+    buffer = d3rlpy.dataset.create_fifo_replay_buffer(limit=1_000_000, env=env)
+    start = time.perf_counter()
+    sac.fit_online(env, buffer, n_steps=steps, n_steps_per_epoch=steps, random_steps=RANDOM,
+                   update_start_step=RANDOM, show_progress=False,
+                   logger_adapter=d3rlpy.logging.NoopAdapterFactory())
+    return time.perf_counter() - start
+
+
+def d3rlpy_part(a, runs):
+    try:
+        import d3rlpy  # noqa: F401
+    except ImportError:
+        print("3. skipped: d3rlpy is not importable")
+        return
+    long, short = a.online, (a.online + RANDOM) // 2
+    print(f"3. fit_online SAC on Gymnasium's Hopper-v5, 1 thread: {long} vs {short} env steps, "
+          f"{RANDOM} random")
+    per = {"o2o": [], "d3rlpy": []}
+    for k in range(a.rounds):
+        sides = [("o2o", lambda n: o2o_sac_seconds(n, runs)), ("d3rlpy", d3rlpy_sac_seconds)]
+        for name, seconds in sides[:: 1 if k % 2 == 0 else -1]:
+            before = load()
+            per[name].append((seconds(long) - seconds(short)) / (long - short))
+            print(f"   round {k + 1} {name:6s} {1e3 * per[name][-1]:6.2f} ms per env step with its update "
+                  f"({before} → {load()})")
+    ratios = [d / o for d, o in zip(per["d3rlpy"], per["o2o"])]
+    each = ", ".join(f"{r:.2f}" for r in ratios)
+    print(f"   o2o's speed / d3rlpy's: median {statistics.median(ratios):.2f}× (rounds {each})")
 
 
 if __name__ == "__main__":
