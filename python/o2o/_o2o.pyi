@@ -109,9 +109,16 @@ class Run:
     def rerun(self, mode: str) -> Run:
         """The Rerun recording: `"save"` (`recording.rrd` in the run directory, the default),
         `"off"`, `"spawn"` (a viewer), or `"connect"` / `"connect=HOST:PORT"`."""
-    def progress(self, mode: str, every: float = 30.0) -> Run:
-        """Progress on stderr: `"auto"` (a bar on a terminal, plain lines otherwise), `"bar"`,
-        `"plain"` (a line every `every` seconds) or `"off"`."""
+    def progress(
+        self, mode: Union[str, Callable[[dict[str, Any]], object]], every: float | None = None
+    ) -> Run:
+        """How progress is shown: `"auto"` (the default: a bar on a terminal, plain lines when
+        stderr is not one, the notebook bar inside Jupyter), `"bar"`, `"plain"` (a line every
+        `every` seconds, 30 by default), `"notebook"` (through Python's `sys.stderr`, with tqdm
+        where installed) or `"off"`; or a callable, called with a dict per update (`step`,
+        `total`, `phase`, `steps_per_s`, `eta_s`, `train_return`, `eval_return`, `eval_score`,
+        `done`) at most every `every` seconds (0.5 by default) and once at the end. An exception
+        in the callable is printed as unraisable and the run goes on without it."""
     def on_eval(self, callback: Callable[[dict[str, Any], dict[str, Any]], object]) -> Run:
         """Call `callback(result, state)` after every evaluation (`result`: `step`,
         `mean_return`, …; `state`: the runner's counters). An exception it raises stops the run

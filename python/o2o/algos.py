@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from ._o2o import Dataset, Outcome, Policy, Run, export, load_policy
 
@@ -54,7 +54,7 @@ class Algo:
         device: str = "auto",
         threads: Optional[int] = None,
         runs_dir: _Path = "runs",
-        progress: str = "auto",
+        progress: Union[str, Callable[[dict], object]] = "auto",
         rerun: str = "save",
         set: Optional[Mapping[str, Any]] = None,
     ) -> None:

@@ -17,10 +17,12 @@ use crate::outcome::Outcome;
 use o2o_datasets::d4rl::D4rlDataset;
 use o2o_experiments::logging::RerunArgs;
 use o2o_experiments::run::interrupt::{self, Interrupted};
-use o2o_experiments::run::progress::{ProgressMode, ProgressOptions};
+use o2o_experiments::run::progress::{ProgressMode, ProgressOptions, ProgressSink, ProgressUpdate, DEFAULT_EVERY};
 use pyo3::exceptions::{PyKeyboardInterrupt, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -48,6 +50,8 @@ struct Recipe {
     threads: Option<i32>,
     rerun: Option<String>,
     progress: Option<ProgressOptions>,
+    /// Where progress updates go instead of stderr; resolved to a callable when the run starts.
+    progress_to: Option<ProgressTo>,
     dataset: Option<Arc<D4rlDataset>>,
     /// Envs written in Python (`Run.env` with an env or a factory); an id is an override.
     env: Option<Arc<PyEnvSource>>,
@@ -56,6 +60,18 @@ struct Recipe {
     on_eval: Option<Arc<Py<PyAny>>>,
     on_checkpoint: Option<Arc<Py<PyAny>>>,
 }
+
+/// Progress given to Python rather than drawn on the process's stderr.
+#[derive(Clone)]
+enum ProgressTo {
+    /// `callback(update: dict)`.
+    Callback(Arc<Py<PyAny>>),
+    /// `o2o._progress.NotebookBar()`, made afresh for each run.
+    Notebook,
+}
+
+/// Between two updates handed to Python: a bar redrawn twice a second.
+const PY_PROGRESS_EVERY: f64 = 0.5;
 
 /// Which phases to run.
 #[derive(Clone, Copy)]
@@ -78,6 +94,7 @@ impl Recipe {
             threads: None,
             rerun: None,
             progress: None,
+            progress_to: None,
             dataset: None,
             env: None,
             starting_from: None,
@@ -111,8 +128,8 @@ impl Recipe {
         if let Some(mode) = &self.rerun {
             run = run.rerun(RerunArgs { rerun: mode.clone(), ..RerunArgs::default() });
         }
-        if let Some(progress) = self.progress {
-            run = run.progress(progress);
+        if let Some(progress) = &self.progress {
+            run = run.progress(progress.clone());
         }
         if with_data {
             if let Some(data) = &self.dataset {
@@ -246,20 +263,47 @@ impl Run {
         self.recipe.with(|r| r.rerun = Some(mode))
     }
 
-    /// Progress on stderr: `"auto"` (a bar on a terminal, plain lines otherwise), `"bar"`,
-    /// `"plain"` (a line every `every` seconds) or `"off"`.
-    #[pyo3(signature = (mode, every = 30.0))]
-    fn progress(&self, mode: &str, every: f64) -> PyResult<Run> {
+    /// How progress is shown: `"auto"` (the default: a bar on a terminal, plain lines when
+    /// stderr is not one, the notebook bar inside Jupyter), `"bar"`, `"plain"` (a line every
+    /// `every` seconds, 30 by default), `"notebook"` (drawn through Python's `sys.stderr`, with
+    /// tqdm where installed), `"off"`; or a callable, called with a dict per update (`step`,
+    /// `total`, `phase`, `steps_per_s`, `eta_s`, `train_return`, `eval_return`, `eval_score`,
+    /// `done`) at most every `every` seconds (0.5 by default) and once at the end.
+    #[pyo3(signature = (mode, every = None))]
+    fn progress(&self, mode: &Bound<'_, PyAny>, every: Option<f64>) -> PyResult<Run> {
         use clap::ValueEnum;
-        let mode = ProgressMode::from_str(mode, true)
-            .map_err(|_| PyValueError::new_err(format!("progress {mode:?}: expected auto, bar, plain or off")))?;
-        if !(every.is_finite() && every > 0.0) {
+        if let Some(every) = every.filter(|e| !(e.is_finite() && *e >= 0.0)) {
             return Err(PyValueError::new_err(format!(
-                "progress every: expected a positive number of seconds, found {every}"
+                "progress every: expected a number of seconds >= 0, found {every}"
             )));
         }
-        let options = ProgressOptions { mode, every: Duration::from_secs_f64(every) };
-        self.recipe.with(|r| r.progress = Some(options))
+        let (mode, to) = if mode.is_callable() {
+            (ProgressMode::Auto, Some(ProgressTo::Callback(Arc::new(mode.clone().unbind()))))
+        } else {
+            let name: String = mode.extract().map_err(|_| {
+                PyValueError::new_err(format!(
+                    "progress {}: expected auto, bar, plain, notebook, off or a callable",
+                    mode.repr().map(|r| r.to_string()).unwrap_or_default()
+                ))
+            })?;
+            match name.to_ascii_lowercase().as_str() {
+                "notebook" => (ProgressMode::Auto, Some(ProgressTo::Notebook)),
+                other => (
+                    ProgressMode::from_str(other, true).map_err(|_| {
+                        PyValueError::new_err(format!(
+                            "progress {name:?}: expected auto, bar, plain, notebook, off or a callable"
+                        ))
+                    })?,
+                    None,
+                ),
+            }
+        };
+        let default_every = if to.is_some() { PY_PROGRESS_EVERY } else { DEFAULT_EVERY.as_secs_f64() };
+        let options = ProgressOptions::new(mode, Duration::from_secs_f64(every.unwrap_or(default_every)));
+        self.recipe.with(|r| {
+            r.progress = Some(options);
+            r.progress_to = to;
+        })
     }
 
     /// Call `callback(result: dict, state: dict)` after every evaluation; an exception it
@@ -327,7 +371,8 @@ impl Run {
 fn execute(py: Python<'_>, recipe: &Recipe, phases: Phases) -> PyResult<Outcome> {
     let raised: Raised = Arc::new(Mutex::new(None));
     let (tx, rx) = mpsc::channel();
-    let work = recipe.clone();
+    let mut work = recipe.clone();
+    work.progress_to = progress_callable(py, recipe)?.map(|f| ProgressTo::Callback(Arc::new(f)));
     let slot = raised.clone();
     interrupt::clear();
     let handle = std::thread::Builder::new()
@@ -393,6 +438,27 @@ fn execute(py: Python<'_>, recipe: &Recipe, phases: Phases) -> PyResult<Outcome>
     }
 }
 
+/// The callable that gets this run's progress updates, if any: the user's, or a fresh
+/// `o2o._progress.NotebookBar()` for `"notebook"` and for `"auto"` inside a Jupyter kernel
+/// (where the process's stderr does not reach the cell).
+fn progress_callable(py: Python<'_>, recipe: &Recipe) -> PyResult<Option<Py<PyAny>>> {
+    let mode = recipe.progress.as_ref().map_or(ProgressMode::Auto, |p| p.mode);
+    let notebook = match &recipe.progress_to {
+        Some(ProgressTo::Callback(f)) => return Ok(Some(f.clone_ref(py))),
+        Some(ProgressTo::Notebook) => true,
+        None => {
+            mode == ProgressMode::Auto && {
+                let module = py.import("o2o._progress")?;
+                module.getattr("in_notebook")?.call0()?.is_truthy()?
+            }
+        }
+    };
+    if !notebook || mode == ProgressMode::Off {
+        return Ok(None);
+    }
+    Ok(Some(py.import("o2o._progress")?.getattr("NotebookBar")?.call0()?.unbind()))
+}
+
 /// The run itself, on its own thread: the builder with the callbacks, then the phases.
 fn train(recipe: Recipe, phases: Phases, raised: Raised) -> anyhow::Result<o2o_experiments::Outcome> {
     if let Some(n) = recipe.threads {
@@ -400,6 +466,14 @@ fn train(recipe: Recipe, phases: Phases, raised: Raised) -> anyhow::Result<o2o_e
         tch::set_num_threads(n);
     }
     let mut run = recipe.builder(true)?;
+    if let Some(ProgressTo::Callback(callback)) = recipe.progress_to.clone() {
+        let mut options = recipe
+            .progress
+            .clone()
+            .unwrap_or_else(|| ProgressOptions::new(ProgressMode::Auto, Duration::from_secs_f64(PY_PROGRESS_EVERY)));
+        options.sink = Some(python_progress(callback));
+        run = run.progress(options);
+    }
     if let Some(source) = &recipe.env {
         run = run.env_factory(source.factory(raised.clone()));
     }
@@ -424,6 +498,37 @@ fn train(recipe: Recipe, phases: Phases, raised: Raised) -> anyhow::Result<o2o_e
         Phases::Fit(steps) => run.fit(steps),
         Phases::FitOnline(steps) => run.fit_online(steps),
     }
+}
+
+/// A sink calling `callback(update: dict)` with the GIL. Progress must not stop a run: an
+/// exception it raises is reported as unraisable (printed, as Python does for `__del__`) and the
+/// callback is not called again in this run.
+fn python_progress(callback: Arc<Py<PyAny>>) -> ProgressSink {
+    let failed = AtomicBool::new(false);
+    ProgressSink::new(move |u: &ProgressUpdate| {
+        if failed.load(Ordering::Relaxed) {
+            return;
+        }
+        Python::attach(|py| {
+            let call = || -> PyResult<()> {
+                let d = PyDict::new(py);
+                d.set_item("step", u.step)?;
+                d.set_item("total", u.total)?;
+                d.set_item("phase", u.phase)?;
+                d.set_item("steps_per_s", u.steps_per_s)?;
+                d.set_item("eta_s", u.eta_s)?;
+                d.set_item("train_return", u.train_return)?;
+                d.set_item("eval_return", u.eval_return)?;
+                d.set_item("eval_score", u.eval_score)?;
+                d.set_item("done", u.done)?;
+                callback.bind(py).call1((d,)).map(drop)
+            };
+            if let Err(e) = call() {
+                failed.store(true, Ordering::Relaxed);
+                e.write_unraisable(py, Some(callback.bind(py)));
+            }
+        })
+    })
 }
 
 /// Call `callback(*args(py))` with the GIL; an exception is kept in `raised` and becomes the

@@ -104,7 +104,7 @@ def test_device_threads_rerun_and_progress_are_checked():
         run.threads(0)
     with pytest.raises(ValueError):
         run.rerun("sometimes")
-    with pytest.raises(ValueError, match="auto, bar, plain or off"):
+    with pytest.raises(ValueError, match="auto, bar, plain, notebook, off or a callable"):
         run.progress("loud")
     run.device("cpu").threads(2).rerun("off").progress("plain", every=5.0)
 

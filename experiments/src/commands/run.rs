@@ -83,7 +83,7 @@ impl CommonArgs {
         if !(self.progress_every.is_finite() && self.progress_every > 0.0) {
             bail!("--progress-every: expected a positive number of seconds, found {}", self.progress_every);
         }
-        Ok(ProgressOptions { mode: self.progress, every: Duration::from_secs_f64(self.progress_every) })
+        Ok(ProgressOptions::new(self.progress, Duration::from_secs_f64(self.progress_every)))
     }
 
     /// Set the thread count and arm `--max-time`; the device to run on.

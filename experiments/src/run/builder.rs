@@ -386,7 +386,7 @@ impl<'a> Run<'a> {
         let mut sinks = crate::logging::sinks_for_run(&dir, &self.rerun, config)?;
         sinks.append(&mut self.sinks);
         self.connect_loop_observer(&sinks);
-        let summary = prepared.run(&dir, sinks, self.progress)?;
+        let summary = prepared.run(&dir, sinks, self.progress.clone())?;
         Ok(Outcome { dir, summary, reused: false })
     }
 
@@ -489,7 +489,7 @@ impl<'a> Run<'a> {
         let mut sinks = crate::logging::sinks_for_run(dir, &self.rerun, config)?;
         sinks.append(&mut self.sinks);
         self.connect_loop_observer(&sinks);
-        let summary = prepared.run(dir, sinks, self.progress)?;
+        let summary = prepared.run(dir, sinks, self.progress.clone())?;
         Ok(Outcome { dir: dir.to_path_buf(), summary, reused: false })
     }
 }

@@ -17,7 +17,7 @@
 use super::python_json;
 use anyhow::{bail, Context};
 use o2o_experiments::logging::RerunArgs;
-use o2o_experiments::run::progress::{ProgressMode, ProgressOptions};
+use o2o_experiments::run::progress::ProgressOptions;
 use o2o_experiments::Run;
 use serde_json::json;
 use std::path::Path;
@@ -114,7 +114,7 @@ fn time_ours(args: &PpoBenchArgs) -> anyhow::Result<f64> {
         .runs_dir(runs.path())
         .device(tch::Device::Cpu)
         .rerun(RerunArgs { rerun: "off".into(), ..RerunArgs::default() })
-        .progress(ProgressOptions { mode: ProgressMode::Off, ..ProgressOptions::default() })
+        .progress(ProgressOptions::off())
         .run()?;
     median_rollout_rate(&outcome.dir.join("metrics.jsonl"))
 }
