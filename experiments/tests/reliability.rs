@@ -482,6 +482,29 @@ fn max_time_stops_at_a_checkpoint_and_bad_durations_are_refused() {
     }
 }
 
+/// `--max-time` on a sweep bounds the whole sweep: when it passes, the running seed stops with
+/// its checkpoint and the seeds not yet started stay unstarted (each seed does not get the full
+/// budget from its own start).
+#[test]
+fn max_time_bounds_a_whole_sweep() {
+    let runs = scratch("max-time-sweep-");
+    let o = o2o(&["train"])
+        .args(SAC)
+        .args(["--set", "train.online_steps=200000", "--seeds", "0..3", "--jobs", "1", "--max-time", "5s"])
+        .arg("--runs-dir")
+        .arg(&runs)
+        .output()
+        .unwrap();
+    let err = text(&o);
+    assert_eq!(o.status.code(), Some(130), "{err}");
+    assert_eq!(err.matches("--max-time 5s reached").count(), 1, "only the sweep's own limit fires: {err}");
+    let dirs = run_dirs(&runs);
+    assert_eq!(dirs.len(), 1, "seeds 1 and 2 never start: {dirs:?}\n{err}");
+    assert!(!o2o_experiments::run::checkpoint::list(&dirs[0]).unwrap().is_empty(), "{err}");
+    assert!(err.contains("seed 0: stopped at step"), "{err}");
+    assert!(err.contains("not started: seeds 1, 2"), "{err}");
+}
+
 /// Items 12 and 13: a budget whose online batch never fills says so (and in the stage table);
 /// `--rerun spawn` without a display saves the recording; `finetune` of an offline-only run
 /// needs `--steps`.

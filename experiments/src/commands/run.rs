@@ -95,6 +95,13 @@ impl CommonArgs {
             tch::set_num_threads(n);
         }
         let device = self.device.resolve()?;
+        self.arm_max_time()?;
+        Ok(device)
+    }
+
+    /// Ask this process to stop at its next safe point once `--max-time` has passed (for a
+    /// sweep: the whole sweep's wall-clock budget, forwarded to its running seeds).
+    pub fn arm_max_time(&self) -> Result<()> {
         if let Some(text) = &self.max_time {
             let limit = parse_duration(text).map_err(|e| anyhow::anyhow!("--max-time {text:?}: {e}"))?;
             let text = text.clone();
@@ -104,7 +111,7 @@ impl CommonArgs {
                 o2o_experiments::run::interrupt::request();
             });
         }
-        Ok(device)
+        Ok(())
     }
 }
 

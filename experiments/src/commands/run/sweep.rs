@@ -41,7 +41,9 @@ pub fn parse_seeds(text: &str) -> Result<Vec<u64>> {
     Ok(seeds)
 }
 
-/// This process's arguments without the sweep's own (`--seeds`, `--jobs`, `--json`).
+/// This process's arguments without the sweep's own (`--seeds`, `--jobs`, `--json`), and
+/// without `--max-time`, which bounds the whole sweep: the sweep stops its running seeds when it
+/// passes, rather than each seed getting the full budget from its own start.
 fn child_args(args: &[String]) -> Vec<String> {
     let mut out = Vec::new();
     let mut skip_next = false;
@@ -51,9 +53,9 @@ fn child_args(args: &[String]) -> Vec<String> {
             continue;
         }
         match a.as_str() {
-            "--seeds" | "--jobs" => skip_next = true,
+            "--seeds" | "--jobs" | "--max-time" => skip_next = true,
             "--json" => {}
-            s if s.starts_with("--seeds=") || s.starts_with("--jobs=") => {}
+            s if ["--seeds=", "--jobs=", "--max-time="].iter().any(|p| s.starts_with(p)) => {}
             _ => out.push(a.clone()),
         }
     }
@@ -66,6 +68,7 @@ pub fn run(sweep: &SweepArgs, common: &CommonArgs) -> Result<()> {
     if sweep.jobs == 0 {
         bail!("--jobs: expected at least 1, found 0");
     }
+    common.arm_max_time()?;
     let exe = std::env::current_exe().context("cannot find the o2o executable for the sweep's runs")?;
     let args: Vec<String> = std::env::args().skip(1).collect();
     let base = child_args(&args);
@@ -220,10 +223,13 @@ mod tests {
 
     #[test]
     fn child_args_drop_the_sweep_options() {
-        let a: Vec<String> = ["train", "--preset", "x", "--seeds", "0..3", "--jobs=2", "--json", "--set", "a=1"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let a: Vec<String> =
+            ["train", "--preset", "x", "--seeds", "0..3", "--jobs=2", "--json", "--max-time", "2h", "--set", "a=1"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
         assert_eq!(child_args(&a), ["train", "--preset", "x", "--set", "a=1"]);
+        let a: Vec<String> = ["run", "--max-time=90s", "--seeds=1,2"].iter().map(|s| s.to_string()).collect();
+        assert_eq!(child_args(&a), ["run"]);
     }
 }
