@@ -194,7 +194,10 @@ fn v21_layout_reads_like_v30() {
     // An episode file the list names but the folder lacks.
     std::fs::remove_file(root.join("data/chunk-000/episode_000001.parquet")).unwrap();
     let msg = LeRobotDataset::read(&root, &LeRobotKeys::default()).unwrap_err().to_string();
-    assert!(msg.contains("episode_000001.parquet") && msg.contains("missing"), "{msg}");
+    assert!(
+        msg.contains("episode_000001.parquet") && msg.contains("3 frames of episode 1") && msg.contains("found none"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -269,7 +272,7 @@ fn missing_defaults_warn_and_bad_folders_name_file_and_key() {
     });
     std::fs::rename(root.join("data/chunk-000/file-000.parquet"), tmp.path().join("keep.parquet")).unwrap();
     let msg = LeRobotDataset::read(&root, &LeRobotKeys::default()).unwrap_err().to_string();
-    assert!(msg.contains("data/chunk-000/file-000.parquet") && msg.contains("missing"), "{msg}");
+    assert!(msg.contains("missing") && msg.contains("data_path") && msg.contains("file-{file_index:03d}"), "{msg}");
     std::fs::rename(tmp.path().join("keep.parquet"), root.join("data/chunk-000/file-000.parquet")).unwrap();
     edit_info(&root, |v| v["features"]["action"]["dtype"] = json!("string"));
     let msg = LeRobotDataset::read(&root, &LeRobotKeys::default()).unwrap_err().to_string();

@@ -5,7 +5,8 @@
 //! v3.0: `meta/episodes/chunk-*/file-*.parquet` (one row per episode: length and the
 //! `data/chunk_index`, `data/file_index` of its data file) and `data/…` files holding many
 //! episodes each; v2.0/v2.1: `meta/episodes.jsonl` and one `data/…/episode_NNNNNN.parquet` per
-//! episode. Data files are found through `data_path`, so any chunk and file count works.
+//! episode. Data files are every file the `data_path` template matches (any chunk and file
+//! count), and an episode's frames are found by `episode_index`, as LeRobot itself reads them.
 //!
 //! **Mapping to o2o's transitions** (each key can be changed with [`LeRobotKeys`]):
 //!

@@ -20,7 +20,8 @@ pub struct EpisodeMeta {
     pub index: i64,
     /// `length`: frames.
     pub length: usize,
-    /// Its data file, relative to the dataset root.
+    /// Its data file as the metadata names it, relative to the dataset root (frames are found
+    /// by `episode_index` in every data file, so this is informational).
     pub data_file: PathBuf,
     /// Its tasks (natural-language instructions).
     pub tasks: Vec<String>,
@@ -37,7 +38,7 @@ pub struct LeRobotDataset {
     pub tasks: Vec<String>,
     /// Episodes, by `episode_index`.
     pub episodes: Vec<EpisodeMeta>,
-    /// The data files read, relative to the root, in reading order.
+    /// The data files read (every file `data_path` matches), relative to the root, sorted.
     pub data_files: Vec<PathBuf>,
     /// The features that became observations, in order.
     pub observation_keys: Vec<String>,
@@ -214,23 +215,21 @@ impl LeRobotDataset {
         } else {
             (episodes_v2(root, &info)?, tasks_v2(root)?)
         };
-        let mut data_files: Vec<PathBuf> = Vec::new();
-        for e in &episodes {
-            if data_files.last() != Some(&e.data_file) && !data_files.contains(&e.data_file) {
-                data_files.push(e.data_file.clone());
-            }
+        // Every file `data_path` can name, as LeRobot reads every data file: frames are found by
+        // their episode_index, so an episode's data/file_index (which lerobot's own v2.1 → v3.0
+        // converter can get wrong by one when files roll over) is not trusted.
+        let data_files = template_files(root, &info.data_path)?;
+        if data_files.is_empty() {
+            return Err(DatasetError::MissingFile {
+                path: root.join("data"),
+                expected: format!("data files matching `data_path` {:?} of meta/info.json", info.data_path),
+            });
         }
         let mut frames = Frames::default();
         let wanted = mapping.keys();
         let required: Vec<&str> = ["episode_index"].into_iter().chain(wanted.iter().copied()).collect();
         for rel in &data_files {
             let path = root.join(rel);
-            if !path.is_file() {
-                return Err(DatasetError::MissingFile {
-                    path,
-                    expected: "a data file named by the episode metadata and `data_path` in meta/info.json".into(),
-                });
-            }
             let table = read_table(&path, &required, &["frame_index"])?;
             frames.append(&table, &mapping)?;
         }
@@ -350,7 +349,10 @@ fn assemble(root: &Path, info: &Info, m: &Mapping, episodes: &[EpisodeMeta], f: 
             return Err(DatasetError::BadValue {
                 path: root.join(&e.data_file),
                 key: "episode_index".into(),
-                expected: format!("{} frames of episode {} (as the episode metadata says)", e.length, e.index),
+                expected: format!(
+                    "{} frames of episode {} (as the episode metadata says) in the data files",
+                    e.length, e.index
+                ),
                 found: "none".into(),
             });
         };
@@ -541,6 +543,53 @@ fn json_lines(path: &Path, expected: &str) -> Result<Vec<(usize, Value)>> {
         .collect()
 }
 
+/// The files under `root` whose relative path matches the Python format template `template`
+/// (`{name}` and `{name:03d}` fields match one or more digits), sorted.
+fn template_files(root: &Path, template: &str) -> Result<Vec<PathBuf>> {
+    let parts: Vec<&str> = template.split('/').filter(|p| !p.is_empty()).collect();
+    let mut found = vec![PathBuf::new()];
+    for (depth, part) in parts.iter().enumerate() {
+        let last = depth + 1 == parts.len();
+        let mut next = Vec::new();
+        for rel in &found {
+            let dir = root.join(rel);
+            if !part.contains('{') {
+                let p = rel.join(part);
+                if (last && root.join(&p).is_file()) || (!last && root.join(&p).is_dir()) {
+                    next.push(p);
+                }
+                continue;
+            }
+            if !dir.is_dir() {
+                continue;
+            }
+            for entry in read_dir_sorted(&dir)? {
+                let name = entry.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                if (if last { entry.is_file() } else { entry.is_dir() }) && matches_fields(part, &name) {
+                    next.push(rel.join(name));
+                }
+            }
+        }
+        found = next;
+    }
+    found.sort();
+    Ok(found)
+}
+
+/// Whether `name` matches one path component of a format template.
+fn matches_fields(pattern: &str, name: &str) -> bool {
+    match pattern.find('{') {
+        None => pattern == name,
+        Some(open) => {
+            let Some(close) = pattern[open..].find('}').map(|c| open + c) else { return false };
+            let Some(rest) = name.strip_prefix(&pattern[..open]) else { return false };
+            let after = &pattern[close + 1..];
+            let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+            (1..=digits).any(|k| matches_fields(after, &rest[k..]))
+        }
+    }
+}
+
 fn read_dir_sorted(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut v = std::fs::read_dir(dir)
         .map_err(|e| DatasetError::io(dir, e))?
@@ -548,4 +597,20 @@ fn read_dir_sorted(dir: &Path) -> Result<Vec<PathBuf>> {
         .collect::<Result<Vec<_>>>()?;
     v.sort();
     Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn template_components_match_digit_fields() {
+        assert!(matches_fields("file-{file_index:03d}.parquet", "file-012.parquet"));
+        assert!(matches_fields("episode_{episode_index:06d}.parquet", "episode_1234567.parquet"));
+        assert!(matches_fields("part-{c:01d}{f:01d}.parquet", "part-10.parquet"));
+        assert!(!matches_fields("part-{c:01d}{f:01d}.parquet", "part-1.parquet"));
+        assert!(!matches_fields("file-{file_index:03d}.parquet", "file-.parquet"));
+        assert!(!matches_fields("file-{file_index:03d}.parquet", "file-001.parquet.tmp"));
+        assert!(!matches_fields("chunk-{chunk_index:03d}", "chunk-abc"));
+    }
 }
