@@ -116,6 +116,28 @@ else
     step "D4RL 1.1 files present: $d4rl_dir"
 fi
 
+# 3c. lerobot, the oracle of the LeRobotDataset interop tests, in a venv of its own ----------------
+# lerobot 0.4.4 needs torch<2.11; the main venv's torch 2.13 is what tch links, so lerobot never
+# goes there. About 8 GB the first time (torch with its CUDA wheels); skipped when up to date.
+lr_req="$repo/scripts/requirements-lerobot.txt"
+lr_venv="$O2O_HOME/lerobot-venv"
+lr_stamp="$lr_venv/.o2o-requirements.sha256"
+lr_want=$(sha256sum "$lr_req" | cut -d' ' -f1)
+if [ -x "$lr_venv/bin/python" ] && [ -f "$lr_stamp" ] && [ "$(cat "$lr_stamp")" = "$lr_want" ]; then
+    step "lerobot virtualenv up to date: $lr_venv"
+else
+    lr_t0=$(date +%s)
+    [ -x "$lr_venv/bin/python" ] || python3 -m venv "$lr_venv" \
+        || fail "python3 -m venv $lr_venv failed" "install python3-venv (apt-get install python3-venv)"
+    step "installing lerobot into $lr_venv (scripts/requirements-lerobot.txt; ~8 GB the first time)"
+    "$lr_venv/bin/python" -m pip install -q --disable-pip-version-check -r "$lr_req" \
+        || fail "pip install -r scripts/requirements-lerobot.txt failed" "check access to the Python package index; re-run make setup"
+    "$lr_venv/bin/python" -c 'import lerobot.datasets.lerobot_dataset' \
+        || fail "lerobot does not import in $lr_venv" "rm -rf $lr_venv and re-run make setup"
+    echo "$lr_want" > "$lr_stamp"
+    step "lerobot installed in $(( $(date +%s) - lr_t0 )) s"
+fi
+
 # 4. Rerun viewer: no usage-data prompt ----------------------------------------------------------
 if [ ! -f "$O2O_HOME/.rerun-analytics-off" ]; then
     "$venv/bin/rerun" analytics disable >/dev/null 2>&1 || true
@@ -149,6 +171,7 @@ LIBTORCH_CXX11_ABI = "$cxx11"
 MUJOCO_DYNAMIC_LINK_DIR = "$mj_dir"
 O2O_VENV = "$venv"
 O2O_PYTHON = "$py"
+O2O_LEROBOT_PYTHON = "$lr_venv/bin/python"
 O2O_GYM_ASSETS = "$gym_assets"
 
 [target.x86_64-unknown-linux-gnu]

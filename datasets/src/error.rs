@@ -118,6 +118,35 @@ pub enum DatasetError {
         /// What was wrong.
         message: String,
     },
+    /// A required file of a dataset folder is absent (a LeRobot folder without `meta/info.json`).
+    #[error("{}: missing (expected {expected})", path.display())]
+    MissingFile {
+        /// The file that should exist.
+        path: PathBuf,
+        /// What it should hold.
+        expected: String,
+    },
+    /// A metadata value that is present but not usable (a `codebase_version` we do not read, a
+    /// path template with an unknown field, a flag that is out of order).
+    #[error("{}: key `{key}`: expected {expected}, found {found}", path.display())]
+    BadValue {
+        /// The file.
+        path: PathBuf,
+        /// The key.
+        key: String,
+        /// What was expected, in words.
+        expected: String,
+        /// What was found.
+        found: String,
+    },
+    /// A Parquet file could not be read or written.
+    #[error("{}: Parquet: {message}", path.display())]
+    Parquet {
+        /// The file.
+        path: PathBuf,
+        /// What the parquet crate said.
+        message: String,
+    },
     /// An id that is not in the registry.
     #[error(
         "unknown dataset id `{id}`; run `o2o dataset download --list` or see docs/datasets.md for the known ids{hint}"

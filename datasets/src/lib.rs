@@ -1,7 +1,7 @@
 //! o2o-datasets: offline datasets and replay.
 //!
-//! Reads D4RL and Minari HDF5 files natively (no Python), writes them back, and turns them
-//! into [`TransitionBatch`]es for the agents.
+//! Reads D4RL and Minari HDF5 files and LeRobotDataset folders natively (no Python), writes
+//! them back, and turns them into [`TransitionBatch`]es for the agents.
 //!
 //! - [`transitions::Transitions`]: flat `(s, a, r, s', terminal)` columns;
 //! - [`mc_returns`]: Monte-Carlo returns-to-go (Cal-QL's reference values);
@@ -23,6 +23,7 @@ pub mod download;
 pub mod error;
 pub mod h5util;
 pub mod imaginebench;
+pub mod lerobot;
 pub mod mc_returns;
 pub mod minari;
 pub mod registry;

@@ -97,6 +97,7 @@ fn adroit_binary_relabel_equals_calqls_processing() {
         transitions: "qlearning".into(),
         in_memory: false,
         format: None,
+        lerobot: None,
         rows: None,
         real_fraction: None,
         relabel: Some("adroit-binary".into()),

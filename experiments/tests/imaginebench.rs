@@ -37,6 +37,7 @@ fn dataset(rows: &str, real_fraction: Option<f64>) -> DatasetConfig {
         transitions: "qlearning".into(),
         in_memory: false,
         format: Some("imaginebench".into()),
+        lerobot: None,
         rows: Some(rows.into()),
         real_fraction,
         relabel: None,

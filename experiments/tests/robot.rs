@@ -75,7 +75,20 @@ fn record_pretrain_and_finetune_on_the_sim_robot_with_faults() {
     let out = ok(
         &o2o(
             &work,
-            &["robot", "record", "--config", sim, "--teleop", "reacher", "--episodes", "12", "--out", "demos.hdf5"],
+            &[
+                "robot",
+                "record",
+                "--config",
+                sim,
+                "--teleop",
+                "reacher",
+                "--episodes",
+                "12",
+                "--out",
+                "demos.hdf5",
+                "--lerobot",
+                "demos-lerobot",
+            ],
         ),
         "robot record",
     );
@@ -84,6 +97,12 @@ fn record_pretrain_and_finetune_on_the_sim_robot_with_faults() {
     assert!(info.contains("infos/intervention") && info.contains("episodes: 12 (12 terminated"), "{info}");
     let demos = D4rlDataset::read(&work.join("demos.hdf5")).unwrap();
     assert!(demos.infos["infos/intervention"].data.iter().all(|v| *v == 1.0));
+    // The same recording as a LeRobotDataset v3.0 folder beside it (HIL-SERL's fields).
+    let lr = o2o_datasets::lerobot::LeRobotDataset::read(&work.join("demos-lerobot"), &Default::default()).unwrap();
+    assert_eq!(lr.episodes.len(), 12);
+    assert_eq!((&lr.d4rl.observations, &lr.d4rl.actions), (&demos.observations, &demos.actions));
+    assert_eq!((&lr.d4rl.rewards, &lr.d4rl.terminals), (&demos.rewards, &demos.terminals));
+    assert_eq!(lr.d4rl.infos["infos/intervention"].data, demos.infos["infos/intervention"].data);
 
     // 3. `o2o train` pre-trains on them offline (WSRL's CQL phase), evaluating on the robot.
     let env = format!("env=\"robot:{sim}\"");

@@ -77,6 +77,7 @@ fn in_memory_dataset() -> DatasetConfig {
         transitions: "corrected".into(),
         in_memory: true,
         format: None,
+        lerobot: None,
         rows: None,
         real_fraction: None,
         relabel: None,

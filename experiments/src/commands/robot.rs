@@ -110,6 +110,13 @@ struct RecordArgs {
     /// Seed of the episodes' goals.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Also write the whole recording as a LeRobotDataset v3.0 folder here (must not exist),
+    /// beside the D4RL-layout `--out`: fps from the config's loop rate, HIL-SERL's fields.
+    #[arg(long, value_name = "DIR")]
+    lerobot: Option<PathBuf>,
+    /// The task string of the LeRobot folder's frames.
+    #[arg(long, default_value = "robot task")]
+    task: String,
 }
 
 /// `o2o robot …`.
@@ -314,6 +321,23 @@ fn record(args: RecordArgs) -> Result<()> {
     );
     if report.timing.interventions == 0 {
         println!("note: no operator took over, so these are the zero policy's transitions; use --teleop reacher or an operator in the config");
+    }
+    if let Some(dir) = &args.lerobot {
+        let opts = o2o_datasets::lerobot::WriteOptions {
+            fps: config.control.rate_hz.round().max(1.0) as u32,
+            task: args.task.clone(),
+            robot_type: Some(id.clone()),
+            ..Default::default()
+        };
+        let s = o2o_datasets::lerobot::write_v30(rec.dataset(), dir, &opts)
+            .with_context(|| format!("writing the LeRobot dataset {}", dir.display()))?;
+        println!(
+            "{}: LeRobotDataset v3.0, {} episodes, {} frames, fps {}",
+            dir.display(),
+            s.episodes,
+            s.frames,
+            opts.fps
+        );
     }
     Ok(())
 }

@@ -130,10 +130,18 @@ pub struct DatasetConfig {
     /// the same data again.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub in_memory: bool,
-    /// The file's layout: `d4rl` (default) or `imaginebench` (an ImagineBench file converted by
-    /// `scripts/imaginebench_convert.py` or made by `o2o dataset make-benchmark imaginebench-mujoco`).
+    /// The file's layout: `d4rl` (default), `imaginebench` (an ImagineBench file converted by
+    /// `scripts/imaginebench_convert.py` or made by `o2o dataset make-benchmark imaginebench-mujoco`)
+    /// or `lerobot` (a LeRobotDataset v3.0 or v2.1 folder; a `path` folder with `meta/info.json`
+    /// is read as one without saying so).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub format: Option<String>,
+    /// LeRobot folders: which features are the observation, action, reward, termination and
+    /// intervention flags (`[dataset.lerobot]`, keys `observation` (a list), `action`, `reward`,
+    /// `done`, `intervention`; defaults `observation.state`, `action`, `next.reward`,
+    /// `next.done`, `complementary_info.is_intervention`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lerobot: Option<o2o_datasets::lerobot::LeRobotKeys>,
     /// ImagineBench: which rollouts to train on, `real`, `imaginary` or `both` (default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rows: Option<String>,
@@ -152,6 +160,15 @@ pub struct DatasetConfig {
 }
 
 impl DatasetConfig {
+    /// Whether the data is a LeRobotDataset folder: `format = "lerobot"`, or no format and a
+    /// `path` folder with `meta/info.json`.
+    pub fn is_lerobot(&self) -> bool {
+        match self.format.as_deref() {
+            Some(f) => f == "lerobot",
+            None => self.path.as_deref().is_some_and(o2o_datasets::lerobot::is_lerobot_dir),
+        }
+    }
+
     /// Whether the file is in ImagineBench's layout.
     pub fn is_imaginebench(&self) -> bool {
         self.format.as_deref() == Some("imaginebench")
@@ -715,8 +732,17 @@ impl RunConfig {
             Some(d) if !d.in_memory && d.id.is_none() && d.path.is_none() => {
                 bail!("section [dataset]: expected `id` or `path`, found neither")
             }
-            Some(d) if !matches!(d.format.as_deref(), None | Some("d4rl") | Some("imaginebench")) => {
-                bail!("key `dataset.format`: expected \"d4rl\" or \"imaginebench\", found {:?}", d.format.as_deref().unwrap_or_default())
+            Some(d) if !matches!(d.format.as_deref(), None | Some("d4rl") | Some("imaginebench") | Some("lerobot")) => {
+                bail!(
+                    "key `dataset.format`: expected \"d4rl\", \"imaginebench\" or \"lerobot\", found {:?}",
+                    d.format.as_deref().unwrap_or_default()
+                )
+            }
+            Some(d) if d.format.as_deref() == Some("lerobot") && (d.in_memory || d.path.is_none()) => {
+                bail!("section [dataset] with format = \"lerobot\": expected `path` (a LeRobotDataset folder)")
+            }
+            Some(d) if d.lerobot.is_some() && !d.is_lerobot() => {
+                bail!("section [dataset.lerobot] applies to LeRobotDataset folders only (format = \"lerobot\")")
             }
             Some(d) if d.is_imaginebench() => d.validate_imaginebench()?,
             Some(d) if d.rows.is_some() || d.real_fraction.is_some() => {

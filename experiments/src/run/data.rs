@@ -1,5 +1,5 @@
-//! Offline data for a run: find the D4RL-format file the config names (a registry id in the
-//! dataset cache, or a path), build transitions, map actions into the agent's `[-1, 1]` box,
+//! Offline data for a run: find the D4RL-format file or LeRobotDataset folder the config names (a
+//! registry id in the dataset cache, or a path), build transitions, map actions into the agent's `[-1, 1]` box,
 //! apply the reward preset, and hand back an `OfflineBuffer`. Also the [`Recorder`], which
 //! writes a run's own env transitions as a D4RL-format dataset (`train.record_dataset`).
 
@@ -120,9 +120,21 @@ pub fn load_shaped(
         (ds, PathBuf::from(o2o_datasets::d4rl::IN_MEMORY), sha)
     } else {
         let path = resolve_path(cfg)?;
-        let ds = D4rlDataset::read(&path).with_context(|| format!("reading the dataset {}", path.display()))?;
-        let (sha, _) = o2o_datasets::download::hash_file(&path)?;
-        (ds, path, sha)
+        if cfg.is_lerobot() {
+            // A folder has no one file to hash: the manifest gets the hash of the columns read.
+            let keys = cfg.lerobot.clone().unwrap_or_default();
+            let l = o2o_datasets::lerobot::LeRobotDataset::read(&path, &keys)
+                .with_context(|| format!("reading the LeRobot dataset {}", path.display()))?;
+            for w in &l.warnings {
+                eprintln!("warning: dataset {}: {w}", path.display());
+            }
+            let sha = l.d4rl.content_sha256();
+            (l.d4rl, path, sha)
+        } else {
+            let ds = D4rlDataset::read(&path).with_context(|| format!("reading the dataset {}", path.display()))?;
+            let (sha, _) = o2o_datasets::download::hash_file(&path)?;
+            (ds, path, sha)
+        }
     };
     ds.check_env(env_id, obs_dim, act_dim)?;
     for w in ds.action_range_warnings(&action_space.low, &action_space.high) {
@@ -189,8 +201,13 @@ pub fn resolve_path(cfg: &DatasetConfig) -> Result<PathBuf> {
         bail!("the dataset was handed to the run in memory (`dataset.in_memory = true`); it has no file");
     }
     if let Some(p) = &cfg.path {
-        if !p.is_file() {
-            bail!("dataset.path {} does not exist", p.display());
+        let found = if cfg.is_lerobot() { p.is_dir() } else { p.is_file() };
+        if !found {
+            bail!(
+                "dataset.path {} does not exist{}",
+                p.display(),
+                if cfg.is_lerobot() { " (format = \"lerobot\" reads a LeRobotDataset folder)" } else { "" }
+            );
         }
         return Ok(p.clone());
     }
@@ -304,6 +321,7 @@ mod tests {
             transitions: "corrected".into(),
             in_memory: false,
             format: None,
+            lerobot: None,
             rows: None,
             real_fraction: None,
             relabel: None,

@@ -1,6 +1,6 @@
 //! `o2o dataset info <id|path>`: keys, dtypes and shapes, episodes, return statistics, the
 //! D4RL-normalized score of the dataset's episodes, and validation warnings. Works on D4RL-format
-//! files, Minari dataset folders and o2o ImagineBench files.
+//! files, Minari dataset folders, LeRobotDataset folders and o2o ImagineBench files.
 
 use std::path::{Path, PathBuf};
 
@@ -17,8 +17,8 @@ use o2o_envs::Env;
 /// Arguments of `o2o dataset info`.
 #[derive(Args, Debug)]
 pub struct InfoArgs {
-    /// A registry id (read from the cache), a D4RL-format .hdf5 file, a Minari dataset folder, or
-    /// an o2o ImagineBench .hdf5 file.
+    /// A registry id (read from the cache), a D4RL-format .hdf5 file, a Minari dataset folder, a
+    /// LeRobotDataset folder (v3.0 or v2.1), or an o2o ImagineBench .hdf5 file.
     pub dataset: String,
     /// Registry id whose env (obs/act sizes, time limit, score family) to check the data against
     /// (default: recognised from the id or the file name).
@@ -27,6 +27,8 @@ pub struct InfoArgs {
     /// Cache folder for ids (default `$O2O_DATASETS`, else `$HOME/.cache/o2o/datasets`).
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub lerobot: super::LeRobotKeyArgs,
 }
 
 /// Resolves `<id|path>` to a path and, when known, its registry entry.
@@ -50,7 +52,13 @@ pub fn resolve(dataset: &str, env: Option<&str>, cache_dir: Option<&Path>) -> Re
 pub fn run(args: InfoArgs) -> Result<()> {
     let (path, entry) = resolve(&args.dataset, args.env.as_deref(), args.cache_dir.as_deref())?;
     let mut warnings = Vec::new();
-    let (d4rl, ref_scores) = if path.is_dir() {
+    let (d4rl, ref_scores) = if o2o_datasets::lerobot::is_lerobot_dir(&path) {
+        let l = o2o_datasets::lerobot::LeRobotDataset::read(&path, &args.lerobot.keys())
+            .with_context(|| format!("reading the LeRobot dataset {}", path.display()))?;
+        print_lerobot(&l);
+        warnings.extend(l.warnings.iter().cloned());
+        (l.d4rl, None)
+    } else if path.is_dir() {
         let m = MinariDataset::read(&path).with_context(|| format!("reading Minari dataset {}", path.display()))?;
         println!("format: Minari ({}), {} episodes, {} steps", m.source.display(), m.episodes.len(), m.total_steps());
         println!("dataset_id: {}", m.metadata.get("dataset_id").and_then(|v| v.as_str()).unwrap_or("?"));
@@ -144,6 +152,39 @@ pub fn run(args: InfoArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+fn print_lerobot(l: &o2o_datasets::lerobot::LeRobotDataset) {
+    let i = &l.info;
+    println!(
+        "format: LeRobotDataset {} ({}), {} episodes, {} frames, fps {}, robot_type {}",
+        i.codebase_version,
+        l.root.display(),
+        l.episodes.len(),
+        l.len(),
+        i.fps,
+        i.robot_type.as_deref().unwrap_or("none")
+    );
+    let shape = |k: &str| i.features.get(k).map(|f| format!("{} {:?}", f.dtype, f.shape)).unwrap_or_default();
+    println!("features read:");
+    for k in &l.observation_keys {
+        println!("  {k:<40} {:<16} -> observations", shape(k));
+    }
+    println!("  {:<40} {:<16} -> actions", l.action_key, shape(&l.action_key));
+    for (key, to) in
+        [(&l.reward_key, "rewards"), (&l.done_key, "terminals"), (&l.intervention_key, "infos/intervention")]
+    {
+        match key {
+            Some(k) => println!("  {k:<40} {:<16} -> {to}", shape(k)),
+            None => println!("  {:<40} {:<16} -> {to}", "(none)", ""),
+        }
+    }
+    println!("  an episode's last frame without the done flag -> timeouts");
+    if !l.skipped.is_empty() {
+        println!("not read (video and image streams are not decoded): {}", l.skipped.join(", "));
+    }
+    println!("data files: {}", l.data_files.len());
+    println!("tasks: {:?}", l.tasks);
 }
 
 fn split_returns(rewards: &[f32], ends: &[f32]) -> Vec<f64> {

@@ -12,8 +12,13 @@ pub mod make_benchmark;
 pub mod mixed_benchmark;
 pub mod view;
 
-use anyhow::Result;
+use std::path::Path;
+
+use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
+use o2o_datasets::d4rl::D4rlDataset;
+use o2o_datasets::lerobot::{LeRobotDataset, LeRobotKeys};
+use o2o_datasets::minari::MinariDataset;
 
 /// Arguments of `o2o dataset`.
 #[derive(Args, Debug)]
@@ -32,7 +37,8 @@ pub enum DatasetCommand {
     Download(download::DownloadArgs),
     /// Keys, dtypes, shapes, episodes, returns, normalized score and warnings of a dataset.
     Info(info::InfoArgs),
-    /// Convert between a D4RL-format file and a Minari dataset folder.
+    /// Convert between a D4RL-format file, a Minari dataset folder and a LeRobotDataset folder
+    /// (read: v3.0, v2.1; written: v3.0).
     Convert(convert::ConvertArgs),
     /// Make our own D4RL-style random / medium / medium-replay / expert files by training SAC
     /// on a `-v2` env: `o2o dataset make-benchmark hopper --scale small --out data/hopper-small`;
@@ -54,4 +60,67 @@ pub fn run(args: DatasetArgs) -> Result<()> {
         DatasetCommand::Convert(a) => convert::run(a),
         DatasetCommand::MakeBenchmark(a) => make_benchmark::run(a),
     }
+}
+
+/// Which LeRobot features o2o reads as which column (LeRobotDataset folders only).
+#[derive(Args, Debug, Clone, Default)]
+pub struct LeRobotKeyArgs {
+    /// LeRobot feature(s) concatenated into the observation (default `observation.state`);
+    /// repeat for several.
+    #[arg(long = "lerobot-observation", value_name = "KEY")]
+    pub observation: Vec<String>,
+    /// LeRobot action feature (default `action`).
+    #[arg(long = "lerobot-action", value_name = "KEY")]
+    pub action: Option<String>,
+    /// LeRobot reward feature (default `next.reward`; without one, rewards are 0).
+    #[arg(long = "lerobot-reward", value_name = "KEY")]
+    pub reward: Option<String>,
+    /// LeRobot termination flag (default `next.done`).
+    #[arg(long = "lerobot-done", value_name = "KEY")]
+    pub done: Option<String>,
+    /// LeRobot intervention flag (default `complementary_info.is_intervention`).
+    #[arg(long = "lerobot-intervention", value_name = "KEY")]
+    pub intervention: Option<String>,
+}
+
+impl LeRobotKeyArgs {
+    /// The mapping these flags give.
+    pub fn keys(&self) -> LeRobotKeys {
+        LeRobotKeys {
+            observation: self.observation.clone(),
+            action: self.action.clone(),
+            reward: self.reward.clone(),
+            done: self.done.clone(),
+            intervention: self.intervention.clone(),
+        }
+    }
+}
+
+/// Reads a LeRobotDataset folder, printing its warnings to stderr.
+pub fn read_lerobot(path: &Path, keys: &LeRobotKeys) -> Result<LeRobotDataset> {
+    let ds =
+        LeRobotDataset::read(path, keys).with_context(|| format!("reading the LeRobot dataset {}", path.display()))?;
+    for w in &ds.warnings {
+        eprintln!("warning: {}: {w}", path.display());
+    }
+    Ok(ds)
+}
+
+/// A dataset path as D4RL rows: a LeRobotDataset folder (it has `meta/info.json`), a Minari
+/// dataset folder, or a D4RL-format HDF5 file.
+pub fn read_rows(path: &Path, keys: &LeRobotKeys) -> Result<D4rlDataset> {
+    if o2o_datasets::lerobot::is_lerobot_dir(path) {
+        Ok(read_lerobot(path, keys)?.d4rl)
+    } else if path.is_dir() {
+        Ok(MinariDataset::read(path)
+            .with_context(|| format!("reading the Minari dataset {}", path.display()))?
+            .to_d4rl())
+    } else {
+        D4rlDataset::read(path).with_context(|| format!("reading {}", path.display()))
+    }
+}
+
+/// The name of a dataset path for output files (`<stem>.rrd`).
+pub fn stem(path: &Path) -> String {
+    path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "dataset".into())
 }

@@ -19,8 +19,8 @@ use std::path::{Path, PathBuf};
 /// Arguments of `o2o dataset view`.
 #[derive(Args, Debug)]
 pub struct ViewArgs {
-    /// A registry id (`hopper-medium-v2`, read from the dataset cache), a D4RL-format HDF5 file
-    /// or a Minari dataset folder.
+    /// A registry id (`hopper-medium-v2`, read from the dataset cache), a D4RL-format HDF5 file,
+    /// a Minari dataset folder or a LeRobotDataset folder (v3.0 or v2.1).
     pub dataset: String,
     /// How many episodes to log, from the start of the file.
     #[arg(long, default_value_t = 3)]
@@ -33,6 +33,8 @@ pub struct ViewArgs {
     pub out: Option<PathBuf>,
     #[command(flatten)]
     pub rerun: RerunArgs,
+    #[command(flatten)]
+    pub lerobot: super::LeRobotKeyArgs,
 }
 
 /// The file to read and the env it belongs to (if known).
@@ -68,15 +70,8 @@ fn info_rows(ds: &D4rlDataset, key: &str, width: usize) -> Result<Option<Vec<f64
 /// `o2o dataset view`.
 pub fn run(args: ViewArgs) -> Result<()> {
     let (path, env_id) = resolve(&args.dataset, args.env.as_deref())?;
-    let ds = if path.is_dir() {
-        // A Minari dataset folder: its episodes as D4RL rows.
-        o2o_datasets::minari::MinariDataset::read(&path)
-            .with_context(|| format!("reading the Minari dataset {}", path.display()))?
-            .to_d4rl()
-    } else {
-        D4rlDataset::read(&path).with_context(|| format!("reading {}", path.display()))?
-    };
-    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "dataset".into());
+    let ds = super::read_rows(&path, &args.lerobot.keys())?;
+    let stem = super::stem(&path);
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("{stem}.rrd")));
     let target = args.rerun.target()?;
     if target == RerunTarget::Off {
