@@ -10,7 +10,8 @@
 //! Deviation: the tanh output keeps actions inside the box (d3rlpy's BC head is tanh too).
 
 use crate::checkpoint::{progress_in_fields, Part, Stateful};
-use crate::nn::{Frozen, Mlp, MlpConfig, StateNorm, Trained};
+use crate::nn::state_norm;
+use crate::nn::{Activation, Frozen, Layer, Mlp, MlpConfig, PolicyGraph, StateNorm, Trained};
 use crate::rng::AgentRng;
 use crate::{Agent, AgentError, DeterministicPolicy, Metrics};
 use o2o_datasets::TransitionBatch;
@@ -134,6 +135,18 @@ impl Agent for Bc {
     fn deterministic_policy(&self) -> Option<DeterministicPolicy> {
         let (actor, norm, on) = (self.actor.net.detached(), self.norm.net.detached(), self.cfg.normalize_states);
         Some(Box::new(move |obs| actor.forward(&if on { norm.apply(obs) } else { obs.shallow_clone() }, None).tanh()))
+    }
+
+    fn observation_normalization(&self) -> String {
+        match self.cfg.normalize_states {
+            true => state_norm::DESCRIPTION.into(),
+            false => "none".into(),
+        }
+    }
+
+    fn policy_graph(&self) -> Option<PolicyGraph> {
+        let norm = self.cfg.normalize_states.then(|| self.norm.net.layer());
+        Some(self.actor.net.graph().then(Layer::Activation(Activation::Tanh)).normalized(norm))
     }
 }
 

@@ -17,7 +17,10 @@
 
 use crate::checkpoint::{progress_in_fields, Part, Stateful};
 use crate::nn::critic::{critic_and_target, critic_values, state_action, CriticPass};
-use crate::nn::{polyak_update, EnsembleMlp, Frozen, Mlp, MlpConfig, ParamSet, StateNorm, Trained};
+use crate::nn::state_norm;
+use crate::nn::{
+    polyak_update, Activation, EnsembleMlp, Frozen, Layer, Mlp, MlpConfig, ParamSet, PolicyGraph, StateNorm, Trained,
+};
 use crate::rng::AgentRng;
 use crate::{Agent, AgentError, DeterministicPolicy, Metrics};
 use o2o_datasets::TransitionBatch;
@@ -224,6 +227,18 @@ impl Agent for Td3Bc {
     fn deterministic_policy(&self) -> Option<DeterministicPolicy> {
         let (actor, norm, on) = (self.actor.net.detached(), self.norm.net.detached(), self.cfg.normalize_states);
         Some(Box::new(move |obs| actor.forward(&if on { norm.apply(obs) } else { obs.shallow_clone() }, None).tanh()))
+    }
+
+    fn observation_normalization(&self) -> String {
+        match self.cfg.normalize_states {
+            true => state_norm::DESCRIPTION.into(),
+            false => "none".into(),
+        }
+    }
+
+    fn policy_graph(&self) -> Option<PolicyGraph> {
+        let norm = self.cfg.normalize_states.then(|| self.norm.net.layer());
+        Some(self.actor.net.graph().then(Layer::Activation(Activation::Tanh)).normalized(norm))
     }
 
     /// The critics on normalized states.

@@ -5,11 +5,15 @@
 //! by [`crate::Agent::set_state_stats`] before the first update; they are part of the agent's
 //! checkpoint (part `obs_norm`), so a resumed or fine-tuned agent keeps the ones it trained with.
 
-use super::ParamSet;
+use super::policy_graph::floats;
+use super::{Layer, ParamSet};
 use tch::{Device, Kind, Tensor};
 
 /// ε added to σ.
 const EPS: f64 = 1e-3;
+
+/// What [`StateNorm::apply`] does, in words (an agent's `observation_normalization`).
+pub const DESCRIPTION: &str = "the offline data's mean and standard deviation, (s − μ)/(σ + 1e-3) (inside the module)";
 
 /// Fixed `(μ, σ)` of the observations.
 #[derive(Debug)]
@@ -51,6 +55,11 @@ impl StateNorm {
     /// `(s − μ) / (σ + ε)`, `[B, obs]`.
     pub fn apply(&self, obs: &Tensor) -> Tensor {
         (obs - &self.mean) / &self.scale
+    }
+
+    /// [`Self::apply`] as data.
+    pub fn layer(&self) -> Layer {
+        Layer::Standardize { mean: floats(&self.mean), scale: floats(&self.scale) }
     }
 
     /// A copy that shares no state (for an exported policy).
