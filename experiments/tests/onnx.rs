@@ -238,6 +238,7 @@ fn every_exportable_agent_matches_o2o_in_tract_and_onnxruntime() {
             "agent.policy.actor.mlp.hidden=[16, 16]",
             "agent.online.actor.mlp.hidden=[16, 16]",
             "agent.online.critic.hidden=[16, 16]",
+            "agent.value_refit.value.hidden=[16, 16]",
         ],
     );
     train_on_policy(&mut *unio4, true);
