@@ -11,7 +11,7 @@
 
 use crate::checkpoint::{progress_in_fields, Part, Stateful};
 use crate::nn::state_norm;
-use crate::nn::{Activation, Frozen, Layer, Mlp, MlpConfig, PolicyGraph, StateNorm, Trained};
+use crate::nn::{Frozen, Mlp, MlpConfig, PolicyGraph, StateNorm, Trained};
 use crate::rng::AgentRng;
 use crate::{Agent, AgentError, DeterministicPolicy, Metrics};
 use o2o_datasets::TransitionBatch;
@@ -138,15 +138,11 @@ impl Agent for Bc {
     }
 
     fn observation_normalization(&self) -> String {
-        match self.cfg.normalize_states {
-            true => state_norm::DESCRIPTION.into(),
-            false => "none".into(),
-        }
+        state_norm::describe(self.cfg.normalize_states)
     }
 
     fn policy_graph(&self) -> Option<PolicyGraph> {
-        let norm = self.cfg.normalize_states.then(|| self.norm.net.layer());
-        Some(self.actor.net.graph().then(Layer::Activation(Activation::Tanh)).normalized(norm))
+        Some(StateNorm::tanh_actor_graph(&self.actor.net, self.cfg.normalize_states.then_some(&self.norm.net)))
     }
 }
 

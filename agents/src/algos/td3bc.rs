@@ -18,9 +18,7 @@
 use crate::checkpoint::{progress_in_fields, Part, Stateful};
 use crate::nn::critic::{critic_and_target, critic_values, state_action, CriticPass};
 use crate::nn::state_norm;
-use crate::nn::{
-    polyak_update, Activation, EnsembleMlp, Frozen, Layer, Mlp, MlpConfig, ParamSet, PolicyGraph, StateNorm, Trained,
-};
+use crate::nn::{polyak_update, EnsembleMlp, Frozen, Mlp, MlpConfig, ParamSet, PolicyGraph, StateNorm, Trained};
 use crate::rng::AgentRng;
 use crate::{Agent, AgentError, DeterministicPolicy, Metrics};
 use o2o_datasets::TransitionBatch;
@@ -230,15 +228,11 @@ impl Agent for Td3Bc {
     }
 
     fn observation_normalization(&self) -> String {
-        match self.cfg.normalize_states {
-            true => state_norm::DESCRIPTION.into(),
-            false => "none".into(),
-        }
+        state_norm::describe(self.cfg.normalize_states)
     }
 
     fn policy_graph(&self) -> Option<PolicyGraph> {
-        let norm = self.cfg.normalize_states.then(|| self.norm.net.layer());
-        Some(self.actor.net.graph().then(Layer::Activation(Activation::Tanh)).normalized(norm))
+        Some(StateNorm::tanh_actor_graph(&self.actor.net, self.cfg.normalize_states.then_some(&self.norm.net)))
     }
 
     /// The critics on normalized states.
