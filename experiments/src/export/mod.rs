@@ -203,6 +203,9 @@ pub fn export(
     format: Format,
     beta: BetaChoice,
 ) -> Result<Exported> {
+    if format == Format::Torchscript && beta != BetaChoice::Agent {
+        bail!("a choice of β applies to ONNX export only (--to onnx); TorchScript takes β as the agent acts");
+    }
     let CheckpointAgent { config, folder: ckpt, state, env, agent } =
         load_checkpoint_agent(run_dir, checkpoint, env, Device::Cpu)?;
     let (obs_space, act_space) = (env.observation_space().clone(), env.action_space().clone());
@@ -211,9 +214,6 @@ pub fn export(
         std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
     }
     let beta = match format {
-        Format::Torchscript if beta != BetaChoice::Agent => {
-            bail!("a choice of β applies to ONNX export only (--to onnx); TorchScript takes β as the agent acts")
-        }
         Format::Torchscript => {
             write_torchscript(&*agent, &config.algo, &scale, obs_space.dim(), out)?;
             None
