@@ -127,6 +127,12 @@ pub trait Agent: Stateful + Send {
     fn deterministic_policy(&self) -> Option<DeterministicPolicy> {
         None
     }
+    /// The same deterministic policy as data: its layers, with copies of the weights it acts
+    /// with (what `o2o export --to onnx` writes). `None` when the agent does not describe its
+    /// policy as layers of [`crate::nn::PolicyGraph`].
+    fn policy_graph(&self) -> Option<crate::nn::PolicyGraph> {
+        None
+    }
     /// How [`Agent::deterministic_policy`] normalizes observations before its network: `none`
     /// (it takes them as the env gives them), or what it applies (an exported module carries it,
     /// and its `policy.json` says so).

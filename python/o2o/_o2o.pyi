@@ -265,7 +265,10 @@ def export(
     out: _Path | None = None,
     checkpoint: str | None = None,
     env: Any = None,
+    beta: str | float | None = None,
 ) -> pathlib.Path:
-    """Write the run's deterministic policy as TorchScript (`o2o export`): `out` (default
-    `<run_dir>/export/policy.pt`) and a JSON description beside it. Returns the module's path;
-    `torch.jit.load` runs it without o2o. `env` as for `load_policy`."""
+    """Write the run's deterministic policy (`o2o export`) as TorchScript (`to="torchscript"`)
+    or ONNX (`to="onnx"`): `out` (default `<run_dir>/export/policy.pt` or `policy.onnx`) and a
+    JSON description beside it. Returns the file's path; `torch.jit.load` or onnxruntime runs
+    it without o2o. `beta` (ONNX, FamO2O): `"agent"` (the default: the balance model's β inside
+    the graph), `"input"` (a second input `beta`) or a number. `env` as for `load_policy`."""

@@ -210,11 +210,11 @@ class Algo:
         return self._policy
 
     def save_policy(self, path: _Path) -> Any:
-        """Write the latest run's deterministic policy as TorchScript to `path` (and its JSON
-        description beside it); `torch.jit.load(path)` runs it without o2o."""
-        if os.fspath(path).endswith(".onnx"):
-            raise ValueError("save_policy: o2o writes TorchScript (.pt); ONNX is not supported")
-        return export(self._latest().dir, out=path, env=self._python_env())
+        """Write the latest run's deterministic policy to `path` (and its JSON description
+        beside it): ONNX when `path` ends in `.onnx` (onnxruntime runs it), else TorchScript
+        (`torch.jit.load(path)` runs it); both without o2o."""
+        to = "onnx" if os.fspath(path).endswith(".onnx") else "torchscript"
+        return export(self._latest().dir, to=to, out=path, env=self._python_env())
 
     @property
     def outcome(self) -> Optional[Outcome]:

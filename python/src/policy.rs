@@ -1,5 +1,5 @@
 //! `o2o.load_policy` and `o2o.export`: a run's deterministic policy, as a callable from NumPy to
-//! NumPy or as a TorchScript file.
+//! NumPy or as a TorchScript or ONNX file.
 //!
 //! The agent is loaded as `o2o eval` and `o2o export` load it
 //! ([`load_checkpoint_agent`]) and acts as o2o's evaluation acts: the agent's mode in
@@ -11,6 +11,7 @@ use crate::errors::{no_panic, to_py, Error};
 use numpy::{PyArray1, PyArray2, PyArrayDyn, PyArrayMethods, PyUntypedArrayMethods};
 use o2o_agents::Agent;
 use o2o_envs::Env;
+use o2o_experiments::export::{BetaChoice, Format};
 use o2o_experiments::run::actor::ActionScale;
 use o2o_experiments::run::prepare::{load_checkpoint_agent, CheckpointAgent};
 use pyo3::exceptions::PyValueError;
@@ -78,11 +79,12 @@ pub fn load_policy(
     Ok(loaded)
 }
 
-/// Write the run's deterministic policy as TorchScript (`o2o export`): `out` (default
-/// `<run_dir>/export/policy.pt`) and a JSON description beside it; returns the module's path.
-/// `env` as for [`load_policy`].
+/// Write the run's deterministic policy as TorchScript or ONNX (`o2o export`): `out` (default
+/// `<run_dir>/export/policy.pt` or `policy.onnx`) and a JSON description beside it; returns the
+/// file's path. `beta` (ONNX, FamO2O): `"agent"` (the balance model's β inside the graph, the
+/// default), `"input"` (a second input) or a number. `env` as for [`load_policy`].
 #[pyfunction]
-#[pyo3(signature = (run_dir, to = "torchscript", out = None, checkpoint = None, env = None))]
+#[pyo3(signature = (run_dir, to = "torchscript", out = None, checkpoint = None, env = None, beta = None))]
 pub fn export<'py>(
     py: Python<'py>,
     run_dir: PathBuf,
@@ -90,14 +92,22 @@ pub fn export<'py>(
     out: Option<PathBuf>,
     checkpoint: Option<String>,
     env: Option<&Bound<'_, PyAny>>,
+    beta: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    if to != "torchscript" {
-        return Err(PyValueError::new_err(format!("export to {to:?}: the format o2o writes is \"torchscript\"")));
-    }
-    let out = out.unwrap_or_else(|| run_dir.join("export").join("policy.pt"));
+    let format = match to {
+        "torchscript" => Format::Torchscript,
+        "onnx" => Format::Onnx,
+        _ => return Err(PyValueError::new_err(format!("export to {to:?}: o2o writes \"torchscript\" or \"onnx\""))),
+    };
+    let beta: BetaChoice = match beta {
+        None => BetaChoice::Agent,
+        Some(b) if b.is_none() => BetaChoice::Agent,
+        Some(b) => b.str()?.to_string().parse().map_err(PyValueError::new_err)?,
+    };
+    let out = out.unwrap_or_else(|| run_dir.join("export").join(format.default_file()));
     let env = policy_env(py, env)?;
     let written = no_panic(|| {
-        py.detach(|| o2o_experiments::export::export_torchscript(&run_dir, checkpoint.as_deref(), &out, env))
+        py.detach(|| o2o_experiments::export::export(&run_dir, checkpoint.as_deref(), &out, env, format, beta))
             .map_err(to_py)
     })?;
     convert::path(py, &written.module)

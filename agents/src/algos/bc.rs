@@ -10,7 +10,8 @@
 //! Deviation: the tanh output keeps actions inside the box (d3rlpy's BC head is tanh too).
 
 use crate::checkpoint::{progress_in_fields, Part, Stateful};
-use crate::nn::{Frozen, Mlp, MlpConfig, StateNorm, Trained};
+use crate::nn::state_norm;
+use crate::nn::{Frozen, Mlp, MlpConfig, PolicyGraph, StateNorm, Trained};
 use crate::rng::AgentRng;
 use crate::{Agent, AgentError, DeterministicPolicy, Metrics};
 use o2o_datasets::TransitionBatch;
@@ -134,6 +135,14 @@ impl Agent for Bc {
     fn deterministic_policy(&self) -> Option<DeterministicPolicy> {
         let (actor, norm, on) = (self.actor.net.detached(), self.norm.net.detached(), self.cfg.normalize_states);
         Some(Box::new(move |obs| actor.forward(&if on { norm.apply(obs) } else { obs.shallow_clone() }, None).tanh()))
+    }
+
+    fn observation_normalization(&self) -> String {
+        state_norm::describe(self.cfg.normalize_states)
+    }
+
+    fn policy_graph(&self) -> Option<PolicyGraph> {
+        Some(StateNorm::tanh_actor_graph(&self.actor.net, self.cfg.normalize_states.then_some(&self.norm.net)))
     }
 }
 

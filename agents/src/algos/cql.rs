@@ -38,7 +38,7 @@ use crate::agent::Phase;
 use crate::checkpoint::{Part, Stateful};
 use crate::nn::cql::{OodTerm, SampledActions, CHUNK_ROWS};
 use crate::nn::critic::CriticTerm;
-use crate::nn::{Temperature, TemperatureForm, Trained};
+use crate::nn::{PolicyGraph, Temperature, TemperatureForm, Trained};
 use crate::rng::AgentRng;
 use crate::{Agent, AgentError, DeterministicPolicy, Metrics, RewardBonus};
 use o2o_datasets::TransitionBatch;
@@ -339,6 +339,10 @@ impl Agent for Cql {
 
     fn deterministic_policy(&self) -> Option<DeterministicPolicy> {
         self.sac.deterministic_policy()
+    }
+
+    fn policy_graph(&self) -> Option<PolicyGraph> {
+        self.sac.policy_graph()
     }
 
     fn update(&mut self, batch: &TransitionBatch) -> Metrics {

@@ -56,8 +56,9 @@ use crate::nn::cql::{conservative_gap, SampledActions, SampledQ};
 use crate::nn::critic::{critic_and_target, critic_values, state_action};
 use crate::nn::family::{beta_scatters, beta_stats, dq_dbeta};
 use crate::nn::{
-    polyak_update, BalanceHeadInit, BalanceModel, BetaEncoding, BetaMap, BetaRange, Conditioned, EnsembleMlp, Frozen,
-    MlpConfig, ParamSet, TanhGaussianActor, TanhGaussianConfig, Temperature, TemperatureForm, Trained,
+    polyak_update, BalanceHeadInit, BalanceModel, BetaEncoding, BetaMap, BetaRange, BetaSource, Conditioned,
+    EnsembleMlp, Frozen, MlpConfig, ParamSet, PolicyGraph, TanhGaussianActor, TanhGaussianConfig, Temperature,
+    TemperatureForm, Trained,
 };
 use crate::rng::AgentRng;
 use crate::{Agent, AgentError, DeterministicPolicy, Metrics, Phase, Scatter};
@@ -535,6 +536,15 @@ impl Agent for Famo2oCql {
             };
             actor.policy.mode(&actor.input(obs, &beta))
         }))
+    }
+
+    /// β from the balance model in the graph, or the configured fixed β.
+    fn policy_graph(&self) -> Option<PolicyGraph> {
+        let beta = match self.cfg.fixed_beta {
+            Some(b) => BetaSource::Fixed(b),
+            None => self.balance.net.beta_source(),
+        };
+        Some(self.actor.net.graph(self.actor.net.policy.mode_graph(), beta))
     }
 
     fn update(&mut self, batch: &TransitionBatch) -> Metrics {

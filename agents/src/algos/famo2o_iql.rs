@@ -36,7 +36,7 @@ use crate::nn::family::beta_stats;
 use crate::nn::value::expectile_loss;
 use crate::nn::{
     BalanceHeadInit, BalanceModel, BetaEncoding, BetaMap, BetaRange, Conditioned, EnsembleMlp, Frozen, GaussianActor,
-    GaussianConfig, Mlp, MlpConfig, TanhGaussianConfig, Temperature, TemperatureForm, Trained,
+    GaussianConfig, Mlp, MlpConfig, PolicyGraph, TanhGaussianConfig, Temperature, TemperatureForm, Trained,
 };
 use crate::rng::AgentRng;
 use crate::{Agent, AgentError, DeterministicPolicy, Metrics, Phase};
@@ -328,6 +328,12 @@ impl Agent for Famo2oIql {
         let balance = self.balance.net.detached();
         let actor = Conditioned { policy: self.actor.net.policy.detached(), encoding: self.actor.net.encoding };
         Some(Box::new(move |obs| actor.policy.mean(&actor.input(obs, &balance.mode(obs)), None)))
+    }
+
+    /// β from the balance model, in the graph.
+    fn policy_graph(&self) -> Option<PolicyGraph> {
+        let actor = &self.actor.net;
+        Some(actor.graph(actor.policy.mean_graph(), self.balance.net.beta_source()))
     }
 
     fn update(&mut self, batch: &TransitionBatch) -> Metrics {

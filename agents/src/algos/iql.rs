@@ -18,7 +18,7 @@
 use crate::checkpoint::{progress_in_fields, Part, Stateful};
 use crate::nn::critic::{critic_and_target, critic_values, q_step, state_action, target_min_q, CriticParts};
 use crate::nn::mlp_pass::forward_no_grad;
-use crate::nn::{value, EnsembleMlp, Frozen, GaussianActor, GaussianConfig, Mlp, MlpConfig, Trained};
+use crate::nn::{value, EnsembleMlp, Frozen, GaussianActor, GaussianConfig, Mlp, MlpConfig, PolicyGraph, Trained};
 use crate::rng::AgentRng;
 use crate::{Agent, AgentError, DeterministicPolicy, Metrics};
 use o2o_datasets::TransitionBatch;
@@ -205,6 +205,10 @@ impl Agent for Iql {
     fn deterministic_policy(&self) -> Option<DeterministicPolicy> {
         let actor = self.actor.net.detached();
         Some(Box::new(move |obs| actor.mean(obs, None)))
+    }
+
+    fn policy_graph(&self) -> Option<PolicyGraph> {
+        Some(self.actor.net.mean_graph())
     }
 
     fn update(&mut self, batch: &TransitionBatch) -> Metrics {

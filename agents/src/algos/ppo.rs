@@ -45,8 +45,8 @@
 
 use crate::checkpoint::{progress_in_fields, Part, Stateful};
 use crate::nn::{
-    clip_grad_norm, Activation, GaussianActor, GaussianConfig, Mlp, MlpConfig, ObsNorm, ObsNormConfig, ObsNormMode,
-    ParamSet, Trained,
+    clip_grad_norm, Activation, GaussianActor, GaussianConfig, Layer, Mlp, MlpConfig, ObsNorm, ObsNormConfig,
+    ObsNormMode, ParamSet, PolicyGraph, Trained,
 };
 use crate::rng::AgentRng;
 use crate::{Agent, AgentError, DeterministicPolicy, Metrics, OnPolicy};
@@ -611,6 +611,11 @@ impl Agent for Ppo {
         let actor = self.actor.net.detached();
         let norm = self.norm.detached();
         Some(Box::new(move |obs| actor.mean(&norm.apply(obs), None).clamp(-1.0, 1.0)))
+    }
+
+    fn policy_graph(&self) -> Option<PolicyGraph> {
+        let mean = self.actor.net.mean_graph().normalized(self.norm.layer());
+        Some(mean.then(Layer::Clip { low: -1.0, high: 1.0 }))
     }
 
     fn on_policy(&mut self) -> Option<&mut dyn OnPolicy> {

@@ -40,7 +40,8 @@ use crate::nn::critic::{
     CriticParts, CriticPass, CriticTerm, TdReduce,
 };
 use crate::nn::{
-    EnsembleMlp, Frozen, MlpConfig, TanhGaussianActor, TanhGaussianConfig, Temperature, TemperatureForm, Trained,
+    EnsembleMlp, Frozen, MlpConfig, PolicyGraph, TanhGaussianActor, TanhGaussianConfig, Temperature, TemperatureForm,
+    Trained,
 };
 use crate::rng::AgentRng;
 use crate::{Agent, AgentError, DeterministicPolicy, Metrics, Phase, RewardBonus};
@@ -456,6 +457,10 @@ impl Agent for Sac {
     fn deterministic_policy(&self) -> Option<DeterministicPolicy> {
         let actor = self.actor.net.detached();
         Some(Box::new(move |obs| actor.mode(obs)))
+    }
+
+    fn policy_graph(&self) -> Option<PolicyGraph> {
+        Some(self.actor.net.mode_graph())
     }
 
     fn update(&mut self, batch: &TransitionBatch) -> Metrics {

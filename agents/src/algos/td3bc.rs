@@ -17,7 +17,8 @@
 
 use crate::checkpoint::{progress_in_fields, Part, Stateful};
 use crate::nn::critic::{critic_and_target, critic_values, state_action, CriticPass};
-use crate::nn::{polyak_update, EnsembleMlp, Frozen, Mlp, MlpConfig, ParamSet, StateNorm, Trained};
+use crate::nn::state_norm;
+use crate::nn::{polyak_update, EnsembleMlp, Frozen, Mlp, MlpConfig, ParamSet, PolicyGraph, StateNorm, Trained};
 use crate::rng::AgentRng;
 use crate::{Agent, AgentError, DeterministicPolicy, Metrics};
 use o2o_datasets::TransitionBatch;
@@ -224,6 +225,14 @@ impl Agent for Td3Bc {
     fn deterministic_policy(&self) -> Option<DeterministicPolicy> {
         let (actor, norm, on) = (self.actor.net.detached(), self.norm.net.detached(), self.cfg.normalize_states);
         Some(Box::new(move |obs| actor.forward(&if on { norm.apply(obs) } else { obs.shallow_clone() }, None).tanh()))
+    }
+
+    fn observation_normalization(&self) -> String {
+        state_norm::describe(self.cfg.normalize_states)
+    }
+
+    fn policy_graph(&self) -> Option<PolicyGraph> {
+        Some(StateNorm::tanh_actor_graph(&self.actor.net, self.cfg.normalize_states.then_some(&self.norm.net)))
     }
 
     /// The critics on normalized states.

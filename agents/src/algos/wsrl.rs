@@ -33,7 +33,7 @@ use super::flat::{join, overlay, split, table_of};
 use super::sac::SacConfig;
 use crate::agent::Phase;
 use crate::checkpoint::{Checkpoint, Part, Stateful};
-use crate::nn::{MlpConfig, TanhGaussianConfig, TemperatureForm};
+use crate::nn::{MlpConfig, PolicyGraph, TanhGaussianConfig, TemperatureForm};
 use crate::rng::AgentRng;
 use crate::{Agent, AgentError, DeterministicPolicy, Metrics, RewardBonus};
 use o2o_datasets::TransitionBatch;
@@ -225,6 +225,10 @@ impl Agent for Wsrl {
 
     fn deterministic_policy(&self) -> Option<DeterministicPolicy> {
         self.cql.deterministic_policy()
+    }
+
+    fn policy_graph(&self) -> Option<PolicyGraph> {
+        self.cql.policy_graph()
     }
 
     /// Offline: CQL / Cal-QL. Online: SAC on the online batch (or CQL / Cal-QL again with

@@ -12,7 +12,7 @@
 //!   included); the affine map to β only shifts it by a constant, which neither the balance
 //!   loss nor its entropy temperature sees.
 
-use super::{ParamSet, TanhGaussianActor, TanhGaussianConfig};
+use super::{BetaSource, Layer, ParamSet, PolicyGraph, TanhGaussianActor, TanhGaussianConfig};
 use crate::rng::AgentRng;
 use crate::Scatter;
 use serde::{Deserialize, Serialize};
@@ -46,11 +46,14 @@ impl BetaEncoding {
         Ok(())
     }
 
+    /// The frequencies `1 / n^{2k/d}`, `k = 0 … d/2 − 1`, as float32.
+    pub fn frequencies(&self) -> Vec<f32> {
+        (0..self.dim / 2).map(|k| self.base.powf(-(2 * k) as f64 / self.dim as f64) as f32).collect()
+    }
+
     /// `e(β)`, `[B]` → `[B, d]`: columns `sin(β/n^{0/d}), cos(β/n^{0/d}), sin(β/n^{2/d}), …`.
     pub fn encode(&self, beta: &Tensor) -> Tensor {
-        let inv: Vec<f32> =
-            (0..self.dim / 2).map(|k| self.base.powf(-(2 * k) as f64 / self.dim as f64) as f32).collect();
-        let inv = Tensor::from_slice(&inv).to_device(beta.device());
+        let inv = Tensor::from_slice(&self.frequencies()).to_device(beta.device());
         // [B, d/2] angles, then sin and cos interleaved: [B, d/2, 2] → [B, d].
         let angle = beta.to_kind(Kind::Float).unsqueeze(-1) * inv.unsqueeze(0);
         Tensor::stack(&[angle.sin(), angle.cos()], -1).flatten(1, 2)
@@ -75,6 +78,14 @@ impl<P> Conditioned<P> {
     /// The policy's input `[s, e(β)]`, `[B, obs + d]`, for states `[B, obs]` and β `[B]`.
     pub fn input(&self, obs: &Tensor, beta: &Tensor) -> Tensor {
         Tensor::cat(&[obs.shallow_clone(), self.encoding.encode(beta)], 1)
+    }
+
+    /// The conditioned policy as data: `[s, e(β)]` with β from `beta`, then `policy` (the graph
+    /// of the wrapped policy, on `obs + d` numbers).
+    pub fn graph(&self, policy: PolicyGraph, beta: BetaSource) -> PolicyGraph {
+        let mut layers = vec![Layer::AppendBeta { encoding: self.encoding, beta }];
+        layers.extend(policy.layers);
+        PolicyGraph::new(policy.obs_dim - self.encoding.dim as usize, layers)
     }
 }
 
@@ -192,6 +203,11 @@ impl BalanceModel {
     /// The deterministic β, `map(tanh μ(s))`, `[B]`.
     pub fn mode(&self, obs: &Tensor) -> Tensor {
         self.range.beta(&self.net.mode(obs).squeeze_dim(-1))
+    }
+
+    /// [`Self::mode`] as data.
+    pub fn beta_source(&self) -> BetaSource {
+        BetaSource::Model { layers: self.net.mode_graph().layers, range: self.range }
     }
 }
 

@@ -6,7 +6,7 @@
 //! deterministic action is `tanh(μ(s))` and a stochastic one is clipped to `[-1, 1]`.
 
 use super::mlp_pass::MlpPass;
-use super::{tanh_gaussian::LOG_SQRT_2PI, Mlp, MlpConfig, ParamSet};
+use super::{tanh_gaussian::LOG_SQRT_2PI, Activation, Layer, Mlp, MlpConfig, ParamSet, PolicyGraph};
 use crate::rng::AgentRng;
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
@@ -83,6 +83,15 @@ impl GaussianActor {
             mu.tanh()
         } else {
             mu
+        }
+    }
+
+    /// [`Self::mean`] as data: the network, then tanh with `squash_mean`.
+    pub fn mean_graph(&self) -> PolicyGraph {
+        let graph = self.net.graph();
+        match self.cfg.squash_mean {
+            true => graph.then(Layer::Activation(Activation::Tanh)),
+            false => graph,
         }
     }
 

@@ -5,10 +5,14 @@
 //! optional, in the layer order of the WSRL / jaxrl reference MLP. Weights are orthogonal with
 //! gain √2 for hidden layers and `head_gain` for the output layer; biases start at zero.
 
+use super::policy_graph::{floats, Layer, PolicyGraph};
 use super::{init::dense, init::WeightInit, ParamSet};
 use crate::rng::AgentRng;
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
+
+/// ε of the hidden layers' LayerNorm.
+const LAYER_NORM_EPS: f64 = 1e-5;
 
 /// Shape and regularization of an MLP (the output width is given by its user).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -110,6 +114,12 @@ impl Dense {
     pub fn detached(&self) -> Self {
         Self { weight: self.weight.detach().copy(), bias: self.bias.detach().copy() }
     }
+
+    /// The layer as data, its first `n` outputs only (a [`PolicyGraph`] step).
+    fn layer(&self, n: i64) -> Layer {
+        let (fan_in, weight, bias) = (self.weight.size()[0], self.weight.narrow(1, 0, n), self.bias.narrow(0, 0, n));
+        Layer::Dense { weight: floats(&weight), bias: floats(&bias), fan_in: fan_in as usize, fan_out: n as usize }
+    }
 }
 
 /// An MLP with a linear output layer.
@@ -171,6 +181,26 @@ impl Mlp {
         (self.layers.iter().chain(std::iter::once(&self.head)).collect(), &self.norms, self.dropout, self.activation)
     }
 
+    /// The network as data (no dropout: the deterministic policy's pass).
+    pub fn graph(&self) -> PolicyGraph {
+        self.graph_of_outputs(self.head.bias.size()[0])
+    }
+
+    /// [`Self::graph`] keeping only the first `n` outputs of the head (an actor's mean half).
+    pub(crate) fn graph_of_outputs(&self, n: i64) -> PolicyGraph {
+        let mut layers = Vec::new();
+        for (i, layer) in self.layers.iter().enumerate() {
+            layers.push(layer.layer(layer.bias.size()[0]));
+            if let Some((g, b)) = self.norms.get(i) {
+                layers.push(Layer::LayerNorm { gain: floats(g), bias: floats(b), eps: LAYER_NORM_EPS });
+            }
+            layers.push(Layer::Activation(self.activation));
+        }
+        layers.push(self.head.layer(n));
+        let in_dim = self.layers.first().unwrap_or(&self.head).weight.size()[0];
+        PolicyGraph::new(in_dim as usize, layers)
+    }
+
     /// Forward pass. Dropout is applied only when `dropout_rng` is given (updates), with masks
     /// drawn from it.
     pub fn forward(&self, x: &Tensor, mut dropout_rng: Option<&mut AgentRng>) -> Tensor {
@@ -183,7 +213,7 @@ impl Mlp {
                 }
             }
             if let Some((g, b)) = self.norms.get(i) {
-                h = h.layer_norm([g.size()[0]], Some(g), Some(b), 1e-5, true);
+                h = h.layer_norm([g.size()[0]], Some(g), Some(b), LAYER_NORM_EPS, true);
             }
             h = self.activation.apply(h);
         }

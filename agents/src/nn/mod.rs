@@ -17,6 +17,7 @@
 //! - `value`: a state value V(s) fitted by expectile regression (IQL);
 //! - [`cql`]: CQL's out-of-distribution log-sum-exp over sampled actions, in chunks;
 //! - [`StateNorm`]: fixed dataset state statistics (TD3+BC, BC);
+//! - [`PolicyGraph`]: a deterministic policy as data, its layers and weights (ONNX export);
 //! - `silu`: a hidden layer's bias and SiLU fused into one CPU pass, forward and backward (the
 //!   dynamics ensemble).
 //! - `floats`: the float32 view of a contiguous CPU tensor that every fused CPU pass reads and
@@ -38,6 +39,7 @@ pub mod mlp;
 pub(crate) mod mlp_pass;
 pub mod obs_norm;
 pub mod params;
+pub mod policy_graph;
 pub mod polyak;
 pub(crate) mod silu;
 pub mod state_norm;
@@ -56,6 +58,7 @@ pub use init::WeightInit;
 pub use mlp::{Activation, Dense, Mlp, MlpConfig};
 pub use obs_norm::{ObsNorm, ObsNormConfig, ObsNormMode};
 pub use params::ParamSet;
+pub use policy_graph::{BetaSource, Layer, PolicyGraph};
 pub use polyak::polyak_update;
 pub use state_norm::StateNorm;
 pub use tanh_gaussian::{TanhGaussianActor, TanhGaussianConfig};

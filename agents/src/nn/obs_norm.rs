@@ -9,6 +9,8 @@
 //! The statistics live in the agent's checkpoint (part `obs_norm`), so evaluation and export
 //! normalize exactly as training did, and a resumed run continues the running estimate.
 
+use super::policy_graph::doubles;
+use super::Layer;
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
 
@@ -129,6 +131,15 @@ impl ObsNorm {
         let x = (obs.to_kind(Kind::Double) - &self.mean) / (&self.var + self.cfg.eps).sqrt();
         let x = if self.cfg.clip > 0.0 { x.clamp(-self.cfg.clip, self.cfg.clip) } else { x };
         x.to_kind(Kind::Float)
+    }
+
+    /// [`Self::apply`] as data, with the statistics as they are now; `None` when off.
+    pub fn layer(&self) -> Option<Layer> {
+        (self.cfg.mode != ObsNormMode::None).then(|| Layer::Standardize64 {
+            mean: doubles(&self.mean),
+            std: doubles(&(&self.var + self.cfg.eps).sqrt()),
+            clip: (self.cfg.clip > 0.0).then_some(self.cfg.clip),
+        })
     }
 
     /// The checkpoint tensors, under `prefix`.

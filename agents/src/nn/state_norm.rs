@@ -5,11 +5,21 @@
 //! by [`crate::Agent::set_state_stats`] before the first update; they are part of the agent's
 //! checkpoint (part `obs_norm`), so a resumed or fine-tuned agent keeps the ones it trained with.
 
-use super::ParamSet;
+use super::policy_graph::floats;
+use super::{Activation, Layer, Mlp, ParamSet, PolicyGraph};
 use tch::{Device, Kind, Tensor};
 
 /// ε added to σ.
 const EPS: f64 = 1e-3;
+
+/// What an agent's policy does to observations with this normalization, `on` or off (its
+/// `observation_normalization`).
+pub fn describe(on: bool) -> String {
+    match on {
+        true => "the offline data's mean and standard deviation, (s − μ)/(σ + 1e-3) (inside the module)".into(),
+        false => "none".into(),
+    }
+}
 
 /// Fixed `(μ, σ)` of the observations.
 #[derive(Debug)]
@@ -51,6 +61,17 @@ impl StateNorm {
     /// `(s − μ) / (σ + ε)`, `[B, obs]`.
     pub fn apply(&self, obs: &Tensor) -> Tensor {
         (obs - &self.mean) / &self.scale
+    }
+
+    /// [`Self::apply`] as data.
+    pub fn layer(&self) -> Layer {
+        Layer::Standardize { mean: floats(&self.mean), scale: floats(&self.scale) }
+    }
+
+    /// The graph of `a = tanh(actor(s̃))`, `s̃` normalized by `norm` when there is one (the
+    /// deterministic actor of BC and TD3+BC).
+    pub fn tanh_actor_graph(actor: &Mlp, norm: Option<&StateNorm>) -> PolicyGraph {
+        actor.graph().then(Layer::Activation(Activation::Tanh)).normalized(norm.map(StateNorm::layer))
     }
 
     /// A copy that shares no state (for an exported policy).

@@ -10,7 +10,7 @@
 
 use super::floats::{floats as slice, floats_mut as slice_mut};
 use super::mlp_pass::{forward_no_grad, MlpPass};
-use super::{Mlp, MlpConfig, ParamSet};
+use super::{Activation, Layer, Mlp, MlpConfig, ParamSet, PolicyGraph};
 use crate::rng::AgentRng;
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
@@ -230,6 +230,12 @@ impl TanhGaussianActor {
     /// The deterministic action `tanh(μ)` (evaluation).
     pub fn mode(&self, obs: &Tensor) -> Tensor {
         self.dist(obs, None).0.tanh()
+    }
+
+    /// [`Self::mode`] as data: the network with the μ half of its head (a state-dependent σ's
+    /// half is not needed), then tanh.
+    pub fn mode_graph(&self) -> PolicyGraph {
+        self.net.graph_of_outputs(self.act_dim).then(Layer::Activation(Activation::Tanh))
     }
 }
 
