@@ -201,6 +201,7 @@ mod tests {
             env: Some("hopper-v2".into()),
             out: Some(out.clone()),
             rerun: RerunArgs::default(),
+            lerobot: Default::default(),
         };
         run(args).unwrap();
         let chunks = chunks(&rrd("print", &out).unwrap());
