@@ -188,12 +188,13 @@ if cmp -s "$tmp" "$cfg"; then rm -f "$tmp"; else mv "$tmp" "$cfg"; step "wrote .
 # `make build` fills, so on top of the workspace build only PyO3 and the extension are compiled.
 # Skipped when the installed build matches the sources: the stamp is the sha256 of every file
 # the extension is built from (the workspace crates, Cargo.toml, Cargo.lock; not their tests,
-# and not what git ignores, such as the MUJOCO_LOG.TXT a test run leaves).
+# not the committed experiment results, and not what git ignores, such as the MUJOCO_LOG.TXT a
+# test run leaves).
 py_stamp="$venv/.o2o-python.sha256"
 py_paths=(Cargo.toml Cargo.lock envs datasets agents reward-models robot experiments python)
 py_want=$(cd "$repo" && { git ls-files -co --exclude-standard -- "${py_paths[@]}" 2>/dev/null \
         || find "${py_paths[@]}" -type f ! -name MUJOCO_LOG.TXT; } \
-    | grep -vE '/(tests|examples|benches)/|__pycache__' | LC_ALL=C sort \
+    | grep -vE '/(tests|examples|benches)/|__pycache__|^experiments/results/' | LC_ALL=C sort \
     | while IFS= read -r f; do [ -f "$f" ] && printf '%s\0' "$f"; done \
     | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
 if [ -f "$py_stamp" ] && [ "$(cat "$py_stamp")" = "$py_want" ] && "$py" -c 'import o2o' >/dev/null 2>&1; then
