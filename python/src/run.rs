@@ -49,7 +49,9 @@ struct Recipe {
     device: Option<Device>,
     threads: Option<i32>,
     rerun: Option<String>,
-    progress: Option<ProgressOptions>,
+    /// `Run.progress`: the mode and the seconds between updates as given (unset: the default
+    /// of wherever the updates go, decided when the run starts).
+    progress: Option<(ProgressMode, Option<f64>)>,
     /// Where progress updates go instead of stderr; resolved to a callable when the run starts.
     progress_to: Option<ProgressTo>,
     dataset: Option<Arc<D4rlDataset>>,
@@ -128,8 +130,11 @@ impl Recipe {
         if let Some(mode) = &self.rerun {
             run = run.rerun(RerunArgs { rerun: mode.clone(), ..RerunArgs::default() });
         }
-        if let Some(progress) = &self.progress {
-            run = run.progress(progress.clone());
+        if let Some((mode, every)) = self.progress {
+            run = run.progress(ProgressOptions::new(
+                mode,
+                Duration::from_secs_f64(every.unwrap_or(DEFAULT_EVERY.as_secs_f64())),
+            ));
         }
         if with_data {
             if let Some(data) = &self.dataset {
@@ -298,10 +303,8 @@ impl Run {
                 ),
             }
         };
-        let default_every = if to.is_some() { PY_PROGRESS_EVERY } else { DEFAULT_EVERY.as_secs_f64() };
-        let options = ProgressOptions::new(mode, Duration::from_secs_f64(every.unwrap_or(default_every)));
         self.recipe.with(|r| {
-            r.progress = Some(options);
+            r.progress = Some((mode, every));
             r.progress_to = to;
         })
     }
@@ -442,21 +445,22 @@ fn execute(py: Python<'_>, recipe: &Recipe, phases: Phases) -> PyResult<Outcome>
 /// `o2o._progress.NotebookBar()` for `"notebook"` and for `"auto"` inside a Jupyter kernel
 /// (where the process's stderr does not reach the cell).
 fn progress_callable(py: Python<'_>, recipe: &Recipe) -> PyResult<Option<Py<PyAny>>> {
-    let mode = recipe.progress.as_ref().map_or(ProgressMode::Auto, |p| p.mode);
-    let notebook = match &recipe.progress_to {
-        Some(ProgressTo::Callback(f)) => return Ok(Some(f.clone_ref(py))),
-        Some(ProgressTo::Notebook) => true,
-        None => {
-            mode == ProgressMode::Auto && {
-                let module = py.import("o2o._progress")?;
-                module.getattr("in_notebook")?.call0()?.is_truthy()?
-            }
-        }
-    };
-    if !notebook || mode == ProgressMode::Off {
+    let mode = recipe.progress.map_or(ProgressMode::Auto, |(mode, _)| mode);
+    if let Some(ProgressTo::Callback(f)) = &recipe.progress_to {
+        return Ok(Some(f.clone_ref(py)));
+    }
+    if mode == ProgressMode::Off {
         return Ok(None);
     }
-    Ok(Some(py.import("o2o._progress")?.getattr("NotebookBar")?.call0()?.unbind()))
+    let module = py.import("o2o._progress")?;
+    let notebook = match &recipe.progress_to {
+        Some(_) => true,
+        None => mode == ProgressMode::Auto && module.getattr("in_notebook")?.call0()?.is_truthy()?,
+    };
+    if !notebook {
+        return Ok(None);
+    }
+    Ok(Some(module.getattr("NotebookBar")?.call0()?.unbind()))
 }
 
 /// The run itself, on its own thread: the builder with the callbacks, then the phases.
@@ -467,12 +471,11 @@ fn train(recipe: Recipe, phases: Phases, raised: Raised) -> anyhow::Result<o2o_e
     }
     let mut run = recipe.builder(true)?;
     if let Some(ProgressTo::Callback(callback)) = recipe.progress_to.clone() {
-        let mut options = recipe
-            .progress
-            .clone()
-            .unwrap_or_else(|| ProgressOptions::new(ProgressMode::Auto, Duration::from_secs_f64(PY_PROGRESS_EVERY)));
-        options.sink = Some(python_progress(callback));
-        run = run.progress(options);
+        // A callable (the notebook bar too) is redrawn every PY_PROGRESS_EVERY unless told.
+        let (mode, every) = recipe.progress.unwrap_or((ProgressMode::Auto, None));
+        let every = Duration::from_secs_f64(every.unwrap_or(PY_PROGRESS_EVERY));
+        run = run
+            .progress(ProgressOptions { sink: Some(python_progress(callback)), ..ProgressOptions::new(mode, every) });
     }
     if let Some(source) = &recipe.env {
         run = run.env_factory(source.factory(raised.clone()));

@@ -3,6 +3,7 @@
 
 import io
 import sys
+import time
 import types
 
 import pytest
@@ -110,6 +111,27 @@ def test_auto_chooses_the_notebook_bar_inside_a_jupyter_kernel(iql, monkeypatch,
     # An explicit mode is kept: "off" stays quiet in a notebook.
     iql.progress("off").fit(100)
     assert capsys.readouterr().err.count("step 100/100") == 0
+
+
+def test_auto_in_a_kernel_redraws_the_bar_twice_a_second_unless_told(iql, monkeypatch):
+    # The bar's cadence is decided where the updates go: a notebook bar is redrawn every 0.5 s
+    # (a terminal's plain lines come every 30 s) when `every` is not given.
+    shell = types.SimpleNamespace(kernel=object())
+    ipython = types.ModuleType("IPython")
+    ipython.get_ipython = lambda: shell
+    monkeypatch.setitem(sys.modules, "IPython", ipython)
+    monkeypatch.setitem(sys.modules, "ipykernel", types.ModuleType("ipykernel"))
+    updates = []
+
+    class Recording:
+        def __call__(self, update):
+            updates.append(update)
+
+    monkeypatch.setattr(_progress, "NotebookBar", Recording)
+    # Three evaluations that each take 0.6 s make the run last at least 1.8 s.
+    iql.on_eval(lambda result, state: time.sleep(0.6)).progress("auto").fit(300)
+    assert updates and updates[-1]["done"] is True
+    assert len([u for u in updates if not u["done"]]) >= 2, updates
 
 
 def test_format_update_and_bad_modes():
