@@ -108,6 +108,7 @@ fn the_spool_keeps_batches_across_a_server_restart() {
     let msgs = read_stream(&bus).unwrap();
     let mut rewards: Vec<i64> = Vec::new();
     for (_, p) in &msgs {
+        assert!(p.starts_with(message::MAGIC), "a batch in the binary format");
         let b = message::decode(p, "spool-run", 2, 1).unwrap();
         rewards.extend(b.transitions.iter().map(|r| r.reward as i64));
     }
@@ -330,6 +331,7 @@ fn a_learner_and_actor_processes_train_sac_through_kills_and_restarts() {
         actor: "intruder".into(),
         batch: 0,
         policy_version: 0,
+        sent_ms: 0,
         obs_dim: 17,
         act_dim: 6,
         transitions: vec![],

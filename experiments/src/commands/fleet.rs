@@ -6,6 +6,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use o2o_experiments::fleet::actor::{run_actor, ActorOptions};
 use o2o_experiments::fleet::learner::{run_learner, LearnerOptions, LearnerStart};
+use o2o_experiments::fleet::message::Format as MessageFormat;
 use o2o_experiments::fleet::{Connection, FleetConfig, DEFAULT_URL};
 use o2o_experiments::Run;
 use std::path::PathBuf;
@@ -155,6 +156,10 @@ struct ActorArgs {
     /// Batches kept while the server does not acknowledge (then the actor waits).
     #[arg(long, default_value_t = FleetConfig::default().spool_batches)]
     spool_batches: usize,
+    /// How batches are encoded: the compact binary format, or JSON to read the stream by eye
+    /// (the learner reads both).
+    #[arg(long, value_enum, default_value = "binary")]
+    message_format: MessageFormat,
     /// Stop after this many env steps (default: when the learner is done).
     #[arg(long)]
     max_steps: Option<u64>,
@@ -280,6 +285,7 @@ fn actor(a: ActorArgs) -> Result<()> {
     let mut fleet = a.fleet.config()?;
     fleet.max_policy_lag = a.max_policy_lag;
     fleet.spool_batches = a.spool_batches.max(1);
+    fleet.message_format = a.message_format;
     let report = run_actor(ActorOptions {
         conn: a.nats.connection(&format!("o2o-actor-{}", a.index)),
         run_id: a.learner_run.clone(),

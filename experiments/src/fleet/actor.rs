@@ -13,7 +13,7 @@
 //! - Liveness: a beat in the actors bucket about once a second (the bucket's TTL removes an
 //!   actor that stops beating); a clean exit deletes its key.
 
-use super::message::{Batch, Row, SCHEMA};
+use super::message::{self, Batch, Format, Row, SCHEMA};
 use super::{keys, ActorBeat, Bus, Connection, FleetConfig, LearnerStatus, PolicyVersion};
 use crate::run::actor::{derive_seed, stream, Actor, AgentPolicy, Policy, Transition, TransitionSink, UniformPolicy};
 use crate::run::config::RunConfig;
@@ -41,7 +41,9 @@ pub struct StreamSink<'b> {
     spool: VecDeque<(String, Vec<u8>, usize)>,
     spool_cap: usize,
     acked: u64,
+    last_seq: u64,
     timeout: Duration,
+    format: Format,
     /// The policy version the next rows are acted with.
     pub policy_version: u64,
     /// Seconds spent waiting with a full spool.
@@ -63,7 +65,9 @@ impl<'b> StreamSink<'b> {
             spool: VecDeque::new(),
             spool_cap: fleet.spool_batches.max(1),
             acked: 0,
+            last_seq: 0,
             timeout: fleet.ack_timeout,
+            format: fleet.message_format,
             policy_version: 0,
             blocked_s: 0.0,
         }
@@ -72,6 +76,11 @@ impl<'b> StreamSink<'b> {
     /// Transitions the server has acknowledged.
     pub fn acked(&self) -> u64 {
         self.acked
+    }
+
+    /// The stream sequence of the newest batch the server has acknowledged (0: none yet).
+    pub fn last_seq(&self) -> u64 {
+        self.last_seq
     }
 
     /// Batches waiting for an acknowledgement.
@@ -90,12 +99,13 @@ impl<'b> StreamSink<'b> {
             actor: self.actor.clone(),
             batch: self.next_batch,
             policy_version: self.policy_version,
+            sent_ms: message::now_ms(),
             obs_dim: self.obs_dim,
             act_dim: self.act_dim,
             transitions: std::mem::take(&mut self.pending),
         };
         self.next_batch += 1;
-        self.spool.push_back((b.msg_id(), b.encode(), b.transitions.len()));
+        self.spool.push_back((b.msg_id(), b.encode_as(self.format), b.transitions.len()));
     }
 
     /// Publish spooled batches oldest first, each waiting for its acknowledgement; stops at the
@@ -105,16 +115,15 @@ impl<'b> StreamSink<'b> {
             let (subject, timeout) = (self.subject.clone(), self.timeout);
             let publish = Publish::build().payload(bytes.clone().into()).message_id(id.as_str());
             let js = self.bus.js();
-            let ok = self.bus.block_on(async {
+            let ack = self.bus.block_on(async {
                 let ack = tokio::time::timeout(timeout, async {
                     js.send_publish(subject, publish).await?.await.map_err(async_nats::Error::from)
                 })
                 .await;
-                matches!(ack, Ok(Ok(_)))
+                ack.ok().and_then(Result::ok)
             });
-            if !ok {
-                return false;
-            }
+            let Some(ack) = ack else { return false };
+            self.last_seq = self.last_seq.max(ack.sequence);
             self.acked += *n as u64;
             self.spool.pop_front();
         }

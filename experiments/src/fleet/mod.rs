@@ -9,7 +9,7 @@
 //!
 //! | what | where | written by | read by |
 //! |---|---|---|---|
-//! | transitions, in batches ([`message`]) | stream `O2O_<run>`, subjects `o2o.<run>.transitions.<actor>` (file storage) | actors (publish, wait for the ack) | the learner (durable pull consumer `learner`) |
+//! | transitions, in batches (binary, [`message`]) | stream `O2O_<run>`, subjects `o2o.<run>.transitions.<actor>` (file storage) | actors (publish, wait for the ack) | the learner (durable pull consumer `learner`) |
 //! | the run's config, the policy version, the learner's status | key-value bucket `o2o_<run>` (keys `config`, `policy`, `status`) | the learner | actors |
 //! | versioned weights | object store `o2o_<run>_weights` (objects `policy-<version>`) | the learner | actors |
 //! | actor liveness and throughput | key-value bucket `o2o_<run>_actors` with a TTL (one key per actor) | actors | the learner |
@@ -227,6 +227,8 @@ pub struct FleetConfig {
     pub liveness_ttl_s: f64,
     /// How long to wait for the server's acknowledgement of one publish.
     pub ack_timeout: Duration,
+    /// How actors encode their batches (binary; JSON to read a stream by eye).
+    pub message_format: message::Format,
 }
 
 impl Default for FleetConfig {
@@ -238,6 +240,7 @@ impl Default for FleetConfig {
             publish_every: 500,
             liveness_ttl_s: 5.0,
             ack_timeout: Duration::from_secs(2),
+            message_format: message::Format::Binary,
         }
     }
 }
