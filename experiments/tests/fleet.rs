@@ -115,6 +115,33 @@ fn the_spool_keeps_batches_across_a_server_restart() {
     assert_eq!(rewards, (0..22).collect::<Vec<i64>>(), "every row once, in order");
 }
 
+/// Issue 47 item 5: the learner's stream has a max age and a max size (the defaults, or the
+/// options), set again on a stream that exists (a resumed learner), and the size limit holds as
+/// batches pour in: the oldest go.
+#[test]
+fn the_stream_is_bounded_by_age_and_size() {
+    let server = NatsServer::start().unwrap();
+    let bus = Bus::connect(&Connection::new(&server.url(), "bound-test"), "bound-run", Duration::from_secs(2)).unwrap();
+    let info = |bus: &Bus| {
+        bus.block_on(async { bus.js().get_stream(bus.names.stream()).await.unwrap().get_info().await.unwrap() })
+    };
+    declare(&bus, &FleetConfig::default()).unwrap();
+    let i = info(&bus);
+    assert_eq!((i.config.max_age, i.config.max_bytes), (Duration::from_secs(24 * 3600), 1 << 30));
+    let small = FleetConfig { stream_max_bytes: 8 << 10, stream_max_age: Duration::from_secs(600), ..fast() };
+    declare(&bus, &small).unwrap();
+    let i = info(&bus);
+    assert_eq!((i.config.max_age, i.config.max_bytes), (Duration::from_secs(600), 8 << 10));
+    let mut sink = StreamSink::new(&bus, "a0", 2, 1, &small);
+    for i in 0..400 {
+        sink.push(&transition(i)).unwrap();
+    }
+    sink.finish(Duration::from_secs(20)).unwrap();
+    let i = info(&bus);
+    assert_eq!(i.state.last_sequence, 100);
+    assert!(i.state.bytes <= 8 << 10 && i.state.first_sequence > 1, "{:?}", i.state);
+}
+
 /// A tiny SAC config on HalfCheetah-v5 (nets of 32 units).
 fn tiny_config(online: u64) -> String {
     format!(

@@ -130,6 +130,13 @@ struct LearnerArgs {
     /// ± updates of slack around the config's updates per transition (0: two messages' worth).
     #[arg(long, default_value_t = 0.0)]
     rate_tolerance: f64,
+    /// The stream drops messages older than this many hours (0: no age limit); set on every
+    /// start, a resumed learner's included.
+    #[arg(long, value_name = "HOURS", default_value_t = FleetConfig::default().stream_max_age.as_secs_f64() / 3600.0)]
+    stream_max_hours: f64,
+    /// The stream drops its oldest messages beyond this many MiB (0: no size limit).
+    #[arg(long, value_name = "MIB", default_value_t = FleetConfig::default().stream_max_bytes >> 20)]
+    stream_max_mib: u64,
     #[command(flatten)]
     nats: NatsArgs,
     #[command(flatten)]
@@ -251,6 +258,11 @@ fn learner(a: LearnerArgs) -> Result<()> {
     };
     let mut fleet = a.fleet.config()?;
     fleet.publish_every = a.publish_every.max(1);
+    if !(a.stream_max_hours.is_finite() && a.stream_max_hours >= 0.0) {
+        anyhow::bail!("--stream-max-hours: expected a number of hours (0: no limit), found {}", a.stream_max_hours);
+    }
+    fleet.stream_max_age = Duration::from_secs_f64(a.stream_max_hours * 3600.0);
+    fleet.stream_max_bytes = a.stream_max_mib.saturating_mul(1 << 20);
     let options = LearnerOptions {
         conn: a.nats.connection("o2o-learner"),
         fleet,

@@ -57,6 +57,10 @@ pub struct FleetState {
     pub rejected: u64,
     /// Messages skipped because their sequence was already held.
     pub duplicates: u64,
+    /// Messages the stream's limits (`--stream-max-hours`, `--stream-max-mib`) removed before
+    /// the learner read them.
+    #[serde(default)]
+    pub expired: u64,
     /// Transitions stored per actor instance.
     pub per_actor: BTreeMap<String, u64>,
     /// The newest published policy version.
@@ -79,13 +83,18 @@ pub struct RunHandles {
 pub fn declare(bus: &Bus, fleet: &FleetConfig) -> Result<RunHandles> {
     let n = &bus.names;
     let js = bus.js();
+    // The server reports "no limit" as -1 bytes and a zero age.
+    let max_bytes = if fleet.stream_max_bytes == 0 { -1 } else { fleet.stream_max_bytes.min(i64::MAX as u64) as i64 };
     bus.block_on(async {
-        let stream = js
+        let mut stream = js
             .get_or_create_stream(jetstream::stream::Config {
                 name: n.stream(),
                 subjects: vec![n.subjects()],
                 storage: jetstream::stream::StorageType::File,
                 retention: jetstream::stream::RetentionPolicy::Limits,
+                discard: jetstream::stream::DiscardPolicy::Old,
+                max_age: fleet.stream_max_age,
+                max_bytes,
                 duplicate_window: Duration::from_secs(120),
                 description: Some(format!("o2o fleet transitions of run {}", n.run_id)),
                 ..Default::default()
@@ -95,6 +104,16 @@ pub fn declare(bus: &Bus, fleet: &FleetConfig) -> Result<RunHandles> {
             .with_context(|| {
                 format!("creating the stream {} (is JetStream enabled on the server? nats-server -js)", n.stream())
             })?;
+        // A stream that exists (a resumed learner) takes this start's limits, keeping the rest
+        // of its config (replicas set by hand, for one).
+        let have = stream.cached_info().config.clone();
+        if have.max_age != fleet.stream_max_age || have.max_bytes != max_bytes {
+            js.update_stream(jetstream::stream::Config { max_age: fleet.stream_max_age, max_bytes, ..have })
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))
+                .with_context(|| format!("setting the limits of the stream {}", n.stream()))?;
+            stream = js.get_stream(n.stream()).await.map_err(|e| anyhow::anyhow!("{e}"))?;
+        }
         let control = js
             .create_key_value(kv::Config {
                 bucket: n.control(),
@@ -343,7 +362,17 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
             for m in msgs {
                 let seq = m.info().map(|i| i.stream_sequence).map_err(|e| anyhow::anyhow!("{e}"))?;
                 if fleet.last_seq > 0 && seq > fleet.last_seq + 1 {
-                    // A gap: a delivery was lost on the way (the server went away between
+                    // A gap. Messages the stream's limits removed will never come: skip them.
+                    if let Ok(info) = bus.block_on(h.stream.get_info()) {
+                        let (last, gone) = skip_expired(fleet.last_seq, info.state.first_sequence);
+                        if gone > 0 {
+                            eprintln!("fleet learner: stream messages {} to {last} were removed by the stream's limits (--stream-max-hours, --stream-max-mib) before this learner read them; going on from {}", fleet.last_seq + 1, last + 1);
+                            (fleet.last_seq, fleet.expired) = (last, fleet.expired + gone);
+                        }
+                    }
+                }
+                if fleet.last_seq > 0 && seq > fleet.last_seq + 1 {
+                    // Otherwise a delivery was lost on the way (the server went away between
                     // sending and our reading). Sequences are taken strictly in order, so
                     // "at or below last_seq" can mean "held"; ask again from the gap.
                     eprintln!(
@@ -443,6 +472,7 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
                 ("fleet/consumed".into(), fleet.consumed as f64),
                 ("fleet/rejected".into(), fleet.rejected as f64),
                 ("fleet/duplicates".into(), fleet.duplicates as f64),
+                ("fleet/expired".into(), fleet.expired as f64),
                 ("fleet/samples_per_insert".into(), limiter.ratio()),
                 ("fleet/policy_version".into(), fleet.policy_version as f64),
                 ("perf/transitions_per_s".into(), fleet.consumed as f64 / secs),
@@ -518,6 +548,17 @@ fn check_config(config: &RunConfig) -> Result<()> {
         bail!("the fleet learner has no budget: set train.online_steps (transitions to consume)");
     }
     Ok(())
+}
+
+/// After a gap in the sequences, with the learner holding up to `last_seq` and the stream now
+/// starting at `first_seq`: the sequence to go on from and how many messages the stream's
+/// limits removed unread (none when the gap is above the stream's start: a lost delivery).
+fn skip_expired(last_seq: u64, first_seq: u64) -> (u64, u64) {
+    if first_seq > last_seq + 1 {
+        (first_seq - 1, first_seq - 1 - last_seq)
+    } else {
+        (last_seq, 0)
+    }
 }
 
 /// The next multiple of `every` after `now` (never, for 0).
@@ -667,4 +708,19 @@ impl Liveness {
 /// The learner run's names on the server (for tools and tests).
 pub fn names(dir: &Path) -> Names {
     Names::new(&run_id(dir))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A gap below the stream's first message is what its limits removed: skipped and counted;
+    /// a gap inside the stream is a lost delivery, asked for again.
+    #[test]
+    fn a_gap_below_the_streams_start_is_skipped_as_expired() {
+        assert_eq!(skip_expired(10, 25), (24, 14));
+        assert_eq!(skip_expired(10, 11), (10, 0));
+        assert_eq!(skip_expired(10, 3), (10, 0));
+        assert_eq!(skip_expired(0, 1), (0, 0));
+    }
 }

@@ -229,6 +229,11 @@ pub struct FleetConfig {
     pub ack_timeout: Duration,
     /// How actors encode their batches (binary; JSON to read a stream by eye).
     pub message_format: message::Format,
+    /// The stream drops messages older than this (zero: no age limit). Set by the learner
+    /// each time it starts.
+    pub stream_max_age: Duration,
+    /// The stream drops its oldest messages beyond this many bytes (0: no size limit).
+    pub stream_max_bytes: u64,
 }
 
 impl Default for FleetConfig {
@@ -241,6 +246,11 @@ impl Default for FleetConfig {
             liveness_ttl_s: 5.0,
             ack_timeout: Duration::from_secs(2),
             message_format: message::Format::Binary,
+            // A day, or 1 GiB (about 6 million HalfCheetah transitions): far more than a
+            // learner needs again after a crash (what came after its last checkpoint), far less
+            // than a disk.
+            stream_max_age: Duration::from_secs(24 * 3600),
+            stream_max_bytes: 1 << 30,
         }
     }
 }
