@@ -160,6 +160,10 @@ struct ActorArgs {
     /// Pause rather than act with a policy more than this many versions old.
     #[arg(long, default_value_t = FleetConfig::default().max_policy_lag)]
     max_policy_lag: u64,
+    /// Pause while the stream holds this many messages or more that the learner has not read
+    /// (every actor's, up to this one's newest); resume at half (0: never pause).
+    #[arg(long, value_name = "MESSAGES", default_value_t = FleetConfig::default().max_backlog)]
+    max_backlog: u64,
     /// Batches kept while the server does not acknowledge (then the actor waits).
     #[arg(long, default_value_t = FleetConfig::default().spool_batches)]
     spool_batches: usize,
@@ -296,6 +300,7 @@ fn actor(a: ActorArgs) -> Result<()> {
     tch::set_num_threads(a.threads);
     let mut fleet = a.fleet.config()?;
     fleet.max_policy_lag = a.max_policy_lag;
+    fleet.max_backlog = a.max_backlog;
     fleet.spool_batches = a.spool_batches.max(1);
     fleet.message_format = a.message_format;
     let report = run_actor(ActorOptions {
@@ -309,8 +314,8 @@ fn actor(a: ActorArgs) -> Result<()> {
         rate_hz: a.rate_hz,
     })?;
     println!(
-        "{{\"actor\":{:?},\"steps\":{},\"episodes\":{},\"acked\":{},\"policy_version\":{},\"paused_s\":{}}}",
-        report.actor, report.steps, report.episodes, report.acked, report.policy_version, report.paused_s
+        "{{\"actor\":{:?},\"steps\":{},\"episodes\":{},\"acked\":{},\"policy_version\":{},\"paused_s\":{},\"backlog_s\":{}}}",
+        report.actor, report.steps, report.episodes, report.acked, report.policy_version, report.paused_s, report.backlog_s
     );
     Ok(())
 }

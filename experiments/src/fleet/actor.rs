@@ -10,6 +10,9 @@
 //!   with the stochastic policy; it takes a newer version between episodes. When its version is
 //!   more than `max_policy_lag` behind the newest announced one it pauses (no env step) until it
 //!   holds one within the lag, swapping right away (even mid-episode) once it can fetch it.
+//! - Backpressure: the learner publishes how far it has read the stream; an actor pauses while
+//!   `max_backlog` messages or more wait beyond that ([`Backpressure`]), so the stream never
+//!   holds much more than the learner will soon read, and what it trains on is recent.
 //! - Liveness: a beat in the actors bucket about once a second (the bucket's TTL removes an
 //!   actor that stops beating); a clean exit deletes its key.
 
@@ -202,6 +205,81 @@ pub struct ActorReport {
     pub policy_version: u64,
     /// Seconds paused for a stale policy.
     pub paused_s: f64,
+    /// Seconds paused for the learner's backlog ([`Backpressure`]).
+    pub backlog_s: f64,
+}
+
+/// Backpressure: an actor holds (takes no env step) while the stream has `max_backlog` or more
+/// messages beyond the learner's position, up to the actor's own newest acknowledged one, and
+/// goes on once that is down to half (so an actor at the bound does not flap every batch).
+/// Counting the stream's sequences counts every actor's messages: together the actors keep at
+/// most about `max_backlog` (plus one batch each) unread, whatever their number.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Backpressure {
+    max: u64,
+    learner_seq: Option<u64>,
+    holding: bool,
+}
+
+impl Backpressure {
+    /// Hold at `max` messages unread (0: never).
+    pub fn new(max: u64) -> Self {
+        Self { max, learner_seq: None, holding: false }
+    }
+
+    /// The learner's position, from its status (`None`: a learner that does not say; no hold).
+    pub fn learner_at(&mut self, seq: Option<u64>) {
+        self.learner_seq = seq;
+    }
+
+    /// Messages beyond the learner's position up to `acked_seq` (0 with no position known).
+    pub fn backlog(&self, acked_seq: u64) -> u64 {
+        self.learner_seq.map_or(0, |l| acked_seq.saturating_sub(l))
+    }
+
+    /// Whether to hold now, with `acked_seq` the actor's newest acknowledged sequence.
+    pub fn hold(&mut self, acked_seq: u64) -> bool {
+        let b = self.backlog(acked_seq);
+        self.holding =
+            self.max > 0 && self.learner_seq.is_some() && if self.holding { b > self.max / 2 } else { b >= self.max };
+        self.holding
+    }
+}
+
+/// Hold (no env step; beats marked paused) until the learner has read to within half the bound
+/// of this actor's newest batch; true when the learner finished meanwhile.
+fn hold_for_learner(
+    bus: &Bus,
+    control: &kv::Store,
+    beats: &kv::Store,
+    instance: &str,
+    sink: &StreamSink,
+    version: u64,
+    pressure: &mut Backpressure,
+) -> bool {
+    eprintln!(
+        "fleet actor {instance}: the learner has not read {} of the stream's messages (up to this actor's newest, {}), max_backlog {}; pausing",
+        pressure.backlog(sink.last_seq()),
+        sink.last_seq(),
+        pressure.max
+    );
+    loop {
+        beat(bus, beats, instance, sink, version, true, 0.0);
+        std::thread::sleep(Duration::from_millis(100));
+        if let Ok(Some(s)) = bus.get_json::<LearnerStatus>(control, keys::STATUS) {
+            if s.finished {
+                return true;
+            }
+            pressure.learner_at(s.stream_seq);
+        }
+        if !pressure.hold(sink.last_seq()) {
+            eprintln!(
+                "fleet actor {instance}: resumed, the learner's backlog down to {} messages",
+                pressure.backlog(sink.last_seq())
+            );
+            return false;
+        }
+    }
 }
 
 /// The weights an actor acts with.
@@ -298,7 +376,8 @@ pub fn run_actor(o: ActorOptions) -> Result<ActorReport> {
     let mut actor = Actor::new(env, seed, 0)?;
     let mut rng = ChaCha8Rng::seed_from_u64(derive_seed(seed, stream::RUNNER_RNG, 0));
     let mut sink = StreamSink::new(&bus, &instance, obs_dim, act_dim, &o.fleet);
-    let (mut steps, mut episodes, mut paused_s) = (0u64, 0u64, 0.0f64);
+    let (mut steps, mut episodes, mut paused_s, mut backlog_s) = (0u64, 0u64, 0.0f64, 0.0f64);
+    let mut pressure = Backpressure::new(o.fleet.max_backlog);
     let mut last_beat = (Instant::now() - Duration::from_secs(10), 0u64);
     let t_start = Instant::now();
     eprintln!("fleet actor {instance}: acting in {env_id} for learner run {}", o.run_id);
@@ -309,6 +388,17 @@ pub fn run_actor(o: ActorOptions) -> Result<ActorReport> {
             weights.refresh();
             if let Ok(Some(s)) = bus.get_json::<LearnerStatus>(&control, keys::STATUS) {
                 if s.finished {
+                    break;
+                }
+                pressure.learner_at(s.stream_seq);
+            }
+            // Backpressure: hold while the learner is too far behind this actor's newest batch.
+            if pressure.hold(sink.last_seq()) {
+                let t0 = Instant::now();
+                let finished =
+                    hold_for_learner(&bus, &control, &beats, &instance, &sink, weights.version, &mut pressure);
+                backlog_s += t0.elapsed().as_secs_f64();
+                if finished {
                     break;
                 }
             }
@@ -374,6 +464,7 @@ pub fn run_actor(o: ActorOptions) -> Result<ActorReport> {
         acked: sink.acked(),
         policy_version: weights.version,
         paused_s,
+        backlog_s,
     };
     eprintln!(
         "fleet actor {instance}: done — {} steps, {} episodes, {} transitions acknowledged, policy version {}",
@@ -424,4 +515,28 @@ pub fn read_stream(bus: &Bus) -> Result<Vec<(u64, Vec<u8>)>> {
         }
         Ok(out)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Holds at the bound, goes on at half, and never without a learner position or a bound.
+    #[test]
+    fn backpressure_holds_at_the_bound_and_resumes_at_half() {
+        let mut p = Backpressure::new(8);
+        assert!(!p.hold(100), "no learner position known: no hold");
+        p.learner_at(Some(0));
+        assert!(!p.hold(7) && p.hold(8) && p.hold(9));
+        p.learner_at(Some(4));
+        assert!(p.hold(9), "backlog 5: still above half");
+        p.learner_at(Some(5));
+        assert!(!p.hold(9), "backlog 4: resumed");
+        assert!(!p.hold(12) && p.hold(13));
+        p.learner_at(Some(20));
+        assert_eq!(p.backlog(13), 0, "a learner past this actor's newest");
+        let mut off = Backpressure::new(0);
+        off.learner_at(Some(0));
+        assert!(!off.hold(1_000_000));
+    }
 }

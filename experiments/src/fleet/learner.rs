@@ -304,7 +304,7 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
     if let Some(f) = o.on_started.as_mut() {
         f(&dir);
     }
-    bus.put_json(&h.control, keys::STATUS, &LearnerStatus { finished: false, consumed: fleet.consumed })?;
+    bus.put_json(&h.control, keys::STATUS, &status(&fleet, false))?;
     // A resumed learner's weights are a new version, numbered after any the server has seen
     // (its previous life may have published versions after the checkpoint).
     let announced = bus.get_json::<PolicyVersion>(&h.control, keys::POLICY)?.map_or(0, |p| p.version);
@@ -339,6 +339,8 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
     let mut last_publish = state.grad_step;
     let mut retry_publish: Option<Instant> = None;
     let mut live = Liveness::default();
+    // The position the actors last read, and when to tell them again.
+    let (mut told, mut tell_at) = (fleet.last_seq, Instant::now());
     eprintln!("fleet learner {id}: waiting for actors on {} (stream {}); start them with: o2o fleet actor --learner-run {id} --nats {}", o.conn.url, bus.names.stream(), o.conn.url);
     while fleet.consumed < total {
         // 1. Insert: fetch while the limiter lets the learner take more data.
@@ -420,6 +422,13 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
             }
             state.env_step = fleet.consumed;
             state.step = fleet.consumed;
+        }
+        // Tell the actors how far it has read (their backpressure), at most ten times a second;
+        // with the server away, again a second later.
+        if fleet.last_seq != told && Instant::now() >= tell_at {
+            let ok = bus.put_json(&h.control, keys::STATUS, &status(&fleet, false)).is_ok();
+            told = if ok { fleet.last_seq } else { told };
+            tell_at = Instant::now() + Duration::from_millis(if ok { 100 } else { 1000 });
         }
 
         // 2. Learn: SAC's updates while the limiter allows them (a few at a time, so fetching
@@ -507,9 +516,7 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
     // The end: tell the actors (waiting out a server restart), a last evaluation, the final
     // checkpoint and the summary.
     let t_end = Instant::now();
-    while let Err(e) =
-        bus.put_json(&h.control, keys::STATUS, &LearnerStatus { finished: true, consumed: fleet.consumed })
-    {
+    while let Err(e) = bus.put_json(&h.control, keys::STATUS, &status(&fleet, true)) {
         if t_end.elapsed() > Duration::from_secs(60) {
             return Err(e.context("telling the actors the learner is done"));
         }
@@ -530,6 +537,11 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
         fleet.duplicates
     );
     Ok(LearnerOutcome { dir, summary, fleet })
+}
+
+/// The learner's status for the actors: finished or not, and its position in the stream.
+fn status(fleet: &FleetState, finished: bool) -> LearnerStatus {
+    LearnerStatus { finished, consumed: fleet.consumed, stream_seq: Some(fleet.last_seq) }
 }
 
 /// What the fleet learner supports.
