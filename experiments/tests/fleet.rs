@@ -528,6 +528,13 @@ fn a_learner_and_actor_processes_train_sac_through_kills_and_restarts() {
             && metrics.contains("/transitions_per_s\"")
     );
     assert!(metrics.contains("\"fleet/rejected\""), "no fleet/rejected in metrics.jsonl");
+    // The age of the data it took in: logged, and recent (the actors' backpressure).
+    let (versions, seconds) =
+        (common::metric(&dir, "fleet/data_age_versions"), common::metric(&dir, "fleet/data_age_s"));
+    assert!(!versions.is_empty() && versions.len() == seconds.len(), "{versions:?} / {seconds:?}");
+    assert!(versions.iter().all(|v| v.is_finite() && *v >= 0.0), "{versions:?}");
+    assert!(versions.iter().any(|v| *v > 0.0), "no batch acted with an older policy: {versions:?}");
+    assert!(seconds.iter().all(|s| s.is_finite() && *s > -1.0 && *s < 60.0), "{seconds:?}");
     // Each record's window: the seconds spent drawing batches and updating, inside its wall time.
     let (windows, samples, updates) = (
         common::metric(&dir, "perf/window_s"),

@@ -5,7 +5,8 @@
 //! holds (by stream sequence), put the rest in the replay buffer, and only then acknowledge;
 //! make SAC's updates ([`crate::run::learner::learn`]) while the limiter allows samples; publish
 //! the weights every `publish_every` updates; evaluate, log and checkpoint by consumed
-//! transitions; watch actors join and leave.
+//! transitions; tell the actors how far it has read (their backpressure); log how old the data
+//! it takes in is ([`DataAge`]); watch actors join and leave.
 //!
 //! Crash safety: a checkpoint holds the agent, the replay buffer, the runner state with
 //! `stream_seq` (the last stream sequence in that buffer) and `fleet.json` (the fleet counters).
@@ -339,6 +340,7 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
     let mut last_publish = state.grad_step;
     let mut retry_publish: Option<Instant> = None;
     let mut live = Liveness::default();
+    let mut age = DataAge::default();
     // The position the actors last read, and when to tell them again.
     let (mut told, mut tell_at) = (fleet.last_seq, Instant::now());
     eprintln!("fleet learner {id}: waiting for actors on {} (stream {}); start them with: o2o fleet actor --learner-run {id} --nats {}", o.conn.url, bus.names.stream(), o.conn.url);
@@ -409,6 +411,7 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
                             *fleet.per_actor.entry(batch.actor.clone()).or_default() += n;
                             live.rows(&batch.actor, n);
                             limiter.inserted(n);
+                            age.add(n, fleet.policy_version, batch.policy_version, batch.sent_ms, message::now_ms());
                         }
                         Err(e) => refuse(&mut fleet, &mut logger, &state, seq, &e)?,
                     }
@@ -492,6 +495,7 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
                 ("perf/update_s".into(), learn_time.update_s),
             ];
             (window, learn_time) = (Instant::now(), LearnTime::default());
+            values.extend(age.take());
             values.extend(
                 last_metrics
                     .iter()
@@ -655,6 +659,48 @@ fn save(
     })
 }
 
+/// How old the transitions the learner takes into its replay buffer are, over one log window:
+/// policy versions behind the newest it has published, and seconds since the actor sealed their
+/// batch (with actors on other machines, as good as the clocks agree). Without backpressure this
+/// grew to minutes: the learner read the stream in order, far behind the actors.
+#[derive(Debug, Default, PartialEq)]
+struct DataAge {
+    rows: u64,
+    versions: f64,
+    seconds: f64,
+    max_s: f64,
+}
+
+impl DataAge {
+    /// `rows` rows acted with version `acted` and sealed at `sent_ms`, taken in at `now_ms`
+    /// while the newest published version is `newest`.
+    fn add(&mut self, rows: u64, newest: u64, acted: u64, sent_ms: u64, now_ms: u64) {
+        if rows == 0 {
+            return;
+        }
+        let s = (now_ms as f64 - sent_ms as f64) / 1000.0;
+        self.versions += newest.saturating_sub(acted) as f64 * rows as f64;
+        self.seconds += s * rows as f64;
+        self.max_s = if self.rows == 0 { s } else { self.max_s.max(s) };
+        self.rows += rows;
+    }
+
+    /// The window's means per row and its oldest, as metrics (none without rows); the next
+    /// window starts empty.
+    fn take(&mut self) -> Vec<(String, f64)> {
+        let a = std::mem::take(self);
+        if a.rows == 0 {
+            return Vec::new();
+        }
+        let n = a.rows as f64;
+        vec![
+            ("fleet/data_age_versions".into(), a.versions / n),
+            ("fleet/data_age_s".into(), a.seconds / n),
+            ("fleet/data_age_s_max".into(), a.max_s),
+        ]
+    }
+}
+
 /// Which actors are alive (their liveness keys), and how fast each one's transitions arrive.
 #[derive(Default)]
 struct Liveness {
@@ -734,5 +780,26 @@ mod tests {
         assert_eq!(skip_expired(10, 11), (10, 0));
         assert_eq!(skip_expired(10, 3), (10, 0));
         assert_eq!(skip_expired(0, 1), (0, 0));
+    }
+
+    /// Means per row over a window, the oldest batch, then an empty window.
+    #[test]
+    fn data_age_is_averaged_per_row_over_a_window() {
+        let mut a = DataAge::default();
+        assert!(a.take().is_empty());
+        a.add(10, 5, 5, 1_000, 1_500);
+        a.add(30, 5, 1, 1_000, 3_000);
+        a.add(0, 9, 0, 0, 1_000_000);
+        let v = a.take();
+        assert_eq!(
+            v,
+            vec![
+                ("fleet/data_age_versions".to_string(), 3.0),
+                ("fleet/data_age_s".to_string(), (10.0 * 0.5 + 30.0 * 2.0) / 40.0),
+                ("fleet/data_age_s_max".to_string(), 2.0),
+            ]
+        );
+        assert_eq!(a, DataAge::default());
+        assert!(a.take().is_empty());
     }
 }
