@@ -108,10 +108,38 @@ fn the_spool_keeps_batches_across_a_server_restart() {
     let msgs = read_stream(&bus).unwrap();
     let mut rewards: Vec<i64> = Vec::new();
     for (_, p) in &msgs {
+        assert!(p.starts_with(message::MAGIC), "a batch in the binary format");
         let b = message::decode(p, "spool-run", 2, 1).unwrap();
         rewards.extend(b.transitions.iter().map(|r| r.reward as i64));
     }
     assert_eq!(rewards, (0..22).collect::<Vec<i64>>(), "every row once, in order");
+}
+
+/// Issue 47 item 5: the learner's stream has a max age and a max size (the defaults, or the
+/// options), set again on a stream that exists (a resumed learner), and the size limit holds as
+/// batches pour in: the oldest go.
+#[test]
+fn the_stream_is_bounded_by_age_and_size() {
+    let server = NatsServer::start().unwrap();
+    let bus = Bus::connect(&Connection::new(&server.url(), "bound-test"), "bound-run", Duration::from_secs(2)).unwrap();
+    let info = |bus: &Bus| {
+        bus.block_on(async { bus.js().get_stream(bus.names.stream()).await.unwrap().get_info().await.unwrap() })
+    };
+    declare(&bus, &FleetConfig::default()).unwrap();
+    let i = info(&bus);
+    assert_eq!((i.config.max_age, i.config.max_bytes), (Duration::from_secs(24 * 3600), 1 << 30));
+    let small = FleetConfig { stream_max_bytes: 8 << 10, stream_max_age: Duration::from_secs(600), ..fast() };
+    declare(&bus, &small).unwrap();
+    let i = info(&bus);
+    assert_eq!((i.config.max_age, i.config.max_bytes), (Duration::from_secs(600), 8 << 10));
+    let mut sink = StreamSink::new(&bus, "a0", 2, 1, &small);
+    for i in 0..400 {
+        sink.push(&transition(i)).unwrap();
+    }
+    sink.finish(Duration::from_secs(20)).unwrap();
+    let i = info(&bus);
+    assert_eq!(i.state.last_sequence, 100);
+    assert!(i.state.bytes <= 8 << 10 && i.state.first_sequence > 1, "{:?}", i.state);
 }
 
 /// A tiny SAC config on HalfCheetah-v5 (nets of 32 units).
@@ -153,7 +181,7 @@ fn a_stale_policy_actor_pauses_until_it_has_recent_weights() {
     let h = declare(&bus, &fleet).unwrap();
     let config = RunConfig::from_toml_str(&format!("preset = \"tiny\"\n{}", tiny_config(1000)), "tiny").unwrap();
     bus.block_on(h.control.put(keys::CONFIG, config.to_toml_string().unwrap().into_bytes().into())).unwrap();
-    bus.put_json(&h.control, keys::STATUS, &LearnerStatus { finished: false, consumed: 0 }).unwrap();
+    bus.put_json(&h.control, keys::STATUS, &LearnerStatus { finished: false, consumed: 0, stream_seq: None }).unwrap();
     let agent = o2o_experiments::run::prepare::build_agent(&config, 17, 6, tch::Device::Cpu).unwrap();
     publish_weights(&bus, &h, &*agent, 1, 0).unwrap();
 
@@ -201,6 +229,67 @@ fn a_stale_policy_actor_pauses_until_it_has_recent_weights() {
     assert!(report.paused_s > 1.5, "paused {} s", report.paused_s);
     assert_eq!(report.acked, 600);
     assert!(count(&bus) > after);
+}
+
+/// Issue 47 item 5, backpressure: with the learner's position stuck (a learner stopped or
+/// slow), an actor stops at `max_backlog` unread messages instead of flooding the stream, beats
+/// `paused`, goes on once the learner has read half of them, and runs to its end while the
+/// learner keeps up. The test plays the learner's part on the server.
+#[test]
+fn an_actor_stops_at_the_backlog_bound_while_the_learner_does_not_read() {
+    let server = NatsServer::start().unwrap();
+    let bus =
+        Bus::connect(&Connection::new(&server.url(), "backlog-test"), "backlog-run", Duration::from_secs(2)).unwrap();
+    let fleet = FleetConfig { batch: 16, max_backlog: 6, ..FleetConfig::default() };
+    let h = declare(&bus, &fleet).unwrap();
+    let config = RunConfig::from_toml_str(&format!("preset = \"tiny\"\n{}", tiny_config(1000)), "tiny").unwrap();
+    bus.block_on(h.control.put(keys::CONFIG, config.to_toml_string().unwrap().into_bytes().into())).unwrap();
+    let read_to = |seq: usize| {
+        bus.put_json(
+            &h.control,
+            keys::STATUS,
+            &LearnerStatus { finished: false, consumed: 0, stream_seq: Some(seq as u64) },
+        )
+        .unwrap()
+    };
+    read_to(0);
+    let url = server.url();
+    let actor = std::thread::spawn(move || {
+        run_actor(ActorOptions {
+            conn: Connection::new(&url, "backlog-actor"),
+            run_id: "backlog-run".into(),
+            env: None,
+            index: 0,
+            fleet,
+            max_steps: Some(400),
+            wait_for_learner: Duration::from_secs(10),
+            rate_hz: None,
+        })
+    });
+    let count = |bus: &Bus| read_stream(bus).unwrap().len();
+    // Unthrottled, its 400 steps (25 messages) would take well under a second.
+    wait_for("the actor to fill the backlog", Duration::from_secs(60), || count(&bus) >= 6);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(count(&bus), 6, "an actor with 6 unread messages publishes no more");
+    let beats = bus.block_on(bus.js().get_key_value(bus.names.actors())).unwrap();
+    let key = format!("actor-0-{}", std::process::id());
+    let beat: ActorBeat =
+        serde_json::from_slice(&bus.block_on(beats.get(key.as_str())).unwrap().expect("a liveness beat")).unwrap();
+    assert!(beat.paused, "{beat:?}");
+    // The learner reads half: the actor goes on, up to the bound again.
+    read_to(3);
+    wait_for("the actor to go on", Duration::from_secs(30), || count(&bus) >= 9);
+    std::thread::sleep(Duration::from_millis(1000));
+    assert_eq!(count(&bus), 9, "held again at 6 unread");
+    // A learner that keeps up: the actor runs to its end.
+    while !actor.is_finished() {
+        read_to(count(&bus));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let report = actor.join().unwrap().unwrap();
+    assert_eq!((report.steps, report.acked), (400, 400));
+    assert!(report.backlog_s > 2.0, "paused {} s for the backlog", report.backlog_s);
+    assert_eq!(count(&bus), 25);
 }
 
 fn o2o() -> Command {
@@ -330,6 +419,7 @@ fn a_learner_and_actor_processes_train_sac_through_kills_and_restarts() {
         actor: "intruder".into(),
         batch: 0,
         policy_version: 0,
+        sent_ms: 0,
         obs_dim: 17,
         act_dim: 6,
         transitions: vec![],
@@ -438,6 +528,13 @@ fn a_learner_and_actor_processes_train_sac_through_kills_and_restarts() {
             && metrics.contains("/transitions_per_s\"")
     );
     assert!(metrics.contains("\"fleet/rejected\""), "no fleet/rejected in metrics.jsonl");
+    // The age of the data it took in: logged, and recent (the actors' backpressure).
+    let (versions, seconds) =
+        (common::metric(&dir, "fleet/data_age_versions"), common::metric(&dir, "fleet/data_age_s"));
+    assert!(!versions.is_empty() && versions.len() == seconds.len(), "{versions:?} / {seconds:?}");
+    assert!(versions.iter().all(|v| v.is_finite() && *v >= 0.0), "{versions:?}");
+    assert!(versions.iter().any(|v| *v > 0.0), "no batch acted with an older policy: {versions:?}");
+    assert!(seconds.iter().all(|s| s.is_finite() && *s > -1.0 && *s < 60.0), "{seconds:?}");
     // Each record's window: the seconds spent drawing batches and updating, inside its wall time.
     let (windows, samples, updates) = (
         common::metric(&dir, "perf/window_s"),

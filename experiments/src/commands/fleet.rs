@@ -6,6 +6,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use o2o_experiments::fleet::actor::{run_actor, ActorOptions};
 use o2o_experiments::fleet::learner::{run_learner, LearnerOptions, LearnerStart};
+use o2o_experiments::fleet::message::Format as MessageFormat;
 use o2o_experiments::fleet::{Connection, FleetConfig, DEFAULT_URL};
 use o2o_experiments::Run;
 use std::path::PathBuf;
@@ -129,6 +130,13 @@ struct LearnerArgs {
     /// ± updates of slack around the config's updates per transition (0: two messages' worth).
     #[arg(long, default_value_t = 0.0)]
     rate_tolerance: f64,
+    /// The stream drops messages older than this many hours (0: no age limit); set on every
+    /// start, a resumed learner's included.
+    #[arg(long, value_name = "HOURS", default_value_t = FleetConfig::default().stream_max_age.as_secs_f64() / 3600.0)]
+    stream_max_hours: f64,
+    /// The stream drops its oldest messages beyond this many MiB (0: no size limit).
+    #[arg(long, value_name = "MIB", default_value_t = FleetConfig::default().stream_max_bytes >> 20)]
+    stream_max_mib: u64,
     #[command(flatten)]
     nats: NatsArgs,
     #[command(flatten)]
@@ -152,9 +160,17 @@ struct ActorArgs {
     /// Pause rather than act with a policy more than this many versions old.
     #[arg(long, default_value_t = FleetConfig::default().max_policy_lag)]
     max_policy_lag: u64,
+    /// Pause while the stream holds this many messages or more that the learner has not read
+    /// (every actor's, up to this one's newest); resume at half (0: never pause).
+    #[arg(long, value_name = "MESSAGES", default_value_t = FleetConfig::default().max_backlog)]
+    max_backlog: u64,
     /// Batches kept while the server does not acknowledge (then the actor waits).
     #[arg(long, default_value_t = FleetConfig::default().spool_batches)]
     spool_batches: usize,
+    /// How batches are encoded: the compact binary format, or JSON to read the stream by eye
+    /// (the learner reads both).
+    #[arg(long, value_enum, default_value = "binary")]
+    message_format: MessageFormat,
     /// Stop after this many env steps (default: when the learner is done).
     #[arg(long)]
     max_steps: Option<u64>,
@@ -246,6 +262,11 @@ fn learner(a: LearnerArgs) -> Result<()> {
     };
     let mut fleet = a.fleet.config()?;
     fleet.publish_every = a.publish_every.max(1);
+    if !(a.stream_max_hours.is_finite() && a.stream_max_hours >= 0.0) {
+        anyhow::bail!("--stream-max-hours: expected a number of hours (0: no limit), found {}", a.stream_max_hours);
+    }
+    fleet.stream_max_age = Duration::from_secs_f64(a.stream_max_hours * 3600.0);
+    fleet.stream_max_bytes = a.stream_max_mib.saturating_mul(1 << 20);
     let options = LearnerOptions {
         conn: a.nats.connection("o2o-learner"),
         fleet,
@@ -279,7 +300,9 @@ fn actor(a: ActorArgs) -> Result<()> {
     tch::set_num_threads(a.threads);
     let mut fleet = a.fleet.config()?;
     fleet.max_policy_lag = a.max_policy_lag;
+    fleet.max_backlog = a.max_backlog;
     fleet.spool_batches = a.spool_batches.max(1);
+    fleet.message_format = a.message_format;
     let report = run_actor(ActorOptions {
         conn: a.nats.connection(&format!("o2o-actor-{}", a.index)),
         run_id: a.learner_run.clone(),
@@ -291,8 +314,8 @@ fn actor(a: ActorArgs) -> Result<()> {
         rate_hz: a.rate_hz,
     })?;
     println!(
-        "{{\"actor\":{:?},\"steps\":{},\"episodes\":{},\"acked\":{},\"policy_version\":{},\"paused_s\":{}}}",
-        report.actor, report.steps, report.episodes, report.acked, report.policy_version, report.paused_s
+        "{{\"actor\":{:?},\"steps\":{},\"episodes\":{},\"acked\":{},\"policy_version\":{},\"paused_s\":{},\"backlog_s\":{}}}",
+        report.actor, report.steps, report.episodes, report.acked, report.policy_version, report.paused_s, report.backlog_s
     );
     Ok(())
 }

@@ -10,10 +10,13 @@
 //!   with the stochastic policy; it takes a newer version between episodes. When its version is
 //!   more than `max_policy_lag` behind the newest announced one it pauses (no env step) until it
 //!   holds one within the lag, swapping right away (even mid-episode) once it can fetch it.
+//! - Backpressure: the learner publishes how far it has read the stream; an actor pauses while
+//!   `max_backlog` messages or more wait beyond that ([`Backpressure`]), so the stream never
+//!   holds much more than the learner will soon read, and what it trains on is recent.
 //! - Liveness: a beat in the actors bucket about once a second (the bucket's TTL removes an
 //!   actor that stops beating); a clean exit deletes its key.
 
-use super::message::{Batch, Row, SCHEMA};
+use super::message::{self, Batch, Format, Row, SCHEMA};
 use super::{keys, ActorBeat, Bus, Connection, FleetConfig, LearnerStatus, PolicyVersion};
 use crate::run::actor::{derive_seed, stream, Actor, AgentPolicy, Policy, Transition, TransitionSink, UniformPolicy};
 use crate::run::config::RunConfig;
@@ -41,7 +44,9 @@ pub struct StreamSink<'b> {
     spool: VecDeque<(String, Vec<u8>, usize)>,
     spool_cap: usize,
     acked: u64,
+    last_seq: u64,
     timeout: Duration,
+    format: Format,
     /// The policy version the next rows are acted with.
     pub policy_version: u64,
     /// Seconds spent waiting with a full spool.
@@ -63,7 +68,9 @@ impl<'b> StreamSink<'b> {
             spool: VecDeque::new(),
             spool_cap: fleet.spool_batches.max(1),
             acked: 0,
+            last_seq: 0,
             timeout: fleet.ack_timeout,
+            format: fleet.message_format,
             policy_version: 0,
             blocked_s: 0.0,
         }
@@ -72,6 +79,11 @@ impl<'b> StreamSink<'b> {
     /// Transitions the server has acknowledged.
     pub fn acked(&self) -> u64 {
         self.acked
+    }
+
+    /// The stream sequence of the newest batch the server has acknowledged (0: none yet).
+    pub fn last_seq(&self) -> u64 {
+        self.last_seq
     }
 
     /// Batches waiting for an acknowledgement.
@@ -90,12 +102,13 @@ impl<'b> StreamSink<'b> {
             actor: self.actor.clone(),
             batch: self.next_batch,
             policy_version: self.policy_version,
+            sent_ms: message::now_ms(),
             obs_dim: self.obs_dim,
             act_dim: self.act_dim,
             transitions: std::mem::take(&mut self.pending),
         };
         self.next_batch += 1;
-        self.spool.push_back((b.msg_id(), b.encode(), b.transitions.len()));
+        self.spool.push_back((b.msg_id(), b.encode_as(self.format), b.transitions.len()));
     }
 
     /// Publish spooled batches oldest first, each waiting for its acknowledgement; stops at the
@@ -105,16 +118,15 @@ impl<'b> StreamSink<'b> {
             let (subject, timeout) = (self.subject.clone(), self.timeout);
             let publish = Publish::build().payload(bytes.clone().into()).message_id(id.as_str());
             let js = self.bus.js();
-            let ok = self.bus.block_on(async {
+            let ack = self.bus.block_on(async {
                 let ack = tokio::time::timeout(timeout, async {
                     js.send_publish(subject, publish).await?.await.map_err(async_nats::Error::from)
                 })
                 .await;
-                matches!(ack, Ok(Ok(_)))
+                ack.ok().and_then(Result::ok)
             });
-            if !ok {
-                return false;
-            }
+            let Some(ack) = ack else { return false };
+            self.last_seq = self.last_seq.max(ack.sequence);
             self.acked += *n as u64;
             self.spool.pop_front();
         }
@@ -193,6 +205,81 @@ pub struct ActorReport {
     pub policy_version: u64,
     /// Seconds paused for a stale policy.
     pub paused_s: f64,
+    /// Seconds paused for the learner's backlog ([`Backpressure`]).
+    pub backlog_s: f64,
+}
+
+/// Backpressure: an actor holds (takes no env step) while the stream has `max_backlog` or more
+/// messages beyond the learner's position, up to the actor's own newest acknowledged one, and
+/// goes on once that is down to half (so an actor at the bound does not flap every batch).
+/// Counting the stream's sequences counts every actor's messages: together the actors keep at
+/// most about `max_backlog` (plus one batch each) unread, whatever their number.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Backpressure {
+    max: u64,
+    learner_seq: Option<u64>,
+    holding: bool,
+}
+
+impl Backpressure {
+    /// Hold at `max` messages unread (0: never).
+    pub fn new(max: u64) -> Self {
+        Self { max, learner_seq: None, holding: false }
+    }
+
+    /// The learner's position, from its status (`None`: a learner that does not say; no hold).
+    pub fn learner_at(&mut self, seq: Option<u64>) {
+        self.learner_seq = seq;
+    }
+
+    /// Messages beyond the learner's position up to `acked_seq` (0 with no position known).
+    pub fn backlog(&self, acked_seq: u64) -> u64 {
+        self.learner_seq.map_or(0, |l| acked_seq.saturating_sub(l))
+    }
+
+    /// Whether to hold now, with `acked_seq` the actor's newest acknowledged sequence.
+    pub fn hold(&mut self, acked_seq: u64) -> bool {
+        let b = self.backlog(acked_seq);
+        self.holding =
+            self.max > 0 && self.learner_seq.is_some() && if self.holding { b > self.max / 2 } else { b >= self.max };
+        self.holding
+    }
+}
+
+/// Hold (no env step; beats marked paused) until the learner has read to within half the bound
+/// of this actor's newest batch; true when the learner finished meanwhile.
+fn hold_for_learner(
+    bus: &Bus,
+    control: &kv::Store,
+    beats: &kv::Store,
+    instance: &str,
+    sink: &StreamSink,
+    version: u64,
+    pressure: &mut Backpressure,
+) -> bool {
+    eprintln!(
+        "fleet actor {instance}: the learner has not read {} of the stream's messages (up to this actor's newest, {}), max_backlog {}; pausing",
+        pressure.backlog(sink.last_seq()),
+        sink.last_seq(),
+        pressure.max
+    );
+    loop {
+        beat(bus, beats, instance, sink, version, true, 0.0);
+        std::thread::sleep(Duration::from_millis(100));
+        if let Ok(Some(s)) = bus.get_json::<LearnerStatus>(control, keys::STATUS) {
+            if s.finished {
+                return true;
+            }
+            pressure.learner_at(s.stream_seq);
+        }
+        if !pressure.hold(sink.last_seq()) {
+            eprintln!(
+                "fleet actor {instance}: resumed, the learner's backlog down to {} messages",
+                pressure.backlog(sink.last_seq())
+            );
+            return false;
+        }
+    }
 }
 
 /// The weights an actor acts with.
@@ -289,7 +376,8 @@ pub fn run_actor(o: ActorOptions) -> Result<ActorReport> {
     let mut actor = Actor::new(env, seed, 0)?;
     let mut rng = ChaCha8Rng::seed_from_u64(derive_seed(seed, stream::RUNNER_RNG, 0));
     let mut sink = StreamSink::new(&bus, &instance, obs_dim, act_dim, &o.fleet);
-    let (mut steps, mut episodes, mut paused_s) = (0u64, 0u64, 0.0f64);
+    let (mut steps, mut episodes, mut paused_s, mut backlog_s) = (0u64, 0u64, 0.0f64, 0.0f64);
+    let mut pressure = Backpressure::new(o.fleet.max_backlog);
     let mut last_beat = (Instant::now() - Duration::from_secs(10), 0u64);
     let t_start = Instant::now();
     eprintln!("fleet actor {instance}: acting in {env_id} for learner run {}", o.run_id);
@@ -300,6 +388,17 @@ pub fn run_actor(o: ActorOptions) -> Result<ActorReport> {
             weights.refresh();
             if let Ok(Some(s)) = bus.get_json::<LearnerStatus>(&control, keys::STATUS) {
                 if s.finished {
+                    break;
+                }
+                pressure.learner_at(s.stream_seq);
+            }
+            // Backpressure: hold while the learner is too far behind this actor's newest batch.
+            if pressure.hold(sink.last_seq()) {
+                let t0 = Instant::now();
+                let finished =
+                    hold_for_learner(&bus, &control, &beats, &instance, &sink, weights.version, &mut pressure);
+                backlog_s += t0.elapsed().as_secs_f64();
+                if finished {
                     break;
                 }
             }
@@ -365,6 +464,7 @@ pub fn run_actor(o: ActorOptions) -> Result<ActorReport> {
         acked: sink.acked(),
         policy_version: weights.version,
         paused_s,
+        backlog_s,
     };
     eprintln!(
         "fleet actor {instance}: done — {} steps, {} episodes, {} transitions acknowledged, policy version {}",
@@ -415,4 +515,28 @@ pub fn read_stream(bus: &Bus) -> Result<Vec<(u64, Vec<u8>)>> {
         }
         Ok(out)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Holds at the bound, goes on at half, and never without a learner position or a bound.
+    #[test]
+    fn backpressure_holds_at_the_bound_and_resumes_at_half() {
+        let mut p = Backpressure::new(8);
+        assert!(!p.hold(100), "no learner position known: no hold");
+        p.learner_at(Some(0));
+        assert!(!p.hold(7) && p.hold(8) && p.hold(9));
+        p.learner_at(Some(4));
+        assert!(p.hold(9), "backlog 5: still above half");
+        p.learner_at(Some(5));
+        assert!(!p.hold(9), "backlog 4: resumed");
+        assert!(!p.hold(12) && p.hold(13));
+        p.learner_at(Some(20));
+        assert_eq!(p.backlog(13), 0, "a learner past this actor's newest");
+        let mut off = Backpressure::new(0);
+        off.learner_at(Some(0));
+        assert!(!off.hold(1_000_000));
+    }
 }

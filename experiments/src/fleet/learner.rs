@@ -5,7 +5,8 @@
 //! holds (by stream sequence), put the rest in the replay buffer, and only then acknowledge;
 //! make SAC's updates ([`crate::run::learner::learn`]) while the limiter allows samples; publish
 //! the weights every `publish_every` updates; evaluate, log and checkpoint by consumed
-//! transitions; watch actors join and leave.
+//! transitions; tell the actors how far it has read (their backpressure); log how old the data
+//! it takes in is ([`DataAge`]); watch actors join and leave.
 //!
 //! Crash safety: a checkpoint holds the agent, the replay buffer, the runner state with
 //! `stream_seq` (the last stream sequence in that buffer) and `fleet.json` (the fleet counters).
@@ -57,6 +58,10 @@ pub struct FleetState {
     pub rejected: u64,
     /// Messages skipped because their sequence was already held.
     pub duplicates: u64,
+    /// Messages the stream's limits (`--stream-max-hours`, `--stream-max-mib`) removed before
+    /// the learner read them.
+    #[serde(default)]
+    pub expired: u64,
     /// Transitions stored per actor instance.
     pub per_actor: BTreeMap<String, u64>,
     /// The newest published policy version.
@@ -79,13 +84,18 @@ pub struct RunHandles {
 pub fn declare(bus: &Bus, fleet: &FleetConfig) -> Result<RunHandles> {
     let n = &bus.names;
     let js = bus.js();
+    // The server reports "no limit" as -1 bytes and a zero age.
+    let max_bytes = if fleet.stream_max_bytes == 0 { -1 } else { fleet.stream_max_bytes.min(i64::MAX as u64) as i64 };
     bus.block_on(async {
-        let stream = js
+        let mut stream = js
             .get_or_create_stream(jetstream::stream::Config {
                 name: n.stream(),
                 subjects: vec![n.subjects()],
                 storage: jetstream::stream::StorageType::File,
                 retention: jetstream::stream::RetentionPolicy::Limits,
+                discard: jetstream::stream::DiscardPolicy::Old,
+                max_age: fleet.stream_max_age,
+                max_bytes,
                 duplicate_window: Duration::from_secs(120),
                 description: Some(format!("o2o fleet transitions of run {}", n.run_id)),
                 ..Default::default()
@@ -95,6 +105,16 @@ pub fn declare(bus: &Bus, fleet: &FleetConfig) -> Result<RunHandles> {
             .with_context(|| {
                 format!("creating the stream {} (is JetStream enabled on the server? nats-server -js)", n.stream())
             })?;
+        // A stream that exists (a resumed learner) takes this start's limits, keeping the rest
+        // of its config (replicas set by hand, for one).
+        let have = stream.cached_info().config.clone();
+        if have.max_age != fleet.stream_max_age || have.max_bytes != max_bytes {
+            js.update_stream(jetstream::stream::Config { max_age: fleet.stream_max_age, max_bytes, ..have })
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))
+                .with_context(|| format!("setting the limits of the stream {}", n.stream()))?;
+            stream = js.get_stream(n.stream()).await.map_err(|e| anyhow::anyhow!("{e}"))?;
+        }
         let control = js
             .create_key_value(kv::Config {
                 bucket: n.control(),
@@ -285,7 +305,7 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
     if let Some(f) = o.on_started.as_mut() {
         f(&dir);
     }
-    bus.put_json(&h.control, keys::STATUS, &LearnerStatus { finished: false, consumed: fleet.consumed })?;
+    bus.put_json(&h.control, keys::STATUS, &status(&fleet, false))?;
     // A resumed learner's weights are a new version, numbered after any the server has seen
     // (its previous life may have published versions after the checkpoint).
     let announced = bus.get_json::<PolicyVersion>(&h.control, keys::POLICY)?.map_or(0, |p| p.version);
@@ -320,6 +340,9 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
     let mut last_publish = state.grad_step;
     let mut retry_publish: Option<Instant> = None;
     let mut live = Liveness::default();
+    let mut age = DataAge::default();
+    // The position the actors last read, and when to tell them again.
+    let (mut told, mut tell_at) = (fleet.last_seq, Instant::now());
     eprintln!("fleet learner {id}: waiting for actors on {} (stream {}); start them with: o2o fleet actor --learner-run {id} --nats {}", o.conn.url, bus.names.stream(), o.conn.url);
     while fleet.consumed < total {
         // 1. Insert: fetch while the limiter lets the learner take more data.
@@ -343,7 +366,17 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
             for m in msgs {
                 let seq = m.info().map(|i| i.stream_sequence).map_err(|e| anyhow::anyhow!("{e}"))?;
                 if fleet.last_seq > 0 && seq > fleet.last_seq + 1 {
-                    // A gap: a delivery was lost on the way (the server went away between
+                    // A gap. Messages the stream's limits removed will never come: skip them.
+                    if let Ok(info) = bus.block_on(h.stream.get_info()) {
+                        let (last, gone) = skip_expired(fleet.last_seq, info.state.first_sequence);
+                        if gone > 0 {
+                            eprintln!("fleet learner: stream messages {} to {last} were removed by the stream's limits (--stream-max-hours, --stream-max-mib) before this learner read them; going on from {}", fleet.last_seq + 1, last + 1);
+                            (fleet.last_seq, fleet.expired) = (last, fleet.expired + gone);
+                        }
+                    }
+                }
+                if fleet.last_seq > 0 && seq > fleet.last_seq + 1 {
+                    // Otherwise a delivery was lost on the way (the server went away between
                     // sending and our reading). Sequences are taken strictly in order, so
                     // "at or below last_seq" can mean "held"; ask again from the gap.
                     eprintln!(
@@ -378,6 +411,7 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
                             *fleet.per_actor.entry(batch.actor.clone()).or_default() += n;
                             live.rows(&batch.actor, n);
                             limiter.inserted(n);
+                            age.add(n, fleet.policy_version, batch.policy_version, batch.sent_ms, message::now_ms());
                         }
                         Err(e) => refuse(&mut fleet, &mut logger, &state, seq, &e)?,
                     }
@@ -391,6 +425,13 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
             }
             state.env_step = fleet.consumed;
             state.step = fleet.consumed;
+        }
+        // Tell the actors how far it has read (their backpressure), at most ten times a second;
+        // with the server away, again a second later.
+        if fleet.last_seq != told && Instant::now() >= tell_at {
+            let ok = bus.put_json(&h.control, keys::STATUS, &status(&fleet, false)).is_ok();
+            told = if ok { fleet.last_seq } else { told };
+            tell_at = Instant::now() + Duration::from_millis(if ok { 100 } else { 1000 });
         }
 
         // 2. Learn: SAC's updates while the limiter allows them (a few at a time, so fetching
@@ -443,6 +484,7 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
                 ("fleet/consumed".into(), fleet.consumed as f64),
                 ("fleet/rejected".into(), fleet.rejected as f64),
                 ("fleet/duplicates".into(), fleet.duplicates as f64),
+                ("fleet/expired".into(), fleet.expired as f64),
                 ("fleet/samples_per_insert".into(), limiter.ratio()),
                 ("fleet/policy_version".into(), fleet.policy_version as f64),
                 ("perf/transitions_per_s".into(), fleet.consumed as f64 / secs),
@@ -453,6 +495,7 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
                 ("perf/update_s".into(), learn_time.update_s),
             ];
             (window, learn_time) = (Instant::now(), LearnTime::default());
+            values.extend(age.take());
             values.extend(
                 last_metrics
                     .iter()
@@ -477,9 +520,7 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
     // The end: tell the actors (waiting out a server restart), a last evaluation, the final
     // checkpoint and the summary.
     let t_end = Instant::now();
-    while let Err(e) =
-        bus.put_json(&h.control, keys::STATUS, &LearnerStatus { finished: true, consumed: fleet.consumed })
-    {
+    while let Err(e) = bus.put_json(&h.control, keys::STATUS, &status(&fleet, true)) {
         if t_end.elapsed() > Duration::from_secs(60) {
             return Err(e.context("telling the actors the learner is done"));
         }
@@ -502,6 +543,11 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
     Ok(LearnerOutcome { dir, summary, fleet })
 }
 
+/// The learner's status for the actors: finished or not, and its position in the stream.
+fn status(fleet: &FleetState, finished: bool) -> LearnerStatus {
+    LearnerStatus { finished, consumed: fleet.consumed, stream_seq: Some(fleet.last_seq) }
+}
+
 /// What the fleet learner supports.
 fn check_config(config: &RunConfig) -> Result<()> {
     let t = &config.train;
@@ -518,6 +564,17 @@ fn check_config(config: &RunConfig) -> Result<()> {
         bail!("the fleet learner has no budget: set train.online_steps (transitions to consume)");
     }
     Ok(())
+}
+
+/// After a gap in the sequences, with the learner holding up to `last_seq` and the stream now
+/// starting at `first_seq`: the sequence to go on from and how many messages the stream's
+/// limits removed unread (none when the gap is above the stream's start: a lost delivery).
+fn skip_expired(last_seq: u64, first_seq: u64) -> (u64, u64) {
+    if first_seq > last_seq + 1 {
+        (first_seq - 1, first_seq - 1 - last_seq)
+    } else {
+        (last_seq, 0)
+    }
 }
 
 /// The next multiple of `every` after `now` (never, for 0).
@@ -602,6 +659,48 @@ fn save(
     })
 }
 
+/// How old the transitions the learner takes into its replay buffer are, over one log window:
+/// policy versions behind the newest it has published, and seconds since the actor sealed their
+/// batch (with actors on other machines, as good as the clocks agree). Without backpressure this
+/// grew to minutes: the learner read the stream in order, far behind the actors.
+#[derive(Debug, Default, PartialEq)]
+struct DataAge {
+    rows: u64,
+    versions: f64,
+    seconds: f64,
+    max_s: f64,
+}
+
+impl DataAge {
+    /// `rows` rows acted with version `acted` and sealed at `sent_ms`, taken in at `now_ms`
+    /// while the newest published version is `newest`.
+    fn add(&mut self, rows: u64, newest: u64, acted: u64, sent_ms: u64, now_ms: u64) {
+        if rows == 0 {
+            return;
+        }
+        let s = (now_ms as f64 - sent_ms as f64) / 1000.0;
+        self.versions += newest.saturating_sub(acted) as f64 * rows as f64;
+        self.seconds += s * rows as f64;
+        self.max_s = if self.rows == 0 { s } else { self.max_s.max(s) };
+        self.rows += rows;
+    }
+
+    /// The window's means per row and its oldest, as metrics (none without rows); the next
+    /// window starts empty.
+    fn take(&mut self) -> Vec<(String, f64)> {
+        let a = std::mem::take(self);
+        if a.rows == 0 {
+            return Vec::new();
+        }
+        let n = a.rows as f64;
+        vec![
+            ("fleet/data_age_versions".into(), a.versions / n),
+            ("fleet/data_age_s".into(), a.seconds / n),
+            ("fleet/data_age_s_max".into(), a.max_s),
+        ]
+    }
+}
+
 /// Which actors are alive (their liveness keys), and how fast each one's transitions arrive.
 #[derive(Default)]
 struct Liveness {
@@ -667,4 +766,40 @@ impl Liveness {
 /// The learner run's names on the server (for tools and tests).
 pub fn names(dir: &Path) -> Names {
     Names::new(&run_id(dir))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A gap below the stream's first message is what its limits removed: skipped and counted;
+    /// a gap inside the stream is a lost delivery, asked for again.
+    #[test]
+    fn a_gap_below_the_streams_start_is_skipped_as_expired() {
+        assert_eq!(skip_expired(10, 25), (24, 14));
+        assert_eq!(skip_expired(10, 11), (10, 0));
+        assert_eq!(skip_expired(10, 3), (10, 0));
+        assert_eq!(skip_expired(0, 1), (0, 0));
+    }
+
+    /// Means per row over a window, the oldest batch, then an empty window.
+    #[test]
+    fn data_age_is_averaged_per_row_over_a_window() {
+        let mut a = DataAge::default();
+        assert!(a.take().is_empty());
+        a.add(10, 5, 5, 1_000, 1_500);
+        a.add(30, 5, 1, 1_000, 3_000);
+        a.add(0, 9, 0, 0, 1_000_000);
+        let v = a.take();
+        assert_eq!(
+            v,
+            vec![
+                ("fleet/data_age_versions".to_string(), 3.0),
+                ("fleet/data_age_s".to_string(), (10.0 * 0.5 + 30.0 * 2.0) / 40.0),
+                ("fleet/data_age_s_max".to_string(), 2.0),
+            ]
+        );
+        assert_eq!(a, DataAge::default());
+        assert!(a.take().is_empty());
+    }
 }

@@ -9,8 +9,8 @@
 //!
 //! | what | where | written by | read by |
 //! |---|---|---|---|
-//! | transitions, in batches ([`message`]) | stream `O2O_<run>`, subjects `o2o.<run>.transitions.<actor>` (file storage) | actors (publish, wait for the ack) | the learner (durable pull consumer `learner`) |
-//! | the run's config, the policy version, the learner's status | key-value bucket `o2o_<run>` (keys `config`, `policy`, `status`) | the learner | actors |
+//! | transitions, in batches (binary, [`message`]) | stream `O2O_<run>`, subjects `o2o.<run>.transitions.<actor>` (file storage) | actors (publish, wait for the ack) | the learner (durable pull consumer `learner`) |
+//! | the run's config, the policy version, the learner's status and stream position | key-value bucket `o2o_<run>` (keys `config`, `policy`, `status`) | the learner | actors |
 //! | versioned weights | object store `o2o_<run>_weights` (objects `policy-<version>`) | the learner | actors |
 //! | actor liveness and throughput | key-value bucket `o2o_<run>_actors` with a TTL (one key per actor) | actors | the learner |
 //!
@@ -192,6 +192,11 @@ pub struct LearnerStatus {
     pub finished: bool,
     /// Transitions in the replay buffer from the stream.
     pub consumed: u64,
+    /// The last stream sequence the learner has read (its position; actors hold back while
+    /// their newest acknowledged sequence is `max_backlog` or more beyond it). Absent: no
+    /// backpressure.
+    #[serde(default)]
+    pub stream_seq: Option<u64>,
 }
 
 /// An actor's liveness entry (refreshed about once a second; the bucket's TTL removes it when
@@ -206,7 +211,7 @@ pub struct ActorBeat {
     pub spooled: usize,
     /// The policy version it acts with.
     pub policy_version: u64,
-    /// It is paused (policy too stale, or its spool is full).
+    /// It is paused (policy too stale, or the learner's backlog full).
     pub paused: bool,
     /// Env steps per second since its last beat.
     pub steps_per_s: f64,
@@ -221,12 +226,22 @@ pub struct FleetConfig {
     pub spool_batches: usize,
     /// An actor pauses rather than act with a policy more than this many versions old.
     pub max_policy_lag: u64,
+    /// An actor pauses while the stream holds this many messages or more beyond the learner's
+    /// position (up to its own newest), and resumes at half (0: never).
+    pub max_backlog: u64,
     /// The learner publishes weights every this many updates.
     pub publish_every: u64,
     /// Seconds a liveness entry lives without a refresh.
     pub liveness_ttl_s: f64,
     /// How long to wait for the server's acknowledgement of one publish.
     pub ack_timeout: Duration,
+    /// How actors encode their batches (binary; JSON to read a stream by eye).
+    pub message_format: message::Format,
+    /// The stream drops messages older than this (zero: no age limit). Set by the learner
+    /// each time it starts.
+    pub stream_max_age: Duration,
+    /// The stream drops its oldest messages beyond this many bytes (0: no size limit).
+    pub stream_max_bytes: u64,
 }
 
 impl Default for FleetConfig {
@@ -235,9 +250,18 @@ impl Default for FleetConfig {
             batch: 64,
             spool_batches: 1024,
             max_policy_lag: 4,
+            // Four of the learner's fetches (16 messages each): it never waits for data, and
+            // what it trains on is at most this far behind what the actors do.
+            max_backlog: 64,
             publish_every: 500,
             liveness_ttl_s: 5.0,
             ack_timeout: Duration::from_secs(2),
+            message_format: message::Format::Binary,
+            // A day, or 1 GiB (about 6 million HalfCheetah transitions): far more than a
+            // learner needs again after a crash (what came after its last checkpoint), far less
+            // than a disk.
+            stream_max_age: Duration::from_secs(24 * 3600),
+            stream_max_bytes: 1 << 30,
         }
     }
 }
