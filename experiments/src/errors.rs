@@ -376,6 +376,12 @@ mod tests {
         assert_eq!(format!("{typed:#}"), "starting from runs/x: runs/x is not a run directory: no config.toml");
         // And back into anyhow, as the command line gets it: the same lines again.
         assert_eq!(lines(&*anyhow::Error::from(typed)), before);
+        // A line added to an `Error` itself (`with_context` on its Result), not to an anyhow.
+        let busy: Result<(), Error> = Err(Error::run_in_use("runs/x", "pid 1", anyhow::anyhow!("runs/x is in use")));
+        let err = busy.with_context(|| "resuming runs/x").unwrap_err();
+        let typed = Error::from(err);
+        assert!(matches!(&typed, Error::RunInUse { holder, .. } if holder == "pid 1"), "{typed:?}");
+        assert_eq!(format!("{typed:#}"), "resuming runs/x: runs/x is in use");
     }
 
     #[test]
