@@ -18,6 +18,8 @@
 //!   sink of your own implements;
 //! - [`report`]: scores over seeds from run directories (`o2o report`);
 //! - [`export`]: a run's deterministic policy as a TorchScript file (`o2o export`);
+//! - [`errors`]: [`Error`], what the entry points return: a variant to match for a bad config,
+//!   bad data, a damaged checkpoint, a directory that is not a run, a run in use, a stop;
 //! - [`paths`]: where the set-up installed libtorch, the virtualenv and the scripts;
 //! - [`robot`]: runs on a robot (env ids `robot:<config.toml>`, its recording and safety report).
 //!
@@ -44,6 +46,7 @@ pub mod report;
 pub mod robot;
 pub mod run;
 
+pub use errors::Error;
 pub use logging::{MetricSink, Record};
 pub use run::actor::{Actor, Policy, Transition, TransitionSink};
 pub use run::builder::{EnvFactory, Outcome, Run};

@@ -95,7 +95,7 @@ fn main() {
         {
             std::process::exit(0);
         }
-        if let Some(stop) = err.downcast_ref::<o2o_experiments::run::interrupt::Interrupted>() {
+        if let Some(stop) = o2o_experiments::errors::interrupted(&err) {
             eprintln!(
                 "o2o: stopped at step {} with a checkpoint ({}); continue with:",
                 stop.step,

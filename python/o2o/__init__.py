@@ -13,11 +13,16 @@ drives); see docs/python.md.
 """
 
 from ._o2o import (
+    BadConfig,
+    BadDataset,
+    DamagedCheckpoint,
     Dataset,
     Error,
     Outcome,
     Policy,
     Run,
+    RunDir,
+    RunInUse,
     __version__,
     export,
     list_presets,
@@ -31,6 +36,11 @@ __all__ = [
     "Dataset",
     "Policy",
     "Error",
+    "BadConfig",
+    "BadDataset",
+    "DamagedCheckpoint",
+    "RunDir",
+    "RunInUse",
     "list_presets",
     "load_policy",
     "export",

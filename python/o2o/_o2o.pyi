@@ -22,8 +22,29 @@ class Error(RuntimeError):
     """An error o2o reported: a missing file, a run that cannot continue, an env that fails.
 
     The message is the one the `o2o` command line prints, each cause on a line of its own.
-    Bad input the caller gave (an override, an array) raises `ValueError` instead.
+    Bad input the caller gave (an override, an array) raises `ValueError` instead. The kinds
+    of error a caller can fix have subclasses of their own, below.
     """
+
+class BadConfig(Error, ValueError):
+    """A config, preset or override that cannot be used: an unknown preset or key, a file that
+    is not TOML, a value out of range, an override that is not `key=value`. Also a `ValueError`,
+    as bad overrides were before they had a class."""
+
+class BadDataset(Error):
+    """Offline data that cannot be used: a missing or unreadable file, a missing key, columns
+    that do not fit the env, in-memory data not given, data that changed since the run started."""
+
+class DamagedCheckpoint(Error):
+    """A checkpoint that cannot be read or loaded: truncated, a file missing, not a checkpoint,
+    written by another algorithm."""
+
+class RunDir(Error):
+    """A directory that is not a run, or not one that can be used as asked (no `config.toml` or
+    `manifest.json`, no complete checkpoint, not the checkpoint asked for)."""
+
+class RunInUse(Error):
+    """A run that another live process holds (trains or resumes it)."""
 
 def list_presets() -> list[str]:
     """The names of the presets embedded in o2o (`o2o train --list-presets`)."""

@@ -12,7 +12,9 @@
 //!   next safe point (`run::interrupt`), and `KeyboardInterrupt` is raised once the checkpoint
 //!   is written, naming the run to resume.
 //! - o2o's errors become `o2o.Error` (bad arrays and bad overrides `ValueError`) with the
-//!   message the CLI prints; a panic becomes `o2o.Error` too, never an abort.
+//!   message the CLI prints, or its subclass for the kind of error (`o2o.BadConfig`, which is
+//!   also a `ValueError`, `o2o.BadDataset`, `o2o.DamagedCheckpoint`, `o2o.RunDir`,
+//!   `o2o.RunInUse`); a panic becomes `o2o.Error` too, never an abort.
 //!
 //! The Python-facing documentation is `python/o2o.pyi` and docs/python.md.
 
@@ -39,6 +41,11 @@ fn list_presets() -> Vec<&'static str> {
 fn o2o_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("Error", m.py().get_type::<errors::Error>())?;
+    m.add("BadConfig", errors::bad_config(m.py())?)?;
+    m.add("BadDataset", m.py().get_type::<errors::BadDataset>())?;
+    m.add("DamagedCheckpoint", m.py().get_type::<errors::DamagedCheckpoint>())?;
+    m.add("RunDir", m.py().get_type::<errors::RunDir>())?;
+    m.add("RunInUse", m.py().get_type::<errors::RunInUse>())?;
     m.add_class::<run::Run>()?;
     m.add_class::<outcome::Outcome>()?;
     m.add_class::<dataset::Dataset>()?;
@@ -47,7 +54,22 @@ fn o2o_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(policy::load_policy, m)?)?;
     m.add_function(wrap_pyfunction!(policy::export, m)?)?;
     // The package's __init__ re-exports these (the version included).
-    let all = ["Run", "Outcome", "Dataset", "Policy", "Error", "list_presets", "load_policy", "export", "__version__"];
+    let all = [
+        "Run",
+        "Outcome",
+        "Dataset",
+        "Policy",
+        "Error",
+        "BadConfig",
+        "BadDataset",
+        "DamagedCheckpoint",
+        "RunDir",
+        "RunInUse",
+        "list_presets",
+        "load_policy",
+        "export",
+        "__version__",
+    ];
     m.add("__all__", all.to_vec())?;
     Ok(())
 }

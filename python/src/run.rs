@@ -16,7 +16,7 @@ use crate::errors::{self, keep, to_py, to_value_error, Raised};
 use crate::outcome::Outcome;
 use o2o_datasets::d4rl::D4rlDataset;
 use o2o_experiments::logging::RerunArgs;
-use o2o_experiments::run::interrupt::{self, Interrupted};
+use o2o_experiments::run::interrupt;
 use o2o_experiments::run::progress::{ProgressMode, ProgressOptions, ProgressSink, ProgressUpdate, DEFAULT_EVERY};
 use pyo3::exceptions::{PyKeyboardInterrupt, PyValueError};
 use pyo3::prelude::*;
@@ -323,7 +323,9 @@ impl Run {
 
     /// The resolved config as it stands, every default filled in, as a dict (`--print-config`).
     fn config<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let config = errors::no_panic(|| self.recipe.builder(false).and_then(|r| r.draft_config()).map_err(to_py))?;
+        let config = errors::no_panic(|| {
+            self.recipe.builder(false).and_then(|r| r.draft_config().map_err(anyhow::Error::from)).map_err(to_py)
+        })?;
         convert::to_python(py, &config)
     }
 
@@ -423,21 +425,18 @@ fn execute(py: Python<'_>, recipe: &Recipe, phases: Phases) -> PyResult<Outcome>
             Some(e) => Err(e),
             None => Outcome::new(py, done),
         },
-        Err(e) => match e.downcast_ref::<Interrupted>() {
-            Some(stop) => {
-                let text = format!(
-                    "stopped at step {} with a checkpoint ({}); continue with o2o.Run.resume({:?}).run()",
-                    stop.step,
-                    stop.checkpoint.display(),
-                    stop.dir.display().to_string()
-                );
-                match signal {
-                    Some(e) if !e.is_instance_of::<PyKeyboardInterrupt>(py) => Err(e),
-                    _ => Err(PyKeyboardInterrupt::new_err(text)),
-                }
+        Err(o2o_experiments::Error::Interrupted { dir, checkpoint, step, .. }) => {
+            let text = format!(
+                "stopped at step {step} with a checkpoint ({}); continue with o2o.Run.resume({:?}).run()",
+                checkpoint.display(),
+                dir.display().to_string()
+            );
+            match signal {
+                Some(e) if !e.is_instance_of::<PyKeyboardInterrupt>(py) => Err(e),
+                _ => Err(PyKeyboardInterrupt::new_err(text)),
             }
-            None => Err(to_py(e)),
-        },
+        }
+        Err(e) => Err(to_py(e)),
     }
 }
 
@@ -464,7 +463,7 @@ fn progress_callable(py: Python<'_>, recipe: &Recipe) -> PyResult<Option<Py<PyAn
 }
 
 /// The run itself, on its own thread: the builder with the callbacks, then the phases.
-fn train(recipe: Recipe, phases: Phases, raised: Raised) -> anyhow::Result<o2o_experiments::Outcome> {
+fn train(recipe: Recipe, phases: Phases, raised: Raised) -> Result<o2o_experiments::Outcome, o2o_experiments::Error> {
     if let Some(n) = recipe.threads {
         // Intra-op threads are set per calling thread (OpenMP); this is the thread that trains.
         tch::set_num_threads(n);

@@ -155,3 +155,27 @@ def test_the_policy_acts_like_its_torchscript_export(iql):
     assert first.step == 100
     with pytest.raises(o2o.Error, match="step-0000000999"):
         o2o.load_policy(done.dir, checkpoint="step-0000000999")
+
+
+def test_each_kind_of_error_has_its_class_and_stays_an_o2o_error(iql, tmp_path):
+    """Issue 48 item 4: `except o2o.DamagedCheckpoint` (or `BadConfig`, `BadDataset`, `RunDir`)
+    picks one kind out; every one is still an `o2o.Error`, and `BadConfig` a `ValueError`."""
+    for kind in [o2o.BadConfig, o2o.BadDataset, o2o.DamagedCheckpoint, o2o.RunDir, o2o.RunInUse]:
+        assert issubclass(kind, o2o.Error) and issubclass(kind, RuntimeError), kind
+    assert issubclass(o2o.BadConfig, ValueError)
+    with pytest.raises(o2o.BadConfig, match="no-such-preset"):
+        o2o.Run.preset("no-such-preset")
+    with pytest.raises(o2o.BadConfig, match="no_such_key"):
+        iql.set({"train.no_such_key": 1})
+    with pytest.raises(o2o.RunDir, match="is not a run directory"):
+        o2o.Run.resume(tmp_path / "nowhere")
+    needs_data = o2o.Run.from_toml("needs-data", 'algo = "iql"\nenv = "InvertedPendulum-v5"\n[dataset]\nin_memory = true\n')
+    with pytest.raises(o2o.BadDataset, match="no dataset was given"):
+        needs_data.runs_dir(tmp_path).rerun("off").fit(10)
+    # A truncated agent file: the checkpoint is named, and the message is the CLI's.
+    done = iql.fit(100)
+    agent = done.dir / "checkpoints" / "step-0000000100" / "agent.ot"
+    agent.write_bytes(agent.read_bytes()[:100])
+    with pytest.raises(o2o.DamagedCheckpoint, match="step-0000000100") as caught:
+        o2o.load_policy(done.dir)
+    assert "frame #" not in str(caught.value)

@@ -265,7 +265,7 @@ fn robot_run(args: RunArgs) -> Result<()> {
             (Some(p), from) => {
                 let run = Run::preset(p)?.set(&sets)?;
                 match from {
-                    Some(f) => run.starting_from(f).map_err(|e| e.context(format!("--from {}", f.display())))?,
+                    Some(f) => run.starting_from(f).with_context(|| format!("--from {}", f.display()))?,
                     None => run,
                 }
             }

@@ -13,7 +13,7 @@
 //!
 //! See docs/runs.md.
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use o2o_experiments::logging::RerunArgs;
 use o2o_experiments::robot::RobotReport;
@@ -286,7 +286,7 @@ fn run_preset(args: &TrainArgs, from: Option<&Path>, reuse: bool) -> Result<Opti
         run = run.seed(seed)?;
     }
     if let Some(parent) = from {
-        run = run.starting_from(parent).map_err(|e| e.context(format!("--from {}", parent.display())))?;
+        run = run.starting_from(parent).with_context(|| format!("--from {}", parent.display()))?;
     }
     if args.print_config {
         let config = run.config()?;

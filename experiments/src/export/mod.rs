@@ -25,6 +25,7 @@ mod proto;
 use crate::run::actor::ActionScale;
 use crate::run::prepare::{load_checkpoint_agent, CheckpointAgent};
 use crate::run::rundir::write_atomic;
+use crate::Error;
 use anyhow::{bail, Context, Result};
 use o2o_agents::nn::{BetaSource, Layer, PolicyGraph};
 use o2o_agents::Agent;
@@ -178,7 +179,7 @@ pub fn export_torchscript(
     checkpoint: Option<&str>,
     out: &Path,
     env: Option<Box<dyn Env>>,
-) -> Result<Exported> {
+) -> Result<Exported, Error> {
     export(run_dir, checkpoint, out, env, Format::Torchscript, BetaChoice::Agent)
 }
 
@@ -190,11 +191,12 @@ pub fn export_onnx(
     out: &Path,
     env: Option<Box<dyn Env>>,
     beta: BetaChoice,
-) -> Result<Exported> {
+) -> Result<Exported, Error> {
     export(run_dir, checkpoint, out, env, Format::Onnx, beta)
 }
 
-/// The run's policy written as `format`, and its JSON description.
+/// The run's policy written as `format`, and its JSON description. A run directory or
+/// checkpoint that cannot be read is an [`Error::RunDir`] or [`Error::DamagedCheckpoint`].
 pub fn export(
     run_dir: &Path,
     checkpoint: Option<&str>,
@@ -202,9 +204,10 @@ pub fn export(
     env: Option<Box<dyn Env>>,
     format: Format,
     beta: BetaChoice,
-) -> Result<Exported> {
+) -> Result<Exported, Error> {
     if format == Format::Torchscript && beta != BetaChoice::Agent {
-        bail!("a choice of β applies to ONNX export only (--to onnx); TorchScript takes β as the agent acts");
+        let text = "a choice of β applies to ONNX export only (--to onnx); TorchScript takes β as the agent acts";
+        return Err(anyhow::anyhow!(text).into());
     }
     let CheckpointAgent { config, folder: ckpt, state, env, agent } =
         load_checkpoint_agent(run_dir, checkpoint, env, Device::Cpu)?;
@@ -255,7 +258,8 @@ pub fn export(
         o2o_version: env!("CARGO_PKG_VERSION").into(),
     };
     let spec_path = out.with_extension("json");
-    write_atomic(&spec_path, (serde_json::to_string_pretty(&spec)? + "\n").as_bytes())?;
+    let text = serde_json::to_string_pretty(&spec).map_err(anyhow::Error::from)?;
+    write_atomic(&spec_path, (text + "\n").as_bytes())?;
     Ok(Exported { module: out.to_path_buf(), spec_path, spec })
 }
 

@@ -10,15 +10,19 @@
 //! let offline = run.fit(10_000)?;
 //! let online = Run::preset("iql-hopper-medium")?.starting_from(&offline.dir)?.fit_online(5_000)?;
 //! println!("{:?}", online.summary.final_eval);
-//! # Ok::<(), anyhow::Error>(())
+//! # Ok::<(), o2o_experiments::Error>(())
 //! ```
 //!
 //! Every run writes a run directory under [`Run::runs_dir`] (default `runs/`) and returns an
 //! [`Outcome`]: the directory and its [`Summary`]. A run of your own env or of data built in
 //! memory is resumed from code the same way it was started: [`Run::resume`] plus the same
 //! [`Run::env`] / [`Run::dataset`].
+//!
+//! Every call returns an [`Error`] a caller can match ([`Error::BadConfig`] for a bad preset,
+//! key or value, [`Error::BadDataset`], [`Error::DamagedCheckpoint`], [`Error::RunDir`],
+//! [`Error::RunInUse`], [`Error::Interrupted`], …); `?` turns it into an `anyhow::Error`.
 
-use super::checkpoint::{self, DamagedCheckpoint};
+use super::checkpoint;
 use super::config::{self, RunConfig};
 use super::parent::ParentRun;
 pub use super::prepare::EnvFactory;
@@ -28,7 +32,8 @@ use super::progress::ProgressOptions;
 use super::rundir::{self, DatasetInfo, Manifest, ParentInfo, ResumeInfo, Seeds, Summary};
 use super::state::{EvalResult, RunnerState};
 use crate::logging::{MetricSink, RerunArgs};
-use anyhow::{bail, Context, Result};
+use crate::Error;
+use anyhow::{anyhow, Context};
 use o2o_agents::Agent;
 use o2o_datasets::d4rl::D4rlDataset;
 use o2o_envs::Env;
@@ -80,8 +85,8 @@ pub struct Run<'a> {
 }
 
 impl<'a> Run<'a> {
-    fn with_table(table: toml::Table, origin: String, mode: Mode) -> Result<Self> {
-        RunConfig::from_table_without_steps(table.clone(), &origin)?;
+    fn with_table(table: toml::Table, origin: String, mode: Mode) -> Result<Self, Error> {
+        draft(&table, &origin)?;
         Ok(Self {
             table,
             origin,
@@ -103,34 +108,36 @@ impl<'a> Run<'a> {
     }
 
     /// A run of an embedded preset (`o2o train --list-presets`) or of a `.toml` file.
-    pub fn preset(name_or_path: &str) -> Result<Self> {
-        let (name, mut table) = presets::load(name_or_path)?;
+    pub fn preset(name_or_path: &str) -> Result<Self, Error> {
+        let (name, mut table) = presets::load(name_or_path).map_err(|e| Error::bad_config(name_or_path, e))?;
         table.insert("preset".into(), toml::Value::String(name.clone()));
         Self::with_table(table, format!("preset {name} with --set overrides"), Mode::New { name })
     }
 
     /// A run of a config written as TOML text (a preset's format, `extends` included); `name`
     /// names the run directories, as a preset's file name does.
-    pub fn from_toml_str(name: &str, text: &str) -> Result<Self> {
-        let mut table = presets::resolve_text(text, &format!("config {name}"))?;
+    pub fn from_toml_str(name: &str, text: &str) -> Result<Self, Error> {
+        let origin = format!("config {name}");
+        let mut table = presets::resolve_text(text, &origin).map_err(|e| Error::bad_config(&origin, e))?;
         table.insert("preset".into(), toml::Value::String(name.to_string()));
-        Self::with_table(table, format!("config {name}"), Mode::New { name: name.to_string() })
+        Self::with_table(table, origin, Mode::New { name: name.to_string() })
     }
 
     /// A run of a config value (e.g. one built in code, or read from another run).
-    pub fn from_config(config: &RunConfig) -> Result<Self> {
-        let table: toml::Table = config.to_toml_string()?.parse().context("re-reading the config as TOML")?;
-        Self::with_table(table, format!("config {}", config.preset), Mode::New { name: config.preset.clone() })
+    pub fn from_config(config: &RunConfig) -> Result<Self, Error> {
+        let origin = format!("config {}", config.preset);
+        let table = as_table(config, "re-reading the config as TOML").map_err(|e| Error::bad_config(&origin, e))?;
+        Self::with_table(table, origin, Mode::New { name: config.preset.clone() })
     }
 
     /// A new run that fine-tunes `parent`'s final agent online with the parent's own config
     /// (`o2o finetune`): no offline, random or warm-up steps, an evaluation of the starting
     /// point, `online_steps` as the parent had them (set them with [`Run::fit_online`] or
     /// `train.online_steps`). IQL keeps its actor learning rate constant online (§6.1).
-    pub fn finetune(parent: impl AsRef<Path>) -> Result<Self> {
+    pub fn finetune(parent: impl AsRef<Path>) -> Result<Self, Error> {
         let parent_dir = parent.as_ref();
         let p = ParentRun::read(parent_dir)?;
-        let mut table: toml::Table = p.config.to_toml_string()?.parse().context("re-reading the parent's config")?;
+        let mut table = as_table(&p.config, "re-reading the parent's config")?;
         let mut overrides = vec![
             "train.offline_steps=0".to_string(),
             "train.random_steps=0".to_string(),
@@ -153,33 +160,34 @@ impl<'a> Run<'a> {
     /// Continue the run in `dir` from its newest checkpoint (`o2o resume`), exactly where it
     /// stopped. A run of an env of your own or of data handed over in memory needs the same
     /// [`Run::env`] / [`Run::dataset`] again.
-    pub fn resume(dir: impl AsRef<Path>) -> Result<Self> {
+    pub fn resume(dir: impl AsRef<Path>) -> Result<Self, Error> {
         let dir = dir.as_ref().to_path_buf();
-        let path = dir.join(rundir::CONFIG);
-        let config = RunConfig::read(&path).with_context(|| format!("{} is not a run directory", dir.display()))?;
-        let table: toml::Table = config.to_toml_string()?.parse().context("re-reading the run's config")?;
-        Self::with_table(table, path.display().to_string(), Mode::Resume { dir })
+        let config = rundir::read_config(&dir)?;
+        let table = as_table(&config, "re-reading the run's config")?;
+        Self::with_table(table, dir.join(rundir::CONFIG).display().to_string(), Mode::Resume { dir })
     }
 
     /// Override config keys, `key=value` each as `o2o train --set` takes them
     /// (`train.online_steps=20000`, `agent.actor_lr=1e-4`, `env=Walker2d-v5`). An unknown key
     /// or a bad value is an error naming it.
-    pub fn set<I, S>(mut self, overrides: I) -> Result<Self>
+    pub fn set<I, S>(mut self, overrides: I) -> Result<Self, Error>
     where
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
         if let Mode::Resume { dir } = &self.mode {
-            bail!("{} is resumed with the config it started with; start a new run to change it", dir.display());
+            let text =
+                anyhow!("{} is resumed with the config it started with; start a new run to change it", dir.display());
+            return Err(Error::bad_config(&self.origin, text));
         }
         let overrides: Vec<String> = overrides.into_iter().map(|s| s.as_ref().to_string()).collect();
-        config::apply_overrides(&mut self.table, &overrides)?;
-        RunConfig::from_table_without_steps(self.table.clone(), &self.origin)?;
+        config::apply_overrides(&mut self.table, &overrides).map_err(|e| Error::bad_config(&self.origin, e))?;
+        draft(&self.table, &self.origin)?;
         Ok(self)
     }
 
     /// The run seed (every random source is derived from it).
-    pub fn seed(self, seed: u64) -> Result<Self> {
+    pub fn seed(self, seed: u64) -> Result<Self, Error> {
         self.set([format!("seed={seed}")])
     }
 
@@ -187,7 +195,7 @@ impl<'a> Run<'a> {
     /// (`<run>/checkpoints/step-N`) — with its whole state (weights, optimizer moments,
     /// temperature), skipping this config's offline phase and evaluating the starting point
     /// (`o2o run --from`).
-    pub fn starting_from(mut self, run_or_checkpoint: impl AsRef<Path>) -> Result<Self> {
+    pub fn starting_from(mut self, run_or_checkpoint: impl AsRef<Path>) -> Result<Self, Error> {
         let path = run_or_checkpoint.as_ref();
         let p = ParentRun::read(path).with_context(|| format!("starting from {}", path.display()))?;
         // The parent's offline training replaces this config's (whatever was set).
@@ -222,7 +230,7 @@ impl<'a> Run<'a> {
     /// called for the acting env and for the evaluation env, and again on every resume.
     pub fn env<F, E>(mut self, make: F) -> Self
     where
-        F: Fn() -> Result<E> + Send + Sync + 'static,
+        F: Fn() -> anyhow::Result<E> + Send + Sync + 'static,
         E: Env + 'static,
     {
         self.env = Some(Arc::new(move || make().map(|e| Box::new(e) as Box<dyn Env>)));
@@ -238,13 +246,15 @@ impl<'a> Run<'a> {
     /// Offline data built in memory (e.g. [`D4rlDataset::from_columns`]) instead of a file:
     /// actions in the env's units, rewards as the env gives them. The `[dataset]` section keeps
     /// its `reward` and `transitions` settings; the manifest records the data's content hash.
-    pub fn dataset(mut self, data: D4rlDataset) -> Result<Self> {
+    pub fn dataset(mut self, data: D4rlDataset) -> Result<Self, Error> {
         let section = self.table.entry("dataset").or_insert_with(|| toml::Value::Table(toml::Table::new()));
-        let t = section.as_table_mut().context("key `dataset` is not a table")?;
+        let Some(t) = section.as_table_mut() else {
+            return Err(Error::bad_config(&self.origin, anyhow!("key `dataset` is not a table")));
+        };
         t.remove("id");
         t.remove("path");
         t.insert("in_memory".into(), toml::Value::Boolean(true));
-        RunConfig::from_table_without_steps(self.table.clone(), &self.origin)?;
+        draft(&self.table, &self.origin)?;
         self.dataset = Some(data);
         Ok(self)
     }
@@ -270,13 +280,13 @@ impl<'a> Run<'a> {
 
     /// Call `f` after every evaluation with its result, the agent as evaluated and the runner's
     /// counters; an error from `f` stops the run (its last checkpoint stays resumable).
-    pub fn on_eval(mut self, f: impl FnMut(&EvalResult, &dyn Agent, &RunnerState) -> Result<()> + 'a) -> Self {
+    pub fn on_eval(mut self, f: impl FnMut(&EvalResult, &dyn Agent, &RunnerState) -> anyhow::Result<()> + 'a) -> Self {
         self.on_eval = Some(Box::new(f));
         self
     }
 
     /// Call `f` after every checkpoint with its folder and the counters it holds.
-    pub fn on_checkpoint(mut self, f: impl FnMut(&Path, &RunnerState) -> Result<()> + 'a) -> Self {
+    pub fn on_checkpoint(mut self, f: impl FnMut(&Path, &RunnerState) -> anyhow::Result<()> + 'a) -> Self {
         self.on_checkpoint = Some(Box::new(f));
         self
     }
@@ -303,17 +313,17 @@ impl<'a> Run<'a> {
 
     /// The resolved config as it stands (every key, the agent's defaults filled in), checked
     /// as a run's config is at launch (it must have steps).
-    pub fn config(&self) -> Result<RunConfig> {
-        RunConfig::from_table(self.table.clone(), &self.origin)
+    pub fn config(&self) -> Result<RunConfig, Error> {
+        RunConfig::from_table(self.table.clone(), &self.origin).map_err(|e| Error::bad_config(&self.origin, e))
     }
 
     /// [`Run::config`] before the step counts are set (e.g. by `fit`): every check but that one.
-    pub fn draft_config(&self) -> Result<RunConfig> {
-        RunConfig::from_table_without_steps(self.table.clone(), &self.origin)
+    pub fn draft_config(&self) -> Result<RunConfig, Error> {
+        draft(&self.table, &self.origin)
     }
 
     /// Train offline only, `steps` gradient steps on the dataset (d3rlpy's `fit`).
-    pub fn fit(self, steps: u64) -> Result<Outcome> {
+    pub fn fit(self, steps: u64) -> Result<Outcome, Error> {
         self.set([
             format!("train.offline_steps={steps}"),
             "train.random_steps=0".into(),
@@ -326,12 +336,12 @@ impl<'a> Run<'a> {
     /// Train online only, `steps` env steps with updates (d3rlpy's `fit_online`), after the
     /// config's random and warm-up steps; from the agent of [`Run::starting_from`] or
     /// [`Run::finetune`] when given, else from scratch.
-    pub fn fit_online(self, steps: u64) -> Result<Outcome> {
+    pub fn fit_online(self, steps: u64) -> Result<Outcome, Error> {
         self.set(["train.offline_steps=0".to_string(), format!("train.online_steps={steps}")])?.run()
     }
 
     /// Run the config's phases to the end (or continue a resumed run to its end).
-    pub fn run(mut self) -> Result<Outcome> {
+    pub fn run(mut self) -> Result<Outcome, Error> {
         if !matches!(self.mode, Mode::Resume { .. }) {
             if let Some(make) = &self.env {
                 // The config names the env the factory makes (a resumed run's config already does).
@@ -341,15 +351,16 @@ impl<'a> Run<'a> {
             absolute_dataset_path(&mut self.table)?;
         }
         let config = self.config()?;
-        match std::mem::replace(&mut self.mode, Mode::New { name: String::new() }) {
+        let done = match std::mem::replace(&mut self.mode, Mode::New { name: String::new() }) {
             Mode::Resume { dir } => self.continue_run(&dir, &config),
             Mode::New { name } => self.start(&name, &config),
-        }
+        };
+        done.map_err(Error::from)
     }
 
     /// A new run: everything made and checked first, then the run directory created whole
     /// (config and manifest in place, locked), then the loop.
-    fn start(mut self, name: &str, config: &RunConfig) -> Result<Outcome> {
+    fn start(mut self, name: &str, config: &RunConfig) -> anyhow::Result<Outcome> {
         if self.reuse {
             if let Some((dir, summary)) = finished_run_with(&self.runs_dir, config) {
                 eprintln!(
@@ -360,11 +371,9 @@ impl<'a> Run<'a> {
                 return Ok(Outcome { dir, summary, reused: true });
             }
         }
-        match &config.dataset {
-            Some(d) if d.in_memory && self.dataset.is_none() => {
-                bail!("the config says `dataset.in_memory = true` but no dataset was given (Run::dataset)")
-            }
-            _ => {}
+        if config.dataset.as_ref().is_some_and(|d| d.in_memory) && self.dataset.is_none() {
+            let text = anyhow!("the config says `dataset.in_memory = true` but no dataset was given (Run::dataset)");
+            return Err(Error::bad_dataset(None, text).into());
         }
         let (start, parent) = match self.parent.take() {
             Some(p) => (Start::FromParent { checkpoint: p.checkpoint }, Some(p.info)),
@@ -393,14 +402,11 @@ impl<'a> Run<'a> {
     /// Continue the run in `dir`: locked first; the newest checkpoint that loads (a damaged one
     /// is moved aside with a note), or the one [`Run::from_checkpoint`] chose (newer ones
     /// moved aside); a run killed before its first checkpoint starts over from step 0.
-    fn continue_run(mut self, dir: &Path, config: &RunConfig) -> Result<Outcome> {
+    fn continue_run(mut self, dir: &Path, config: &RunConfig) -> anyhow::Result<Outcome> {
         let _lock = rundir::RunLock::acquire(dir)?;
         checkpoint::remove_partial(dir)?;
         let manifest_path = dir.join(rundir::MANIFEST);
-        let text = std::fs::read_to_string(&manifest_path)
-            .with_context(|| format!("cannot read {}: the run directory is incomplete", manifest_path.display()))?;
-        let mut manifest: Manifest = serde_json::from_str(&text)
-            .with_context(|| format!("{} is not a run manifest", manifest_path.display()))?;
+        let mut manifest = read_manifest(&manifest_path).map_err(|e| Error::run_dir(dir, e))?;
         let mut candidates = checkpoint::list(dir)?;
         if let Some(name) = self.resume_from.clone() {
             let chosen = checkpoint::find(dir, Some(&name))?;
@@ -453,7 +459,7 @@ impl<'a> Run<'a> {
                     eprintln!("resuming {} from {} (step {})", dir.display(), checkpoint.display(), p.state().step);
                     break (p, checkpoint.display().to_string(), false);
                 }
-                Err(e) if e.downcast_ref::<DamagedCheckpoint>().is_some() => {
+                Err(e) if checkpoint::is_damaged(&e, &checkpoint) => {
                     let aside = checkpoint::set_aside(&checkpoint, "damaged")?;
                     eprintln!(
                         "note: {} is damaged ({}); moved it to {} and trying the one before",
@@ -464,7 +470,8 @@ impl<'a> Run<'a> {
                     any_damaged = true;
                     // The in-memory dataset went into the failed attempt: it is gone.
                     if config.dataset.as_ref().is_some_and(|d| d.in_memory) {
-                        bail!("{} is damaged and the run's in-memory dataset was consumed by the attempt; resume again (Run::resume) with the data", checkpoint.display());
+                        let text = anyhow!("{} is damaged and the run's in-memory dataset was consumed by the attempt; resume again (Run::resume) with the data", checkpoint.display());
+                        return Err(Error::damaged_checkpoint(&checkpoint, text).into());
                     }
                 }
                 Err(e) => return Err(e),
@@ -494,9 +501,27 @@ impl<'a> Run<'a> {
     }
 }
 
+/// The config of `table` from `origin` with every check but "has steps"
+/// ([`RunConfig::from_table_without_steps`]).
+fn draft(table: &toml::Table, origin: &str) -> Result<RunConfig, Error> {
+    RunConfig::from_table_without_steps(table.clone(), origin).map_err(|e| Error::bad_config(origin, e))
+}
+
+/// `config` as a TOML table again (`what` says which, in the message).
+fn as_table(config: &RunConfig, what: &str) -> anyhow::Result<toml::Table> {
+    config.to_toml_string()?.parse().with_context(|| what.to_string())
+}
+
+/// A run's `manifest.json`.
+fn read_manifest(path: &Path) -> anyhow::Result<Manifest> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read {}: the run directory is incomplete", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("{} is not a run manifest", path.display()))
+}
+
 /// A relative `dataset.path` made absolute, so the run (and runs started from it elsewhere)
-/// finds its file from any folder.
-fn absolute_dataset_path(table: &mut toml::Table) -> Result<()> {
+/// finds its file from any folder; [`Error::BadDataset`] when there is no such file.
+fn absolute_dataset_path(table: &mut toml::Table) -> Result<(), Error> {
     let Some(toml::Value::Table(d)) = table.get_mut("dataset") else { return Ok(()) };
     let Some(toml::Value::String(p)) = d.get("path") else { return Ok(()) };
     let path = PathBuf::from(p);
@@ -507,7 +532,8 @@ fn absolute_dataset_path(table: &mut toml::Table) -> Result<()> {
                 path.display(),
                 std::env::current_dir().map(|c| c.display().to_string()).unwrap_or_default()
             )
-        })?;
+        });
+        let abs = abs.map_err(|e| Error::bad_dataset(Some(path.clone()), e))?;
         d.insert("path".into(), toml::Value::String(abs.display().to_string()));
     }
     Ok(())
@@ -536,17 +562,21 @@ fn warn(warnings: &[String]) {
     }
 }
 
-/// On resume: the offline data loaded now is the data the run's manifest recorded (same sha256).
-fn check_same_dataset(manifest: &Path, then: Option<&DatasetInfo>, now: Option<&DatasetInfo>) -> Result<()> {
+/// On resume: the offline data loaded now is the data the run's manifest recorded (same
+/// sha256); [`Error::BadDataset`] when it is not.
+fn check_same_dataset(manifest: &Path, then: Option<&DatasetInfo>, now: Option<&DatasetInfo>) -> anyhow::Result<()> {
     match (then, now) {
-        (Some(then), Some(now)) if then.sha256 != now.sha256 => bail!(
-            "the offline data changed since the run started: {} records {} with sha256 {}, found {} with sha256 {}; resume with the same data",
-            manifest.display(),
-            then.path,
-            then.sha256,
-            now.path,
-            now.sha256
-        ),
+        (Some(then), Some(now)) if then.sha256 != now.sha256 => {
+            let text = anyhow!(
+                "the offline data changed since the run started: {} records {} with sha256 {}, found {} with sha256 {}; resume with the same data",
+                manifest.display(),
+                then.path,
+                then.sha256,
+                now.path,
+                now.sha256
+            );
+            Err(Error::bad_dataset(Some(PathBuf::from(&now.path)), text).into())
+        }
         _ => Ok(()),
     }
 }
@@ -577,7 +607,7 @@ pub(crate) fn new_manifest(config: &RunConfig, device: Device, parent: Option<Pa
 
 /// The end of a run whose final checkpoint was written but whose `summary.json` (and recorded
 /// dataset) were not: both from that checkpoint, as the run would have written them.
-fn finish_from_checkpoint(dir: &Path, config: &RunConfig, ckpt: &Path, state: &RunnerState) -> Result<Summary> {
+fn finish_from_checkpoint(dir: &Path, config: &RunConfig, ckpt: &Path, state: &RunnerState) -> anyhow::Result<Summary> {
     let recorded = ckpt.join(checkpoint::DATASET);
     if config.train.record_dataset && recorded.is_file() {
         let dest = dir.join(rundir::DATASET);
@@ -592,7 +622,7 @@ fn finish_from_checkpoint(dir: &Path, config: &RunConfig, ckpt: &Path, state: &R
 }
 
 /// A run directory's `summary.json`.
-fn read_summary(dir: &Path) -> Result<Summary> {
+fn read_summary(dir: &Path) -> anyhow::Result<Summary> {
     let path = dir.join(rundir::SUMMARY);
     let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
     serde_json::from_str(&text).with_context(|| format!("{} is not a run summary", path.display()))

@@ -14,7 +14,8 @@ use super::data::Recorder;
 use super::rundir::{write_atomic, CHECKPOINTS, METRICS};
 use super::state::{RunnerState, FORMAT};
 use crate::logging::Logger;
-use anyhow::{bail, Context, Result};
+use crate::Error;
+use anyhow::{anyhow, bail, Context, Result};
 use o2o_agents::Agent;
 use o2o_datasets::ReplayBuffer;
 use rand_chacha::ChaCha8Rng;
@@ -67,11 +68,11 @@ pub fn write(
     Ok(dest)
 }
 
-/// Complete checkpoints of a run, oldest first.
+/// Complete checkpoints of a run, oldest first; without a `checkpoints/` folder,
+/// [`Error::RunDir`].
 pub fn list(run_dir: &Path) -> Result<Vec<PathBuf>> {
-    let root = run_dir.join(CHECKPOINTS);
     let mut found: Vec<(u64, PathBuf)> = Vec::new();
-    for entry in std::fs::read_dir(&root).with_context(|| format!("cannot list {}", root.display()))? {
+    for entry in read_dir(run_dir)? {
         let entry = entry?;
         let name = entry.file_name().to_string_lossy().to_string();
         if let Some(n) = name.strip_prefix("step-").and_then(|n| n.parse::<u64>().ok()) {
@@ -84,11 +85,14 @@ pub fn list(run_dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(found.into_iter().map(|(_, p)| p).collect())
 }
 
-/// The newest complete checkpoint; an error naming the folder when there is none.
+/// The newest complete checkpoint; an [`Error::RunDir`] naming the folder when there is none.
 pub fn latest(run_dir: &Path) -> Result<PathBuf> {
     match list(run_dir)?.pop() {
         Some(p) => Ok(p),
-        None => bail!("{} has no complete checkpoint (no checkpoints/step-*/{STATE})", run_dir.display()),
+        None => {
+            let text = anyhow!("{} has no complete checkpoint (no checkpoints/step-*/{STATE})", run_dir.display());
+            Err(Error::run_dir(run_dir, text).into())
+        }
     }
 }
 
@@ -109,19 +113,19 @@ pub fn find(run_dir: &Path, name: Option<&str>) -> Result<PathBuf> {
         None => {
             let names: Vec<String> =
                 all.iter().filter_map(|p| p.file_name().map(|f| f.to_string_lossy().to_string())).collect();
-            bail!(
+            let text = anyhow!(
                 "checkpoint {name}: {} has no such complete checkpoint; it has: {}",
                 run_dir.display(),
                 if names.is_empty() { "none".into() } else { names.join(", ") }
-            )
+            );
+            Err(Error::run_dir(run_dir, text).into())
         }
     }
 }
 
 /// Remove half-written `.tmp-*` checkpoint folders left by a killed run.
 pub fn remove_partial(run_dir: &Path) -> Result<()> {
-    let root = run_dir.join(CHECKPOINTS);
-    for entry in std::fs::read_dir(&root).with_context(|| format!("cannot list {}", root.display()))? {
+    for entry in read_dir(run_dir)? {
         let entry = entry?;
         if entry.file_name().to_string_lossy().starts_with(".tmp-") {
             std::fs::remove_dir_all(entry.path())
@@ -147,10 +151,22 @@ pub fn set_aside(checkpoint: &Path, why: &str) -> Result<PathBuf> {
     Ok(dest)
 }
 
-/// Read a checkpoint's `state.json`.
+/// The entries of a run's `checkpoints/` folder; [`Error::RunDir`] when it cannot be listed.
+fn read_dir(run_dir: &Path) -> Result<std::fs::ReadDir> {
+    let root = run_dir.join(CHECKPOINTS);
+    let listed = std::fs::read_dir(&root).with_context(|| format!("cannot list {}", root.display()));
+    listed.map_err(|e| Error::run_dir(run_dir, e).into())
+}
+
+/// Read a checkpoint's `state.json`; [`Error::DamagedCheckpoint`] when it cannot be read or is
+/// of another format.
 pub fn read_state(checkpoint: &Path) -> Result<RunnerState> {
-    let p = checkpoint.join(STATE);
-    let text = std::fs::read_to_string(&p).with_context(|| format!("cannot read {}", p.display()))?;
+    parse_state(&checkpoint.join(STATE)).map_err(|e| Error::damaged_checkpoint(checkpoint, e).into())
+}
+
+/// The runner state in the file `p`, of this build's format.
+fn parse_state(p: &Path) -> Result<RunnerState> {
+    let text = std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?;
     let s: RunnerState =
         serde_json::from_str(&text).with_context(|| format!("{} is not a runner state", p.display()))?;
     if s.format != FORMAT {
@@ -159,8 +175,19 @@ pub fn read_state(checkpoint: &Path) -> Result<RunnerState> {
     Ok(s)
 }
 
-/// A checkpoint that could not be loaded (truncated, missing a file, not this agent's): the
-/// context of the error [`prepare`](super::prepare::prepare) returns, so a caller can fall back to an older checkpoint.
+/// `err`, the failure to load the checkpoint folder `path`, as [`Error::DamagedCheckpoint`]
+/// under the line [`DamagedCheckpoint`] prints (what a resume falls back from).
+pub fn damaged(path: &Path, err: anyhow::Error) -> anyhow::Error {
+    Error::damaged_checkpoint(path, err.context(DamagedCheckpoint { path: path.to_path_buf() })).into()
+}
+
+/// Whether `err` says the checkpoint folder `path` cannot be loaded.
+pub fn is_damaged(err: &anyhow::Error, path: &Path) -> bool {
+    matches!(err.downcast_ref::<Error>(), Some(Error::DamagedCheckpoint { path: p, .. }) if p == path)
+}
+
+/// The line that names a checkpoint that cannot be loaded, above the reason: the context
+/// [`damaged`] gives the error, which is an [`Error::DamagedCheckpoint`].
 #[derive(Debug, Clone)]
 pub struct DamagedCheckpoint {
     /// The checkpoint folder.

@@ -535,10 +535,11 @@ pub struct ParentConfig {
 }
 
 impl RunConfig {
-    /// Parse a whole config from TOML text; `origin` names the text in errors.
-    pub fn from_toml_str(text: &str, origin: &str) -> Result<Self> {
-        let table: toml::Table = toml::from_str(text).with_context(|| format!("{origin} is not valid TOML"))?;
-        Self::from_table(table, origin)
+    /// Parse a whole config from TOML text; `origin` names the text in errors
+    /// ([`Error::BadConfig`](crate::Error::BadConfig)).
+    pub fn from_toml_str(text: &str, origin: &str) -> Result<Self, crate::Error> {
+        let table = toml::from_str(text).with_context(|| format!("{origin} is not valid TOML"));
+        table.and_then(|table| Self::from_table(table, origin)).map_err(|e| crate::Error::bad_config(origin, e))
     }
 
     /// Build from a TOML table, checking every key and value, and complete `[agent]` with the
@@ -585,10 +586,12 @@ impl RunConfig {
         Ok(cfg)
     }
 
-    /// Read `config.toml` from a run directory.
-    pub fn read(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-        Self::from_toml_str(&text, &path.display().to_string())
+    /// Read `config.toml` from a run directory (or any config file): an
+    /// [`Error::BadConfig`](crate::Error::BadConfig) naming it when it cannot be read or used.
+    pub fn read(path: &Path) -> Result<Self, crate::Error> {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {origin}"));
+        Self::from_toml_str(&text.map_err(|e| crate::Error::bad_config(&origin, e))?, &origin)
     }
 
     /// The config as TOML text.

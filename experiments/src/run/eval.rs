@@ -122,7 +122,9 @@ pub fn evaluate_per_task(
 
 /// Evaluate a run's checkpoint (`o2o eval`): the run's agent loaded from `checkpoint` (`step-N`,
 /// or the newest), `episodes` deterministic episodes on `env` (default: a new registry env of
-/// the run) with reset seeds derived from `seed`. Returns the checkpoint used and the result.
+/// the run) with reset seeds derived from `seed`. Returns the checkpoint used and the result; a
+/// run or checkpoint that cannot be read is an [`Error::RunDir`](crate::Error::RunDir) or
+/// [`Error::DamagedCheckpoint`](crate::Error::DamagedCheckpoint).
 pub fn evaluate_checkpoint(
     run_dir: &Path,
     checkpoint: Option<&str>,
@@ -130,9 +132,9 @@ pub fn evaluate_checkpoint(
     seed: u64,
     env: Option<Box<dyn Env>>,
     device: Device,
-) -> Result<(PathBuf, EvalResult)> {
+) -> Result<(PathBuf, EvalResult), crate::Error> {
     if episodes == 0 {
-        anyhow::bail!("--episodes: expected at least 1, found 0");
+        return Err(anyhow::anyhow!("--episodes: expected at least 1, found 0").into());
     }
     let mut loaded = load_checkpoint_agent(run_dir, checkpoint, env, device)?;
     let r = evaluate(&mut *loaded.env, &mut *loaded.agent, device, seed, episodes, loaded.state.step)?;

@@ -5,7 +5,8 @@
 use super::checkpoint::{self, STATE};
 use super::config::{ParentConfig, RunConfig};
 use super::rundir::{self, Manifest, ParentInfo};
-use anyhow::{Context, Result};
+use crate::Error;
+use anyhow::{anyhow, Context, Result};
 use std::path::{Path, PathBuf};
 
 /// A finished (or stopped) run to start from.
@@ -24,16 +25,13 @@ impl ParentRun {
     /// the run.
     pub fn read(path: &Path) -> Result<Self> {
         let (dir, checkpoint) = if path.join(STATE).is_file() {
-            let run = path
-                .parent()
-                .and_then(Path::parent)
-                .with_context(|| format!("{} is a checkpoint outside a run directory", path.display()))?;
+            let outside = || anyhow!("{} is a checkpoint outside a run directory", path.display());
+            let run = path.parent().and_then(Path::parent).ok_or_else(|| Error::run_dir(path, outside()))?;
             (run.to_path_buf(), path.to_path_buf())
         } else {
             (path.to_path_buf(), PathBuf::new())
         };
-        let config = RunConfig::read(&dir.join(rundir::CONFIG))
-            .with_context(|| format!("{} is not a run directory", dir.display()))?;
+        let config = rundir::read_config(&dir)?;
         let checkpoint = if checkpoint.as_os_str().is_empty() { checkpoint::latest(&dir)? } else { checkpoint };
         if !checkpoint::read_state(&checkpoint)?.finished {
             eprintln!("note: {} did not finish; starting from its checkpoint {}", dir.display(), checkpoint.display());

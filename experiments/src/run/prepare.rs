@@ -8,7 +8,7 @@
 //! ([`load_checkpoint_agent`], what `o2o eval` and `o2o export` start from).
 
 use super::actor::{derive_seed, stream, ActionScale, Actor};
-use super::checkpoint::{self, DamagedCheckpoint};
+use super::checkpoint;
 use super::config::RunConfig;
 use super::data::{self, OfflineData, Recorder};
 use super::learner::RewardTransform;
@@ -16,9 +16,10 @@ use super::rundir::{self, DatasetInfo};
 use super::shaping;
 use super::state::{self, EvalResult, RunnerState};
 use super::{her, imaginebench, phases};
+use crate::Error;
 use anyhow::{bail, Context, Result};
 use o2o_agents::sera::Sera;
-use o2o_agents::Agent;
+use o2o_agents::{Agent, AgentError};
 use o2o_datasets::d4rl::D4rlDataset;
 use o2o_datasets::mc_returns::McConfig;
 use o2o_datasets::ReplayBuffer;
@@ -100,6 +101,11 @@ fn custom_env_hint(id: &str) -> String {
     } else {
         String::new()
     }
+}
+
+/// `err`, the failure to load the offline data `d`, as an [`Error::BadDataset`] naming its file.
+fn bad_dataset(d: &super::config::DatasetConfig, err: anyhow::Error) -> anyhow::Error {
+    Error::bad_dataset(data::resolve_path(d).ok(), err).into()
 }
 
 /// Build the agent a config describes, on `device`, seeded from the run seed.
@@ -194,15 +200,10 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
                 Some(e) => e.clone(),
                 None => imaginebench::encoder(config)?,
             };
-            Some(imaginebench::load(
-                d,
-                &encoder,
-                eval_env.action_space(),
-                &config.env,
-                obs_dim,
-                act_dim,
-                Some(data::dataset_mc_config(config, gamma)?),
-            )?)
+            let mc = data::dataset_mc_config(config, gamma)?;
+            let loaded =
+                imaginebench::load(d, &encoder, eval_env.action_space(), &config.env, obs_dim, act_dim, Some(mc));
+            Some(loaded.map_err(|e| bad_dataset(d, e))?)
         }
         Some(d) => match data::load_shaped(
             d,
@@ -217,12 +218,11 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
         ) {
             Ok(o) => Some(o),
             // Data handed over in memory is part of the run (its diagnostics too): never optional.
-            Err(e) if needs_data || d.in_memory => return Err(e),
+            Err(e) if needs_data || d.in_memory => return Err(bad_dataset(d, e)),
             Err(e) if d.reward != "none" => {
-                return Err(e.context(format!(
-                    "the dataset sets the reward transform `{}` that online rewards must get too",
-                    d.reward
-                )))
+                let why =
+                    format!("the dataset sets the reward transform `{}` that online rewards must get too", d.reward);
+                return Err(bad_dataset(d, e.context(why)));
             }
             Err(e) => {
                 eprintln!("note: no offline data in this run ({e:#}); diagnostics on dataset actions are skipped");
@@ -261,21 +261,21 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
             state::fresh(config.seed)
         }
         Start::FromParent { checkpoint } => {
-            let p = checkpoint.join(checkpoint::AGENT);
-            agent.load(&p).with_context(|| format!("loading the parent agent from {}", p.display()))?;
+            load_agent(&mut *agent, checkpoint, "loading the parent agent from")?;
             state::fresh(config.seed)
         }
         Start::Resume { checkpoint } => {
-            let damaged = || DamagedCheckpoint { path: checkpoint.clone() };
-            let state = checkpoint::read_state(checkpoint).context(damaged())?;
+            // Whatever of this checkpoint fails to load, it is damaged: the resume falls back.
+            let damaged = |e: anyhow::Error| checkpoint::damaged(checkpoint, e);
+            let state = checkpoint::read_state(checkpoint).map_err(damaged)?;
             let p = checkpoint.join(checkpoint::AGENT);
-            agent.load(&p).with_context(|| format!("loading the agent from {}", p.display())).context(damaged())?;
+            agent.load(&p).with_context(|| format!("loading the agent from {}", p.display())).map_err(damaged)?;
             if let Some(r) = replay.as_mut() {
                 let p = checkpoint.join(checkpoint::REPLAY);
                 if state.env_step > 0 || p.exists() {
                     *r = ReplayBuffer::load(&p)
                         .with_context(|| format!("loading the replay buffer from {}", p.display()))
-                        .context(damaged())?;
+                        .map_err(damaged)?;
                 }
             }
             if let Some(b) = interventions.as_mut() {
@@ -283,7 +283,7 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
                 if p.exists() {
                     *b = ReplayBuffer::load(&p)
                         .with_context(|| format!("loading the intervention buffer from {}", p.display()))
-                        .context(damaged())?;
+                        .map_err(damaged)?;
                 }
             }
             state
@@ -305,7 +305,7 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
         let scale = ActionScale::new(eval_env.action_space(), &config.env)?;
         Some(match &start {
             Start::Resume { checkpoint } => Recorder::resume(&checkpoint.join(checkpoint::DATASET), scale)
-                .context(DamagedCheckpoint { path: checkpoint.clone() })?,
+                .map_err(|e| checkpoint::damaged(checkpoint, e))?,
             _ => Recorder::new(obs_dim, scale),
         })
     } else {
@@ -471,9 +471,8 @@ pub fn load_checkpoint_agent(
     checkpoint: Option<&str>,
     env: Option<Box<dyn Env>>,
     device: Device,
-) -> Result<CheckpointAgent> {
-    let config = RunConfig::read(&run_dir.join(rundir::CONFIG))
-        .with_context(|| format!("{} is not a run directory", run_dir.display()))?;
+) -> Result<CheckpointAgent, Error> {
+    let config = rundir::read_config(run_dir)?;
     let folder = checkpoint::find(run_dir, checkpoint)?;
     let state = checkpoint::read_state(&folder)?;
     let env = match env {
@@ -486,7 +485,18 @@ pub fn load_checkpoint_agent(
             .with_context(|| format!("making the run's env {} (an env of your own: pass it from Rust)", config.env))?,
     };
     let mut agent = build_agent(&config, env.observation_space().dim(), env.action_space().dim(), device)?;
-    let file = folder.join(checkpoint::AGENT);
-    agent.load(&file).with_context(|| format!("loading the agent from {}", file.display()))?;
+    load_agent(&mut *agent, &folder, "loading the agent from")?;
     Ok(CheckpointAgent { config, folder, state, env, agent })
+}
+
+/// Load the agent file of the checkpoint folder `folder` into `agent` (`what` says which, in
+/// the message). A file that cannot be read — missing, truncated, not a checkpoint, another
+/// algorithm's — is an [`Error::DamagedCheckpoint`]; one whose tensors do not fit the agent's
+/// networks stays the agent's error.
+fn load_agent(agent: &mut dyn Agent, folder: &Path, what: &str) -> Result<()> {
+    let file = folder.join(checkpoint::AGENT);
+    let Err(e) = agent.load(&file) else { return Ok(()) };
+    let unreadable = matches!(e, AgentError::Checkpoint { .. } | AgentError::Torch(_) | AgentError::Io(_));
+    let err = anyhow::Error::from(e).context(format!("{what} {}", file.display()));
+    Err(if unreadable { Error::damaged_checkpoint(folder, err).into() } else { err })
 }

@@ -7,7 +7,8 @@
 
 use super::config::RunConfig;
 use super::state::{EvalResult, PhaseEval, RunnerState};
-use anyhow::{bail, Context, Result};
+use crate::Error;
+use anyhow::{anyhow, bail, Context, Result};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -214,7 +215,11 @@ impl RunLock {
                     std::thread::sleep(std::time::Duration::from_millis(10));
                 }
                 let who = if who.is_empty() { "another o2o process".to_string() } else { who };
-                bail!("{} is in use by {who}; wait for it to end (or stop it) before running it again", dir.display());
+                let text = anyhow!(
+                    "{} is in use by {who}; wait for it to end (or stop it) before running it again",
+                    dir.display()
+                );
+                return Err(Error::run_in_use(dir, who, text).into());
             }
             return Err(err).with_context(|| format!("cannot lock {}", path.display()));
         }
@@ -255,6 +260,15 @@ pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
     let mut text = serde_json::to_string_pretty(value)?;
     text.push('\n');
     write_atomic(path, text.as_bytes())
+}
+
+/// The config of the run in `dir`; an [`Error::RunDir`] when it has no `config.toml` that reads
+/// as a run config.
+pub fn read_config(dir: &Path) -> Result<RunConfig, Error> {
+    RunConfig::read(&dir.join(CONFIG)).map_err(|e| {
+        let text = anyhow::Error::from(e).context(format!("{} is not a run directory", dir.display()));
+        Error::run_dir(dir, text)
+    })
 }
 
 /// Write the resolved config, atomically.
@@ -550,7 +564,9 @@ mod tests {
     fn a_held_lock_is_refused_and_a_dead_holders_lock_taken_over() {
         let tmp = tempfile::tempdir().unwrap();
         let held = RunLock::acquire(tmp.path()).unwrap();
-        let err = RunLock::acquire(tmp.path()).unwrap_err().to_string();
+        let err = Error::from(RunLock::acquire(tmp.path()).unwrap_err());
+        assert!(matches!(&err, Error::RunInUse { holder, .. } if holder.starts_with("pid ")), "{err:?}");
+        let err = err.to_string();
         assert!(err.contains("is in use by pid") && err.contains(&std::process::id().to_string()), "{err}");
         drop(held);
         assert_eq!(std::fs::read_to_string(tmp.path().join(LOCK)).unwrap(), "", "a clean end clears the lock file");
