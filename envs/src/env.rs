@@ -133,7 +133,9 @@ pub struct GoalLayout {
 
 /// A goal-conditioned task's goal layout and reward function (gymnasium-robotics'
 /// `compute_reward`): d = ‖achieved − desired‖, reward −(d > threshold) or, dense, −d;
-/// success d < threshold.
+/// success d < threshold. With `success_terminates` (o2o's `Fetch*Terminal-v4` ids) the reward
+/// is Dopamine's gold reward instead, 1 at success and 0 otherwise, and success ends the
+/// episode (a true termination).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GoalSpec {
     /// Where the goals are in the flat observation.
@@ -142,17 +144,26 @@ pub struct GoalSpec {
     pub distance_threshold: f64,
     /// Dense reward −d instead of the sparse −(d > threshold).
     pub dense: bool,
+    /// Success terminates the episode and pays 1 (every other step 0); `dense` is then unused.
+    pub success_terminates: bool,
 }
 
 impl GoalSpec {
     /// The reward of an achieved/desired goal pair.
     pub fn reward(&self, achieved: &[f64], desired: &[f64]) -> f64 {
         let d = goal_distance(achieved, desired);
-        if self.dense {
+        if self.success_terminates {
+            (d < self.distance_threshold) as i32 as f64
+        } else if self.dense {
             -d
         } else {
             -((d > self.distance_threshold) as i32 as f64)
         }
+    }
+
+    /// Whether reaching `desired` ends the episode here (a true termination).
+    pub fn terminates(&self, achieved: &[f64], desired: &[f64]) -> bool {
+        self.success_terminates && self.success(achieved, desired)
     }
 
     /// Whether `achieved` is within the threshold of `desired`.

@@ -8,8 +8,8 @@ use crate::env::{Env, EnvSpec};
 use crate::error::EnvError;
 use crate::mujoco::antmaze::{BIG_MAZE_TEST, HARDEST_MAZE_TEST, U_MAZE_TEST};
 use crate::mujoco::{
-    Adroit, AdroitKind, Ant, AntGoal, AntMaze, FetchEnv, FetchTask, HalfCheetah, Hopper, InvertedPendulum, MujocoEnv,
-    Task, Version, Walker2d,
+    Adroit, AdroitKind, Ant, AntGoal, AntMaze, FetchEnv, FetchReward, FetchTask, HalfCheetah, Hopper, InvertedPendulum,
+    MujocoEnv, Task, Version, Walker2d,
 };
 use crate::wrappers::TimeLimit;
 use std::path::Path;
@@ -197,22 +197,29 @@ const ENTRIES: &[Entry] = &[
     },
 ];
 
-/// The Fetch tasks of gymnasium-robotics 1.4.2: id, task, dense reward. 50-step episodes.
-const FETCH: &[(&str, FetchTask, bool)] = &[
-    ("FetchReach-v4", FetchTask::Reach, false),
-    ("FetchPush-v4", FetchTask::Push, false),
-    ("FetchPickAndPlace-v4", FetchTask::PickAndPlace, false),
-    ("FetchReachDense-v4", FetchTask::Reach, true),
-    ("FetchPushDense-v4", FetchTask::Push, true),
-    ("FetchPickAndPlaceDense-v4", FetchTask::PickAndPlace, true),
+/// The Fetch tasks of gymnasium-robotics 1.4.2: id, task, reward. 50-step episodes. The
+/// `Terminal` ids are o2o's own variants (gold reward 1 at success, which terminates; see
+/// [`FetchReward::SuccessTerminal`]): no Python counterpart, so no parity oracle.
+const FETCH: &[(&str, FetchTask, FetchReward)] = &[
+    ("FetchReach-v4", FetchTask::Reach, FetchReward::Sparse),
+    ("FetchPush-v4", FetchTask::Push, FetchReward::Sparse),
+    ("FetchPickAndPlace-v4", FetchTask::PickAndPlace, FetchReward::Sparse),
+    ("FetchReachDense-v4", FetchTask::Reach, FetchReward::Dense),
+    ("FetchPushDense-v4", FetchTask::Push, FetchReward::Dense),
+    ("FetchPickAndPlaceDense-v4", FetchTask::PickAndPlace, FetchReward::Dense),
+    ("FetchReachTerminal-v4", FetchTask::Reach, FetchReward::SuccessTerminal),
+    ("FetchPushTerminal-v4", FetchTask::Push, FetchReward::SuccessTerminal),
+    ("FetchPickAndPlaceTerminal-v4", FetchTask::PickAndPlace, FetchReward::SuccessTerminal),
 ];
 
 /// Episode length of the Fetch tasks.
 pub const FETCH_MAX_EPISODE_STEPS: usize = 50;
 
 /// Registered ids that are o2o's own tasks with no outside oracle to check parity against
-/// (`ant-goal-v0`: the AntMaze controller's training task).
-pub const NO_PARITY_ORACLE: &[&str] = &["ant-goal-v0"];
+/// (`ant-goal-v0`: the AntMaze controller's training task; the `Fetch*Terminal-v4` variants,
+/// whose dynamics and observations are the checked `Fetch*-v4` ones).
+pub const NO_PARITY_ORACLE: &[&str] =
+    &["ant-goal-v0", "FetchReachTerminal-v4", "FetchPushTerminal-v4", "FetchPickAndPlaceTerminal-v4"];
 
 /// All ids [`make`] accepts.
 pub fn known_ids() -> Vec<&'static str> {
@@ -226,11 +233,11 @@ pub fn is_fetch(id: &str) -> bool {
 
 /// The Fetch task `id` without its time limit.
 pub fn make_fetch_unwrapped(id: &str) -> Result<FetchEnv, EnvError> {
-    let (_, task, dense) = FETCH.iter().find(|f| f.0 == id).ok_or_else(|| EnvError::UnknownId {
+    let (_, task, reward) = FETCH.iter().find(|f| f.0 == id).ok_or_else(|| EnvError::UnknownId {
         id: id.to_string(),
         known: known_ids().iter().map(|s| s.to_string()).collect(),
     })?;
-    FetchEnv::new(spec(id)?, *task, *dense)
+    FetchEnv::new(spec(id)?, *task, *reward)
 }
 
 /// The Fetch task `id` in its 50-step time limit, keeping the concrete type.
@@ -329,9 +336,9 @@ mod tests {
         assert_eq!(s.max_episode_steps, Some(1000));
         assert_eq!(s.normalization_family.as_deref(), Some("hopper"));
         assert_eq!(spec("InvertedPendulum-v5").unwrap().normalization_family, None);
-        // 9 locomotion + 12 AntMaze + 1 ant-goal + 4 Adroit + 3 Adroit binary + 6 Fetch.
-        assert_eq!(known_ids().len(), 35);
-        assert_eq!(FETCH.len(), 6);
+        // 9 locomotion + 12 AntMaze + 1 ant-goal + 4 Adroit + 3 Adroit binary + 9 Fetch.
+        assert_eq!(known_ids().len(), 38);
+        assert_eq!(FETCH.len(), 9);
         assert_eq!(spec("antmaze-umaze-v2").unwrap().max_episode_steps, Some(700));
         assert_eq!(spec("antmaze-large-play-v2").unwrap().normalization_family.as_deref(), Some("antmaze"));
         assert_eq!(spec("FetchPush-v4").unwrap().max_episode_steps, Some(50));

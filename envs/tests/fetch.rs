@@ -81,3 +81,45 @@ fn scripted_controllers_succeed_on_at_least_95_percent_of_seeds() {
         assert!(rate >= 0.95, "{id}: {rate}");
     }
 }
+
+/// `Fetch*Terminal-v4` is the same task with the gold reward: step for step it moves as
+/// `Fetch*-v4` does, pays 0 until the first success, then 1 and a true termination (after
+/// which stepping is an error until the next reset); its goal spec says so, for HER.
+#[test]
+fn terminal_variants_pay_one_and_end_at_the_first_success() {
+    for (plain, terminal, task) in [
+        ("FetchReach-v4", "FetchReachTerminal-v4", FetchTask::Reach),
+        ("FetchPush-v4", "FetchPushTerminal-v4", FetchTask::Push),
+    ] {
+        let (mut a, mut b) = (make_fetch(plain).unwrap(), make_fetch(terminal).unwrap());
+        let goal = b.spec().goal.unwrap();
+        assert!(goal.success_terminates && !a.spec().goal.unwrap().success_terminates);
+        assert!(o2o_envs::registry::NO_PARITY_ORACLE.contains(&terminal));
+        for seed in 0..3 {
+            let (mut oa, ob) = (a.reset(Some(seed)).unwrap(), b.reset(Some(seed)).unwrap());
+            assert_eq!(oa, ob, "{terminal}: same start");
+            let mut script = FetchScript::new(task);
+            let mut steps = 0;
+            loop {
+                let act = script.act(&oa);
+                let (sa, sb) = (a.step(&act).unwrap(), b.step(&act).unwrap());
+                steps += 1;
+                assert_eq!(sa.obs, sb.obs, "{terminal}: same dynamics");
+                let success = sa.info.success == Some(true);
+                assert_eq!(sb.reward, if success { 1.0 } else { 0.0 });
+                assert_eq!(sb.terminated, success, "{terminal}: terminates exactly at success");
+                let ag: Vec<f64> = sb.obs[0..3].iter().map(|x| *x as f64).collect();
+                let dg: Vec<f64> = sb.obs[3..6].iter().map(|x| *x as f64).collect();
+                assert_eq!(goal.reward(&ag, &dg), sb.reward, "the goal spec's reward is the env's");
+                assert_eq!(goal.terminates(&ag, &dg), sb.terminated);
+                if sb.terminated {
+                    assert!(b.step(&act).is_err(), "{terminal}: no step after a termination");
+                    break;
+                }
+                assert!(!sb.truncated, "{terminal} seed {seed}: the script succeeds within 50 steps");
+                oa = sa.obs;
+            }
+            assert!(steps < 50, "{terminal} seed {seed}: {steps} steps");
+        }
+    }
+}

@@ -156,7 +156,7 @@ fn her_by_default_never_samples_the_open_episode() {
         id: "Goal-v0".into(),
         max_episode_steps: Some(20),
         normalization_family: None,
-        goal: Some(GoalSpec { layout, distance_threshold: 0.05, dense: false }),
+        goal: Some(GoalSpec { layout, distance_threshold: 0.05, dense: false, success_terminates: false }),
     };
     // Episode e, step t: obs = [achieved 100e + t, desired −1 − e, t, e]; 6 closed episodes of
     // 10..=15 steps and an open one of 7.

@@ -127,3 +127,45 @@ fn a_training_run_records_curves_and_a_moving_body_and_reports_over_seeds() {
     assert!(row.contains(&stats), "expected {stats} in {row}");
     assert!(out_dir.join("curves-1.png").exists());
 }
+
+/// A shaped Fetch run (FetchReachTerminal-v4 with the true distance potential) follows Φ along
+/// its evaluation episodes: `eval/potential_*` and `eval/goal_distance_end` among the metrics,
+/// and Φ step by step in the recording (`episode/potential` on the episode timelines), with no
+/// 3D bodies for a Fetch task.
+#[test]
+fn a_shaped_fetch_run_records_its_potential_along_evaluation_episodes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    let out = Command::new(O2O)
+        .args(["train", "--preset", "sac-fetch-reach-dopamine-trap", "--device", "cpu", "--threads", "1"])
+        .args(["--set", "shaping.potential=\"goal-distance\"", "--set", "train.random_steps=100"])
+        .args(["--set", "train.online_steps=100", "--set", "eval.every=100", "--set", "eval.episodes=2"])
+        .arg("--runs-dir")
+        .arg(&runs)
+        .output()
+        .expect("run o2o");
+    assert!(out.status.success(), "o2o train failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    let run = std::fs::read_dir(&runs).unwrap().next().unwrap().unwrap().path();
+    let metrics = std::fs::read_to_string(run.join("metrics.jsonl")).unwrap();
+    let evals: Vec<serde_json::Value> = metrics
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v.get("eval/return").is_some())
+        .collect();
+    assert!(!evals.is_empty());
+    for e in &evals {
+        for key in ["eval/potential_start", "eval/potential_mean", "eval/potential_end", "eval/goal_distance_end"] {
+            assert!(e[key].is_f64(), "{key} missing in {e}");
+        }
+        // Φ = 1 − d/0.25 at the last state.
+        let (phi, d) = (e["eval/potential_end"].as_f64().unwrap(), e["eval/goal_distance_end"].as_f64().unwrap());
+        assert!((phi - (1.0 - d / 0.25)).abs() < 1e-5, "Φ_end {phi} vs d_end {d}");
+    }
+    let chunks = chunks(&run.join("recording.rrd"));
+    assert!(
+        chunks.iter().any(|(e, _, t)| e == "/episode/potential" && t.iter().any(|x| x == "eval_step")),
+        "no /episode/potential on eval_step: {:?}",
+        chunks.iter().map(|c| &c.0).collect::<Vec<_>>()
+    );
+    assert!(!chunks.iter().any(|(e, _, _)| e.starts_with("/episode/world/")), "a Fetch task has no 3D bodies");
+}

@@ -30,7 +30,7 @@ const ACTIONS: [f32; 3] = [-0.5, 0.0, 0.5];
 /// A small progress model over observation numbers 0..2, trained briefly on demos that walk
 /// the line x = −0.9 → 0.9 (`obs_at`), saved in `dir`.
 fn model_file(dir: &Path) -> PathBuf {
-    let views = vec![ViewSpec { name: "pos".into(), dim: 2, obs_slice: Some([0, 2]) }];
+    let views = vec![ViewSpec { name: "pos".into(), dim: 2, obs_slice: Some([0, 2]), minus: None }];
     let demos: Vec<Demo> = [40usize, 30]
         .iter()
         .enumerate()
@@ -60,7 +60,13 @@ fn model_file(dir: &Path) -> PathBuf {
 }
 
 fn shaping_config(model: &Path, fusion: Option<Fusion>) -> ShapingConfig {
-    ShapingConfig { enabled: true, model: model.to_path_buf(), mode: ShapingMode::Pbrs, gold: GoldReward::Env, fusion }
+    ShapingConfig {
+        model: Some(model.to_path_buf()),
+        mode: ShapingMode::Pbrs,
+        gold: GoldReward::Env,
+        fusion,
+        ..Default::default()
+    }
 }
 
 fn agent(algo: &str, gamma: &str) -> Box<dyn Agent> {
@@ -211,7 +217,7 @@ fn the_default_potential_is_a_function_of_the_state_only() {
         let along: Vec<f64> =
             long.iter().map(|t| s.shape(&t.obs, 0.0, &t.next_obs, false, t.truncated).unwrap().phi).collect();
         let fresh = s.shape(&long[4].obs, 0.0, &long[4].next_obs, false, true).unwrap().phi;
-        (along[4], fresh, s.potential().fusion())
+        (along[4], fresh, s.potential().progress().unwrap().fusion())
     };
     let (along, fresh, fusion) = phi_of(None);
     assert_eq!(fusion, Fusion::Backward);

@@ -118,6 +118,19 @@ pub fn record_fetch(
     seed: u64,
     source: &Path,
 ) -> Result<(D4rlDataset, Keyframes, RecordReport), RewardModelError> {
+    record_fetch_at_speed(env, task, episodes, seed, 1.0, source)
+}
+
+/// [`record_fetch`] with the controller's position commands clipped to ±`speed`
+/// ([`FetchScript::with_speed`]): slower demonstrations with more frames per sub-task.
+pub fn record_fetch_at_speed(
+    env: &mut TimeLimit<FetchEnv>,
+    task: FetchTask,
+    episodes: usize,
+    seed: u64,
+    speed: f32,
+    source: &Path,
+) -> Result<(D4rlDataset, Keyframes, RecordReport), RewardModelError> {
     let obs_dim = env.observation_space().dim();
     let mut data = D4rlDataset::empty(source.to_path_buf(), obs_dim, 4);
     let (mut stages_col, mut success_col) = (Vec::new(), Vec::new());
@@ -128,7 +141,7 @@ pub fn record_fetch(
     while keyframes.len() < episodes && attempted < 2 * episodes {
         let mut obs = env.reset(Some(seed + attempted as u64)).map_err(env_err)?;
         attempted += 1;
-        let mut script = FetchScript::new(task);
+        let mut script = FetchScript::with_speed(task, speed);
         let mut rows: Vec<(Vec<f32>, [f32; 4], f64, Vec<f32>, bool, usize, bool)> = Vec::new();
         loop {
             let action = script.act(&obs);

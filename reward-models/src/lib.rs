@@ -10,8 +10,9 @@
 //! - [`reconstruct`]: Φ from hops (incremental, forward- and backward-anchored, their mean,
 //!   the consistency-weighted update) and success detection Φ ≥ 1 − δ;
 //! - [`evaluate`]: progress curves against the label ground truth and VOC per mode;
-//! - [`potential`]: a progress model as an online run's potential, and the shaped reward
-//!   (PBRS or the naive comparison, r_gold from the env or from success detection);
+//! - [`potential`]: a progress model (or a goal task's true distance) as an online run's
+//!   potential, and the shaped reward (PBRS, or the naive and per-step progress comparisons,
+//!   r_gold from the env or from success detection);
 //! - [`shaping`]: potential-based shaping r' = r + γΦ(s') − Φ(s), the policy-invariant way to
 //!   use Φ as a dense reward;
 //! - [`demos`]: scripted Fetch demonstrations with their keyframes, D4RL datasets plus a
@@ -35,7 +36,7 @@ pub mod reconstruct;
 pub mod shaping;
 
 pub use error::RewardModelError;
-pub use potential::{GoldReward, ProgressPotential, Shaper, ShapingMode};
+pub use potential::{GoalDistance, GoldReward, Potential, ProgressPotential, Shaper, ShapingMode};
 pub use progress::{voc, Demo, ProgressModel, ProgressModelConfig, TrainReport, ViewSpec};
 pub use reconstruct::{Estimate, Fusion, Tracker};
-pub use shaping::{success_from_progress, PotentialShaping, ShapingError};
+pub use shaping::{naive_reward, progress_reward, success_from_progress, PotentialShaping, ShapingError};

@@ -46,6 +46,36 @@ pub struct ViewSpec {
     /// slice of it (needed to shape an online run from env observations).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub obs_slice: Option<[usize; 2]>,
+    /// A relative view: `obs[obs_slice] − obs[minus]` (same width), e.g. the gripper's offset
+    /// from a goal task's desired goal. Goal-conditioned tasks need one: the backward estimate
+    /// compares a state with the demos' mean final state, which holds some other episode's goal,
+    /// so absolute goal and gripper views put every such pair out of the training distribution.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minus: Option<[usize; 2]>,
+}
+
+impl ViewSpec {
+    /// The view `obs[start..end]` named `name`.
+    pub fn slice(name: &str, [start, end]: [usize; 2]) -> Self {
+        Self { name: name.into(), dim: end.saturating_sub(start), obs_slice: Some([start, end]), minus: None }
+    }
+
+    /// Append the view of the flat observation `row` to `out`; the message says what is wrong.
+    pub fn read_into(&self, row: &[f32], out: &mut Vec<f32>) -> Result<(), String> {
+        let [a, b] = self.obs_slice.ok_or_else(|| format!("view `{}` has no obs_slice", self.name))?;
+        let past = |[s, e]: [usize; 2]| {
+            format!("view `{}` reads [{s}, {e}) but the observation has {} numbers", self.name, row.len())
+        };
+        let x = row.get(a..b).ok_or_else(|| past([a, b]))?;
+        match self.minus {
+            None => out.extend_from_slice(x),
+            Some([c, d]) => {
+                let y = row.get(c..d).ok_or_else(|| past([c, d]))?;
+                out.extend(x.iter().zip(y).map(|(p, q)| p - q));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Everything that defines and trains a progress model; stored in the model file.
@@ -121,6 +151,15 @@ impl ProgressModelConfig {
                     );
                 }
             }
+            if let Some([c, d]) = v.minus {
+                if v.obs_slice.is_none() || d <= c || d - c != v.dim {
+                    return bad(
+                        &format!("views[{i}].minus"),
+                        &format!("a [start, start + {}] slice beside obs_slice", v.dim),
+                        format!("[{c}, {d}]"),
+                    );
+                }
+            }
         }
         if self.hidden.iter().any(|&h| h <= 0) {
             return bad("hidden", "positive widths", format!("{:?}", self.hidden));
@@ -172,14 +211,7 @@ impl Demo {
         let mut features = Vec::with_capacity(len * views.iter().map(|v| v.dim).sum::<usize>());
         for row in obs.chunks(obs_dim) {
             for v in views {
-                let [a, b] = v.obs_slice.ok_or_else(|| bad(format!("view `{}` has no obs_slice", v.name)))?;
-                if b > obs_dim {
-                    return Err(bad(format!(
-                        "view `{}` slice [{a}, {b}) is past the observation width {obs_dim}",
-                        v.name
-                    )));
-                }
-                features.extend_from_slice(&row[a..b]);
+                v.read_into(row, &mut features).map_err(bad)?;
             }
         }
         Ok(Self { name: name.into(), features, len, keyframes })
@@ -577,7 +609,7 @@ mod tests {
     fn config_errors_name_the_key() {
         let mut c = ProgressModelConfig::default();
         assert!(c.validate().unwrap_err().to_string().contains("`views`"));
-        c.views = vec![ViewSpec { name: "p".into(), dim: 3, obs_slice: Some([2, 4]) }];
+        c.views = vec![ViewSpec { name: "p".into(), dim: 3, obs_slice: Some([2, 4]), minus: None }];
         assert!(c.validate().unwrap_err().to_string().contains("views[0].obs_slice"));
     }
 }

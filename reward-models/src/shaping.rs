@@ -61,6 +61,26 @@ impl PotentialShaping {
     }
 }
 
+/// The naive comparison reward r_gold + Φ(s') − Φ(s): progress gained, with Φ(s') as
+/// estimated even after a true termination (`shaping.mode = "naive"`). Summed with discount γ
+/// over an episode it is −Φ(s₀) + (1 − γ) Σ_{t=1}^{T−1} γ^{t−1} Φ(s_t) + γ^{T−1} Φ(s_T) (plus
+/// the gold rewards): the last term pays for the state the episode ends in at full weight, so
+/// with an exact Φ that peaks at the goal this reward keeps the sparse task's optimum.
+pub fn naive_reward(gold: f64, phi: f64, phi_next: f64) -> f64 {
+    gold + phi_next - phi
+}
+
+/// The per-step progress reward r_gold + λ·Φ(s'), with Φ(s') := 0 after a true termination
+/// (`shaping.mode = "progress"`). Its discounted return is Σ γ^t r_gold + λ Σ_{t=1}^{T−1}
+/// γ^{t−1} Φ(s_t): the objective Robo-Dopamine shows its naive reward Φ(s') − Φ(s) amounts
+/// to, Σ γ^{t−1} Φ(s_t) (algorithms.md §5.3), with weight λ. It pays every step spent in a
+/// high-progress state and nothing after the episode ends, so where success terminates,
+/// hovering just short of it is worth λΦ/(1 − γ) against r_gold for finishing: the semantic
+/// trap, whenever λΦ > (1 − γ)·r_gold.
+pub fn progress_reward(gold: f64, phi_next: f64, terminated: bool, scale: f64) -> f64 {
+    gold + if terminated { 0.0 } else { scale * phi_next }
+}
+
 /// Dopamine-RL's automatic success signal: r_gold = 1 when the progress estimate of the next
 /// state reaches 1 − δ (δ = 0.05 in the paper), else 0.
 pub fn success_from_progress(phi_next: f64, delta: f64) -> Result<bool, ShapingError> {
@@ -87,6 +107,13 @@ mod tests {
         let s = PotentialShaping::new(0.9).unwrap();
         assert_eq!(s.bonus(0.5, 0.8, true), -0.5);
         assert!((s.bonus(0.5, 0.8, false) - (0.9 * 0.8 - 0.5)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn naive_keeps_the_next_potential_and_progress_zeroes_it_at_a_termination() {
+        assert!((naive_reward(1.0, 0.8, 1.0) - 1.2).abs() < 1e-12);
+        assert!((progress_reward(0.0, 0.8, false, 0.1) - 0.08).abs() < 1e-12);
+        assert_eq!(progress_reward(1.0, 0.95, true, 0.1), 1.0, "the absorbing state has no progress");
     }
 
     #[test]

@@ -39,10 +39,10 @@ fn scripted_push_demos_train_a_progress_model() {
 
     // Views: gripper (grip pos + fingers), object (pos), goal (desired goal).
     let views = vec![
-        ViewSpec { name: "goal".into(), dim: 3, obs_slice: Some([3, 6]) },
-        ViewSpec { name: "gripper".into(), dim: 3, obs_slice: Some([6, 9]) },
-        ViewSpec { name: "object".into(), dim: 3, obs_slice: Some([9, 12]) },
-        ViewSpec { name: "object-from-gripper".into(), dim: 3, obs_slice: Some([12, 15]) },
+        ViewSpec { name: "goal".into(), dim: 3, obs_slice: Some([3, 6]), minus: None },
+        ViewSpec { name: "gripper".into(), dim: 3, obs_slice: Some([6, 9]), minus: None },
+        ViewSpec { name: "object".into(), dim: 3, obs_slice: Some([9, 12]), minus: None },
+        ViewSpec { name: "object-from-gripper".into(), dim: 3, obs_slice: Some([12, 15]), minus: None },
     ];
     let demos = demos_from_dataset(&back, Some(&kf), &views).unwrap();
     let (train, held) = demos.split_at(20);

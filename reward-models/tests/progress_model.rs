@@ -33,8 +33,8 @@ fn demo(name: &str, waypoint: [f32; 2], goal: [f32; 2], rng: &mut ChaCha8Rng) ->
 fn config(steps: usize) -> ProgressModelConfig {
     ProgressModelConfig {
         views: vec![
-            ViewSpec { name: "position".into(), dim: 2, obs_slice: None },
-            ViewSpec { name: "holding".into(), dim: 1, obs_slice: None },
+            ViewSpec { name: "position".into(), dim: 2, obs_slice: None, minus: None },
+            ViewSpec { name: "holding".into(), dim: 1, obs_slice: None, minus: None },
         ],
         hidden: vec![64, 64],
         steps,

@@ -8,7 +8,7 @@ use o2o_reward_models::{
 use tch::Device;
 
 fn model() -> ProgressModel {
-    let views = vec![ViewSpec { name: "pos".into(), dim: 2, obs_slice: Some([1, 3]) }];
+    let views = vec![ViewSpec { name: "pos".into(), dim: 2, obs_slice: Some([1, 3]), minus: None }];
     let demo = Demo { name: "d".into(), features: (0..20).map(|i| i as f32 * 0.1).collect(), len: 10, keyframes: None };
     ProgressModel::new(ProgressModelConfig { views, hidden: vec![8], ..Default::default() }, &[demo], Device::Cpu)
         .unwrap()

@@ -159,6 +159,7 @@ impl BatchBuilder {
                         &mut obs[r * od..(r + 1) * od],
                         &mut next_obs[r * od..(r + 1) * od],
                         &mut reward[r],
+                        &mut terminal[r],
                         future,
                     );
                     // The return to go belongs to the old goal: no Cal-QL floor for this row.

@@ -13,9 +13,12 @@
 //! transition itself reached, always a success) follows the reference implementation
 //! (baselines' `her_sampler`: `future_offset` ∈ [0, T − t) on the achieved goals after each step).
 //!
-//! What is not relabelled: the terminal flag (goal tasks here never terminate on success, so a
-//! new goal changes no episode end) and the Monte-Carlo return, which is set to "pending" (−∞,
-//! Cal-QL's "no floor") on relabelled rows because the return to go belongs to the old goal.
+//! The terminal flag is relabelled only for a task whose success ends the episode
+//! ([`GoalReward::SuccessTerminal`], o2o's `Fetch*Terminal-v4`): there a relabelled row is
+//! terminal exactly when its next state reaches the new goal, as the env would have ended it.
+//! The other goal tasks never terminate, so a new goal changes no episode end and the flag is
+//! kept. Not relabelled: the Monte-Carlo return, which is set to "pending" (−∞, Cal-QL's "no
+//! floor") on relabelled rows because the return to go belongs to the old goal.
 //! Relabelling happens as a row is copied into a batch; the buffer itself is never changed, and
 //! every draw comes from the sampler's RNG, so a resumed run relabels exactly as before.
 //!
@@ -48,17 +51,38 @@ pub enum GoalReward {
     },
     /// −‖ag − g‖.
     Dense,
+    /// 1 when ‖ag − g‖ < `threshold`, which ends the episode, else 0 (the gold reward of
+    /// o2o's `Fetch*Terminal-v4`).
+    SuccessTerminal {
+        /// ε.
+        threshold: f64,
+    },
 }
 
 impl GoalReward {
     /// R(ag, g), computed in f64 from the stored f32 values.
     pub fn reward(&self, achieved: &[f32], desired: &[f32]) -> f64 {
-        let d = achieved.iter().zip(desired).map(|(a, g)| (*a as f64 - *g as f64).powi(2)).sum::<f64>().sqrt();
+        let d = distance(achieved, desired);
         match self {
             GoalReward::Sparse { threshold } => -((d > *threshold) as i32 as f64),
             GoalReward::Dense => -d,
+            GoalReward::SuccessTerminal { threshold } => (d < *threshold) as i32 as f64,
         }
     }
+
+    /// Whether the task ends when `achieved` reaches `desired`: `Some(ends)` for a task whose
+    /// success terminates, `None` for one that never terminates (the flag is then kept).
+    pub fn terminal(&self, achieved: &[f32], desired: &[f32]) -> Option<bool> {
+        match self {
+            GoalReward::SuccessTerminal { threshold } => Some(distance(achieved, desired) < *threshold),
+            GoalReward::Sparse { .. } | GoalReward::Dense => None,
+        }
+    }
+}
+
+/// ‖ag − g‖ in f64.
+fn distance(achieved: &[f32], desired: &[f32]) -> f64 {
+    achieved.iter().zip(desired).map(|(a, g)| (*a as f64 - *g as f64).powi(2)).sum::<f64>().sqrt()
 }
 
 /// HER's settings for one buffer: where the goals are, how rewards are recomputed, how often.
@@ -119,8 +143,16 @@ impl Her {
     }
 
     /// Rewrites one batch row for the goal `future_next_obs`'s achieved goal: the desired goal
-    /// of `obs` and `next_obs`, and the reward from `next_obs`'s achieved goal.
-    pub(crate) fn relabel(&self, obs: &mut [f32], next_obs: &mut [f32], reward: &mut f32, future_next_obs: &[f32]) {
+    /// of `obs` and `next_obs`, the reward from `next_obs`'s achieved goal, and, for a task
+    /// whose success terminates, the terminal flag (1 exactly when the new goal is reached).
+    pub(crate) fn relabel(
+        &self,
+        obs: &mut [f32],
+        next_obs: &mut [f32],
+        reward: &mut f32,
+        terminal: &mut f32,
+        future_next_obs: &[f32],
+    ) {
         let [a0, a1] = self.goals.achieved;
         let [d0, d1] = self.goals.desired;
         let goal = &future_next_obs[a0..a1];
@@ -128,6 +160,9 @@ impl Her {
         next_obs[d0..d1].copy_from_slice(goal);
         let r = self.reward.reward(&next_obs[a0..a1], &next_obs[d0..d1]);
         *reward = (self.scale * r + self.shift) as f32;
+        if let Some(ends) = self.reward.terminal(&next_obs[a0..a1], &next_obs[d0..d1]) {
+            *terminal = ends as u8 as f32;
+        }
     }
 }
 
@@ -155,13 +190,33 @@ mod tests {
         let g = GoalSlices { achieved: [0, 1], desired: [1, 2] };
         let her =
             Her::future(g, GoalReward::Sparse { threshold: 0.05 }, 4.0, 3).unwrap().with_reward_transform(2.0, 1.0);
-        let (mut obs, mut next, mut r) = (vec![0.0, 9.0, 7.0], vec![0.5, 9.0, 7.0], -1.0);
-        her.relabel(&mut obs, &mut next, &mut r, &[0.52, 3.0, 3.0]);
+        let (mut obs, mut next, mut r, mut term) = (vec![0.0, 9.0, 7.0], vec![0.5, 9.0, 7.0], -1.0, 0.0);
+        her.relabel(&mut obs, &mut next, &mut r, &mut term, &[0.52, 3.0, 3.0]);
         assert_eq!(obs, vec![0.0, 0.52, 7.0]);
         assert_eq!(next, vec![0.5, 0.52, 7.0]);
         assert_eq!(r, 1.0, "success (0) transformed: 2·0 + 1");
-        her.relabel(&mut obs, &mut next, &mut r, &[0.9, 3.0, 3.0]);
+        assert_eq!(term, 0.0, "a task that never terminates keeps the flag");
+        her.relabel(&mut obs, &mut next, &mut r, &mut term, &[0.9, 3.0, 3.0]);
         assert_eq!(r, -1.0, "failure (−1) transformed: 2·(−1) + 1");
+    }
+
+    /// Where success terminates (`Fetch*Terminal-v4`), a relabelled row pays 1 and is terminal
+    /// exactly when its next state reaches the new goal; a row that was terminal for its old
+    /// goal is not for a goal it misses.
+    #[test]
+    fn relabel_sets_the_terminal_flag_where_success_terminates() {
+        let g = GoalSlices { achieved: [0, 1], desired: [1, 2] };
+        let gold = GoalReward::SuccessTerminal { threshold: 0.05 };
+        assert_eq!(gold.reward(&[0.0], &[0.049]), 1.0);
+        assert_eq!(gold.reward(&[0.0], &[0.05]), 0.0, "success is d < ε, as the env's");
+        assert_eq!(gold.terminal(&[0.0], &[0.01]), Some(true));
+        assert_eq!(GoalReward::Sparse { threshold: 0.05 }.terminal(&[0.0], &[0.0]), None);
+        let her = Her::future(g, gold, 4.0, 3).unwrap();
+        let (mut obs, mut next, mut r, mut term) = (vec![0.0, 9.0, 7.0], vec![0.5, 9.0, 7.0], 0.0, 0.0);
+        her.relabel(&mut obs, &mut next, &mut r, &mut term, &[0.52, 3.0, 3.0]);
+        assert_eq!((r, term), (1.0, 1.0), "the new goal is reached: success, terminal");
+        her.relabel(&mut obs, &mut next, &mut r, &mut term, &[0.9, 3.0, 3.0]);
+        assert_eq!((r, term), (0.0, 0.0), "missed: no reward, and the episode would have gone on");
     }
 
     use crate::replay::ReplayBuffer;

@@ -25,6 +25,10 @@
 //!   × dt.
 //! - reward: sparse −(d > 0.05), dense −d, d = ‖achieved − desired‖; `info.success` = d < 0.05;
 //!   never terminates (50-step time limit in the registry).
+//! - o2o's own `Fetch*Terminal-v4` variants ([`FetchReward::SuccessTerminal`], no Python
+//!   counterpart): the same task with Robo-Dopamine's gold reward, 1 at success and 0
+//!   otherwise, and success terminates the episode (a true end: bootstrapping stops), as in
+//!   the manipulation benchmarks the paper trains on. The 50-step limit still truncates.
 //!
 //! The random stream is ours (ChaCha8, as every o2o env), so object and goal draws differ from
 //! NumPy's; parity replays our start states in the Python env.
@@ -39,6 +43,18 @@ use mujoco_rs::prelude::*;
 use rand::Rng;
 use std::path::Path;
 use std::sync::Arc;
+
+/// How a Fetch task pays and ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FetchReward {
+    /// −(d > 0.05) every step, never terminates (`Fetch*-v4`).
+    Sparse,
+    /// −d every step, never terminates (`Fetch*Dense-v4`).
+    Dense,
+    /// 1 at success (d < 0.05), which terminates the episode; 0 otherwise
+    /// (`Fetch*Terminal-v4`, o2o's own).
+    SuccessTerminal,
+}
 
 /// Which Fetch task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,11 +137,16 @@ impl FetchTask {
     }
 }
 
-/// The goal layout and reward of a Fetch task (sparse, or `dense`): what its [`EnvSpec`]'s
-/// `goal` says, for hindsight relabelling.
-pub fn fetch_goal_spec(task: FetchTask, dense: bool) -> GoalSpec {
+/// The goal layout and reward of a Fetch task: what its [`EnvSpec`]'s `goal` says, for
+/// hindsight relabelling.
+pub fn fetch_goal_spec(task: FetchTask, reward: FetchReward) -> GoalSpec {
     let layout = GoalLayout { achieved: [0, 3], desired: [3, 6], observation: [6, 6 + task.observation_len()] };
-    GoalSpec { layout, distance_threshold: DISTANCE_THRESHOLD, dense }
+    GoalSpec {
+        layout,
+        distance_threshold: DISTANCE_THRESHOLD,
+        dense: reward == FetchReward::Dense,
+        success_terminates: reward == FetchReward::SuccessTerminal,
+    }
 }
 
 /// A Fetch task running on MuJoCo 3.17.
@@ -133,7 +154,7 @@ pub struct FetchEnv {
     spec: EnvSpec,
     task: FetchTask,
     params: Params,
-    dense: bool,
+    reward: FetchReward,
     data: Data,
     observation_space: BoxSpace,
     action_space: BoxSpace,
@@ -184,14 +205,19 @@ fn id_of(model: &MjModel, kind: MjtObjBase, name: &str, xml: &str) -> Result<usi
 }
 
 impl FetchEnv {
-    /// Build `task` (sparse or `dense` reward) from the installed gymnasium-robotics assets.
-    pub fn new(spec: EnvSpec, task: FetchTask, dense: bool) -> Result<Self, EnvError> {
-        Self::from_assets_dir(spec, task, dense, &robotics_assets_dir()?)
+    /// Build `task` with `reward` from the installed gymnasium-robotics assets.
+    pub fn new(spec: EnvSpec, task: FetchTask, reward: FetchReward) -> Result<Self, EnvError> {
+        Self::from_assets_dir(spec, task, reward, &robotics_assets_dir()?)
     }
 
     /// Like [`FetchEnv::new`] with the assets in `dir`.
-    pub fn from_assets_dir(mut spec: EnvSpec, task: FetchTask, dense: bool, dir: &Path) -> Result<Self, EnvError> {
-        spec.goal = Some(fetch_goal_spec(task, dense));
+    pub fn from_assets_dir(
+        mut spec: EnvSpec,
+        task: FetchTask,
+        reward: FetchReward,
+        dir: &Path,
+    ) -> Result<Self, EnvError> {
+        spec.goal = Some(fetch_goal_spec(task, reward));
         let params = task.params();
         let path = dir.join(params.xml);
         if !path.is_file() {
@@ -236,7 +262,7 @@ impl FetchEnv {
             spec,
             task,
             params,
-            dense,
+            reward,
             data,
             observation_space: BoxSpace::unbounded(obs_dim),
             action_space: BoxSpace::new(vec![-1.0; 4], vec![1.0; 4]),
@@ -288,7 +314,7 @@ impl FetchEnv {
 
     /// Where achieved goal, desired goal and observation sit in the flat observation.
     pub fn goal_layout(&self) -> GoalLayout {
-        fetch_goal_spec(self.task, self.dense).layout
+        fetch_goal_spec(self.task, self.reward).layout
     }
 
     /// The desired goal of the current episode.
@@ -341,7 +367,7 @@ impl FetchEnv {
     /// The sparse reward of an achieved/desired goal pair (−1 or 0), as `compute_reward`; HER
     /// relabelling recomputes rewards with it.
     pub fn sparse_reward(achieved: &[f64], desired: &[f64]) -> f64 {
-        fetch_goal_spec(FetchTask::Reach, false).reward(achieved, desired)
+        fetch_goal_spec(FetchTask::Reach, FetchReward::Sparse).reward(achieved, desired)
     }
 
     /// A site's linear (`rotational = false`) or angular velocity, J·qvel with J from `mj_jacSite`.
@@ -527,8 +553,16 @@ impl Env for FetchEnv {
         let mut info = Info::default();
         info.success = Some(d < DISTANCE_THRESHOLD);
         info.set("distance", d);
-        let reward = if self.dense { -d } else { Self::sparse_reward(&obs[0..3], &obs[3..6]) };
-        Ok(Step { obs: obs.iter().map(|v| *v as f32).collect(), reward, terminated: false, truncated: false, info })
+        let (reward, terminated) = match self.reward {
+            FetchReward::Sparse => (Self::sparse_reward(&obs[0..3], &obs[3..6]), false),
+            FetchReward::Dense => (-d, false),
+            FetchReward::SuccessTerminal => {
+                let success = d < DISTANCE_THRESHOLD;
+                self.needs_reset = success;
+                ((success as i32) as f64, success)
+            }
+        };
+        Ok(Step { obs: obs.iter().map(|v| *v as f32).collect(), reward, terminated, truncated: false, info })
     }
 }
 

@@ -36,6 +36,8 @@ pub struct FetchScript {
     task: FetchTask,
     stage: Stage,
     grasp_steps: usize,
+    /// The largest |Δposition| command, in action units (1 = 0.05 m a step).
+    speed: f32,
 }
 
 fn v3(o: &[f32], at: usize) -> [f64; 3] {
@@ -55,7 +57,14 @@ fn toward(grip: [f64; 3], target: [f64; 3], gripper: f64) -> [f32; 4] {
 impl FetchScript {
     /// A controller at the start of an episode of `task`.
     pub fn new(task: FetchTask) -> Self {
-        Self { task, stage: Stage::Approach, grasp_steps: 0 }
+        Self { task, stage: Stage::Approach, grasp_steps: 0, speed: 1.0 }
+    }
+
+    /// A controller whose position commands are clipped to ±`speed` (in (0, 1]; 1 = the
+    /// env's full 0.05 m a step): slower demonstrations, with more frames between start and
+    /// success (FetchReach's full-speed script succeeds within 1–4 steps).
+    pub fn with_speed(task: FetchTask, speed: f32) -> Self {
+        Self { speed: speed.clamp(1e-3, 1.0), ..Self::new(task) }
     }
 
     /// The current stage.
@@ -73,6 +82,16 @@ impl FetchScript {
 
     /// The next action for observation `obs`; advances the stage when its goal is met.
     pub fn act(&mut self, obs: &[f32]) -> [f32; 4] {
+        let mut a = self.act_at_full_speed(obs);
+        if self.speed < 1.0 {
+            for x in &mut a[..3] {
+                *x = x.clamp(-self.speed, self.speed);
+            }
+        }
+        a
+    }
+
+    fn act_at_full_speed(&mut self, obs: &[f32]) -> [f32; 4] {
         let goal = v3(obs, 3);
         let grip = v3(obs, 6);
         match self.task {

@@ -30,7 +30,7 @@ pub use adroit::{Adroit, AdroitKind};
 pub use ant::Ant;
 pub use ant_goal::AntGoal;
 pub use antmaze::AntMaze;
-pub use fetch::{fetch_goal_spec, FetchEnv, FetchTask, GoalLayout};
+pub use fetch::{fetch_goal_spec, FetchEnv, FetchReward, FetchTask, GoalLayout};
 pub use fetch_script::{FetchScript, Stage};
 pub use half_cheetah::HalfCheetah;
 pub use hopper::Hopper;

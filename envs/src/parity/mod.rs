@@ -86,6 +86,9 @@ impl Oracle {
 
 /// The reference for each of our ids.
 pub fn reference_for(id: &str) -> Option<Reference> {
+    if crate::registry::NO_PARITY_ORACLE.contains(&id) {
+        return None;
+    }
     if id.starts_with("antmaze-") {
         let gym_id = crate::registry::known_ids().into_iter().find(|k| *k == id)?;
         return Some(Reference { gym_id, clip_action: false, compared_obs_dims: None, oracle: Oracle::D4rlAntMaze });

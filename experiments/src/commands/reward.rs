@@ -16,7 +16,7 @@ use clap::{Args, Subcommand};
 use o2o_datasets::d4rl::D4rlDataset;
 use o2o_envs::mujoco::FetchTask;
 use o2o_experiments::report::plot::{plot_curves, Line};
-use o2o_reward_models::demos::{demos_from_dataset, record_fetch, Keyframes};
+use o2o_reward_models::demos::{demos_from_dataset, record_fetch_at_speed, Keyframes};
 use o2o_reward_models::evaluate::{evaluate, EvalReport, MODES};
 use o2o_reward_models::{Demo, ProgressModel, ProgressModelConfig, ViewSpec};
 use std::path::{Path, PathBuf};
@@ -57,6 +57,11 @@ pub struct DemosArgs {
     /// Output D4RL file; the keyframes go to `<out>.keyframes.json`.
     #[arg(long)]
     pub out: PathBuf,
+    /// The scripted controller's largest position command, in (0, 1] (1 = the env's 0.05 m a
+    /// step): slower demos have more frames between start and success (FetchReach at full
+    /// speed succeeds within 1–4 steps, too few frames for the progress labels).
+    #[arg(long, default_value_t = 1.0)]
+    pub speed: f32,
 }
 
 /// Where demos come from (shared by train, eval, adapt).
@@ -165,8 +170,11 @@ fn fetch_task(id: &str) -> Result<FetchTask> {
 
 fn demos(a: DemosArgs) -> Result<()> {
     let task = fetch_task(&a.task)?;
+    if !(a.speed > 0.0 && a.speed <= 1.0) {
+        bail!("--speed {}: expected a number in (0, 1]", a.speed);
+    }
     let mut env = o2o_envs::registry::make_fetch(&a.task).with_context(|| format!("making {}", a.task))?;
-    let (data, keyframes, report) = record_fetch(&mut env, task, a.episodes, a.seed, &a.out)?;
+    let (data, keyframes, report) = record_fetch_at_speed(&mut env, task, a.episodes, a.seed, a.speed, &a.out)?;
     if report.kept < a.episodes {
         bail!("only {} of {} scripted episodes succeeded in {} tries", report.kept, a.episodes, report.attempted);
     }
@@ -184,16 +192,32 @@ fn demos(a: DemosArgs) -> Result<()> {
     Ok(())
 }
 
-/// `NAME=START:END` → a view.
+/// `NAME=START:END` → a view; `NAME=START:END-START2:END2` → the relative view
+/// obs[START..END] − obs[START2..END2] (e.g. `to-goal=0:3-3:6`, achieved − desired goal).
 fn parse_view(s: &str) -> Result<ViewSpec> {
-    let bad = || anyhow::anyhow!("--view {s}: expected NAME=START:END, e.g. gripper=6:9");
+    let bad = || anyhow::anyhow!("--view {s}: expected NAME=START:END or NAME=START:END-START2:END2, e.g. gripper=6:9");
     let (name, range) = s.split_once('=').ok_or_else(bad)?;
-    let (a, b) = range.split_once(':').ok_or_else(bad)?;
-    let (a, b): (usize, usize) = (a.trim().parse().map_err(|_| bad())?, b.trim().parse().map_err(|_| bad())?);
-    if b <= a || name.is_empty() {
+    let slice = |r: &str| -> Result<[usize; 2]> {
+        let (a, b) = r.split_once(':').ok_or_else(bad)?;
+        let (a, b): (usize, usize) = (a.trim().parse().map_err(|_| bad())?, b.trim().parse().map_err(|_| bad())?);
+        if b <= a {
+            return Err(bad());
+        }
+        Ok([a, b])
+    };
+    if name.is_empty() {
         return Err(bad());
     }
-    Ok(ViewSpec { name: name.into(), dim: b - a, obs_slice: Some([a, b]) })
+    Ok(match range.split_once('-') {
+        Some((x, y)) => {
+            let (x, y) = (slice(x)?, slice(y)?);
+            if x[1] - x[0] != y[1] - y[0] {
+                bail!("--view {s}: the two slices of a relative view must have the same width");
+            }
+            ViewSpec { minus: Some(y), ..ViewSpec::slice(name, x) }
+        }
+        None => ViewSpec::slice(name, slice(range)?),
+    })
 }
 
 /// Read every demo file with its keyframes into demos over `views` (`None`: the whole observation).
@@ -205,11 +229,7 @@ fn load(source: &DemoSource, views: Option<&[ViewSpec]>) -> Result<(Vec<Demo>, V
     let mut used: Option<Vec<ViewSpec>> = views.map(<[ViewSpec]>::to_vec);
     for path in &source.demos {
         let data = D4rlDataset::read(path).with_context(|| format!("reading demonstrations {}", path.display()))?;
-        let views = used
-            .get_or_insert_with(|| {
-                vec![ViewSpec { name: "observation".into(), dim: data.obs_dim, obs_slice: Some([0, data.obs_dim]) }]
-            })
-            .clone();
+        let views = used.get_or_insert_with(|| vec![ViewSpec::slice("observation", [0, data.obs_dim])]).clone();
         let side = source.keyframes.clone().unwrap_or_else(|| Keyframes::sidecar_of(path));
         let keyframes = if side.is_file() { Some(Keyframes::read(&side)?) } else { None };
         out.extend(demos_from_dataset(&data, keyframes.as_ref(), &views)?);
@@ -333,4 +353,24 @@ fn adapt(a: AdaptArgs) -> Result<()> {
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `NAME=A:B` is a slice, `NAME=A:B-C:D` the relative view obs[A..B] − obs[C..D] of equal
+    /// widths; anything else is refused naming the flag.
+    #[test]
+    fn views_parse_as_slices_or_differences() {
+        assert_eq!(parse_view("gripper=6:9").unwrap(), ViewSpec::slice("gripper", [6, 9]));
+        let rel = parse_view("to-goal=0:3-3:6").unwrap();
+        assert_eq!((rel.name.as_str(), rel.dim, rel.obs_slice, rel.minus), ("to-goal", 3, Some([0, 3]), Some([3, 6])));
+        let mut out = Vec::new();
+        rel.read_into(&[1.0, 2.0, 3.0, 0.5, 0.5, 0.5], &mut out).unwrap();
+        assert_eq!(out, vec![0.5, 1.5, 2.5]);
+        for bad in ["to-goal=0:3-3:5", "x=3:3", "=0:3", "x=0-3"] {
+            assert!(parse_view(bad).unwrap_err().to_string().contains("--view"), "{bad}");
+        }
+    }
 }

@@ -8,8 +8,9 @@
 
 use super::rerun_sink::EpisodeLogger;
 use super::scene::{body_poses, model_geometry};
+use super::shapes::Pose;
 use super::MetricSink;
-use o2o_envs::mujoco::MujocoEnv;
+use o2o_envs::mujoco::{Marker, MujocoEnv};
 use o2o_envs::wrappers::TimeLimit;
 use o2o_envs::{BoxSpace, Env, EnvError, EnvSpec, Step};
 use std::sync::{Arc, Mutex};
@@ -32,9 +33,35 @@ impl StepNotes {
     }
 }
 
-/// A MuJoCo env in its time limit that logs chosen episodes to an [`EpisodeLogger`].
-pub struct RecordingEnv {
-    env: TimeLimit<MujocoEnv>,
+/// What a recorded env shows besides actions and rewards: its bodies' poses and its markers
+/// (a MuJoCo task), or nothing (the Fetch tasks, recorded as actions, rewards and notes only).
+pub trait Scene: Env {
+    /// Every body's world pose, in body order (empty: no 3D scene).
+    fn poses(&self) -> Vec<Pose> {
+        Vec::new()
+    }
+    /// The task's markers (goal, ant, hand, object) in the current state.
+    fn markers(&self) -> Vec<Marker> {
+        Vec::new()
+    }
+}
+
+impl Scene for TimeLimit<MujocoEnv> {
+    fn poses(&self) -> Vec<Pose> {
+        body_poses(self.inner())
+    }
+    fn markers(&self) -> Vec<Marker> {
+        self.inner().markers()
+    }
+}
+
+impl Scene for Box<dyn Env> {}
+
+/// An env that logs chosen episodes to an [`EpisodeLogger`]: a MuJoCo task in its time limit
+/// with its moving bodies, or any env ([`RecordingEnv::plain`]) with its actions, rewards and
+/// notes (Φ, `episode/potential`) step by step.
+pub struct RecordingEnv<E: Scene = TimeLimit<MujocoEnv>> {
+    env: E,
     log: EpisodeLogger,
     /// The seed whose episodes are recorded (set by the first reset).
     record_seed: Option<Option<u64>>,
@@ -50,7 +77,14 @@ impl RecordingEnv {
     }
 }
 
-impl Env for RecordingEnv {
+impl RecordingEnv<Box<dyn Env>> {
+    /// Wrap an env without a 3D scene of ours (the Fetch tasks).
+    pub fn plain(env: Box<dyn Env>, log: EpisodeLogger, notes: StepNotes) -> Self {
+        Self { env, log, record_seed: None, recording: false, notes }
+    }
+}
+
+impl<E: Scene> Env for RecordingEnv<E> {
     fn spec(&self) -> &EnvSpec {
         self.env.spec()
     }
@@ -66,9 +100,12 @@ impl Env for RecordingEnv {
         self.recording = first == seed;
         if self.recording {
             self.log.begin_episode(None);
-            // The reset pose, with no action or reward yet.
-            self.log.set_markers(self.env.inner().markers());
-            self.log.step(&body_poses(self.env.inner()), &[], 0.0);
+            let poses = self.env.poses();
+            if !poses.is_empty() {
+                // The reset pose, with no action or reward yet.
+                self.log.set_markers(self.env.markers());
+                self.log.step(&poses, &[], 0.0);
+            }
         }
         Ok(obs)
     }
@@ -76,20 +113,24 @@ impl Env for RecordingEnv {
         let s = self.env.step(action)?;
         let values = self.notes.take();
         if self.recording {
-            self.log.set_markers(self.env.inner().markers());
-            self.log.step_with_values(&body_poses(self.env.inner()), &[], action, s.reward, values);
+            self.log.set_markers(self.env.markers());
+            self.log.step_with_values(&self.env.poses(), &[], action, s.reward, values);
         }
         Ok(s)
     }
 }
 
 /// The env to evaluate on: `id` recording its episodes when one of `sinks` offers an episode
-/// logger (a Rerun sink) and `id` is a MuJoCo task, else plain `o2o_envs::make(id)`; with the
-/// recording env, the notes it logs with each step.
+/// logger (a Rerun sink) — in 3D for a MuJoCo task, as actions, rewards and notes only for a
+/// Fetch task — else plain `o2o_envs::make(id)`; with the recording env, the notes it logs with
+/// each step.
 pub fn eval_env(id: &str, sinks: &[Box<dyn MetricSink>]) -> Result<(Box<dyn Env>, Option<StepNotes>), EnvError> {
     match sinks.iter().find_map(|s| s.episode_logger()) {
-        // Fetch tasks are not MujocoEnv tasks: evaluated unrecorded (no 3D episodes yet).
-        Some(_) if o2o_envs::registry::is_fetch(id) => Ok((o2o_envs::make(id)?, None)),
+        // Fetch tasks are not MujocoEnv tasks: no 3D bodies (yet), the step values only.
+        Some(log) if o2o_envs::registry::is_fetch(id) => {
+            let notes = StepNotes::default();
+            Ok((Box::new(RecordingEnv::plain(o2o_envs::make(id)?, log, notes.clone())), Some(notes)))
+        }
         Some(log) => {
             let notes = StepNotes::default();
             Ok((Box::new(RecordingEnv::new(o2o_envs::make_mujoco(id)?, log, notes.clone())), Some(notes)))

@@ -473,9 +473,12 @@ impl Default for CheckpointConfig {
 }
 
 /// `[shaping]`: online transitions get r' = r_gold + γΦ(s') − Φ(s) (`mode = "pbrs"`, Φ := 0
-/// after a true termination, kept at truncation, γ = the built agent's discount) or the naive
-/// r_gold + Φ(s') − Φ(s) (`mode = "naive"`, for comparison), as they are stored; Φ is a
-/// progress model from `o2o reward train`. The `[dataset]` rows are shaped the same way at
+/// after a true termination, kept at truncation, γ = the built agent's discount), or for
+/// comparison the naive r_gold + Φ(s') − Φ(s) (`mode = "naive"`) or the per-step progress
+/// reward r_gold + λΦ(s') (`mode = "progress"`, Φ := 0 after a true termination), as they are
+/// stored; Φ is a progress model from `o2o reward train` (`potential = "model"`) or the task's
+/// true goal distance 1 − d/d₀ (`potential = "goal-distance"`). A section with `enabled =
+/// false` stores the env's rewards, and its Φ is still logged along evaluation episodes. The `[dataset]` rows are shaped the same way at
 /// load (same model, γ and terminal convention, episode by episode), so every row of a mixed
 /// batch carries its F; where a dataset cannot be shaped at load (ImagineBench's), a nonzero
 /// offline share is refused naming its key. Evaluation is not shaped. Use it with
@@ -488,11 +491,24 @@ pub struct ShapingConfig {
     /// baseline of a comparison).
     #[serde(default = "default_true")]
     pub enabled: bool,
-    /// The progress-model file.
-    pub model: PathBuf,
-    /// `pbrs` or `naive`.
+    /// The progress-model file (needed with `potential = "model"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<PathBuf>,
+    /// `pbrs`, `naive` or `progress`.
     #[serde(default = "default_shaping_mode")]
     pub mode: o2o_reward_models::ShapingMode,
+    /// What Φ is: `model` (the progress model, default) or `goal-distance` (Φ = 1 − d/d₀ with d
+    /// the achieved-to-desired goal distance of a goal-conditioned env, the Fetch tasks: the
+    /// true distance to go, a ceiling for a learned Φ).
+    #[serde(default, skip_serializing_if = "PotentialKind::is_model")]
+    pub potential: PotentialKind,
+    /// d₀ of `potential = "goal-distance"`, in the goal's units (m): Φ = 0 at that distance.
+    /// Default 0.25, about FetchReach's largest initial goal distance (offsets U(−0.15, 0.15)³).
+    #[serde(default = "default_distance_scale")]
+    pub distance_scale: f64,
+    /// λ of `mode = "progress"` (r' = r_gold + λΦ(s')).
+    #[serde(default = "default_progress_scale")]
+    pub scale: f64,
     /// r_gold: `env` (the env's reward) or `success` (1 when Φ(s') ≥ 1 − δ).
     #[serde(default = "default_gold")]
     pub gold: o2o_reward_models::GoldReward,
@@ -505,11 +521,65 @@ pub struct ShapingConfig {
     pub fusion: Option<o2o_reward_models::Fusion>,
 }
 
+/// `[shaping] potential`: where Φ comes from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PotentialKind {
+    /// The progress model of `model`.
+    #[default]
+    Model,
+    /// 1 − ‖achieved − desired goal‖ / `distance_scale`, from the env's goal layout.
+    GoalDistance,
+}
+
+impl PotentialKind {
+    fn is_model(&self) -> bool {
+        *self == PotentialKind::Model
+    }
+}
+
+impl Default for ShapingConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            model: None,
+            mode: default_shaping_mode(),
+            potential: PotentialKind::Model,
+            distance_scale: default_distance_scale(),
+            scale: default_progress_scale(),
+            gold: default_gold(),
+            fusion: None,
+        }
+    }
+}
+
 impl ShapingConfig {
     /// The estimate used as Φ: `fusion`, or the Markov `backward` when unset.
     pub fn fusion(&self) -> o2o_reward_models::Fusion {
         self.fusion.unwrap_or(o2o_reward_models::Fusion::Backward)
     }
+
+    /// Checks serde cannot express: a model for `potential = "model"`, a positive d₀, a finite λ.
+    pub fn validate(&self) -> Result<()> {
+        if self.potential == PotentialKind::Model && self.model.is_none() {
+            bail!("key `shaping.model`: expected the progress-model file (potential = \"model\"), found none; or set shaping.potential = \"goal-distance\"");
+        }
+        if !(self.distance_scale.is_finite() && self.distance_scale > 0.0) {
+            bail!("key `shaping.distance_scale`: expected a distance > 0, found {}", self.distance_scale);
+        }
+        if !self.scale.is_finite() {
+            bail!("key `shaping.scale`: expected a finite number, found {}", self.scale);
+        }
+        Ok(())
+    }
+}
+
+fn default_distance_scale() -> f64 {
+    0.25
+}
+
+fn default_progress_scale() -> f64 {
+    1.0
 }
 
 fn default_true() -> bool {
@@ -709,6 +779,9 @@ impl RunConfig {
                 bail!("key `replay.her` = \"future\" with an enabled [shaping] section: HER recomputes rewards from the goals alone, which would drop the shaping term (and the progress model's goal view would see the old goal); use one or the other");
             }
         }
+        if let Some(s) = &self.shaping {
+            s.validate()?;
+        }
         if let (Some(s), Some(d)) = (&self.shaping, &self.dataset) {
             // ImagineBench rows (real and imaginary, two buffers) are loaded without the shaper:
             // shaping only the online rows of a mixed batch is not potential-based (E10).
@@ -902,6 +975,30 @@ online_steps = 100
             !c.replay.closed_episodes_only_for(false) && !c.replay.closed_episodes_only_for(true),
             "the open episode on request"
         );
+    }
+
+    /// `[shaping]`'s Φ: a model file unless `potential = "goal-distance"`, a positive d₀, a
+    /// finite λ for `mode = "progress"`; the defaults are the model, d₀ = 0.25, λ = 1.
+    #[test]
+    fn shaping_potential_and_progress_scale_are_checked() {
+        let c = resolve(&["shaping.mode=\"progress\"", "shaping.model=\"m.pt\"", "shaping.scale=0.1"]).unwrap();
+        let s = c.shaping.unwrap();
+        assert_eq!(
+            (s.mode, s.potential, s.scale, s.distance_scale),
+            (o2o_reward_models::ShapingMode::Progress, PotentialKind::Model, 0.1, 0.25)
+        );
+        let c = resolve(&["shaping.potential=\"goal-distance\"", "shaping.distance_scale=0.3"]).unwrap();
+        assert_eq!(c.shaping.unwrap().potential, PotentialKind::GoalDistance);
+        let err = format!("{:#}", resolve(&["shaping.mode=\"pbrs\""]).unwrap_err());
+        assert!(err.contains("shaping.model"), "{err}");
+        let err = format!(
+            "{:#}",
+            resolve(&["shaping.potential=\"goal-distance\"", "shaping.distance_scale=0.0"]).unwrap_err()
+        );
+        assert!(err.contains("shaping.distance_scale"), "{err}");
+        let err = format!("{:#}", resolve(&["shaping.model=\"m.pt\"", "shaping.scale=nan"]).unwrap_err());
+        assert!(err.contains("shaping.scale"), "{err}");
+        assert_eq!(ShapingConfig::default().scale, 1.0);
     }
 
     /// E10/E11: `[shaping]` defaults to the Markov (backward) potential, and refuses a share of

@@ -3,6 +3,14 @@
 //! Episode k of every evaluation is reset with the same seed (derived from the run seed and k),
 //! so evaluations differ only through the policy, and an evaluation never touches the training
 //! env or the runner's RNG (so it cannot perturb an exact resume).
+//!
+//! A run with a `[shaping]` section also follows its potential Φ along the evaluation episodes
+//! (a read-only probe: no random draw): `eval/potential_start`, `eval/potential_mean` and
+//! `eval/potential_end` (Φ of the first state, of every state, of the state the episode ended
+//! in, averaged over episodes), with `eval/goal_distance_end` (the env's `distance` at the last
+//! step, on goal tasks), and Φ(s_t) with each step of a recorded episode (`episode/potential` in
+//! Rerun). A policy that farms progress shows as a high `potential_end` with a full-length,
+//! unsuccessful episode that ends near, not at, the goal.
 
 use super::actor::{derive_seed, stream, ActionScale, AgentPolicy, Policy};
 use super::config::RunConfig;
@@ -15,6 +23,7 @@ use anyhow::{Context, Result};
 use o2o_agents::Agent;
 use o2o_datasets::ReplayBuffer;
 use o2o_envs::Env;
+use o2o_reward_models::Potential;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::path::{Path, PathBuf};
@@ -43,13 +52,37 @@ pub fn evaluate_noted(
     step: u64,
     notes: Option<&StepNotes>,
 ) -> Result<EvalResult> {
-    Ok(evaluate_per_task(env, agent, device, run_seed, episodes, step, notes)?.0)
+    Ok(evaluate_per_task(env, agent, device, run_seed, episodes, step, notes, None)?.0)
+}
+
+/// Φ along one evaluation episode.
+#[derive(Default)]
+struct PotentialTrace {
+    start: f64,
+    sum: f64,
+    count: usize,
+    last: f64,
+    /// The env's `distance` (goal tasks) at the episode's last step.
+    distance_end: Option<f64>,
+}
+
+impl PotentialTrace {
+    fn push(&mut self, phi: f64) {
+        if self.count == 0 {
+            self.start = phi;
+        }
+        self.sum += phi;
+        self.count += 1;
+        self.last = phi;
+    }
 }
 
 /// [`evaluate_noted`], with the success rate of each task of a multi-task env (episodes whose
 /// last step names its task, `Info::task` = `<level>/<task>`): `eval/success/<level>/<task>`
 /// over that task's episodes and `eval/success/<level>` over the level's, sorted by key (none
-/// for single-task envs). This is ImagineBench's per-level, per-task report.
+/// for single-task envs). This is ImagineBench's per-level, per-task report. With `potential`,
+/// Φ along the episodes too (`eval/potential_start`, `_mean`, `_end`; `potential` in the notes).
+#[allow(clippy::too_many_arguments)]
 pub fn evaluate_per_task(
     env: &mut dyn Env,
     agent: &mut dyn Agent,
@@ -58,6 +91,7 @@ pub fn evaluate_per_task(
     episodes: usize,
     step: u64,
     notes: Option<&StepNotes>,
+    mut potential: Option<&mut Potential>,
 ) -> Result<(EvalResult, Vec<(String, f64)>)> {
     let mut by_key: std::collections::BTreeMap<String, Vec<f64>> = std::collections::BTreeMap::new();
     let scale = ActionScale::new(env.action_space(), &env.spec().id)?;
@@ -65,28 +99,40 @@ pub fn evaluate_per_task(
     let mut returns = Vec::with_capacity(episodes);
     let mut lengths = Vec::with_capacity(episodes);
     let mut successes = Vec::new();
+    let mut traces = Vec::new();
     for k in 0..episodes {
         let mut obs = env
             .reset(Some(derive_seed(run_seed, stream::EVAL_EPISODE, k as u64)))
             .with_context(|| format!("resetting {} for evaluation", env.spec().id))?;
         let (mut ret, mut len) = (0.0, 0u64);
+        let mut trace = PotentialTrace::default();
+        let mut phi = match potential.as_deref_mut() {
+            Some(p) => Some(p.reset(&obs).context("Φ of an evaluation episode's first state")?),
+            None => None,
+        };
         loop {
             let action = policy.act(&obs)?;
+            if let Some(phi) = phi {
+                trace.push(phi);
+            }
             if let Some(n) = notes {
-                n.set(
-                    policy
-                        .agent
-                        .act_info()
-                        .into_iter()
-                        .filter_map(|(k, v)| v.first().map(|x| (k.to_string(), *x as f64)))
-                        .collect(),
-                );
+                let mut values: Vec<(String, f64)> = policy
+                    .agent
+                    .act_info()
+                    .into_iter()
+                    .filter_map(|(k, v)| v.first().map(|x| (k.to_string(), *x as f64)))
+                    .collect();
+                values.extend(phi.map(|p| ("potential".to_string(), p)));
+                n.set(values);
             }
             let s = env
                 .step(&scale.to_env(&action))
                 .with_context(|| format!("stepping {} in evaluation", env.spec().id))?;
             ret += s.reward;
             len += 1;
+            if let Some(p) = potential.as_deref_mut() {
+                phi = Some(p.step(&s.obs).context("Φ along an evaluation episode")?);
+            }
             if s.done() {
                 if let Some(ok) = s.info.success {
                     let v = if ok { 1.0 } else { 0.0 };
@@ -98,9 +144,16 @@ pub fn evaluate_per_task(
                         }
                     }
                 }
+                if let Some(phi) = phi {
+                    trace.push(phi);
+                    trace.distance_end = s.info.get("distance");
+                }
                 break;
             }
             obs = s.obs;
+        }
+        if trace.count > 0 {
+            traces.push(trace);
         }
         returns.push(ret);
         lengths.push(len as f64);
@@ -117,7 +170,18 @@ pub fn evaluate_per_task(
         normalized_score,
         success_rate: (!successes.is_empty()).then(|| mean(&successes)),
     };
-    Ok((result, by_key.into_iter().map(|(k, v)| (k, mean(&v))).collect()))
+    let mut extra: Vec<(String, f64)> = by_key.into_iter().map(|(k, v)| (k, mean(&v))).collect();
+    if !traces.is_empty() {
+        let of = |f: fn(&PotentialTrace) -> f64| mean(&traces.iter().map(f).collect::<Vec<_>>());
+        extra.push(("eval/potential_start".into(), of(|t| t.start)));
+        extra.push(("eval/potential_mean".into(), of(|t| t.sum / t.count as f64)));
+        extra.push(("eval/potential_end".into(), of(|t| t.last)));
+        let distances: Vec<f64> = traces.iter().filter_map(|t| t.distance_end).collect();
+        if !distances.is_empty() {
+            extra.push(("eval/goal_distance_end".into(), mean(&distances)));
+        }
+    }
+    Ok((result, extra))
 }
 
 /// Evaluate a run's checkpoint (`o2o eval`): the run's agent loaded from `checkpoint` (`step-N`,
@@ -146,6 +210,8 @@ pub(super) struct EvalHooks<'a> {
     pub(super) on_eval: Option<&'a mut OnEval<'a>>,
     /// Where the agent's per-step choices go for the recorded evaluation episode.
     pub(super) notes: Option<crate::logging::StepNotes>,
+    /// The `[shaping]` Φ, followed along evaluation episodes.
+    pub(super) potential: Option<Potential>,
 }
 
 /// Evaluate the run's agent ([`evaluate_per_task`]), log under `eval/`, remember the last and
@@ -159,8 +225,16 @@ pub(super) fn evaluate_run(
     logger: &mut Logger,
     hooks: &mut EvalHooks,
 ) -> Result<EvalResult> {
-    let (r, per_task) =
-        evaluate_per_task(env, agent, device, config.seed, config.eval.episodes, state.step, hooks.notes.as_ref())?;
+    let (r, per_task) = evaluate_per_task(
+        env,
+        agent,
+        device,
+        config.seed,
+        config.eval.episodes,
+        state.step,
+        hooks.notes.as_ref(),
+        hooks.potential.as_mut(),
+    )?;
     let mut values = r.values();
     values.extend(per_task.iter().map(|(k, v)| (k.as_str(), *v)));
     logger.log(state.grad_step, state.env_step, &values)?;

@@ -43,8 +43,13 @@ pub fn her_for(config: &RunConfig, spec: &EnvSpec, obs_dim: usize, reward: Rewar
                 );
             };
             let goals = GoalSlices { achieved: goal.layout.achieved, desired: goal.layout.desired };
-            let r =
-                if goal.dense { GoalReward::Dense } else { GoalReward::Sparse { threshold: goal.distance_threshold } };
+            let r = if goal.success_terminates {
+                GoalReward::SuccessTerminal { threshold: goal.distance_threshold }
+            } else if goal.dense {
+                GoalReward::Dense
+            } else {
+                GoalReward::Sparse { threshold: goal.distance_threshold }
+            };
             let her = Her::future(goals, r, config.replay.her_k, obs_dim)?;
             Ok(Some(her.with_reward_transform(reward.scale, reward.shift)))
         }

@@ -199,7 +199,7 @@ pub(super) fn run(
     sinks.extend(extra_sinks);
     let mut logger = Logger::new(sinks);
     let progress = Progress::new(total, state.step, progress);
-    let mut hooks = EvalHooks { on_eval: on_eval.take(), notes };
+    let mut hooks = EvalHooks { on_eval: on_eval.take(), notes, potential: None };
     agent.set_phase(Phase::Online);
     // The dataset's statistics, when the agent normalizes with them (Uni-O4).
     if let Some(o) = &offline {

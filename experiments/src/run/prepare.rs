@@ -24,7 +24,7 @@ use o2o_datasets::d4rl::D4rlDataset;
 use o2o_datasets::mc_returns::McConfig;
 use o2o_datasets::ReplayBuffer;
 use o2o_envs::Env;
-use o2o_reward_models::Shaper;
+use o2o_reward_models::{Potential, Shaper};
 use std::path::{Path, PathBuf};
 use tch::{Device, Kind, Tensor};
 
@@ -138,6 +138,9 @@ pub struct Prepared<'a> {
     pub(super) recorder: Option<Recorder>,
     /// The `[shaping]` reward of online transitions (the dataset's rows were shaped at load).
     pub(super) shaper: Option<Shaper>,
+    /// The `[shaping]` Φ (enabled or not), followed along evaluation episodes of a run that
+    /// steps an env.
+    pub(super) eval_potential: Option<Potential>,
     pub(super) state: RunnerState,
     pub(super) on_eval: Option<&'a mut OnEval<'a>>,
     pub(super) on_checkpoint: Option<&'a mut OnCheckpoint<'a>>,
@@ -186,8 +189,14 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
     // `[shaping]`: one shaper, with the built agent's discount (E12), for the online rows and
     // for the dataset's rows at load (E10), so every row of a mixed batch carries its F.
     let mut shaper = match &config.shaping {
-        Some(s) if s.enabled && (needs_env || needs_data) => Some(shaping::shaper(s, &*agent, obs_dim)?),
+        Some(s) if s.enabled && (needs_env || needs_data) => {
+            Some(shaping::shaper_for_goal(s, &*agent, obs_dim, eval_env.spec().goal.as_ref())?)
+        }
         _ => None,
+    };
+    let eval_potential = match needs_env {
+        true => shaping::eval_potential(config.shaping.as_ref(), obs_dim, eval_env.spec().goal.as_ref())?,
+        false => None,
     };
     // Offline data, with its reward transform (which online rewards get too), and its MC
     // returns (for Cal-QL, and for diagnostics). A run that trains on online data only still
@@ -350,6 +359,7 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
         interventions,
         recorder,
         shaper,
+        eval_potential,
         state,
         on_eval: hooks.on_eval,
         on_checkpoint: hooks.on_checkpoint,

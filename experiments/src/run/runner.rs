@@ -94,6 +94,7 @@ impl Prepared<'_> {
             mut interventions,
             mut recorder,
             mut shaper,
+            eval_potential,
             mut state,
             mut on_eval,
             mut on_checkpoint,
@@ -122,7 +123,7 @@ impl Prepared<'_> {
         let progress = Progress::new(total, state.step, progress);
         let mut last_episode_return = None;
         let mut shaped_episode = ShapedEpisode::default();
-        let mut hooks = EvalHooks { on_eval: on_eval.take(), notes };
+        let mut hooks = EvalHooks { on_eval: on_eval.take(), notes, potential: eval_potential };
 
         // The offline→online switch: the first env step after offline training (step 0 for a run
         // that starts from an offline parent or learns online from scratch).

@@ -12,35 +12,91 @@
 //! Works with every off-policy agent: the agent only ever sees the stored rewards. The shaper
 //! restarts at every episode end, and the runner checkpoints online phases only at episode
 //! ends, so resuming a shaped run is exact.
+//!
+//! Φ is the progress model (`potential = "model"`) or, on a goal-conditioned env, the true
+//! distance potential 1 − d/d₀ (`potential = "goal-distance"`, [`GoalDistance`]). The run's Φ
+//! is also followed along evaluation episodes ([`eval_potential`]; `eval/potential_*`), with
+//! `enabled = false` too, so a sparse baseline's evaluations show the same Φ.
 
 use super::actor::{Transition, TransitionSink};
-use super::config::ShapingConfig;
+use super::config::{PotentialKind, ShapingConfig};
 use anyhow::{bail, Context, Result};
 use o2o_agents::Agent;
 use o2o_datasets::Transitions;
-use o2o_reward_models::{ProgressModel, ProgressPotential, Shaper};
+use o2o_envs::GoalSpec;
+use o2o_reward_models::{GoalDistance, Potential, ProgressModel, ProgressPotential, Shaper};
 use tch::Device;
 
 /// The shaper for `config` with the discount of the built `agent` (the one its TD targets use:
 /// shaping with any other γ is not potential-based for it), checked against the env's
-/// observation width. Fails, naming `[shaping]`, for an agent that has no discount.
+/// observation width. Fails, naming `[shaping]`, for an agent that has no discount. A
+/// `potential = "goal-distance"` section needs the env's goal layout: [`shaper_for_goal`].
 pub fn shaper(config: &ShapingConfig, agent: &dyn Agent, obs_dim: usize) -> Result<Shaper> {
+    shaper_for_goal(config, agent, obs_dim, None)
+}
+
+/// [`shaper`] on an env whose goal layout is `goal` (the Fetch tasks), which
+/// `potential = "goal-distance"` reads.
+pub fn shaper_for_goal(
+    config: &ShapingConfig,
+    agent: &dyn Agent,
+    obs_dim: usize,
+    goal: Option<&GoalSpec>,
+) -> Result<Shaper> {
     let Some(gamma) = agent.gamma() else {
         bail!(
             "[shaping] needs the learner's discount γ, but algorithm `{}` has none (it learns no value function)",
             agent.name()
         );
     };
-    let model = ProgressModel::load(&config.model, Device::Cpu)
-        .with_context(|| format!("[shaping] model = {}", config.model.display()))?;
-    for v in &model.config().views {
-        match v.obs_slice {
-            Some([_, b]) if b <= obs_dim => {}
-            other => bail!("[shaping] model {}: view `{}` reads {:?} of the observation, but the env's observation has {obs_dim} numbers", config.model.display(), v.name, other),
+    let potential = potential(config, obs_dim, goal)?;
+    Ok(Shaper::new(potential, config.mode, config.gold, gamma)?.with_progress_scale(config.scale)?)
+}
+
+/// The run's Φ, fresh (no episode in progress): the progress model of `config.model`, checked
+/// against the env's observation width, or the goal distance of `goal`.
+pub fn potential(config: &ShapingConfig, obs_dim: usize, goal: Option<&GoalSpec>) -> Result<Potential> {
+    match config.potential {
+        PotentialKind::Model => {
+            let path = config.model.as_ref().context("key `shaping.model`: a progress-model file is needed")?;
+            let model = ProgressModel::load(path, Device::Cpu)
+                .with_context(|| format!("[shaping] model = {}", path.display()))?;
+            for v in &model.config().views {
+                let fits = |s: Option<[usize; 2]>| s.is_some_and(|[_, b]| b <= obs_dim);
+                if !fits(v.obs_slice) || (v.minus.is_some() && !fits(v.minus)) {
+                    bail!("[shaping] model {}: view `{}` reads {:?} (minus {:?}) of the observation, but the env's observation has {obs_dim} numbers", path.display(), v.name, v.obs_slice, v.minus);
+                }
+            }
+            Ok(ProgressPotential::new(model, Some(config.fusion()))?.into())
+        }
+        PotentialKind::GoalDistance => {
+            let Some(g) = goal else {
+                bail!("key `shaping.potential` = \"goal-distance\" needs a goal-conditioned env (achieved and desired goals in the observation, e.g. FetchReach-v4), but this env has no goal layout");
+            };
+            Ok(GoalDistance::new(g.layout.achieved, g.layout.desired, config.distance_scale)?.into())
         }
     }
-    let potential = ProgressPotential::new(model, Some(config.fusion()))?;
-    Ok(Shaper::new(potential, config.mode, config.gold, gamma)?)
+}
+
+/// Φ to follow along evaluation episodes: the run's `[shaping]` potential, enabled or not.
+/// `None` without a section; for a disabled section whose Φ cannot be built (a model file that
+/// is not there), `None` with a note, since nothing is trained on it.
+pub fn eval_potential(
+    config: Option<&ShapingConfig>,
+    obs_dim: usize,
+    goal: Option<&GoalSpec>,
+) -> Result<Option<Potential>> {
+    let Some(c) = config else { return Ok(None) };
+    match potential(c, obs_dim, goal) {
+        Ok(p) => Ok(Some(p)),
+        Err(e) if !c.enabled => {
+            eprintln!(
+                "note: [shaping] is disabled and its Φ cannot be built ({e:#}); evaluations log no eval/potential_*"
+            );
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// The shaped reward of every row of a dataset, as an online row with the same transition gets

@@ -35,8 +35,10 @@ pub enum Which {
     /// Cal-QL fine-tuning with and without SERA's bonus, from the same offline checkpoint per
     /// seed, on one preset's data and budget.
     SeraAblation(sera_ablation::AblationArgs),
-    /// RLPD fine-tuning from scripted demos with the sparse reward, the naive progress reward
-    /// and PBRS on a learned progress model Φ, over seeds: success rate against env steps.
+    /// Dopamine-style shaping over seeds: RLPD from scripted FetchPush demos with the sparse
+    /// reward, the naive progress reward and PBRS (`--task fetch-push`), or the semantic trap on
+    /// FetchReach with success terminating (`--task fetch-reach-trap`: sparse + HER, per-step
+    /// progress, PBRS with the learned and the true Φ; success rate and episode length).
     Dopamine(dopamine::DopamineArgs),
     /// Uni-O4 offline → online against IQL → IQL on the same data and PPO from scratch, on the
     /// same env-step budget: the dip at the hand-over, the final score and AM-Q's ranking.
