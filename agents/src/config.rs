@@ -101,6 +101,24 @@ impl AgentConfig {
         matches!(self, AgentConfig::Ppo(_) | AgentConfig::Unio4(_))
     }
 
+    /// The discount γ of the agent this config builds, the one [`Agent::gamma`] of the built agent
+    /// reports: its TD targets' (off-policy agents), its returns' and GAE's (PPO), the online
+    /// PPO's (Uni-O4, whose built agent is that PPO); `None` for BC, which learns no value.
+    pub fn gamma(&self) -> Option<f64> {
+        Some(match self {
+            AgentConfig::Sac(c) | AgentConfig::Rlpd(RlpdConfig(c)) => c.gamma,
+            AgentConfig::Iql(c) => c.gamma,
+            AgentConfig::Cql(c) | AgentConfig::Calql(CalQlConfig { cql: c, .. }) => c.sac.gamma,
+            AgentConfig::Wsrl(c) => c.calql.cql.sac.gamma,
+            AgentConfig::Famo2oIql(c) => c.gamma,
+            AgentConfig::Famo2oCql(c) => c.gamma,
+            AgentConfig::Ppo(c) => c.gamma,
+            AgentConfig::Unio4(c) => c.online_config().gamma,
+            AgentConfig::Td3bc(c) => c.gamma,
+            AgentConfig::Bc(_) => return None,
+        })
+    }
+
     /// Whether every training batch must carry `mc_return` (Monte-Carlo returns-to-go, in the
     /// rewards the agent sees): Cal-QL's floor.
     pub fn needs_mc_returns(&self) -> bool {
@@ -201,6 +219,22 @@ mod tests {
         assert!(AgentConfig::from_toml(bad).is_err());
     }
 
+    /// Every algorithm's γ, set away from its default where the algorithm keeps it, is what
+    /// [`AgentConfig::gamma`] reports and what the built agent discounts with.
+    #[test]
+    fn gamma_is_the_built_agents_discount() {
+        let top = "gamma = 0.9";
+        let all = ["sac", "iql", "cql", "calql", "rlpd", "wsrl", "famo2o-iql", "famo2o-cql", "ppo", "td3bc"];
+        let cases = all.iter().map(|a| (*a, top)).chain([("unio4", "online = { gamma = 0.9 }")]);
+        for (algo, gamma) in cases {
+            let c = AgentConfig::from_toml(toml::from_str(&format!("algo = {algo:?}\n{gamma}\n")).unwrap()).unwrap();
+            assert_eq!(c.gamma(), Some(0.9), "{algo}");
+            assert_eq!(build(&c, 4, 2, Device::Cpu, 0).unwrap().gamma(), Some(0.9), "{algo}");
+        }
+        let bc = AgentConfig::Bc(BcConfig::default());
+        assert_eq!((bc.gamma(), build(&bc, 4, 2, Device::Cpu, 0).unwrap().gamma()), (None, None));
+    }
+
     #[test]
     fn build_every_algorithm_and_round_trip_its_toml() {
         let all = [
@@ -224,6 +258,7 @@ mod tests {
             assert_eq!(c.needs_mc_returns(), c.algo() == "calql");
             let a = build(&c, 4, 2, Device::Cpu, 0).unwrap();
             assert_eq!(a.name(), c.algo());
+            assert_eq!(a.gamma(), c.gamma(), "{}: the config's γ is the built agent's", c.algo());
         }
     }
 }

@@ -594,7 +594,7 @@ mod tests {
     use o2o_envs::Env;
 
     fn config(toml: &str) -> RunConfig {
-        toml::from_str(toml).unwrap()
+        RunConfig::from_toml_str(toml, "test").unwrap()
     }
 
     const WSRL: &str = r#"

@@ -61,9 +61,49 @@ pub struct RunConfig {
     /// for `imaginebench-mujoco-*` envs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub imaginebench: Option<ImagineBenchRunConfig>,
-    /// The algorithm's hyperparameters (the agents crate's config for `algo`).
-    #[serde(default)]
-    pub agent: toml::Table,
+    /// The algorithm's hyperparameters: the agents crate's config for `algo`, parsed once when
+    /// the config is resolved, with every default filled in and validated, so nothing parses
+    /// `[agent]` again. Written as the `[agent]` table without its `algo` tag (the top-level
+    /// `algo` names the algorithm): see [`agent_table`].
+    #[serde(with = "agent_table")]
+    pub agent: AgentConfig,
+}
+
+/// How [`RunConfig::agent`] is written and read. The agents crate's [`AgentConfig`] is tagged by
+/// `algo` inside its table, but a run config carries `algo` once, at the top, so `[agent]` is
+/// written without the tag. A field's deserializer sees no other field, so
+/// [`RunConfig::from_table`] copies the top-level `algo` into `[agent]` before serde reads it
+/// (`tag_agent_table`); a table without the tag is refused with a message saying so.
+///
+/// This is the smallest form that keeps the parsed config in the struct: the written
+/// `config.toml` is byte for byte the one of a run config that held `[agent]` as a raw table
+/// (`every_preset_writes_the_config_toml_of_its_fixture`), and `--set agent.x=…` overrides keep
+/// working on the table before it is parsed.
+mod agent_table {
+    use o2o_agents::AgentConfig;
+    use serde::de::Error as _;
+    use serde::ser::Error as _;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(agent: &AgentConfig, s: S) -> Result<S::Ok, S::Error> {
+        let mut table = match agent.to_toml().map_err(S::Error::custom)? {
+            toml::Value::Table(t) => t,
+            other => return Err(S::Error::custom(format!("the agent config is a {}, not a table", other.type_str()))),
+        };
+        table.remove("algo");
+        table.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<AgentConfig, D::Error> {
+        let table = toml::Table::deserialize(d)?;
+        let Some(algo) = table.get("algo").and_then(|a| a.as_str()).map(str::to_string) else {
+            return Err(D::Error::custom(
+                "section [agent] needs the run's `algo`: read a run config with RunConfig::from_table or from_toml_str",
+            ));
+        };
+        AgentConfig::from_toml(toml::Value::Table(table))
+            .map_err(|e| D::Error::custom(format!("section [agent] for algo {algo:?}: {e}")))
+    }
 }
 
 /// `[imaginebench]`: how the ImagineBench env of a run shows instructions.
@@ -551,38 +591,15 @@ impl RunConfig {
 
     /// [`RunConfig::from_table`] for a config whose step counts are still to be set (a
     /// [`Run`](super::builder::Run) before `fit` or `fit_online`): every check but "has steps".
-    pub fn from_table_without_steps(table: toml::Table, origin: &str) -> Result<Self> {
-        let mut config: RunConfig =
-            toml::Value::Table(table).try_into().with_context(|| format!("invalid config in {origin}"))?;
-        config.validate_values().with_context(|| format!("invalid config in {origin}"))?;
-        let agent = config.agent_config().with_context(|| format!("invalid config in {origin}"))?;
-        let mut full = match agent.to_toml()? {
-            toml::Value::Table(t) => t,
-            other => bail!("the agent config serialized to a {}, not a table", other.type_str()),
-        };
-        full.remove("algo");
-        config.agent = full;
-        if agent.is_on_policy() {
-            config.check_on_policy().with_context(|| format!("invalid config in {origin}"))?;
+    pub fn from_table_without_steps(mut table: toml::Table, origin: &str) -> Result<Self> {
+        let invalid = || format!("invalid config in {origin}");
+        tag_agent_table(&mut table).with_context(invalid)?;
+        let config: RunConfig = toml::Value::Table(table).try_into().with_context(invalid)?;
+        config.validate_values().with_context(invalid)?;
+        if config.agent.is_on_policy() {
+            config.check_on_policy().with_context(invalid)?;
         }
         Ok(config)
-    }
-
-    /// The algorithm's config: `[agent]` tagged with `algo`, checked by the agents crate
-    /// (unknown keys and bad values are errors naming the key).
-    pub fn agent_config(&self) -> Result<AgentConfig> {
-        let mut t = self.agent.clone();
-        match t.get("algo") {
-            Some(toml::Value::String(a)) if *a != self.algo => {
-                bail!("key `agent.algo` is {a:?} but `algo` is {:?}; set only `algo`", self.algo)
-            }
-            _ => {}
-        }
-        t.insert("algo".into(), toml::Value::String(self.algo.clone()));
-        let cfg = AgentConfig::from_toml(toml::Value::Table(t))
-            .with_context(|| format!("section [agent] for algo {:?}", self.algo))?;
-        cfg.validate().with_context(|| format!("section [agent] for algo {:?}", self.algo))?;
-        Ok(cfg)
     }
 
     /// Read `config.toml` from a run directory.
@@ -632,7 +649,7 @@ impl RunConfig {
                 self.algo
             );
         }
-        if self.algo == "unio4" && self.dataset.is_none() {
+        if matches!(self.agent, AgentConfig::Unio4(_)) && self.dataset.is_none() {
             bail!("algo `unio4` trains offline on a dataset first: add a [dataset] section");
         }
         let r = &self.rollout;
@@ -651,7 +668,8 @@ impl RunConfig {
     fn check_has_steps(&self) -> Result<()> {
         let t = &self.train;
         // Uni-O4's offline stages count their own steps in [agent]: an offline-only run is one.
-        if t.offline_steps + t.random_steps + t.warmup_steps + t.online_steps == 0 && self.algo != "unio4" {
+        let unio4 = matches!(self.agent, AgentConfig::Unio4(_));
+        if t.offline_steps + t.random_steps + t.warmup_steps + t.online_steps == 0 && !unio4 {
             bail!("the run has no steps: set train.offline_steps or train.online_steps");
         }
         Ok(())
@@ -659,6 +677,10 @@ impl RunConfig {
 
     /// [`RunConfig::validate`] without the step check.
     fn validate_values(&self) -> Result<()> {
+        if self.agent.algo() != self.algo {
+            bail!("key `algo` is {:?} but [agent] holds the config of {:?}", self.algo, self.agent.algo());
+        }
+        self.agent.validate().with_context(|| format!("section [agent] for algo {:?}", self.algo))?;
         let t = &self.train;
         if t.batch_size == 0 {
             bail!("key `train.batch_size`: expected at least 1, found 0");
@@ -766,6 +788,26 @@ impl RunConfig {
     }
 }
 
+/// Copy the top-level `algo` into `[agent]` (made when absent), where the agents crate's tagged
+/// [`AgentConfig`] reads it ([`agent_table`]). `agent.algo` may repeat `algo`, not contradict it.
+/// Without a string `algo` the table is left as it is, for serde to name what is wrong.
+fn tag_agent_table(table: &mut toml::Table) -> Result<()> {
+    let Some(algo) = table.get("algo").and_then(|a| a.as_str()).map(str::to_string) else {
+        return Ok(());
+    };
+    let toml::Value::Table(agent) = table.entry("agent").or_insert_with(|| toml::Value::Table(toml::Table::new()))
+    else {
+        return Ok(());
+    };
+    if let Some(toml::Value::String(a)) = agent.get("algo") {
+        if *a != algo {
+            bail!("key `agent.algo` is {a:?} but `algo` is {algo:?}; set only `algo`");
+        }
+    }
+    agent.insert("algo".into(), toml::Value::String(algo));
+    Ok(())
+}
+
 /// Apply `key=value` overrides to a config table. `key` is a dotted path (`train.online_steps`,
 /// `agent.actor_lr`); `value` is a TOML value (`3e-4`, `true`, `"x"`, `[256, 256]`), and a bare
 /// word that is not valid TOML is taken as a string (`env=Hopper-v5`). Whether the key exists is
@@ -846,7 +888,8 @@ online_steps = 100
         assert_eq!(c.train.online_steps, 2000);
         assert_eq!(c.seed, 7);
         assert_eq!(c.env, "Hopper-v5");
-        assert_eq!(c.agent["actor_lr"].as_float(), Some(1e-4));
+        let AgentConfig::Sac(sac) = &c.agent else { panic!("not sac") };
+        assert_eq!(sac.actor_lr, 1e-4);
         assert!(c.eval.at_start);
     }
 
@@ -951,15 +994,34 @@ online_steps = 100
     #[test]
     fn agent_section_is_checked_and_completed() {
         let c = resolve(&["agent.tau=0.01"]).unwrap();
-        assert_eq!(c.agent["tau"].as_float(), Some(0.01));
-        assert_eq!(c.agent["gamma"].as_float(), Some(0.99), "defaults are filled in");
-        assert!(!c.agent.contains_key("algo"));
+        let AgentConfig::Sac(sac) = &c.agent else { panic!("not sac") };
+        assert_eq!(sac.tau, 0.01);
+        assert_eq!(c.agent.gamma(), Some(0.99), "defaults are filled in");
+        let written: toml::Table = c.to_toml_string().unwrap().parse().unwrap();
+        let agent = written["agent"].as_table().unwrap();
+        assert_eq!(agent["gamma"].as_float(), Some(0.99), "defaults are written");
+        assert!(!agent.contains_key("algo"), "the top-level `algo` names the algorithm");
+        let c = resolve(&["agent.algo=sac"]).unwrap();
+        assert_eq!(c.agent.algo(), "sac", "agent.algo may repeat algo");
         let err = format!("{:#}", resolve(&["agent.expectile=0.7"]).unwrap_err());
         assert!(err.contains("expectile"), "{err}");
         let err = format!("{:#}", resolve(&["algo=ppx"]).unwrap_err());
         assert!(err.contains("ppx"), "{err}");
         let err = format!("{:#}", resolve(&["agent.algo=iql"]).unwrap_err());
         assert!(err.contains("agent.algo"), "{err}");
+        let err = format!("{:#}", resolve(&["agent.actor_lr=-1.0"]).unwrap_err());
+        assert!(err.contains("actor_lr") && err.contains("section [agent]"), "{err}");
+        let err = format!("{:#}", resolve(&["agent=3"]).unwrap_err());
+        assert!(err.contains("agent"), "{err}");
+    }
+
+    /// serde alone cannot read `[agent]` without the run's `algo` (a field sees no sibling), so
+    /// deserializing config text directly says where to read it instead.
+    #[test]
+    fn reading_without_from_table_names_the_way_to_read() {
+        let text = resolve(&[]).unwrap().to_toml_string().unwrap();
+        let err = toml::from_str::<RunConfig>(&text).unwrap_err().to_string();
+        assert!(err.contains("RunConfig::from_table"), "{err}");
     }
 
     #[test]

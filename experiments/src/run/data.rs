@@ -8,6 +8,7 @@ use super::config::{DatasetConfig, RunConfig};
 use super::learner::{RewardTransform, Source};
 use super::rundir::DatasetInfo;
 use anyhow::{bail, Context, Result};
+use o2o_agents::AgentConfig;
 use o2o_datasets::d4rl::{BuildOptions, D4rlDataset};
 use o2o_datasets::mc_returns::{returns_to_go, McConfig};
 use o2o_datasets::scores::RewardPreset;
@@ -62,10 +63,17 @@ impl OfflineData {
     }
 }
 
+/// The discount of a run's Monte-Carlo returns (the dataset's and the replay buffer's): the
+/// agent's γ ([`AgentConfig::gamma`]). BC learns no value; its returns, which only the
+/// diagnostics read, take the customary 0.99.
+pub fn returns_gamma(agent: &AgentConfig) -> f32 {
+    agent.gamma().unwrap_or(0.99) as f32
+}
+
 /// How Monte-Carlo returns are computed when the run's algorithm needs them (Cal-QL): the rule
 /// of [`dataset_mc_config`]; `None` otherwise.
 pub fn mc_config(config: &RunConfig, gamma: f32) -> Result<Option<McConfig>> {
-    if !config.agent_config()?.needs_mc_returns() {
+    if !config.agent.needs_mc_returns() {
         return Ok(None);
     }
     dataset_mc_config(config, gamma).map(Some)

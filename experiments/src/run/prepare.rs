@@ -104,8 +104,7 @@ fn custom_env_hint(id: &str) -> String {
 
 /// Build the agent a config describes, on `device`, seeded from the run seed.
 pub fn build_agent(config: &RunConfig, obs_dim: usize, act_dim: usize, device: Device) -> Result<Box<dyn Agent>> {
-    let agent_config = config.agent_config()?;
-    o2o_agents::build(&agent_config, obs_dim, act_dim, device, derive_seed(config.seed, stream::AGENT, 0))
+    o2o_agents::build(&config.agent, obs_dim, act_dim, device, derive_seed(config.seed, stream::AGENT, 0))
         .with_context(|| format!("building the {} agent from [agent] in the config", config.algo))
 }
 
@@ -147,7 +146,7 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
     let plan = phases::plan(&config.train);
     // An on-policy agent (PPO) collects rollouts from a vector env instead (`onpolicy.rs`): no
     // replay buffer, no single acting env.
-    let on_policy = config.agent_config()?.is_on_policy();
+    let on_policy = config.agent.is_on_policy();
     let needs_env = plan.iter().any(|p| p.kind.steps_env()) && !on_policy;
 
     // ImagineBench: the env is built from `[imaginebench]` with the run's instruction encoder,
@@ -172,7 +171,7 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
 
     // Monte-Carlo returns-to-go in the agent's rewards, for algorithms that need them (Cal-QL):
     // computed for the dataset here and for online episodes by the replay buffer.
-    let gamma = config.agent.get("gamma").and_then(|g| g.as_float()).unwrap_or(0.99) as f32;
+    let gamma = data::returns_gamma(&config.agent);
     let mc = data::mc_config(config, gamma)?;
     let needs_data = config.train.offline_steps > 0 || config.train.mixes_offline_data();
     // The agent (its own seeded random stream: building it first changes no draw).

@@ -150,7 +150,7 @@ mod tests {
                 None => name,
             };
             assert!(base.starts_with(&format!("{}-", c.algo)), "{name} names algo {}", c.algo);
-            assert_eq!(c.agent_config().unwrap().algo(), c.algo);
+            assert_eq!(c.agent.algo(), c.algo);
         }
     }
 
@@ -180,7 +180,7 @@ mod tests {
             let (n, mut table) = load(name).unwrap();
             table.insert("preset".into(), toml::Value::String(n));
             let c = RunConfig::from_table(table, name).unwrap();
-            let AgentConfig::Sac(sac) = c.agent_config().unwrap() else { panic!("{name} is not SAC") };
+            let AgentConfig::Sac(sac) = &c.agent else { panic!("{name} is not SAC") };
             assert_eq!(
                 (sac.critic.init, sac.actor.mlp.init),
                 (WeightInit::Orthogonal, WeightInit::Orthogonal),
@@ -210,7 +210,7 @@ mod tests {
         for name in names {
             let c = resolved(name);
             assert_eq!(c.train.offline_mix, OfflineMix::Proportional, "{name}");
-            if let AgentConfig::Famo2oCql(f) = c.agent_config().unwrap() {
+            if let AgentConfig::Famo2oCql(f) = &c.agent {
                 assert_eq!(f.balance_head_init, BalanceHeadInit::VarianceScaling, "{name}");
                 assert!(!f.balance_entropy, "{name}: the balance entropy is an opt-in deviation");
             }
@@ -245,7 +245,7 @@ mod tests {
             names().into_iter().filter(|n| n.starts_with("bc-imaginebench") || n.starts_with("td3bc-imaginebench"))
         {
             let c = resolved(name);
-            match c.agent_config().unwrap() {
+            match &c.agent {
                 AgentConfig::Bc(b) => {
                     assert!(!b.normalize_states, "{name}");
                     assert_eq!(
