@@ -9,6 +9,8 @@
 use anyhow::{bail, Context, Result};
 use o2o_agents::sera::SeraConfig;
 use o2o_agents::AgentConfig;
+use o2o_datasets::imaginebench::Rows;
+use o2o_datasets::scores::RewardPreset;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -158,13 +160,13 @@ pub struct DatasetConfig {
     /// crate: `none`, `iql-locomotion` (r · 1000 / (R_max − R_min) over the dataset's
     /// episodes, §6.1), `antmaze-minus-one`, `calql-antmaze`, `adroit-binary`,
     /// `kitchen-minus-four` (§7.4).
-    #[serde(default = "default_reward")]
-    pub reward: String,
+    #[serde(default)]
+    pub reward: RewardPreset,
     /// How rows become transitions: `qlearning` (exactly `d4rl.qlearning_dataset`, for parity
     /// with published numbers) or `corrected` (keeps each episode's last transition, using the
     /// file's `next_observations`).
-    #[serde(default = "default_transitions")]
-    pub transitions: String,
+    #[serde(default)]
+    pub transitions: TransitionRule,
     /// The data was handed to the run in memory ([`Run::dataset`](super::builder::Run::dataset)),
     /// not read from a file; the manifest records its content hash, and resuming the run needs
     /// the same data again.
@@ -175,7 +177,7 @@ pub struct DatasetConfig {
     /// or `lerobot` (a LeRobotDataset v3.0 or v2.1 folder; a `path` folder with `meta/info.json`
     /// is read as one without saying so).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub format: Option<String>,
+    pub format: Option<DatasetFormat>,
     /// LeRobot folders: which features are the observation, action, reward, termination and
     /// intervention flags (`[dataset.lerobot]`, keys `observation` (a list), `action`, `reward`,
     /// `done`, `intervention`; defaults `observation.state`, `action`, `next.reward`,
@@ -184,14 +186,14 @@ pub struct DatasetConfig {
     pub lerobot: Option<o2o_datasets::lerobot::LeRobotKeys>,
     /// ImagineBench: which rollouts to train on, `real`, `imaginary` or `both` (default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rows: Option<String>,
+    pub rows: Option<Rows>,
     /// Recompute the rewards before anything else: `adroit-binary` gives D4RL-layout Adroit data
     /// (`{pen,door,relocate}-*-v1` files) the binary reward of the `*-binary-v0` tasks,
     /// `1[success(s')] − 1`, with Cal-QL's episode processing (episodes without a success
     /// dropped, the rest cut after their last success, success rows terminal;
     /// [`o2o_datasets::adroit_binary`]). Unset: the file's rewards.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub relabel: Option<String>,
+    pub relabel: Option<Relabel>,
     /// ImagineBench with `rows = "both"`: the fraction of each batch drawn from the real rows
     /// (the paper's 1:1 is 0.5); unset = the released code's mix, uniform over all rows
     /// (proportional to the two sizes).
@@ -199,19 +201,50 @@ pub struct DatasetConfig {
     pub real_fraction: Option<f64>,
 }
 
+/// How dataset rows become transitions ([`DatasetConfig::transitions`]).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum TransitionRule {
+    /// Exactly `d4rl.qlearning_dataset`, for parity with published numbers.
+    #[default]
+    Qlearning,
+    /// Each episode's last transition kept, with the file's `next_observations`.
+    Corrected,
+}
+
+/// The layout of a dataset ([`DatasetConfig::format`]).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum DatasetFormat {
+    /// D4RL's HDF5 layout.
+    D4rl,
+    /// An ImagineBench file in o2o's layout.
+    ImagineBench,
+    /// A LeRobotDataset folder.
+    LeRobot,
+}
+
+/// A recomputation of the dataset's rewards ([`DatasetConfig::relabel`]).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Relabel {
+    /// Adroit's binary reward `1[success(s')] − 1` with Cal-QL's episode processing.
+    AdroitBinary,
+}
+
 impl DatasetConfig {
     /// Whether the data is a LeRobotDataset folder: `format = "lerobot"`, or no format and a
     /// `path` folder with `meta/info.json`.
     pub fn is_lerobot(&self) -> bool {
-        match self.format.as_deref() {
-            Some(f) => f == "lerobot",
+        match self.format {
+            Some(f) => f == DatasetFormat::LeRobot,
             None => self.path.as_deref().is_some_and(o2o_datasets::lerobot::is_lerobot_dir),
         }
     }
 
     /// Whether the file is in ImagineBench's layout.
     pub fn is_imaginebench(&self) -> bool {
-        self.format.as_deref() == Some("imaginebench")
+        self.format == Some(DatasetFormat::ImagineBench)
     }
 
     /// Checks of an ImagineBench `[dataset]` section.
@@ -222,34 +255,23 @@ impl DatasetConfig {
                 if self.in_memory { "in_memory = true" } else { "no path" }
             );
         }
-        let rows = self.rows.as_deref().unwrap_or("both");
-        if !matches!(rows, "real" | "imaginary" | "both") {
-            bail!("key `dataset.rows`: expected \"real\", \"imaginary\" or \"both\", found {rows:?}");
-        }
+        let rows = self.rows.unwrap_or(Rows::All);
         if let Some(f) = self.real_fraction {
-            if rows != "both" {
-                bail!("key `dataset.real_fraction` needs rows = \"both\", found rows = {rows:?}");
+            if rows != Rows::All {
+                bail!("key `dataset.real_fraction` needs rows = \"both\", found rows = {:?}", rows.name());
             }
             if !(0.0..=1.0).contains(&f) {
                 bail!("key `dataset.real_fraction`: expected a number in [0, 1], found {f}");
             }
         }
-        if self.reward != "none" {
+        if self.reward != RewardPreset::None {
             bail!(
                 "key `dataset.reward`: ImagineBench data takes \"none\" (its rewards are the task's own), found {:?}",
-                self.reward
+                self.reward.name()
             );
         }
         Ok(())
     }
-}
-
-fn default_reward() -> String {
-    "none".into()
-}
-
-fn default_transitions() -> String {
-    "qlearning".into()
 }
 
 /// Step counts and data settings.
@@ -754,13 +776,7 @@ impl RunConfig {
             Some(d) if !d.in_memory && d.id.is_none() && d.path.is_none() => {
                 bail!("section [dataset]: expected `id` or `path`, found neither")
             }
-            Some(d) if !matches!(d.format.as_deref(), None | Some("d4rl") | Some("imaginebench") | Some("lerobot")) => {
-                bail!(
-                    "key `dataset.format`: expected \"d4rl\", \"imaginebench\" or \"lerobot\", found {:?}",
-                    d.format.as_deref().unwrap_or_default()
-                )
-            }
-            Some(d) if d.format.as_deref() == Some("lerobot") && (d.in_memory || d.path.is_none()) => {
+            Some(d) if d.format == Some(DatasetFormat::LeRobot) && (d.in_memory || d.path.is_none()) => {
                 bail!("section [dataset] with format = \"lerobot\": expected `path` (a LeRobotDataset folder)")
             }
             Some(d) if d.lerobot.is_some() && !d.is_lerobot() => {
@@ -770,18 +786,10 @@ impl RunConfig {
             Some(d) if d.rows.is_some() || d.real_fraction.is_some() => {
                 bail!("section [dataset]: `rows` and `real_fraction` apply to `format = \"imaginebench\"` only")
             }
-            Some(d) if !matches!(d.transitions.as_str(), "qlearning" | "corrected") => {
-                bail!("key `dataset.transitions`: expected \"qlearning\" or \"corrected\", found {:?}", d.transitions)
+            Some(d) if d.relabel.is_some() => {
+                o2o_datasets::adroit_binary::BinaryTask::from_env_id(&self.env).context("key `dataset.relabel`")?;
             }
-            Some(d) if !matches!(d.relabel.as_deref(), None | Some("adroit-binary")) => {
-                bail!("key `dataset.relabel`: expected \"adroit-binary\", found {:?}", d.relabel.as_deref().unwrap_or_default())
-            }
-            Some(d) => {
-                o2o_datasets::scores::RewardPreset::from_name(&d.reward).context("key `dataset.reward`")?;
-                if d.relabel.is_some() {
-                    o2o_datasets::adroit_binary::BinaryTask::from_env_id(&self.env).context("key `dataset.relabel`")?;
-                }
-            }
+            Some(_) => {}
             None => {}
         }
         Ok(())
@@ -1022,6 +1030,30 @@ online_steps = 100
         let text = resolve(&[]).unwrap().to_toml_string().unwrap();
         let err = toml::from_str::<RunConfig>(&text).unwrap_err().to_string();
         assert!(err.contains("RunConfig::from_table"), "{err}");
+    }
+
+    /// The dataset options are closed sets: an unknown value is refused, naming the key and the
+    /// allowed values, and a known one reads as its variant.
+    #[test]
+    fn dataset_options_are_closed_sets() {
+        let data = |set: &str| resolve(&["dataset.id=hopper-medium-v2", set]);
+        for (set, key, allowed) in [
+            ("dataset.reward=iql", "reward", &["none", "iql-locomotion", "calql-antmaze", "kitchen-minus-four"][..]),
+            ("dataset.transitions=fixed", "transitions", &["qlearning", "corrected"]),
+            ("dataset.format=parquet", "format", &["d4rl", "imaginebench", "lerobot"]),
+            ("dataset.relabel=binary", "relabel", &["adroit-binary"]),
+            ("dataset.rows=dreamt", "rows", &["real", "imaginary", "both"]),
+        ] {
+            let err = format!("{:#}", data(set).unwrap_err());
+            assert!(err.contains(key) && allowed.iter().all(|a| err.contains(a)), "{set}: {err}");
+        }
+        let c = data("dataset.transitions=corrected").unwrap();
+        let d = c.dataset.as_ref().unwrap();
+        assert_eq!((d.reward, d.transitions, d.format), (RewardPreset::None, TransitionRule::Corrected, None));
+        let c = resolve(&["env=door-binary-v0", "dataset.id=door-human-v1", "dataset.relabel=adroit-binary"]).unwrap();
+        assert_eq!(c.dataset.unwrap().relabel, Some(Relabel::AdroitBinary));
+        let err = format!("{:#}", data("dataset.relabel=adroit-binary").unwrap_err());
+        assert!(err.contains("dataset.relabel"), "adroit-binary needs an Adroit env: {err}");
     }
 
     #[test]

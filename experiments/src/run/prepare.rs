@@ -21,6 +21,7 @@ use o2o_agents::sera::Sera;
 use o2o_agents::Agent;
 use o2o_datasets::d4rl::D4rlDataset;
 use o2o_datasets::mc_returns::McConfig;
+use o2o_datasets::scores::RewardPreset;
 use o2o_datasets::ReplayBuffer;
 use o2o_envs::Env;
 use o2o_reward_models::Shaper;
@@ -172,7 +173,7 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
     // Monte-Carlo returns-to-go in the agent's rewards, for algorithms that need them (Cal-QL):
     // computed for the dataset here and for online episodes by the replay buffer.
     let gamma = data::returns_gamma(&config.agent);
-    let mc = data::mc_config(config, gamma)?;
+    let mc = data::mc_config(config, gamma);
     let needs_data = config.train.offline_steps > 0 || config.train.mixes_offline_data();
     // The agent (its own seeded random stream: building it first changes no draw).
     let mut agent = build_agent(config, obs_dim, act_dim, device)?;
@@ -200,7 +201,7 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
                 &config.env,
                 obs_dim,
                 act_dim,
-                Some(data::dataset_mc_config(config, gamma)?),
+                Some(data::dataset_mc_config(config, gamma)),
             )?)
         }
         Some(d) => match data::load_shaped(
@@ -211,16 +212,16 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
             obs_dim,
             act_dim,
             eval_env.spec().max_episode_steps,
-            Some(data::dataset_mc_config(config, gamma)?),
+            Some(data::dataset_mc_config(config, gamma)),
             shaper.as_mut(),
         ) {
             Ok(o) => Some(o),
             // Data handed over in memory is part of the run (its diagnostics too): never optional.
             Err(e) if needs_data || d.in_memory => return Err(e),
-            Err(e) if d.reward != "none" => {
+            Err(e) if d.reward != RewardPreset::None => {
                 return Err(e.context(format!(
                     "the dataset sets the reward transform `{}` that online rewards must get too",
-                    d.reward
+                    d.reward.name()
                 )))
             }
             Err(e) => {
