@@ -12,6 +12,35 @@ use tch::Tensor;
 /// Named scalars produced by one update (`critic_loss`, `q_mean`, `alpha`, ...).
 pub type Metrics = Vec<(&'static str, f64)>;
 
+/// The keys an agent's metrics carry, declared by its config ([`crate::AgentConfig::metric_keys`],
+/// each algorithm's beside its update), so what reads them (the viewer's layout) asks the agent
+/// which panels apply instead of matching algorithm names. A test runs every algorithm's updates
+/// and diagnostics and checks the declaration against the keys they return
+/// (`config::tests::declared_metric_keys_are_the_logged_ones`): a loss that renames or adds a
+/// key fails there until its declaration follows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MetricKeys {
+    /// Every key a training update returns ([`Agent::update`], or [`OnPolicy::update_rollout`]
+    /// for an on-policy agent) over both phases. One update may return a subset: TD3+BC's actor
+    /// terms come on its delayed steps only, WSRL's conservative terms offline only.
+    pub update: Vec<&'static str>,
+    /// Every key [`Agent::diagnose`] returns on a batch with Monte-Carlo returns (on one without,
+    /// `mc_return` and `q_minus_mc` are left out).
+    pub diagnose: Vec<&'static str>,
+}
+
+impl MetricKeys {
+    /// Whether an update logs `key`.
+    pub fn updates(&self, key: &str) -> bool {
+        self.update.contains(&key)
+    }
+
+    /// Whether the diagnostics log `key`.
+    pub fn diagnoses(&self, key: &str) -> bool {
+        self.diagnose.contains(&key)
+    }
+}
+
 /// The deterministic policy as a function of its own detached copy of the actor's weights:
 /// observations `[B, obs_dim]` → actions `[B, act_dim]` in `[-1, 1]`, the same as
 /// `act(obs, true)`. Made of plain libtorch ops, so tracing it gives a TorchScript module.

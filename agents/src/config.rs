@@ -21,7 +21,7 @@ use crate::algos::{
     calql, calql::CalQlConfig, cql::Cql, cql::CqlConfig, iql::Iql, iql::IqlConfig, rlpd, rlpd::RlpdConfig, sac::Sac,
     sac::SacConfig, wsrl::Wsrl, wsrl::WsrlConfig,
 };
-use crate::{Agent, AgentError};
+use crate::{Agent, AgentError, MetricKeys};
 use serde::{Deserialize, Serialize};
 use tch::Device;
 
@@ -99,6 +99,42 @@ impl AgentConfig {
     /// from a replay buffer.
     pub fn is_on_policy(&self) -> bool {
         matches!(self, AgentConfig::Ppo(_) | AgentConfig::Unio4(_))
+    }
+
+    /// The discount γ of the agent this config builds, the one [`Agent::gamma`] of the built agent
+    /// reports: its TD targets' (off-policy agents), its returns' and GAE's (PPO), the online
+    /// PPO's (Uni-O4, whose built agent is that PPO); `None` for BC, which learns no value.
+    pub fn gamma(&self) -> Option<f64> {
+        Some(match self {
+            AgentConfig::Sac(c) | AgentConfig::Rlpd(RlpdConfig(c)) => c.gamma,
+            AgentConfig::Iql(c) => c.gamma,
+            AgentConfig::Cql(c) | AgentConfig::Calql(CalQlConfig { cql: c, .. }) => c.sac.gamma,
+            AgentConfig::Wsrl(c) => c.calql.cql.sac.gamma,
+            AgentConfig::Famo2oIql(c) => c.gamma,
+            AgentConfig::Famo2oCql(c) => c.gamma,
+            AgentConfig::Ppo(c) => c.gamma,
+            AgentConfig::Unio4(c) => c.online_config().gamma,
+            AgentConfig::Td3bc(c) => c.gamma,
+            AgentConfig::Bc(_) => return None,
+        })
+    }
+
+    /// The keys of the built agent's update metrics and diagnostics, each algorithm's declaration
+    /// ([`MetricKeys`]): what a viewer picks its panels by.
+    pub fn metric_keys(&self) -> MetricKeys {
+        match self {
+            AgentConfig::Sac(c) | AgentConfig::Rlpd(RlpdConfig(c)) => c.metric_keys(),
+            AgentConfig::Iql(c) => c.metric_keys(),
+            AgentConfig::Cql(c) => c.metric_keys(),
+            AgentConfig::Calql(c) => c.metric_keys(),
+            AgentConfig::Wsrl(c) => c.metric_keys(),
+            AgentConfig::Famo2oIql(c) => c.metric_keys(),
+            AgentConfig::Famo2oCql(c) => c.metric_keys(),
+            AgentConfig::Ppo(c) => c.metric_keys(),
+            AgentConfig::Unio4(c) => c.metric_keys(),
+            AgentConfig::Bc(c) => c.metric_keys(),
+            AgentConfig::Td3bc(c) => c.metric_keys(),
+        }
     }
 
     /// Whether every training batch must carry `mc_return` (Monte-Carlo returns-to-go, in the
@@ -181,6 +217,8 @@ pub fn build(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{Metrics, Phase};
+    use o2o_datasets::TransitionBatch;
 
     #[test]
     fn toml_round_trip_defaults_and_unknown_keys() {
@@ -199,6 +237,114 @@ mod tests {
         assert!(e.contains("expectille"), "{e}");
         let bad: toml::Value = toml::from_str("algo = \"ppx\"\n").unwrap();
         assert!(AgentConfig::from_toml(bad).is_err());
+    }
+
+    /// Every algorithm's γ, set away from its default where the algorithm keeps it, is what
+    /// [`AgentConfig::gamma`] reports and what the built agent discounts with.
+    #[test]
+    fn gamma_is_the_built_agents_discount() {
+        let top = "gamma = 0.9";
+        let all = ["sac", "iql", "cql", "calql", "rlpd", "wsrl", "famo2o-iql", "famo2o-cql", "ppo", "td3bc"];
+        let cases = all.iter().map(|a| (*a, top)).chain([("unio4", "online = { gamma = 0.9 }")]);
+        for (algo, gamma) in cases {
+            let c = AgentConfig::from_toml(toml::from_str(&format!("algo = {algo:?}\n{gamma}\n")).unwrap()).unwrap();
+            assert_eq!(c.gamma(), Some(0.9), "{algo}");
+            assert_eq!(build(&c, 4, 2, Device::Cpu, 0).unwrap().gamma(), Some(0.9), "{algo}");
+        }
+        let bc = AgentConfig::Bc(BcConfig::default());
+        assert_eq!((bc.gamma(), build(&bc, 4, 2, Device::Cpu, 0).unwrap().gamma()), (None, None));
+    }
+
+    /// The keys of every algorithm's metrics, as it returns them from `steps` updates in each
+    /// phase (offline, then online after the switch) on `b` (an on-policy agent: rollout updates
+    /// on a rollout of its own), and from its diagnostics on `b`.
+    fn logged_keys(agent: &mut dyn Agent, b: &TransitionBatch, steps: usize) -> (Vec<Metrics>, Metrics) {
+        let mut updates = Vec::new();
+        if let Some(op) = agent.on_policy() {
+            op.use_dataset_stats(&[0.0; 3], &[1.0; 3]);
+            let mut rollout = o2o_datasets::RolloutBuffer::new(8, 16, 3, 2);
+            for _ in 0..8 {
+                let obs = op.normalize_obs(&b.obs.narrow(0, 0, 16), true);
+                let (a, lp, v) = op.act_value(&obs);
+                let f = |t: &tch::Tensor| Vec::<f32>::try_from(&t.flatten(0, -1)).unwrap();
+                rollout.push_step(&f(&obs), &f(&a), &f(&lp), &f(&v), &[0.5; 16], &[true; 16], &[false; 16]).unwrap();
+            }
+            updates.extend((0..steps).map(|_| op.update_rollout(&rollout, 0, 1000)));
+        } else {
+            for phase in [Phase::Offline, Phase::Online] {
+                agent.set_phase(phase);
+                if phase == Phase::Online {
+                    agent.begin_online();
+                }
+                updates.extend((0..steps).map(|_| agent.update(b)));
+            }
+        }
+        (updates, agent.diagnose(b))
+    }
+
+    /// Each algorithm declares exactly the keys it logs ([`AgentConfig::metric_keys`]): every
+    /// key an update returns is declared, every declared key is returned by some update (two per
+    /// phase, so TD3+BC's delayed actor step is among them), and the diagnostics on a batch
+    /// with Monte-Carlo returns return exactly theirs. A loss that renames a key fails here.
+    #[test]
+    fn declared_metric_keys_are_the_logged_ones() {
+        use crate::algos::testing::batch;
+        use std::collections::BTreeSet;
+        // Small networks (the keys do not depend on sizes), then each algorithm's switches that
+        // change which keys it logs.
+        let (actor, critic) = ("actor = { mlp = { hidden = [16] } }", "critic = { hidden = [16] }");
+        let (value, balance) = ("value = { hidden = [16] }", "balance = { mlp = { hidden = [16] } }");
+        let online = "online = { actor = { mlp = { hidden = [16] } }, critic = { hidden = [16] }, epochs = 2 }";
+        let nets = |algo: &str| -> String {
+            let nets = match algo {
+                "bc" => vec!["actor = { hidden = [16] }"],
+                "td3bc" => vec!["actor = { hidden = [16] }", critic],
+                "unio4" => vec![online],
+                "ppo" => vec![actor, critic, "epochs = 2"],
+                "iql" => vec![actor, critic, value],
+                "famo2o-iql" => vec![actor, critic, value, balance],
+                "famo2o-cql" => vec![actor, critic, balance],
+                _ => vec![actor, critic],
+            };
+            nets.join("\n")
+        };
+        let cases = [
+            ("sac", ""),
+            ("rlpd", ""),
+            ("iql", ""),
+            ("cql", ""),
+            ("cql", "cql_lagrange = true"),
+            ("calql", ""),
+            ("wsrl", ""),
+            ("wsrl", "pretrain = \"calql\"\nonline_conservative = true"),
+            ("famo2o-iql", ""),
+            ("famo2o-cql", ""),
+            ("famo2o-cql", "balance_entropy = true"),
+            ("famo2o-cql", "fixed_beta = 1.0"),
+            ("ppo", ""),
+            ("ppo", "reward_scaling = \"dynamic\""),
+            ("unio4", ""),
+            ("bc", ""),
+            ("td3bc", ""),
+        ];
+        let mut rng = crate::rng::AgentRng::new(0);
+        let b = batch(&mut rng, 40, 3, 2, true, true);
+        for (algo, switches) in cases {
+            let case = format!("algo = {algo:?}\n{}\n{switches}", nets(algo));
+            let c = AgentConfig::from_toml(toml::from_str(&case).unwrap()).unwrap();
+            let mut agent = build(&c, 3, 2, Device::Cpu, 0).unwrap();
+            let declared = c.metric_keys();
+            let (updates, diagnosed) = logged_keys(&mut *agent, &b, 2);
+            let mut logged = BTreeSet::new();
+            for (key, _) in updates.iter().flatten() {
+                assert!(declared.updates(key), "{case}: an update logs `{key}`, which is not declared");
+                logged.insert(*key);
+            }
+            let want: BTreeSet<&str> = declared.update.iter().copied().collect();
+            assert_eq!(logged, want, "{case}: update keys logged vs declared");
+            let diagnosed: BTreeSet<&str> = diagnosed.iter().map(|(k, _)| *k).collect();
+            assert_eq!(diagnosed, declared.diagnose.iter().copied().collect(), "{case}: diagnostics");
+        }
     }
 
     #[test]
@@ -224,6 +370,7 @@ mod tests {
             assert_eq!(c.needs_mc_returns(), c.algo() == "calql");
             let a = build(&c, 4, 2, Device::Cpu, 0).unwrap();
             assert_eq!(a.name(), c.algo());
+            assert_eq!(a.gamma(), c.gamma(), "{}: the config's γ is the built agent's", c.algo());
         }
     }
 }

@@ -33,7 +33,7 @@ pub mod nn;
 pub mod rng;
 pub mod sera;
 
-pub use agent::{Agent, AgentError, DeterministicPolicy, Metrics, OnPolicy, Phase, RewardBonus, Scatter};
+pub use agent::{Agent, AgentError, DeterministicPolicy, MetricKeys, Metrics, OnPolicy, Phase, RewardBonus, Scatter};
 pub use algos::{calql, cql, famo2o_cql, famo2o_iql, iql, ppo, rlpd, sac, unio4, wsrl};
 pub use checkpoint::{Part, Stateful};
 pub use config::{build, AgentConfig};

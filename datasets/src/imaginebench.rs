@@ -23,16 +23,30 @@ use crate::h5util::{self, Dtype};
 use crate::mc_returns::{returns_to_go, McConfig};
 use crate::replay::OfflineBuffer;
 use crate::transitions::Transitions;
+use serde::{Deserialize, Serialize};
 
-/// Which rows to take.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which rows to take; in a run config (`[dataset] rows`) `real`, `imaginary` or `both`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Rows {
     /// Real rollouts only.
     Real,
     /// Imaginary (LLM-generated) rollouts only.
     Imaginary,
     /// Both.
+    #[serde(rename = "both")]
     All,
+}
+
+impl Rows {
+    /// The name a run config gives it (`both` for [`Rows::All`]).
+    pub fn name(self) -> &'static str {
+        match self {
+            Rows::Real => "real",
+            Rows::Imaginary => "imaginary",
+            Rows::All => "both",
+        }
+    }
 }
 
 /// An ImagineBench dataset in o2o's layout.

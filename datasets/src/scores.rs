@@ -5,6 +5,7 @@
 //! reward. The table is the same for every dataset and version of a family (§7.2).
 
 use crate::error::{DatasetError, Result};
+use serde::{Deserialize, Serialize};
 
 /// `(family, REF_MIN_SCORE, REF_MAX_SCORE)` from D4RL `infos.py` (algorithms.md §7.2).
 pub const REF_SCORES: [(&str, f64, f64); 10] = [
@@ -37,16 +38,22 @@ pub fn normalized_score(family: &str, episode_return: f64) -> Result<f64> {
 }
 
 /// Named reward preprocessing used by the reference implementations (algorithms.md §7.4).
-/// Applied to training rewards only; scores are always computed on raw rewards.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Applied to training rewards only; scores are always computed on raw rewards. In a run
+/// config (`[dataset] reward`) it is written by its name ([`RewardPreset::ALL`]), and an unknown
+/// name is a serde error listing the known ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum RewardPreset {
     /// Rewards unchanged.
+    #[default]
     None,
     /// IQL locomotion: `r · 1000 / (R_max − R_min)`, R over the dataset's episode returns.
     IqlLocomotion,
     /// IQL / RLPD AntMaze: `r − 1`.
+    #[serde(rename = "antmaze-minus-one")]
     AntMazeMinusOne,
     /// Cal-QL / CQL / WSRL AntMaze: `10 r − 5`.
+    #[serde(rename = "calql-antmaze")]
     CalQlAntMaze,
     /// Cal-QL / WSRL Adroit binary: `10 r + 5`.
     AdroitBinary,
@@ -73,6 +80,11 @@ impl RewardPreset {
                 Self::ALL.map(|p| p.0).join(", ")
             ))
         })
+    }
+
+    /// The preset's name (`calql-antmaze`), as a run config writes it.
+    pub fn name(&self) -> &'static str {
+        Self::ALL.iter().find(|(_, p)| p == self).map_or("", |(n, _)| n)
     }
 
     /// The failure reward after preprocessing for sparse tasks (for the MC-return all-failure
@@ -148,5 +160,17 @@ mod tests {
         assert!(RewardPreset::IqlLocomotion.apply(&mut r, &[5.0]).is_err());
         assert_eq!(RewardPreset::from_name("calql-antmaze").unwrap(), RewardPreset::CalQlAntMaze);
         assert!(RewardPreset::from_name("nope").is_err());
+    }
+
+    /// A config's name of every preset (serde) is its name in [`RewardPreset::ALL`].
+    #[test]
+    fn serde_names_are_the_table_names() {
+        for (name, preset) in RewardPreset::ALL {
+            assert_eq!(serde_json::to_value(preset).unwrap(), serde_json::Value::String(name.into()));
+            assert_eq!(serde_json::from_value::<RewardPreset>(name.into()).unwrap(), preset);
+            assert_eq!(preset.name(), name);
+        }
+        let err = serde_json::from_value::<RewardPreset>("nope".into()).unwrap_err().to_string();
+        assert!(err.contains("nope") && err.contains("calql-antmaze"), "{err}");
     }
 }

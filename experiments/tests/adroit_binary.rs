@@ -6,8 +6,9 @@
 
 use o2o_datasets::d4rl::D4rlDataset;
 use o2o_datasets::mc_returns::McConfig;
+use o2o_datasets::scores::RewardPreset;
 use o2o_envs::{make_mujoco, Env};
-use o2o_experiments::run::config::DatasetConfig;
+use o2o_experiments::run::config::{DatasetConfig, Relabel, TransitionRule};
 use o2o_experiments::run::{data, prepare::build_agent, presets};
 use o2o_experiments::Run;
 use std::path::PathBuf;
@@ -22,12 +23,12 @@ fn every_binary_preset_builds_its_agent_and_names_its_data() {
         assert_eq!(c.env, format!("{task}-binary-v0"), "{name}");
         let d = c.dataset.as_ref().unwrap();
         assert_eq!(
-            (d.id.as_deref(), d.relabel.as_deref()),
-            (Some(format!("{task}-human-v1").as_str()), Some("adroit-binary")),
+            (d.id.as_deref(), d.relabel),
+            (Some(format!("{task}-human-v1").as_str()), Some(Relabel::AdroitBinary)),
             "{name}"
         );
         // Cal-QL and WSRL scale −1/0 to −5/+5; RLPD keeps the env's rewards.
-        assert_eq!(d.reward, if c.algo == "rlpd" { "none" } else { "adroit-binary" }, "{name}");
+        assert_eq!(d.reward.name(), if c.algo == "rlpd" { "none" } else { "adroit-binary" }, "{name}");
         let (obs, act) = match task {
             "pen" => (45, 24),
             "door" => (39, 28),
@@ -93,14 +94,14 @@ fn adroit_binary_relabel_equals_calqls_processing() {
     let cfg = DatasetConfig {
         id: None,
         path: Some(file),
-        reward: "adroit-binary".into(),
-        transitions: "qlearning".into(),
+        reward: RewardPreset::AdroitBinary,
+        transitions: TransitionRule::Qlearning,
         in_memory: false,
         format: None,
         lerobot: None,
         rows: None,
         real_fraction: None,
-        relabel: Some("adroit-binary".into()),
+        relabel: Some(Relabel::AdroitBinary),
     };
     let mc = McConfig { gamma: 0.99, sparse_failure_reward: Some(-5.0) };
     let data = data::load(&cfg, None, env.action_space(), "door-binary-v0", 39, 28, Some(200), Some(mc)).unwrap();

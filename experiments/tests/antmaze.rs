@@ -35,7 +35,7 @@ fn every_antmaze_preset_builds_its_agent_and_names_its_dataset() {
         }
         let reward =
             if name.starts_with("iql") || name.starts_with("rlpd") { "antmaze-minus-one" } else { "calql-antmaze" };
-        assert_eq!(d.reward, reward, "{name}");
+        assert_eq!(d.reward.name(), reward, "{name}");
         // Building is the slow part (orthogonal inits of 10 critics): one maze per algorithm; the
         // other presets differ from it in the env and dataset ids only.
         if rest == "umaze" || small.is_some() {

@@ -10,8 +10,10 @@
 //!    and `o2o report` tables the per-level / per-task success;
 //! 3. bad ImagineBench settings fail before the first step, naming the key.
 
+use o2o_datasets::imaginebench::Rows;
+use o2o_datasets::scores::RewardPreset;
 use o2o_envs::imaginebench::{builtin_embedding, InstructionEncoder, Instructions, Level};
-use o2o_experiments::run::config::{DatasetConfig, RunConfig};
+use o2o_experiments::run::config::{DatasetConfig, DatasetFormat, RunConfig, TransitionRule};
 use o2o_experiments::run::imaginebench::load;
 use rand::SeedableRng;
 use std::collections::HashSet;
@@ -29,16 +31,16 @@ fn small_file() -> PathBuf {
 
 const DIM: usize = 8;
 
-fn dataset(rows: &str, real_fraction: Option<f64>) -> DatasetConfig {
+fn dataset(rows: Rows, real_fraction: Option<f64>) -> DatasetConfig {
     DatasetConfig {
         id: None,
         path: Some(small_file()),
-        reward: "none".into(),
-        transitions: "qlearning".into(),
+        reward: RewardPreset::None,
+        transitions: TransitionRule::Qlearning,
         in_memory: false,
-        format: Some("imaginebench".into()),
+        format: Some(DatasetFormat::ImagineBench),
         lerobot: None,
-        rows: Some(rows.into()),
+        rows: Some(rows),
         real_fraction,
         relabel: None,
     }
@@ -60,14 +62,14 @@ fn real_and_imaginary_mixes_have_the_asked_composition() {
         .map(|s| builtin_embedding(s, DIM)[0].to_bits())
         .collect();
     let space = o2o_envs::BoxSpace::new(vec![-1.0; 6], vec![1.0; 6]);
-    let load_rows = |rows: &str, f: Option<f64>| {
+    let load_rows = |rows: Rows, f: Option<f64>| {
         load(&dataset(rows, f), &encoder, &space, "imaginebench-mujoco-all-v0", 18 + DIM, 6, None).unwrap()
     };
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
     let dev = tch::Device::Cpu;
 
     // A fixed real fraction: exactly round(0.25 · 256) = 64 real rows in every batch.
-    let mix = load_rows("both", Some(0.25));
+    let mix = load_rows(Rows::All, Some(0.25));
     for _ in 0..5 {
         let b = mix.source().sample(256, &mut rng, dev).unwrap();
         assert_eq!(real_share(&b.obs, &real), (64, 256));
@@ -75,14 +77,14 @@ fn real_and_imaginary_mixes_have_the_asked_composition() {
         assert_eq!(flags.iter().filter(|f| **f == 1.0).count(), 64, "is_offline marks the real rows");
     }
     // Real only / imaginary only.
-    let real_only = load_rows("real", None);
-    let imag_only = load_rows("imaginary", None);
+    let real_only = load_rows(Rows::Real, None);
+    let imag_only = load_rows(Rows::Imaginary, None);
     let (n_real, n_imag) = (real_only.buffer.len(), imag_only.buffer.len());
     assert!(n_real > 1000 && n_imag > 1000, "{n_real} {n_imag}");
     assert_eq!(real_share(&real_only.source().sample(256, &mut rng, dev).unwrap().obs, &real), (256, 256));
     assert_eq!(real_share(&imag_only.source().sample(256, &mut rng, dev).unwrap().obs, &real).0, 0);
     // The released code's mix: uniform over all rows, so the real share averages n_real / n.
-    let all = load_rows("both", None);
+    let all = load_rows(Rows::All, None);
     assert_eq!(all.buffer.len(), n_real + n_imag);
     let (mut k, mut n) = (0, 0);
     for _ in 0..40 {

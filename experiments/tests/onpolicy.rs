@@ -342,8 +342,7 @@ fn unio4_presets_validate_and_the_refit_scale_is_checked() {
     // The official scripts' critics: `dynamic` scaling with a ReLU-headed refit V for
     // halfcheetah-m/-me, `number` with the ReLU head for hopper, the offline IQL V for walker2d,
     // and the non-IQL (MC V + SARSA Q) offline critic for halfcheetah-me.
-    let unio4 = |name: &str| match o2o_experiments::Run::preset(name).unwrap().config().unwrap().agent_config().unwrap()
-    {
+    let unio4 = |name: &str| match o2o_experiments::Run::preset(name).unwrap().config().unwrap().agent {
         o2o_agents::AgentConfig::Unio4(c) => c,
         other => panic!("{name}: {}", other.algo()),
     };
@@ -395,7 +394,7 @@ fn cleanrl_ppo_presets_scale_rewards_and_store_the_unclamped_sample() {
         "{names:?}"
     );
     for name in names {
-        let c = match o2o_experiments::Run::preset(name).unwrap().config().unwrap().agent_config().unwrap() {
+        let c = match o2o_experiments::Run::preset(name).unwrap().config().unwrap().agent {
             o2o_agents::AgentConfig::Ppo(c) => c,
             other => panic!("{name}: {}", other.algo()),
         };
@@ -412,7 +411,7 @@ fn unio4_presets_store_the_clamped_action() {
         o2o_experiments::run::presets::names().into_iter().filter(|n| n.starts_with("unio4-")).collect();
     assert!(!names.is_empty());
     for name in names {
-        match o2o_experiments::Run::preset(name).unwrap().config().unwrap().agent_config().unwrap() {
+        match o2o_experiments::Run::preset(name).unwrap().config().unwrap().agent {
             o2o_agents::AgentConfig::Unio4(c) => {
                 assert!(c.online.store_clamped_action && c.online_config().store_clamped_action, "{name}")
             }

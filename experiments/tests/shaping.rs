@@ -8,7 +8,7 @@
 use o2o_agents::{Agent, AgentConfig};
 use o2o_envs::{BoxSpace, Env, EnvError, EnvSpec, Info, Step};
 use o2o_experiments::run::actor::{ActionScale, Transition, TransitionSink};
-use o2o_experiments::run::config::{DatasetConfig, RunConfig, ShapingConfig};
+use o2o_experiments::run::config::{DatasetConfig, RunConfig, ShapingConfig, TransitionRule};
 use o2o_experiments::run::data::{self, OfflineData, Recorder};
 use o2o_experiments::run::learner::RewardTransform;
 use o2o_experiments::run::prepare::{prepare, Hooks, Start};
@@ -79,8 +79,8 @@ fn in_memory_dataset() -> DatasetConfig {
     DatasetConfig {
         id: None,
         path: None,
-        reward: "none".into(),
-        transitions: "corrected".into(),
+        reward: o2o_datasets::scores::RewardPreset::None,
+        transitions: TransitionRule::Corrected,
         in_memory: true,
         format: None,
         lerobot: None,

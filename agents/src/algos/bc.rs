@@ -57,6 +57,13 @@ impl BcConfig {
     }
 }
 
+impl BcConfig {
+    /// The key of [`Bc`]'s update metrics, `bc_loss`; it has no diagnostics ([`crate::MetricKeys`]).
+    pub fn metric_keys(&self) -> crate::MetricKeys {
+        crate::MetricKeys { update: vec!["bc_loss"], diagnose: Vec::new() }
+    }
+}
+
 /// A BC agent.
 pub struct Bc {
     cfg: BcConfig,

@@ -67,6 +67,16 @@ impl From<CalQlConfig> for toml::Table {
     }
 }
 
+impl CalQlConfig {
+    /// CQL's keys ([`CqlConfig::metric_keys`]) and the floor's `calql_bound_rate`, the share of
+    /// the policy actions' Q-values raised to the return-to-go.
+    pub fn metric_keys(&self) -> crate::MetricKeys {
+        let mut keys = self.cql.metric_keys();
+        keys.update.push("calql_bound_rate");
+        keys
+    }
+}
+
 /// A new Cal-QL agent: a [`Cql`] that reports `calql` with [`return_to_go_floor`] as its floor.
 pub fn new(cfg: CalQlConfig, obs_dim: i64, act_dim: i64, device: Device, seed: u64) -> Result<Cql, AgentError> {
     let floor = return_to_go_floor(cfg.calibration.calibrate_online);

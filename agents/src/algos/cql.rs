@@ -151,6 +151,20 @@ impl From<CqlConfig> for toml::Table {
     }
 }
 
+impl CqlConfig {
+    /// SAC's keys ([`SacConfig::metric_keys`]) and the conservative term's: `cql_q_rand` and
+    /// `cql_q_policy` (the mean Q of the uniform and policy proposals), `cql_gap` (Δ), and in the
+    /// Lagrange form the multiplier's `cql_alpha_prime` and `cql_alpha_prime_loss`.
+    pub fn metric_keys(&self) -> crate::MetricKeys {
+        let mut keys = self.sac.metric_keys();
+        keys.update.extend(["cql_q_rand", "cql_q_policy", "cql_gap"]);
+        if self.cql.cql_lagrange {
+            keys.update.extend(["cql_alpha_prime", "cql_alpha_prime_loss"]);
+        }
+        keys
+    }
+}
+
 /// A CQL (or Cal-QL) agent: a SAC core plus the conservative term.
 pub struct Cql {
     name: &'static str,

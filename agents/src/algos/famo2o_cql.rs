@@ -236,6 +236,28 @@ impl Terms {
     const ALL: Terms = Terms { universal: true, balance: true };
 }
 
+impl Famo2oCqlConfig {
+    /// The keys of [`Famo2oCql`]'s update metrics and diagnostics ([`crate::MetricKeys`]): the SAC
+    /// and CQL terms, the balance model's (not with `fixed_beta`), the β drawn and the β chosen
+    /// over the batch ([`crate::nn::family::BETA_STATS`]); diagnostics add dQ/dβ
+    /// ([`crate::nn::family::DQ_DBETA`]).
+    pub fn metric_keys(&self) -> crate::MetricKeys {
+        use crate::nn::family::{BETA_STATS, DQ_DBETA};
+        let mut update = vec!["critic_loss", "cql_gap", "q_mean", "target_q_mean", "actor_loss", "alpha"];
+        update.extend(["alpha_loss", "entropy"]);
+        if self.fixed_beta.is_none() {
+            update.push("balance_loss");
+            if self.balance_entropy {
+                update.extend(["balance_alpha", "balance_entropy"]);
+            }
+        }
+        update.push("beta_draw_mean");
+        update.extend(BETA_STATS);
+        let diagnose = ["q", "alpha"].into_iter().chain(BETA_STATS).chain(DQ_DBETA).collect();
+        crate::MetricKeys { update, diagnose }
+    }
+}
+
 /// A FamO2O-CQL agent.
 pub struct Famo2oCql {
     cfg: Famo2oCqlConfig,

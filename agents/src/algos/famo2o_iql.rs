@@ -164,6 +164,17 @@ struct BalanceStep {
     log_prob: Tensor,
 }
 
+impl Famo2oIqlConfig {
+    /// The keys of [`Famo2oIql`]'s update metrics and diagnostics, the balance β over the batch
+    /// ([`crate::nn::family::BETA_STATS`]) in both ([`crate::MetricKeys`]).
+    pub fn metric_keys(&self) -> crate::MetricKeys {
+        use crate::nn::family::BETA_STATS;
+        let update = ["value_loss", "actor_loss", "critic_loss", "balance_loss", "balance_alpha", "balance_entropy"];
+        let update = update.into_iter().chain(["v_mean", "q_mean", "adv_mean"]).chain(BETA_STATS).collect();
+        crate::MetricKeys { update, diagnose: ["q", "balance_alpha"].into_iter().chain(BETA_STATS).collect() }
+    }
+}
+
 /// A FamO2O-IQL agent.
 pub struct Famo2oIql {
     cfg: Famo2oIqlConfig,

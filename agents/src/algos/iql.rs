@@ -113,6 +113,16 @@ impl IqlConfig {
     }
 }
 
+impl IqlConfig {
+    /// The keys of [`Iql`]'s update metrics; it has no diagnostics ([`crate::MetricKeys`]).
+    pub fn metric_keys(&self) -> crate::MetricKeys {
+        crate::MetricKeys {
+            update: vec!["value_loss", "actor_loss", "critic_loss", "v_mean", "q_mean", "adv_mean", "actor_lr"],
+            diagnose: Vec::new(),
+        }
+    }
+}
+
 /// An IQL agent.
 pub struct Iql {
     cfg: IqlConfig,

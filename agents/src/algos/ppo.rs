@@ -239,6 +239,21 @@ impl PpoConfig {
     }
 }
 
+impl PpoConfig {
+    /// The keys of [`Ppo`]'s rollout update metrics ([`OnPolicy::update_rollout`]), with
+    /// `reward_scaling_std` under the `dynamic` reward scaling; it has no diagnostics
+    /// ([`crate::MetricKeys`]).
+    pub fn metric_keys(&self) -> crate::MetricKeys {
+        let mut update = vec!["policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "actor_grad_norm"];
+        update.extend(["explained_variance", "value_mean", "advantage_mean", "log_std_mean", "actor_lr"]);
+        update.push("minibatch_updates");
+        if self.reward_scaling == RewardScaling::Dynamic {
+            update.push("reward_scaling_std");
+        }
+        crate::MetricKeys { update, diagnose: Vec::new() }
+    }
+}
+
 /// A PPO agent.
 pub struct Ppo {
     cfg: PpoConfig,

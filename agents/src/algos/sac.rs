@@ -209,6 +209,17 @@ struct CriticOut {
 /// Values a variant's critic term reports, by metric name.
 pub(crate) type TermLogs = Vec<(&'static str, Tensor)>;
 
+impl SacConfig {
+    /// The keys of [`Sac`]'s update metrics (a variant's critic-term keys come after them) and
+    /// of its diagnostics: the declaration a viewer picks its panels from ([`crate::MetricKeys`]).
+    pub fn metric_keys(&self) -> crate::MetricKeys {
+        crate::MetricKeys {
+            update: vec!["critic_loss", "q_mean", "target_q_mean", "actor_loss", "alpha", "alpha_loss", "entropy"],
+            diagnose: vec!["q", "mc_return", "q_minus_mc", "entropy", "alpha"],
+        }
+    }
+}
+
 /// A variant's term in every critic step, `extra(sac, minibatch, Q(s, a))` (CQL's regularizer).
 pub(crate) type AddedTerm<'a> = dyn FnMut(&mut Sac, &TransitionBatch, &Tensor) -> (CriticTerm, TermLogs) + 'a;
 

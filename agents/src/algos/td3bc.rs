@@ -100,6 +100,16 @@ impl Td3BcConfig {
     }
 }
 
+impl Td3BcConfig {
+    /// The keys of [`Td3Bc`]'s update metrics: the critic's on every step, the actor's
+    /// (`actor_loss`, λ and `bc_loss`) on the delayed steps only; it has no diagnostics
+    /// ([`crate::MetricKeys`]).
+    pub fn metric_keys(&self) -> crate::MetricKeys {
+        let update = vec!["critic_loss", "q_mean", "actor_loss", "lambda", "bc_loss"];
+        crate::MetricKeys { update, diagnose: Vec::new() }
+    }
+}
+
 /// A TD3+BC agent.
 pub struct Td3Bc {
     cfg: Td3BcConfig,

@@ -151,6 +151,17 @@ impl From<WsrlConfig> for toml::Table {
     }
 }
 
+impl WsrlConfig {
+    /// Its pre-training's keys (Cal-QL's or CQL's); the online updates without the conservative
+    /// term log SAC's, a subset.
+    pub fn metric_keys(&self) -> crate::MetricKeys {
+        match self.wsrl.pretrain {
+            Pretrain::Calql => self.calql.metric_keys(),
+            Pretrain::Cql => self.calql.cql.metric_keys(),
+        }
+    }
+}
+
 /// A WSRL agent: a CQL / Cal-QL agent whose online updates are plain high-UTD SAC.
 pub struct Wsrl {
     cql: Cql,

@@ -211,8 +211,14 @@ impl BalanceModel {
     }
 }
 
+/// The keys of [`beta_stats`], in its order.
+pub const BETA_STATS: [&str; 5] = ["beta_mean", "beta_std", "beta_q10", "beta_q50", "beta_q90"];
+
+/// The keys of [`dq_dbeta`], in its order.
+pub const DQ_DBETA: [&str; 2] = ["dq_dbeta_mean", "dq_dbeta_positive"];
+
 /// Mean, standard deviation and the 10/50/90 % quantiles of `beta` `[B]`, for the logs:
-/// `beta_mean`, `beta_std`, `beta_q10`, `beta_q50`, `beta_q90`.
+/// `beta_mean`, `beta_std`, `beta_q10`, `beta_q50`, `beta_q90` ([`BETA_STATS`]).
 pub fn beta_stats(beta: &Tensor) -> Vec<(&'static str, f64)> {
     let mut v = Vec::<f32>::try_from(beta.detach().to_device(Device::Cpu).to_kind(Kind::Float).flatten(0, -1))
         .unwrap_or_default();
@@ -229,13 +235,7 @@ pub fn beta_stats(beta: &Tensor) -> Vec<(&'static str, f64)> {
         let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
         v[lo] as f64 + (v[hi] as f64 - v[lo] as f64) * (pos - lo as f64)
     };
-    vec![
-        ("beta_mean", mean),
-        ("beta_std", var.sqrt()),
-        ("beta_q10", q(0.1)),
-        ("beta_q50", q(0.5)),
-        ("beta_q90", q(0.9)),
-    ]
+    BETA_STATS.into_iter().zip([mean, var.sqrt(), q(0.1), q(0.5), q(0.9)]).collect()
 }
 
 /// dQ/dβ at `beta` `[B]`, per row: the derivative of `q(β)` `[B]` (row i depending on β_i only,
@@ -247,10 +247,8 @@ pub fn dq_dbeta(beta: &Tensor, q: impl FnOnce(&Tensor) -> Tensor) -> Vec<(&'stat
     let leaf = beta.detach().to_kind(Kind::Float).set_requires_grad(true);
     let value = q(&leaf).sum(Kind::Float);
     let grad = Tensor::run_backward(&[value], &[&leaf], false, false).remove(0);
-    vec![
-        ("dq_dbeta_mean", grad.mean(Kind::Float).double_value(&[])),
-        ("dq_dbeta_positive", grad.gt(0.0).to_kind(Kind::Float).mean(Kind::Float).double_value(&[])),
-    ]
+    let positive = grad.gt(0.0).to_kind(Kind::Float).mean(Kind::Float);
+    DQ_DBETA.into_iter().zip([grad.mean(Kind::Float).double_value(&[]), positive.double_value(&[])]).collect()
 }
 
 /// FamO2O's scatter diagnostics for a batch: the balance model's β(s) `[B]` against `q`

@@ -361,8 +361,8 @@ pub fn run_actor(o: ActorOptions) -> Result<ActorReport> {
         );
     }
     let seed = derive_seed(config.seed, stream::FLEET_ACTOR, o.index);
-    let agent = o2o_agents::build(&config.agent_config()?, obs_dim, act_dim, Device::Cpu, seed)
-        .context("building the actor's policy")?;
+    let agent =
+        o2o_agents::build(&config.agent, obs_dim, act_dim, Device::Cpu, seed).context("building the actor's policy")?;
     let js = bus.js();
     let store = bus
         .block_on(js.get_object_store(bus.names.weights()))

@@ -247,7 +247,7 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
     let (obs_dim, act_dim) = (eval_env.observation_space().dim(), eval_env.action_space().dim());
     let device = o.device;
     let mut agent = build_agent(&config, obs_dim, act_dim, device)?;
-    let gamma = config.agent.get("gamma").and_then(|g| g.as_float()).unwrap_or(0.99) as f32;
+    let gamma = crate::run::data::returns_gamma(&config.agent);
     let mut replay = ReplayBuffer::with_mc(config.train.replay_capacity, obs_dim, act_dim, McConfig::dense(gamma))
         .context("creating the replay buffer")?;
     let (mut state, mut fleet) = match &resume {
@@ -554,7 +554,7 @@ fn check_config(config: &RunConfig) -> Result<()> {
     if t.offline_steps > 0 || config.dataset.is_some() {
         bail!("the fleet learner trains online from its actors' transitions: set train.offline_steps = 0 and no [dataset] (pretrain with `o2o train` first)");
     }
-    if config.agent_config()?.needs_mc_returns() {
+    if config.agent.needs_mc_returns() {
         bail!("algo {}: its Monte-Carlo returns need each episode's rows in order, which interleaved actors do not give; the fleet learner supports algorithms without them (sac, rlpd, …)", config.algo);
     }
     if config.sera.enabled {

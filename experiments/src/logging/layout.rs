@@ -15,6 +15,12 @@
 //!   marks without a phase change, no online recalibration without online data);
 //! - **`o2o dataset view`**: the replayed body, the episodes' returns, actions and rewards.
 //!
+//! Which metric panels a run gets follows the keys its agent declares it logs
+//! ([`o2o_agents::AgentConfig::metric_keys`]: a loss panel per declared loss, the temperature
+//! panel where `alpha` is logged, the recalibration panels where the diagnostics give
+//! `q_minus_mc`, the β panels where `beta_mean` is logged), never the algorithm's name, so a new
+//! algorithm gets its panels by declaring its keys.
+//!
 //! Kinds still to come (robot runs: commands before and after the safety layer, interventions,
 //! loop timing; fleet learners: actors and throughput; shaped runs: potential and shaped reward;
 //! FamO2O: the chosen β) add a [`RunKind`] and their panels here.
@@ -268,32 +274,13 @@ fn body_panel(title: &str, camera: Camera) -> Node {
     Node::Panel(p)
 }
 
-/// Which metrics an algorithm logs, as far as the layout needs to know.
-struct Metrics {
-    /// `train/alpha`, `train/entropy` (a learned temperature: the SAC family).
-    temperature: bool,
-    /// `train/value_loss` (IQL).
-    value_loss: bool,
-    /// `diag/…/q`, `mc_return`, `q_minus_mc` from `Agent::diagnose`.
-    diagnostics: bool,
-}
-
-fn metrics_of(algo: &str) -> Metrics {
-    let sac_family = matches!(algo, "sac" | "cql" | "calql" | "rlpd" | "wsrl" | "famo2o-cql");
-    // FamO2O's diagnostics are Q, α and β (no Monte-Carlo comparison): its β panels instead.
-    Metrics {
-        temperature: sac_family,
-        value_loss: matches!(algo, "iql" | "famo2o-iql"),
-        diagnostics: sac_family && algo != "famo2o-cql",
-    }
-}
-
 /// The layout of a run: `config` decides the kind and the panels; `camera` is the framing of
 /// the evaluation env's model (`None`: no 3D evaluation episodes, e.g. a non-MuJoCo env);
 /// `normalized` says whether the env has a normalized score.
 pub fn run_layout(config: &RunConfig, camera: Option<Camera>, normalized: bool) -> Layout {
     let plan = RunPlan::of(config);
-    let m = metrics_of(&config.algo);
+    // The panels follow the keys the agent declares it logs, never the algorithm's name.
+    let keys = config.agent.metric_keys();
     let marks =
         |metric: &str| -> Vec<String> { plan.marks.iter().map(|k| format!("/phases/{}/{metric}", k.name)).collect() };
     let with_marks = |title: &str, metric: &str| {
@@ -308,7 +295,7 @@ pub fn run_layout(config: &RunConfig, camera: Option<Camera>, normalized: bool) 
     }
     // Recalibration: Q against Monte-Carlo returns on online batches (once there are any) and on
     // dataset batches (when the run has a dataset).
-    let diag = m.diagnostics && config.diagnostics.every > 0;
+    let diag = keys.diagnoses("q_minus_mc") && config.diagnostics.every > 0;
     let sources: Vec<&str> = [("online", plan.kind != RunKind::Offline), ("offline", config.dataset.is_some())]
         .into_iter()
         .filter_map(|(s, has)| (diag && has).then_some(s))
@@ -331,14 +318,19 @@ pub fn run_layout(config: &RunConfig, camera: Option<Camera>, normalized: bool) 
             }),
         ]));
     }
-    let mut training = vec![
-        Panel::series("critic loss", &["/train/critic_loss"]),
-        Panel::series("actor loss", &["/train/actor_loss"]),
+    let losses = [
+        ("critic loss", "critic_loss"),
+        ("actor loss", "actor_loss"),
+        ("policy loss", "policy_loss"),
+        ("behaviour-cloning loss", "bc_loss"),
+        ("value loss", "value_loss"),
     ];
-    if m.value_loss {
-        training.push(Panel::series("value loss", &["/train/value_loss"]));
-    }
-    if m.temperature {
+    let mut training: Vec<Node> = losses
+        .into_iter()
+        .filter(|(_, key)| keys.updates(key))
+        .map(|(title, key)| Panel::series(title, &[&format!("/train/{key}")]))
+        .collect();
+    if keys.updates("alpha") && keys.updates("entropy") {
         training.push(Panel::series("temperature α and policy entropy", &["/train/alpha", "/train/entropy"]));
     }
     if config.sera.enabled {
@@ -347,10 +339,12 @@ pub fn run_layout(config: &RunConfig, camera: Option<Camera>, normalized: bool) 
             &["/train/sera/r_int_mean", "/train/sera/r_int_std", "/train/sera/bonus_share"],
         ));
     }
-    story.push(Node::row(training));
+    if !training.is_empty() {
+        story.push(Node::row(training));
+    }
     // FamO2O: the balance chosen over the batch, and β(s) against Q(s, a) and return-to-go at
     // the latest diagnostics (the scatters come from `Agent::diagnose_rows`).
-    let family = config.algo.starts_with("famo2o-");
+    let family = keys.updates("beta_mean");
     if family {
         let mut beta = vec![Panel::series(
             "balance β(s) over the batch: mean, 10% and 90%",
@@ -594,7 +588,7 @@ mod tests {
     use o2o_envs::Env;
 
     fn config(toml: &str) -> RunConfig {
-        toml::from_str(toml).unwrap()
+        RunConfig::from_toml_str(toml, "test").unwrap()
     }
 
     const WSRL: &str = r#"
@@ -675,6 +669,32 @@ mod tests {
             assert!(e.iter().any(|x| x == want), "{want} missing from {e:?}");
         }
         assert_eq!(famo2o.panels().iter().filter(|p| p.kind == PanelKind::Scatter).count(), 2);
+    }
+
+    /// The training panels are the losses the agent declares it logs
+    /// ([`o2o_agents::AgentConfig::metric_keys`]), whatever the algorithm is called: no critic
+    /// or actor loss for BC or PPO, which log neither, and every panel's key a declared one.
+    #[test]
+    fn training_panels_follow_the_declared_keys() {
+        let losses = |algo: &str, extra: &str| -> Vec<String> {
+            let c = config(&format!(
+                "preset = 't'\nalgo = '{algo}'\nenv = 'hopper-v2'\n[dataset]\npath = 'x'\n[train]\n{extra}\n"
+            ));
+            let keys = c.agent.metric_keys();
+            let train: Vec<String> =
+                run_layout(&c, None, true).entities().into_iter().filter(|e| e.starts_with("/train/")).collect();
+            for e in &train {
+                assert!(keys.updates(e.trim_start_matches("/train/")), "{algo}: {e} is not declared");
+            }
+            train
+        };
+        assert_eq!(losses("bc", "offline_steps = 10"), ["/train/bc_loss"]);
+        assert_eq!(losses("ppo", "online_steps = 10"), ["/train/policy_loss", "/train/value_loss"]);
+        // (`entities` are sorted.)
+        let td3bc = losses("td3bc", "offline_steps = 10");
+        assert_eq!(td3bc, ["/train/actor_loss", "/train/bc_loss", "/train/critic_loss"]);
+        let wsrl = losses("wsrl", "offline_steps = 10\nonline_steps = 10");
+        assert_eq!(wsrl, ["/train/actor_loss", "/train/alpha", "/train/critic_loss", "/train/entropy"]);
     }
 
     /// The camera follows the model's root body (Hopper's torso) and stands back by its size.

@@ -300,9 +300,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let run = dir.path().join("run-a");
         std::fs::create_dir(&run).unwrap();
-        let config: RunConfig =
-            toml::from_str("preset = 't'\nalgo = 'sac'\nenv = 'InvertedPendulum-v5'\n[train]\nonline_steps = 10\n")
-                .unwrap();
+        let config = RunConfig::from_toml_str(
+            "preset = 't'\nalgo = 'sac'\nenv = 'InvertedPendulum-v5'\n[train]\nonline_steps = 10\n",
+            "test",
+        )
+        .unwrap();
         let s = open_run_sinks(&run, &RerunArgs::off(), &config).unwrap();
         assert_eq!(s.sinks.len(), 0);
         assert!(s.episodes.is_none());

@@ -9,6 +9,8 @@
 use anyhow::{bail, Context, Result};
 use o2o_agents::sera::SeraConfig;
 use o2o_agents::AgentConfig;
+use o2o_datasets::imaginebench::Rows;
+use o2o_datasets::scores::RewardPreset;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -61,9 +63,49 @@ pub struct RunConfig {
     /// for `imaginebench-mujoco-*` envs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub imaginebench: Option<ImagineBenchRunConfig>,
-    /// The algorithm's hyperparameters (the agents crate's config for `algo`).
-    #[serde(default)]
-    pub agent: toml::Table,
+    /// The algorithm's hyperparameters: the agents crate's config for `algo`, parsed once when
+    /// the config is resolved, with every default filled in and validated, so nothing parses
+    /// `[agent]` again. Written as the `[agent]` table without its `algo` tag (the top-level
+    /// `algo` names the algorithm): see [`agent_table`].
+    #[serde(with = "agent_table")]
+    pub agent: AgentConfig,
+}
+
+/// How [`RunConfig::agent`] is written and read. The agents crate's [`AgentConfig`] is tagged by
+/// `algo` inside its table, but a run config carries `algo` once, at the top, so `[agent]` is
+/// written without the tag. A field's deserializer sees no other field, so
+/// [`RunConfig::from_table`] copies the top-level `algo` into `[agent]` before serde reads it
+/// (`tag_agent_table`); a table without the tag is refused with a message saying so.
+///
+/// This is the smallest form that keeps the parsed config in the struct: the written
+/// `config.toml` is byte for byte the one of a run config that held `[agent]` as a raw table
+/// (`every_preset_writes_the_config_toml_of_its_fixture`), and `--set agent.x=…` overrides keep
+/// working on the table before it is parsed.
+mod agent_table {
+    use o2o_agents::AgentConfig;
+    use serde::de::Error as _;
+    use serde::ser::Error as _;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(agent: &AgentConfig, s: S) -> Result<S::Ok, S::Error> {
+        let mut table = match agent.to_toml().map_err(S::Error::custom)? {
+            toml::Value::Table(t) => t,
+            other => return Err(S::Error::custom(format!("the agent config is a {}, not a table", other.type_str()))),
+        };
+        table.remove("algo");
+        table.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<AgentConfig, D::Error> {
+        let table = toml::Table::deserialize(d)?;
+        let Some(algo) = table.get("algo").and_then(|a| a.as_str()).map(str::to_string) else {
+            return Err(D::Error::custom(
+                "section [agent] needs the run's `algo`: read a run config with RunConfig::from_table or from_toml_str",
+            ));
+        };
+        AgentConfig::from_toml(toml::Value::Table(table))
+            .map_err(|e| D::Error::custom(format!("section [agent] for algo {algo:?}: {e}")))
+    }
 }
 
 /// `[imaginebench]`: how the ImagineBench env of a run shows instructions.
@@ -118,13 +160,13 @@ pub struct DatasetConfig {
     /// crate: `none`, `iql-locomotion` (r · 1000 / (R_max − R_min) over the dataset's
     /// episodes, §6.1), `antmaze-minus-one`, `calql-antmaze`, `adroit-binary`,
     /// `kitchen-minus-four` (§7.4).
-    #[serde(default = "default_reward")]
-    pub reward: String,
+    #[serde(default)]
+    pub reward: RewardPreset,
     /// How rows become transitions: `qlearning` (exactly `d4rl.qlearning_dataset`, for parity
     /// with published numbers) or `corrected` (keeps each episode's last transition, using the
     /// file's `next_observations`).
-    #[serde(default = "default_transitions")]
-    pub transitions: String,
+    #[serde(default)]
+    pub transitions: TransitionRule,
     /// The data was handed to the run in memory ([`Run::dataset`](super::builder::Run::dataset)),
     /// not read from a file; the manifest records its content hash, and resuming the run needs
     /// the same data again.
@@ -135,7 +177,7 @@ pub struct DatasetConfig {
     /// or `lerobot` (a LeRobotDataset v3.0 or v2.1 folder; a `path` folder with `meta/info.json`
     /// is read as one without saying so).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub format: Option<String>,
+    pub format: Option<DatasetFormat>,
     /// LeRobot folders: which features are the observation, action, reward, termination and
     /// intervention flags (`[dataset.lerobot]`, keys `observation` (a list), `action`, `reward`,
     /// `done`, `intervention`; defaults `observation.state`, `action`, `next.reward`,
@@ -144,14 +186,14 @@ pub struct DatasetConfig {
     pub lerobot: Option<o2o_datasets::lerobot::LeRobotKeys>,
     /// ImagineBench: which rollouts to train on, `real`, `imaginary` or `both` (default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rows: Option<String>,
+    pub rows: Option<Rows>,
     /// Recompute the rewards before anything else: `adroit-binary` gives D4RL-layout Adroit data
     /// (`{pen,door,relocate}-*-v1` files) the binary reward of the `*-binary-v0` tasks,
     /// `1[success(s')] − 1`, with Cal-QL's episode processing (episodes without a success
     /// dropped, the rest cut after their last success, success rows terminal;
     /// [`o2o_datasets::adroit_binary`]). Unset: the file's rewards.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub relabel: Option<String>,
+    pub relabel: Option<Relabel>,
     /// ImagineBench with `rows = "both"`: the fraction of each batch drawn from the real rows
     /// (the paper's 1:1 is 0.5); unset = the released code's mix, uniform over all rows
     /// (proportional to the two sizes).
@@ -159,19 +201,50 @@ pub struct DatasetConfig {
     pub real_fraction: Option<f64>,
 }
 
+/// How dataset rows become transitions ([`DatasetConfig::transitions`]).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum TransitionRule {
+    /// Exactly `d4rl.qlearning_dataset`, for parity with published numbers.
+    #[default]
+    Qlearning,
+    /// Each episode's last transition kept, with the file's `next_observations`.
+    Corrected,
+}
+
+/// The layout of a dataset ([`DatasetConfig::format`]).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum DatasetFormat {
+    /// D4RL's HDF5 layout.
+    D4rl,
+    /// An ImagineBench file in o2o's layout.
+    ImagineBench,
+    /// A LeRobotDataset folder.
+    LeRobot,
+}
+
+/// A recomputation of the dataset's rewards ([`DatasetConfig::relabel`]).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Relabel {
+    /// Adroit's binary reward `1[success(s')] − 1` with Cal-QL's episode processing.
+    AdroitBinary,
+}
+
 impl DatasetConfig {
     /// Whether the data is a LeRobotDataset folder: `format = "lerobot"`, or no format and a
     /// `path` folder with `meta/info.json`.
     pub fn is_lerobot(&self) -> bool {
-        match self.format.as_deref() {
-            Some(f) => f == "lerobot",
+        match self.format {
+            Some(f) => f == DatasetFormat::LeRobot,
             None => self.path.as_deref().is_some_and(o2o_datasets::lerobot::is_lerobot_dir),
         }
     }
 
     /// Whether the file is in ImagineBench's layout.
     pub fn is_imaginebench(&self) -> bool {
-        self.format.as_deref() == Some("imaginebench")
+        self.format == Some(DatasetFormat::ImagineBench)
     }
 
     /// Checks of an ImagineBench `[dataset]` section.
@@ -182,34 +255,23 @@ impl DatasetConfig {
                 if self.in_memory { "in_memory = true" } else { "no path" }
             );
         }
-        let rows = self.rows.as_deref().unwrap_or("both");
-        if !matches!(rows, "real" | "imaginary" | "both") {
-            bail!("key `dataset.rows`: expected \"real\", \"imaginary\" or \"both\", found {rows:?}");
-        }
+        let rows = self.rows.unwrap_or(Rows::All);
         if let Some(f) = self.real_fraction {
-            if rows != "both" {
-                bail!("key `dataset.real_fraction` needs rows = \"both\", found rows = {rows:?}");
+            if rows != Rows::All {
+                bail!("key `dataset.real_fraction` needs rows = \"both\", found rows = {:?}", rows.name());
             }
             if !(0.0..=1.0).contains(&f) {
                 bail!("key `dataset.real_fraction`: expected a number in [0, 1], found {f}");
             }
         }
-        if self.reward != "none" {
+        if self.reward != RewardPreset::None {
             bail!(
                 "key `dataset.reward`: ImagineBench data takes \"none\" (its rewards are the task's own), found {:?}",
-                self.reward
+                self.reward.name()
             );
         }
         Ok(())
     }
-}
-
-fn default_reward() -> String {
-    "none".into()
-}
-
-fn default_transitions() -> String {
-    "qlearning".into()
 }
 
 /// Step counts and data settings.
@@ -622,38 +684,15 @@ impl RunConfig {
 
     /// [`RunConfig::from_table`] for a config whose step counts are still to be set (a
     /// [`Run`](super::builder::Run) before `fit` or `fit_online`): every check but "has steps".
-    pub fn from_table_without_steps(table: toml::Table, origin: &str) -> Result<Self> {
-        let mut config: RunConfig =
-            toml::Value::Table(table).try_into().with_context(|| format!("invalid config in {origin}"))?;
-        config.validate_values().with_context(|| format!("invalid config in {origin}"))?;
-        let agent = config.agent_config().with_context(|| format!("invalid config in {origin}"))?;
-        let mut full = match agent.to_toml()? {
-            toml::Value::Table(t) => t,
-            other => bail!("the agent config serialized to a {}, not a table", other.type_str()),
-        };
-        full.remove("algo");
-        config.agent = full;
-        if agent.is_on_policy() {
-            config.check_on_policy().with_context(|| format!("invalid config in {origin}"))?;
+    pub fn from_table_without_steps(mut table: toml::Table, origin: &str) -> Result<Self> {
+        let invalid = || format!("invalid config in {origin}");
+        tag_agent_table(&mut table).with_context(invalid)?;
+        let config: RunConfig = toml::Value::Table(table).try_into().with_context(invalid)?;
+        config.validate_values().with_context(invalid)?;
+        if config.agent.is_on_policy() {
+            config.check_on_policy().with_context(invalid)?;
         }
         Ok(config)
-    }
-
-    /// The algorithm's config: `[agent]` tagged with `algo`, checked by the agents crate
-    /// (unknown keys and bad values are errors naming the key).
-    pub fn agent_config(&self) -> Result<AgentConfig> {
-        let mut t = self.agent.clone();
-        match t.get("algo") {
-            Some(toml::Value::String(a)) if *a != self.algo => {
-                bail!("key `agent.algo` is {a:?} but `algo` is {:?}; set only `algo`", self.algo)
-            }
-            _ => {}
-        }
-        t.insert("algo".into(), toml::Value::String(self.algo.clone()));
-        let cfg = AgentConfig::from_toml(toml::Value::Table(t))
-            .with_context(|| format!("section [agent] for algo {:?}", self.algo))?;
-        cfg.validate().with_context(|| format!("section [agent] for algo {:?}", self.algo))?;
-        Ok(cfg)
     }
 
     /// Read `config.toml` from a run directory (or any config file): an
@@ -705,7 +744,7 @@ impl RunConfig {
                 self.algo
             );
         }
-        if self.algo == "unio4" && self.dataset.is_none() {
+        if matches!(self.agent, AgentConfig::Unio4(_)) && self.dataset.is_none() {
             bail!("algo `unio4` trains offline on a dataset first: add a [dataset] section");
         }
         let r = &self.rollout;
@@ -724,7 +763,8 @@ impl RunConfig {
     fn check_has_steps(&self) -> Result<()> {
         let t = &self.train;
         // Uni-O4's offline stages count their own steps in [agent]: an offline-only run is one.
-        if t.offline_steps + t.random_steps + t.warmup_steps + t.online_steps == 0 && self.algo != "unio4" {
+        let unio4 = matches!(self.agent, AgentConfig::Unio4(_));
+        if t.offline_steps + t.random_steps + t.warmup_steps + t.online_steps == 0 && !unio4 {
             bail!("the run has no steps: set train.offline_steps or train.online_steps");
         }
         Ok(())
@@ -732,6 +772,10 @@ impl RunConfig {
 
     /// [`RunConfig::validate`] without the step check.
     fn validate_values(&self) -> Result<()> {
+        if self.agent.algo() != self.algo {
+            bail!("key `algo` is {:?} but [agent] holds the config of {:?}", self.algo, self.agent.algo());
+        }
+        self.agent.validate().with_context(|| format!("section [agent] for algo {:?}", self.algo))?;
         let t = &self.train;
         if t.batch_size == 0 {
             bail!("key `train.batch_size`: expected at least 1, found 0");
@@ -808,13 +852,7 @@ impl RunConfig {
             Some(d) if !d.in_memory && d.id.is_none() && d.path.is_none() => {
                 bail!("section [dataset]: expected `id` or `path`, found neither")
             }
-            Some(d) if !matches!(d.format.as_deref(), None | Some("d4rl") | Some("imaginebench") | Some("lerobot")) => {
-                bail!(
-                    "key `dataset.format`: expected \"d4rl\", \"imaginebench\" or \"lerobot\", found {:?}",
-                    d.format.as_deref().unwrap_or_default()
-                )
-            }
-            Some(d) if d.format.as_deref() == Some("lerobot") && (d.in_memory || d.path.is_none()) => {
+            Some(d) if d.format == Some(DatasetFormat::LeRobot) && (d.in_memory || d.path.is_none()) => {
                 bail!("section [dataset] with format = \"lerobot\": expected `path` (a LeRobotDataset folder)")
             }
             Some(d) if d.lerobot.is_some() && !d.is_lerobot() => {
@@ -824,22 +862,34 @@ impl RunConfig {
             Some(d) if d.rows.is_some() || d.real_fraction.is_some() => {
                 bail!("section [dataset]: `rows` and `real_fraction` apply to `format = \"imaginebench\"` only")
             }
-            Some(d) if !matches!(d.transitions.as_str(), "qlearning" | "corrected") => {
-                bail!("key `dataset.transitions`: expected \"qlearning\" or \"corrected\", found {:?}", d.transitions)
+            Some(d) if d.relabel.is_some() => {
+                o2o_datasets::adroit_binary::BinaryTask::from_env_id(&self.env).context("key `dataset.relabel`")?;
             }
-            Some(d) if !matches!(d.relabel.as_deref(), None | Some("adroit-binary")) => {
-                bail!("key `dataset.relabel`: expected \"adroit-binary\", found {:?}", d.relabel.as_deref().unwrap_or_default())
-            }
-            Some(d) => {
-                o2o_datasets::scores::RewardPreset::from_name(&d.reward).context("key `dataset.reward`")?;
-                if d.relabel.is_some() {
-                    o2o_datasets::adroit_binary::BinaryTask::from_env_id(&self.env).context("key `dataset.relabel`")?;
-                }
-            }
+            Some(_) => {}
             None => {}
         }
         Ok(())
     }
+}
+
+/// Copy the top-level `algo` into `[agent]` (made when absent), where the agents crate's tagged
+/// [`AgentConfig`] reads it ([`agent_table`]). `agent.algo` may repeat `algo`, not contradict it.
+/// Without a string `algo` the table is left as it is, for serde to name what is wrong.
+fn tag_agent_table(table: &mut toml::Table) -> Result<()> {
+    let Some(algo) = table.get("algo").and_then(|a| a.as_str()).map(str::to_string) else {
+        return Ok(());
+    };
+    let toml::Value::Table(agent) = table.entry("agent").or_insert_with(|| toml::Value::Table(toml::Table::new()))
+    else {
+        return Ok(());
+    };
+    if let Some(toml::Value::String(a)) = agent.get("algo") {
+        if *a != algo {
+            bail!("key `agent.algo` is {a:?} but `algo` is {algo:?}; set only `algo`");
+        }
+    }
+    agent.insert("algo".into(), toml::Value::String(algo));
+    Ok(())
 }
 
 /// Apply `key=value` overrides to a config table. `key` is a dotted path (`train.online_steps`,
@@ -922,7 +972,8 @@ online_steps = 100
         assert_eq!(c.train.online_steps, 2000);
         assert_eq!(c.seed, 7);
         assert_eq!(c.env, "Hopper-v5");
-        assert_eq!(c.agent["actor_lr"].as_float(), Some(1e-4));
+        let AgentConfig::Sac(sac) = &c.agent else { panic!("not sac") };
+        assert_eq!(sac.actor_lr, 1e-4);
         assert!(c.eval.at_start);
     }
 
@@ -1051,15 +1102,58 @@ online_steps = 100
     #[test]
     fn agent_section_is_checked_and_completed() {
         let c = resolve(&["agent.tau=0.01"]).unwrap();
-        assert_eq!(c.agent["tau"].as_float(), Some(0.01));
-        assert_eq!(c.agent["gamma"].as_float(), Some(0.99), "defaults are filled in");
-        assert!(!c.agent.contains_key("algo"));
+        let AgentConfig::Sac(sac) = &c.agent else { panic!("not sac") };
+        assert_eq!(sac.tau, 0.01);
+        assert_eq!(c.agent.gamma(), Some(0.99), "defaults are filled in");
+        let written: toml::Table = c.to_toml_string().unwrap().parse().unwrap();
+        let agent = written["agent"].as_table().unwrap();
+        assert_eq!(agent["gamma"].as_float(), Some(0.99), "defaults are written");
+        assert!(!agent.contains_key("algo"), "the top-level `algo` names the algorithm");
+        let c = resolve(&["agent.algo=sac"]).unwrap();
+        assert_eq!(c.agent.algo(), "sac", "agent.algo may repeat algo");
         let err = format!("{:#}", resolve(&["agent.expectile=0.7"]).unwrap_err());
         assert!(err.contains("expectile"), "{err}");
         let err = format!("{:#}", resolve(&["algo=ppx"]).unwrap_err());
         assert!(err.contains("ppx"), "{err}");
         let err = format!("{:#}", resolve(&["agent.algo=iql"]).unwrap_err());
         assert!(err.contains("agent.algo"), "{err}");
+        let err = format!("{:#}", resolve(&["agent.actor_lr=-1.0"]).unwrap_err());
+        assert!(err.contains("actor_lr") && err.contains("section [agent]"), "{err}");
+        let err = format!("{:#}", resolve(&["agent=3"]).unwrap_err());
+        assert!(err.contains("agent"), "{err}");
+    }
+
+    /// serde alone cannot read `[agent]` without the run's `algo` (a field sees no sibling), so
+    /// deserializing config text directly says where to read it instead.
+    #[test]
+    fn reading_without_from_table_names_the_way_to_read() {
+        let text = resolve(&[]).unwrap().to_toml_string().unwrap();
+        let err = toml::from_str::<RunConfig>(&text).unwrap_err().to_string();
+        assert!(err.contains("RunConfig::from_table"), "{err}");
+    }
+
+    /// The dataset options are closed sets: an unknown value is refused, naming the key and the
+    /// allowed values, and a known one reads as its variant.
+    #[test]
+    fn dataset_options_are_closed_sets() {
+        let data = |set: &str| resolve(&["dataset.id=hopper-medium-v2", set]);
+        for (set, key, allowed) in [
+            ("dataset.reward=iql", "reward", &["none", "iql-locomotion", "calql-antmaze", "kitchen-minus-four"][..]),
+            ("dataset.transitions=fixed", "transitions", &["qlearning", "corrected"]),
+            ("dataset.format=parquet", "format", &["d4rl", "imaginebench", "lerobot"]),
+            ("dataset.relabel=binary", "relabel", &["adroit-binary"]),
+            ("dataset.rows=dreamt", "rows", &["real", "imaginary", "both"]),
+        ] {
+            let err = format!("{:#}", data(set).unwrap_err());
+            assert!(err.contains(key) && allowed.iter().all(|a| err.contains(a)), "{set}: {err}");
+        }
+        let c = data("dataset.transitions=corrected").unwrap();
+        let d = c.dataset.as_ref().unwrap();
+        assert_eq!((d.reward, d.transitions, d.format), (RewardPreset::None, TransitionRule::Corrected, None));
+        let c = resolve(&["env=door-binary-v0", "dataset.id=door-human-v1", "dataset.relabel=adroit-binary"]).unwrap();
+        assert_eq!(c.dataset.unwrap().relabel, Some(Relabel::AdroitBinary));
+        let err = format!("{:#}", data("dataset.relabel=adroit-binary").unwrap_err());
+        assert!(err.contains("dataset.relabel"), "adroit-binary needs an Adroit env: {err}");
     }
 
     #[test]

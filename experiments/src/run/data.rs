@@ -4,13 +4,13 @@
 //! writes a run's own env transitions as a D4RL-format dataset (`train.record_dataset`).
 
 use super::actor::{ActionScale, Transition, TransitionSink};
-use super::config::{DatasetConfig, RunConfig};
+use super::config::{DatasetConfig, Relabel, RunConfig, TransitionRule};
 use super::learner::{RewardTransform, Source};
 use super::rundir::DatasetInfo;
 use anyhow::{bail, Context, Result};
+use o2o_agents::AgentConfig;
 use o2o_datasets::d4rl::{BuildOptions, D4rlDataset};
 use o2o_datasets::mc_returns::{returns_to_go, McConfig};
-use o2o_datasets::scores::RewardPreset;
 use o2o_datasets::OfflineBuffer;
 use o2o_envs::BoxSpace;
 use std::path::{Path, PathBuf};
@@ -62,24 +62,25 @@ impl OfflineData {
     }
 }
 
+/// The discount of a run's Monte-Carlo returns (the dataset's and the replay buffer's): the
+/// agent's γ ([`AgentConfig::gamma`]). BC learns no value; its returns, which only the
+/// diagnostics read, take the customary 0.99.
+pub fn returns_gamma(agent: &AgentConfig) -> f32 {
+    agent.gamma().unwrap_or(0.99) as f32
+}
+
 /// How Monte-Carlo returns are computed when the run's algorithm needs them (Cal-QL): the rule
 /// of [`dataset_mc_config`]; `None` otherwise.
-pub fn mc_config(config: &RunConfig, gamma: f32) -> Result<Option<McConfig>> {
-    if !config.agent_config()?.needs_mc_returns() {
-        return Ok(None);
-    }
-    dataset_mc_config(config, gamma).map(Some)
+pub fn mc_config(config: &RunConfig, gamma: f32) -> Option<McConfig> {
+    config.agent.needs_mc_returns().then(|| dataset_mc_config(config, gamma))
 }
 
 /// How the dataset's Monte-Carlo returns are computed (for Cal-QL, and for diagnostics: `Q − G`
 /// on dataset actions): discount `gamma`, and the reward preset's all-failure convention for
 /// sparse tasks.
-pub fn dataset_mc_config(config: &RunConfig, gamma: f32) -> Result<McConfig> {
-    let sparse = match &config.dataset {
-        Some(d) => RewardPreset::from_name(&d.reward)?.sparse_failure_reward(),
-        None => None,
-    };
-    Ok(McConfig { gamma, sparse_failure_reward: sparse })
+pub fn dataset_mc_config(config: &RunConfig, gamma: f32) -> McConfig {
+    let sparse = config.dataset.as_ref().and_then(|d| d.reward.sparse_failure_reward());
+    McConfig { gamma, sparse_failure_reward: sparse }
 }
 
 /// Load the dataset `cfg` names for an env with `action_space`, checking its sizes; with `mc`,
@@ -141,12 +142,11 @@ pub fn load_shaped(
         eprintln!("warning: dataset {}: {w}", path.display());
     }
     let opts = BuildOptions { max_episode_steps, mc: None };
-    let mut t = match cfg.transitions.as_str() {
-        "qlearning" => ds.qlearning_dataset(&opts)?,
-        "corrected" => ds.corrected_transitions(&opts)?,
-        other => bail!("key `dataset.transitions`: expected \"qlearning\" or \"corrected\", found {other:?}"),
+    let mut t = match cfg.transitions {
+        TransitionRule::Qlearning => ds.qlearning_dataset(&opts)?,
+        TransitionRule::Corrected => ds.corrected_transitions(&opts)?,
     };
-    if cfg.relabel.as_deref() == Some("adroit-binary") {
+    if cfg.relabel == Some(Relabel::AdroitBinary) {
         let task = o2o_datasets::adroit_binary::BinaryTask::from_env_id(env_id)?;
         let stats = o2o_datasets::adroit_binary::relabel(&mut t, task)
             .with_context(|| format!("dataset.relabel = \"adroit-binary\" on {}", path.display()))?;
@@ -167,9 +167,8 @@ pub fn load_shaped(
         row.copy_from_slice(&a);
     }
     // The reward preset, as an affine map so online rewards get exactly the same transform.
-    let preset = RewardPreset::from_name(&cfg.reward)?;
     let mut probe = [0.0f32, 1.0];
-    preset
+    cfg.reward
         .apply(&mut probe, &ds.episode_returns(max_episode_steps))
         .with_context(|| format!("dataset {}", path.display()))?;
     let reward = RewardTransform { scale: (probe[1] - probe[0]) as f64, shift: probe[0] as f64 };
@@ -288,6 +287,7 @@ impl TransitionSink for Tee<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use o2o_datasets::scores::RewardPreset;
 
     #[test]
     fn recorded_dataset_round_trips_through_the_loader() {
@@ -317,8 +317,8 @@ mod tests {
         let cfg = DatasetConfig {
             id: None,
             path: Some(path.clone()),
-            reward: "iql-locomotion".into(),
-            transitions: "corrected".into(),
+            reward: RewardPreset::IqlLocomotion,
+            transitions: TransitionRule::Corrected,
             in_memory: false,
             format: None,
             lerobot: None,

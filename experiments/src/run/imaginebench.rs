@@ -117,7 +117,7 @@ pub fn load(
         let a = scale.to_agent(row);
         row.copy_from_slice(&a);
     }
-    let rows = cfg.rows.as_deref().unwrap_or("both");
+    let rows = cfg.rows.unwrap_or(Rows::All);
     let one = |rows: Rows| -> Result<(OfflineBuffer, Option<SecondBuffer>, Vec<f32>)> {
         let t = ds.transitions(rows, true, mc)?;
         let ends = t.episode_ends.clone();
@@ -126,17 +126,15 @@ pub fn load(
     // `episode_ends` follows the first buffer's rows; a weighted mix of two buffers has none
     // (only Uni-O4 reads them, and it takes a single buffer).
     let (buffer, second, episode_ends) = match (rows, cfg.real_fraction) {
-        ("real", _) => one(Rows::Real)?,
-        ("imaginary", _) => one(Rows::Imaginary)?,
-        (_, None) => one(Rows::All)?,
-        (_, Some(f)) => {
+        (Rows::All, Some(f)) => {
             let (real, imaginary) = ds.buffers(true, mc)?;
             (real, Some(SecondBuffer { buffer: imaginary, first_fraction: f }), Vec::new())
         }
+        (rows, _) => one(rows)?,
     };
     let n = buffer.len() + second.as_ref().map_or(0, |s| s.buffer.len());
     if n == 0 {
-        bail!("dataset {} has no {rows} rows", path.display());
+        bail!("dataset {} has no {} rows", path.display(), rows.name());
     }
     let (sha256, _) = o2o_datasets::download::hash_file(&path)?;
     let info = DatasetInfo { id: cfg.id.clone(), path: path.display().to_string(), sha256, transitions: n };

@@ -208,12 +208,12 @@ pub(super) fn run(
     }
 
     // Uni-O4: its offline stages (cached in the run directory) and the hand-over first.
-    if let (Start::Fresh, Ok(AgentConfig::Unio4(c))) = (&start, config.agent_config()) {
+    if let (Start::Fresh, AgentConfig::Unio4(c)) = (&start, &config.agent) {
         let data = offline.as_ref().context("algo `unio4` needs a [dataset]")?;
         agent.set_phase(Phase::Offline);
         state.grad_step = super::unio4::offline(
             dir,
-            &c,
+            c,
             data,
             &config.env,
             &mut *eval_env,

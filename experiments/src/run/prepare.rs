@@ -22,6 +22,7 @@ use o2o_agents::sera::Sera;
 use o2o_agents::{Agent, AgentError};
 use o2o_datasets::d4rl::D4rlDataset;
 use o2o_datasets::mc_returns::McConfig;
+use o2o_datasets::scores::RewardPreset;
 use o2o_datasets::ReplayBuffer;
 use o2o_envs::Env;
 use o2o_reward_models::{Potential, Shaper};
@@ -110,8 +111,7 @@ fn bad_dataset(d: &super::config::DatasetConfig, err: anyhow::Error) -> anyhow::
 
 /// Build the agent a config describes, on `device`, seeded from the run seed.
 pub fn build_agent(config: &RunConfig, obs_dim: usize, act_dim: usize, device: Device) -> Result<Box<dyn Agent>> {
-    let agent_config = config.agent_config()?;
-    o2o_agents::build(&agent_config, obs_dim, act_dim, device, derive_seed(config.seed, stream::AGENT, 0))
+    o2o_agents::build(&config.agent, obs_dim, act_dim, device, derive_seed(config.seed, stream::AGENT, 0))
         .with_context(|| format!("building the {} agent from [agent] in the config", config.algo))
 }
 
@@ -156,7 +156,7 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
     let plan = phases::plan(&config.train);
     // An on-policy agent (PPO) collects rollouts from a vector env instead (`onpolicy.rs`): no
     // replay buffer, no single acting env.
-    let on_policy = config.agent_config()?.is_on_policy();
+    let on_policy = config.agent.is_on_policy();
     let needs_env = plan.iter().any(|p| p.kind.steps_env()) && !on_policy;
 
     // ImagineBench: the env is built from `[imaginebench]` with the run's instruction encoder,
@@ -181,8 +181,8 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
 
     // Monte-Carlo returns-to-go in the agent's rewards, for algorithms that need them (Cal-QL):
     // computed for the dataset here and for online episodes by the replay buffer.
-    let gamma = config.agent.get("gamma").and_then(|g| g.as_float()).unwrap_or(0.99) as f32;
-    let mc = data::mc_config(config, gamma)?;
+    let gamma = data::returns_gamma(&config.agent);
+    let mc = data::mc_config(config, gamma);
     let needs_data = config.train.offline_steps > 0 || config.train.mixes_offline_data();
     // The agent (its own seeded random stream: building it first changes no draw).
     let mut agent = build_agent(config, obs_dim, act_dim, device)?;
@@ -209,7 +209,7 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
                 Some(e) => e.clone(),
                 None => imaginebench::encoder(config)?,
             };
-            let mc = data::dataset_mc_config(config, gamma)?;
+            let mc = data::dataset_mc_config(config, gamma);
             let loaded =
                 imaginebench::load(d, &encoder, eval_env.action_space(), &config.env, obs_dim, act_dim, Some(mc));
             Some(loaded.map_err(|e| bad_dataset(d, e))?)
@@ -222,15 +222,17 @@ pub fn prepare<'a>(config: &RunConfig, device: Device, start: Start, mut hooks: 
             obs_dim,
             act_dim,
             eval_env.spec().max_episode_steps,
-            Some(data::dataset_mc_config(config, gamma)?),
+            Some(data::dataset_mc_config(config, gamma)),
             shaper.as_mut(),
         ) {
             Ok(o) => Some(o),
             // Data handed over in memory is part of the run (its diagnostics too): never optional.
             Err(e) if needs_data || d.in_memory => return Err(bad_dataset(d, e)),
-            Err(e) if d.reward != "none" => {
-                let why =
-                    format!("the dataset sets the reward transform `{}` that online rewards must get too", d.reward);
+            Err(e) if d.reward != RewardPreset::None => {
+                let why = format!(
+                    "the dataset sets the reward transform `{}` that online rewards must get too",
+                    d.reward.name()
+                );
                 return Err(bad_dataset(d, e.context(why)));
             }
             Err(e) => {

@@ -106,6 +106,14 @@ impl Default for Unio4Config {
     }
 }
 
+impl Unio4Config {
+    /// The keys of the agent it builds, the online PPO ([`PpoConfig::metric_keys`]); the offline
+    /// stages log under `unio4/…` from the runner, not through the agent.
+    pub fn metric_keys(&self) -> crate::MetricKeys {
+        self.online_config().metric_keys()
+    }
+}
+
 /// Uni-O4's online PPO defaults (§1.2): 2048-step rollouts, minibatch 128, K = 30, actor LR 2e-5,
 /// critic LR 2e-4, ε = 0.05 for the ratio and the value, entropy 0.01, grad-norm 0.5, Adam ε 1e-5,
 /// LR decay over 3e6 env steps, advantages standardized over the rollout, the dataset's

@@ -521,9 +521,10 @@ fn load_controller(run_dir: &Path, device: Device) -> Result<(RunConfig, Box<dyn
 }
 
 fn actor_hidden(config: &RunConfig) -> Vec<i64> {
-    let hidden =
-        config.agent.get("actor").and_then(|a| a.get("mlp")).and_then(|m| m.get("hidden")).and_then(|h| h.as_array());
-    hidden.map(|h| h.iter().filter_map(|v| v.as_integer()).collect()).unwrap_or_default()
+    match &config.agent {
+        o2o_agents::AgentConfig::Sac(sac) => sac.actor.mlp.hidden.clone(),
+        _ => Vec::new(),
+    }
 }
 
 /// The controller with the collection's action noise: a ~ π(·|o) + σ·N(0, 1), clipped to [−1, 1].
