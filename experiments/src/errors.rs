@@ -150,6 +150,24 @@ impl fmt::Debug for Chain {
     }
 }
 
+/// `$body` with `$printed` bound to what the error prints: every variant's `chain`, `Other`'s
+/// error itself (by reference or by mutable reference, as `$error` is).
+macro_rules! with_printed {
+    ($error:expr, |$printed:ident| $body:expr) => {
+        match $error {
+            Error::BadConfig { chain: Chain($printed), .. }
+            | Error::BadDataset { chain: Chain($printed), .. }
+            | Error::DamagedCheckpoint { chain: Chain($printed), .. }
+            | Error::RunDir { chain: Chain($printed), .. }
+            | Error::RunInUse { chain: Chain($printed), .. }
+            | Error::Env { chain: Chain($printed), .. }
+            | Error::Agent { chain: Chain($printed), .. }
+            | Error::Interrupted { chain: Chain($printed), .. }
+            | Error::Other($printed) => $body,
+        }
+    };
+}
+
 impl Error {
     /// A config that cannot be used, from where it came (see [`Error::BadConfig`]).
     pub(crate) fn bad_config(origin: impl Into<String>, err: anyhow::Error) -> Self {
@@ -188,32 +206,12 @@ impl Error {
 
     /// What this error prints.
     fn printed(&self) -> &anyhow::Error {
-        match self {
-            Self::BadConfig { chain, .. }
-            | Self::BadDataset { chain, .. }
-            | Self::DamagedCheckpoint { chain, .. }
-            | Self::RunDir { chain, .. }
-            | Self::RunInUse { chain, .. }
-            | Self::Env { chain, .. }
-            | Self::Agent { chain, .. }
-            | Self::Interrupted { chain, .. } => &chain.0,
-            Self::Other(err) => err,
-        }
+        with_printed!(self, |printed| printed)
     }
 
     /// The same error printing `chain` instead (an error found under context lines).
     fn printing(mut self, text: Chain) -> Self {
-        match &mut self {
-            Self::BadConfig { chain, .. }
-            | Self::BadDataset { chain, .. }
-            | Self::DamagedCheckpoint { chain, .. }
-            | Self::RunDir { chain, .. }
-            | Self::RunInUse { chain, .. }
-            | Self::Env { chain, .. }
-            | Self::Agent { chain, .. }
-            | Self::Interrupted { chain, .. } => *chain = text,
-            Self::Other(err) => *err = text.0,
-        }
+        with_printed!(&mut self, |printed| *printed = text.0);
         self
     }
 }

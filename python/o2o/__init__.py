@@ -12,44 +12,8 @@ drives); see docs/python.md.
     iql.predict(observations)
 """
 
-from ._o2o import (
-    BadConfig,
-    BadDataset,
-    DamagedCheckpoint,
-    Dataset,
-    Error,
-    Outcome,
-    Policy,
-    Run,
-    RunDir,
-    RunInUse,
-    __version__,
-    export,
-    list_presets,
-    load_policy,
-)
+from . import _o2o
+from ._o2o import *  # noqa: F403 (the native module's names: its __all__, written once in python/src/lib.rs)
 from .algos import CQL, IQL, RLPD, SAC, WSRL, Algo, CalQL
 
-__all__ = [
-    "Run",
-    "Outcome",
-    "Dataset",
-    "Policy",
-    "Error",
-    "BadConfig",
-    "BadDataset",
-    "DamagedCheckpoint",
-    "RunDir",
-    "RunInUse",
-    "list_presets",
-    "load_policy",
-    "export",
-    "Algo",
-    "SAC",
-    "IQL",
-    "CQL",
-    "CalQL",
-    "RLPD",
-    "WSRL",
-    "__version__",
-]
+__all__ = [*_o2o.__all__, "Algo", "SAC", "IQL", "CQL", "CalQL", "RLPD", "WSRL"]
