@@ -18,6 +18,9 @@
 //!   sink of your own implements;
 //! - [`report`]: scores over seeds from run directories (`o2o report`);
 //! - [`export`]: a run's deterministic policy as a TorchScript file (`o2o export`);
+//! - [`benchmarks`]: benchmark datasets made here, D4RL-style locomotion, mixed-quality,
+//!   AntMaze, Adroit and ImagineBench files with their manifests (`o2o dataset make-benchmark`);
+//! - [`bench`]: speed benchmarks against references measured in the same run (`o2o bench`);
 //! - [`errors`]: [`Error`], what the entry points return: a variant to match for a bad config,
 //!   bad data, a damaged checkpoint, a directory that is not a run, a run in use, a stop;
 //! - [`paths`]: where the set-up installed libtorch, the virtualenv and the scripts;
@@ -37,6 +40,8 @@
 
 #![warn(missing_docs)]
 
+pub mod bench;
+pub mod benchmarks;
 pub mod errors;
 pub mod export;
 pub mod fleet;

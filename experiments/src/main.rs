@@ -1,8 +1,9 @@
 //! `o2o`: offline-to-online reinforcement learning for robotics, from the command line.
 //!
 //! Each subcommand lives in its own module under `commands/`; the work is done by the
-//! `o2o_experiments` library (the runner, run directories, sinks, reports). This file only
-//! parses the command line, dispatches, and turns errors into a message and an exit code.
+//! `o2o_experiments` library (the runner, run directories, sinks, reports, the benchmark
+//! datasets' makers and the speed benchmarks). This file only parses the command line,
+//! dispatches, and turns errors into a message and an exit code.
 
 mod commands;
 

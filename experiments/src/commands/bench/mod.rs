@@ -1,4 +1,6 @@
 //! `o2o bench …`: benchmarks. Each prints a ratio against a reference measured in the same run.
+//! The measurements are the library's ([`o2o_experiments::bench`], and `o2o_envs::bench` for
+//! envs); each file here holds a benchmark's arguments and prints its report.
 
 pub mod data;
 pub mod dynamics;
@@ -6,9 +8,6 @@ pub mod env;
 pub mod fleet;
 pub mod ppo;
 pub mod update;
-
-use anyhow::{bail, Context};
-use std::path::Path;
 
 use clap::Subcommand;
 
@@ -49,45 +48,14 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
 }
 
-/// A scratch folder removed when dropped (the exchange files with a Python reference).
-pub(crate) struct TempDir(std::path::PathBuf);
-
-impl TempDir {
-    pub(crate) fn new(bench: &str) -> anyhow::Result<Self> {
-        let p = std::env::temp_dir().join(format!("o2o-bench-{bench}-{}", std::process::id()));
-        std::fs::create_dir_all(&p).with_context(|| format!("creating {}", p.display()))?;
-        Ok(Self(p))
+/// Print a benchmark's report: its table on stdout, its warning (if any) on stderr, then, with
+/// `--json`, its JSON object as the last line.
+fn print_report(table: &str, warning: Option<String>, json: Option<serde_json::Value>) {
+    println!("{table}");
+    if let Some(warning) = warning {
+        eprintln!("{warning}");
     }
-    pub(crate) fn path(&self) -> &Path {
-        &self.0
+    if let Some(json) = json {
+        println!("{json}");
     }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Run `scripts/<script>` with the venv's Python and parse the JSON object on its last line.
-pub(crate) fn python_json(script: &str, args: &[&str]) -> anyhow::Result<serde_json::Value> {
-    let script = o2o_experiments::paths::scripts_dir().join(script);
-    let python = o2o_experiments::paths::venv_python();
-    let out = std::process::Command::new(&python)
-        .arg(&script)
-        .args(args)
-        .output()
-        .with_context(|| format!("running {} {}", python.display(), script.display()))?;
-    if !out.status.success() {
-        bail!("{} failed ({}):\n{}", script.display(), out.status, String::from_utf8_lossy(&out.stderr));
-    }
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    serde_json::from_str(stdout.lines().last().unwrap_or(""))
-        .with_context(|| format!("parsing the last line of {}'s output:\n{stdout}", script.display()))
-}
-
-/// The 1-, 5- and 15-minute load averages, for the header of a benchmark.
-pub(crate) fn load_average() -> String {
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
 }

@@ -1,26 +1,7 @@
-//! `o2o bench ppo`: PPO env steps per second, rollout and update together, against a PyTorch +
-//! Gymnasium PPO written to the same hyperparameters, measured in the same run.
-//!
-//! Ours is a real run of the `ppo-hopper` preset through the library (`Run`), with
-//! `--envs` envs stepped by the vector env on `--threads` threads, `--rollout` steps per env per
-//! rollout, 10 epochs of minibatches of 64 (CleanRL's 32 minibatches of a 2048-row rollout):
-//! its `perf/steps_per_s` per rollout from `metrics.jsonl`. The reference is
-//! `scripts/bench_ppo_torch.py`: CleanRL's `ppo_continuous_action.py` shape (64×64 tanh actor
-//! and critic, running observation normalization, GAE, clipped surrogate and value loss,
-//! grad-norm clip 0.5, Adam ε 1e-5) on a `gymnasium.vector.SyncVectorEnv` of the same env,
-//! timed per rollout the same way. Both report the median over the rollouts after the first
-//! (the first carries start-up); `--rounds` alternates the two sides and keeps each one's best.
-//!
-//! With `--json` the last line is `{"ours_steps_per_s", "pytorch_steps_per_s", "ratio", "envs",
-//! "rollout", "threads", "env"}`.
+//! `o2o bench ppo`: PPO env steps per second vs PyTorch + Gymnasium PPO (the measurement is
+//! [`o2o_experiments::bench::ppo`]).
 
-use super::python_json;
-use anyhow::{bail, Context};
-use o2o_experiments::logging::RerunArgs;
-use o2o_experiments::run::progress::ProgressOptions;
-use o2o_experiments::Run;
-use serde_json::json;
-use std::path::Path;
+use o2o_experiments::bench::ppo::{PpoBench, PpoOptions};
 
 /// Arguments of `o2o bench ppo`.
 #[derive(clap::Args)]
@@ -50,87 +31,16 @@ pub struct PpoBenchArgs {
 
 /// Run the benchmark.
 pub fn run(args: PpoBenchArgs) -> anyhow::Result<()> {
-    if args.envs == 0 || args.rollout == 0 || args.rollouts < 2 || args.threads == 0 {
-        bail!(
-            "o2o bench ppo: --envs, --rollout and --threads must be ≥ 1 and --rollouts ≥ 2 (the first is not counted)"
-        );
-    }
-    tch::set_num_threads(args.threads as i32);
-    println!("o2o bench ppo: {} × {} envs, {} steps per env per rollout, {} rollouts, 10 epochs of minibatches of 64, {} threads, load average {}", args.envs, args.env, args.rollout, args.rollouts, args.threads, super::load_average());
-    let (mut ours, mut theirs) = (0.0f64, 0.0f64);
-    for round in 0..args.rounds.max(1) {
-        ours = ours.max(time_ours(&args)?);
-        let r = python_json(
-            "bench_ppo_torch.py",
-            &[
-                "--env",
-                &args.env,
-                "--envs",
-                &args.envs.to_string(),
-                "--rollout",
-                &args.rollout.to_string(),
-                "--rollouts",
-                &args.rollouts.to_string(),
-                "--threads",
-                &args.threads.to_string(),
-            ],
-        )?;
-        theirs = theirs.max(r["steps_per_s"].as_f64().context("bench_ppo_torch.py printed no steps_per_s")?);
-        eprintln!(
-            "round {}: ours {ours:.0} env steps/s, PyTorch + Gymnasium {theirs:.0} (best so far), load {}",
-            round + 1,
-            super::load_average()
-        );
-    }
-    println!("{:<6} {:>14} {:>14} {:>7}", "", "ours steps/s", "torch steps/s", "ratio");
-    println!("{:<6} {:>14.0} {:>14.0} {:>6.2}x", "ppo", ours, theirs, ours / theirs);
-    if args.json {
-        println!(
-            "{}",
-            json!({"ours_steps_per_s": ours, "pytorch_steps_per_s": theirs, "ratio": ours / theirs, "envs": args.envs, "rollout": args.rollout, "threads": args.threads, "env": args.env})
-        );
-    }
+    let bench = PpoBench::new(PpoOptions {
+        env: args.env,
+        envs: args.envs,
+        rollout: args.rollout,
+        rollouts: args.rollouts,
+        threads: args.threads,
+        rounds: args.rounds,
+    })?;
+    println!("{}", bench.header());
+    let report = bench.run()?;
+    super::print_report(&report.table(), None, args.json.then(|| report.json()));
     Ok(())
-}
-
-/// One run of `ppo-hopper` on `args`' shape in a scratch runs folder; the median rollout rate.
-fn time_ours(args: &PpoBenchArgs) -> anyhow::Result<f64> {
-    let runs = super::TempDir::new("ppo")?;
-    let rows = args.envs * args.rollout;
-    let overrides = [
-        format!("env={}", args.env),
-        format!("rollout.num_envs={}", args.envs),
-        format!("rollout.steps={}", args.rollout),
-        format!("rollout.threads={}", args.threads),
-        format!("train.online_steps={}", rows * args.rollouts),
-        format!("eval.every={}", rows * args.rollouts * 10),
-        "eval.episodes=1".into(),
-        "eval.at_phase_end=false".into(),
-        format!("checkpoint.every={}", rows * args.rollouts * 10),
-        "agent.minibatch_size=64".into(),
-    ];
-    let outcome = Run::preset("ppo-hopper")?
-        .set(overrides.iter().map(String::as_str))?
-        .runs_dir(runs.path())
-        .device(tch::Device::Cpu)
-        .rerun(RerunArgs { rerun: "off".into(), ..RerunArgs::default() })
-        .progress(ProgressOptions::off())
-        .run()?;
-    median_rollout_rate(&outcome.dir.join("metrics.jsonl"))
-}
-
-/// The median `perf/steps_per_s` of a run's rollouts after the first.
-fn median_rollout_rate(metrics: &Path) -> anyhow::Result<f64> {
-    let text = std::fs::read_to_string(metrics).with_context(|| format!("reading {}", metrics.display()))?;
-    let mut rates: Vec<f64> = text
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter_map(|v| v["perf/steps_per_s"].as_f64())
-        .skip(1)
-        .collect();
-    if rates.is_empty() {
-        bail!("{} has no perf/steps_per_s after the first rollout", metrics.display());
-    }
-    rates.sort_by(f64::total_cmp);
-    Ok(rates[rates.len() / 2])
 }

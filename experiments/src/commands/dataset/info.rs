@@ -92,7 +92,7 @@ pub fn run(args: InfoArgs) -> Result<()> {
         }
         drop(file);
         // A file made by `o2o dataset make-benchmark`: its manifest says how.
-        for line in super::benchmark::manifest::describe(&path)?.unwrap_or_default() {
+        for line in o2o_experiments::benchmarks::manifest::describe(&path)?.unwrap_or_default() {
             println!("{line}");
         }
         if ib {

@@ -1,12 +1,14 @@
 //! `o2o dataset make-benchmark <hopper|halfcheetah|walker2d> [--scale small|full] [--out DIR]
 //! [--seed S]`: our own D4RL-style `random`, `medium`, `medium-replay` and `expert` files and
-//! their `manifest.json`. The generation itself is [`super::benchmark::generate`]; this file only
-//! turns the command line into a [`BenchmarkSpec`].
+//! their `manifest.json`, and the other families' files. The generation is the library's
+//! ([`o2o_experiments::benchmarks`]); this file only turns the command line into a family's spec
+//! and prints the summary of the manifest it returns.
 
-use super::benchmark::{self, BenchmarkSpec, Scale, Task};
 use crate::commands::run::DeviceArg;
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use o2o_experiments::benchmarks::locomotion::{self, BenchmarkSpec, Scale, Task};
+use o2o_experiments::benchmarks::{adroit, antmaze, imaginebench, mixed};
 use std::path::PathBuf;
 
 /// Arguments of `o2o dataset make-benchmark`.
@@ -73,7 +75,7 @@ pub struct MakeBenchmarkArgs {
     /// With --mixed-quality: region A, the states where the policy acts, as `obs[I]<X` or
     /// `obs[I]>X` (e.g. `obs[8]<2.5`: HalfCheetah's forward velocity below 2.5).
     #[arg(long, value_name = "RULE", requires = "mixed_quality", value_parser = parse_region)]
-    pub policy_region: Option<super::mixed_benchmark::RegionRule>,
+    pub policy_region: Option<mixed::RegionRule>,
     /// AntMaze: drive this finished SAC run on `ant-goal-v0` (its newest checkpoint) through the
     /// maze instead of training a controller here (then --sac-steps, --sac-random-steps,
     /// --eval-every and --set apply to the controller's training).
@@ -108,13 +110,13 @@ pub enum Target {
     /// An ImagineBench Mujoco-v0 file.
     ImagineBenchMujoco,
     /// A D4RL-style AntMaze file (`antmaze-umaze`, `antmaze-medium-play`, …).
-    AntMaze(super::antmaze_benchmark::Maze),
+    AntMaze(antmaze::Maze),
     /// A D4RL-layout Adroit file from a scripted controller (`pen`, `door`, `hammer`, `relocate`).
     Adroit(o2o_envs::mujoco::AdroitKind),
 }
 
-fn parse_region(s: &str) -> std::result::Result<super::mixed_benchmark::RegionRule, String> {
-    super::mixed_benchmark::RegionRule::parse(s).map_err(|e| e.to_string())
+fn parse_region(s: &str) -> std::result::Result<mixed::RegionRule, String> {
+    mixed::RegionRule::parse(s).map_err(|e| e.to_string())
 }
 
 fn parse_target(s: &str) -> std::result::Result<Target, String> {
@@ -122,10 +124,10 @@ fn parse_target(s: &str) -> std::result::Result<Target, String> {
     if s == "imaginebench-mujoco" {
         return Ok(Target::ImagineBenchMujoco);
     }
-    if let Some(m) = super::antmaze_benchmark::Maze::parse(s) {
+    if let Some(m) = antmaze::Maze::parse(s) {
         return Ok(Target::AntMaze(m));
     }
-    if let Some(k) = super::adroit_benchmark::parse(s) {
+    if let Some(k) = adroit::parse(s) {
         return Ok(Target::Adroit(k));
     }
     Task::from_str(s, true)
@@ -148,19 +150,19 @@ fn run_imaginebench(args: MakeBenchmarkArgs) -> Result<()> {
         bail!("make-benchmark imaginebench-mujoco takes --scale, --out, --seed and --threads only (the SAC and file options belong to the locomotion tasks)");
     }
     set_threads(args.threads)?;
-    let spec = super::imaginebench_benchmark::ImagineSpec {
+    let spec = imaginebench::ImagineSpec {
         scale: args.scale,
         seed: args.seed,
         out: args.out.unwrap_or_else(|| PathBuf::from(format!("data/imaginebench-mujoco-{}", args.scale.name()))),
     };
-    let m = super::imaginebench_benchmark::generate(&spec)?;
-    super::imaginebench_benchmark::print_summary(&spec.out, &m);
+    let m = imaginebench::generate(&spec)?;
+    println!("{}", imaginebench::summary(&spec.out, &m));
     Ok(())
 }
 
 /// `o2o dataset make-benchmark antmaze-*`: small = 100k rows and a 300k-step controller.
-fn run_antmaze(args: MakeBenchmarkArgs, maze: super::antmaze_benchmark::Maze) -> Result<()> {
-    use super::antmaze_benchmark::{self as am, AntMazeSpec, ControllerSource};
+fn run_antmaze(args: MakeBenchmarkArgs, maze: antmaze::Maze) -> Result<()> {
+    use antmaze::{AntMazeSpec, ControllerSource};
     set_threads(args.threads)?;
     let full = args.scale == Scale::Full;
     let controller = match args.controller {
@@ -189,34 +191,15 @@ fn run_antmaze(args: MakeBenchmarkArgs, maze: super::antmaze_benchmark::Maze) ->
         device: args.device.resolve()?,
         avoid_cells: args.avoid_cells,
     };
-    let m = am::generate(&spec)?;
-    let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
-    println!(
-        "{}: {} ({} rows, {} episodes, {} bytes) in {:.0} s; controller ({}, {} env steps): target reached in {:.0}% of {} {CONTROLLER} episodes (mean {} steps), fell in {:.0}%; data: goal reached in {:.1}% of episodes (first at step {} on average), {:.2}% reward rows, closest approach {:.2} m on average",
-        spec.out.display(), m.file.file, m.data.rows, m.data.episodes, m.file.bytes, m.wall_s, m.controller.source, m.controller.env_steps,
-        100.0 * m.controller.goal_success_rate, m.controller.eval_episodes, ms(m.controller.mean_steps_to_target), 100.0 * m.controller.fall_rate,
-        100.0 * m.data.success_rate, ms(m.data.mean_first_success_step), 100.0 * m.data.reward_rate, m.data.mean_min_goal_distance,
-        CONTROLLER = am::CONTROLLER_ENV,
-    );
-    if let Some(a) = &m.avoided {
-        println!(
-            "avoided cells {:?}: {} episodes cut there ({} left empty); the data covers {} of {} free cells: {:?}",
-            a.cells,
-            a.cut_episodes,
-            a.empty_episodes,
-            a.cells_covered.len(),
-            a.free_cells,
-            a.cells_covered
-        );
-    }
+    let m = antmaze::generate(&spec)?;
+    println!("{}", antmaze::summary(&spec.out, &m));
     Ok(())
 }
 
 /// `o2o dataset make-benchmark pen|door|hammer|relocate`: `--transitions` rows rounded down to
 /// whole episodes (small: 100 episodes, full: 1000), `--action-noise`, `--gzip`, `--seed`, `--out`.
 fn run_adroit(args: MakeBenchmarkArgs, kind: o2o_envs::mujoco::AdroitKind) -> Result<()> {
-    use super::adroit_benchmark::{self as ad, AdroitSpec};
-    let name = ad::parse_name(kind);
+    let name = adroit::parse_name(kind);
     let horizon = o2o_envs::spec(&format!("{name}-v1"))?.max_episode_steps.unwrap_or(200);
     let episodes = match args.transitions {
         Some(rows) => (rows / horizon).max(1),
@@ -226,7 +209,7 @@ fn run_adroit(args: MakeBenchmarkArgs, kind: o2o_envs::mujoco::AdroitKind) -> Re
     if let Some(g) = args.gzip.filter(|g| *g > 9) {
         bail!("--gzip: expected a level 0-9, found {g}");
     }
-    let spec = AdroitSpec {
+    let spec = adroit::AdroitSpec {
         kind,
         out: args.out.unwrap_or_else(|| PathBuf::from(format!("data/{name}-{}", args.scale.name()))),
         seed: args.seed,
@@ -234,17 +217,13 @@ fn run_adroit(args: MakeBenchmarkArgs, kind: o2o_envs::mujoco::AdroitKind) -> Re
         action_noise: args.action_noise,
         gzip: Some(args.gzip.unwrap_or(4)).filter(|g| *g > 0),
     };
-    let m = ad::generate(&spec)?;
-    println!(
-        "{}: {} ({} rows, {} episodes, {} bytes) in {:.1} s; success in {:.1}% of episodes, mean return {:.1} (normalized {:.1})",
-        spec.out.display(), m.file, m.rows, m.episodes, m.bytes, m.wall_s, 100.0 * m.success_rate, m.mean_return, m.normalized_score
-    );
+    let m = adroit::generate(&spec)?;
+    println!("{}", adroit::summary(&spec.out, &m));
     Ok(())
 }
 
 /// `o2o dataset make-benchmark <locomotion task> --mixed-quality RUN_DIR --policy-region RULE`.
 fn run_mixed(args: MakeBenchmarkArgs, policy_run: PathBuf) -> Result<()> {
-    use super::mixed_benchmark::{self as mb, MixedSpec};
     let Target::Locomotion(task) = args.task else {
         bail!("--mixed-quality: expected hopper, halfcheetah or walker2d")
     };
@@ -267,7 +246,7 @@ fn run_mixed(args: MakeBenchmarkArgs, policy_run: PathBuf) -> Result<()> {
         sizes.gzip = g;
     }
     set_threads(args.threads)?;
-    let spec = MixedSpec {
+    let spec = mixed::MixedSpec {
         task,
         policy_run,
         rule,
@@ -278,13 +257,8 @@ fn run_mixed(args: MakeBenchmarkArgs, policy_run: PathBuf) -> Result<()> {
         gzip: (sizes.gzip > 0).then_some(sizes.gzip),
         device: args.device.resolve()?,
     };
-    let m = mb::generate(&spec)?;
-    let reward = |r: Option<f64>| r.map_or("-".to_string(), |r| format!("{r:.3}"));
-    println!(
-        "{}: {} ({} rows, {} episodes, mean return {}) in {:.0} s; the policy alone: return {:.1}; region A ({}): {:.1}% of rows, mean reward {}; region B: {:.1}%, mean reward {}",
-        spec.out.display(), m.file.file, m.file.rows, m.file.episodes, m.file.returns.map_or("-".to_string(), |s| format!("{:.1}", s.mean)), m.wall_s,
-        m.policy.eval_return, m.region_rule.text, 100.0 * m.regions.a.share, reward(m.regions.a.mean_reward), 100.0 * m.regions.b.share, reward(m.regions.b.mean_reward)
-    );
+    let m = mixed::generate(&spec)?;
+    println!("{}", mixed::summary(&spec.out, &m));
     Ok(())
 }
 
@@ -344,25 +318,7 @@ pub fn run(args: MakeBenchmarkArgs) -> Result<()> {
         device: args.device.resolve()?,
         medium_score: args.medium_score,
     };
-    let m = benchmark::generate(&spec)?;
-    let medium = &m.medium.eval;
-    println!(
-        "{}: {} in {:.0} s (SAC {:.0} s); medium = env step {} (eval return {:.1}), expert eval return {:.1}",
-        spec.out.display(),
-        m.files.iter().map(|f| f.file.as_str()).collect::<Vec<_>>().join(", "),
-        m.wall_s,
-        m.sac.wall_s,
-        medium.env_step,
-        medium.mean_return,
-        m.medium.expert_eval_return
-    );
-    for f in &m.files {
-        let r = f.returns.map_or("-".to_string(), |s| format!("{:.1} / {:.1} / {:.1}", s.min, s.mean, s.max));
-        let n = f.normalized_score.map_or("-".to_string(), |s| format!("{:.1}", s.mean));
-        println!(
-            "  {:<32} {:>8} rows {:>6} episodes  return min/mean/max {r}  normalized {n}  {} bytes",
-            f.file, f.rows, f.episodes, f.bytes
-        );
-    }
+    let m = locomotion::generate(&spec)?;
+    println!("{}", locomotion::summary(&spec.out, &m));
     Ok(())
 }

@@ -1,15 +1,10 @@
 //! `o2o dataset …`: commands on offline datasets. Each subcommand lives in its own file here
 //! (datasets engineers: add `download`, `info`, … as variants of [`DatasetCommand`]).
 
-pub mod adroit_benchmark;
-pub mod antmaze_benchmark;
-pub mod benchmark;
 pub mod convert;
 pub mod download;
-pub mod imaginebench_benchmark;
 pub mod info;
 pub mod make_benchmark;
-pub mod mixed_benchmark;
 pub mod view;
 
 use std::path::Path;

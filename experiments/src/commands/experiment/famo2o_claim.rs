@@ -44,10 +44,10 @@ use super::jobs::{
     at, command_line, mean_between, paired, plot, run_jobs_timed, score_rows, sets, Curves, Job, Paired, PerSeed,
     Processes,
 };
-use crate::commands::dataset::mixed_benchmark::{MixedManifest, REGION_KEY};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use o2o_datasets::d4rl::D4rlDataset;
+use o2o_experiments::benchmarks::mixed::{MixedManifest, REGION_KEY};
 use o2o_experiments::report::runs::read_curve;
 use o2o_experiments::report::stats::{iqm, mean, std_dev};
 use o2o_experiments::run::prepare;

@@ -10,7 +10,7 @@
 //! action box. So the data is expert-like in one part of the state space and random in the
 //! other, along the same trajectories.
 //!
-//! The file has the benchmark's keys ([`super::benchmark`]: `observations`, `actions`,
+//! The file has the benchmark's keys ([`super::locomotion`]: `observations`, `actions`,
 //! `rewards`, `terminals`, `timeouts`, `next_observations`, `infos/qpos`, `infos/qvel`) plus
 //! `infos/region`, 1 where the row's observation is in region A (the policy acted), 0 in
 //! region B. `manifest.json` (format [`FORMAT`]) records the rule, the policy (its run, checkpoint
@@ -18,13 +18,15 @@
 //! reward and the mean length of a stay; the command line and the source revision are in its
 //! provenance. The same policy checkpoint, rule, seed and sizes give the same file.
 
-use super::benchmark::{self, manifest::FileRecord, rollout, write_file, Task};
+use super::locomotion::Task;
+use super::manifest::{self, FileRecord};
+use super::{rollout, write_file};
+use crate::run::actor::{derive_seed, stream, AgentPolicy, Policy, UniformPolicy};
+use crate::run::rundir::{self, Provenance};
+use crate::run::{eval, prepare};
 use anyhow::{bail, Context, Result};
 use o2o_datasets::d4rl::D4rlDataset;
 use o2o_datasets::h5util::{Column, Dtype};
-use o2o_experiments::run::actor::{derive_seed, stream, AgentPolicy, Policy, UniformPolicy};
-use o2o_experiments::run::rundir::{self, Provenance};
-use o2o_experiments::run::{eval, prepare};
 use rand::Rng;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -45,6 +47,7 @@ pub struct RegionRule {
     pub feature: usize,
     /// Region A is above the threshold (`>`), or below it (`<`).
     pub above: bool,
+    /// The threshold X.
     pub threshold: f64,
 }
 
@@ -91,17 +94,23 @@ impl RegionRule {
 /// Everything [`generate`] needs.
 #[derive(Debug, Clone)]
 pub struct MixedSpec {
+    /// The task, whose `-v2` env the rows come from.
     pub task: Task,
     /// The finished o2o run whose newest checkpoint acts in region A.
     pub policy_run: PathBuf,
+    /// Region A, where the policy acts.
     pub rule: RegionRule,
+    /// The folder the file and `manifest.json` go to.
     pub out: PathBuf,
+    /// Seed of the episodes and region B's actions.
     pub seed: u64,
     /// Rows of the file (the last episode is cut there).
     pub rows: usize,
     /// Deterministic episodes of the policy alone, measured for the manifest.
     pub eval_episodes: usize,
+    /// gzip level of the columns (`None`: uncompressed).
     pub gzip: Option<u8>,
+    /// The device the policy acts on.
     pub device: Device,
 }
 
@@ -110,19 +119,28 @@ pub struct MixedSpec {
 pub struct MixedManifest {
     /// Always [`FORMAT`].
     pub format: String,
+    /// `hopper`, `halfcheetah` or `walker2d`.
     pub task: String,
     /// The env the rows were collected in, e.g. `halfcheetah-v2`.
     pub env: String,
+    /// Who made it, when, from which revision.
     #[serde(flatten)]
     pub provenance: Provenance,
+    /// The device the policy acted on.
     pub device: String,
+    /// libtorch's intra-op threads.
     pub torch_threads: i64,
+    /// Every seed used.
     pub seeds: MixedSeeds,
+    /// The policy that acts in region A.
     pub policy: PolicyRecord,
+    /// The region rule.
     pub region_rule: RuleRecord,
     /// Region A (the rule holds: the policy acted) and region B (uniformly random actions).
     pub regions: Regions,
+    /// The written file.
     pub file: FileRecord,
+    /// Seconds the whole command took.
     pub wall_s: f64,
 }
 
@@ -144,20 +162,27 @@ pub struct MixedSeeds {
 pub struct PolicyRecord {
     /// The run directory and the checkpoint loaded (its newest).
     pub run_dir: String,
+    /// The checkpoint folder loaded.
     pub checkpoint: String,
     /// The run's source revision (from its manifest), when recorded.
     pub run_git_revision: Option<String>,
+    /// The run's algorithm.
     pub algo: String,
     /// The env the run trained on.
     pub env: String,
+    /// The run's seed.
     pub run_seed: u64,
+    /// Env steps of the checkpoint.
     pub env_steps: u64,
+    /// Gradient steps of the checkpoint.
     pub grad_steps: u64,
     /// How region A's actions are drawn.
     pub actions: String,
     /// The policy alone on the task's env: deterministic episodes, mean return and D4RL score.
     pub eval_episodes: usize,
+    /// Mean return of those episodes.
     pub eval_return: f64,
+    /// D4RL normalized score ×100 of that return.
     pub eval_normalized_score: Option<f64>,
 }
 
@@ -166,10 +191,12 @@ pub struct PolicyRecord {
 pub struct RuleRecord {
     /// `obs[I] < X` or `obs[I] > X`: region A.
     pub text: String,
+    /// The parsed rule.
     #[serde(flatten)]
     pub rule: RegionRule,
     /// What acts in region A and in region B, in words.
     pub region_a: String,
+    /// What acts in region B, in words.
     pub region_b: String,
     /// The file's per-row region column ([`REGION_KEY`]).
     pub column: String,
@@ -178,13 +205,16 @@ pub struct RuleRecord {
 /// Both regions.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct Regions {
+    /// Region A: the rule holds, the policy acted.
     pub a: RegionStats,
+    /// Region B: uniformly random actions.
     pub b: RegionStats,
 }
 
 /// One region's rows.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct RegionStats {
+    /// Rows in the region.
     pub rows: usize,
     /// Share of the file's rows.
     pub share: f64,
@@ -197,16 +227,7 @@ pub struct RegionStats {
 impl MixedManifest {
     /// The manifest of the folder `dir`, if it is a mixed-quality one.
     pub fn read_dir(dir: &Path) -> Result<Option<Self>> {
-        let path = dir.join(benchmark::manifest::MANIFEST);
-        let Ok(text) = std::fs::read_to_string(&path) else { return Ok(None) };
-        let value: serde_json::Value =
-            serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
-        if value.get("format").and_then(|f| f.as_str()) != Some(FORMAT) {
-            return Ok(None);
-        }
-        serde_json::from_value(value)
-            .map(Some)
-            .with_context(|| format!("{} is not a valid {FORMAT} manifest", path.display()))
+        manifest::read_dir(dir, FORMAT)
     }
 }
 
@@ -351,8 +372,19 @@ pub fn generate(spec: &MixedSpec) -> Result<MixedManifest> {
         file,
         wall_s: t0.elapsed().as_secs_f64(),
     };
-    rundir::write_json(&spec.out.join(benchmark::manifest::MANIFEST), &manifest)?;
+    rundir::write_json(&spec.out.join(manifest::MANIFEST), &manifest)?;
     Ok(manifest)
+}
+
+/// What `o2o dataset make-benchmark <task> --mixed-quality` prints about the folder `out` it
+/// made: the file, the policy alone, and each region's share of rows and mean reward.
+pub fn summary(out: &Path, m: &MixedManifest) -> String {
+    let reward = |r: Option<f64>| r.map_or("-".to_string(), |r| format!("{r:.3}"));
+    format!(
+        "{}: {} ({} rows, {} episodes, mean return {}) in {:.0} s; the policy alone: return {:.1}; region A ({}): {:.1}% of rows, mean reward {}; region B: {:.1}%, mean reward {}",
+        out.display(), m.file.file, m.file.rows, m.file.episodes, m.file.returns.map_or("-".to_string(), |s| format!("{:.1}", s.mean)), m.wall_s,
+        m.policy.eval_return, m.region_rule.text, 100.0 * m.regions.a.share, reward(m.regions.a.mean_reward), 100.0 * m.regions.b.share, reward(m.regions.b.mean_reward)
+    )
 }
 
 /// Rows, share, mean reward and mean stay (consecutive rows of one episode) of each region;

@@ -23,13 +23,14 @@
 //! task's rule and how often the same action sequences succeed when replayed in the simulator
 //! from the same start: the gap is how far the imagination is from the truth.
 
-use crate::commands::dataset::benchmark::Scale;
+use super::locomotion::Scale;
+use super::normal;
+use crate::run::actor::derive_seed;
+use crate::run::rundir;
 use anyhow::{bail, Context, Result};
 use o2o_datasets::imaginebench::ImagineBenchDataset;
 use o2o_envs::imaginebench::{History, ImagineBenchEnv, ImagineBenchOptions, Instructions, Level, TaskKind, STATE_DIM};
 use o2o_envs::Env;
-use o2o_experiments::run::actor::derive_seed;
-use o2o_experiments::run::rundir;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -121,12 +122,6 @@ impl Gait {
         }
         a
     }
-}
-
-/// N(0, 1) by Box–Muller.
-fn normal(rng: &mut ChaCha8Rng) -> f64 {
-    let (u1, u2) = (1.0 - rng.gen::<f64>(), rng.gen::<f64>());
-    (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
 }
 
 /// Distance run in `steps` steps of HalfCheetah with `gait` from a seeded reset.
@@ -620,27 +615,29 @@ fn imagine_task(
     })
 }
 
-/// Write a human summary of `m` to stdout.
-pub fn print_summary(out: &Path, m: &ImagineManifest) {
-    println!(
+/// What `o2o dataset make-benchmark imaginebench-mujoco` prints about the folder `out` it made:
+/// the gaits and the model, then a line per task.
+pub fn summary(out: &Path, m: &ImagineManifest) -> String {
+    let mut lines = vec![format!(
         "{}: {FILE} in {:.0} s; forward gait {:.2} m / 100 steps, backward {:.2} m; model MSE {:.4}",
         out.display(),
         m.wall_s,
         m.gaits[0].1,
         m.gaits[1].1,
         m.model_validation_mse
-    );
+    )];
     for t in &m.tasks {
         let replay = t
             .replayed_success_rate
             .map_or(String::new(), |r| format!("  (replayed in the simulator: {:.0}%)", 100.0 * r));
-        println!(
+        lines.push(format!(
             "  {:<10} {:<30} {:>4} episodes {:>7} rows  success {:>4.0}%{replay}",
             t.kind,
             t.task,
             t.episodes,
             t.rows,
             100.0 * t.success_rate
-        );
+        ));
     }
+    lines.join("\n")
 }

@@ -2,8 +2,9 @@
 //! that chose the medium snapshot) and what it holds (rows, episodes, returns, size, SHA-256).
 //! `o2o dataset info` reads it to describe a file that sits next to it.
 
+use crate::run::rundir::Provenance;
 use anyhow::{Context, Result};
-use o2o_experiments::run::rundir::Provenance;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -23,15 +24,22 @@ pub struct BenchmarkManifest {
     pub env: String,
     /// `small`, `full` (or `custom` when sizes were overridden).
     pub scale: String,
+    /// Who made it, when, from which revision.
     #[serde(flatten)]
     pub provenance: Provenance,
+    /// The device SAC trained on.
     pub device: String,
+    /// libtorch's intra-op threads.
     pub torch_threads: i64,
+    /// Every seed used.
     pub seeds: Seeds,
+    /// The SAC run.
     pub sac: SacRecord,
     /// How the medium snapshot is chosen, in words.
     pub medium_rule: String,
+    /// The evaluation chosen as the medium policy.
     pub medium: MediumChoice,
+    /// Every file, in the order they were made.
     pub files: Vec<FileRecord>,
     /// Seconds the whole command took.
     pub wall_s: f64,
@@ -45,8 +53,11 @@ pub struct Seeds {
     pub run: u64,
     /// The SAC run's seed (its agent, runner RNG and episode seeds derive from it as in `o2o train`).
     pub sac: u64,
+    /// The random file's rollouts.
     pub random: u64,
+    /// The medium file's rollouts.
     pub medium: u64,
+    /// The expert file's rollouts.
     pub expert: u64,
 }
 
@@ -59,21 +70,30 @@ pub struct SacRecord {
     pub random_steps: u64,
     /// Env steps with one SAC update each.
     pub online_steps: u64,
+    /// Gradient steps in all.
     pub grad_steps: u64,
+    /// Env steps between evaluations.
     pub eval_every: u64,
+    /// Deterministic episodes per evaluation.
     pub eval_episodes: usize,
     /// Every evaluation (deterministic policy), in order; the last is the final policy's.
     pub evaluations: Vec<EvalPoint>,
+    /// Seconds the SAC run took.
     pub wall_s: f64,
 }
 
 /// One evaluation of the SAC run.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct EvalPoint {
+    /// The runner's loop step.
     pub step: u64,
+    /// Env steps so far.
     pub env_step: u64,
+    /// Gradient steps so far.
     pub grad_step: u64,
+    /// Mean return of the deterministic episodes.
     pub mean_return: f64,
+    /// D4RL normalized score ×100 of that return, when the task has one.
     pub normalized_score: Option<f64>,
 }
 
@@ -102,6 +122,7 @@ pub struct FileRecord {
     pub role: String,
     /// Which policy collected it, in words.
     pub policy: String,
+    /// Rows of the file.
     pub rows: usize,
     /// Complete episodes (ended by a termination or the time limit).
     pub episodes: usize,
@@ -109,7 +130,9 @@ pub struct FileRecord {
     pub returns: Option<Stats>,
     /// D4RL normalized score ×100 of those returns.
     pub normalized_score: Option<Stats>,
+    /// Size of the file in bytes.
     pub bytes: u64,
+    /// SHA-256 of the file.
     pub sha256: String,
     /// gzip level of the columns, 0 = uncompressed.
     pub gzip: u8,
@@ -118,8 +141,11 @@ pub struct FileRecord {
 /// min / mean / max.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Stats {
+    /// The smallest value.
     pub min: f64,
+    /// The mean.
     pub mean: f64,
+    /// The largest value.
     pub max: f64,
 }
 
@@ -144,22 +170,28 @@ impl BenchmarkManifest {
     /// The manifest of the folder `dir`, if it has one; a `manifest.json` of another kind (a
     /// run's) is `None`, an unreadable benchmark manifest an error.
     pub fn read_dir(dir: &Path) -> Result<Option<Self>> {
-        let path = dir.join(MANIFEST);
-        let Ok(text) = std::fs::read_to_string(&path) else { return Ok(None) };
-        let value: serde_json::Value =
-            serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
-        if value.get("format").and_then(|f| f.as_str()) != Some(FORMAT) {
-            return Ok(None);
-        }
-        serde_json::from_value(value)
-            .map(Some)
-            .with_context(|| format!("{} is not a valid {FORMAT} manifest", path.display()))
+        read_dir(dir, FORMAT)
     }
 
     /// The record of the file named `file`.
     pub fn file(&self, file: &str) -> Option<&FileRecord> {
         self.files.iter().find(|f| f.file == file)
     }
+}
+
+/// The `manifest.json` of the folder `dir` when its `format` is `format`; `None` when there is
+/// none or it is of another kind, an error when it is not JSON or not a valid one of this kind.
+pub fn read_dir<T: DeserializeOwned>(dir: &Path, format: &str) -> Result<Option<T>> {
+    let path = dir.join(MANIFEST);
+    let Ok(text) = std::fs::read_to_string(&path) else { return Ok(None) };
+    let value: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+    if value.get("format").and_then(|f| f.as_str()) != Some(format) {
+        return Ok(None);
+    }
+    serde_json::from_value(value)
+        .map(Some)
+        .with_context(|| format!("{} is not a valid {format} manifest", path.display()))
 }
 
 /// What `o2o dataset info` prints about a file that sits next to a benchmark manifest: its

@@ -43,6 +43,14 @@
 //! `avoided` records the cells, this rule, how many episodes were cut and the cells the data does
 //! cover.
 
+use super::normal;
+use crate::run::actor::derive_seed;
+use crate::run::config::{self, RunConfig};
+use crate::run::prepare::{build_agent, Hooks, Start};
+use crate::run::rundir::{self, Provenance};
+use crate::run::runner;
+use crate::run::state::RunnerState;
+use crate::run::{checkpoint, presets};
 use anyhow::{bail, Context, Result};
 use o2o_agents::Agent;
 use o2o_datasets::d4rl::D4rlDataset;
@@ -51,13 +59,6 @@ use o2o_envs::mujoco::ant_goal::{controller_obs, CONTROLLER_OBS_DIM, TARGET_DIST
 use o2o_envs::mujoco::antmaze::{MazeMap, BIG_MAZE, HARDEST_MAZE, MAZE_SCALING, U_MAZE_TEST};
 use o2o_envs::mujoco::{AntMaze, MujocoEnv};
 use o2o_envs::Env;
-use o2o_experiments::run::actor::derive_seed;
-use o2o_experiments::run::config::{self, RunConfig};
-use o2o_experiments::run::prepare::{build_agent, Hooks, Start};
-use o2o_experiments::run::rundir::{self, Provenance};
-use o2o_experiments::run::runner;
-use o2o_experiments::run::state::RunnerState;
-use o2o_experiments::run::{checkpoint, presets};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -78,11 +79,17 @@ const ANT_ACTIONS: usize = 8;
 /// The six D4RL AntMaze datasets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Maze {
+    /// `antmaze-umaze-v2`.
     Umaze,
+    /// `antmaze-umaze-diverse-v2`.
     UmazeDiverse,
+    /// `antmaze-medium-play-v2`.
     MediumPlay,
+    /// `antmaze-medium-diverse-v2`.
     MediumDiverse,
+    /// `antmaze-large-play-v2`.
     LargePlay,
+    /// `antmaze-large-diverse-v2`.
     LargeDiverse,
 }
 
@@ -140,14 +147,26 @@ pub enum ControllerSource {
     Run(PathBuf),
     /// Train one here: SAC env steps in total, the first `random_steps` uniformly random, then
     /// the `--set` overrides of its config.
-    Train { steps: u64, random_steps: u64, eval_every: u64, overrides: Vec<String> },
+    Train {
+        /// SAC env steps in total.
+        steps: u64,
+        /// The first of them, with uniformly random actions.
+        random_steps: u64,
+        /// Env steps between evaluations.
+        eval_every: u64,
+        /// `--set key=value` overrides of its config.
+        overrides: Vec<String>,
+    },
 }
 
 /// Everything [`generate`] needs.
 #[derive(Debug, Clone)]
 pub struct AntMazeSpec {
+    /// The dataset to make.
     pub maze: Maze,
+    /// The folder the file and `manifest.json` go to.
     pub out: PathBuf,
+    /// Seed of the collection and the controller's measurement (and of its training here).
     pub seed: u64,
     /// Rows of the file (the last episode is cut there).
     pub rows: usize,
@@ -157,10 +176,13 @@ pub struct AntMazeSpec {
     pub action_noise: f64,
     /// Episodes of `ant-goal-v0` the controller is measured on.
     pub controller_eval_episodes: usize,
+    /// Where the controller comes from.
     pub controller: ControllerSource,
     /// Keep a trained controller's run as `<out>/controller-run/`.
     pub keep_run: bool,
+    /// gzip level of the columns (`None`: uncompressed).
     pub gzip: Option<u8>,
+    /// The device the controller acts (and trains) on.
     pub device: Device,
     /// Cells (row, column) of the generation map the data keeps out of (see the module docs);
     /// empty for D4RL's layout.
@@ -170,30 +192,40 @@ pub struct AntMazeSpec {
 /// The manifest.
 #[derive(Debug, Clone, Serialize)]
 pub struct AntMazeManifest {
+    /// Always [`FORMAT`].
     pub format: String,
     /// The D4RL id the file stands in for.
     pub id: String,
     /// The env to evaluate agents trained on it in.
     pub env: String,
+    /// The map the episodes ran in (D4RL's generation map).
     pub generation_map: String,
+    /// Who made it, when, from which revision.
     #[serde(flatten)]
     pub provenance: Provenance,
+    /// Every seed used.
     pub seeds: AntMazeSeeds,
+    /// The controller and how well it reaches targets.
     pub controller: ControllerRecord,
+    /// How the rows were collected.
     pub collection: CollectionRecord,
+    /// What the file holds.
     pub data: DataStats,
     /// The cells the data keeps out of (absent without `--avoid-cells`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub avoided: Option<AvoidRecord>,
+    /// The written file.
     pub file: FileEntry,
     /// How this file differs from D4RL's, in words.
     pub differences_from_d4rl: Vec<String>,
+    /// Seconds the whole command took.
     pub wall_s: f64,
 }
 
 /// Seeds of each random source.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct AntMazeSeeds {
+    /// `--seed`.
     pub run: u64,
     /// The seed of the controller's SAC run, from that run's config (also for a loaded
     /// `--controller`, whose seed need not be `--seed`).
@@ -209,16 +241,20 @@ pub struct AntMazeSeeds {
 pub struct ControllerRecord {
     /// `trained here` or the run directory it was loaded from.
     pub source: String,
+    /// The env it trained on (`ant-goal-v0`).
     pub env: String,
+    /// Its algorithm (`sac`).
     pub algo: String,
     /// Hidden widths of its actor.
     pub actor_hidden: Vec<i64>,
     /// SAC env steps it trained for (from its checkpoint).
     pub env_steps: u64,
+    /// Gradient steps it trained for (from its checkpoint).
     pub grad_steps: u64,
     /// `ant-goal-v0` episodes (targets 2–6 m away, 200 steps) with the collection's noisy
     /// actions, and the share that reached the target within 0.5 m.
     pub eval_episodes: usize,
+    /// Share of those episodes that reached the target.
     pub goal_success_rate: f64,
     /// Mean steps to the target over the successful episodes (null when none).
     pub mean_steps_to_target: Option<f64>,
@@ -229,17 +265,24 @@ pub struct ControllerRecord {
 /// How the rows were collected.
 #[derive(Debug, Clone, Serialize)]
 pub struct CollectionRecord {
+    /// Rows per episode.
     pub episode_steps: usize,
+    /// σ of the Gaussian action noise.
     pub action_noise: f64,
+    /// Where episodes start, in words.
     pub starts: String,
+    /// Where goals are drawn from, in words.
     pub goals: String,
+    /// How the waypoints are chosen, in words.
     pub waypoints: String,
 }
 
 /// What the file holds.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct DataStats {
+    /// Rows of the file.
     pub rows: usize,
+    /// Episodes with at least one row.
     pub episodes: usize,
     /// Share of episodes in which the ant came within 0.5 m of the goal at least once.
     pub success_rate: f64,
@@ -273,9 +316,13 @@ pub struct AvoidRecord {
 /// The written file.
 #[derive(Debug, Clone, Serialize)]
 pub struct FileEntry {
+    /// The file's name inside the folder.
     pub file: String,
+    /// Size of the file in bytes.
     pub bytes: u64,
+    /// SHA-256 of the file.
     pub sha256: String,
+    /// gzip level of the columns, 0 = uncompressed.
     pub gzip: u8,
 }
 
@@ -291,9 +338,32 @@ pub fn generate(spec: &AntMazeSpec) -> Result<AntMazeManifest> {
         );
     }
     check_avoided(&spec.maze.generation_map(), &spec.avoid_cells)?;
-    super::benchmark::with_work_dir(&spec.out, spec.keep_run.then_some("controller-run"), |work| {
-        generate_in(spec, work)
-    })
+    super::with_work_dir(&spec.out, spec.keep_run.then_some("controller-run"), |work| generate_in(spec, work))
+}
+
+/// What `o2o dataset make-benchmark antmaze-*` prints about the folder `out` it made: the file,
+/// the controller's and the data's success, and with avoided cells a line on them.
+pub fn summary(out: &Path, m: &AntMazeManifest) -> String {
+    let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
+    let mut text = format!(
+        "{}: {} ({} rows, {} episodes, {} bytes) in {:.0} s; controller ({}, {} env steps): target reached in {:.0}% of {} {CONTROLLER} episodes (mean {} steps), fell in {:.0}%; data: goal reached in {:.1}% of episodes (first at step {} on average), {:.2}% reward rows, closest approach {:.2} m on average",
+        out.display(), m.file.file, m.data.rows, m.data.episodes, m.file.bytes, m.wall_s, m.controller.source, m.controller.env_steps,
+        100.0 * m.controller.goal_success_rate, m.controller.eval_episodes, ms(m.controller.mean_steps_to_target), 100.0 * m.controller.fall_rate,
+        100.0 * m.data.success_rate, ms(m.data.mean_first_success_step), 100.0 * m.data.reward_rate, m.data.mean_min_goal_distance,
+        CONTROLLER = CONTROLLER_ENV,
+    );
+    if let Some(a) = &m.avoided {
+        text.push_str(&format!(
+            "\navoided cells {:?}: {} episodes cut there ({} left empty); the data covers {} of {} free cells: {:?}",
+            a.cells,
+            a.cut_episodes,
+            a.empty_episodes,
+            a.cells_covered.len(),
+            a.free_cells,
+            a.cells_covered
+        ));
+    }
+    text
 }
 
 /// The avoided cells must be free cells of `map` other than the reset cell, and every other free
@@ -544,12 +614,6 @@ impl Controller<'_> {
     }
 }
 
-/// One N(0, 1) draw (Box–Muller).
-pub fn normal(rng: &mut ChaCha8Rng) -> f64 {
-    let (u1, u2) = (1.0 - rng.gen::<f64>(), rng.gen::<f64>());
-    (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
-}
-
 /// `episodes` episodes of `ant-goal-v0` with the noisy controller.
 fn measure_controller(controller: &mut Controller, episodes: usize, seed: u64) -> Result<ControllerRecord> {
     let mut env = o2o_envs::make(CONTROLLER_ENV)?;
@@ -666,7 +730,7 @@ fn collect(
     let (mut goals, mut qpos, mut qvel) = (Vec::new(), Vec::new(), Vec::new());
     let (mut successes, mut first_steps, mut min_distances, mut cells_visited) =
         (0usize, Vec::new(), Vec::new(), Vec::new());
-    let progress = o2o_experiments::run::progress::Progress::new(spec.rows as u64, 0, Default::default());
+    let progress = crate::run::progress::Progress::new(spec.rows as u64, 0, Default::default());
     let mut episode = 0u64;
     while rewards.len() < spec.rows {
         env.reset(Some(derive_seed(seed, 1, episode)))?;

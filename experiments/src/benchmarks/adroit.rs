@@ -18,19 +18,19 @@
 //! (`infos/desired_orien`, `infos/door_body_pos`, `infos/board_pos`, `infos/obj_pos` +
 //! `infos/target_pos`), as D4RL's files carry them.
 
-use super::antmaze_benchmark::normal;
+use super::normal;
+use crate::run::actor::derive_seed;
+use crate::run::rundir::{self, Provenance};
 use anyhow::{bail, Result};
 use o2o_datasets::d4rl::D4rlDataset;
 use o2o_datasets::h5util::{Column, Dtype};
 use o2o_envs::mujoco::AdroitKind;
 use o2o_envs::Env;
-use o2o_experiments::run::actor::derive_seed;
-use o2o_experiments::run::rundir::{self, Provenance};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// Value of the manifest's `format` field.
@@ -62,37 +62,55 @@ pub fn parse_name(kind: AdroitKind) -> &'static str {
 /// Everything [`generate`] needs.
 #[derive(Debug, Clone)]
 pub struct AdroitSpec {
+    /// The task.
     pub kind: AdroitKind,
+    /// The folder the file and `manifest.json` go to.
     pub out: PathBuf,
+    /// Seed of the episode resets and the action noise.
     pub seed: u64,
     /// Complete episodes of the env's horizon (pen 100 steps, the others 200).
     pub episodes: usize,
     /// σ of the action noise.
     pub action_noise: f64,
+    /// gzip level of the columns (`None`: uncompressed).
     pub gzip: Option<u8>,
 }
 
 /// The manifest.
 #[derive(Debug, Clone, Serialize)]
 pub struct AdroitManifest {
+    /// Always [`FORMAT`].
     pub format: String,
+    /// The env the file was collected in, e.g. `pen-v1`.
     pub env: String,
+    /// The file's name inside the folder.
     pub file: String,
+    /// Who made it, when, from which revision.
     #[serde(flatten)]
     pub provenance: Provenance,
+    /// `--seed`.
     pub seed: u64,
+    /// The controller, in words.
     pub controller: String,
+    /// σ of the action noise.
     pub action_noise: f64,
+    /// Rows of the file.
     pub rows: usize,
+    /// Complete episodes of the env's horizon.
     pub episodes: usize,
     /// Share of episodes with `info.success` at some step.
     pub success_rate: f64,
+    /// Mean undiscounted return of the episodes.
     pub mean_return: f64,
     /// D4RL normalized score ×100 of the mean return.
     pub normalized_score: f64,
+    /// Size of the file in bytes.
     pub bytes: u64,
+    /// SHA-256 of the file.
     pub sha256: String,
+    /// How this file differs from D4RL's, in words.
     pub differences_from_d4rl: String,
+    /// Seconds the whole command took.
     pub wall_s: f64,
 }
 
@@ -194,4 +212,13 @@ pub fn generate(spec: &AdroitSpec) -> Result<AdroitManifest> {
     };
     rundir::write_json(&spec.out.join("manifest.json"), &manifest)?;
     Ok(manifest)
+}
+
+/// What `o2o dataset make-benchmark pen|door|hammer|relocate` prints about the folder `out` it
+/// made: the file, its size and the controller's success and return.
+pub fn summary(out: &Path, m: &AdroitManifest) -> String {
+    format!(
+        "{}: {} ({} rows, {} episodes, {} bytes) in {:.1} s; success in {:.1}% of episodes, mean return {:.1} (normalized {:.1})",
+        out.display(), m.file, m.rows, m.episodes, m.bytes, m.wall_s, 100.0 * m.success_rate, m.mean_return, m.normalized_score
+    )
 }

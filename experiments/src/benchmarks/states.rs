@@ -17,9 +17,13 @@ use std::sync::{Arc, Mutex};
 /// qpos and qvel before each step, row after row.
 #[derive(Debug, Default)]
 pub struct StateLog {
+    /// Position coordinates per row.
     pub nq: usize,
+    /// Velocity coordinates per row.
     pub nv: usize,
+    /// `nq` numbers per row.
     pub qpos: Vec<f32>,
+    /// `nv` numbers per row.
     pub qvel: Vec<f32>,
 }
 

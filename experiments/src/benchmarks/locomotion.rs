@@ -19,26 +19,22 @@
 //! `rewards`, `terminals`, `timeouts`, `next_observations`, `infos/qpos` and `infos/qvel` (the
 //! state before the step), and for the SAC files `metadata/algorithm` = "SAC" and
 //! `metadata/iteration` (gradient steps of the policy). `manifest.json` records how it was all
-//! made ([`manifest`]). docs/datasets.md, "Benchmark datasets", has the sizes per scale.
+//! made ([`super::manifest`]). docs/datasets.md, "Benchmark datasets", has the sizes per scale.
 
-pub mod manifest;
-pub mod states;
-
+use super::manifest::{self, BenchmarkManifest, EvalPoint, MediumChoice, SacRecord, Seeds};
+use super::{rollout, states, with_work_dir, write_file};
+use crate::run::actor::{derive_seed, stream, AgentPolicy, UniformPolicy};
+use crate::run::checkpoint;
+use crate::run::config::{self, RunConfig};
+use crate::run::prepare::{build_agent, Hooks, Start};
+use crate::run::runner;
+use crate::run::state::{EvalResult, RunnerState};
+use crate::run::{presets, rundir};
 use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
-use manifest::{BenchmarkManifest, EvalPoint, FileRecord, MediumChoice, SacRecord, Seeds, Stats};
 use o2o_agents::Agent;
 use o2o_datasets::d4rl::{D4rlDataset, MetaValue};
 use o2o_datasets::h5util::{Column, Dtype};
-use o2o_experiments::run::actor::{derive_seed, stream, ActionScale, Actor, AgentPolicy, Policy, UniformPolicy};
-use o2o_experiments::run::checkpoint;
-use o2o_experiments::run::config::{self, RunConfig};
-use o2o_experiments::run::data::Recorder;
-use o2o_experiments::run::prepare::{build_agent, Hooks, Start};
-use o2o_experiments::run::progress::Progress;
-use o2o_experiments::run::runner;
-use o2o_experiments::run::state::{EvalResult, RunnerState};
-use o2o_experiments::run::{presets, rundir};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
@@ -49,8 +45,11 @@ use tch::Device;
 /// The locomotion tasks D4RL's gym-mujoco datasets cover (Ant aside).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Task {
+    /// Hopper (`hopper-v2`).
     Hopper,
+    /// HalfCheetah (`halfcheetah-v2`).
     Halfcheetah,
+    /// Walker2d (`walker2d-v2`).
     Walker2d,
 }
 
@@ -140,10 +139,13 @@ pub struct Sizes {
 /// Everything `generate` needs.
 #[derive(Debug, Clone)]
 pub struct BenchmarkSpec {
+    /// The task.
     pub task: Task,
     /// Recorded in the manifest: `small`, `full`, or `custom` when sizes were overridden.
     pub scale_name: String,
+    /// How much of everything.
     pub sizes: Sizes,
+    /// Seed of everything (the SAC run uses it as `o2o train --seed` would).
     pub seed: u64,
     /// The folder the four files and `manifest.json` go to.
     pub out: PathBuf,
@@ -151,6 +153,7 @@ pub struct BenchmarkSpec {
     pub sac_overrides: Vec<String>,
     /// Keep the SAC run directory as `<out>/sac-run/` instead of deleting it.
     pub keep_run: bool,
+    /// The device SAC trains and the policies act on.
     pub device: Device,
     /// `--medium-score`: the medium policy's D4RL-normalized target instead of one third of the
     /// final policy's score.
@@ -173,25 +176,6 @@ pub fn generate(spec: &BenchmarkSpec) -> Result<BenchmarkManifest> {
     }
     // The SAC run and the snapshots live in a work folder that is removed at the end (or on error).
     with_work_dir(&spec.out, spec.keep_run.then_some("sac-run"), |work| generate_in(spec, work))
-}
-
-/// Run `make` in a fresh work folder `<out>/.make-benchmark-<pid>` that is removed afterwards,
-/// also on error; when `make` succeeds, the work folder's sub-folder `keep` (if given and
-/// present) is first moved to `<out>/<keep>`.
-pub fn with_work_dir<T>(out: &Path, keep: Option<&str>, make: impl FnOnce(&Path) -> Result<T>) -> Result<T> {
-    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
-    let work = out.join(format!(".make-benchmark-{}", std::process::id()));
-    let result = make(&work);
-    if let Some(name) = keep.filter(|k| result.is_ok() && work.join(k).is_dir()) {
-        let kept = out.join(name);
-        let _ = std::fs::remove_dir_all(&kept);
-        if let Err(e) = std::fs::rename(work.join(name), &kept) {
-            let _ = std::fs::remove_dir_all(&work);
-            return Err(e).with_context(|| format!("cannot move {name} to {}", kept.display()));
-        }
-    }
-    let _ = std::fs::remove_dir_all(&work);
-    result
 }
 
 fn generate_in(spec: &BenchmarkSpec, work: &Path) -> Result<BenchmarkManifest> {
@@ -359,6 +343,31 @@ fn generate_in(spec: &BenchmarkSpec, work: &Path) -> Result<BenchmarkManifest> {
     Ok(manifest)
 }
 
+/// What `o2o dataset make-benchmark <task>` prints about the folder `out` it made: the files,
+/// the times, the medium snapshot, then a line per file.
+pub fn summary(out: &Path, m: &BenchmarkManifest) -> String {
+    let medium = &m.medium.eval;
+    let mut lines = vec![format!(
+        "{}: {} in {:.0} s (SAC {:.0} s); medium = env step {} (eval return {:.1}), expert eval return {:.1}",
+        out.display(),
+        m.files.iter().map(|f| f.file.as_str()).collect::<Vec<_>>().join(", "),
+        m.wall_s,
+        m.sac.wall_s,
+        medium.env_step,
+        medium.mean_return,
+        m.medium.expert_eval_return
+    )];
+    for f in &m.files {
+        let r = f.returns.map_or("-".to_string(), |s| format!("{:.1} / {:.1} / {:.1}", s.min, s.mean, s.max));
+        let n = f.normalized_score.map_or("-".to_string(), |s| format!("{:.1}", s.mean));
+        lines.push(format!(
+            "  {:<32} {:>8} rows {:>6} episodes  return min/mean/max {r}  normalized {n}  {} bytes",
+            f.file, f.rows, f.episodes, f.bytes
+        ));
+    }
+    lines.join("\n")
+}
+
 /// The SAC run's config: the task's preset on its `-v2` env, with the spec's sizes, recording
 /// every transition, then the user's `--set` overrides.
 fn sac_config(spec: &BenchmarkSpec, env_id: &str) -> Result<RunConfig> {
@@ -484,79 +493,6 @@ fn policy_rollout(
     let mut agent = build_agent(config, obs_dim, act_dim, device)?;
     agent.load(agent_path).with_context(|| format!("loading the {label} policy {}", agent_path.display()))?;
     rollout(env_id, &mut AgentPolicy { agent: &mut *agent, device, deterministic: false }, rows, seed, label)
-}
-
-/// `rows` env steps of `policy` with the runner's actor (episode k resets with
-/// `derive_seed(seed, 1, k)`), recorded in D4RL format with the states before each step. The
-/// last episode is cut at `rows`, as in D4RL's files.
-pub fn rollout(
-    env_id: &str,
-    policy: &mut dyn Policy,
-    rows: usize,
-    seed: u64,
-    label: &'static str,
-) -> Result<D4rlDataset> {
-    let (env, log) = states::make_logged(env_id)?;
-    let obs_dim = env.observation_space().dim();
-    let scale = ActionScale::new(env.action_space(), env_id)?;
-    let mut actor = Actor::new(env, seed, 0)?;
-    let mut recorder = Recorder::new(obs_dim, scale);
-    let progress = Progress::new(rows as u64, 0, Default::default());
-    for i in 0..rows {
-        actor.step(policy, &mut recorder)?;
-        if i % 1000 == 0 {
-            progress.set(i as u64, label);
-        }
-    }
-    progress.finish();
-    let mut ds = recorder.into_dataset();
-    ds.infos = states::lock(&log).columns(0, rows, Dtype::Float32)?;
-    Ok(ds)
-}
-
-/// Write `<out>/<task>-<role>-v2.hdf5` (atomically) and describe it for the manifest.
-pub fn write_file(
-    out: &Path,
-    task: &str,
-    role: &str,
-    policy: &str,
-    ds: &mut D4rlDataset,
-    float: Dtype,
-    gzip: Option<u8>,
-) -> Result<FileRecord> {
-    let id = format!("{task}-{role}-v2");
-    let file = format!("{id}.hdf5");
-    let path = out.join(&file);
-    ds.source = path.clone();
-    for k in ["observations", "actions", "rewards", "next_observations"] {
-        ds.dtypes.insert(k.to_string(), float);
-    }
-    ds.write_gzip(&path, gzip).with_context(|| format!("writing {}", path.display()))?;
-    let (sha256, bytes) = o2o_datasets::download::hash_file(&path)?;
-    let eps: Vec<_> = ds.episodes(None).into_iter().filter(|e| e.terminated || e.truncated).collect();
-    let returns: Vec<f64> = eps.iter().map(|e| ds.rewards[e.rows.clone()].iter().map(|&r| r as f64).sum()).collect();
-    let stats = Stats::of(&returns);
-    let (lo, hi) = o2o_datasets::scores::ref_scores(task)?;
-    let normalized_score = stats.map(|s| s.map(|r| 100.0 * (r - lo) / (hi - lo)));
-    eprintln!(
-        "  {file}: {} rows, {} episodes, mean return {}, {bytes} bytes",
-        ds.len(),
-        eps.len(),
-        stats.map_or("-".to_string(), |s| format!("{:.1}", s.mean))
-    );
-    Ok(FileRecord {
-        file,
-        id,
-        role: role.to_string(),
-        policy: policy.to_string(),
-        rows: ds.len(),
-        episodes: eps.len(),
-        returns: stats,
-        normalized_score,
-        bytes,
-        sha256,
-        gzip: gzip.unwrap_or(0),
-    })
 }
 
 #[cfg(test)]
