@@ -3,8 +3,8 @@
 //! the [`Robot`] trait in joint-position mode.
 //!
 //! The codec is ours, like [`crate::feetech`]'s, rather than the `dynamixel2` crate's:
-//! dynamixel2 0.9 is tied to the `serial2` crate for its port, while this crate drives a plain
-//! termios file through [`crate::serial`] (shared with the Feetech driver and the pty fake-bus
+//! dynamixel2 0.9 is tied to the `serial2` crate for its port, while this crate drives a
+//! `serialport` port through [`crate::serial`] (shared with the Feetech driver and the pty fake-bus
 //! tests), and the subset used is small and fully specified by ROBOTIS' protocol 2.0 page:
 //!
 //! - instruction packet `FF FF FD 00 | id | len_l len_h | instr | params… | crc_l crc_h`, with
@@ -521,6 +521,9 @@ impl Robot for DynamixelArm {
     }
 
     fn connect(&mut self) -> Result<(), DriverError> {
+        // The port is held exclusively: close the old link first (the assignment below drops it
+        // only after the new one is open).
+        self.port = None;
         self.port = Some(SerialLink::open(
             &self.arm.caps.name,
             &self.config.port,
