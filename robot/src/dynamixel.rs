@@ -2,10 +2,12 @@
 //! serial bus speaking protocol 2.0 (Koch v1.1 arms), with LeRobot's calibration files, behind
 //! the [`Robot`] trait in joint-position mode.
 //!
-//! The codec is ours, like [`crate::feetech`]'s, rather than the `dynamixel2` crate's:
-//! dynamixel2 0.9 is tied to the `serial2` crate for its port, while this crate drives a plain
-//! termios file through [`crate::serial`] (shared with the Feetech driver and the pty fake-bus
-//! tests), and the subset used is small and fully specified by ROBOTIS' protocol 2.0 page:
+//! The codec is ours, like [`crate::feetech`]'s, on the link [`crate::serial`] both drivers
+//! share, rather than the `dynamixel2` crate's: 0.9.1, tried on this crate's pty fake bus, opens
+//! a pty and takes our port's descriptor, but its sync reads return `Ok` with the servos that
+//! failed left out, its calls wait 34 ms instead of `timeout_ms`, and a status packet whose
+//! length field is 2 or 3 with a matching CRC panics its reader (docs/robots.md has the
+//! measurements). The subset used is small and fully specified by ROBOTIS' protocol 2.0 page:
 //!
 //! - instruction packet `FF FF FD 00 | id | len_l len_h | instr | params… | crc_l crc_h`, with
 //!   `len = (stuffed) params + 3`;
@@ -521,6 +523,9 @@ impl Robot for DynamixelArm {
     }
 
     fn connect(&mut self) -> Result<(), DriverError> {
+        // The port is held exclusively: close the old link first (the assignment below drops it
+        // only after the new one is open).
+        self.port = None;
         self.port = Some(SerialLink::open(
             &self.arm.caps.name,
             &self.config.port,
@@ -656,6 +661,15 @@ mod tests {
         long[5] = 0xFF;
         long[6] = 0xFF;
         assert!(parse(&long).unwrap_err().contains("length"));
+        // Too short for an instruction and a CRC, even with a CRC that matches: refused.
+        for len in [0u8, 1, 2] {
+            let mut short = HEADER.to_vec();
+            short.extend_from_slice(&[3, len, 0]);
+            let crc = crc16(&short);
+            short.extend_from_slice(&crc.to_le_bytes());
+            short.extend_from_slice(&[0; 4]);
+            assert!(parse(&short).unwrap_err().contains("length"), "length {len}");
+        }
     }
 
     #[test]

@@ -1,13 +1,14 @@
 //! The `feetech` driver: Feetech STS3215 servos on a half-duplex serial bus (SO-100/101 arms),
 //! with LeRobot's calibration files, behind the [`Robot`] trait in joint-position mode.
 //!
-//! The protocol codec is written here (about 100 lines) rather than taken from `rustypot`:
-//! rustypot drives a `serialport::SerialPort`, which this workspace does not otherwise need,
-//! and the subset used is small and fully specified — instruction packet `FF FF id len instr
-//! params… chk`, status packet `FF FF id len error params… chk`, `len = params + 2`,
-//! `chk = !(id + len + instr/error + Σ params) & 0xFF`; instructions PING 0x01, READ 0x02,
-//! WRITE 0x03, SYNC WRITE 0x83; STS3215 registers (little-endian u16): torque enable 40,
-//! goal position 42, present position 56, present speed 58 (bit 15 = sign).
+//! The protocol codec is written here (about 100 lines), on the transaction [`crate::serial`]
+//! shares with the Dynamixel driver; the subset used is small and fully specified (`rustypot`,
+//! whose cost was a `serialport` port, has not been re-evaluated since ours became one) —
+//! instruction packet `FF FF id len instr params… chk`, status packet `FF FF id len error
+//! params… chk`, `len = params + 2`, `chk = !(id + len + instr/error + Σ params) & 0xFF`;
+//! instructions PING 0x01, READ 0x02, WRITE 0x03, SYNC WRITE 0x83; STS3215 registers
+//! (little-endian u16): torque enable 40, goal position 42, present position 56, present speed
+//! 58 (bit 15 = sign).
 //!
 //! Units and calibration: LeRobot's calibration file and the tick ↔ radian mapping are shared
 //! with the Dynamixel driver ([`crate::calibration`]); so is the serial port ([`crate::serial`]).
@@ -209,6 +210,9 @@ impl Robot for FeetechArm {
     }
 
     fn connect(&mut self) -> Result<(), DriverError> {
+        // The port is held exclusively: close the old link first (the assignment below drops it
+        // only after the new one is open).
+        self.port = None;
         self.port = Some(SerialLink::open(
             &self.arm.caps.name,
             &self.config.port,

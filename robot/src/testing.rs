@@ -183,26 +183,16 @@ impl Robot for RecordingDriver {
 
 /// A pseudo-terminal pair for fake-device tests: the slave's path (what a driver opens as its
 /// serial port), the master (where the fake device reads requests and writes replies), and the
-/// slave kept open so the pair stays up while the driver reconnects.
+/// slave kept open so the pair stays up while the driver reconnects. Made by `serialport`'s
+/// `TTYPort::pair` (slave in raw mode); both ends are handed over as plain files, so the fake
+/// device's reads block instead of timing out as a `TTYPort`'s do.
 pub fn pty_pair() -> std::io::Result<(std::path::PathBuf, std::fs::File, std::fs::File)> {
-    use std::os::fd::FromRawFd;
-    let (mut master, mut slave) = (0, 0);
-    // SAFETY: openpty fills two descriptors; null name/termios/winsize are allowed.
-    let rc =
-        unsafe { libc::openpty(&mut master, &mut slave, std::ptr::null_mut(), std::ptr::null(), std::ptr::null()) };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: we own both descriptors from here; the files close them.
-    let (m, s) = unsafe { (std::fs::File::from_raw_fd(master), std::fs::File::from_raw_fd(slave)) };
-    // ttyname_r, not ttyname: tests open pairs from several threads at once.
-    let mut buf = [0 as libc::c_char; 256];
-    // SAFETY: a valid tty descriptor and a buffer of the length given.
-    let rc = unsafe { libc::ttyname_r(slave, buf.as_mut_ptr(), buf.len()) };
-    if rc != 0 {
-        return Err(std::io::Error::from_raw_os_error(rc));
-    }
-    // SAFETY: ttyname_r wrote a NUL-terminated name into buf.
-    let path = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned();
+    use std::os::fd::{FromRawFd, IntoRawFd};
+    let (master, slave) = serialport::TTYPort::pair()?;
+    let path = serialport::SerialPort::name(&slave)
+        .ok_or_else(|| std::io::Error::other("the pseudo-terminal's slave has no name"))?;
+    // SAFETY: into_raw_fd gives up each descriptor without closing it; each file owns one.
+    let (m, s) =
+        unsafe { (std::fs::File::from_raw_fd(master.into_raw_fd()), std::fs::File::from_raw_fd(slave.into_raw_fd())) };
     Ok((path.into(), m, s))
 }

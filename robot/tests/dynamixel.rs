@@ -1,14 +1,15 @@
 //! The `dynamixel` driver against a protocol-level fake bus of X-series servos on a
 //! pseudo-terminal pair: connect writes LeRobot's calibration into the servos (torque off
 //! first), the envelope holds on the goal positions the servos receive, a corrupted reply is a
-//! dropped read the loop retries, the servo's own CRC error too, a hardware alert latches a
+//! dropped read the loop retries, so are a reply too short to hold its error byte and the
+//! servo's own CRC error, a hardware alert latches a
 //! fault that the operator's clear reboots away, an instruction error is a fault, and a silent
 //! bus is a lost link.
 
 mod common;
 
 use o2o_envs::Env;
-use o2o_robot::dynamixel::{instr, parse, reg, status, DynamixelArm, DynamixelConfig};
+use o2o_robot::dynamixel::{crc16, instr, parse, reg, status, DynamixelArm, DynamixelConfig, HEADER};
 use o2o_robot::FakeClock;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -57,6 +58,9 @@ struct Bus {
     eeprom_with_torque: u32,
     /// Corrupt the CRC of the next this-many replies.
     corrupt_next: u32,
+    /// Send the next this-many replies as a status packet too short to hold its error byte
+    /// (length field 2, CRC valid): what dynamixel2 0.9.1's reader panics on.
+    short_next: u32,
     /// Answer the next reply with this instruction error.
     error_next: Option<u8>,
     /// Hardware Error Status bits of servo 2 (a set alert until a reboot).
@@ -186,7 +190,10 @@ fn fake_bus(bus: Arc<Mutex<Bus>>) -> (std::path::PathBuf, std::fs::File) {
                 }
                 for (id, error, params) in b.answer(p.id, p.instruction, &p.params) {
                     let mut reply = status(id, error, &params);
-                    if b.corrupt_next > 0 {
+                    if b.short_next > 0 {
+                        b.short_next -= 1;
+                        reply = short_status(id);
+                    } else if b.corrupt_next > 0 {
                         b.corrupt_next -= 1;
                         let last = reply.len() - 1;
                         reply[last] ^= 0x5A;
@@ -197,6 +204,16 @@ fn fake_bus(bus: Arc<Mutex<Bus>>) -> (std::path::PathBuf, std::fs::File) {
         }
     });
     (path, keep)
+}
+
+/// A status packet of servo `id` whose length field (2) leaves no room for the instruction and
+/// error bytes, with a CRC that matches it.
+fn short_status(id: u8) -> Vec<u8> {
+    let mut p = HEADER.to_vec();
+    p.extend_from_slice(&[id, 0x02, 0x00]);
+    let crc = crc16(&p);
+    p.extend_from_slice(&crc.to_le_bytes());
+    p
 }
 
 /// A two-joint Koch calibration in `dir`: shoulder_pan (id 1) on [1000, 3000] ticks,
@@ -281,11 +298,16 @@ fn a_dynamixel_arm_on_a_fake_bus_stays_inside_the_envelope_and_reports_its_fault
     let s = env.step(&[0.01, 0.0]).unwrap();
     assert!(!latched(&s));
     assert_eq!(env.counters().dropped_reads, 1);
+    // A reply too short to hold its error byte, CRC valid: dropped too, never a panic.
+    bus.lock().unwrap().short_next = 1;
+    let s = env.step(&[0.01, 0.0]).unwrap();
+    assert!(!latched(&s));
+    assert_eq!(env.counters().dropped_reads, 2);
     // The servo's own CRC error (our instruction arrived corrupted): dropped too.
     bus.lock().unwrap().error_next = Some(0x03);
     let s = env.step(&[0.01, 0.0]).unwrap();
     assert!(!latched(&s));
-    assert_eq!(env.counters().dropped_reads, 2);
+    assert_eq!(env.counters().dropped_reads, 3);
     assert_eq!(env.counters().driver_faults, 0);
 
     // A hardware alert (overload on servo 2): latched; the operator's clear reboots it.
