@@ -2,6 +2,7 @@
 Gymnasium's InvertedPendulum-v5 by a noisy PD controller (what a user would hand over)."""
 
 import math
+import signal
 
 import numpy as np
 import pytest
@@ -68,6 +69,16 @@ def pd_controller_arrays(episodes=10, max_steps=200, seed=0):
         terminals=np.asarray(term_l),
         timeouts=np.asarray(trunc_l),
     )
+
+
+@pytest.fixture(autouse=True)
+def ctrl_c_raises():
+    """Ctrl-C raises KeyboardInterrupt in every test, however the suite was started: a background
+    job of a non-interactive shell inherits SIGINT ignored, Python then leaves it ignored, and
+    `_thread.interrupt_main()` (the Ctrl-C tests' key press) does nothing."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 @pytest.fixture(scope="session")
