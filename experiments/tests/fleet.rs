@@ -5,7 +5,8 @@
 
 mod common;
 
-use o2o_experiments::fleet::actor::{read_stream, run_actor, ActorOptions, StreamSink};
+use common::{wait_for, Proc};
+use o2o_experiments::fleet::actor::{instance_id, read_stream, run_actor, ActorOptions, StreamSink};
 use o2o_experiments::fleet::learner::{declare, publish_weights, FleetState};
 use o2o_experiments::fleet::message::{self, Batch, SCHEMA};
 use o2o_experiments::fleet::server::NatsServer;
@@ -14,18 +15,8 @@ use o2o_experiments::{RunConfig, Transition, TransitionSink};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// A child process killed (SIGKILL) when dropped, so a failing test leaves nothing running.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn transition(i: usize) -> Transition {
     Transition {
@@ -44,6 +35,15 @@ fn fast() -> FleetConfig {
 }
 
 /// Rows per actor of every valid message with sequence ≤ `upto` (and every actor's sequences).
+/// The key of the one liveness beat whose actor id starts with `prefix` (ids end in a random nonce).
+fn beat_key(bus: &Bus, beats: &async_nats::jetstream::kv::Store, prefix: &str) -> String {
+    use futures::StreamExt;
+    let keys: Vec<String> = bus.block_on(async { beats.keys().await.unwrap().map(|k| k.unwrap()).collect().await });
+    let mine: Vec<_> = keys.into_iter().filter(|k| k.starts_with(prefix)).collect();
+    assert_eq!(mine.len(), 1, "beats under {prefix}: {mine:?}");
+    mine[0].clone()
+}
+
 fn stream_rows(
     bus: &Bus,
     upto: u64,
@@ -65,6 +65,28 @@ fn stream_rows(
         }
     }
     (total, per, seqs, refused)
+}
+
+/// A restarted actor (same index and, in a container, often the same pid) is a new instance:
+/// its batch numbers start again at 0 and must not meet the old ones in the duplicate window.
+#[test]
+fn a_restarted_actor_gets_a_new_instance_id() {
+    let (a, b) = (instance_id(3), instance_id(3));
+    let prefix = format!("actor-3-{}-", std::process::id());
+    assert!(a.starts_with(&prefix) && b.starts_with(&prefix), "{a} {b}");
+    assert_ne!(a, b);
+    let batch = |actor: &str| Batch {
+        schema: SCHEMA,
+        run_id: "r".into(),
+        actor: actor.into(),
+        batch: 0,
+        policy_version: 0,
+        sent_ms: 0,
+        obs_dim: 1,
+        act_dim: 1,
+        transitions: vec![],
+    };
+    assert_ne!(batch(&a).msg_id(), batch(&b).msg_id());
 }
 
 #[test]
@@ -144,31 +166,7 @@ fn the_stream_is_bounded_by_age_and_size() {
 
 /// A tiny SAC config on HalfCheetah-v5 (nets of 32 units).
 fn tiny_config(online: u64) -> String {
-    format!(
-        r#"algo = "sac"
-env = "HalfCheetah-v5"
-seed = 3
-[train]
-random_steps = 200
-online_steps = {online}
-batch_size = 32
-updates_per_step = 1
-replay_capacity = 20000
-log_every = 200
-[eval]
-every = 0
-episodes = 1
-at_phase_end = false
-[checkpoint]
-every = 400
-keep = 2
-[diagnostics]
-every = 0
-[agent]
-critic = {{ hidden = [32, 32] }}
-actor = {{ mlp = {{ hidden = [32, 32] }} }}
-"#
-    )
+    common::tiny_fleet_sac("HalfCheetah-v5", online)
 }
 
 /// An actor whose policy falls more than `max_policy_lag` versions behind pauses, and acts
@@ -217,7 +215,7 @@ fn a_stale_policy_actor_pauses_until_it_has_recent_weights() {
     let after = count(&bus);
     assert_eq!(before, after, "a paused actor publishes nothing");
     let beats = bus.block_on(bus.js().get_key_value(bus.names.actors())).unwrap();
-    let key = format!("actor-0-{}", std::process::id());
+    let key = beat_key(&bus, &beats, &format!("actor-0-{}-", std::process::id()));
     let beat: ActorBeat =
         serde_json::from_slice(&bus.block_on(beats.get(key.as_str())).unwrap().expect("a liveness beat")).unwrap();
     assert!(beat.paused && beat.policy_version == 1, "{beat:?}");
@@ -272,7 +270,7 @@ fn an_actor_stops_at_the_backlog_bound_while_the_learner_does_not_read() {
     std::thread::sleep(Duration::from_millis(1500));
     assert_eq!(count(&bus), 6, "an actor with 6 unread messages publishes no more");
     let beats = bus.block_on(bus.js().get_key_value(bus.names.actors())).unwrap();
-    let key = format!("actor-0-{}", std::process::id());
+    let key = beat_key(&bus, &beats, &format!("actor-0-{}-", std::process::id()));
     let beat: ActorBeat =
         serde_json::from_slice(&bus.block_on(beats.get(key.as_str())).unwrap().expect("a liveness beat")).unwrap();
     assert!(beat.paused, "{beat:?}");
@@ -346,14 +344,6 @@ fn spawn_learner(url: &str, args: &[&str], log: &Path) -> Proc {
         .spawn()
         .unwrap();
     Proc(child)
-}
-
-fn wait_for(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !ok() {
-        assert!(t0.elapsed() < limit, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// The loop step (transitions consumed) of the learner's newest checkpoint, 0 when none.
@@ -435,9 +425,9 @@ fn a_learner_and_actor_processes_train_sac_through_kills_and_restarts() {
     actors[2].0.kill().unwrap();
     actors[2].0.wait().unwrap();
     let at_kill = newest_checkpoint(&dir);
-    let left = format!("actor actor-2-{victim_pid} left");
+    let left = format!("actor actor-2-{victim_pid}-");
     wait_for("the learner to see the killed actor leave (liveness TTL)", Duration::from_secs(30), || {
-        logs().contains(&left)
+        logs().lines().any(|l| l.contains(&left) && l.contains(" left "))
     });
     wait_for("a learner checkpoint after the actor's death", Duration::from_secs(60), || {
         newest_checkpoint(&dir) > at_kill
@@ -490,8 +480,12 @@ fn a_learner_and_actor_processes_train_sac_through_kills_and_restarts() {
     let replay = o2o_datasets::ReplayBuffer::load(&ckpt.join(o2o_experiments::run::checkpoint::REPLAY)).unwrap();
     assert_eq!(replay.len() as u64, fleet.consumed, "rows in the final replay buffer");
     // The killed actor's acknowledged batches are all in the learner's buffer.
-    let victim = format!("actor-2-{victim_pid}");
-    let victim_seqs = seqs.get(&victim).expect("the killed actor published before it died");
+    let victim = seqs
+        .keys()
+        .find(|a| a.starts_with(&format!("actor-2-{victim_pid}-")))
+        .expect("the killed actor published before it died")
+        .clone();
+    let victim_seqs = &seqs[&victim];
     assert!(
         victim_seqs.iter().all(|s| *s <= fleet.last_seq),
         "the killed actor's messages {victim_seqs:?} beyond {}",

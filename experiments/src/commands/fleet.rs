@@ -137,6 +137,11 @@ struct LearnerArgs {
     /// The stream drops its oldest messages beyond this many MiB (0: no size limit).
     #[arg(long, value_name = "MIB", default_value_t = FleetConfig::default().stream_max_bytes >> 20)]
     stream_max_mib: u64,
+    /// Copies the servers keep of the run's stream, buckets and weights (3 on a three-node
+    /// cluster, so they outlive one node; at most 5). Default: 1 for a new run, and a resumed
+    /// run's stream keeps what it has.
+    #[arg(long, value_name = "N")]
+    stream_replicas: Option<usize>,
     #[command(flatten)]
     nats: NatsArgs,
     #[command(flatten)]
@@ -267,6 +272,10 @@ fn learner(a: LearnerArgs) -> Result<()> {
     }
     fleet.stream_max_age = Duration::from_secs_f64(a.stream_max_hours * 3600.0);
     fleet.stream_max_bytes = a.stream_max_mib.saturating_mul(1 << 20);
+    if let Some(n) = a.stream_replicas.filter(|n| !(1..=5).contains(n)) {
+        anyhow::bail!("--stream-replicas: expected 1 to 5 (JetStream's range), found {n}");
+    }
+    fleet.stream_replicas = a.stream_replicas;
     let options = LearnerOptions {
         conn: a.nats.connection("o2o-learner"),
         fleet,

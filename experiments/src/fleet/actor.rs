@@ -336,9 +336,18 @@ impl Weights<'_> {
     }
 }
 
+/// An actor instance's id: `actor-<index>-<pid>-<nonce>`. The random nonce keeps a restarted
+/// actor (same index, and in a container often the same pid) apart from its earlier life: its
+/// batch counter starts again at 0, and with the old id the stream's duplicate window
+/// (`Nats-Msg-Id` = `<actor>/<batch>`) would drop its first batches silently and the learner
+/// would count them as duplicates.
+pub fn instance_id(index: u64) -> String {
+    format!("actor-{index}-{}-{:08x}", std::process::id(), rand::random::<u32>())
+}
+
 /// Run one actor until the learner finishes (or `max_steps`).
 pub fn run_actor(o: ActorOptions) -> Result<ActorReport> {
-    let instance = format!("actor-{}-{}", o.index, std::process::id());
+    let instance = instance_id(o.index);
     let bus = Bus::connect(&Connection { name: instance.clone(), ..o.conn.clone() }, &o.run_id, o.fleet.ack_timeout)?;
     let control = bus.control(o.wait_for_learner)?;
     let text = bus

@@ -66,6 +66,34 @@ pub struct FleetState {
     pub per_actor: BTreeMap<String, u64>,
     /// The newest published policy version.
     pub policy_version: u64,
+    /// Per actor instance, one past the highest batch number (its own counter, 0, 1, …) stored.
+    #[serde(default)]
+    pub next_batch: BTreeMap<String, u64>,
+    /// Batch numbers an actor skipped as seen here: batches it sealed that never came (the
+    /// stream's limits removed them, or a message of its was refused). 0 when nothing was lost.
+    #[serde(default)]
+    pub batch_gaps: u64,
+    /// Batches stored although their actor's batch number had come already: the stream held
+    /// one batch twice (a republish after its duplicate window). 0 when nothing was duplicated.
+    #[serde(default)]
+    pub batch_duplicates: u64,
+}
+
+impl FleetState {
+    /// Count batch `batch` of `actor` against the ones stored before it. Each actor publishes
+    /// its batches in order, each after the previous one's acknowledgement, so what comes is
+    /// the next number: a higher one means batches lost on the way, a lower one a batch the
+    /// stream holds twice. Counted only (the rows are stored either way), so a run's data does
+    /// not depend on it.
+    fn count_batch(&mut self, actor: &str, batch: u64) {
+        let next = self.next_batch.entry(actor.to_string()).or_default();
+        if batch < *next {
+            self.batch_duplicates += 1;
+        } else {
+            self.batch_gaps += batch - *next;
+            *next = batch + 1;
+        }
+    }
 }
 
 /// Everything the fleet keeps on the server for one run.
@@ -86,6 +114,7 @@ pub fn declare(bus: &Bus, fleet: &FleetConfig) -> Result<RunHandles> {
     let js = bus.js();
     // The server reports "no limit" as -1 bytes and a zero age.
     let max_bytes = if fleet.stream_max_bytes == 0 { -1 } else { fleet.stream_max_bytes.min(i64::MAX as u64) as i64 };
+    let replicas = fleet.stream_replicas.unwrap_or(1);
     bus.block_on(async {
         let mut stream = js
             .get_or_create_stream(jetstream::stream::Config {
@@ -97,56 +126,86 @@ pub fn declare(bus: &Bus, fleet: &FleetConfig) -> Result<RunHandles> {
                 max_age: fleet.stream_max_age,
                 max_bytes,
                 duplicate_window: Duration::from_secs(120),
+                num_replicas: replicas,
                 description: Some(format!("o2o fleet transitions of run {}", n.run_id)),
                 ..Default::default()
             })
             .await
             .map_err(|e| anyhow::anyhow!("{e}"))
             .with_context(|| {
-                format!("creating the stream {} (is JetStream enabled on the server? nats-server -js)", n.stream())
+                format!(
+                    "creating the stream {} with {replicas} replica(s) (is JetStream enabled on the server, \
+                     nats-server -js, and are there as many JetStream servers in its cluster?)",
+                    n.stream()
+                )
             })?;
-        // A stream that exists (a resumed learner) takes this start's limits, keeping the rest
-        // of its config (replicas set by hand, for one).
+        // A stream that exists (a resumed learner) takes this start's limits, and its replicas
+        // when they are given, keeping the rest of its config (replicas set by hand, for one).
         let have = stream.cached_info().config.clone();
-        if have.max_age != fleet.stream_max_age || have.max_bytes != max_bytes {
-            js.update_stream(jetstream::stream::Config { max_age: fleet.stream_max_age, max_bytes, ..have })
-                .await
-                .map_err(|e| anyhow::anyhow!("{e}"))
-                .with_context(|| format!("setting the limits of the stream {}", n.stream()))?;
-            stream = js.get_stream(n.stream()).await.map_err(|e| anyhow::anyhow!("{e}"))?;
-        }
-        let control = js
-            .create_key_value(kv::Config {
-                bucket: n.control(),
-                history: 1,
-                storage: jetstream::stream::StorageType::File,
-                ..Default::default()
+        let num_replicas = fleet.stream_replicas.unwrap_or(have.num_replicas);
+        if have.max_age != fleet.stream_max_age || have.max_bytes != max_bytes || have.num_replicas != num_replicas {
+            js.update_stream(jetstream::stream::Config {
+                max_age: fleet.stream_max_age,
+                max_bytes,
+                num_replicas,
+                ..have
             })
             .await
             .map_err(|e| anyhow::anyhow!("{e}"))
-            .with_context(|| format!("creating the key-value bucket {}", n.control()))?;
-        let actors = js
-            .create_key_value(kv::Config {
+            .with_context(|| format!("setting the limits and replicas of the stream {}", n.stream()))?;
+            stream = js.get_stream(n.stream()).await.map_err(|e| anyhow::anyhow!("{e}"))?;
+        }
+        let control = bucket(
+            js,
+            kv::Config {
+                bucket: n.control(),
+                history: 1,
+                storage: jetstream::stream::StorageType::File,
+                num_replicas: replicas,
+                ..Default::default()
+            },
+        )
+        .await?;
+        let actors = bucket(
+            js,
+            kv::Config {
                 bucket: n.actors(),
                 history: 1,
                 max_age: Duration::from_secs_f64(fleet.liveness_ttl_s),
                 storage: jetstream::stream::StorageType::File,
+                num_replicas: replicas,
                 ..Default::default()
-            })
-            .await
-            .map_err(|e| anyhow::anyhow!("{e}"))
-            .with_context(|| format!("creating the key-value bucket {}", n.actors()))?;
-        let weights = js
-            .create_object_store(object_store::Config {
-                bucket: n.weights(),
-                storage: jetstream::stream::StorageType::File,
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| anyhow::anyhow!("{e}"))
-            .with_context(|| format!("creating the object store {}", n.weights()))?;
+            },
+        )
+        .await?;
+        let weights = match js.get_object_store(n.weights()).await {
+            Ok(w) => w,
+            Err(_) => js
+                .create_object_store(object_store::Config {
+                    bucket: n.weights(),
+                    storage: jetstream::stream::StorageType::File,
+                    num_replicas: replicas,
+                    ..Default::default()
+                })
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))
+                .with_context(|| format!("creating the object store {}", n.weights()))?,
+        };
         Ok(RunHandles { control, actors, weights, stream })
     })
+}
+
+/// A key-value bucket: the one that exists (a resumed learner's, kept as it is, its replicas
+/// perhaps changed by hand), else a new one made with `config`.
+async fn bucket(js: &jetstream::Context, config: kv::Config) -> Result<kv::Store> {
+    if let Ok(store) = js.get_key_value(&config.bucket).await {
+        return Ok(store);
+    }
+    let name = config.bucket.clone();
+    js.create_key_value(config)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))
+        .with_context(|| format!("creating the key-value bucket {name}"))
 }
 
 /// Publish an agent's state as weights version `version` (object `policy-<version>`), then
@@ -409,6 +468,7 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
                             let n = batch.transitions.len() as u64;
                             fleet.consumed += n;
                             *fleet.per_actor.entry(batch.actor.clone()).or_default() += n;
+                            fleet.count_batch(&batch.actor, batch.batch);
                             live.rows(&batch.actor, n);
                             limiter.inserted(n);
                             age.add(n, fleet.policy_version, batch.policy_version, batch.sent_ms, message::now_ms());
@@ -485,6 +545,8 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
                 ("fleet/rejected".into(), fleet.rejected as f64),
                 ("fleet/duplicates".into(), fleet.duplicates as f64),
                 ("fleet/expired".into(), fleet.expired as f64),
+                ("fleet/batch_gaps".into(), fleet.batch_gaps as f64),
+                ("fleet/batch_duplicates".into(), fleet.batch_duplicates as f64),
                 ("fleet/samples_per_insert".into(), limiter.ratio()),
                 ("fleet/policy_version".into(), fleet.policy_version as f64),
                 ("perf/transitions_per_s".into(), fleet.consumed as f64 / secs),
@@ -533,12 +595,15 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
     rundir::write_json(&dir.join(SUMMARY), &summary)?;
     rundir::write_json(&dir.join(FLEET_STATE), &fleet)?;
     eprintln!(
-        "fleet learner {id}: done — {} transitions from {} actors, {} updates, {} refused, {} duplicates skipped",
+        "fleet learner {id}: done — {} transitions from {} actors, {} updates, {} refused, {} duplicates skipped, \
+         {} actor batches missing, {} stored twice",
         fleet.consumed,
         fleet.per_actor.len(),
         state.grad_step,
         fleet.rejected,
-        fleet.duplicates
+        fleet.duplicates,
+        fleet.batch_gaps,
+        fleet.batch_duplicates
     );
     Ok(LearnerOutcome { dir, summary, fleet })
 }
@@ -780,6 +845,31 @@ mod tests {
         assert_eq!(skip_expired(10, 11), (10, 0));
         assert_eq!(skip_expired(10, 3), (10, 0));
         assert_eq!(skip_expired(0, 1), (0, 0));
+    }
+
+    /// Each actor's batches counted against its own numbers: in order nothing, a skipped number
+    /// a gap, a number again a duplicate; resumable from the counters.
+    #[test]
+    fn actor_batches_are_checked_for_gaps_and_duplicates() {
+        let mut f = FleetState::default();
+        for (actor, batch) in [("a", 0), ("b", 0), ("a", 1), ("b", 1), ("a", 2)] {
+            f.count_batch(actor, batch);
+        }
+        assert_eq!((f.batch_gaps, f.batch_duplicates), (0, 0));
+        assert_eq!(f.next_batch, BTreeMap::from([("a".to_string(), 3), ("b".to_string(), 2)]));
+        f.count_batch("a", 5);
+        assert_eq!((f.batch_gaps, f.batch_duplicates), (2, 0), "3 and 4 never came");
+        f.count_batch("b", 1);
+        f.count_batch("a", 4);
+        assert_eq!((f.batch_gaps, f.batch_duplicates), (2, 2));
+        assert_eq!(f.next_batch["a"], 6);
+        let back: FleetState = serde_json::from_str(&serde_json::to_string(&f).unwrap()).unwrap();
+        assert_eq!(back, f);
+        let old: FleetState = serde_json::from_str(
+            r#"{"last_seq":3,"consumed":9,"sampled":0,"rejected":0,"duplicates":0,"per_actor":{},"policy_version":0}"#,
+        )
+        .unwrap();
+        assert_eq!((old.batch_gaps, old.next_batch.len()), (0, 0), "a checkpoint from before the counters");
     }
 
     /// Means per row over a window, the oldest batch, then an empty window.

@@ -145,7 +145,7 @@ impl Batch {
             out.extend_from_slice(&v.to_le_bytes());
         }
         for s in [&self.run_id, &self.actor] {
-            // Ids are short (a run directory's name, `actor-<index>-<pid>`); longer is cut.
+            // Ids are short (a run directory's name, `actor-<index>-<pid>-<nonce>`); longer is cut.
             let b = &s.as_bytes()[..s.len().min(u16::MAX as usize)];
             out.extend_from_slice(&(b.len() as u16).to_le_bytes());
             out.extend_from_slice(b);

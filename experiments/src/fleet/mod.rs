@@ -122,6 +122,23 @@ fn hosts(url: &str) -> Result<Vec<String>> {
     Ok(out)
 }
 
+/// The servers of a URL list (`nats://a:4222,nats://b:4222`): the client is given every one, so
+/// it reaches the cluster through any node that is up and moves to another when its node dies.
+/// (async-nats reads one string as one address: a comma-separated list must be split here.)
+fn server_addrs(url: &str) -> Result<Vec<async_nats::ServerAddr>> {
+    let parts: Vec<&str> = url.split(',').map(str::trim).filter(|p| !p.is_empty()).collect();
+    if parts.is_empty() {
+        bail!("--nats: empty server URL (expected nats://HOST:PORT)");
+    }
+    parts
+        .into_iter()
+        .map(|p| {
+            p.parse()
+                .with_context(|| format!("--nats {url}: {p:?} is not a server address (expected nats://HOST:PORT)"))
+        })
+        .collect()
+}
+
 /// The per-run names of the stream, buckets and subjects (see the module docs).
 #[derive(Debug, Clone)]
 pub struct Names {
@@ -242,6 +259,11 @@ pub struct FleetConfig {
     pub stream_max_age: Duration,
     /// The stream drops its oldest messages beyond this many bytes (0: no size limit).
     pub stream_max_bytes: u64,
+    /// Copies of the stream, buckets and weights the servers keep (3 on a three-node cluster:
+    /// they survive the loss of one node). `None`: 1 for a new run, and a resumed run's stream
+    /// keeps what it has; `Some(n)`: a new run's stream, buckets and weights get `n`, and a
+    /// resumed run's stream is set to `n`.
+    pub stream_replicas: Option<usize>,
 }
 
 impl Default for FleetConfig {
@@ -262,6 +284,7 @@ impl Default for FleetConfig {
             // than a disk.
             stream_max_age: Duration::from_secs(24 * 3600),
             stream_max_bytes: 1 << 30,
+            stream_replicas: None,
         }
     }
 }
@@ -290,8 +313,9 @@ impl Bus {
             .context("starting the NATS runtime")?;
         let options = conn.options()?;
         let url = conn.url.clone();
+        let servers = server_addrs(&url)?;
         let client = rt.block_on(async {
-            tokio::time::timeout(Duration::from_secs(10), async_nats::connect_with_options(url.as_str(), options))
+            tokio::time::timeout(Duration::from_secs(10), async_nats::connect_with_options(servers, options))
                 .await
                 .map_err(|_| anyhow::anyhow!("no NATS server answered at {url} within 10 s (is nats-server running with -js? see docs/fleet.md)"))?
                 .with_context(|| format!("cannot connect to the NATS server at {url}"))
@@ -411,6 +435,18 @@ mod tests {
         c.token = None;
         assert!(c.check_security().unwrap_err().to_string().contains("gpu-box"));
         assert!(hosts("nats://").is_err());
+    }
+
+    /// A cluster list is every server, in order; one bad entry is named.
+    #[test]
+    fn a_server_list_is_split_into_its_servers() {
+        let a = server_addrs("nats://127.0.0.1:4222, nats://127.0.0.1:4223,tls://gpu-box:4224,").unwrap();
+        let ports: Vec<u16> = a.iter().map(|s| s.port()).collect();
+        assert_eq!(ports, vec![4222, 4223, 4224]);
+        assert_eq!(server_addrs("nats://127.0.0.1:4222").unwrap().len(), 1);
+        let e = format!("{:#}", server_addrs("nats://127.0.0.1:4222,nats://h:notaport").unwrap_err());
+        assert!(e.contains("nats://h:notaport"), "{e}");
+        assert!(server_addrs(" , ").is_err());
     }
 
     #[test]

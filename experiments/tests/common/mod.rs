@@ -4,10 +4,60 @@
 
 use o2o_datasets::d4rl::D4rlDataset;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
 
 /// The `o2o` binary under test.
 pub const O2O: &str = env!("CARGO_BIN_EXE_o2o");
+
+/// A child process killed (SIGKILL) when dropped, so a failing test leaves nothing running.
+pub struct Proc(pub Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A tiny SAC config for fleet tests on `env` (nets of 32 units, 200 random steps, then
+/// `online` transitions; a checkpoint every 400, no evaluation until the end).
+pub fn tiny_fleet_sac(env: &str, online: u64) -> String {
+    format!(
+        r#"algo = "sac"
+env = "{env}"
+seed = 3
+[train]
+random_steps = 200
+online_steps = {online}
+batch_size = 32
+updates_per_step = 1
+replay_capacity = 20000
+log_every = 200
+[eval]
+every = 0
+episodes = 1
+at_phase_end = false
+[checkpoint]
+every = 400
+keep = 2
+[diagnostics]
+every = 0
+[agent]
+critic = {{ hidden = [32, 32] }}
+actor = {{ mlp = {{ hidden = [32, 32] }} }}
+"#
+    )
+}
+
+/// Wait until `ok`, polling every 50 ms; fails the test naming `what` after `limit`.
+pub fn wait_for(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !ok() {
+        assert!(t0.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
 
 /// Runs `o2o <args> --device cpu --threads 1 --rerun=off --runs-dir <fresh dir> [--set s]...`,
 /// asserts it succeeded, and returns the one run directory it made. The runs folder lives under
