@@ -514,6 +514,12 @@ fn a_learner_and_actor_processes_train_sac_through_kills_and_restarts() {
     let expected = (fleet.consumed - 200) as f64;
     assert!((grad - expected).abs() <= 2.0 * 16.0 + 16.0, "{grad} updates for {} transitions", fleet.consumed);
     assert!(summary["final_eval"]["mean_return"].as_f64().unwrap().is_finite());
+    // Issue 47 item 7: the run says a fleet learner trained it, and `o2o report` marks it so.
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["trainer"], "fleet learner", "{manifest}");
+    let reported = o2o_experiments::report::runs::load_run(&dir, "eval/return", "env_step").unwrap();
+    assert!(reported.fleet && reported.group.ends_with(" · fleet learner"), "{}", reported.group);
     let metrics = std::fs::read_to_string(dir.join("metrics.jsonl")).unwrap();
     assert!(
         metrics.contains("\"fleet/actor/actor-0-")

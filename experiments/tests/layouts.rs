@@ -1,10 +1,11 @@
 //! Issue 28: the recording of every kind of run carries the viewer layout of its kind, and
 //! every entity that layout's panels name is in the recording (no panel points at nothing);
-//! the 3D view's camera follows the model's root body.
+//! the 3D view's camera follows the model's root body, which is in its view at the cursor the
+//! viewer opens on.
 
 mod common;
 
-use o2o_experiments::logging::inspect::{chunks, rrd, Chunk};
+use o2o_experiments::logging::inspect::{chunks, last_time, latest_at, numbers, rrd, rrd_cells, tables, Chunk};
 use o2o_experiments::logging::layout::{PanelKind, RunKind, RunPlan};
 use o2o_experiments::run::config::RunConfig;
 use std::path::{Path, PathBuf};
@@ -82,6 +83,17 @@ fn check(run: &Path, kind: RunKind) -> Vec<Chunk> {
         chunks.iter().any(|c| c.entity == body.tracking && c.timelines.iter().any(|t| t == "run_step")),
         "the root body has no pose on run_step"
     );
+    // Issue 47 item 10: at the cursor the viewer opens on (the end of run_step, the last
+    // evaluation's result) the root body, moved by the follow frame, is in the camera's view.
+    let cells = tables(&rrd_cells(&run.join("recording.rrd")).unwrap());
+    let cursor = last_time(&cells, "run_step").expect("records on run_step");
+    let at = |e: &str| {
+        let cell = latest_at(&cells, e, "Transform3D:translation", "run_step", cursor);
+        numbers(cell.unwrap_or_else(|| panic!("{kind:?}: {e} has no transform at run_step {cursor}")))
+    };
+    let (p, shift) = (at(&body.tracking), at("/episode/world"));
+    let seen = [p[0] + shift[0], p[1] + shift[1], p[2] + shift[2]];
+    assert!(body.sees(seen), "{kind:?}: the root body at {seen:?} is out of the view of {body:?}");
     chunks
 }
 

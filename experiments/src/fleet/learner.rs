@@ -281,7 +281,9 @@ pub fn run_learner(start: LearnerStart, mut o: LearnerOptions) -> Result<Learner
     let (dir, config, _lock, resume) = match start {
         LearnerStart::New(config) => {
             check_config(&config)?;
-            let manifest = crate::run::builder::new_manifest(&config, o.device, None);
+            let mut manifest = crate::run::builder::new_manifest(&config, o.device, None);
+            // So `o2o report` keeps it apart from single-process runs of the same config.
+            manifest.trainer = Some(rundir::FLEET_LEARNER.into());
             let (dir, lock) = rundir::create(&o.runs_dir, &config.preset, config.seed, |tmp| {
                 rundir::write_config(tmp, &config)?;
                 rundir::write_json(&tmp.join(rundir::MANIFEST), &manifest)

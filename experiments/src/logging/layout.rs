@@ -34,7 +34,12 @@
 //!   evaluations at the phase ends are drawn as large labelled points instead (`phases/…`);
 //! - *a 3D camera*: `Spatial3DView` has no camera setter; the view's `EyeControls3D` (target,
 //!   position, tracked entity) and `LineGrid3D` properties are logged into the blueprint store
-//!   next to the SDK's own blueprint messages ([`Layout::send`]);
+//!   next to the SDK's own blueprint messages ([`Layout::send`]). The web viewer does not apply
+//!   the tracked entity at the opening cursor, so the camera is fixed in the view's frame
+//!   ([`SCENE_ORIGIN`]) and the recording's follow frame ([`SCENE`]) keeps the body before it;
+//! - *a y range from the data*: a blueprint range is fixed before the run; the steps per second
+//!   of windows without updates, which would set the scale, get a plot of their own
+//!   ([`STEPS_WITHOUT_UPDATES`]);
 //! - *where the time cursor starts*: the time panel takes no cursor position; it opens
 //!   *following*, which puts the cursor at the end of the data (the end of the run);
 //! - *a per-view timeline*: every view follows the one time cursor, so the curves (on
@@ -63,6 +68,18 @@ use rerun::external::re_sdk_types::datatypes::{TimeInt, TimeRange, TimeRangeBoun
 /// The training timeline of the run layouts: loop steps (offline gradient steps, then env steps).
 pub const RUN_STEP: &str = "run_step";
 
+/// The 3D views' origin: the parent of the follow frame [`SCENE`].
+pub const SCENE_ORIGIN: &str = "episode";
+/// The scene: every body, the world's geoms, the markers and paths. Its transform is the follow
+/// frame: the root body's horizontal position taken away (`rerun_sink.rs`), so a camera fixed in
+/// [`SCENE_ORIGIN`] keeps the body in view however far it runs.
+pub const SCENE: &str = "episode/world";
+
+/// Where the recording draws the steps per second of windows without a gradient update (random
+/// steps, warm-up), which are about 50 times the training rate and would set the scale of the
+/// "steps per second" plot if drawn there.
+pub const STEPS_WITHOUT_UPDATES: &str = "perf/steps_per_s_without_updates";
+
 /// What a panel draws.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PanelKind {
@@ -87,6 +104,23 @@ pub struct Camera {
     pub target: [f32; 3],
     /// The eye, in world coordinates: beside the target at a distance from the model's extent.
     pub position: [f32; 3],
+}
+
+impl Camera {
+    /// Half the angle of the cone around the line of sight that counts as in view: inside the
+    /// viewer's default field of view (55° high, wider across a landscape panel), with a margin.
+    pub const HALF_VIEW_DEG: f64 = 25.0;
+
+    /// Whether `point` (in the 3D views' frame, [`SCENE_ORIGIN`]) is in front of the camera and
+    /// within [`Camera::HALF_VIEW_DEG`] of its line of sight.
+    pub fn sees(&self, point: [f64; 3]) -> bool {
+        let eye = self.position.map(f64::from);
+        let axis: Vec<f64> = (0..3).map(|i| self.target[i] as f64 - eye[i]).collect();
+        let to: Vec<f64> = (0..3).map(|i| point[i] - eye[i]).collect();
+        let norm = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
+        let cos = axis.iter().zip(&to).map(|(a, b)| a * b).sum::<f64>() / (norm(&axis) * norm(&to)).max(1e-12);
+        cos >= Self::HALF_VIEW_DEG.to_radians().cos()
+    }
 }
 
 /// One panel: its title, what it draws and the entities it shows.
@@ -235,6 +269,15 @@ impl RunPlan {
     }
 }
 
+/// Whether a whole `log_every` window of the run lies in its random and warm-up steps, which
+/// make no update: then the sink draws at least one rate on [`STEPS_WITHOUT_UPDATES`], and the
+/// layout gives it a plot. (Windows are counted in loop steps from 0, as the runner logs them.)
+fn logs_a_rate_without_updates(t: &crate::run::config::TrainConfig) -> bool {
+    let every = t.log_every.max(1);
+    let (start, end) = (t.offline_steps, t.offline_steps + t.random_steps + t.warmup_steps);
+    start.div_ceil(every) * every + every <= end
+}
+
 /// The 3D framing of a model: the root body's entity and a camera on it.
 pub fn camera_for(geometry: &ModelGeometry, poses_at_reset: &[Pose]) -> Option<Camera> {
     // Body 0 is MuJoCo's world; bodies are numbered depth-first, so body 1 is the first body
@@ -258,18 +301,21 @@ pub fn camera_for(geometry: &ModelGeometry, poses_at_reset: &[Pose]) -> Option<C
         extent = extent.max(d + r);
     }
     // From the side (−y, the locomotion tasks move along +x) and a little above, far enough to
-    // hold the whole model with room to move.
+    // hold the whole model with room to move. In the views' frame the root body always stands
+    // over the origin (the follow frame, `SCENE`), at its own height.
     let dir = [0.0, -1.0, 0.35];
     let norm = (dir[0] * dir[0] + dir[1] * dir[1] + dir[2] * dir[2]) as f64;
     let dist = (2.2 * extent).max(1.0) / norm.sqrt();
-    let target = root_pos.map(|x| x as f32);
-    let position = [0, 1, 2].map(|i| (root_pos[i] + dist * dir[i]) as f32);
-    Some(Camera { tracking: format!("/episode/world/{}", entity_name(name, root)), target, position })
+    let followed = [0.0, 0.0, root_pos[2]];
+    let target = followed.map(|x| x as f32);
+    let position = [0, 1, 2].map(|i| (followed[i] + dist * dir[i]) as f32);
+    Some(Camera { tracking: format!("/{SCENE}/{}", entity_name(name, root)), target, position })
 }
 
-/// The 3D view of the bodies (floor included: the camera frames the body, not the scene).
+/// The 3D view of the bodies (floor included: the camera frames the body, not the scene), from
+/// [`SCENE_ORIGIN`], so the follow frame's transform on [`SCENE`] moves what it shows.
 fn body_panel(title: &str, camera: Camera) -> Node {
-    let mut p = Panel::new(title, PanelKind::Spatial3D, &["/episode/world"]);
+    let mut p = Panel::new(title, PanelKind::Spatial3D, &[&format!("/{SCENE}")]);
     p.camera = Some(camera);
     Node::Panel(p)
 }
@@ -369,10 +415,12 @@ pub fn run_layout(config: &RunConfig, camera: Option<Camera>, normalized: bool) 
         }
         story.push(Node::row(beta));
     }
-    story.push(Node::row(vec![
-        Panel::series("steps per second", &["/perf/steps_per_s"]),
-        Panel::series("dropped records", &["/perf/rerun_dropped"]),
-    ]));
+    let mut perf = vec![Panel::series("steps per second", &["/perf/steps_per_s"])];
+    if logs_a_rate_without_updates(&config.train) {
+        perf.push(Panel::series("steps/s, no updates", &[&format!("/{STEPS_WITHOUT_UPDATES}")]));
+    }
+    perf.push(Panel::series("dropped records", &["/perf/rerun_dropped"]));
+    story.push(Node::row(perf));
     let n = story.len();
     let mut shares = vec![1.0; n];
     shares[0] = 1.3;
@@ -558,7 +606,7 @@ fn container(node: &Node, views: &mut Views) -> ContainerLike {
                     .with_contents(contents.chain(p.entities.iter().map(|e| format!("+ {e}/**"))))
                     .into(),
                 PanelKind::Spatial3D => {
-                    Spatial3DView::new(&p.title).with_origin(p.entities[0].as_str()).with_contents(contents).into()
+                    Spatial3DView::new(&p.title).with_origin(format!("/{SCENE_ORIGIN}")).with_contents(contents).into()
                 }
                 PanelKind::Scatter => Spatial2DView::new(&p.title).with_contents(contents).into(),
             };
@@ -695,6 +743,22 @@ mod tests {
         assert_eq!(td3bc, ["/train/actor_loss", "/train/bc_loss", "/train/critic_loss"]);
         let wsrl = losses("wsrl", "offline_steps = 10\nonline_steps = 10");
         assert_eq!(wsrl, ["/train/actor_loss", "/train/alpha", "/train/critic_loss", "/train/entropy"]);
+    }
+
+    /// The rates of windows without updates get a plot of their own when a whole logging window
+    /// lies in the random and warm-up steps (so the sink draws one there), and only then.
+    #[test]
+    fn steps_without_updates_get_a_plot_when_a_window_has_none() {
+        let perf = |extra: &str| {
+            let l = run_layout(&config(&format!("{WSRL}{extra}")), None, true);
+            l.entities().iter().any(|e| e == "/perf/steps_per_s_without_updates")
+        };
+        // WSRL: offline 100, warm-up 50 (loop steps 100..150); logging every 1000 (the default),
+        // 50, 40, 30.
+        assert!(!perf(""));
+        assert!(perf("log_every = 50\n"), "window 100..150 is the warm-up");
+        assert!(!perf("log_every = 40\n"), "windows 80..120 and 120..160 straddle it");
+        assert!(perf("log_every = 30\n"), "window 120..150 lies in it");
     }
 
     /// The camera follows the model's root body (Hopper's torso) and stands back by its size.

@@ -15,6 +15,11 @@
 //!   again, drawn as a large labelled point (`phases/start/…`: a fine-tuning run's start);
 //! - `episode/world/<body>/geom<i>` (static) the model's geoms in their body's frame, and
 //!   `episode/world/<body>` a `Transform3D` per evaluation step (the body's world pose);
+//! - `episode/world` a `Transform3D` with every pose (the *follow frame*): the horizontal
+//!   position of the root body (body 1) taken away, so the 3D view (origin `episode`) keeps
+//!   the body in front of its fixed camera however far it has run; each floor plane
+//!   (`episode/world/world/geom<i>`) moved back by whole checker periods, so it stays under the
+//!   body (see [`Worker::follow`]);
 //! - `episode/action` (one series per action dimension), `episode/reward`, `episode/grad_step`
 //!   on the timelines `eval_step` (counts every logged evaluation step of the run, so episodes
 //!   play one after another) and `episode_step` (step within the episode); `o2o dataset view`
@@ -32,9 +37,11 @@
 //! - `robot/arm<k>/…` on the `robot_step` timeline: a robot's control loop step by step (see
 //!   [`RobotLoopLogger`]);
 //! - `perf/rerun_dropped`: how many messages the queue dropped so far, with every
-//!   `perf/steps_per_s` record and once at the end.
+//!   `perf/steps_per_s` record and once at the end;
+//! - `perf/steps_per_s_without_updates`: the `perf/steps_per_s` of a window without gradient
+//!   updates (random steps, warm-up), apart from the training rate ([`STEPS_WITHOUT_UPDATES`]).
 
-use super::layout::{RunPlan, RUN_STEP};
+use super::layout::{RunPlan, RUN_STEP, SCENE, SCENE_ORIGIN, STEPS_WITHOUT_UPDATES};
 use super::markers::{log_markers, Trails, PATH_EVERY};
 use super::queue::{DroppingQueue, QueueSender, QueueStats};
 use super::shapes::{
@@ -414,6 +421,7 @@ fn run_worker(
         stats: stats.clone(),
         plan: None,
         body_paths: Vec::new(),
+        floors: Vec::new(),
         action_names_sent: false,
         obs_names_sent: false,
         last_grad_step: 0,
@@ -464,12 +472,33 @@ struct Episode {
     values: Vec<(String, Vec<f32>)>,
 }
 
+/// A level floor plane drawn as a checkerboard, which the follow frame keeps under the body.
+struct Floor {
+    path: String,
+    quat_wxyz: [f64; 4],
+    /// The checkerboard repeats every two tiles.
+    period: f64,
+}
+
+impl Floor {
+    /// The floor's translation when the root body is at `(x, y)`: that point rounded to whole
+    /// periods along the floor's own axes, so the shifted checkerboard looks unmoved.
+    fn snap(&self, x: f64, y: f64) -> [f32; 3] {
+        let q = self.quat_wxyz;
+        let local = rotate([q[0], -q[1], -q[2], -q[3]], [x, y, 0.0]);
+        let snapped = [local[0], local[1]].map(|v| (v / self.period).round() * self.period);
+        rotate(q, [snapped[0], snapped[1], 0.0]).map(|v| v as f32)
+    }
+}
+
 struct Worker {
     rec: RecordingStream,
     stats: Arc<QueueStats>,
     plan: Option<RunPlan>,
     /// Entity path per body id, filled by the geometry message.
     body_paths: Vec<String>,
+    /// The floor planes drawn as checkerboards: entity path, orientation and checker period.
+    floors: Vec<Floor>,
     action_names_sent: bool,
     obs_names_sent: bool,
     /// The `grad_step` of the latest metrics record (for episodes that do not know theirs).
@@ -505,8 +534,28 @@ fn thousands(x: f64, decimals: usize) -> String {
 
 impl Worker {
     fn log_static_setup(&self) {
-        // MuJoCo is z-up.
-        let _ = self.rec.log_static("episode/world", &rerun::ViewCoordinates::RIGHT_HAND_Z_UP());
+        // MuJoCo is z-up; the 3D views' origin is the follow frame's parent.
+        let _ = self.rec.log_static(SCENE_ORIGIN, &rerun::ViewCoordinates::RIGHT_HAND_Z_UP());
+    }
+
+    /// The follow frame at the current time, for `poses`: `episode/world` moved so that the
+    /// root body stands over the origin horizontally, and each floor moved back by whole
+    /// checker periods (it looks the same, and stays under the body).
+    ///
+    /// Why not the viewer's camera tracking: a halfcheetah runs tens to hundreds of metres in
+    /// an episode (the demo's last one: 320 m), and the web viewer does not apply the
+    /// blueprint's tracked entity at the opening cursor, so its camera looked at an empty floor;
+    /// and the drawn floor ends where the model's plane size says (40 m), while a MuJoCo plane
+    /// is infinite. Moving the scene instead keeps the logged body poses true world poses, needs
+    /// no viewer feature, and costs one transform per step, plus one per floor.
+    fn follow(&self, poses: &[Pose]) -> Result<()> {
+        let Some(root) = poses.get(1) else { return Ok(()) };
+        let (x, y) = (root.pos[0], root.pos[1]);
+        self.rec.log(SCENE, &rerun::Transform3D::from_translation([-x as f32, -y as f32, 0.0]))?;
+        for f in &self.floors {
+            self.rec.log(f.path.as_str(), &rerun::Transform3D::from_translation(f.snap(x, y)))?;
+        }
+        Ok(())
     }
 
     fn handle(&mut self, msg: Msg) {
@@ -557,10 +606,11 @@ impl Worker {
         self.last_time = Some((grad_step, env_step, wall_s));
         self.set_training_time(grad_step, env_step, wall_s);
         let get = |key: &str| values.iter().find(|(k, v)| k == key && v.is_finite()).map(|(_, v)| *v);
+        let without_updates = get("perf/update_s") == Some(0.0);
         for (k, v) in values {
             // A NaN or infinity is skipped: it is null in metrics.jsonl too.
             if v.is_finite() {
-                self.rec.log(k.as_str(), &rerun::Scalars::single(*v))?;
+                self.rec.log(rerun_path(k, without_updates), &rerun::Scalars::single(*v))?;
             }
         }
         if values.iter().any(|(k, _)| k == "perf/steps_per_s") {
@@ -609,6 +659,7 @@ impl Worker {
         for (body, pose) in ep.poses.iter().enumerate().skip(1) {
             self.rec.log(self.body_path(body), &transform(pose))?;
         }
+        self.follow(&ep.poses)?;
         ep.trails.log(&self.rec)?;
         let own: f64 = ep.rewards.iter().sum();
         let at = match &self.plan {
@@ -667,10 +718,14 @@ impl Worker {
 
     /// A floor plane as a checkerboard of tiles, so a camera that follows the body still shows
     /// it moving over the ground.
-    fn floor(&self, path: &str, geom: &super::shapes::Geom) -> Result<()> {
+    fn floor(&mut self, path: &str, geom: &super::shapes::Geom) -> Result<()> {
         let half = |h: f64| if h > 0.0 { h } else { INFINITE_PLANE_HALF };
         let (hx, hy) = (half(geom.size[0]), half(geom.size[1]));
         let tile = if hx.min(hy) >= 2.0 { 1.0 } else { hx.min(hy) / 2.0 };
+        // A level floor follows the body (`follow`); a tilted plane is a wall or a ramp: it stays.
+        if rotate(geom.quat_wxyz, [0.0, 0.0, 1.0])[2] > 0.999 {
+            self.floors.push(Floor { path: path.to_string(), quat_wxyz: geom.quat_wxyz, period: 2.0 * tile });
+        }
         let (nx, ny) = (((2.0 * hx) / tile).ceil() as i64, ((2.0 * hy) / tile).ceil() as i64);
         let shade = |k: f32| {
             let c = geom.rgba.map(|x| (x.clamp(0.0, 1.0) * k * 255.0).round().min(255.0) as u8);
@@ -703,7 +758,8 @@ impl Worker {
 
     fn geometry(&mut self, g: &ModelGeometry) -> Result<()> {
         self.body_paths =
-            g.body_names.iter().enumerate().map(|(i, n)| format!("episode/world/{}", entity_name(n, i))).collect();
+            g.body_names.iter().enumerate().map(|(i, n)| format!("{SCENE}/{}", entity_name(n, i))).collect();
+        self.floors.clear();
         for (i, geom) in g.geoms.iter().enumerate() {
             if geom.rgba[3] <= 0.0 {
                 continue; // invisible in MuJoCo's own viewer too
@@ -817,6 +873,7 @@ impl Worker {
         for (body, pose) in poses.iter().enumerate().skip(1) {
             self.rec.log(self.body_path(body), &transform(pose))?;
         }
+        self.follow(poses)?;
         if !obs.is_empty() {
             self.rec.log("episode/observation", &rerun::Scalars::new(obs.iter().map(|o| *o as f64)))?;
         }
@@ -854,6 +911,22 @@ impl Worker {
         let points: Vec<[f32; 2]> = x.iter().zip(y).map(|(a, b)| [*a, *b]).collect();
         self.rec.log(path, &rerun::Points2D::new(points).with_radii([0.02]))?;
         Ok(())
+    }
+}
+
+/// The entity of metric `key` in a record; `without_updates`: the record's window made no
+/// gradient update (its `perf/update_s` is 0).
+///
+/// Such a window (random steps, the frozen warm-up, env steps before the replay holds a batch)
+/// only steps the env, about 50 times faster than a step with updates: drawn on
+/// `perf/steps_per_s`, its rate alone set that plot's scale and the run's steady rate read as
+/// zero. It goes to [`STEPS_WITHOUT_UPDATES`] instead, a plot of its own; `metrics.jsonl` keeps
+/// every rate under its one key.
+fn rerun_path(key: &str, without_updates: bool) -> &str {
+    if without_updates && key == "perf/steps_per_s" {
+        STEPS_WITHOUT_UPDATES
+    } else {
+        key
     }
 }
 
@@ -959,17 +1032,78 @@ mod tests {
         assert_eq!(timelines("/episode/world/torso"), (10, episode_timelines.clone()));
         assert_eq!(timelines("/episode/world/front_foot"), (10, episode_timelines.clone()));
         assert_eq!(timelines("/episode/reward"), (10, episode_timelines.clone()));
-        assert_eq!(timelines("/episode/action").1, episode_timelines); // plus its static series names
-                                                                       // Geometry is static: one row, no timeline.
-        for geom in ["/episode/world/world/geom0", "/episode/world/torso/geom1", "/episode/world/front_foot/geom2"] {
+        assert_eq!(timelines("/episode/action").1, episode_timelines.clone()); // plus its static series names
+                                                                               // Geometry is static: one row, no timeline.
+        for geom in ["/episode/world/torso/geom1", "/episode/world/front_foot/geom2"] {
             assert_eq!(timelines(geom), (1, vec![]), "{geom}");
         }
+        // The floor too, and the follow frame moves it with every pose (as it moves the scene).
+        assert_eq!(timelines("/episode/world/world/geom0"), (11, episode_timelines.clone()));
+        assert_eq!(timelines("/episode/world"), (10, episode_timelines));
         assert_eq!(
             timelines("/perf/rerun_dropped"),
             (1, vec!["env_step".to_string(), "grad_step".into(), "wall_time".into()])
         );
         let stats = rrd("stats", &path).unwrap();
         assert!(!stats.trim().is_empty());
+    }
+
+    /// Issue 47 item 10: a body that ran 60 m is in the camera's view at the viewer's opening
+    /// cursor (the end of `run_step`, where the last evaluation's result logs its last poses),
+    /// with the floor under it; a rate without updates is drawn apart from the training rate.
+    #[test]
+    fn the_body_stays_in_view_and_on_the_floor_however_far_it_runs() {
+        use super::super::inspect::{last_time, latest_at, numbers, rrd_cells, tables};
+        use super::super::layout::{camera_for, RunKind};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("recording.rrd");
+        let plan = RunPlan { kind: RunKind::Online, offline_steps: 0, marks: Vec::new() };
+        let mut sink = RerunSink::new(save_stream(&path, "far", &test_layout()).unwrap(), 4096, FILE_FLUSH_TIMEOUT)
+            .unwrap()
+            .with_plan(plan);
+        let mut geometry = two_body_geometry();
+        geometry.geoms[0].size = [40.0, 40.0, 1.0]; // halfcheetah's floor: 80 m across
+        let pose = |x: f64, z: f64| Pose { pos: [x, 0.0, z], quat_wxyz: [1.0, 0.0, 0.0, 0.0] };
+        let at = |x: f64| vec![pose(0.0, 0.0), pose(x, 0.7), pose(x + 0.5, 0.3)];
+        let camera = camera_for(&geometry, &at(0.0)).unwrap();
+        let mut episodes = sink.episode_logger().unwrap();
+        episodes.set_geometry(geometry);
+        let rate = |sps: f64, update_s: f64| [("perf/steps_per_s", sps), ("perf/update_s", update_s)];
+        sink.record(&Record { grad_step: 0, env_step: 500, wall_s: 0.1, values: &rate(9000.0, 0.0) }).unwrap();
+        sink.record(&Record { grad_step: 500, env_step: 1000, wall_s: 2.6, values: &rate(200.0, 2.1) }).unwrap();
+        episodes.begin_episode(None);
+        episodes.step(&at(0.0), &[], 0.0);
+        for t in 1..=100 {
+            episodes.step(&at(0.6 * t as f64), &[0.1], 1.0);
+        }
+        let result = [("eval/return", 100.0)];
+        sink.record(&Record { grad_step: 500, env_step: 1000, wall_s: 3.0, values: &result }).unwrap();
+        drop(episodes);
+        assert_eq!(sink.finish(), 0);
+
+        let t = tables(&rrd_cells(&path).unwrap());
+        let cursor = last_time(&t, RUN_STEP).unwrap();
+        assert_eq!(cursor, 1000);
+        let translation = |entity: &str| -> [f64; 3] {
+            let cell = latest_at(&t, entity, "Transform3D:translation", RUN_STEP, cursor)
+                .unwrap_or_else(|| panic!("{entity} has no transform at run_step {cursor}"));
+            let v = numbers(cell);
+            [v[0], v[1], v[2]]
+        };
+        let shift = translation("/episode/world");
+        for body in ["/episode/world/torso", "/episode/world/front_foot"] {
+            let p = translation(body);
+            assert!(p[0] > 59.0, "{body} keeps its world pose: {p:?}");
+            let seen = [p[0] + shift[0], p[1] + shift[1], p[2] + shift[2]];
+            assert!(camera.sees(seen), "{body} at {seen:?} is out of the view of {camera:?}");
+        }
+        // The floor (checker period 2 m) is moved by whole periods to stay under the body.
+        let floor = translation("/episode/world/world/geom0");
+        let under = floor[0] + shift[0];
+        assert!(under.abs() <= 1.0 + 1e-4 && (floor[0] / 2.0).fract().abs() < 1e-4, "floor at {floor:?}, {shift:?}");
+        // The warm-up's rate is not on the training rate's plot.
+        let sps = |e: &str| t.iter().filter(|c| c.entity == e).flat_map(|c| c.rows.iter()).count();
+        assert_eq!((sps("/perf/steps_per_s"), sps("/perf/steps_per_s_without_updates")), (1, 1));
     }
 
     /// Streaming to an address where no viewer listens: logging calls return, and so does the

@@ -1,7 +1,8 @@
 //! `o2o report <run-dir ...> [--out dir]`: scores over seeds, with confidence intervals.
 //!
 //! Runs are grouped by what makes them comparable: algorithm, env, dataset (with its sha256 from
-//! the manifest) and budget (the four step counts), then split on any `agent.*`/`train.*` setting
+//! the manifest), budget (the four step counts) and trainer (a run of `o2o fleet learner` is
+//! marked and kept apart from single-process runs), then split on any `agent.*`/`train.*` setting
 //! whose values differ (named in the group); other settings that still differ inside a group
 //! are named in its notes. A group counts finished runs only (stopped or running ones are listed
 //! and left out) and each seed once (the newest run of a repeated seed). For each run, the final
@@ -215,7 +216,8 @@ pub fn build_report(runs: &[Run], args: &ReportArgs) -> Result<String> {
         md,
         "Score: `{}` from each run's metrics.jsonl; *final* is its last value, *best* its highest. \
          Runs are grouped by what makes them comparable (algorithm · env · dataset (sha256) · budget); \
-         a group counts finished runs only, one per seed. \
+         runs trained by `o2o fleet learner` (actor processes feeding a learner) form groups of their own, \
+         marked *fleet learner*. A group counts finished runs only, one per seed. \
          Intervals are 95% stratified percentile-bootstrap confidence intervals (rliable's method: \
          runs resampled within each task), {} replicates, seed {}. IQM is the 25% trimmed mean.\n",
         args.metric, args.reps, args.seed
@@ -455,7 +457,13 @@ mod tests {
             group: group.into(),
             status: "finished".into(),
             settings: BTreeMap::new(),
+            fleet: false,
         }
+    }
+
+    /// The arguments of a report into `out` of `metric` against `x`, with `reps` replicates and seed 1.
+    fn report_args(out: PathBuf, metric: &str, x: &str, reps: usize) -> ReportArgs {
+        ReportArgs { runs: vec![], out, metric: metric.into(), x: x.into(), reps, seed: 1, split_by: vec![] }
     }
 
     #[test]
@@ -478,15 +486,7 @@ mod tests {
             .enumerate()
             .map(|(i, f)| run("iql · hopper-v2", i as i64, &[(0.0, 20.0), (100.0, *f)]))
             .collect();
-        let args = ReportArgs {
-            runs: vec![],
-            out: d.path().to_path_buf(),
-            metric: "eval/normalized_score".into(),
-            x: "grad_step".into(),
-            reps: DEFAULT_REPS,
-            seed: 1,
-            split_by: vec![],
-        };
+        let args = report_args(d.path().to_path_buf(), "eval/normalized_score", "grad_step", DEFAULT_REPS);
         let md = build_report(&runs, &args).unwrap();
         assert!(md.contains("| iql · hopper-v2 | iql | 4 | 3.2 [0.5, 7.8] | 1.5 [0.0, 10.0] | 20.0 [20.0, 20.0] | 20.0 [20.0, 20.0] | — |"), "{md}");
         assert!(
@@ -585,6 +585,55 @@ mod tests {
         assert!(together.notes.is_empty(), "the dataset path and seed are not differences: {:?}", together.notes);
     }
 
+    /// Issue 47 item 7: a run of `o2o fleet learner` (its manifest says so, or, written before
+    /// manifests did, it holds the learner's `fleet.json`) is not a seed of the single-process
+    /// runs of its config: a group of its own, marked in both tables, and no "duplicate seed"
+    /// dropping one of the two seed-0 runs.
+    #[test]
+    fn fleet_learner_runs_are_marked_and_grouped_apart() {
+        let d = tempfile::tempdir().unwrap();
+        let make = |name: &str, seed: u64, trainer: Option<&str>, fleet_json: Option<&str>| {
+            let dir = d.path().join(name);
+            std::fs::create_dir_all(dir.join("checkpoints/step-0000000400")).unwrap();
+            let config = format!(
+                "preset = \"p\"\nalgo = \"sac\"\nenv = \"Hopper-v5\"\nseed = {seed}\n[train]\nonline_steps = 400\n"
+            );
+            std::fs::write(dir.join("config.toml"), config).unwrap();
+            let trainer = trainer.map(|t| format!(r#", "trainer": "{t}""#)).unwrap_or_default();
+            std::fs::write(dir.join("manifest.json"), format!(r#"{{"seeds": {{"run": {seed}}}{trainer}}}"#)).unwrap();
+            if let Some(at) = fleet_json {
+                std::fs::write(dir.join(at).join("fleet.json"), "{}").unwrap();
+            }
+            std::fs::write(dir.join("metrics.jsonl"), "{\"grad_step\":400,\"env_step\":400,\"eval/return\":1.0}\n")
+                .unwrap();
+            std::fs::write(dir.join("summary.json"), r#"{"finished": true}"#).unwrap();
+            load_run(&dir, "eval/return", "env_step").unwrap()
+        };
+        let runs = vec![
+            make("single-0", 0, None, None),
+            make("single-1", 1, None, None),
+            make("fleet-0", 0, Some("fleet learner"), None),
+            // Before manifests named the trainer: the learner's fleet.json, at the end or in a checkpoint.
+            make("fleet-1", 1, None, Some(".")),
+            make("fleet-2", 2, None, Some("checkpoints/step-0000000400")),
+        ];
+        let flags: Vec<bool> = runs.iter().map(|r| r.fleet).collect();
+        assert_eq!(flags, [false, false, true, true, true]);
+        let g = groups(&runs, "eval/return");
+        assert_eq!(g.len(), 2, "{:?}", g.iter().map(|g| g.name).collect::<Vec<_>>());
+        let fleet = g.iter().find(|g| g.name.ends_with(" · fleet learner")).expect("a fleet learner group");
+        let single = g.iter().find(|g| !g.name.contains("fleet")).expect("a single-process group");
+        assert_eq!((fleet.counted.len(), single.counted.len()), (3, 2));
+        assert_eq!(fleet.name, format!("{} · fleet learner", single.name));
+        assert!(g.iter().all(|g| g.notes.is_empty()), "{:?}", g.iter().map(|g| &g.notes).collect::<Vec<_>>());
+        let args = report_args(d.path().join("out"), "eval/return", "env_step", 100);
+        let md = build_report(&runs, &args).unwrap();
+        let row = |dir: &str| md.lines().find(|l| l.contains(&format!("/{dir} |"))).unwrap_or_else(|| panic!("{md}"));
+        assert!(row("fleet-1").contains(" · fleet learner |"), "{}", row("fleet-1"));
+        assert!(!row("single-1").contains("fleet"), "{}", row("single-1"));
+        assert!(md.lines().any(|l| l.starts_with(&format!("| {} | p | 3 |", fleet.name))), "{md}");
+    }
+
     #[test]
     fn success_by_level_and_task_is_tabled() {
         let d = tempfile::tempdir().unwrap();
@@ -600,15 +649,7 @@ mod tests {
             r.dir = dir;
             runs.push(r);
         }
-        let args = ReportArgs {
-            runs: vec![],
-            out: d.path().join("out"),
-            metric: "eval/success/real".into(),
-            x: "grad_step".into(),
-            reps: 100,
-            seed: 1,
-            split_by: vec![],
-        };
+        let args = report_args(d.path().join("out"), "eval/success/real", "grad_step", 100);
         let md = build_report(&runs, &args).unwrap();
         assert!(md.contains("| group | runs | real | real/jump-forward |"), "{md}");
         assert!(md.contains("| bc · imaginebench | 2 | 50.0 | 75.0 |"), "{md}");
@@ -624,15 +665,7 @@ mod tests {
         let mut other_lr = run("g", 1, &[(0.0, 5.0)]);
         other_lr.settings.insert("agent.actor_lr".into(), "0.001".into());
         let runs = vec![run("g", 0, &[(0.0, 1.0)]), again, other_lr, stopped];
-        let args = ReportArgs {
-            runs: vec![],
-            out: d.path().to_path_buf(),
-            metric: "eval/normalized_score".into(),
-            x: "grad_step".into(),
-            reps: 100,
-            seed: 1,
-            split_by: vec![],
-        };
+        let args = report_args(d.path().to_path_buf(), "eval/normalized_score", "grad_step", 100);
         let md = build_report(&runs, &args).unwrap();
         let row = md.lines().find(|l| l.starts_with("| g |")).unwrap();
         assert!(row.contains("| g | iql | 2 | 6.0 "), "two counted runs (seed 0's newest: 7, seed 1: 5): {row}");

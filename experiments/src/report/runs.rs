@@ -32,6 +32,8 @@ pub struct Run {
     /// Its config flattened to `key = value`, without what differs by design between seeds of
     /// one experiment (`seed`, `preset`, `parent.*`, the dataset's path).
     pub settings: BTreeMap<String, String>,
+    /// Trained by `o2o fleet learner` (see [`trained_by_fleet`]); its group says so.
+    pub fleet: bool,
 }
 
 impl Run {
@@ -83,6 +85,21 @@ fn as_label(v: &serde_json::Value) -> Option<String> {
 /// The first of `keys`, in any of `docs` (in order), whose value `convert` accepts.
 fn find<T>(docs: &[serde_json::Value], keys: &[&str], convert: impl Fn(&serde_json::Value) -> Option<T>) -> Option<T> {
     docs.iter().find_map(|d| keys.iter().find_map(|k| lookup(d, k).and_then(&convert)))
+}
+
+/// Whether `o2o fleet learner` trained the run in `dir`: its manifest (in `docs`) names that
+/// trainer, or, for a run written before manifests did, it holds the learner's `fleet.json`
+/// (written at the end, and into every checkpoint). The config of such a run is the same as a
+/// single-process run's: only this tells them apart.
+fn trained_by_fleet(dir: &Path, docs: &[serde_json::Value]) -> bool {
+    use crate::fleet::learner::FLEET_STATE;
+    if find(docs, &["trainer"], as_label).is_some_and(|t| t == crate::run::rundir::FLEET_LEARNER) {
+        return true;
+    }
+    let in_checkpoint = std::fs::read_dir(dir.join(crate::run::rundir::CHECKPOINTS))
+        .map(|entries| entries.filter_map(|e| e.ok()).any(|e| e.path().join(FLEET_STATE).is_file()))
+        .unwrap_or(false);
+    dir.join(FLEET_STATE).is_file() || in_checkpoint
 }
 
 /// Read `dir`: `config.toml` and `manifest.json` (either may be missing), and `metrics.jsonl`,
@@ -142,8 +159,15 @@ pub fn load_run(dir: &Path, metric: &str, x_key: &str) -> Result<Run> {
         steps("warmup_steps"),
         steps("online_steps")
     );
-    let group =
-        if docs.is_empty() { format!("{preset} · {task}") } else { format!("{algo} · {env}{data} · {budget}") };
+    // A fleet learner's data come from asynchronous actors (policy lag, a rate-limited
+    // update-to-data ratio): not seeds of the single-process experiment, so a group of its own.
+    let fleet = trained_by_fleet(dir, &docs);
+    let trainer = if fleet { format!(" · {}", crate::run::rundir::FLEET_LEARNER) } else { String::new() };
+    let group = if docs.is_empty() {
+        format!("{preset} · {task}{trainer}")
+    } else {
+        format!("{algo} · {env}{data} · {budget}{trainer}")
+    };
     let finished = std::fs::read_to_string(dir.join("summary.json"))
         .ok()
         .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
@@ -162,7 +186,7 @@ pub fn load_run(dir: &Path, metric: &str, x_key: &str) -> Result<Run> {
         flatten("", config, &mut settings);
     }
     settings.retain(|k, _| !(k == "seed" || k == "preset" || k.starts_with("parent.") || k == "dataset.path"));
-    Ok(Run { dir: dir.to_path_buf(), preset, task, seed, curve, group, status, settings })
+    Ok(Run { dir: dir.to_path_buf(), preset, task, seed, curve, group, status, settings, fleet })
 }
 
 /// `(x, score)` pairs from a metrics file; lines without a finite score are skipped, and a

@@ -602,6 +602,7 @@ pub(crate) fn new_manifest(config: &RunConfig, device: Device, parent: Option<Pa
         machine: rundir::Machine::current(),
         resumes: Vec::new(),
         instruction_embeddings: None,
+        trainer: None,
     }
 }
 

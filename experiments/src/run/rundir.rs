@@ -335,7 +335,16 @@ pub struct Manifest {
     /// which `{sentence → vector}` table).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instruction_embeddings: Option<String>,
+    /// What trained the run when not the single-process runner: [`FLEET_LEARNER`] for
+    /// `o2o fleet learner`, which learns from transitions that actor processes send through
+    /// NATS JetStream. Absent: `o2o run`/`train`/`finetune` (and every run written before this
+    /// field; `o2o report` then recognises a fleet learner by its `fleet.json`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trainer: Option<String>,
 }
+
+/// [`Manifest::trainer`] of a run trained by `o2o fleet learner`.
+pub const FLEET_LEARNER: &str = "fleet learner";
 
 /// The run seed and the seeds derived from it.
 #[derive(Debug, Serialize, serde::Deserialize)]
