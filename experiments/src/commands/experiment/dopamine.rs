@@ -91,15 +91,14 @@
 //! full-length episodes that end at high Φ without success), and the paired per-seed
 //! differences against `pbrs` with 95 % bootstrap intervals.
 
-use super::jobs::{
-    children_cpu_seconds, command_line, mean_between, paired_rows, plot_with_y, run_jobs, score_rows, sets, Curves,
-    Job, PerSeed, Processes,
-};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use o2o_experiments::report::runs::read_curve;
 use o2o_experiments::report::stats::{mean, std_dev};
 use o2o_experiments::run::rundir::write_atomic;
+use o2o_experiments::studies::jobs::{
+    children_cpu_seconds, mean_between, paired_rows, plot_with_y, run_jobs, score_rows, sets, Curves, Job, PerSeed,
+};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
@@ -211,7 +210,7 @@ pub struct DopamineArgs {
     #[arg(long)]
     pub out: Option<PathBuf>,
     #[command(flatten)]
-    pub processes: Processes,
+    pub processes: super::ProcessArgs,
     /// A config override for every run (e.g. a smaller budget), as in `o2o train --set`.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
@@ -345,7 +344,7 @@ pub fn run(args: DopamineArgs) -> Result<()> {
         args.processes.jobs,
         out.display()
     );
-    let dirs = run_jobs(&jobs, &args.processes, &out)?;
+    let dirs = run_jobs(&jobs, &args.processes.processes()?, &out)?;
     let cpu_s = children_cpu_seconds();
     let wall_s = t0.elapsed().as_secs_f64();
 
@@ -364,12 +363,14 @@ pub fn run(args: DopamineArgs) -> Result<()> {
         steps.push(env_steps);
     }
     let order: Vec<&str> = t.variants.iter().map(|(v, _)| *v).collect();
-    let command = command_line();
+    let command = super::command_line();
     let finals = |c: &Curves| -> Vec<(&str, Vec<f64>)> {
         order
             .iter()
             .map(|v| {
-                let vals = c.get(v).map(|runs| runs.iter().filter_map(|r| super::jobs::at(r, env_steps)).collect());
+                let vals = c
+                    .get(v)
+                    .map(|runs| runs.iter().filter_map(|r| o2o_experiments::studies::jobs::at(r, env_steps)).collect());
                 (*v, vals.unwrap_or_default())
             })
             .collect()
@@ -483,7 +484,7 @@ fn trap_comparisons(
     lengths: &Curves,
     env_steps: u64,
     order: &[&str],
-) -> (String, Vec<(String, super::jobs::Paired)>) {
+) -> (String, Vec<(String, o2o_experiments::studies::jobs::Paired)>) {
     let per_seed = |curves: &Curves, f: &dyn Fn(&[(f64, f64)]) -> Option<f64>| -> PerSeed {
         let mut out = PerSeed::new();
         let mut index: std::collections::BTreeMap<&str, usize> = Default::default();
@@ -496,7 +497,7 @@ fn trap_comparisons(
         }
         out
     };
-    let final_at = |c: &[(f64, f64)]| super::jobs::at(c, env_steps);
+    let final_at = |c: &[(f64, f64)]| o2o_experiments::studies::jobs::at(c, env_steps);
     let area = |c: &[(f64, f64)]| mean_between(c, 0, env_steps);
     let (fin, auc, len) = (per_seed(success, &final_at), per_seed(success, &area), per_seed(lengths, &final_at));
     let measures = [("final success (%)", &fin), ("mean success (%)", &auc), ("final episode length", &len)];

@@ -12,12 +12,12 @@
 //! gets `table.md` (mean ± std over seeds of the normalized score at the end of the offline
 //! phase and at the end, and the last chosen β), `curves.png` and `results.json`.
 
-use super::jobs::{at, plot, run_jobs, sets, Curves, Job, Processes};
 use crate::commands::run::DeviceArg;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use o2o_experiments::report::runs::read_curve;
 use o2o_experiments::report::stats::{mean, std_dev};
+use o2o_experiments::studies::jobs::{at, plot, run_jobs, sets, Curves, Job};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -81,7 +81,7 @@ pub fn run(args: AblationArgs) -> Result<()> {
             });
         }
     }
-    let dirs = run_jobs(&jobs, &Processes { jobs: args.jobs, threads: args.threads, device: args.device }, &out)?;
+    let dirs = run_jobs(&jobs, &super::processes(args.jobs, args.threads, args.device)?, &out)?;
     // Per variant, per seed: (normalized-score curve over run steps, last chosen β).
     let mut results: Vec<(&str, Vec<(Vec<(f64, f64)>, Option<f64>)>)> =
         VARIANTS.iter().map(|(v, _)| (*v, Vec::new())).collect();

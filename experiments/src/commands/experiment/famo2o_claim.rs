@@ -30,7 +30,7 @@
 //!   fixed β` (the fixed variant with the highest mean over seeds on that measure, chosen after
 //!   the fact, which favours the fixed side), on the final score and on the mean online score (the
 //!   mean of the online evaluations: the area under the online curve), each with a 95 % bootstrap
-//!   interval over seeds ([`super::jobs::paired`]);
+//!   interval over seeds ([`o2o_experiments::studies::jobs::paired`]);
 //! - β(s) per region: the final balance model's mode on every row of the dataset, averaged over
 //!   the rows of region A and of region B of a mixed-quality file (`o2o dataset make-benchmark
 //!   --mixed-quality`, its `infos/region` column), per seed, with the paired difference A − B; and
@@ -40,10 +40,6 @@
 //! The claim holds on this data when `famo2o − best fixed β` is above 0 (its interval excludes 0)
 //! and β(s) differs between the regions.
 
-use super::jobs::{
-    at, command_line, mean_between, paired, plot, run_jobs_timed, score_rows, sets, Curves, Job, Paired, PerSeed,
-    Processes,
-};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use o2o_datasets::d4rl::D4rlDataset;
@@ -51,6 +47,9 @@ use o2o_experiments::benchmarks::mixed::{MixedManifest, REGION_KEY};
 use o2o_experiments::report::runs::read_curve;
 use o2o_experiments::report::stats::{iqm, mean, std_dev};
 use o2o_experiments::run::prepare;
+use o2o_experiments::studies::jobs::{
+    at, mean_between, paired, plot, run_jobs_timed, score_rows, sets, Curves, Job, Paired, PerSeed,
+};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use tch::{Device, Tensor};
@@ -81,7 +80,7 @@ pub struct ClaimArgs {
     #[arg(long)]
     pub out: Option<PathBuf>,
     #[command(flatten)]
-    pub processes: Processes,
+    pub processes: super::ProcessArgs,
     /// A config override for every run (e.g. a shorter budget or another dataset), as in
     /// `o2o run --set`.
     #[arg(long = "set", value_name = "KEY=VALUE")]
@@ -157,7 +156,7 @@ pub fn run(args: ClaimArgs) -> Result<()> {
         data.display(),
         out.display()
     );
-    let (dirs, wall_s, cpu_s) = run_jobs_timed(&jobs, &args.processes, &out)?;
+    let (dirs, wall_s, cpu_s) = run_jobs_timed(&jobs, &args.processes.processes()?, &out)?;
 
     // Scores: curves over gradient steps (offline, then one per env step), measures online.
     let mut curves = Curves::new();
@@ -208,7 +207,7 @@ pub fn run(args: ClaimArgs) -> Result<()> {
     let region_diff = paired(&by_region, "region A", "region B");
 
     // The table.
-    let command = command_line();
+    let command = super::command_line();
     let mut steps: Vec<u64> = (0..=online).step_by(eval_every as usize).map(|s| offline + s).collect();
     if steps.last() != Some(&(offline + online)) {
         steps.push(offline + online);

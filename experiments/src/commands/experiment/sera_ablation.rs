@@ -29,10 +29,6 @@
 //! differences of final cells, mean cells over the online phase (how fast coverage grows) and
 //! final success; `coverage.png` plots the cells against env steps.
 
-use super::jobs::{
-    children_cpu_seconds, command_line, mean_between, paired_rows, plot, plot_with_y, rows_with, run_jobs, score_rows,
-    sets, Curves, Job, PerSeed, Processes,
-};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use o2o_datasets::d4rl::D4rlDataset;
@@ -40,6 +36,10 @@ use o2o_envs::mujoco::antmaze::MazeMap;
 use o2o_experiments::report::coverage::Coverage;
 use o2o_experiments::report::runs::read_curve;
 use o2o_experiments::report::stats::{iqm, mean, std_dev};
+use o2o_experiments::studies::jobs::{
+    children_cpu_seconds, mean_between, paired_rows, plot, plot_with_y, rows_with, run_jobs, score_rows, sets, Curves,
+    Job, PerSeed,
+};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -60,7 +60,7 @@ pub struct AblationArgs {
     #[arg(long)]
     pub out: Option<PathBuf>,
     #[command(flatten)]
-    pub processes: Processes,
+    pub processes: super::ProcessArgs,
     /// A config override for every run (e.g. a shorter budget), as in `o2o run --set`.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
@@ -72,7 +72,7 @@ pub fn run(args: AblationArgs) -> Result<()> {
         bail!("--seeds, --jobs and --threads must be at least 1");
     }
     let preset = format!("sera-calql-{}", args.task);
-    let (shared, resolved) = super::jobs::preset_overrides(&preset, &args.task, &args.set)?;
+    let (shared, resolved) = o2o_experiments::studies::jobs::preset_overrides(&preset, &args.task, &args.set)?;
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("experiments-out/sera-ablation-{}", args.task)));
     std::fs::create_dir_all(out.join("logs")).with_context(|| format!("cannot create {}", out.display()))?;
     let get = |section: &str, key: &str| {
@@ -113,7 +113,7 @@ pub fn run(args: AblationArgs) -> Result<()> {
         out.display()
     );
     let t0 = Instant::now();
-    let dirs = run_jobs(&jobs, &args.processes, &out)?;
+    let dirs = run_jobs(&jobs, &args.processes.processes()?, &out)?;
     let cpu_s = children_cpu_seconds();
     let wall_s = t0.elapsed().as_secs_f64();
     eprintln!("all runs done in {wall_s:.0} s ({cpu_s:.0} s of CPU in the runs this process started)");
@@ -126,7 +126,7 @@ pub fn run(args: AblationArgs) -> Result<()> {
             let metrics = dir.join("metrics.jsonl");
             let curve = read_curve(&metrics, "eval/normalized_score", "env_step")
                 .or_else(|_| read_curve(&metrics, "eval/return", "env_step"))?;
-            if let Some(v) = super::jobs::at(&curve, online) {
+            if let Some(v) = o2o_experiments::studies::jobs::at(&curve, online) {
                 finals_by_seed.entry(job.variant).or_default().insert(job.seed, v);
             }
             if let Some(v) = mean_between(&curve, 0, online) {
@@ -156,7 +156,7 @@ pub fn run(args: AblationArgs) -> Result<()> {
         steps.push(online);
     }
     let order: Vec<&str> = VARIANTS.iter().map(|(v, _)| *v).collect();
-    let command = command_line();
+    let command = super::command_line();
     let finals: Vec<(&str, Vec<f64>)> = order
         .iter()
         .map(|v| {
@@ -164,7 +164,7 @@ pub fn run(args: AblationArgs) -> Result<()> {
                 *v,
                 curves
                     .get(v)
-                    .map(|runs| runs.iter().filter_map(|c| super::jobs::at(c, online)).collect())
+                    .map(|runs| runs.iter().filter_map(|c| o2o_experiments::studies::jobs::at(c, online)).collect())
                     .unwrap_or_default(),
             )
         })
@@ -310,10 +310,10 @@ fn maze_section(
         }
         let curve = c.curve(&grid);
         cells_final.entry(job.variant).or_default().insert(job.seed, c.cells_at(online) as f64);
-        cells_mean
-            .entry(job.variant)
-            .or_default()
-            .insert(job.seed, super::jobs::mean_std(&curve.iter().map(|(_, y)| *y).collect::<Vec<_>>()).0);
+        cells_mean.entry(job.variant).or_default().insert(
+            job.seed,
+            o2o_experiments::studies::jobs::mean_std(&curve.iter().map(|(_, y)| *y).collect::<Vec<_>>()).0,
+        );
         if let Some(known) = &offline_cells {
             cells_new.entry(job.variant).or_default().insert(job.seed, c.new_cells(known) as f64);
         }
@@ -323,7 +323,7 @@ fn maze_section(
         let metrics = dir.join("metrics.jsonl");
         let s: Vec<(f64, f64)> =
             read_curve(&metrics, "eval/success_rate", "env_step")?.into_iter().map(|(x, y)| (x, 100.0 * y)).collect();
-        if let Some(v) = super::jobs::at(&s, online) {
+        if let Some(v) = o2o_experiments::studies::jobs::at(&s, online) {
             success_final.entry(job.variant).or_default().insert(job.seed, v);
         }
         success.entry(job.variant).or_default().push(s);
@@ -351,7 +351,9 @@ fn maze_section(
     md.push_str("Cells visited by the states of each fine-tuning run's first t online env steps (the run's recorded transitions, nearest cell centre), mean ± std over seeds:
 
 ");
-    md.push_str(&rows_with(&curves, &grid, order, super::jobs::at, |m, sd| format!("{m:.2} ± {sd:.2}")));
+    md.push_str(&rows_with(&curves, &grid, order, o2o_experiments::studies::jobs::at, |m, sd| {
+        format!("{m:.2} ± {sd:.2}")
+    }));
     md.push_str(
         "
 Success rate (%) of the evaluations (`eval/success_rate` × 100), mean ± std over seeds:

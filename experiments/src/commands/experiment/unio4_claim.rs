@@ -23,15 +23,14 @@
 //! Runs are `o2o` processes (`--jobs` at a time) in `<out>/runs/<variant>/seed-<s>/`; finished
 //! ones are reused, so an interrupted experiment continues where it stopped.
 
-use super::jobs::{
-    children_cpu_seconds, command_line, mean_between, paired_rows, plot, run_jobs, score_rows, sets, Curves, Job,
-    PerSeed, Processes,
-};
 use super::wsrl_ablation::early_dip;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use o2o_experiments::report::runs::read_curve;
 use o2o_experiments::report::stats::{mean, std_dev};
+use o2o_experiments::studies::jobs::{
+    children_cpu_seconds, mean_between, paired_rows, plot, run_jobs, score_rows, sets, Curves, Job, PerSeed,
+};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -54,7 +53,7 @@ pub struct ClaimArgs {
     #[arg(long)]
     pub out: Option<PathBuf>,
     #[command(flatten)]
-    pub processes: Processes,
+    pub processes: super::ProcessArgs,
     /// A config override for every run, as in `o2o run --set` (keys every algorithm has:
     /// `train.online_steps`, `eval.every`, `eval.episodes`, …).
     #[arg(long = "set", value_name = "KEY=VALUE")]
@@ -138,7 +137,7 @@ impl Measures {
                 m.entry(variant).or_default().insert(seed, v);
             }
         };
-        put(&mut self.offline, super::jobs::at(curve, 0));
+        put(&mut self.offline, o2o_experiments::studies::jobs::at(curve, 0));
         put(&mut self.dip, early_dip(curve, online));
         put(&mut self.finals, curve.last().filter(|(x, _)| *x > 0.0).map(|(_, y)| *y));
         put(&mut self.online_mean, mean_between(curve, 0, u64::MAX));
@@ -147,7 +146,7 @@ impl Measures {
 }
 
 /// The claim's table: per variant the means over seeds, then the paired differences.
-fn claim_table(m: &Measures) -> (String, Vec<(String, super::jobs::Paired)>) {
+fn claim_table(m: &Measures) -> (String, Vec<(String, o2o_experiments::studies::jobs::Paired)>) {
     let cell = |p: &PerSeed, v: &str| match p.get(v).filter(|x| !x.is_empty()) {
         Some(x) => {
             let vals: Vec<f64> = x.values().copied().collect();
@@ -193,7 +192,7 @@ pub fn run(args: ClaimArgs) -> Result<()> {
         bail!("--seeds, --jobs and --threads must be at least 1");
     }
     let preset = format!("unio4-{}", args.task);
-    let (shared, resolved) = super::jobs::preset_overrides(&preset, &args.task, &args.set)?;
+    let (shared, resolved) = o2o_experiments::studies::jobs::preset_overrides(&preset, &args.task, &args.set)?;
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("experiments-out/unio4-claim-{}", args.task)));
     std::fs::create_dir_all(out.join("logs")).with_context(|| format!("cannot create {}", out.display()))?;
     let setting = setting_of(&resolved)?;
@@ -224,7 +223,7 @@ pub fn run(args: ClaimArgs) -> Result<()> {
         out.display()
     );
     let t0 = Instant::now();
-    let dirs = run_jobs(&jobs, &args.processes, &out)?;
+    let dirs = run_jobs(&jobs, &args.processes.processes()?, &out)?;
     let cpu_s = children_cpu_seconds();
     let wall_s = t0.elapsed().as_secs_f64();
 
@@ -240,7 +239,7 @@ pub fn run(args: ClaimArgs) -> Result<()> {
     if steps.last() != Some(&setting.online) {
         steps.push(setting.online);
     }
-    let command = command_line();
+    let command = super::command_line();
     let mut table = format!(
         "# Uni-O4's hand-over: {preset}\n\nD4RL normalized score (×100), mean ± std over {} seeds, at the evaluations of the online budget ({} env \
          steps; step 0 is the policy handed over: Uni-O4's chosen member, IQL's offline policy, PPO's initial one). Uni-O4 and IQL train on the \

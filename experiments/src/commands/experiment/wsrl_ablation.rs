@@ -38,14 +38,13 @@
 //! and the paired per-seed differences of each variant to `wsrl` (final, mean online score, dip)
 //! with 95 % bootstrap intervals.
 
-use super::jobs::{
-    children_cpu_seconds, command_line, mean_between, paired_rows, plot, rows_with, run_jobs, score_rows, sets, Curves,
-    Job, PerSeed, Processes,
-};
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use o2o_experiments::report::runs::read_curve;
 use o2o_experiments::run::stages::calibration;
+use o2o_experiments::studies::jobs::{
+    children_cpu_seconds, mean_between, paired_rows, plot, rows_with, run_jobs, score_rows, sets, Curves, Job, PerSeed,
+};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -75,7 +74,7 @@ pub struct AblationArgs {
     #[arg(long)]
     pub out: Option<PathBuf>,
     #[command(flatten)]
-    pub processes: Processes,
+    pub processes: super::ProcessArgs,
     /// A config override for every run (e.g. a shorter budget), as in `o2o run --set`.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
@@ -250,7 +249,7 @@ pub fn run(args: AblationArgs) -> Result<()> {
         out.display()
     );
     let t0 = Instant::now();
-    let dirs = run_jobs(&jobs, &args.processes, &out)?;
+    let dirs = run_jobs(&jobs, &args.processes.processes()?, &out)?;
     let cpu_s = children_cpu_seconds();
     eprintln!(
         "all runs done in {:.0} s ({cpu_s:.0} s of CPU in the runs this process started)",
@@ -278,7 +277,7 @@ pub fn run(args: AblationArgs) -> Result<()> {
     if steps.last() != Some(&total) {
         steps.push(total);
     }
-    let command = command_line();
+    let command = super::command_line();
     let mut table = table(
         &curves,
         &steps,
@@ -336,7 +335,7 @@ impl ClaimValues {
                 m.entry(variant).or_default().insert(seed, v);
             }
         };
-        put(&mut self.finals, super::jobs::at(curve, total));
+        put(&mut self.finals, o2o_experiments::studies::jobs::at(curve, total));
         put(&mut self.online_mean, mean_between(curve, 0, total));
         put(&mut self.dip, early_dip(curve, total));
         put(&mut self.gap_at_switch, gap.first().map(|(_, g)| *g));
@@ -348,7 +347,7 @@ impl ClaimValues {
 /// evaluation, when none falls there) minus the score at step 0 (the offline policy); `None`
 /// without an offline and an online evaluation.
 pub(super) fn early_dip(curve: &[(f64, f64)], total: u64) -> Option<f64> {
-    let start = super::jobs::at(curve, 0)?;
+    let start = o2o_experiments::studies::jobs::at(curve, 0)?;
     let first = curve.iter().map(|(x, _)| *x).filter(|x| *x > 0.0).min_by(f64::total_cmp)?;
     let cut = (total as f64 * 0.2).max(first);
     let low = curve.iter().filter(|(x, _)| *x > 0.0 && *x <= cut).map(|(_, y)| *y).min_by(f64::total_cmp)?;
@@ -357,7 +356,7 @@ pub(super) fn early_dip(curve: &[(f64, f64)], total: u64) -> Option<f64> {
 
 /// The claim's section: per variant the final IQM with its 95 % interval, the mean early dip,
 /// Q − MC at the switch and its peak; then every variant's paired differences to `wsrl`.
-fn claim_table(per: &ClaimValues, total: u64) -> (String, Vec<(String, super::jobs::Paired)>) {
+fn claim_table(per: &ClaimValues, total: u64) -> (String, Vec<(String, o2o_experiments::studies::jobs::Paired)>) {
     use o2o_experiments::report::stats::{aggregate_iqm, stratified_bootstrap, DEFAULT_REPS};
     let mut s = format!(
         "\n## The claim: a collapse at the switch that the warm-up prevents\n\nPer variant over seeds: the final score's IQM with its 95% \
@@ -368,7 +367,7 @@ fn claim_table(per: &ClaimValues, total: u64) -> (String, Vec<(String, super::jo
     let ms = |m: &PerSeed, v: &str| {
         m.get(v).filter(|x| !x.is_empty()).map(|x| {
             let vals: Vec<f64> = x.values().copied().collect();
-            let (mu, sd) = super::jobs::mean_std(&vals);
+            let (mu, sd) = o2o_experiments::studies::jobs::mean_std(&vals);
             format!("{mu:+.1} ± {sd:.1}")
         })
     };

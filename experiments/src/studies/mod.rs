@@ -1,0 +1,44 @@
+//! Multi-run studies (`o2o experiment …`): each answers one question about an algorithm by
+//! running its variants over seeds, as separate `o2o` processes, into one output folder:
+//! `runs/<variant>/seed-<s>/`, `logs/`, `table.md`, `curves.png` and `results.json`. A finished
+//! run found in its folder is reused and a stopped one resumed, so a study that was interrupted
+//! continues where it stopped when it is started again.
+//!
+//! One file per study: an options struct (what to run), `run(&options)`, which runs (or reuses)
+//! the runs and writes the folder, and the [`StudyReport`] it returns, whose `table` and
+//! [`summary`](StudyReport::summary) are what the command prints. [`jobs`] is what they share:
+//! the job runner (parents before children, `--jobs` at a time, reuse and resume), the score
+//! tables at fixed env steps, the paired per-seed comparisons and the curves plot.
+//!
+//! The module is `studies` rather than `experiments` (the crate's own name) or `claims` (half of
+//! them are ablations of a mechanism, not tests of a paper's claim); `bench` and `benchmarks`
+//! are the speed benchmarks and the benchmark datasets.
+
+pub mod jobs;
+
+use std::path::PathBuf;
+
+/// What a study wrote into its output folder, and what `o2o experiment` prints of it.
+#[derive(Debug, Clone)]
+pub struct StudyReport {
+    /// The output folder.
+    pub out: PathBuf,
+    /// The text of `table.md`.
+    pub table: String,
+    /// The value written to `results.json`.
+    pub results: serde_json::Value,
+    /// The files the summary line names, relative to `out` (none: it names the folder alone).
+    pub listed: Vec<&'static str>,
+}
+
+impl StudyReport {
+    /// The line printed after the table: `written: <out>/table.md, …` (or `wrote <out>`).
+    pub fn summary(&self) -> String {
+        let out = self.out.display();
+        if self.listed.is_empty() {
+            return format!("wrote {out}");
+        }
+        let files: Vec<String> = self.listed.iter().map(|name| format!("{out}/{name}")).collect();
+        format!("written: {}", files.join(", "))
+    }
+}
