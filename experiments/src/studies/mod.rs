@@ -4,6 +4,11 @@
 //! run found in its folder is reused and a stopped one resumed, so a study that was interrupted
 //! continues where it stopped when it is started again.
 //!
+//! - [`wsrl_ablation`]: WSRL's warm-up and data retention against no warm-up, CQL kept online,
+//!   Cal-QL keeping the data and RLPD from scratch (`o2o experiment wsrl-ablation`);
+//! - [`unio4_claim`]: Uni-O4's offline-to-online hand-over against IQL → IQL and PPO from
+//!   scratch (`unio4-claim`).
+//!
 //! One file per study: an options struct (what to run), `run(&options)`, which runs (or reuses)
 //! the runs and writes the folder, and the [`StudyReport`] it returns, whose `table` and
 //! [`summary`](StudyReport::summary) are what the command prints. [`jobs`] is what they share:
@@ -15,6 +20,8 @@
 //! are the speed benchmarks and the benchmark datasets.
 
 pub mod jobs;
+pub mod unio4_claim;
+pub mod wsrl_ablation;
 
 use std::path::PathBuf;
 
@@ -32,6 +39,12 @@ pub struct StudyReport {
 }
 
 impl StudyReport {
+    /// The report of a study that wrote the usual three files (`table.md`, `curves.png`,
+    /// `results.json`), the ones its summary names.
+    pub(crate) fn written(out: PathBuf, table: String, results: serde_json::Value) -> Self {
+        Self { out, table, results, listed: vec!["table.md", "curves.png", "results.json"] }
+    }
+
     /// The line printed after the table: `written: <out>/table.md, …` (or `wrote <out>`).
     pub fn summary(&self) -> String {
         let out = self.out.display();
@@ -40,5 +53,21 @@ impl StudyReport {
         }
         let files: Vec<String> = self.listed.iter().map(|name| format!("{out}/{name}")).collect();
         format!("written: {}", files.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The summary names the listed files under the folder as given, or the folder alone.
+    #[test]
+    fn the_summary_names_the_files_written() {
+        let mut r = StudyReport::written("out/x".into(), String::new(), serde_json::Value::Null);
+        assert_eq!(r.summary(), "written: out/x/table.md, out/x/curves.png, out/x/results.json");
+        r.listed.push("coverage.png");
+        assert!(r.summary().ends_with(", out/x/results.json, out/x/coverage.png"));
+        r.listed.clear();
+        assert_eq!(r.summary(), "wrote out/x");
     }
 }

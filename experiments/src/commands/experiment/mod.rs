@@ -14,6 +14,7 @@ use crate::commands::run::DeviceArg;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use o2o_experiments::studies::jobs::Processes;
+use o2o_experiments::studies::StudyReport;
 
 /// Arguments of `o2o experiment`.
 #[derive(Args, Debug)]
@@ -91,4 +92,10 @@ pub fn processes(jobs: usize, threads: i32, device: DeviceArg) -> Result<Process
 /// The command line this process was started with, for the record.
 pub fn command_line() -> String {
     std::iter::once("o2o".to_string()).chain(std::env::args().skip(1)).collect::<Vec<_>>().join(" ")
+}
+
+/// Print a finished study: its table, then the files it wrote.
+pub fn print(report: &StudyReport) {
+    println!("{}", report.table);
+    println!("{}", report.summary());
 }
