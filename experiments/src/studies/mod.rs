@@ -6,6 +6,8 @@
 //!
 //! - [`wsrl_ablation`]: WSRL's warm-up and data retention against no warm-up, CQL kept online,
 //!   Cal-QL keeping the data and RLPD from scratch (`o2o experiment wsrl-ablation`);
+//! - [`sera_ablation`]: Cal-QL fine-tuning with and without SERA's bonus, with maze coverage on
+//!   AntMaze (`sera-ablation`);
 //! - [`unio4_claim`]: Uni-O4's offline-to-online hand-over against IQL → IQL and PPO from
 //!   scratch (`unio4-claim`).
 //!
@@ -20,6 +22,7 @@
 //! are the speed benchmarks and the benchmark datasets.
 
 pub mod jobs;
+pub mod sera_ablation;
 pub mod unio4_claim;
 pub mod wsrl_ablation;
 
