@@ -8,6 +8,9 @@
 //!   Cal-QL keeping the data and RLPD from scratch (`o2o experiment wsrl-ablation`);
 //! - [`sera_ablation`]: Cal-QL fine-tuning with and without SERA's bonus, with maze coverage on
 //!   AntMaze (`sera-ablation`);
+//! - [`famo2o_ablation`]: FamO2O-CQL against one fixed β = 1 (`famo2o-ablation`);
+//! - [`famo2o_claim`]: FamO2O-CQL's state-adaptive balance against fixed β = 0.5, 1.0, 1.5 on
+//!   data whose quality differs by region, and β(s) per region (`famo2o-claim`);
 //! - [`unio4_claim`]: Uni-O4's offline-to-online hand-over against IQL → IQL and PPO from
 //!   scratch (`unio4-claim`).
 //!
@@ -21,6 +24,8 @@
 //! them are ablations of a mechanism, not tests of a paper's claim); `bench` and `benchmarks`
 //! are the speed benchmarks and the benchmark datasets.
 
+pub mod famo2o_ablation;
+pub mod famo2o_claim;
 pub mod jobs;
 pub mod sera_ablation;
 pub mod unio4_claim;
