@@ -11,6 +11,8 @@
 //! - [`famo2o_ablation`]: FamO2O-CQL against one fixed β = 1 (`famo2o-ablation`);
 //! - [`famo2o_claim`]: FamO2O-CQL's state-adaptive balance against fixed β = 0.5, 1.0, 1.5 on
 //!   data whose quality differs by region, and β(s) per region (`famo2o-claim`);
+//! - [`dopamine`]: shaping with a learned progress model: sparse vs naive vs PBRS, and the
+//!   semantic trap (`dopamine`);
 //! - [`unio4_claim`]: Uni-O4's offline-to-online hand-over against IQL → IQL and PPO from
 //!   scratch (`unio4-claim`).
 //!
@@ -24,6 +26,7 @@
 //! them are ablations of a mechanism, not tests of a paper's claim); `bench` and `benchmarks`
 //! are the speed benchmarks and the benchmark datasets.
 
+pub mod dopamine;
 pub mod famo2o_ablation;
 pub mod famo2o_claim;
 pub mod jobs;
