@@ -21,6 +21,8 @@
 //! - [`benchmarks`]: benchmark datasets made here, D4RL-style locomotion, mixed-quality,
 //!   AntMaze, Adroit and ImagineBench files with their manifests (`o2o dataset make-benchmark`);
 //! - [`bench`]: speed benchmarks against references measured in the same run (`o2o bench`);
+//! - [`studies`]: multi-run studies over seeds, ablations and paper claims, each into one
+//!   output folder with a table, curves and results (`o2o experiment`);
 //! - [`errors`]: [`Error`], what the entry points return: a variant to match for a bad config,
 //!   bad data, a damaged checkpoint, a directory that is not a run, a run in use, a stop;
 //! - [`paths`]: where the set-up installed libtorch, the virtualenv and the scripts;
@@ -50,6 +52,7 @@ pub mod paths;
 pub mod report;
 pub mod robot;
 pub mod run;
+pub mod studies;
 
 pub use errors::Error;
 pub use logging::{MetricSink, Record};

@@ -2,8 +2,8 @@
 //!
 //! Each subcommand lives in its own module under `commands/`; the work is done by the
 //! `o2o_experiments` library (the runner, run directories, sinks, reports, the benchmark
-//! datasets' makers and the speed benchmarks). This file only parses the command line,
-//! dispatches, and turns errors into a message and an exit code.
+//! datasets' makers, the speed benchmarks and the multi-run studies). This file only parses the
+//! command line, dispatches, and turns errors into a message and an exit code.
 
 mod commands;
 

@@ -1,7 +1,7 @@
 //! The semantic trap, by value iteration on a 1-D abstraction of FetchReachTerminal-v4 with the
 //! trap preset's numbers (`sac-fetch-reach-trap`: γ = 0.98, 50-step episodes, gold reward 1 at
 //! success, which terminates; λ = 0.1), using the crate's own reward functions. The derivation
-//! is written out in `experiments/src/commands/experiment/dopamine.rs`.
+//! is written out in `experiments/src/studies/dopamine.rs`.
 //!
 //! Chain: state k = the gripper's distance to the goal in units of 0.025 m, k = 0..=10 (0 to
 //! 0.25 m, FetchReach's goal offsets reach 0.26 m). One step moves k by −2..=+2 (Fetch moves the

@@ -14,9 +14,10 @@
 //! See docs/runs.md.
 
 use anyhow::{bail, Context, Result};
-use clap::{Args, ValueEnum};
+use clap::Args;
 use o2o_experiments::logging::RerunArgs;
 use o2o_experiments::robot::RobotReport;
+pub use o2o_experiments::run::device::DeviceArg;
 use o2o_experiments::run::progress::{ProgressMode, ProgressOptions};
 use o2o_experiments::run::{presets, stages};
 use o2o_experiments::{Outcome, Run};
@@ -25,29 +26,6 @@ use std::time::Duration;
 use tch::Device;
 
 pub mod sweep;
-
-/// Where to compute.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum DeviceArg {
-    /// CUDA when available, else the CPU.
-    Auto,
-    Cpu,
-    Cuda,
-}
-
-impl DeviceArg {
-    /// The tch device; `cuda` fails when no GPU is visible.
-    pub fn resolve(self) -> Result<Device> {
-        match self {
-            DeviceArg::Auto => Ok(Device::cuda_if_available()),
-            DeviceArg::Cpu => Ok(Device::Cpu),
-            DeviceArg::Cuda if tch::Cuda::is_available() => Ok(Device::Cuda(0)),
-            DeviceArg::Cuda => {
-                bail!("--device cuda: no CUDA device is available (libtorch sees none); use --device cpu or auto")
-            }
-        }
-    }
-}
 
 /// Options every run command shares.
 #[derive(Args, Debug, Clone)]

@@ -8,7 +8,8 @@
 //! - [`actor`] and [`learner`]: the acting and learning halves, each usable without the other;
 //! - [`config`], [`presets`], [`phases`]: what a run does;
 //! - [`state`], [`rundir`], [`checkpoint`], [`data`], [`eval`], [`progress`], [`stages`]: the
-//!   pieces the loops share.
+//!   pieces the loops share;
+//! - [`device`]: `--device auto|cpu|cuda`, resolved when used.
 //!
 //! See docs/runs.md for the run directory and the exact-resume guarantee.
 
@@ -17,6 +18,7 @@ pub mod builder;
 pub mod checkpoint;
 pub mod config;
 pub mod data;
+pub mod device;
 pub mod eval;
 pub mod fault;
 pub mod her;

@@ -1,16 +1,20 @@
 //! `o2o experiment <name>`: multi-run experiments that answer one question each, written to one
-//! output folder (runs, logs, a markdown table, PNG curves).
+//! output folder (runs, logs, a markdown table, PNG curves). The studies themselves are the
+//! library's ([`o2o_experiments::studies`]); these files turn the command line into a study's
+//! options and print the table and the files it wrote.
 
 pub mod dopamine;
 pub mod famo2o_ablation;
 pub mod famo2o_claim;
-pub mod jobs;
 pub mod sera_ablation;
 pub mod unio4_claim;
 pub mod wsrl_ablation;
 
-use anyhow::Result;
+use crate::commands::run::DeviceArg;
+use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
+use o2o_experiments::studies::jobs::Processes;
+use o2o_experiments::studies::StudyReport;
 
 /// Arguments of `o2o experiment`.
 #[derive(Args, Debug)]
@@ -55,4 +59,43 @@ pub fn run(args: ExperimentArgs) -> Result<()> {
         Which::Dopamine(a) => dopamine::run(a),
         Which::Unio4Claim(a) => unio4_claim::run(a),
     }
+}
+
+/// How the runs' processes run (the experiments' `--jobs/--threads/--device` flags).
+#[derive(Args, Debug)]
+pub struct ProcessArgs {
+    /// Runs at a time.
+    #[arg(long, default_value_t = 2)]
+    pub jobs: usize,
+    /// Torch threads per run.
+    #[arg(long, default_value_t = 1)]
+    pub threads: i32,
+    /// cpu, cuda, or auto.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub device: DeviceArg,
+}
+
+impl ProcessArgs {
+    /// The library's [`Processes`]: these flags, and this executable for the runs.
+    pub fn processes(&self) -> Result<Processes> {
+        processes(self.jobs, self.threads, self.device)
+    }
+}
+
+/// [`Processes`] of `jobs` runs at a time with `threads` torch threads each on `device`, each run
+/// this `o2o` executable.
+pub fn processes(jobs: usize, threads: i32, device: DeviceArg) -> Result<Processes> {
+    let exe = std::env::current_exe().context("cannot find the o2o executable")?;
+    Ok(Processes { jobs, threads, device, exe })
+}
+
+/// The command line this process was started with, for the record.
+pub fn command_line() -> String {
+    std::iter::once("o2o".to_string()).chain(std::env::args().skip(1)).collect::<Vec<_>>().join(" ")
+}
+
+/// Print a finished study: its table, then the files it wrote.
+pub fn print(report: &StudyReport) {
+    println!("{}", report.table);
+    println!("{}", report.summary());
 }

@@ -3,28 +3,28 @@
 //! finished run is already in their folder (so an interrupted experiment continues where it
 //! stopped); the score table at fixed env steps and the curves plot.
 
-use crate::commands::run::DeviceArg;
+use crate::report::plot::{plot_curves, Line};
+use crate::report::stats::{mean, std_dev};
+use crate::run::device::DeviceArg;
 use anyhow::{bail, Context, Result};
-use o2o_experiments::report::plot::{plot_curves, Line};
-use o2o_experiments::report::stats::{mean, std_dev};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
-/// How the jobs' processes run (also the experiments' `--jobs/--threads/--device` flags).
-#[derive(clap::Args, Debug)]
+/// How the jobs' processes run (the experiments' `--jobs/--threads/--device` flags), and which
+/// executable they are.
+#[derive(Debug, Clone)]
 pub struct Processes {
     /// Runs at a time.
-    #[arg(long, default_value_t = 2)]
     pub jobs: usize,
     /// Torch threads per run.
-    #[arg(long, default_value_t = 1)]
     pub threads: i32,
-    /// cpu, cuda, or auto.
-    #[arg(long, value_enum, default_value = "auto")]
+    /// cpu, cuda, or auto: each run's `--device`.
     pub device: DeviceArg,
+    /// The `o2o` executable each job runs (the command line passes its own).
+    pub exe: PathBuf,
 }
 
 /// Curves per variant: one `(env step, score)` list per seed.
@@ -49,8 +49,7 @@ pub struct Job {
 /// was; left out when `set` gives `dataset.path` itself) followed by `set`, and `resolved` the
 /// preset table with `shared` applied (what the experiment reads its budget from).
 pub fn preset_overrides(name: &str, task: &str, set: &[String]) -> Result<(Vec<String>, toml::Table)> {
-    let (_, base) =
-        o2o_experiments::run::presets::load(name).with_context(|| format!("--task {task}: no preset {name}"))?;
+    let (_, base) = crate::run::presets::load(name).with_context(|| format!("--task {task}: no preset {name}"))?;
     let mut shared = Vec::new();
     let path_given = set.iter().any(|s| s.trim_start().starts_with("dataset.path"));
     if let Some(path) = base.get("dataset").and_then(|d| d.get("path")).and_then(|p| p.as_str()).filter(|_| !path_given)
@@ -60,7 +59,7 @@ pub fn preset_overrides(name: &str, task: &str, set: &[String]) -> Result<(Vec<S
     }
     shared.extend(set.iter().cloned());
     let mut resolved = base;
-    o2o_experiments::run::config::apply_overrides(&mut resolved, &shared)?;
+    crate::run::config::apply_overrides(&mut resolved, &shared)?;
     Ok((shared, resolved))
 }
 
@@ -88,12 +87,12 @@ pub fn interrupted_run(runs_dir: &Path) -> Option<PathBuf> {
         .collect();
     // Run directories end in their start time, so the newest sorts last.
     unfinished.sort();
-    unfinished.into_iter().rev().find(|p| o2o_experiments::run::checkpoint::list(p).is_ok_and(|c| !c.is_empty()))
+    unfinished.into_iter().rev().find(|p| crate::run::checkpoint::list(p).is_ok_and(|c| !c.is_empty()))
 }
 
 /// Run every job (parents before children, `--jobs` at a time); returns each job's run dir.
 pub fn run_jobs(jobs: &[Job], args: &Processes, out: &Path) -> Result<Vec<PathBuf>> {
-    let exe = std::env::current_exe().context("cannot find the o2o executable")?;
+    let exe = args.exe.clone();
     // Per job: None = not started, Some(Ok(dir)) done, Some(Err) failed.
     type Slot = Option<std::result::Result<PathBuf, String>>;
     let state: Arc<(Mutex<(Vec<Slot>, Vec<bool>)>, Condvar)> =
@@ -345,7 +344,7 @@ pub struct Paired {
 
 /// [`Paired`] of `variant` against `reference` in `values`; `None` without a common seed.
 pub fn paired(values: &PerSeed, variant: &str, reference: &str) -> Option<Paired> {
-    use o2o_experiments::report::stats::{aggregate_mean, stratified_bootstrap, DEFAULT_REPS};
+    use crate::report::stats::{aggregate_mean, stratified_bootstrap, DEFAULT_REPS};
     let (a, b) = (values.get(variant)?, values.get(reference)?);
     let seeds: Vec<u64> = a.keys().filter(|s| b.contains_key(s)).copied().collect();
     if seeds.is_empty() {
@@ -405,11 +404,6 @@ pub fn mean_between(curve: &[(f64, f64)], from: u64, to: u64) -> Option<f64> {
     (!v.is_empty()).then(|| mean(&v))
 }
 
-/// The command line this process was started with, for the record.
-pub fn command_line() -> String {
-    std::iter::once("o2o".to_string()).chain(std::env::args().skip(1)).collect::<Vec<_>>().join(" ")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -424,11 +418,8 @@ mod tests {
             let run = dir.join(name);
             std::fs::create_dir_all(run.join("checkpoints/step-0000000100")).unwrap();
             if checkpoint {
-                std::fs::write(
-                    run.join("checkpoints/step-0000000100").join(o2o_experiments::run::checkpoint::STATE),
-                    "{}",
-                )
-                .unwrap();
+                std::fs::write(run.join("checkpoints/step-0000000100").join(crate::run::checkpoint::STATE), "{}")
+                    .unwrap();
             }
             if finished {
                 std::fs::write(run.join("summary.json"), "{}").unwrap();
