@@ -56,9 +56,8 @@ use crate::nn::cql::{conservative_gap, SampledActions, SampledQ};
 use crate::nn::critic::{critic_and_target, critic_values, state_action};
 use crate::nn::family::{beta_scatters, beta_stats, dq_dbeta};
 use crate::nn::{
-    polyak_update, BalanceHeadInit, BalanceModel, BetaEncoding, BetaMap, BetaRange, BetaSource, Conditioned,
-    EnsembleMlp, Frozen, MlpConfig, ParamSet, PolicyGraph, TanhGaussianActor, TanhGaussianConfig, Temperature,
-    TemperatureForm, Trained,
+    polyak_update, BalanceHeadInit, BalanceModel, BetaEncoding, BetaMap, BetaRange, Conditioned, EnsembleMlp, Frozen,
+    MlpConfig, ParamSet, PolicyGraph, TanhGaussianActor, TanhGaussianConfig, Temperature, TemperatureForm, Trained,
 };
 use crate::rng::AgentRng;
 use crate::{Agent, AgentError, DeterministicPolicy, Metrics, Phase, Scatter};
@@ -336,10 +335,7 @@ impl Famo2oCql {
     /// `fixed_beta`.
     pub fn beta(&self, obs: &Tensor) -> Tensor {
         let obs = obs.to_device(self.device).to_kind(Kind::Float);
-        match self.cfg.fixed_beta {
-            Some(b) => Tensor::full([obs.size()[0]], b, (Kind::Float, self.device)),
-            None => tch::no_grad(|| self.balance.net.mode(&obs)),
-        }
+        tch::no_grad(|| self.balance.net.mode_or(self.cfg.fixed_beta, &obs))
     }
 
     /// `min_j Q_j(s, a)` of the online critic, `[B]`, differentiable in `a` and the weights.
@@ -551,21 +547,12 @@ impl Agent for Famo2oCql {
         let balance = self.balance.net.detached();
         let fixed = self.cfg.fixed_beta;
         let actor = Conditioned { policy: self.actor.net.policy.detached(), encoding: self.actor.net.encoding };
-        Some(Box::new(move |obs| {
-            let beta = match fixed {
-                Some(b) => Tensor::full([obs.size()[0]], b, (Kind::Float, obs.device())),
-                None => balance.mode(obs),
-            };
-            actor.policy.mode(&actor.input(obs, &beta))
-        }))
+        Some(Box::new(move |obs| actor.policy.mode(&actor.input(obs, &balance.mode_or(fixed, obs)))))
     }
 
     /// β from the balance model in the graph, or the configured fixed β.
     fn policy_graph(&self) -> Option<PolicyGraph> {
-        let beta = match self.cfg.fixed_beta {
-            Some(b) => BetaSource::Fixed(b),
-            None => self.balance.net.beta_source(),
-        };
+        let beta = self.balance.net.beta_source_or(self.cfg.fixed_beta);
         Some(self.actor.net.graph(self.actor.net.policy.mode_graph(), beta))
     }
 

@@ -25,6 +25,12 @@
 //! Acting: β = the balance model's mode `map(tanh μ_b(s))`, then the universal policy's mean
 //! (evaluation) or a clipped Gaussian sample (collection).
 //!
+//! `fixed_beta = b` turns the balance model off, as FamO2O-CQL's does: β = b on every row,
+//! offline and online (step 4's AWR β and the acting β), and steps 2 and 3 are skipped, so
+//! neither π_b nor α_b is trained (both stay in the checkpoint as built). It is IQL with one fixed
+//! inverse temperature b on the family's β encoding: the fixed-β arm of `o2o experiment
+//! famo2o-claim --algo iql`. Absent (the default), the update is unchanged, draw for draw.
+//!
 //! Deviations: the balance and universal draws of step 2 use independent noise (the official
 //! code splits one PRNG key); the universal policy's draw in step 2 is not clipped to
 //! `[-1, 1]` (so the balance gradient is never cut by a clip). Reward preprocessing (AntMaze
@@ -64,6 +70,10 @@ pub struct Famo2oIqlConfig {
     pub beta_min: f64,
     /// β_max, the highest.
     pub beta_max: f64,
+    /// Hold β at this value offline and online and leave the balance model and its temperature
+    /// untrained (the fixed-β ablation); absent: FamO2O.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fixed_beta: Option<f64>,
     /// The β encoding e(β) (d, n).
     pub encoding: BetaEncoding,
     /// Clip of the advantage weight exp(β A).
@@ -104,6 +114,7 @@ impl Default for Famo2oIqlConfig {
             expectile: 0.9,
             beta_min: 8.0,
             beta_max: 14.0,
+            fixed_beta: None,
             encoding: BetaEncoding::default(),
             max_weight: 100.0,
             gamma: 0.99,
@@ -134,6 +145,9 @@ impl Famo2oIqlConfig {
                 "famo2o-iql.beta_min must be below famo2o-iql.beta_max, found {} and {}",
                 self.beta_min, self.beta_max
             ));
+        }
+        if self.fixed_beta.is_some_and(|b| !b.is_finite()) {
+            return bad(format!("famo2o-iql.fixed_beta must be a finite number, found {:?}", self.fixed_beta));
         }
         if !(0.0..=1.0).contains(&self.tau) || !(0.0..=1.0).contains(&self.gamma) {
             return bad(format!(
@@ -166,12 +180,16 @@ struct BalanceStep {
 
 impl Famo2oIqlConfig {
     /// The keys of [`Famo2oIql`]'s update metrics and diagnostics, the balance β over the batch
-    /// ([`crate::nn::family::BETA_STATS`]) in both ([`crate::MetricKeys`]).
+    /// ([`crate::nn::family::BETA_STATS`]) in both ([`crate::MetricKeys`]); the balance model's
+    /// terms and α_b not with `fixed_beta`.
     pub fn metric_keys(&self) -> crate::MetricKeys {
         use crate::nn::family::BETA_STATS;
-        let update = ["value_loss", "actor_loss", "critic_loss", "balance_loss", "balance_alpha", "balance_entropy"];
-        let update = update.into_iter().chain(["v_mean", "q_mean", "adv_mean"]).chain(BETA_STATS).collect();
-        crate::MetricKeys { update, diagnose: ["q", "balance_alpha"].into_iter().chain(BETA_STATS).collect() }
+        let balance =
+            if self.fixed_beta.is_none() { &["balance_loss", "balance_alpha", "balance_entropy"][..] } else { &[] };
+        let update = ["value_loss", "actor_loss", "critic_loss"].iter().chain(balance);
+        let update = update.copied().chain(["v_mean", "q_mean", "adv_mean"]).chain(BETA_STATS).collect();
+        let alpha = self.fixed_beta.is_none().then_some("balance_alpha");
+        crate::MetricKeys { update, diagnose: ["q"].into_iter().chain(alpha).chain(BETA_STATS).collect() }
     }
 }
 
@@ -242,9 +260,11 @@ impl Famo2oIql {
         &self.cfg
     }
 
-    /// The balance model's deterministic β(s) for states `[B, obs]`, `[B]`.
+    /// The β the agent acts with for states `[B, obs]`, `[B]`: the balance model's deterministic
+    /// β(s), or `fixed_beta`.
     pub fn beta(&self, obs: &Tensor) -> Tensor {
-        tch::no_grad(|| self.balance.net.mode(&obs.to_device(self.device).to_kind(Kind::Float)))
+        let obs = obs.to_device(self.device).to_kind(Kind::Float);
+        tch::no_grad(|| self.balance.net.mode_or(self.cfg.fixed_beta, &obs))
     }
 
     /// The universal policy's mean action `tanh μ_u(s, e(β))` for states `[B, obs]` and β `[B]`.
@@ -280,15 +300,29 @@ impl Famo2oIql {
         -(weight * logp).mean(Kind::Float)
     }
 
-    /// The universal policy's β for step 4: offline `U[β_min, β_max]` per row, online the
-    /// balance model's pre-update draw.
-    fn universal_beta(&mut self, balance_draw: &Tensor) -> Tensor {
-        match self.phase {
-            Phase::Offline => {
-                self.rng.uniform_tensor(&balance_draw.size(), self.device) * (self.cfg.beta_max - self.cfg.beta_min)
+    /// (2) and (3): the balance model against the target critics' min, with the universal policy
+    /// not yet updated, then α_b towards the entropy target.
+    fn balance_step(&mut self, obs: &Tensor) -> BalanceStep {
+        let target = self.target.net.shallow();
+        let q =
+            move |obs: &Tensor, a: &Tensor| target.forward(&state_action(obs, a), None).squeeze_dim(-1).amin(0, false);
+        let balance = self.balance_loss(obs, &q);
+        self.balance.minimize(&balance.loss);
+        let temperature_loss = self.balance_temperature.net.loss(&balance.log_prob, self.cfg.balance_target_entropy);
+        self.balance_temperature.minimize(&temperature_loss);
+        balance
+    }
+
+    /// The universal policy's β for step 4 on `rows` rows: `fixed_beta` where set; else offline
+    /// `U[β_min, β_max]` per row, online the balance model's pre-update draw.
+    fn universal_beta(&mut self, rows: i64, balance_draw: Option<&Tensor>) -> Tensor {
+        match (self.cfg.fixed_beta, balance_draw) {
+            (Some(b), _) => Tensor::full([rows], b, (Kind::Float, self.device)),
+            (None, Some(draw)) if self.phase == Phase::Online => draw.shallow_clone(),
+            (None, _) => {
+                self.rng.uniform_tensor(&[rows], self.device) * (self.cfg.beta_max - self.cfg.beta_min)
                     + self.cfg.beta_min
             }
-            Phase::Online => balance_draw.shallow_clone(),
         }
     }
 }
@@ -320,8 +354,9 @@ impl Agent for Famo2oIql {
     fn act(&mut self, obs: &Tensor, deterministic: bool) -> Tensor {
         let noise = (!deterministic).then_some((&mut self.rng, self.act_dim));
         let (actor, balance, last_beta) = (&self.actor.net, &self.balance.net, &mut self.last_beta);
+        let fixed = self.cfg.fixed_beta;
         super::act_with(obs, self.device, noise, |obs, eps| {
-            let beta = balance.mode(obs);
+            let beta = balance.mode_or(fixed, obs);
             let input = actor.input(obs, &beta);
             *last_beta = Vec::<f32>::try_from(&beta).unwrap_or_default();
             match eps {
@@ -336,15 +371,15 @@ impl Agent for Famo2oIql {
     }
 
     fn deterministic_policy(&self) -> Option<DeterministicPolicy> {
-        let balance = self.balance.net.detached();
+        let (balance, fixed) = (self.balance.net.detached(), self.cfg.fixed_beta);
         let actor = Conditioned { policy: self.actor.net.policy.detached(), encoding: self.actor.net.encoding };
-        Some(Box::new(move |obs| actor.policy.mean(&actor.input(obs, &balance.mode(obs)), None)))
+        Some(Box::new(move |obs| actor.policy.mean(&actor.input(obs, &balance.mode_or(fixed, obs)), None)))
     }
 
-    /// β from the balance model, in the graph.
+    /// β from the balance model in the graph, or the configured fixed β.
     fn policy_graph(&self) -> Option<PolicyGraph> {
         let actor = &self.actor.net;
-        Some(actor.graph(actor.policy.mean_graph(), self.balance.net.beta_source()))
+        Some(actor.graph(actor.policy.mean_graph(), self.balance.net.beta_source_or(self.cfg.fixed_beta)))
     }
 
     fn update(&mut self, batch: &TransitionBatch) -> Metrics {
@@ -355,15 +390,8 @@ impl Agent for Famo2oIql {
         // 1. V.
         let value_loss = self.value_loss(&b.obs, &q_target);
         self.value.minimize(&value_loss);
-        // 2. Balance model, against the target critics' min, with the universal policy not yet updated.
-        let target = self.target.net.shallow();
-        let q =
-            move |obs: &Tensor, a: &Tensor| target.forward(&state_action(obs, a), None).squeeze_dim(-1).amin(0, false);
-        let balance = self.balance_loss(&b.obs, &q);
-        self.balance.minimize(&balance.loss);
-        // 3. α_b towards the entropy target.
-        let temperature_loss = self.balance_temperature.net.loss(&balance.log_prob, self.cfg.balance_target_entropy);
-        self.balance_temperature.minimize(&temperature_loss);
+        // 2. Balance model and 3. α_b (neither with `fixed_beta`).
+        let balance = self.cfg.fixed_beta.is_none().then(|| self.balance_step(&b.obs));
         // 4. Universal policy by AWR with per-row β and the updated V.
         let (v, v_next) = tch::no_grad(|| {
             (
@@ -372,7 +400,7 @@ impl Agent for Famo2oIql {
             )
         });
         let adv = &q_target - &v;
-        let beta_u = self.universal_beta(&balance.beta);
+        let beta_u = self.universal_beta(b.obs.size()[0], balance.as_ref().map(|s| &s.beta));
         let actor_loss = self.universal_loss(&b.obs, &b.action, &adv, &beta_u);
         self.actor.minimize(&actor_loss);
         // 5. Q towards r + γ (1 − d) V(s'), and 6. the target's Polyak step.
@@ -384,14 +412,16 @@ impl Agent for Famo2oIql {
             ("value_loss", value_loss.double_value(&[])),
             ("actor_loss", actor_loss.double_value(&[])),
             ("critic_loss", critic_loss.double_value(&[])),
-            ("balance_loss", balance.loss.double_value(&[])),
-            ("balance_alpha", self.balance_temperature.net.alpha().double_value(&[0])),
-            ("balance_entropy", -balance.log_prob.mean(Kind::Float).double_value(&[])),
-            ("v_mean", v.mean(Kind::Float).double_value(&[])),
-            ("q_mean", q_mean.double_value(&[])),
-            ("adv_mean", adv.mean(Kind::Float).double_value(&[])),
         ];
-        // The β the balance model now chooses for the batch's states.
+        if let Some(balance) = &balance {
+            out.push(("balance_loss", balance.loss.double_value(&[])));
+            out.push(("balance_alpha", self.balance_temperature.net.alpha().double_value(&[0])));
+            out.push(("balance_entropy", -balance.log_prob.mean(Kind::Float).double_value(&[])));
+        }
+        out.push(("v_mean", v.mean(Kind::Float).double_value(&[])));
+        out.push(("q_mean", q_mean.double_value(&[])));
+        out.push(("adv_mean", adv.mean(Kind::Float).double_value(&[])));
+        // The β the balance model now chooses for the batch's states (or the fixed β).
         out.extend(beta_stats(&self.beta(&b.obs)));
         out
     }
@@ -409,21 +439,19 @@ impl Agent for Famo2oIql {
         let b = batch.to_device(self.device);
         tch::no_grad(|| {
             let q = critic_values(&self.critic.net, &b.obs, &b.action, self.device).mean_dim(0, false, Kind::Float);
-            let mut out = vec![
-                ("q", q.mean(Kind::Float).double_value(&[])),
-                ("balance_alpha", self.balance_temperature.net.alpha().double_value(&[0])),
-            ];
-            out.extend(beta_stats(&self.balance.net.mode(&b.obs)));
+            let mut out = vec![("q", q.mean(Kind::Float).double_value(&[]))];
+            if self.cfg.fixed_beta.is_none() {
+                out.push(("balance_alpha", self.balance_temperature.net.alpha().double_value(&[0])));
+            }
+            out.extend(beta_stats(&self.beta(&b.obs)));
             out
         })
     }
 
     fn diagnose_rows(&mut self, batch: &TransitionBatch) -> Vec<crate::Scatter> {
         let b = batch.to_device(self.device);
-        let (beta, q) = (
-            tch::no_grad(|| self.balance.net.mode(&b.obs)),
-            critic_values(&self.critic.net, &b.obs, &b.action, self.device).amin(0, false),
-        );
+        let (beta, q) =
+            (self.beta(&b.obs), critic_values(&self.critic.net, &b.obs, &b.action, self.device).amin(0, false));
         crate::nn::family::beta_scatters(&beta, &q, b.mc_return.as_ref())
     }
 }
@@ -550,6 +578,61 @@ mod tests {
         for ((n, a), (_, t)) in agent.actor.params.named().iter().zip(twin.actor.params.named()) {
             assert_eq!((a - t).abs().max().double_value(&[]), 0.0, "{n}");
         }
+    }
+
+    /// `fixed_beta = b`, in both phases: an update's universal loss is AWR at β = b on every row
+    /// (replayed by hand: step 1, then step 4 with β = b and no balance step in between), the
+    /// agent acts with b on every row, and neither π_b nor α_b moves (their weights and optimizer
+    /// moments stay as built); the update logs no balance terms.
+    #[test]
+    fn a_fixed_beta_holds_beta_everywhere_and_trains_no_balance_model() {
+        let cfg = Famo2oIqlConfig { fixed_beta: Some(10.0), ..small() };
+        let balance_state = |a: &Famo2oIql| -> Vec<(String, Tensor)> {
+            a.named_tensors()
+                .into_iter()
+                .filter(|(n, _)| n.starts_with("balance"))
+                .map(|(n, t)| (n, t.copy()))
+                .collect()
+        };
+        let mut rng = AgentRng::new(7);
+        for phase in [Phase::Offline, Phase::Online] {
+            let (mut agent, mut twin) = (
+                Famo2oIql::new(cfg.clone(), 3, 2, Device::Cpu, 3).unwrap(),
+                Famo2oIql::new(cfg.clone(), 3, 2, Device::Cpu, 3).unwrap(),
+            );
+            agent.set_phase(phase);
+            let built = balance_state(&agent);
+            assert!(built.iter().any(|(n, _)| n.starts_with("balance_temperature/")), "α_b is in the state");
+            let b = batch(&mut rng, 16, 3, 2);
+            let q_target = target_min_q(&twin.target.net, &state_action(&b.obs, &b.action));
+            let l = twin.value_loss(&b.obs, &q_target);
+            twin.value.minimize(&l);
+            let adv = &q_target - twin.value.net.forward(&b.obs, None).detach().squeeze_dim(-1);
+            let beta = Tensor::full([16], 10.0, (Kind::Float, Device::Cpu));
+            let want = twin.universal_loss(&b.obs, &b.action, &adv, &beta);
+            let m = agent.update(&b);
+            let actor_loss = m.iter().find(|(k, _)| *k == "actor_loss").unwrap().1;
+            assert_eq!(actor_loss, want.double_value(&[]), "{phase:?}: the universal loss is AWR at β = 10");
+            assert!(m.iter().all(|(k, v)| !k.starts_with("balance") && v.is_finite()), "{phase:?}: {m:?}");
+            for _ in 0..3 {
+                agent.update(&batch(&mut rng, 16, 3, 2));
+            }
+            let after = balance_state(&agent);
+            assert_eq!(after.len(), built.len(), "{phase:?}");
+            for ((n, x), (_, y)) in built.iter().zip(&after) {
+                assert!(x.equal(y), "{phase:?}: {n} moved");
+            }
+            let obs = rng.normal(&[6, 3], Device::Cpu);
+            let act = agent.act(&obs, true);
+            assert_eq!(agent.act_info()[0].1, vec![10.0f32; 6], "{phase:?}: the acting β");
+            assert!(agent.beta(&obs).equal(&beta.narrow(0, 0, 6)));
+            assert!(act.equal(&agent.deterministic_policy().unwrap()(&obs)));
+            let d = agent.diagnose(&b);
+            assert_eq!(d.iter().find(|(k, _)| *k == "beta_std").map(|(_, v)| *v), Some(0.0), "{d:?}");
+        }
+        let bad = Famo2oIqlConfig { fixed_beta: Some(f64::NAN), ..small() };
+        let e = Famo2oIql::new(bad, 3, 1, Device::Cpu, 0).err().unwrap().to_string();
+        assert!(e.contains("fixed_beta"), "{e}");
     }
 
     #[test]

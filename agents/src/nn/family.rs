@@ -209,6 +209,23 @@ impl BalanceModel {
     pub fn beta_source(&self) -> BetaSource {
         BetaSource::Model { layers: self.net.mode_graph().layers, range: self.range }
     }
+
+    /// The β an agent acts with on `obs` `[B, ·]`, `[B]`: `fixed` on every row where a config
+    /// fixes it (the fixed-β ablation, the model unused), else [`Self::mode`].
+    pub fn mode_or(&self, fixed: Option<f64>, obs: &Tensor) -> Tensor {
+        match fixed {
+            Some(b) => Tensor::full([obs.size()[0]], b, (Kind::Float, obs.device())),
+            None => self.mode(obs),
+        }
+    }
+
+    /// [`Self::mode_or`] as data.
+    pub fn beta_source_or(&self, fixed: Option<f64>) -> BetaSource {
+        match fixed {
+            Some(b) => BetaSource::Fixed(b),
+            None => self.beta_source(),
+        }
+    }
 }
 
 /// The keys of [`beta_stats`], in its order.

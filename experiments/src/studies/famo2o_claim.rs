@@ -39,6 +39,18 @@
 //!
 //! The claim holds on this data when `famo2o − best fixed β` is above 0 (its interval excludes 0)
 //! and β(s) differs between the regions.
+//!
+//! **`--algo iql`: FamO2O-IQL.** FamO2O-CQL's balance loss is −Q alone (the official code's), so
+//! its β saturates at the top of the range; FamO2O-IQL's has an entropy temperature α_b (target
+//! −0.5), the arm that can show a state-adaptive β. With `--algo iql` the preset is
+//! `famo2o-iql-<task>` and the fixed variants are β_min, the midpoint and β_max of that preset's
+//! range (after `--set`), named by their value (`fixed-8`, `fixed-11`, `fixed-14` for [8, 14]):
+//! β is there the AWR inverse temperature, and each fixed run is IQL with that one temperature on
+//! the family's β input. β(s) per region is read from the final balance model the same way (the
+//! agent's acting β, [`region_beta`]); the last online diagnostic beside β is α_b
+//! (`diag/online/balance_alpha`) instead of the dQ/dβ > 0 share, which only FamO2O-CQL logs. The
+//! default output folder is `experiments-out/famo2o-claim-iql-<task>`; `--algo cql` (the default)
+//! is the study above, unchanged.
 
 use super::jobs::{
     at, mean_between, paired, plot, run_jobs_timed, score_rows, sets, Curves, Job, Paired, PerSeed, Processes,
@@ -49,6 +61,7 @@ use crate::report::runs::read_curve;
 use crate::report::stats::{iqm, mean, std_dev};
 use crate::run::prepare;
 use anyhow::{bail, Context, Result};
+use clap::ValueEnum;
 use o2o_datasets::d4rl::D4rlDataset;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -66,14 +79,94 @@ pub const VARIANTS: [(&str, &[&str]); 4] = [
 /// The row name of the best fixed variant in the paired comparisons.
 const BEST_FIXED: &str = "best fixed β";
 
+/// Which FamO2O agent the claim is tested on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum Algo {
+    /// FamO2O-CQL (the paper's locomotion agent): preset `famo2o-cql-<task>`, fixed β = 0.5, 1.0
+    /// and 1.5 ([`VARIANTS`]).
+    #[default]
+    Cql,
+    /// FamO2O-IQL (β the AWR inverse temperature, a balance entropy temperature): preset
+    /// `famo2o-iql-<task>`, fixed β = β_min, the midpoint and β_max of the preset's range.
+    Iql,
+}
+
+/// A variant: its name (table row and runs folder) and the overrides it adds to the preset.
+pub type Variant = (&'static str, Vec<String>);
+
+impl Algo {
+    /// The agent's `algo` name.
+    pub fn agent(self) -> &'static str {
+        match self {
+            Algo::Cql => "famo2o-cql",
+            Algo::Iql => "famo2o-iql",
+        }
+    }
+
+    /// The preset the runs use: `famo2o-<algo>-<task>`.
+    pub fn preset(self, task: &str) -> String {
+        format!("{}-{task}", self.agent())
+    }
+
+    /// The default output folder: `experiments-out/famo2o-claim-<task>` for CQL (where its
+    /// finished runs are), `experiments-out/famo2o-claim-iql-<task>` for IQL.
+    pub fn default_out(self, task: &str) -> PathBuf {
+        match self {
+            Algo::Cql => PathBuf::from(format!("experiments-out/famo2o-claim-{task}")),
+            Algo::Iql => PathBuf::from(format!("experiments-out/famo2o-claim-iql-{task}")),
+        }
+    }
+
+    /// The variants in table order, FamO2O first: CQL's are [`VARIANTS`]; IQL's fixed ones are
+    /// β_min, (β_min + β_max)/2 and β_max of `agent` (the resolved preset's `[agent]` table; a key
+    /// it lacks takes the agent's default), each named `fixed-<β>`.
+    pub fn variants(self, agent: Option<&toml::Table>) -> Result<Vec<Variant>> {
+        let owned = |(v, o): &(&'static str, &[&str])| (*v, o.iter().map(|s| s.to_string()).collect());
+        if self == Algo::Cql {
+            return Ok(VARIANTS.iter().map(owned).collect());
+        }
+        let d = o2o_agents::algos::famo2o_iql::Famo2oIqlConfig::default();
+        let key = |k: &str, default: f64| match agent.and_then(|a| a.get(k)) {
+            None => Ok(default),
+            Some(v) => v
+                .as_float()
+                .or(v.as_integer().map(|i| i as f64))
+                .with_context(|| format!("agent.{k}: not a number: {v}")),
+        };
+        let (lo, hi) = (key("beta_min", d.beta_min)?, key("beta_max", d.beta_max)?);
+        if !(lo.is_finite() && hi.is_finite() && lo < hi) {
+            bail!("agent.beta_min must be below agent.beta_max, found {lo} and {hi}");
+        }
+        let mut out = vec![(FAMO2O, Vec::new())];
+        for b in [lo, (lo + hi) / 2.0, hi] {
+            // The jobs and tables key variants by `&'static str`; a study names three, once.
+            let name: &'static str = Box::leak(format!("fixed-{b}").into_boxed_str());
+            out.push((name, vec![format!("agent.fixed_beta={b:?}")]));
+        }
+        Ok(out)
+    }
+
+    /// The last online diagnostic shown beside β: (metrics key, `table.md` column,
+    /// `results.json` key). FamO2O-CQL: the share of rows with dQ/dβ > 0 (why a −Q balance
+    /// saturates); FamO2O-IQL: its balance temperature α_b.
+    fn balance_diagnostic(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Algo::Cql => ("diag/online/dq_dbeta_positive", "dQ/dβ > 0 (last)", "dq_dbeta_positive"),
+            Algo::Iql => ("diag/online/balance_alpha", "α_b (last)", "balance_alpha"),
+        }
+    }
+}
+
 /// What `o2o experiment famo2o-claim` runs.
 #[derive(Debug, Clone)]
 pub struct Famo2oClaimOptions {
-    /// The preset suffix: `famo2o-cql-<task>`, e.g. `halfcheetah-mixed-small`.
+    /// Which FamO2O agent: `cql` (the default) or `iql`.
+    pub algo: Algo,
+    /// The preset suffix: `famo2o-<algo>-<task>`, e.g. `halfcheetah-mixed-small`.
     pub task: String,
     /// Seeds 0..N.
     pub seeds: u64,
-    /// Output folder (default `experiments-out/famo2o-claim-<task>`).
+    /// Output folder (default [`Algo::default_out`]).
     pub out: Option<PathBuf>,
     /// How the runs' processes run (their device and threads also read β(s) afterwards).
     pub processes: Processes,
@@ -100,17 +193,19 @@ pub fn run(args: &Famo2oClaimOptions) -> Result<StudyReport> {
     if args.seeds == 0 || args.processes.jobs == 0 || args.processes.threads < 1 {
         bail!("--seeds, --jobs and --threads must be at least 1");
     }
-    let preset = format!("famo2o-cql-{}", args.task);
+    let preset = args.algo.preset(&args.task);
     let (_, base) =
         crate::run::presets::load(&preset).with_context(|| format!("--task {}: no preset {preset}", args.task))?;
     let mut resolved = base.clone();
     crate::run::config::apply_overrides(&mut resolved, &args.set)?;
-    if resolved.get("algo").and_then(|a| a.as_str()) != Some("famo2o-cql") {
+    if resolved.get("algo").and_then(|a| a.as_str()) != Some(args.algo.agent()) {
         bail!(
-            "{preset}: famo2o-claim compares FamO2O-CQL's balance model with fixed β (found algo {:?})",
+            "{preset}: famo2o-claim compares {}'s balance model with fixed β (found algo {:?})",
+            args.algo.agent(),
             resolved.get("algo")
         );
     }
+    let variants = args.algo.variants(resolved.get("agent").and_then(|a| a.as_table()))?;
     let get = |section: &str, key: &str| {
         resolved.get(section).and_then(|s| s.get(key)).and_then(|v| v.as_integer()).unwrap_or(0).max(0) as u64
     };
@@ -130,15 +225,15 @@ pub fn run(args: &Famo2oClaimOptions) -> Result<StudyReport> {
     })?;
     let mut shared = vec![format!("dataset.path={:?}", data.display().to_string())];
     shared.extend(args.set.iter().cloned());
-    let out = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("experiments-out/famo2o-claim-{}", args.task)));
+    let out = args.out.clone().unwrap_or_else(|| args.algo.default_out(&args.task));
     std::fs::create_dir_all(out.join("logs")).with_context(|| format!("cannot create {}", out.display()))?;
 
     let mut jobs: Vec<Job> = Vec::new();
-    for (variant, extra) in VARIANTS {
+    for (variant, extra) in &variants {
         for seed in 0..args.seeds {
             let mut a = vec!["run".to_string(), "--preset".into(), preset.clone(), "--seed".into(), seed.to_string()];
             sets(&mut a, &shared);
-            sets(&mut a, &extra.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+            sets(&mut a, extra);
             jobs.push(Job {
                 variant,
                 seed,
@@ -174,7 +269,7 @@ pub fn run(args: &Famo2oClaimOptions) -> Result<StudyReport> {
         }
         curves.entry(job.variant).or_default().push(by_grad);
     }
-    let order: Vec<&str> = VARIANTS.iter().map(|(v, _)| *v).collect();
+    let order: Vec<&str> = variants.iter().map(|(v, _)| *v).collect();
     let fixed: Vec<&str> = order.iter().copied().filter(|v| *v != FAMO2O).collect();
     let mut comparisons = Vec::new();
     for (measure, values) in [("final score", &finals), ("mean online score", &auc)] {
@@ -188,11 +283,12 @@ pub fn run(args: &Famo2oClaimOptions) -> Result<StudyReport> {
     let manifest = MixedManifest::read_dir(data.parent().unwrap_or(Path::new(".")))?;
     let mut betas: BTreeMap<u64, RegionBeta> = BTreeMap::new();
     let mut balance_diag: BTreeMap<u64, (Option<f64>, Option<f64>)> = BTreeMap::new();
+    let (diag_key, diag_column, diag_json) = args.algo.balance_diagnostic();
     for (job, dir) in jobs.iter().zip(&dirs).filter(|(j, _)| j.variant == FAMO2O) {
         betas.insert(job.seed, region_beta(dir, &ds, device)?);
         let metrics = dir.join("metrics.jsonl");
         let last = |key: &str| read_curve(&metrics, key, "grad_step").ok().and_then(|c| c.last().map(|(_, y)| *y));
-        balance_diag.insert(job.seed, (last("diag/online/beta_mean"), last("diag/online/dq_dbeta_positive")));
+        balance_diag.insert(job.seed, (last("diag/online/beta_mean"), last(diag_key)));
     }
     let mut by_region = PerSeed::new();
     for (seed, b) in &betas {
@@ -211,12 +307,12 @@ pub fn run(args: &Famo2oClaimOptions) -> Result<StudyReport> {
         steps.push(offline + online);
     }
     let mut table = format!(
-        "# FamO2O claim: {preset}\n\nClaim (FamO2O, arXiv 2310.17966): a state-adaptive balance beats any single balance. FamO2O-CQL with its balance \
-         model against the same agent with one fixed β (0.5, 1.0, 1.5: the low, middle and high end of the range the universal policy is trained \
-         on), each its own pre-training and fine-tuning per seed; {} seeds; {offline} offline gradient steps, then {online} online env steps (one \
+        "# FamO2O claim: {preset}\n\nClaim (FamO2O, arXiv 2310.17966): a state-adaptive balance beats any single balance. {}, \
+         each its own pre-training and fine-tuning per seed; {} seeds; {offline} offline gradient steps, then {online} online env steps (one \
          update each).\n\nData: `{}`{}\n\nCommand: `{command}` ({wall_s:.0} s wall; {cpu_s:.0} s of CPU in the runs it started, finished runs it \
          reused not counted)\n\n## D4RL normalized score\n\nMean ± std over seeds at gradient steps (step {offline} is the end of pre-training; \
          online, one gradient step per env step):\n\n{}\n| variant | end of pre-training | final | final IQM | mean online score | seeds |\n|---|---|---|---|---|---|\n",
+        arms(args.algo, &variants),
         args.seeds,
         data.display(),
         manifest.as_ref().map_or(String::new(), data_line),
@@ -253,7 +349,7 @@ pub fn run(args: &Famo2oClaimOptions) -> Result<StudyReport> {
             p.direction
         ));
     }
-    table.push_str(&beta_section(&betas, &balance_diag, region_diff.as_ref()));
+    table.push_str(&beta_section(args.algo, &betas, &balance_diag, region_diff.as_ref()));
     std::fs::write(out.join("table.md"), &table).with_context(|| format!("cannot write {}/table.md", out.display()))?;
     plot(
         &out.join("curves.png"),
@@ -263,17 +359,17 @@ pub fn run(args: &Famo2oClaimOptions) -> Result<StudyReport> {
         &format!("gradient step (offline until {offline}, then one per env step)"),
     )?;
     let json = serde_json::json!({
-        "preset": preset, "seeds": args.seeds, "command": command, "dataset": data,
+        "algo": args.algo.agent(), "preset": preset, "seeds": args.seeds, "command": command, "dataset": data,
         "region_rule": manifest.as_ref().map(|m| &m.region_rule), "regions": manifest.as_ref().map(|m| &m.regions),
         "budget": {"offline_steps": offline, "online_steps": online, "eval_every": eval_every},
-        "fixed_betas": VARIANTS.iter().filter(|(v, _)| *v != FAMO2O).map(|(v, o)| (v.to_string(), serde_json::json!(o))).collect::<serde_json::Map<_, _>>(),
+        "fixed_betas": variants.iter().filter(|(v, _)| *v != FAMO2O).map(|(v, o)| (v.to_string(), serde_json::json!(o))).collect::<serde_json::Map<_, _>>(),
         "curves": curves.iter().map(|(v, c)| (v.to_string(), serde_json::json!(c))).collect::<serde_json::Map<_, _>>(),
         "per_seed": {"offline_end_score": offline_end, "final_score": finals, "mean_online_score": auc},
         "paired": comparisons.iter().map(|(m, label, p)| serde_json::json!({"measure": m, "label": label, "comparison": p})).collect::<Vec<_>>(),
         "beta_by_region": {
             "per_seed": betas,
             "paired_a_minus_b": region_diff,
-            "last_online_diagnostics": balance_diag.iter().map(|(s, (b, d))| (s.to_string(), serde_json::json!({"beta_mean": b, "dq_dbeta_positive": d}))).collect::<serde_json::Map<_, _>>(),
+            "last_online_diagnostics": balance_diag.iter().map(|(s, (b, d))| (s.to_string(), serde_json::json!({"beta_mean": b, diag_json: d}))).collect::<serde_json::Map<_, _>>(),
         },
         "runs": jobs.iter().zip(&dirs).map(|(j, d)| serde_json::json!({"variant": j.variant, "seed": j.seed, "run_dir": d})).collect::<Vec<_>>(),
         "wall_s": wall_s, "cpu_s": cpu_s,
@@ -300,6 +396,23 @@ pub fn claim_comparisons(measure: &str, values: &PerSeed, fixed: &[&'static str]
         }
     }
     out
+}
+
+/// The arms of the comparison, for the claim line of `table.md`.
+fn arms(algo: Algo, variants: &[Variant]) -> String {
+    match algo {
+        Algo::Cql => "FamO2O-CQL with its balance model against the same agent with one fixed β (0.5, 1.0, 1.5: the low, middle and high end of \
+                      the range the universal policy is trained on)"
+            .to_string(),
+        Algo::Iql => {
+            let fixed: Vec<&str> = variants.iter().filter(|(v, _)| *v != FAMO2O).map(|(v, _)| &v["fixed-".len()..]).collect();
+            format!(
+                "FamO2O-IQL with its balance model (entropy-regularized, target entropy −0.5) against the same agent with one fixed AWR inverse \
+                 temperature β ({}: the low end, the middle and the high end of the range the universal policy is trained on)",
+                fixed.join(", ")
+            )
+        }
+    }
 }
 
 /// The data's region rule and shares, from its mixed-quality manifest.
@@ -350,16 +463,21 @@ pub fn region_beta(run_dir: &Path, ds: &D4rlDataset, device: Device) -> Result<R
 
 /// The β(s) section of `table.md`.
 fn beta_section(
+    algo: Algo,
     betas: &BTreeMap<u64, RegionBeta>,
     diag: &BTreeMap<u64, (Option<f64>, Option<f64>)>,
     diff: Option<&Paired>,
 ) -> String {
     let f = |x: Option<f64>| x.map_or("–".to_string(), |v| format!("{v:.3}"));
-    let mut s = String::from(
+    let diagnostic = match algo {
+        Algo::Cql => "the share of rows where dQ/dβ > 0 (near 1, the balance loss −Q pushes β to the top of its range)",
+        Algo::Iql => "the balance temperature α_b (the weight of the balance model's entropy against Q)",
+    };
+    let mut s = format!(
         "\n## β(s) per region\n\nThe final balance model's β(s) (its mode, what the agent acts with) on every dataset row, mean over all rows and over the \
-         rows of region A (the policy acted) and region B (random actions); the last online diagnostics: batch-mean β and the share of rows where \
-         dQ/dβ > 0 (near 1, the balance loss −Q pushes β to the top of its range).\n\n\
-         | seed | β all rows | β region A | β region B | A − B | online β (last) | dQ/dβ > 0 (last) |\n|---|---|---|---|---|---|---|\n",
+         rows of region A (the policy acted) and region B (random actions); the last online diagnostics: batch-mean β and {diagnostic}.\n\n\
+         | seed | β all rows | β region A | β region B | A − B | online β (last) | {} |\n|---|---|---|---|---|---|---|\n",
+        algo.balance_diagnostic().1
     );
     for (seed, b) in betas {
         let d = diag.get(seed).copied().unwrap_or((None, None));
@@ -416,5 +534,30 @@ mod tests {
         assert_eq!(c[3].2.diffs, vec![-2.0, 0.0, -4.0]);
         assert_eq!(c[3].2.diffs, c[1].2.diffs);
         assert!(claim_comparisons("final", &PerSeed::new(), &["fixed-0.5"]).is_empty());
+    }
+
+    /// CQL keeps its fixed list (and its output folder, where its finished runs are); IQL's fixed
+    /// β are the ends and the middle of the preset's range, named by their value, and the run
+    /// overrides write them as TOML floats.
+    #[test]
+    fn iql_variants_are_the_ends_and_the_middle_of_the_presets_range() {
+        let names = |v: &[Variant]| v.iter().map(|(n, _)| n.to_string()).collect::<Vec<_>>();
+        let cql = Algo::Cql.variants(None).unwrap();
+        assert_eq!(names(&cql), ["famo2o", "fixed-0.5", "fixed-1.0", "fixed-1.5"]);
+        assert_eq!((cql[0].1.len(), cql[2].1.clone()), (0, vec!["agent.fixed_beta=1.0".to_string()]));
+        assert_eq!(Algo::Cql.default_out("t"), PathBuf::from("experiments-out/famo2o-claim-t"));
+        assert_eq!(Algo::Iql.default_out("t"), PathBuf::from("experiments-out/famo2o-claim-iql-t"));
+        assert_eq!(Algo::Iql.preset("t"), "famo2o-iql-t");
+
+        let (_, preset) = crate::run::presets::load("famo2o-iql-halfcheetah-mixed-small").unwrap();
+        let iql = Algo::Iql.variants(preset.get("agent").and_then(|a| a.as_table())).unwrap();
+        assert_eq!(names(&iql), ["famo2o", "fixed-8", "fixed-11", "fixed-14"]);
+        let sets: Vec<&str> = iql[1..].iter().map(|(_, o)| o[0].as_str()).collect();
+        assert_eq!(sets, ["agent.fixed_beta=8.0", "agent.fixed_beta=11.0", "agent.fixed_beta=14.0"]);
+        let table = |t: &str| t.parse::<toml::Table>().unwrap();
+        let other = Algo::Iql.variants(Some(&table("beta_min = 1\nbeta_max = 2.5"))).unwrap();
+        assert_eq!(names(&other), ["famo2o", "fixed-1", "fixed-1.75", "fixed-2.5"]);
+        assert_eq!(other[1].1, ["agent.fixed_beta=1.0"]);
+        assert!(Algo::Iql.variants(Some(&table("beta_min = 3.0\nbeta_max = 2.0"))).is_err());
     }
 }

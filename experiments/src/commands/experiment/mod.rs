@@ -34,7 +34,8 @@ pub enum Which {
     Famo2oAblation(famo2o_ablation::AblationArgs),
     /// FamO2O-CQL's state-adaptive balance against fixed β = 0.5, 1.0 and 1.5 (each its own
     /// pre-training), on data whose quality differs by state region: paired per-seed differences
-    /// and the balance model's β(s) per region.
+    /// and the balance model's β(s) per region. `--algo iql`: FamO2O-IQL against fixed β at the
+    /// ends and the middle of its preset's range.
     Famo2oClaim(famo2o_claim::ClaimArgs),
     /// Cal-QL fine-tuning with and without SERA's bonus, from the same offline checkpoint per
     /// seed, on one preset's data and budget.
