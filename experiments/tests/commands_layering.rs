@@ -9,7 +9,9 @@
 //! `Parser` or `ValueEnum`): a long list of documented flags is a declarative table, which
 //! STYLE.md exempts from size rules, and does not make a file a program.
 
-use std::path::{Path, PathBuf};
+mod source_files;
+
+use source_files::{rust_files, workspace_root};
 
 /// The most program lines a file under `commands/` may hold.
 const CAP: usize = 300;
@@ -101,24 +103,9 @@ fn program_lines(text: &str) -> usize {
     count
 }
 
-/// Every `.rs` file under `dir`, sorted.
-fn rust_files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display())) {
-        let path = entry.expect("a directory entry").path();
-        if path.is_dir() {
-            out.extend(rust_files(&path));
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-    out.sort();
-    out
-}
-
 #[test]
 fn command_files_only_parse_and_print() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/commands");
+    let root = workspace_root().join("experiments/src/commands");
     let files = rust_files(&root);
     assert!(files.len() > 20, "found only {} files under src/commands", files.len());
     let mut bad = Vec::new();

@@ -169,6 +169,21 @@ fn tiny_config(online: u64) -> String {
     common::tiny_fleet_sac("HalfCheetah-v5", online)
 }
 
+/// Options for an actor thread of run `{name}-run` on the server at `url`: the learner's env,
+/// index 0, `max_steps` env steps at most `rate_hz` a second, ten seconds to find the learner.
+fn in_process_actor(url: &str, name: &str, fleet: FleetConfig, max_steps: u64, rate_hz: Option<f64>) -> ActorOptions {
+    ActorOptions {
+        conn: Connection::new(url, &format!("{name}-actor")),
+        run_id: format!("{name}-run"),
+        env: None,
+        index: 0,
+        fleet,
+        max_steps: Some(max_steps),
+        wait_for_learner: Duration::from_secs(10),
+        rate_hz,
+    }
+}
+
 /// An actor whose policy falls more than `max_policy_lag` versions behind pauses, and acts
 /// again once it holds a recent one. The test plays the learner's part on the server.
 #[test]
@@ -183,19 +198,8 @@ fn a_stale_policy_actor_pauses_until_it_has_recent_weights() {
     let agent = o2o_experiments::run::prepare::build_agent(&config, 17, 6, tch::Device::Cpu).unwrap();
     publish_weights(&bus, &h, &*agent, 1, 0).unwrap();
 
-    let url = server.url();
-    let actor = std::thread::spawn(move || {
-        run_actor(ActorOptions {
-            conn: Connection::new(&url, "stale-actor"),
-            run_id: "stale-run".into(),
-            env: None,
-            index: 0,
-            fleet: FleetConfig { batch: 16, max_policy_lag: 1, ..FleetConfig::default() },
-            max_steps: Some(600),
-            wait_for_learner: Duration::from_secs(10),
-            rate_hz: Some(400.0),
-        })
-    });
+    let (url, actor_fleet) = (server.url(), fleet.clone());
+    let actor = std::thread::spawn(move || run_actor(in_process_actor(&url, "stale", actor_fleet, 600, Some(400.0))));
     let count = |bus: &Bus| read_stream(bus).unwrap().len();
     let t0 = Instant::now();
     while count(&bus) < 2 {
@@ -252,18 +256,7 @@ fn an_actor_stops_at_the_backlog_bound_while_the_learner_does_not_read() {
     };
     read_to(0);
     let url = server.url();
-    let actor = std::thread::spawn(move || {
-        run_actor(ActorOptions {
-            conn: Connection::new(&url, "backlog-actor"),
-            run_id: "backlog-run".into(),
-            env: None,
-            index: 0,
-            fleet,
-            max_steps: Some(400),
-            wait_for_learner: Duration::from_secs(10),
-            rate_hz: None,
-        })
-    });
+    let actor = std::thread::spawn(move || run_actor(in_process_actor(&url, "backlog", fleet, 400, None)));
     let count = |bus: &Bus| read_stream(bus).unwrap().len();
     // Unthrottled, its 400 steps (25 messages) would take well under a second.
     wait_for("the actor to fill the backlog", Duration::from_secs(60), || count(&bus) >= 6);

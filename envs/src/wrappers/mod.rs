@@ -11,25 +11,28 @@
 
 /// Inside `impl Env for Wrapper<E>`, where the wrapped env is the field `env`: write the named
 /// methods as plain calls to it, for the parts a wrapper leaves as they are
-/// (`forward_to_inner!(spec, observation_space, action_space, reset);`).
+/// (`forward_to_inner!(spec, observation_space, action_space, reset);`), so each wrapper writes
+/// only what it changes. Exported for wrappers in other crates (the evaluation recorder, the
+/// benchmark makers' state logger): `o2o_envs::forward_to_inner!(...)`.
+#[macro_export]
 macro_rules! forward_to_inner {
     (spec) => {
-        fn spec(&self) -> &crate::env::EnvSpec {
+        fn spec(&self) -> &$crate::EnvSpec {
             self.env.spec()
         }
     };
     (observation_space) => {
-        fn observation_space(&self) -> &crate::env::BoxSpace {
+        fn observation_space(&self) -> &$crate::BoxSpace {
             self.env.observation_space()
         }
     };
     (action_space) => {
-        fn action_space(&self) -> &crate::env::BoxSpace {
+        fn action_space(&self) -> &$crate::BoxSpace {
             self.env.action_space()
         }
     };
     (reset) => {
-        fn reset(&mut self, seed: Option<u64>) -> Result<Vec<f32>, crate::error::EnvError> {
+        fn reset(&mut self, seed: Option<u64>) -> Result<Vec<f32>, $crate::EnvError> {
             self.env.reset(seed)
         }
     };
@@ -39,7 +42,7 @@ macro_rules! forward_to_inner {
         }
     };
     ($($method:ident),+ $(,)?) => {
-        $(forward_to_inner!($method);)+
+        $($crate::forward_to_inner!($method);)+
     };
 }
 

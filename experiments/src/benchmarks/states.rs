@@ -10,7 +10,7 @@ use anyhow::{bail, Context, Result};
 use o2o_datasets::h5util::{Column, Dtype};
 use o2o_envs::mujoco::MujocoEnv;
 use o2o_envs::wrappers::TimeLimit;
-use o2o_envs::{BoxSpace, Env, EnvError, EnvSpec, Step};
+use o2o_envs::{Env, EnvError, Step};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
@@ -74,18 +74,7 @@ struct StateLogged {
 }
 
 impl Env for StateLogged {
-    fn spec(&self) -> &EnvSpec {
-        self.env.spec()
-    }
-    fn observation_space(&self) -> &BoxSpace {
-        self.env.observation_space()
-    }
-    fn action_space(&self) -> &BoxSpace {
-        self.env.action_space()
-    }
-    fn reset(&mut self, seed: Option<u64>) -> Result<Vec<f32>, EnvError> {
-        self.env.reset(seed)
-    }
+    o2o_envs::forward_to_inner!(spec, observation_space, action_space, reset, executed_action);
     fn step(&mut self, action: &[f32]) -> Result<Step, EnvError> {
         {
             let mut log = lock(&self.log);

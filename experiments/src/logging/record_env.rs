@@ -12,7 +12,7 @@ use super::shapes::Pose;
 use super::MetricSink;
 use o2o_envs::mujoco::{Marker, MujocoEnv};
 use o2o_envs::wrappers::TimeLimit;
-use o2o_envs::{BoxSpace, Env, EnvError, EnvSpec, Step};
+use o2o_envs::{Env, EnvError, Step};
 use std::sync::{Arc, Mutex};
 
 /// What the agent chose besides the action for the next step (FamO2O's β), handed from the
@@ -85,15 +85,7 @@ impl RecordingEnv<Box<dyn Env>> {
 }
 
 impl<E: Scene> Env for RecordingEnv<E> {
-    fn spec(&self) -> &EnvSpec {
-        self.env.spec()
-    }
-    fn observation_space(&self) -> &BoxSpace {
-        self.env.observation_space()
-    }
-    fn action_space(&self) -> &BoxSpace {
-        self.env.action_space()
-    }
+    o2o_envs::forward_to_inner!(spec, observation_space, action_space, executed_action);
     fn reset(&mut self, seed: Option<u64>) -> Result<Vec<f32>, EnvError> {
         let obs = self.env.reset(seed)?;
         let first = *self.record_seed.get_or_insert(seed);

@@ -5,8 +5,13 @@
 //! naming file and line, where one of the dispatch identifiers appears: `is_taped`,
 //! `tape_applies`, `Device::Cpu`, an identifier ending in `_cpu`, or one naming the kernels
 //! (`gemm`, `silu`, `team`, alone or as a `_`-separated part of a name).
+//!
+//! It checks the agents crate from here, beside the workspace's other layout checks
+//! (`commands_layering.rs`, `import_circles.rs`), so that they share one source walker.
 
-use std::path::{Path, PathBuf};
+mod source_files;
+
+use source_files::{rust_files, workspace_root};
 
 /// Identifiers (or `_`-separated parts of one) that name the fast path's machinery.
 const KERNEL_PARTS: [&str; 3] = ["gemm", "silu", "team"];
@@ -30,24 +35,9 @@ fn offenses(line: &str) -> Vec<String> {
     found
 }
 
-/// Every `.rs` file under `dir`, sorted.
-fn rust_files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display())) {
-        let path = entry.expect("a directory entry").path();
-        if path.is_dir() {
-            out.extend(rust_files(&path));
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-    out.sort();
-    out
-}
-
 #[test]
 fn algorithm_files_hold_no_dispatch_points() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = workspace_root().join("agents");
     let files = rust_files(&root.join("src/algos"));
     assert!(files.len() > 10, "found only {} files under src/algos", files.len());
     let mut bad = Vec::new();
@@ -55,7 +45,7 @@ fn algorithm_files_hold_no_dispatch_points() {
         let text = std::fs::read_to_string(file).unwrap_or_else(|e| panic!("reading {}: {e}", file.display()));
         for (i, line) in text.lines().take_while(|l| l.trim_end() != "#[cfg(test)]").enumerate() {
             for what in offenses(line) {
-                let shown = file.strip_prefix(root).unwrap_or(file).display();
+                let shown = file.strip_prefix(&root).unwrap_or(file).display();
                 bad.push(format!("{shown}:{}: `{what}` in: {}", i + 1, line.trim()));
             }
         }
