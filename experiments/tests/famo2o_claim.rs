@@ -303,3 +303,68 @@ fn famo2o_claim_compares_the_balance_model_with_each_fixed_beta() {
         );
     }
 }
+
+/// `--algo iql`: FamO2O-IQL against fixed β at the ends and the middle of its preset's range
+/// (8, 11, 14), each fixed run's config carrying its β; the acting β of a fixed run is that β in
+/// every state (its β(s) section would show a constant), the balance model's β stays inside
+/// [8, 14], and the β section reports α_b.
+#[test]
+fn famo2o_claim_iql_compares_the_iql_balance_model_with_the_ends_and_middle_of_its_range() {
+    let data = mixed_file();
+    let out = tempfile::Builder::new()
+        .prefix("o2o-famo2o-claim-iql-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap()
+        .keep();
+    let mut c = Command::new(common::O2O);
+    c.args(["experiment", "famo2o-claim", "--algo", "iql", "--seeds", "2", "--jobs", "2", "--threads", "1"])
+        .args(["--device", "cpu", "--out"])
+        .arg(&out);
+    for s in [
+        format!("dataset.path={:?}", data.display().to_string()),
+        "train.offline_steps=150".into(),
+        "train.online_steps=150".into(),
+        "eval.every=100".into(),
+        "eval.episodes=1".into(),
+        "diagnostics.every=100".into(),
+        "diagnostics.dense_every=100".into(),
+        "checkpoint.every=0".into(),
+        "agent.critic.hidden=[16, 16]".into(),
+        "agent.value.hidden=[16, 16]".into(),
+        "agent.actor.mlp.hidden=[16, 16]".into(),
+        "agent.balance.mlp.hidden=[16, 16]".into(),
+    ] {
+        c.args(["--set", &s]);
+    }
+    let o = c.output().unwrap();
+    assert!(o.status.success(), "famo2o-claim --algo iql failed:\n{}", String::from_utf8_lossy(&o.stderr));
+    let table = std::fs::read_to_string(out.join("table.md")).unwrap();
+    assert!(table.contains("famo2o-iql-halfcheetah-mixed-small") && table.contains("α_b (last)"), "{table}");
+    for v in ["famo2o", "fixed-8", "fixed-11", "fixed-14"] {
+        assert_eq!(table.matches(&format!("| {v} |")).count(), 2, "{v}:\n{table}");
+    }
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    assert_eq!(r["algo"], "famo2o-iql");
+    assert_eq!(r["paired"].as_array().unwrap().len(), 8, "3 fixed β and the best, on 2 measures");
+    for seed in ["0", "1"] {
+        let b = &r["beta_by_region"]["per_seed"][seed];
+        for k in ["all", "a", "b"] {
+            let x = b[k].as_f64().unwrap();
+            assert!((8.0..=14.0).contains(&x), "seed {seed}: β({k}) = {x} outside [8, 14]");
+        }
+        let alpha = r["beta_by_region"]["last_online_diagnostics"][seed]["balance_alpha"].as_f64();
+        assert!(alpha.is_some_and(|a| a > 0.0), "seed {seed}: α_b {alpha:?}");
+    }
+    for (v, beta) in [("fixed-8", 8.0), ("fixed-11", 11.0), ("fixed-14", 14.0)] {
+        let dir = std::fs::read_dir(out.join("runs").join(v).join("seed-0")).unwrap().next().unwrap().unwrap().path();
+        let config: toml::Table = toml::from_str(&std::fs::read_to_string(dir.join("config.toml")).unwrap()).unwrap();
+        assert_eq!(config["algo"].as_str(), Some("famo2o-iql"));
+        assert_eq!(config["agent"]["fixed_beta"].as_float(), Some(beta), "{v}");
+        // The fixed run's online β statistics: β on every row, no spread.
+        let metrics = std::fs::read_to_string(dir.join("metrics.jsonl")).unwrap();
+        let last = metrics.lines().rev().filter_map(|l| serde_json::from_str::<Value>(l).ok()).find_map(|m| {
+            m.get("diag/online/beta_mean").and_then(Value::as_f64).map(|b| (b, m["diag/online/beta_std"].as_f64()))
+        });
+        assert_eq!(last, Some((beta, Some(0.0))), "{v}");
+    }
+}

@@ -140,8 +140,7 @@ impl Agent for Bc {
     }
 
     fn deterministic_policy(&self) -> Option<DeterministicPolicy> {
-        let (actor, norm, on) = (self.actor.net.detached(), self.norm.net.detached(), self.cfg.normalize_states);
-        Some(Box::new(move |obs| actor.forward(&if on { norm.apply(obs) } else { obs.shallow_clone() }, None).tanh()))
+        Some(StateNorm::tanh_actor_policy(&self.actor.net, self.cfg.normalize_states.then_some(&self.norm.net)))
     }
 
     fn observation_normalization(&self) -> String {

@@ -74,6 +74,17 @@ impl StateNorm {
         actor.graph().then(Layer::Activation(Activation::Tanh)).normalized(norm.map(StateNorm::layer))
     }
 
+    /// The deterministic policy `tanh(actor(norm(s)))` (norm only where given), detached from the
+    /// training graph: [`crate::Agent::deterministic_policy`] of the agents whose actor is one
+    /// tanh'd MLP on optionally normalized states (BC, TD3+BC); its graph is
+    /// [`Self::tanh_actor_graph`].
+    pub fn tanh_actor_policy(actor: &Mlp, norm: Option<&StateNorm>) -> crate::DeterministicPolicy {
+        let (actor, norm) = (actor.detached(), norm.map(StateNorm::detached));
+        Box::new(move |obs| {
+            actor.forward(&norm.as_ref().map_or_else(|| obs.shallow_clone(), |n| n.apply(obs)), None).tanh()
+        })
+    }
+
     /// A copy that shares no state (for an exported policy).
     pub fn detached(&self) -> Self {
         Self { mean: self.mean.detach().copy(), scale: self.scale.detach().copy() }

@@ -283,7 +283,7 @@ pub fn run(args: &Famo2oClaimOptions) -> Result<StudyReport> {
     let manifest = MixedManifest::read_dir(data.parent().unwrap_or(Path::new(".")))?;
     let mut betas: BTreeMap<u64, RegionBeta> = BTreeMap::new();
     let mut balance_diag: BTreeMap<u64, (Option<f64>, Option<f64>)> = BTreeMap::new();
-    let (diag_key, diag_column, diag_json) = args.algo.balance_diagnostic();
+    let (diag_key, _, diag_json) = args.algo.balance_diagnostic();
     for (job, dir) in jobs.iter().zip(&dirs).filter(|(j, _)| j.variant == FAMO2O) {
         betas.insert(job.seed, region_beta(dir, &ds, device)?);
         let metrics = dir.join("metrics.jsonl");
