@@ -199,19 +199,7 @@ fn famo2o_claim_compares_the_balance_model_with_each_fixed_beta() {
             "--out",
         ])
         .arg(&out);
-        for s in [
-            format!("dataset.path={:?}", data.display().to_string()),
-            "train.offline_steps=150".into(),
-            "train.online_steps=200".into(),
-            "eval.every=100".into(),
-            "eval.episodes=1".into(),
-            "diagnostics.every=100".into(),
-            "diagnostics.dense_every=100".into(),
-            "checkpoint.every=0".into(),
-            "agent.critic.hidden=[16, 16]".into(),
-            "agent.actor.mlp.hidden=[16, 16]".into(),
-            "agent.balance.mlp.hidden=[16, 16]".into(),
-        ] {
+        for s in tiny_budget(data, 200) {
             c.args(["--set", &s]);
         }
         let o = c.output().unwrap();
@@ -304,6 +292,28 @@ fn famo2o_claim_compares_the_balance_model_with_each_fixed_beta() {
     }
 }
 
+/// The claim runs' `--set` overrides at a test budget: 150 offline steps, `online` online steps,
+/// 16-unit networks, no checkpoints.
+fn tiny_budget(data: &Path, online: u64) -> Vec<String> {
+    let mut sets = vec![format!("dataset.path={:?}", data.display().to_string())];
+    sets.extend(
+        [
+            "train.offline_steps=150",
+            "eval.every=100",
+            "eval.episodes=1",
+            "diagnostics.every=100",
+            "diagnostics.dense_every=100",
+            "checkpoint.every=0",
+            "agent.critic.hidden=[16, 16]",
+            "agent.actor.mlp.hidden=[16, 16]",
+            "agent.balance.mlp.hidden=[16, 16]",
+        ]
+        .map(String::from),
+    );
+    sets.push(format!("train.online_steps={online}"));
+    sets
+}
+
 /// `--algo iql`: FamO2O-IQL against fixed β at the ends and the middle of its preset's range
 /// (8, 11, 14), each fixed run's config carrying its β; the acting β of a fixed run is that β in
 /// every state (its β(s) section would show a constant), the balance model's β stays inside
@@ -320,20 +330,7 @@ fn famo2o_claim_iql_compares_the_iql_balance_model_with_the_ends_and_middle_of_i
     c.args(["experiment", "famo2o-claim", "--algo", "iql", "--seeds", "2", "--jobs", "2", "--threads", "1"])
         .args(["--device", "cpu", "--out"])
         .arg(&out);
-    for s in [
-        format!("dataset.path={:?}", data.display().to_string()),
-        "train.offline_steps=150".into(),
-        "train.online_steps=150".into(),
-        "eval.every=100".into(),
-        "eval.episodes=1".into(),
-        "diagnostics.every=100".into(),
-        "diagnostics.dense_every=100".into(),
-        "checkpoint.every=0".into(),
-        "agent.critic.hidden=[16, 16]".into(),
-        "agent.value.hidden=[16, 16]".into(),
-        "agent.actor.mlp.hidden=[16, 16]".into(),
-        "agent.balance.mlp.hidden=[16, 16]".into(),
-    ] {
+    for s in tiny_budget(data, 150).into_iter().chain(["agent.value.hidden=[16, 16]".to_string()]) {
         c.args(["--set", &s]);
     }
     let o = c.output().unwrap();
