@@ -9,6 +9,9 @@
 # One torch thread, the CPU, seed 0; about 10 minutes on one core. The binary defaults to
 # target/release/o2o (build it first). Floating-point results depend on the CPU (the AVX-512
 # paths), so compare files made on the same machine only.
+#
+# RESULT_HASHES_IGNORE=a,b leaves out every metric whose key contains a or b: for a change that
+# adds metrics and must leave every other value as it was (hash the old binary the same way).
 set -euo pipefail
 out="${1:?usage: scripts/result_hashes.sh OUT_FILE [O2O_BINARY]}"
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -31,10 +34,12 @@ run() {
     fi
     local metrics; metrics=$(ls "$work/$name"/*/metrics.jsonl)
     local hash; hash=$(python3 - "$metrics" <<'EOF'
-import hashlib, json, sys
+import hashlib, json, os, sys
+ignore = [t for t in os.environ.get("RESULT_HASHES_IGNORE", "").split(",") if t]
 h = hashlib.sha256()
 for line in open(sys.argv[1]):
-    row = {k: v for k, v in json.loads(line).items() if k != "wall_s" and not k.startswith("perf/")}
+    row = {k: v for k, v in json.loads(line).items()
+           if k != "wall_s" and not k.startswith("perf/") and not any(t in k for t in ignore)}
     h.update(json.dumps(row, sort_keys=True).encode())
 print(h.hexdigest())
 EOF

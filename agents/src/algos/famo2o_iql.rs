@@ -39,7 +39,7 @@
 use crate::checkpoint::{progress_in_fields, Part, Stateful};
 use crate::nn::critic::{critic_and_target, critic_values, q_step, state_action, target_min_q, CriticParts};
 use crate::nn::family::beta_stats;
-use crate::nn::value::expectile_loss;
+use crate::nn::value::{self, expectile_loss, ADVANTAGE_WEIGHT_STATS};
 use crate::nn::{
     BalanceHeadInit, BalanceModel, BetaEncoding, BetaMap, BetaRange, Conditioned, EnsembleMlp, Frozen, GaussianActor,
     GaussianConfig, Mlp, MlpConfig, PolicyGraph, TanhGaussianConfig, Temperature, TemperatureForm, Trained,
@@ -187,7 +187,8 @@ impl Famo2oIqlConfig {
         let balance =
             if self.fixed_beta.is_none() { &["balance_loss", "balance_alpha", "balance_entropy"][..] } else { &[] };
         let update = ["value_loss", "actor_loss", "critic_loss"].iter().chain(balance);
-        let update = update.copied().chain(["v_mean", "q_mean", "adv_mean"]).chain(BETA_STATS).collect();
+        let update = update.copied().chain(["v_mean", "q_mean", "adv_mean"]).chain(ADVANTAGE_WEIGHT_STATS);
+        let update = update.chain(BETA_STATS).collect();
         let alpha = self.fixed_beta.is_none().then_some("balance_alpha");
         crate::MetricKeys { update, diagnose: ["q"].into_iter().chain(alpha).chain(BETA_STATS).collect() }
     }
@@ -294,7 +295,7 @@ impl Famo2oIql {
 
     /// (4) L_u = −E[min(exp(β A), max_weight) · log π_u(a | s, e(β))], A = q̄ − V(s), β per row.
     fn universal_loss(&mut self, obs: &Tensor, action: &Tensor, adv: &Tensor, beta: &Tensor) -> Tensor {
-        let weight = (adv * beta).exp().clamp_max(self.cfg.max_weight);
+        let weight = value::advantage_weights(&(adv * beta), self.cfg.max_weight);
         let input = self.actor.net.input(obs, beta);
         let logp = self.actor.net.policy.log_prob(&input, action, Some(&mut self.rng));
         -(weight * logp).mean(Kind::Float)
@@ -421,6 +422,8 @@ impl Agent for Famo2oIql {
         out.push(("v_mean", v.mean(Kind::Float).double_value(&[])));
         out.push(("q_mean", q_mean.double_value(&[])));
         out.push(("adv_mean", adv.mean(Kind::Float).double_value(&[])));
+        let weights = value::advantage_weights(&(&adv * &beta_u), self.cfg.max_weight);
+        out.extend(value::advantage_weight_stats(&weights, self.cfg.max_weight));
         // The β the balance model now chooses for the batch's states (or the fixed β).
         out.extend(beta_stats(&self.beta(&b.obs)));
         out

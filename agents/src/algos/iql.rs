@@ -117,7 +117,10 @@ impl IqlConfig {
     /// The keys of [`Iql`]'s update metrics; it has no diagnostics ([`crate::MetricKeys`]).
     pub fn metric_keys(&self) -> crate::MetricKeys {
         crate::MetricKeys {
-            update: vec!["value_loss", "actor_loss", "critic_loss", "v_mean", "q_mean", "adv_mean", "actor_lr"],
+            update: ["value_loss", "actor_loss", "critic_loss", "v_mean", "q_mean", "adv_mean", "actor_lr"]
+                .into_iter()
+                .chain(value::ADVANTAGE_WEIGHT_STATS)
+                .collect(),
             diagnose: Vec::new(),
         }
     }
@@ -170,7 +173,7 @@ impl Iql {
     /// L_π = −E[w · log π(a|s)] with the advantage weights `w = min(exp(β A), max_weight)`,
     /// A = q̄ − V(s): the actor step's loss and gradients.
     fn actor_step_grads(&mut self, obs: &Tensor, action: &Tensor, adv: &Tensor) -> (Tensor, Vec<Tensor>) {
-        let weight = (adv * self.cfg.beta).exp().clamp_max(self.cfg.max_weight);
+        let weight = value::advantage_weights(&(adv * self.cfg.beta), self.cfg.max_weight);
         self.actor.net.weighted_nll_step(obs, action, &weight, &self.actor.params, &mut self.rng)
     }
 
@@ -242,7 +245,8 @@ impl Agent for Iql {
         let y = &b.reward + (1.0 - &b.terminal) * self.cfg.gamma * v_next;
         let (critic_loss, q_mean) = self.critic_step(b, &y);
         self.step += 1;
-        vec![
+        let weights = value::advantage_weights(&(&adv * self.cfg.beta), self.cfg.max_weight);
+        let mut out = vec![
             ("value_loss", value_loss.double_value(&[])),
             ("actor_loss", actor_loss.double_value(&[])),
             ("critic_loss", critic_loss.double_value(&[])),
@@ -250,7 +254,9 @@ impl Agent for Iql {
             ("q_mean", q_mean.double_value(&[])),
             ("adv_mean", adv.mean(Kind::Float).double_value(&[])),
             ("actor_lr", actor_lr),
-        ]
+        ];
+        out.extend(value::advantage_weight_stats(&weights, self.cfg.max_weight));
+        out
     }
 
     /// The twin Q critics (not the target, not V).

@@ -68,9 +68,49 @@ fn closed_form(
     Some((Tensor::from((loss / rows as f64) as f32), pass.grads_from_out(&grad, params)))
 }
 
+/// AWR's advantage weights `w = min(exp(βA), w_max)` for `βA` `[B]`: IQL's actor step (one β)
+/// and FamO2O-IQL's universal policy (a β per row) weight `log π(a|s)` by them.
+pub(crate) fn advantage_weights(beta_adv: &Tensor, max_weight: f64) -> Tensor {
+    beta_adv.exp().clamp_max(max_weight)
+}
+
+/// The keys of [`advantage_weight_stats`], in its order.
+pub const ADVANTAGE_WEIGHT_STATS: [&str; 2] = ["awr_clipped", "awr_ess"];
+
+/// What the advantage weights `w` `[B]` do to a batch: `awr_clipped`, the share of rows at the clip
+/// `w_max`, and `awr_ess`, the effective sample size `(Σw)² / Σw²` as a share of the batch (1: every
+/// row weighs the same, behaviour cloning; 1/B: one row carries the step). Neither needs the graph.
+pub fn advantage_weight_stats(weight: &Tensor, max_weight: f64) -> [(&'static str, f64); 2] {
+    tch::no_grad(|| {
+        let w = weight.detach().to_kind(Kind::Double);
+        let n = w.numel().max(1) as f64;
+        let clipped = w.ge(max_weight).to_kind(Kind::Double).mean(Kind::Double).double_value(&[]);
+        let (sum, sum_sq) = (w.sum(Kind::Double).double_value(&[]), w.square().sum(Kind::Double).double_value(&[]));
+        let ess = if sum_sq > 0.0 { sum * sum / (n * sum_sq) } else { 0.0 };
+        [(ADVANTAGE_WEIGHT_STATS[0], clipped), (ADVANTAGE_WEIGHT_STATS[1], ess)]
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Weights [e⁰, e¹, 100 (clipped from e⁵), 100 (e⁶)]: half the rows at the clip, and
+    /// (Σw)² / (4 Σw²) by hand.
+    #[test]
+    fn advantage_weight_stats_count_the_clip_and_the_effective_sample_size() {
+        let w = advantage_weights(&Tensor::from_slice(&[0.0f32, 1.0, 5.0, 6.0]), 100.0);
+        let e = std::f64::consts::E;
+        let want: Vec<f64> = vec![1.0, e, 100.0, 100.0];
+        let got = Vec::<f64>::try_from(w.to_kind(Kind::Double)).unwrap();
+        assert!(got.iter().zip(&want).all(|(a, b)| (a - b).abs() < 1e-4), "{got:?}");
+        let (s, s2): (f64, f64) = (want.iter().sum(), want.iter().map(|x| x * x).sum());
+        let stats = advantage_weight_stats(&w, 100.0);
+        assert_eq!(stats[0], ("awr_clipped", 0.5));
+        assert!((stats[1].1 - s * s / (4.0 * s2)).abs() < 1e-6, "{stats:?}");
+        let equal = advantage_weight_stats(&Tensor::from_slice(&[3.0f32; 8]), 100.0);
+        assert_eq!(equal, [("awr_clipped", 0.0), ("awr_ess", 1.0)]);
+    }
     use crate::nn::MlpConfig;
 
     #[test]
