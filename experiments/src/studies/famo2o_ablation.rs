@@ -16,7 +16,7 @@ use super::jobs::{at, plot, run_jobs, sets, Curves, Job, Processes};
 use super::StudyReport;
 use crate::report::runs::read_curve;
 use crate::report::stats::{mean, std_dev};
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -43,9 +43,7 @@ pub struct Famo2oAblationOptions {
 
 /// Run the experiment.
 pub fn run(args: &Famo2oAblationOptions) -> Result<StudyReport> {
-    if args.seeds == 0 || args.processes.jobs == 0 || args.processes.threads < 1 {
-        bail!("--seeds, --jobs and --threads must be at least 1");
-    }
+    args.processes.check(args.seeds)?;
     let preset = format!("famo2o-cql-{}", args.task);
     let (_, mut table) =
         crate::run::presets::load(&preset).with_context(|| format!("--task {}: no preset {preset}", args.task))?;

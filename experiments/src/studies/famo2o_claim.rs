@@ -190,9 +190,7 @@ pub struct RegionBeta {
 
 /// `o2o experiment famo2o-claim`.
 pub fn run(args: &Famo2oClaimOptions) -> Result<StudyReport> {
-    if args.seeds == 0 || args.processes.jobs == 0 || args.processes.threads < 1 {
-        bail!("--seeds, --jobs and --threads must be at least 1");
-    }
+    args.processes.check(args.seeds)?;
     let preset = args.algo.preset(&args.task);
     let (_, base) =
         crate::run::presets::load(&preset).with_context(|| format!("--task {}: no preset {preset}", args.task))?;

@@ -27,6 +27,16 @@ pub struct Processes {
     pub exe: PathBuf,
 }
 
+impl Processes {
+    /// Refuses a study with no seeds, no jobs or no threads, before anything runs.
+    pub fn check(&self, seeds: u64) -> Result<()> {
+        if seeds == 0 || self.jobs == 0 || self.threads < 1 {
+            bail!("--seeds, --jobs and --threads must be at least 1");
+        }
+        Ok(())
+    }
+}
+
 /// Curves per variant: one `(env step, score)` list per seed.
 pub type Curves = BTreeMap<&'static str, Vec<Vec<(f64, f64)>>>;
 

@@ -65,9 +65,7 @@ pub struct SeraAblationOptions {
 
 /// `o2o experiment sera-ablation`.
 pub fn run(args: &SeraAblationOptions) -> Result<StudyReport> {
-    if args.seeds == 0 || args.processes.jobs == 0 || args.processes.threads < 1 {
-        bail!("--seeds, --jobs and --threads must be at least 1");
-    }
+    args.processes.check(args.seeds)?;
     let preset = format!("sera-calql-{}", args.task);
     let (shared, resolved) = super::jobs::preset_overrides(&preset, &args.task, &args.set)?;
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("experiments-out/sera-ablation-{}", args.task)));

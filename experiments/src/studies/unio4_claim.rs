@@ -183,9 +183,7 @@ fn claim_table(m: &Measures) -> (String, Vec<(String, super::jobs::Paired)>) {
 
 /// `o2o experiment unio4-claim`.
 pub fn run(args: &Unio4ClaimOptions) -> Result<StudyReport> {
-    if args.seeds == 0 || args.processes.jobs == 0 || args.processes.threads < 1 {
-        bail!("--seeds, --jobs and --threads must be at least 1");
-    }
+    args.processes.check(args.seeds)?;
     let preset = format!("unio4-{}", args.task);
     let (shared, resolved) = super::jobs::preset_overrides(&preset, &args.task, &args.set)?;
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("experiments-out/unio4-claim-{}", args.task)));

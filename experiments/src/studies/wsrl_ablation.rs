@@ -93,9 +93,7 @@ struct Budget {
 
 /// `o2o experiment wsrl-ablation`.
 pub fn run(args: &WsrlAblationOptions) -> Result<StudyReport> {
-    if args.seeds == 0 || args.processes.jobs == 0 || args.processes.threads < 1 {
-        bail!("--seeds, --jobs and --threads must be at least 1");
-    }
+    args.processes.check(args.seeds)?;
     let env_name = args.task.split('-').next().unwrap_or_default().to_string();
     let env = format!("{env_name}-v2");
     let scale = match args.scale {
