@@ -65,7 +65,12 @@ fn main() {
     let cli = Cli::parse();
     if matches!(
         cli.command,
-        Command::Train(_) | Command::Run(_) | Command::Finetune(_) | Command::Resume(_) | Command::Robot(_)
+        Command::Train(_)
+            | Command::Run(_)
+            | Command::Finetune(_)
+            | Command::Resume(_)
+            | Command::Robot(_)
+            | Command::Experiment(_)
     ) {
         // Ctrl-C and SIGTERM: a checkpoint at the next safe point, then the resume command.
         o2o_experiments::run::interrupt::install();
@@ -116,6 +121,10 @@ fn main() {
             std::process::exit(130);
         }
         if let Some(stop) = err.downcast_ref::<commands::run::sweep::SweepStopped>() {
+            eprintln!("o2o: {stop}");
+            std::process::exit(130);
+        }
+        if let Some(stop) = err.downcast_ref::<o2o_experiments::studies::jobs::StudyStopped>() {
             eprintln!("o2o: {stop}");
             std::process::exit(130);
         }

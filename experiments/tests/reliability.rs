@@ -406,6 +406,22 @@ fn sigint_checkpoints_and_says_how_to_resume() {
     assert_eq!(metrics_without_time(&dir), want);
 }
 
+/// SIGTERM to `child`'s PID (not its group, as a supervisor sends it) once `runs` holds `n`
+/// run directories with a metrics file (at most a minute); its output and stderr.
+fn sigterm_once_under_way(child: std::process::Child, runs: &Path, n: usize) -> (Output, String) {
+    let t0 = Instant::now();
+    while run_dirs(runs).iter().filter(|d| d.join("metrics.jsonl").exists()).count() < n
+        && t0.elapsed() < Duration::from_secs(60)
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    (o, err)
+}
+
 /// Issue 47 C1: SIGTERM to a sweep's PID (not its group, as a supervisor sends it) reaches every
 /// running seed once: each writes a checkpoint, no new seed starts, and the sweep names each
 /// stopped run with its resume command ("stopped", not "failed") and the seed it did not start,
@@ -420,16 +436,7 @@ fn sigterm_to_a_sweep_stops_its_runs_with_checkpoints_and_starts_no_more() {
         .spawn()
         .unwrap();
     // Both running seeds under way (each directory holds a metrics file).
-    let t0 = Instant::now();
-    while run_dirs(&runs).iter().filter(|d| d.join("metrics.jsonl").exists()).count() < 2
-        && t0.elapsed() < Duration::from_secs(60)
-    {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(300));
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let o = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    let (o, err) = sigterm_once_under_way(child, &runs, 2);
     assert_eq!(o.status.code(), Some(130), "{err}");
     let dirs = run_dirs(&runs);
     assert_eq!(dirs.len(), 2, "seed 2 never starts: {dirs:?}\n{err}");
@@ -445,6 +452,50 @@ fn sigterm_to_a_sweep_stops_its_runs_with_checkpoints_and_starts_no_more() {
     assert!(err.contains("seed 0: stopped at step") && err.contains("seed 1: stopped at step"), "{err}");
     assert!(!err.contains("failed"), "a stopped run is not a failed one: {err}");
     assert!(err.contains("not started: seeds 2; run them with --seeds 2"), "{err}");
+}
+
+/// C1 for experiments: SIGTERM to an `o2o experiment`'s PID (as a supervisor sends it) is
+/// forwarded to its running run, which stops with a checkpoint; nothing new starts, no run is
+/// left behind as an orphan (it used to run on after the experiment had died), and the
+/// experiment says how to continue and exits with 130.
+#[test]
+fn sigterm_to_an_experiment_stops_its_run_with_a_checkpoint() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let out = scratch("experiment-stop-");
+    let mut c = o2o(&["experiment", "wsrl-ablation", "--task", "hopper-medium", "--seeds", "1", "--jobs", "1"]);
+    c.current_dir(root).args(["--device", "cpu", "--out"]).arg(&out);
+    for s in [
+        "train.offline_steps=200000",
+        "train.warmup_steps=300",
+        "train.online_steps=600",
+        "train.online_batch_size=128",
+        "checkpoint.every=0",
+        "agent.critic.hidden=[16, 16]",
+        "agent.actor.mlp.hidden=[16, 16]",
+    ] {
+        c.args(["--set", s]);
+    }
+    let child = c.spawn().unwrap();
+    // The pre-training under way (its run directory holds a metrics file).
+    let pretrain = out.join("runs/pretrain/seed-0");
+    let (o, err) = sigterm_once_under_way(child, &pretrain, 1);
+    assert_eq!(o.status.code(), Some(130), "{err}");
+    assert!(err.contains("the experiment was stopped") && err.contains("run the same command again"), "{err}");
+    assert!(err.contains("pretrain seed 0 stopped with a checkpoint"), "{err}");
+    let dirs = run_dirs(&pretrain);
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    assert!(!dirs[0].join("summary.json").exists(), "the pre-training ran to its end: {err}");
+    assert!(!o2o_experiments::run::checkpoint::list(&dirs[0]).unwrap().is_empty(), "no checkpoint: {err}");
+    // Nothing started after the stop, and no o2o process of this experiment is left.
+    assert!(!out.join("runs/wsrl").exists() && !out.join("runs/rlpd").exists(), "a run started after the stop");
+    let mine = out.display().to_string();
+    let left: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains(&mine))
+        .collect();
+    assert!(left.is_empty(), "processes left behind: {left:?}");
 }
 
 /// Issue 47 item 3: an agent driven to NaN by an absurd learning rate is named as the culprit,

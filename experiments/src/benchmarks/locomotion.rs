@@ -9,7 +9,8 @@
 //!    sets a new best return;
 //! 3. **medium**: `rows` env steps of the *medium snapshot*, the earliest evaluation whose mean
 //!    return reaches one third of the final policy's D4RL-normalized score
-//!    ([`choose_medium`]) — the point where D4RL early-stopped its medium SAC run;
+//!    ([`choose_medium`]) — the point where D4RL early-stopped its medium SAC run (or, with
+//!    [`MediumPick::Closest`], the evaluation nearest that target);
 //! 4. **expert**: `rows` env steps of the final policy;
 //! 5. **medium-replay**: the SAC run's own transitions (its whole replay buffer) up to the
 //!    medium snapshot, cut at the last episode end before it.
@@ -158,6 +159,20 @@ pub struct BenchmarkSpec {
     /// `--medium-score`: the medium policy's D4RL-normalized target instead of one third of the
     /// final policy's score.
     pub medium_score: Option<f64>,
+    /// `--medium-pick`: which evaluation the target picks.
+    pub medium_pick: MediumPick,
+}
+
+/// Which SAC evaluation is the medium policy, given the target return.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum MediumPick {
+    /// The earliest evaluation at or above the target (D4RL's early stopping).
+    #[default]
+    Earliest,
+    /// The evaluation whose mean return is nearest the target, the earliest on a tie: for a
+    /// run whose evaluations jump past the target (hopper's swing by 40 normalized points
+    /// between evaluations), where the earliest one above it can be far above it.
+    Closest,
 }
 
 /// Seed streams of the rollout sets (distinct from the runner's 1–4).
@@ -232,9 +247,10 @@ fn generate_in(spec: &BenchmarkSpec, work: &Path) -> Result<BenchmarkManifest> {
             mean_return: r.mean_return,
             normalized_score: r.normalized_score,
         });
-        // Only a new best can be the earliest evaluation above any target (see `choose_medium`).
-        if r.mean_return > best {
-            best = r.mean_return;
+        // Only a new best can be the earliest evaluation above any target (see `choose_medium`);
+        // any evaluation can be the closest to it.
+        if r.mean_return > best || spec.medium_pick == MediumPick::Closest {
+            best = best.max(r.mean_return);
             let p = snapshot_path(&snapshots, st.step);
             agent.save(&p).with_context(|| format!("saving the policy snapshot {}", p.display()))?;
         }
@@ -246,11 +262,11 @@ fn generate_in(spec: &BenchmarkSpec, work: &Path) -> Result<BenchmarkManifest> {
     let sac_wall = t_sac.elapsed().as_secs_f64();
     let final_agent = run_dir.join(&summary.checkpoint).join(checkpoint::AGENT);
 
-    // 3. medium: the earliest evaluation at the medium rule's target ([`choose_medium`]).
-    let medium = choose_medium(&evals, task, spec.medium_score)?;
+    // 3. medium: the evaluation the medium rule picks ([`choose_medium`]).
+    let medium = choose_medium(&evals, task, spec.medium_score, spec.medium_pick)?;
     let last = *evals.last().context("the SAC run made no evaluation")?;
     eprintln!(
-        "make-benchmark {task}: [3/5] medium policy = evaluation at env step {} (return {:.1} ≥ target {:.1}; expert {:.1}), {} rows",
+        "make-benchmark {task}: [3/5] medium policy = evaluation at env step {} (return {:.1}, target {:.1}; expert {:.1}), {} rows",
         medium.eval.env_step, medium.eval.mean_return, medium.target_return, medium.expert_eval_return, s.rows
     );
     let medium_agent =
@@ -334,7 +350,7 @@ fn generate_in(spec: &BenchmarkSpec, work: &Path) -> Result<BenchmarkManifest> {
             evaluations: evals.clone(),
             wall_s: sac_wall,
         },
-        medium_rule: medium_rule(spec.medium_score),
+        medium_rule: medium_rule(spec.medium_score, spec.medium_pick),
         medium,
         files,
         wall_s: t0.elapsed().as_secs_f64(),
@@ -409,11 +425,20 @@ fn snapshot_path(dir: &Path, step: u64) -> PathBuf {
 }
 
 /// The manifest's `medium_rule`, in words.
-fn medium_rule(medium_score: Option<f64>) -> String {
-    let tail = "(deterministic policy, every eval_every env steps); the final policy when none does";
+fn medium_rule(medium_score: Option<f64>, pick: MediumPick) -> String {
+    let (which, tail) = match pick {
+        MediumPick::Earliest => (
+            "the earliest SAC evaluation whose mean return reaches",
+            "(deterministic policy, every eval_every env steps); the final policy when none does",
+        ),
+        MediumPick::Closest => (
+            "the SAC evaluation whose mean return is nearest (--medium-pick closest)",
+            "(deterministic policy, every eval_every env steps); the earliest on a tie",
+        ),
+    };
     match medium_score {
-        None => format!("the earliest SAC evaluation whose mean return reaches target = REF_MIN + (R_expert - REF_MIN) / 3, i.e. one third of the final policy's D4RL-normalized evaluation score {tail}"),
-        Some(x) => format!("the earliest SAC evaluation whose mean return reaches target = REF_MIN + {x} / 100 * (REF_MAX - REF_MIN), i.e. a D4RL-normalized evaluation score of {x} (--medium-score) {tail}"),
+        None => format!("{which} target = REF_MIN + (R_expert - REF_MIN) / 3, i.e. one third of the final policy's D4RL-normalized evaluation score {tail}"),
+        Some(x) => format!("{which} target = REF_MIN + {x} / 100 * (REF_MAX - REF_MIN), i.e. a D4RL-normalized evaluation score of {x} (--medium-score) {tail}"),
     }
 }
 
@@ -423,15 +448,31 @@ fn medium_rule(medium_score: Option<f64>) -> String {
 /// score. Early stopping would have stopped SAC there. With `medium_score` (`--medium-score`)
 /// the target is that D4RL-normalized score instead, `REF_MIN + score / 100 · (REF_MAX −
 /// REF_MIN)`: one third of D4RL's own expert, when our SAC's expert is weaker than D4RL's.
-/// When none reaches the target, the final policy.
-pub fn choose_medium(evals: &[EvalPoint], family: &str, medium_score: Option<f64>) -> Result<MediumChoice> {
+/// When none reaches the target, the final policy. With [`MediumPick::Closest`], the
+/// evaluation whose mean return is nearest the target instead (the earliest on a tie).
+pub fn choose_medium(
+    evals: &[EvalPoint],
+    family: &str,
+    medium_score: Option<f64>,
+    pick: MediumPick,
+) -> Result<MediumChoice> {
     let last = *evals.last().context("no SAC evaluation to choose the medium policy from")?;
     let (ref_min, ref_max) = o2o_datasets::scores::ref_scores(family)?;
     let target = match medium_score {
         None => ref_min + (last.mean_return - ref_min) / 3.0,
         Some(x) => ref_min + x / 100.0 * (ref_max - ref_min),
     };
-    let (eval, fallback_to_final) = match evals.iter().find(|e| e.mean_return >= target) {
+    let found = match pick {
+        MediumPick::Earliest => evals.iter().find(|e| e.mean_return >= target),
+        MediumPick::Closest => evals.iter().reduce(|best, e| {
+            if (e.mean_return - target).abs() < (best.mean_return - target).abs() {
+                e
+            } else {
+                best
+            }
+        }),
+    };
+    let (eval, fallback_to_final) = match found {
         Some(e) => (*e, false),
         None => (last, true),
     };
@@ -508,16 +549,16 @@ mod tests {
         // Hopper: REF_MIN = -20.272305, so a final return of 1500 gives a target of
         // -20.272305 + 1520.272305 / 3 = 486.485130.
         let evals = [ev(1, 100.0), ev(2, 600.0), ev(3, 300.0), ev(4, 900.0), ev(5, 1500.0)];
-        let m = choose_medium(&evals, "hopper", None).unwrap();
+        let m = choose_medium(&evals, "hopper", None, MediumPick::Earliest).unwrap();
         assert!((m.target_return - 486.485_13).abs() < 1e-5, "{}", m.target_return);
         assert_eq!((m.eval.step, m.fallback_to_final, m.expert_eval_return), (2, false, 1500.0));
         // Normalized score of the target = a third of the expert's.
         let n = |r: f64| o2o_datasets::scores::normalized_score("hopper", r).unwrap();
         assert!((n(m.target_return) - n(1500.0) / 3.0).abs() < 1e-9);
         // A final policy below D4RL's random reference: no evaluation reaches the target.
-        let m = choose_medium(&[ev(1, -50.0), ev(2, -60.0)], "hopper", None).unwrap();
+        let m = choose_medium(&[ev(1, -50.0), ev(2, -60.0)], "hopper", None, MediumPick::Earliest).unwrap();
         assert_eq!((m.eval.step, m.fallback_to_final), (2, true));
-        assert!(choose_medium(&[], "hopper", None).is_err());
+        assert!(choose_medium(&[], "hopper", None, MediumPick::Earliest).is_err());
     }
 
     #[test]
@@ -525,14 +566,30 @@ mod tests {
         // Hopper: REF_MIN = -20.272305, REF_MAX = 3234.3; a score of 45 is
         // -20.272305 + 0.45 * 3254.572305 = 1444.285232.
         let evals = [ev(1, 100.0), ev(2, 1200.0), ev(3, 1500.0), ev(4, 1300.0), ev(5, 3000.0)];
-        let m = choose_medium(&evals, "hopper", Some(45.0)).unwrap();
+        let m = choose_medium(&evals, "hopper", Some(45.0), MediumPick::Earliest).unwrap();
         assert!((m.target_return - 1444.285_232).abs() < 1e-5, "{}", m.target_return);
         // The default rule would have taken step 2 (target 986.5); the score rule takes step 3.
         assert_eq!((m.eval.step, m.fallback_to_final, m.expert_eval_return), (3, false, 3000.0));
-        assert_eq!(choose_medium(&evals, "hopper", None).unwrap().eval.step, 2);
+        assert_eq!(choose_medium(&evals, "hopper", None, MediumPick::Earliest).unwrap().eval.step, 2);
         // No evaluation that high: the final policy.
-        let m = choose_medium(&evals, "hopper", Some(95.0)).unwrap();
+        let m = choose_medium(&evals, "hopper", Some(95.0), MediumPick::Earliest).unwrap();
         assert_eq!((m.eval.step, m.fallback_to_final), (5, true));
+    }
+
+    #[test]
+    fn closest_picks_the_evaluation_nearest_the_target() {
+        // Target 1444.285232 (score 45, as above). Hopper's evaluations swing: the earliest one
+        // above the target (step 2, 2600) is far above it; the nearest is step 4 (1400).
+        let evals = [ev(1, 900.0), ev(2, 2600.0), ev(3, 700.0), ev(4, 1400.0), ev(5, 1500.0), ev(6, 1000.0)];
+        assert_eq!(choose_medium(&evals, "hopper", Some(45.0), MediumPick::Earliest).unwrap().eval.step, 2);
+        let m = choose_medium(&evals, "hopper", Some(45.0), MediumPick::Closest).unwrap();
+        assert_eq!((m.eval.step, m.fallback_to_final, m.expert_eval_return), (4, false, 1000.0));
+        // On a tie, the earliest; a target above every evaluation takes the highest, not the final.
+        let tie = [ev(1, 1444.285_232 - 10.0), ev(2, 1444.285_232 + 10.0)];
+        assert_eq!(choose_medium(&tie, "hopper", Some(45.0), MediumPick::Closest).unwrap().eval.step, 1);
+        let m = choose_medium(&evals, "hopper", Some(95.0), MediumPick::Closest).unwrap();
+        assert_eq!((m.eval.step, m.fallback_to_final), (2, false));
+        assert!(choose_medium(&[], "hopper", None, MediumPick::Closest).is_err());
     }
 
     fn episodes(ends: &[(usize, bool, bool)], n: usize) -> D4rlDataset {

@@ -71,6 +71,30 @@ pub fn requested() -> bool {
     REQUESTED.load(Ordering::SeqCst)
 }
 
+/// Set up `cmd` (an `o2o` child a sweep or an experiment starts) to be stopped only through its
+/// parent: in a process group of its own, so a terminal's Ctrl-C does not reach it twice (a second
+/// signal makes a run quit without its checkpoint), and sent SIGTERM if the parent dies
+/// (`PR_SET_PDEATHSIG`), so no run is orphaned. The parent forwards a stop with [`forward`].
+pub fn child_stopped_with_parent(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    cmd.process_group(0);
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            Ok(())
+        });
+    }
+}
+
+/// Ask a child set up by [`child_stopped_with_parent`] to stop at its next safe point.
+pub fn forward(child: &std::process::Child) {
+    // SAFETY: kill has no memory-safety preconditions; a child that has exited and not been
+    // waited for is still ours (a zombie), so the pid cannot name another process.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+}
+
 /// Forget an earlier request, so that a process which goes on after a stopped run (the Python
 /// bindings, a GUI) can start the next run.
 pub fn clear() {

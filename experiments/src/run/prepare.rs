@@ -413,6 +413,16 @@ pub fn budget_warnings(config: &RunConfig) -> Vec<String> {
                 t.random_steps, t.warmup_steps, t.online_steps
             ));
         }
+        // With no offline rows in the online batches, the first update waits for a full batch of
+        // online rows: a warm-up that ends before that changes nothing (WSRL's code starts
+        // updating after max(warm-up, batch) steps the same way).
+        let no_retention = t.offline_ratio == 0.0 && t.offline_mix == super::config::OfflineMix::Fixed;
+        if t.warmup_steps > 0 && no_retention && t.random_steps + t.warmup_steps <= need && collected >= need {
+            w.push(format!(
+                "the warm-up ({} steps) ends before the first online batch fills ({need} rows): updates start after {need} env steps with or without it, so it changes nothing; raise train.warmup_steps above {need}",
+                t.warmup_steps
+            ));
+        }
     }
     w
 }
@@ -511,4 +521,29 @@ fn load_agent(agent: &mut dyn Agent, folder: &Path, what: &str) -> Result<()> {
     let unreadable = matches!(e, AgentError::Checkpoint { .. } | AgentError::Torch(_) | AgentError::Io(_));
     let err = anyhow::Error::from(e).context(format!("{what} {}", file.display()));
     Err(if unreadable { Error::damaged_checkpoint(folder, err).into() } else { err })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wsrl(warmup: u64, online_batch: u64, offline_ratio: f64) -> RunConfig {
+        let text = format!(
+            "preset = \"t\"\nalgo = \"sac\"\nenv = \"Hopper-v5\"\n[train]\nwarmup_steps = {warmup}\nonline_steps = 5000\nbatch_size = 256\nonline_batch_size = {online_batch}\noffline_ratio = {offline_ratio}\n[dataset]\npath = \"data.hdf5\"\n"
+        );
+        RunConfig::from_toml_str(&text, "test").unwrap()
+    }
+
+    /// A warm-up that ends before the first online batch fills is named: with no retained data
+    /// the updates start at the same step with or without it (the sparse WSRL ablation's
+    /// 1000-step warm-up against a 1024-row batch made its two variants the same run).
+    #[test]
+    fn a_warmup_shorter_than_the_online_batch_is_named() {
+        let has = |c: &RunConfig| budget_warnings(c).iter().any(|w| w.contains("changes nothing"));
+        assert!(has(&wsrl(1000, 1024, 0.0)));
+        assert!(has(&wsrl(1024, 1024, 0.0)));
+        assert!(!has(&wsrl(2500, 1024, 0.0)));
+        assert!(!has(&wsrl(0, 1024, 0.0)), "no warm-up asked for");
+        assert!(!has(&wsrl(1000, 1024, 0.5)), "retained rows fill the batch from the start");
+    }
 }

@@ -219,13 +219,12 @@ fn make_once(exe: &Path, product: &Path, args: &[String], log: &Path) -> Result<
         return Ok(());
     }
     let file = std::fs::File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
-    let status = Command::new(exe)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(file.try_clone()?)
-        .stderr(file)
-        .status()
-        .context("starting o2o")?;
+    let mut c = Command::new(exe);
+    c.args(args).stdin(Stdio::null()).stdout(file.try_clone()?).stderr(file);
+    let (status, forwarded) = super::jobs::wait_forwarding(&mut c).context("starting o2o")?;
+    if forwarded {
+        return Err(super::jobs::StudyStopped { finished: 0, stopped: 0, not_started: 1 }.into());
+    }
     if !status.success() || !product.is_file() {
         bail!("`o2o {}` failed ({status}); see {}", args.join(" "), log.display());
     }

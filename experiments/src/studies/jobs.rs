@@ -6,12 +6,13 @@
 use crate::report::plot::{plot_curves, Line};
 use crate::report::stats::{mean, std_dev};
 use crate::run::device::DeviceArg;
+use crate::run::interrupt;
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// How the jobs' processes run (the experiments' `--jobs/--threads/--device` flags), and which
 /// executable they are.
@@ -119,7 +120,8 @@ pub fn run_jobs(jobs: &[Job], args: &Processes, out: &Path) -> Result<Vec<PathBu
                     let mut g = lock.lock().expect("job table");
                     loop {
                         let (slots, taken) = &mut *g;
-                        if taken.iter().all(|t| *t) {
+                        // A stop (Ctrl-C, SIGTERM to this process) starts nothing new.
+                        if taken.iter().all(|t| *t) || interrupt::requested() {
                             return;
                         }
                         let ready =
@@ -145,6 +147,12 @@ pub fn run_jobs(jobs: &[Job], args: &Processes, out: &Path) -> Result<Vec<PathBu
                         job.seed,
                         dir.display()
                     ),
+                    Err(e) if e == STOPPED => eprintln!(
+                        "[{:>5.0} s] {} seed {} stopped with a checkpoint",
+                        t0.elapsed().as_secs_f64(),
+                        job.variant,
+                        job.seed
+                    ),
                     Err(e) => eprintln!(
                         "[{:>5.0} s] {} seed {} FAILED: {e}",
                         t0.elapsed().as_secs_f64(),
@@ -162,12 +170,21 @@ pub fn run_jobs(jobs: &[Job], args: &Processes, out: &Path) -> Result<Vec<PathBu
     let slots = std::mem::take(&mut lock.lock().expect("job table").0);
     let mut dirs = Vec::new();
     let mut failed = Vec::new();
+    let (mut stopped, mut not_started) = (0, 0);
     for (job, slot) in jobs.iter().zip(slots) {
         match slot {
             Some(Ok(d)) => dirs.push(d),
+            Some(Err(e)) if e == STOPPED => stopped += 1,
             Some(Err(e)) => failed.push(format!("{} seed {}: {e}", job.variant, job.seed)),
+            None if interrupt::requested() => not_started += 1,
             None => failed.push(format!("{} seed {}: not run", job.variant, job.seed)),
         }
+    }
+    if interrupt::requested() {
+        if !failed.is_empty() {
+            eprintln!("failed before the stop:\n  {}", failed.join("\n  "));
+        }
+        return Err(StudyStopped { finished: dirs.len(), stopped, not_started }.into());
     }
     if !failed.is_empty() {
         bail!(
@@ -191,7 +208,26 @@ pub fn run_jobs_timed(jobs: &[Job], args: &Processes, out: &Path) -> Result<(Vec
     Ok((dirs, wall_s, cpu_s))
 }
 
-/// One `o2o` process for `job` (or the finished run already there).
+/// What [`run_one`] returns for a run that stopped on request with a checkpoint.
+const STOPPED: &str = "stopped on request";
+
+/// An experiment stopped by a signal (Ctrl-C, SIGTERM to its PID): its running runs were asked to
+/// stop and wrote checkpoints, nothing new started. Rerunning the same command continues: finished
+/// runs are reused and a stopped one resumes from its checkpoint. The CLI exits with 130.
+#[derive(Debug, thiserror::Error)]
+#[error("the experiment was stopped: {finished} run(s) finished, {stopped} stopped with a checkpoint, {not_started} not started; run the same command again to continue")]
+pub struct StudyStopped {
+    /// Runs finished (now or by an earlier process).
+    pub finished: usize,
+    /// Runs that stopped with a checkpoint.
+    pub stopped: usize,
+    /// Runs not started.
+    pub not_started: usize,
+}
+
+/// One `o2o` process for `job` (or the finished run already there). The child is stopped only
+/// through this process ([`interrupt::child_stopped_with_parent`]): a stop asked of the experiment
+/// is forwarded to it once, and it ends with a checkpoint ([`STOPPED`]).
 fn run_one(
     exe: &Path,
     job: &Job,
@@ -228,11 +264,33 @@ fn run_one(
     };
     let log = log.map_err(|e| format!("cannot open {}: {e}", log_path.display()))?;
     c.stdin(Stdio::null()).stdout(log.try_clone().map_err(|e| e.to_string())?).stderr(log);
-    let status = c.status().map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
+    let (status, forwarded) = wait_forwarding(&mut c).map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
+    if forwarded && status.code() == Some(130) {
+        return Err(STOPPED.to_string());
+    }
     if !status.success() {
         return Err(format!("exited with {status}; see {}", log_path.display()));
     }
     finished_run(&job.runs_dir).ok_or_else(|| format!("no finished run in {}", job.runs_dir.display()))
+}
+
+/// Start `c` as a child stopped only through this process
+/// ([`interrupt::child_stopped_with_parent`]) and wait for it, forwarding a stop asked of this
+/// process once; returns its exit status and whether a stop was forwarded.
+pub fn wait_forwarding(c: &mut Command) -> std::io::Result<(std::process::ExitStatus, bool)> {
+    interrupt::child_stopped_with_parent(c);
+    let mut child = c.spawn()?;
+    let mut forwarded = false;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok((status, forwarded));
+        }
+        if interrupt::requested() && !forwarded {
+            forwarded = true;
+            interrupt::forward(&child);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// User + system CPU seconds of this process's finished child processes (the runs).

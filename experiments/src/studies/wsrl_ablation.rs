@@ -125,6 +125,7 @@ pub fn run(args: &WsrlAblationOptions) -> Result<StudyReport> {
     // The preset with every run's overrides: what the budget, pre-training and networks read.
     let resolved = resolve(&base, &shared)?;
     let budget = budget_of(&resolved)?;
+    check_warmup(&resolved, budget.warmup)?;
     let (k, n) = (budget.warmup, budget.online);
     let pretrain_algo = pretrain_of(&resolved);
 
@@ -396,6 +397,25 @@ fn resolve(base: &toml::Table, overrides: &[String]) -> Result<toml::Table> {
     Ok(t)
 }
 
+/// Refuse a warm-up the `wsrl-no-warmup` variant would have too. With no retained data the first
+/// update needs a full online batch in the buffer, so "no warm-up" still acts with the frozen
+/// pre-trained policy for `online batch` steps (WSRL's `finetune.py` starts updating after
+/// `max(warmup_steps, batch_size)` steps the same way); a warm-up not above that makes the two
+/// variants the same run.
+fn check_warmup(t: &toml::Table, warmup: u64) -> Result<()> {
+    let get = |key: &str| t.get("train").and_then(|s| s.get(key)).and_then(|v| v.as_integer()).unwrap_or(0).max(0);
+    let batch = match get("online_batch_size") {
+        0 => get("batch_size"),
+        b => b,
+    } as u64;
+    if warmup <= batch {
+        bail!(
+            "train.warmup_steps = {warmup} is not above the online batch ({batch} rows): with no retained data the first update waits for a full batch anyway, so `wsrl` and `wsrl-no-warmup` would be the same run; raise train.warmup_steps above {batch} (WSRL's scripts: 5000 against a batch of 1024)"
+        );
+    }
+    Ok(())
+}
+
 /// The step counts a resolved preset table names.
 fn budget_of(t: &toml::Table) -> Result<Budget> {
     let get = |section: &str, key: &str| {
@@ -497,6 +517,21 @@ fn gap_table(gaps: &Curves, steps: &[u64]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_warmup_not_above_the_online_batch_is_refused() {
+        let t = |w: i64, b: i64, ob: i64| -> toml::Table {
+            toml::from_str(&format!("[train]\nwarmup_steps = {w}\nbatch_size = {b}\nonline_batch_size = {ob}\n"))
+                .unwrap()
+        };
+        let err = check_warmup(&t(1000, 256, 1024), 1000).unwrap_err().to_string();
+        assert!(err.contains("warmup_steps = 1000") && err.contains("1024 rows"), "{err}");
+        assert!(check_warmup(&t(1024, 256, 1024), 1024).is_err());
+        check_warmup(&t(1025, 256, 1024), 1025).unwrap();
+        // No online batch size: the batch size is the online batch.
+        assert!(check_warmup(&t(256, 256, 0), 256).is_err());
+        check_warmup(&t(2500, 256, 0), 2500).unwrap();
+    }
 
     #[test]
     fn table_names_the_budget_and_holds_the_rows() {

@@ -54,6 +54,10 @@ pub struct MakeBenchmarkArgs {
     /// where D4RL's hopper-medium policy sits) instead of one third of the final policy's score.
     #[arg(long, value_name = "NORMALIZED")]
     pub medium_score: Option<f64>,
+    /// Which evaluation the medium target picks: the earliest at or above it (D4RL's early
+    /// stopping), or the one nearest it, for runs whose evaluations jump far past the target.
+    #[arg(long, value_enum, default_value = "earliest")]
+    pub medium_pick: o2o_experiments::benchmarks::locomotion::MediumPick,
     /// Override a key of the SAC run's config, as `o2o train --set` (e.g. `--set agent.critic.hidden=[64,64]`).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
@@ -145,7 +149,8 @@ fn run_imaginebench(args: MakeBenchmarkArgs) -> Result<()> {
         || !args.set.is_empty()
         || args.keep_run
         || args.gzip.is_some()
-        || args.medium_score.is_some();
+        || args.medium_score.is_some()
+        || args.medium_pick != o2o_experiments::benchmarks::locomotion::MediumPick::Earliest;
     if sac_only {
         bail!("make-benchmark imaginebench-mujoco takes --scale, --out, --seed and --threads only (the SAC and file options belong to the locomotion tasks)");
     }
@@ -233,6 +238,7 @@ fn run_mixed(args: MakeBenchmarkArgs, policy_run: PathBuf) -> Result<()> {
         || !args.set.is_empty()
         || args.keep_run
         || args.medium_score.is_some()
+        || args.medium_pick != o2o_experiments::benchmarks::locomotion::MediumPick::Earliest
         || args.controller.is_some();
     if sac_only {
         bail!("--mixed-quality takes --scale, --transitions, --eval-episodes, --gzip, --out, --seed, --device and --threads (the policy is trained already: no SAC options)");
@@ -317,6 +323,7 @@ pub fn run(args: MakeBenchmarkArgs) -> Result<()> {
         keep_run: args.keep_run,
         device: args.device.resolve()?,
         medium_score: args.medium_score,
+        medium_pick: args.medium_pick,
     };
     let m = locomotion::generate(&spec)?;
     println!("{}", locomotion::summary(&spec.out, &m));

@@ -91,7 +91,7 @@ pub fn run(sweep: &SweepArgs, common: &CommonArgs) -> Result<()> {
             if let Some(t) = threads {
                 c.args(["--threads", &t.to_string()]);
             }
-            own_group_stopped_with_parent(&mut c);
+            interrupt::child_stopped_with_parent(&mut c);
             running.push((seed, c.spawn().with_context(|| format!("cannot start the run of seed {seed}"))?));
         }
         // A stop asked of the sweep (Ctrl-C, SIGTERM to its PID) goes to every run once: each
@@ -101,7 +101,7 @@ pub fn run(sweep: &SweepArgs, common: &CommonArgs) -> Result<()> {
         if interrupt::requested() && !forwarded {
             forwarded = true;
             for (_, child) in &running {
-                unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+                interrupt::forward(child);
             }
         }
         match running.iter_mut().position(|(_, c)| matches!(c.try_wait(), Ok(Some(_)))) {
@@ -188,22 +188,6 @@ fn outcome(out: &Output) -> Outcome {
             Some(c) => format!("exit code {c}"),
             None => "killed by a signal".to_string(),
         }),
-    }
-}
-
-/// Start `cmd` in a process group of its own (a terminal's Ctrl-C reaches the sweep only, which
-/// forwards one SIGTERM), and have it sent SIGTERM if the sweep dies, so it checkpoints and
-/// stops instead of running on unwatched.
-fn own_group_stopped_with_parent(cmd: &mut Command) {
-    use std::os::unix::process::CommandExt;
-    cmd.process_group(0);
-    #[cfg(target_os = "linux")]
-    // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-            Ok(())
-        });
     }
 }
 
