@@ -101,7 +101,8 @@ impl Adam {
         let consts = [1.0 - self.beta1, 1.0 - self.beta2, c1, c2];
         tch::no_grad(|| {
             // Every float32 CPU tensor takes the fused pass, all of them in one split over the
-            // thread team; any other (CUDA, non-contiguous) takes the tensor path.
+            // thread team; any other (CUDA, non-contiguous, or every tensor with the generic
+            // path forced, [`super::path`]) takes the tensor path.
             let mut fused = Vec::new();
             for (i, (((_, p), g), (m, v))) in
                 params.named().iter().zip(grads).zip(self.m.iter().zip(&self.v)).enumerate()
@@ -129,6 +130,9 @@ impl Adam {
                 }
             }
             let tau = target.map_or(0.0, |(_, tau)| tau);
+            if !fused.is_empty() {
+                super::path::hit();
+            }
             fused_cpu_step(fused, consts, tau, step_size == 0.0);
         });
     }
@@ -215,7 +219,8 @@ fn fused_cpu_step(elems: Vec<Elems<'_>>, [w1, w2, c1, c2]: [f64; 4], tau: f64, m
 }
 
 /// The slices of one parameter's fused step, or `None` (the tensor path) unless the parameter,
-/// its gradient, moments and target are contiguous float32 CPU tensors of one size.
+/// its gradient, moments and target are contiguous float32 CPU tensors of one size (and the
+/// generic path is not forced, [`super::path::fast_cpu`]).
 ///
 /// # Safety
 /// The buffers must be distinct, and nothing else may read or write them while the returned
@@ -228,8 +233,7 @@ unsafe fn cpu_elems<'a>(
     track: Option<&'a Tensor>,
 ) -> Option<Elems<'a>> {
     let n = p.numel();
-    let ok =
-        |t: &Tensor| t.device() == tch::Device::Cpu && t.kind() == Kind::Float && t.is_contiguous() && t.numel() == n;
+    let ok = |t: &Tensor| super::path::fast_cpu(t) && t.is_contiguous() && t.numel() == n;
     if !(ok(p) && ok(g) && ok(m) && ok(v) && track.is_none_or(ok)) {
         return None;
     }

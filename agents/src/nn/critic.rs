@@ -5,10 +5,12 @@
 //! On the CPU the ensemble takes its taped pass ([`EnsembleMlp::forward_taped`]): `L` is
 //! differentiated in the Q-values alone, their gradient is carried through the networks by
 //! [`EnsembleMlp::backward_loss`], and Adam and the Polyak step share one pass over the weights
-//! ([`Adam::apply_and_track`]). Elsewhere autograd does the whole of it, then [`polyak_update`].
+//! ([`Adam::apply_and_track`]). Elsewhere (CUDA, or the generic path forced, [`super::path`])
+//! autograd does the whole of it, then [`polyak_update`].
 
 use super::ensemble::EnsembleTape;
 use super::floats::floats;
+use super::path;
 use super::{polyak_update, Adam, EnsembleMlp, Frozen, MlpConfig, ParamSet, TanhGaussianActor, Trained};
 use crate::rng::AgentRng;
 use serde::{Deserialize, Serialize};
@@ -117,7 +119,7 @@ pub(crate) struct CriticTerm {
 /// The elements of a one-dimensional float32 CPU tensor of any stride (a minibatch's strided
 /// view of a column), read without a libtorch op; `None` for any other tensor.
 fn elements_1d(t: &Tensor) -> Option<Vec<f32>> {
-    if t.device() != Device::Cpu || t.kind() != Kind::Float || t.dim() != 1 {
+    if !path::fast_cpu(t) || t.dim() != 1 {
         return None;
     }
     let (len, stride) = (t.size()[0] as usize, t.stride()[0] as isize);
@@ -189,9 +191,10 @@ fn td_target_reference(q: &Tensor, next_logp: &Tensor, k: i64, backup: &Backup<'
 /// The TD target `y = r + γ (1 − d) (min_i Q̄_i − α log π(a'|s'))` `[B]` on the CPU in one pass
 /// over the rows, from the subset's target values `q_next` `[M, B]`, `log π(a'|s')`, the rows'
 /// rewards and done flags, with `alpha` only where the entropy enters the backup; `None` (the
-/// caller's tensor ops) off the CPU or for other layouts. Each row is computed in the tensor
-/// ops' order with the same float32 roundings (`1 − d`, times γ, times the bracket, plus r), so
-/// it equals them bit for bit; it saves their seven small passes and dispatches.
+/// caller's tensor ops) off the CPU fast path ([`path::fast_cpu`]) or for other layouts. Each
+/// row is computed in the tensor ops' order with the same float32 roundings (`1 − d`, times γ,
+/// times the bracket, plus r), so it equals them bit for bit; it saves their seven small passes
+/// and dispatches.
 pub(crate) fn td_target_cpu(
     q_next: &Tensor,
     next_logp: &Tensor,
@@ -200,21 +203,20 @@ pub(crate) fn td_target_cpu(
     alpha: Option<&Tensor>,
     gamma: f64,
 ) -> Option<Tensor> {
-    if q_next.device() != Device::Cpu || q_next.kind() != Kind::Float || q_next.dim() != 2 || !q_next.is_contiguous() {
+    if !path::fast_cpu(q_next) || q_next.dim() != 2 || !q_next.is_contiguous() {
         return None;
     }
     let (members, rows) = (q_next.size()[0] as usize, q_next.size()[1] as usize);
     let (logp, r, d) = (elements_1d(next_logp)?, elements_1d(reward)?, elements_1d(terminal)?);
     let alpha = match alpha {
-        Some(a) if a.device() == Device::Cpu && a.kind() == Kind::Float && a.numel() == 1 => {
-            Some(a.double_value(&[0]) as f32)
-        }
+        Some(a) if path::fast_cpu(a) && a.numel() == 1 => Some(a.double_value(&[0]) as f32),
         Some(_) => return None,
         None => None,
     };
     if members == 0 || [logp.len(), r.len(), d.len()] != [rows; 3] {
         return None;
     }
+    path::hit();
     // SAFETY: a contiguous float32 CPU tensor of members × rows elements, only read here.
     let q = unsafe { floats(q_next) };
     let gamma = gamma as f32;
@@ -243,9 +245,10 @@ pub(crate) fn td_target_cpu(
 /// The squared TD loss `L = mean_{i,b} (Q_i(s_b, a_b) − y_b)²` over `q` `[E, B]` and its
 /// gradient in the Q-values, `∂L/∂Q_i = 2 (Q_i − y) / (E B)`, on the CPU in one pass: `(∂L/∂Q,
 /// L)`, the gradient equal bit for bit to the tensor ops' (`Q − y`, times the float32 constant),
-/// the loss (a logged value) summed in float64. `None` off the CPU or for other layouts.
+/// the loss (a logged value) summed in float64. `None` off the CPU fast path ([`path::fast_cpu`])
+/// or for other layouts.
 pub(crate) fn squared_td_grad_cpu(q: &Tensor, y: &Tensor) -> Option<(Tensor, Tensor)> {
-    if q.device() != Device::Cpu || q.kind() != Kind::Float || q.dim() != 2 || !q.is_contiguous() {
+    if !path::fast_cpu(q) || q.dim() != 2 || !q.is_contiguous() {
         return None;
     }
     let (members, rows) = (q.size()[0] as usize, q.size()[1] as usize);
@@ -253,6 +256,7 @@ pub(crate) fn squared_td_grad_cpu(q: &Tensor, y: &Tensor) -> Option<(Tensor, Ten
     if y.len() != rows || members * rows == 0 {
         return None;
     }
+    path::hit();
     // SAFETY: a contiguous float32 CPU tensor of members × rows elements, only read here.
     let qs = unsafe { floats(q) };
     let scale = (2.0 / (members * rows) as f64) as f32;

@@ -6,6 +6,7 @@
 //! deterministic action is `tanh(μ(s))` and a stochastic one is clipped to `[-1, 1]`.
 
 use super::mlp_pass::MlpPass;
+use super::path;
 use super::{tanh_gaussian::LOG_SQRT_2PI, Activation, Layer, Mlp, MlpConfig, ParamSet, PolicyGraph};
 use crate::rng::AgentRng;
 use serde::{Deserialize, Serialize};
@@ -177,10 +178,11 @@ impl GaussianActor {
         weight: &Tensor,
         params: &ParamSet,
     ) -> Option<(Tensor, Vec<Tensor>)> {
-        let cpu_f32 = |t: &Tensor| t.device() == Device::Cpu && t.kind() == Kind::Float;
-        if !(cpu_f32(action) && cpu_f32(weight) && cpu_f32(&self.log_std) && MlpPass::applies(&self.net, obs)) {
+        let fast = [action, weight, &self.log_std].into_iter().all(path::fast_cpu);
+        if !(fast && MlpPass::applies(&self.net, obs)) {
             return None;
         }
+        path::hit();
         let pass = MlpPass::new(&self.net, obs, None);
         let (rows, act) = (action.size()[0] as usize, action.size()[1] as usize);
         let out = Vec::<f32>::try_from(pass.out.detach().contiguous().view([-1])).ok()?;

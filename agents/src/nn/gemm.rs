@@ -13,21 +13,24 @@
 //! the column tail or the number of threads (work is split by rows), so results do not depend
 //! on the thread count. They differ from MKL's in the last bits (another summation order).
 //!
-//! [`available`] says whether the kernels run here: the CPU has AVX-512F and the environment
-//! does not ask for libtorch's (`O2O_CPU_GEMM=libtorch`); elsewhere callers take their
-//! libtorch path.
+//! [`available`] says whether the kernels run here: the CPU has AVX-512F, the environment
+//! does not ask for libtorch's (`O2O_CPU_GEMM=libtorch`) and the generic path is not forced
+//! ([`super::path`]); elsewhere callers take their libtorch path.
 
 use super::floats::{floats, floats_mut};
+use super::path;
 use std::sync::OnceLock;
 use tch::{Device, Kind, Tensor};
 
-/// Whether [`batched`] runs on this machine (AVX-512F, and `O2O_CPU_GEMM` is not `libtorch`).
+/// Whether [`batched`] runs on this machine (AVX-512F, and `O2O_CPU_GEMM` is not `libtorch`,
+/// both read once) and now (the generic path not forced, [`path::generic_forced`]).
 pub(crate) fn available() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| {
+    let here = *ON.get_or_init(|| {
         let wanted = std::env::var("O2O_CPU_GEMM").map(|v| v != "libtorch").unwrap_or(true);
         wanted && cpu_has_avx512()
-    })
+    });
+    here && !path::generic_forced()
 }
 
 /// Whether the AVX-512 products run here (`available` for callers outside the crate: the bench
@@ -94,6 +97,7 @@ pub(crate) fn batched(a: Lhs<'_>, b: Rhs<'_>, c: &mut [f32], s: Shape) -> bool {
     if !available() {
         return false;
     }
+    path::hit();
     let units = s.members * s.m.div_ceil(TILE_ROWS);
     let threads = if s.members * s.m * s.n * s.k >= SPLIT_MIN { super::team::pieces(units, 2) } else { 1 };
     // SAFETY: `available` checked AVX-512F and `check` the bounds.
@@ -165,7 +169,7 @@ pub(crate) fn bmm_bt(a: &Tensor, b: &Tensor) -> Option<Tensor> {
 
 /// The sizes of a 3-D float32 CPU tensor, where the kernels run; else `None`.
 fn dims3(t: &Tensor) -> Option<[usize; 3]> {
-    if !available() || t.device() != Device::Cpu || t.kind() != Kind::Float {
+    if !available() || !path::fast_cpu(t) {
         return None;
     }
     match t.size()[..] {
@@ -183,7 +187,7 @@ fn product(
     pick: Option<&[usize]>,
     s: Shape,
 ) -> Option<Tensor> {
-    if a.device() != Device::Cpu || a.kind() != Kind::Float {
+    if !path::fast_cpu(a) {
         return None;
     }
     let out = Tensor::empty([s.members as i64, s.m as i64, s.n as i64], (Kind::Float, Device::Cpu));

@@ -7,9 +7,9 @@
 //! network by the tape, and the other parameters the loss reaches (a free log σ) take
 //! autograd's gradient as before: `∂L/∂θ` for every parameter, in the parameter set's order.
 //!
-//! Where the taped pass does not apply (dropout, another activation, CUDA, float64) the pass
-//! is autograd's [`Mlp::forward`], with the same dropout draws, and the gradients
-//! `Tensor::run_backward`'s: tests check that the two agree.
+//! Where the taped pass does not apply (dropout, another activation, CUDA, float64, or the
+//! generic path forced, [`super::path`]) the pass is autograd's [`Mlp::forward`], with the same
+//! dropout draws, and the gradients `Tensor::run_backward`'s: tests check that the two agree.
 
 use super::ensemble::EnsembleTape;
 use super::{EnsembleMlp, Mlp, ParamSet};

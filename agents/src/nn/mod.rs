@@ -24,6 +24,9 @@
 //!   writes through.
 //! - `gemm`: batched float32 products on AVX-512 for the taped passes and the dynamics step
 //!   (libtorch's MKL runs AVX2 kernels on AMD CPUs); [`fma_peak_gflops`], the cores' FMA ceiling.
+//! - [`path`]: the one switch every fast-path gate above asks: [`force_generic`] sends the CPU
+//!   down the device-generic path (the one CUDA takes), so tests can check it against the fast
+//!   path; [`fast_hits`] counts the fast path's choices.
 
 pub mod adam;
 pub mod cql;
@@ -39,6 +42,7 @@ pub mod mlp;
 pub(crate) mod mlp_pass;
 pub mod obs_norm;
 pub mod params;
+pub mod path;
 pub mod policy_graph;
 pub mod polyak;
 pub(crate) mod silu;
@@ -58,6 +62,7 @@ pub use init::WeightInit;
 pub use mlp::{Activation, Dense, Mlp, MlpConfig};
 pub use obs_norm::{ObsNorm, ObsNormConfig, ObsNormMode};
 pub use params::ParamSet;
+pub use path::{fast_hits, force_generic, generic_forced};
 pub use policy_graph::{BetaSource, Layer, PolicyGraph};
 pub use polyak::polyak_update;
 pub use state_norm::StateNorm;

@@ -10,6 +10,7 @@
 
 use super::floats::{floats as slice, floats_mut as slice_mut};
 use super::mlp_pass::{forward_no_grad, MlpPass};
+use super::path;
 use super::{Activation, Layer, Mlp, MlpConfig, ParamSet, PolicyGraph};
 use crate::rng::AgentRng;
 use serde::{Deserialize, Serialize};
@@ -190,11 +191,13 @@ impl TanhGaussianActor {
     }
 
     /// Whether the head's fused pass applies: the default head (state-dependent log σ, no
-    /// affine) on float32 CPU tensors.
+    /// affine) on float32 CPU tensors, the generic path not forced ([`crate::nn::path`]).
     fn head_fuses(&self, out: &Tensor, eps: &Tensor) -> bool {
-        self.log_std.is_none()
-            && self.affine.is_none()
-            && [out, eps].iter().all(|t| t.kind() == Kind::Float && t.device() == Device::Cpu)
+        let fuses = self.log_std.is_none() && self.affine.is_none() && path::fast_cpu(out) && path::fast_cpu(eps);
+        if fuses {
+            path::hit();
+        }
+        fuses
     }
 
     /// `(a, log π)` from the network's output `[B, 2A]` and `ε` `[B, A]` (both contiguous) in

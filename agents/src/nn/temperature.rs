@@ -4,7 +4,7 @@
 //! below the target H̄ and shrinks above it. α is parameterized either as `exp(log α)` (the SAC
 //! paper, CleanRL) or as `softplus(ψ)` (the Lagrange multiplier of WSRL / JaxCQL).
 
-use super::{ParamSet, Trained};
+use super::{path, ParamSet, Trained};
 use serde::{Deserialize, Serialize};
 use tch::{Device, Tensor};
 
@@ -57,10 +57,12 @@ impl Temperature {
     }
 
     /// `L_α` and its gradient in the parameter, `(L_α, ∂L_α/∂θ)`: in closed form on the CPU
-    /// ([`Temperature::closed_form`]), elsewhere by autograd on [`Temperature::loss`] (on an
-    /// accelerator the closed form's reads would synchronize).
+    /// ([`Temperature::closed_form`]), elsewhere (or with the generic path forced,
+    /// [`crate::nn::path`]) by autograd on [`Temperature::loss`] (on an accelerator the closed
+    /// form's reads would synchronize).
     pub fn loss_and_grad(&self, log_prob: &Tensor, target_entropy: f64) -> (Tensor, Tensor) {
-        if self.param.device() == Device::Cpu {
+        if path::fast_cpu(&self.param) {
+            path::hit();
             return self.closed_form(log_prob, target_entropy);
         }
         let loss = self.loss(log_prob, target_entropy);

@@ -9,9 +9,10 @@
 //! fast path against).
 
 use super::mlp_pass::MlpPass;
+use super::path;
 use super::{Mlp, ParamSet};
 use crate::rng::AgentRng;
-use tch::{Device, Kind, Tensor};
+use tch::{Kind, Tensor};
 
 /// The expectile loss `E[|τ − 1(u < 0)| u²]` of residuals `u` `[B]`.
 pub(crate) fn expectile_loss(u: &Tensor, expectile: f64) -> Tensor {
@@ -50,9 +51,10 @@ fn closed_form(
     q_target: &Tensor,
     expectile: f64,
 ) -> Option<(Tensor, Vec<Tensor>)> {
-    if !(q_target.device() == Device::Cpu && q_target.kind() == Kind::Float && MlpPass::applies(value, obs)) {
+    if !(path::fast_cpu(q_target) && MlpPass::applies(value, obs)) {
         return None;
     }
+    path::hit();
     let pass = MlpPass::new(value, obs, None);
     let v = Vec::<f32>::try_from(pass.out.detach().contiguous().view([-1])).expect("V(s) as floats");
     let q = Vec::<f32>::try_from(q_target.detach().contiguous().view([-1])).expect("q̄ as floats");
@@ -112,6 +114,7 @@ mod tests {
         assert_eq!(equal, [("awr_clipped", 0.0), ("awr_ess", 1.0)]);
     }
     use crate::nn::MlpConfig;
+    use tch::Device;
 
     #[test]
     fn expectile_loss_weights_signs() {

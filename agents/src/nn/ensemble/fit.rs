@@ -10,7 +10,7 @@
 //! forms `∂W_l`. Elsewhere autograd differentiates the whole of `L` (the reference).
 
 use super::EnsembleMlp;
-use crate::nn::{gemm, silu, team, ParamSet};
+use crate::nn::{gemm, path, silu, team, ParamSet};
 use tch::{Device, Kind, Tensor};
 
 impl EnsembleMlp {
@@ -27,8 +27,7 @@ impl EnsembleMlp {
         extra: &[Tensor],
         head_loss: &dyn Fn(&Tensor) -> Tensor,
     ) -> (f64, Vec<Tensor>) {
-        let cpu_f32 = |t: &Tensor| t.device() == Device::Cpu && t.kind() == Kind::Float;
-        let Some(layers) = self.silu_layers().filter(|l| cpu_f32(x) && cpu_f32(l[0].0)) else {
+        let Some(layers) = self.silu_layers().filter(|l| path::fast_cpu(x) && path::fast_cpu(l[0].0)) else {
             let out = self.forward(x, None);
             let fit = head_loss(&out);
             let decay = self
@@ -41,6 +40,7 @@ impl EnsembleMlp {
             let grads = Tensor::run_backward(&[&loss], &params.tensors(), false, false);
             return (loss.double_value(&[]), grads);
         };
+        path::hit();
         let threads = team::threads();
         let (inputs, sigmas, head_out) = silu_forward(&layers, x, threads);
         // ℓ on the head's output, by autograd (small tensors).

@@ -14,7 +14,7 @@
 use super::kernels::{self, Dims, FirstLayer, Forward, GradIn, HeadForward, NormBackward, NormForward};
 use super::EnsembleMlp;
 use crate::nn::floats::{floats as slice, floats_mut as slice_mut};
-use crate::nn::gemm;
+use crate::nn::{gemm, path};
 use tch::{Device, Kind, Tensor};
 
 /// What the first layer saw.
@@ -51,7 +51,8 @@ fn zeros(shape: &[i64]) -> Tensor {
 
 impl EnsembleMlp {
     /// Whether the taped pass applies to input `x`: float32 CPU tensors, a one-output head,
-    /// ReLU hidden layers and no dropout.
+    /// ReLU hidden layers and no dropout, and the generic path not forced
+    /// ([`crate::nn::path`]).
     pub fn tape_applies(&self, x: &Tensor) -> bool {
         self.head_width() == 1 && self.tape_applies_any_head(x)
     }
@@ -60,13 +61,15 @@ impl EnsembleMlp {
     /// [`crate::nn::mlp_pass`]: an actor's `[μ, log σ]` head).
     pub(crate) fn tape_applies_any_head(&self, x: &Tensor) -> bool {
         let head = &self.layers[self.layers.len() - 1];
-        self.dropout == 0.0
+        let taped = self.dropout == 0.0
             && self.activation.is_relu()
             && self.layers.len() >= 2
-            && head.weight.device() == Device::Cpu
-            && head.weight.kind() == Kind::Float
-            && x.device() == Device::Cpu
-            && x.kind() == Kind::Float
+            && path::fast_cpu(&head.weight)
+            && path::fast_cpu(x);
+        if taped {
+            path::hit();
+        }
+        taped
     }
 
     /// The head's output width.
