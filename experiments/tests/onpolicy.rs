@@ -136,7 +136,7 @@ fn sigkill_then_resume_of_an_on_policy_run_is_exact() {
     }
 }
 
-/// Uni-O4 end to end on the shipped small hopper data (its medium-replay file, the smallest),
+/// Uni-O4 end to end on the shipped small hopper data (its medium file),
 /// every stage shortened: the non-IQL critic (MC V, SARSA Q), dynamics, BC, BPPO with AM-Q
 /// gating, a `dynamic`-scaled V refit, the hand-over, then PPO online; the diagnostics are in `metrics.jsonl` and the stages cached in the run directory.
 #[test]
@@ -240,10 +240,10 @@ fn unio4_runs_offline_to_online_with_its_diagnostics() {
     assert!(evals.len() >= 2 && !common::metric(&run, "train/policy_loss").is_empty());
 }
 
-/// Uni-O4's stages shortened on the shipped medium-replay hopper file, `bppo_steps` of BPPO
+/// Uni-O4's stages shortened on the shipped medium hopper file, `bppo_steps` of BPPO
 /// with an AM-Q gate (and a partial save) every 100.
 fn unio4_short_sets(bppo_steps: u32) -> Vec<String> {
-    let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../data/hopper-small/hopper-medium-replay-v2.hdf5");
+    let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../data/hopper-small/hopper-medium-v2.hdf5");
     vec![
         format!("dataset.path={:?}", data.display().to_string()),
         "agent.critic.steps=200".into(),

@@ -74,7 +74,7 @@ def test_wrong_rows_shapes_and_dtypes_are_refused_naming_the_key(arrays):
 
 
 REPO = Path(__file__).resolve().parents[2]
-HOPPER = REPO / "data" / "hopper-small" / "hopper-medium-replay-v2.hdf5"
+HOPPER = REPO / "data" / "hopper-small" / "hopper-medium-v2.hdf5"
 
 
 def test_a_d4rl_file_is_read_by_o2o(tmp_path):
