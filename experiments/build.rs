@@ -2,7 +2,9 @@
 //! run's manifest names the code that ran, not whatever the checkout holds when it runs.
 //! Reruns when the checkout's HEAD moves (a commit, a checkout, a merge) or a preset file changes.
 //!
-//! Also writes the table of embedded presets (`$OUT_DIR/presets.rs`, see [`preset_table`]).
+//! Also writes the table of embedded presets (`$OUT_DIR/presets.rs`, see [`preset_table`]), and
+//! links libtorch's CUDA backend into the `o2o` binary when the libtorch it builds against has
+//! one (see [`link_cuda_backend`]).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -17,7 +19,10 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     let dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     preset_table(&dir);
-    let rev = git(&dir, &["rev-parse", "HEAD"]).unwrap_or_default();
+    link_cuda_backend();
+    // A build of a copied tree (scripts/gpu/bundle.sh) names its source's revision itself.
+    println!("cargo:rerun-if-env-changed=O2O_GIT_REVISION");
+    let rev = std::env::var("O2O_GIT_REVISION").ok().or_else(|| git(&dir, &["rev-parse", "HEAD"])).unwrap_or_default();
     println!("cargo:rustc-env=O2O_BUILD_GIT_REVISION={rev}");
     // HEAD itself (a checkout), the branch it points to and packed refs (a commit): in a
     // worktree HEAD lives in its own git dir and the refs in the common one.
@@ -77,4 +82,28 @@ fn preset_table(dir: &Path) {
     );
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("presets.rs");
     std::fs::write(&out, code).unwrap_or_else(|e| panic!("cannot write {}: {e}", out.display()));
+}
+
+/// Link `libtorch_cuda.so` into the `o2o` binary whenever the libtorch being linked has it
+/// (`$LIBTORCH/lib`, as `make setup` and `scripts/gpu/bundle.sh` set it).
+///
+/// Nothing in o2o calls a symbol of `libtorch_cuda.so`, so the linker's default `--as-needed`
+/// drops it; libtorch then never runs its CUDA backend's static registration and
+/// `tch::Cuda::is_available()` is false on any GPU machine (tch-rs issue #980). Listing it
+/// between `--no-as-needed` and `--as-needed` keeps the NEEDED entry, as tch-rs's own build
+/// script does for its examples. Only the binaries get it: the test binaries that run agents in
+/// process stay CPU-only and start faster. `O2O_LINK_CUDA=0` at build time opts out.
+fn link_cuda_backend() {
+    println!("cargo:rerun-if-env-changed=LIBTORCH");
+    println!("cargo:rerun-if-env-changed=O2O_LINK_CUDA");
+    if std::env::var("O2O_LINK_CUDA").is_ok_and(|v| v == "0") {
+        return;
+    }
+    let Some(lib) = std::env::var_os("LIBTORCH").map(|t| PathBuf::from(t).join("lib")) else { return };
+    if lib.join("libtorch_cuda.so").is_file() {
+        println!("cargo:rustc-link-search=native={}", lib.display());
+        for arg in ["-Wl,--no-as-needed", "-ltorch_cuda", "-Wl,--as-needed"] {
+            println!("cargo:rustc-link-arg-bins={arg}");
+        }
+    }
 }

@@ -179,7 +179,7 @@ class CQL(SAC):
         B, N, A = b["obs"].shape[0], self.n_actions, self.act_dim
         obs = b["obs"].repeat_interleave(N, 0)
         next_obs = b["next_obs"].repeat_interleave(N, 0)
-        rand = (noise.pop(0) if noise else torch.rand(B * N, A)) * 2.0 - 1.0
+        rand = (noise.pop(0) if noise else torch.rand(B * N, A, device=b["obs"].device)) * 2.0 - 1.0
         with torch.no_grad():
             cur, logp_cur = self.actor(obs, noise.pop(0) if noise else None)
             nxt, logp_next = self.actor(next_obs, noise.pop(0) if noise else None)

@@ -53,15 +53,7 @@ pub fn scripts_dir() -> PathBuf {
 /// The version of the libtorch actually loaded into this process: find `libtorch_cpu.so` in
 /// `/proc/self/maps`, then read the `version.py` of the torch package it belongs to.
 pub fn libtorch_version() -> std::result::Result<String, String> {
-    // Touch libtorch so it is certainly mapped.
-    let _ = tch::Tensor::zeros([1], (tch::Kind::Float, tch::Device::Cpu));
-    let maps = std::fs::read_to_string("/proc/self/maps").map_err(|e| format!("cannot read /proc/self/maps: {e}"))?;
-    let lib = maps
-        .lines()
-        .filter_map(|l| l.split_whitespace().nth(5))
-        .find(|p| p.ends_with("/libtorch_cpu.so"))
-        .map(PathBuf::from)
-        .ok_or_else(|| "libtorch_cpu.so is not loaded".to_string())?;
+    let lib = loaded_library("libtorch_cpu.so").ok_or_else(|| "libtorch_cpu.so is not loaded".to_string())?;
     let torch_dir = lib.parent().and_then(|p| p.parent()).ok_or("unexpected libtorch location")?;
     let version_py = torch_dir.join("version.py");
     let text = std::fs::read_to_string(&version_py).map_err(|e| format!("{}: {e}", version_py.display()))?;
@@ -72,4 +64,30 @@ pub fn libtorch_version() -> std::result::Result<String, String> {
         .map(|v| v.trim().trim_matches(['\'', '"']).to_string())
         .ok_or_else(|| format!("no __version__ in {}", version_py.display()))?;
     Ok(format!("{version} ({})", torch_dir.display()))
+}
+
+/// Whether libtorch's CUDA backend is in this process: `Ok` with the loaded
+/// `libtorch_cuda.so`'s path, or, when it is not loaded, `Err` saying whether the libtorch in
+/// use has one (then the binary was linked without it, see `experiments/build.rs`) or is a
+/// CPU-only build.
+pub fn cuda_backend() -> std::result::Result<PathBuf, String> {
+    if let Some(lib) = loaded_library("libtorch_cuda.so") {
+        return Ok(lib);
+    }
+    match loaded_library("libtorch_cpu.so").and_then(|cpu| cpu.parent().map(|d| d.join("libtorch_cuda.so"))) {
+        Some(cuda) if cuda.is_file() => Err(format!(
+            "not loaded, although {} exists: this binary was linked without it (O2O_LINK_CUDA=0, or a LIBTORCH without it at build time)",
+            cuda.display()
+        )),
+        _ => Err("not in this libtorch (a CPU-only build)".to_string()),
+    }
+}
+
+/// The path of a shared library mapped into this process whose file name is `name`.
+fn loaded_library(name: &str) -> Option<PathBuf> {
+    // Touch libtorch so it is certainly mapped.
+    let _ = tch::Tensor::zeros([1], (tch::Kind::Float, tch::Device::Cpu));
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    let suffix = format!("/{name}");
+    maps.lines().filter_map(|l| l.split_whitespace().nth(5)).find(|p| p.ends_with(&suffix)).map(PathBuf::from)
 }

@@ -42,6 +42,32 @@ fn doctor_reports_every_dependency() {
     assert!(text.lines().any(|l| l.starts_with("gymnasium assets") && l.contains("assets")), "{text}");
 }
 
+/// The binary keeps libtorch's CUDA backend whenever the libtorch it is built against has one
+/// (issue 49 item 1; the linker's `--as-needed` used to drop it, so `--device cuda` could never
+/// work): the ELF's NEEDED entries list `libtorch_cuda.so`, and `o2o doctor` finds it loaded.
+/// The libtorch `make setup` installs is PyPI's CUDA build, so on CI this always checks.
+#[test]
+fn the_binary_links_the_cuda_backend_when_libtorch_has_one() {
+    let libtorch = std::env::var("LIBTORCH").expect("LIBTORCH is set by the generated .cargo/config.toml");
+    let cuda = std::path::Path::new(&libtorch).join("lib/libtorch_cuda.so");
+    let out = Command::new("readelf").args(["-d", env!("CARGO_BIN_EXE_o2o")]).output().expect("readelf (binutils)");
+    let needed = String::from_utf8_lossy(&out.stdout);
+    let doctor = Command::new(env!("CARGO_BIN_EXE_o2o")).arg("doctor").output().unwrap();
+    let text = String::from_utf8_lossy(&doctor.stdout);
+    let line =
+        text.lines().find(|l| l.starts_with("cuda backend")).unwrap_or_else(|| panic!("no cuda backend line:\n{text}"));
+    if cuda.is_file() {
+        assert!(
+            needed.contains("[libtorch_cuda.so]"),
+            "{} has libtorch_cuda.so but the binary does not NEED it:\n{needed}",
+            libtorch
+        );
+        assert!(line.contains("loaded") && line.contains("libtorch_cuda.so"), "{line}");
+    } else {
+        assert!(line.contains("CPU-only"), "{line}");
+    }
+}
+
 #[test]
 fn doctor_fails_with_a_fix_when_assets_are_missing() {
     let out = Command::new(env!("CARGO_BIN_EXE_o2o"))

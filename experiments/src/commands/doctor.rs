@@ -16,6 +16,7 @@ pub fn run(_args: DoctorArgs) -> Result<()> {
     let checks = vec![
         Check { name: "o2o", found: Ok(env!("CARGO_PKG_VERSION").to_string()) },
         Check { name: "libtorch", found: o2o_experiments::paths::libtorch_version() },
+        Check { name: "cuda backend", found: cuda_backend_check() },
         Check {
             name: "cuda",
             found: Ok(if tch::Cuda::is_available() {
@@ -62,5 +63,15 @@ fn venv_python_check() -> std::result::Result<String, String> {
         Ok(py.display().to_string())
     } else {
         Err(format!("{} not found (needed for `o2o env parity` and the benchmarks)", py.display()))
+    }
+}
+
+/// `libtorch_cuda.so` loaded (with its path), or why not. Only a libtorch that has the backend
+/// while this binary was linked without it is a failure; a CPU-only libtorch is fine.
+fn cuda_backend_check() -> std::result::Result<String, String> {
+    match o2o_experiments::paths::cuda_backend() {
+        Ok(lib) => Ok(format!("loaded ({})", lib.display())),
+        Err(why) if why.starts_with("not in this libtorch") => Ok(why),
+        Err(why) => Err(why),
     }
 }
