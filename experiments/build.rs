@@ -97,6 +97,8 @@ fn link_cuda_backend() {
     println!("cargo:rerun-if-env-changed=LIBTORCH");
     println!("cargo:rerun-if-env-changed=O2O_LINK_CUDA");
     if std::env::var("O2O_LINK_CUDA").is_ok_and(|v| v == "0") {
+        // `o2o doctor` reports the opt-out instead of a missing backend.
+        println!("cargo:rustc-env=O2O_CUDA_LINK_OPTED_OUT=1");
         return;
     }
     let Some(lib) = std::env::var_os("LIBTORCH").map(|t| PathBuf::from(t).join("lib")) else { return };

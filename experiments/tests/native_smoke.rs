@@ -56,7 +56,10 @@ fn the_binary_links_the_cuda_backend_when_libtorch_has_one() {
     let text = String::from_utf8_lossy(&doctor.stdout);
     let line =
         text.lines().find(|l| l.starts_with("cuda backend")).unwrap_or_else(|| panic!("no cuda backend line:\n{text}"));
-    if cuda.is_file() {
+    if option_env!("O2O_CUDA_LINK_OPTED_OUT").is_some() {
+        // Built with O2O_LINK_CUDA=0: doctor says so and does not fail.
+        assert!(line.contains("O2O_LINK_CUDA=0") && doctor.status.success(), "{line}");
+    } else if cuda.is_file() {
         assert!(
             needed.contains("[libtorch_cuda.so]"),
             "{} has libtorch_cuda.so but the binary does not NEED it:\n{needed}",

@@ -406,9 +406,10 @@ fn sigint_checkpoints_and_says_how_to_resume() {
     assert_eq!(metrics_without_time(&dir), want);
 }
 
-/// SIGTERM to `child`'s PID (not its group, as a supervisor sends it) once `runs` holds `n`
-/// run directories with a metrics file (at most a minute); its output and stderr.
-fn sigterm_once_under_way(child: std::process::Child, runs: &Path, n: usize) -> (Output, String) {
+/// SIGTERM to `child`'s PID (not its group, as a supervisor sends it), `times` times 50 ms apart,
+/// once `runs` holds `n` run directories with a metrics file (at most a minute); its output and
+/// stderr.
+fn sigterm_when_under_way(child: std::process::Child, runs: &Path, n: usize, times: usize) -> (Output, String) {
     let t0 = Instant::now();
     while run_dirs(runs).iter().filter(|d| d.join("metrics.jsonl").exists()).count() < n
         && t0.elapsed() < Duration::from_secs(60)
@@ -416,7 +417,10 @@ fn sigterm_once_under_way(child: std::process::Child, runs: &Path, n: usize) -> 
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(300));
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    for _ in 0..times {
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let o = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr).to_string();
     (o, err)
@@ -436,7 +440,7 @@ fn sigterm_to_a_sweep_stops_its_runs_with_checkpoints_and_starts_no_more() {
         .spawn()
         .unwrap();
     // Both running seeds under way (each directory holds a metrics file).
-    let (o, err) = sigterm_once_under_way(child, &runs, 2);
+    let (o, err) = sigterm_when_under_way(child, &runs, 2, 1);
     assert_eq!(o.status.code(), Some(130), "{err}");
     let dirs = run_dirs(&runs);
     assert_eq!(dirs.len(), 2, "seed 2 never starts: {dirs:?}\n{err}");
@@ -478,7 +482,7 @@ fn sigterm_to_an_experiment_stops_its_run_with_a_checkpoint() {
     let child = c.spawn().unwrap();
     // The pre-training under way (its run directory holds a metrics file).
     let pretrain = out.join("runs/pretrain/seed-0");
-    let (o, err) = sigterm_once_under_way(child, &pretrain, 1);
+    let (o, err) = sigterm_when_under_way(child, &pretrain, 1, 1);
     assert_eq!(o.status.code(), Some(130), "{err}");
     assert!(err.contains("the experiment was stopped") && err.contains("run the same command again"), "{err}");
     assert!(err.contains("pretrain seed 0 stopped with a checkpoint"), "{err}");
@@ -496,6 +500,25 @@ fn sigterm_to_an_experiment_stops_its_run_with_a_checkpoint() {
         .filter(|c| c.contains(&mine))
         .collect();
     assert!(left.is_empty(), "processes left behind: {left:?}");
+}
+
+/// The same SIGTERM delivered twice (a supervisor signalling the whole cgroup reaches a run both
+/// directly and through the sweep or experiment that forwards it) is one stop: the run still
+/// writes its checkpoint and prints its resume line, instead of quitting at the second signal.
+#[test]
+fn a_sigterm_delivered_twice_is_one_clean_stop() {
+    let runs = scratch("double-term-");
+    let child = o2o(&["train"])
+        .args(SAC)
+        .args(["--set", "train.online_steps=200000", "--runs-dir"])
+        .arg(&runs)
+        .spawn()
+        .unwrap();
+    let (o, err) = sigterm_when_under_way(child, &runs, 1, 2);
+    assert_eq!(o.status.code(), Some(130), "{err}");
+    let dir = run_dirs(&runs).pop().unwrap();
+    assert!(err.contains(&format!("o2o resume {}", dir.display())), "{err}");
+    assert!(!o2o_experiments::run::checkpoint::list(&dir).unwrap().is_empty(), "no checkpoint: {err}");
 }
 
 /// Issue 47 item 3: an agent driven to NaN by an absurd learning rate is named as the culprit,

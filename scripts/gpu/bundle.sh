@@ -9,13 +9,16 @@
 # 2. A copy of the working tree's sources with `tch` pinned to 0.24.0, the tch release made for
 #    libtorch 2.11 (tch 0.26 does not compile against 2.11's headers; the API o2o uses is the
 #    same in both), built in release into its own target dir ($O2O_HOME/gpu-target), linked
-#    with libtorch's CUDA backend (experiments/build.rs) and an rpath of `$ORIGIN/../lib`.
+#    with libtorch's CUDA backend (experiments/build.rs) and an RPATH (DT_RPATH, which also
+#    serves the libraries it loads) of `$ORIGIN/../lib`.
 # 3. The bundle: bin/o2o (stripped); lib/ with libmujoco and the HDF5 library with the shared
-#    libraries it pulls in that are not glibc, libtorch's or CUDA's (libstdc++ and libgcc_s
-#    included, so an older system's do not matter); assets/ (Gymnasium's MuJoCo XMLs); data/
-#    (the `make demo` data, data/halfcheetah-small); scripts/ (the check and the reference
-#    benchmarks); env.sh, which points the binary at the machine's torch and CUDA libraries
-#    (found through `python3 -c 'import torch'`), and an `o2o` wrapper that sources it.
+#    libraries it pulls in that are not glibc's, the C++ runtime's (the system's serve: the binary
+#    needs GLIBCXX_3.4.29 at most, written to REQUIRES), libtorch's or CUDA's; found through the
+#    binary's RPATH only, so nothing else the check starts (python, JAX) sees them; assets/
+#    (Gymnasium's MuJoCo XMLs) and robotics-assets/ (the Fetch XMLs and meshes); data/ (the
+#    `make demo` file and its manifest); scripts/ (the check and the reference benchmarks);
+#    env.sh, which points the binary at the machine's torch and CUDA libraries (found through
+#    `python3 -c 'import torch'`), and an `o2o` wrapper that sources it.
 # 4. Checked here, against libtorch 2.11's CPU libraries (the venv's CUDA 13 libraries stand in
 #    for the GPU machine's): `o2o doctor` and a short run of the demo's preset on the CPU.
 #
@@ -96,16 +99,19 @@ say "building o2o against libtorch $torch_version (tch $tch_version) into $home/
     export LIBTORCH="$libtorch" LIBTORCH_CXX11_ABI=1 MUJOCO_DYNAMIC_LINK_DIR="$home/mujoco-lib"
     export O2O_GIT_REVISION="$rev (tch $tch_version, libtorch $torch_version)" CARGO_TARGET_DIR="$home/gpu-target"
     export RUSTFLAGS='-C link-arg=-Wl,-rpath,$ORIGIN/../lib'
-    cargo build --release -p o2o-experiments --bin o2o
+    # DT_RPATH rather than RUNPATH (for the binary only, so the dependencies stay built with the
+    # flags above): it also resolves the libraries libhdf5 loads.
+    cargo rustc --release -p o2o-experiments --bin o2o -- -C link-arg=-Wl,--disable-new-dtags
 )
 built="$home/gpu-target/release/o2o"
 readelf -d "$built" | grep -q '\[libtorch_cuda.so\]' || die "$built does not link libtorch_cuda.so"
+readelf -d "$built" | grep -q '(RPATH).*\$ORIGIN/../lib' || die "$built has no RPATH \$ORIGIN/../lib"
 
 # --- 3. the bundle -------------------------------------------------------------------------------
 say "assembling $out"
-rm -rf "$out.tmp" && mkdir -p "$out.tmp"/{bin,lib,assets,data,scripts/gpu}
+rm -rf "$out.tmp" && mkdir -p "$out.tmp"/{bin,lib,assets,robotics-assets/stls,data/halfcheetah-small,scripts/gpu}
 objcopy --strip-all "$built" "$out.tmp/bin/o2o"
-cp -a "$home/mujoco-lib"/libmujoco.so* "$out.tmp/lib/"
+cp -L "$home/mujoco-lib"/libmujoco.so.* "$out.tmp/lib/"
 # The binary's shared libraries as this machine resolves them, less glibc's (the system's own),
 # libtorch's and CUDA's (the GPU machine's torch brings them) and libmujoco (copied above).
 nvidia_libs="$("$venv_python" -c 'import glob, os, nvidia; print(":".join(sorted(glob.glob(os.path.join(os.path.dirname(nvidia.__path__[0]), "nvidia", "*", "lib")))))')"
@@ -113,14 +119,19 @@ LD_LIBRARY_PATH="$libtorch/lib:$nvidia_libs:$home/mujoco-lib" ldd "$out.tmp/bin/
     | while read -r name path; do
         case "$name" in
         libc.so.*|libm.so.*|libdl.so.*|libpthread.so.*|librt.so.*|libresolv.so.*|libutil.so.*|ld-linux*|libanl.so.*) continue ;;
+        libstdc++.so.*|libgcc_s.so.*) continue ;;
         esac
         case "$path" in
-        "$libtorch"/*|*/nvidia/*|"$home"/mujoco-lib/*) continue ;;
+        "$libtorch"/*|*/nvidia/*|"$home"/mujoco-lib/*|"$out.tmp"/*) continue ;;
         esac
         cp -L "$path" "$out.tmp/lib/$name"
     done
 cp "$("$venv_python" -c 'import gymnasium, os; print(os.path.join(os.path.dirname(gymnasium.__file__), "envs", "mujoco", "assets"))')"/* "$out.tmp/assets/"
-cp -r "$repo/data/halfcheetah-small" "$out.tmp/data/"
+robotics="$("$venv_python" -c 'import gymnasium_robotics, os; print(os.path.join(os.path.dirname(gymnasium_robotics.__file__), "envs", "assets"))')"
+cp -r "$robotics/fetch" "$robotics/textures" "$out.tmp/robotics-assets/"
+cp -r "$robotics/stls/fetch" "$out.tmp/robotics-assets/stls/"
+# The demo's file and its manifest only (a regenerated random/expert file would not fit).
+cp "$repo/data/halfcheetah-small"/{halfcheetah-medium-v2.hdf5,manifest.json} "$out.tmp/data/halfcheetah-small/"
 cp "$repo/scripts/bench_update_torch.py" "$out.tmp/scripts/"
 cp "$repo"/scripts/gpu/check.sh "$repo"/scripts/gpu/bench_update_py.py "$out.tmp/scripts/gpu/"
 cat > "$out.tmp/env.sh" <<'EOF'
@@ -134,8 +145,11 @@ site = os.path.dirname(os.path.dirname(torch.__file__))
 print(":".join([os.path.join(os.path.dirname(torch.__file__), "lib")] + sorted(glob.glob(os.path.join(site, "nvidia", "*", "lib")) + glob.glob(os.path.join(site, "nvidia", "cu*", "lib")))))
 PY
 )" || { echo "env.sh: $O2O_PYTHON cannot import torch" >&2; return 1 2>/dev/null || exit 1; }
-export LD_LIBRARY_PATH="$o2o_bundle/lib:$o2o_torch_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export O2O_PYTHON O2O_GYM_ASSETS="$o2o_bundle/assets" O2O_SCRIPTS="$o2o_bundle/scripts"
+# Only torch's and CUDA's folders: the bundle's own lib/ is reached through bin/o2o's RPATH, so
+# python and JAX keep the system's libraries.
+export LD_LIBRARY_PATH="$o2o_torch_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export O2O_PYTHON O2O_GYM_ASSETS="$o2o_bundle/assets" O2O_ROBOTICS_ASSETS="$o2o_bundle/robotics-assets"
+export O2O_SCRIPTS="$o2o_bundle/scripts"
 export O2O_BUNDLE="$o2o_bundle"
 EOF
 cat > "$out.tmp/o2o" <<'EOF'
@@ -146,6 +160,11 @@ exec "$O2O_BUNDLE/bin/o2o" "$@"
 EOF
 chmod +x "$out.tmp/o2o" "$out.tmp/scripts/gpu/check.sh"
 printf '%s\n' "$rev" > "$out.tmp/REVISION"
+# What the target system must have: glibc and libstdc++ symbol versions, highest first.
+{
+    echo "glibc: $(objdump -T "$out.tmp/bin/o2o" "$out.tmp"/lib/*.so* 2>/dev/null | grep -o 'GLIBC_2\.[0-9]*' | sort -uV | tail -1)"
+    echo "libstdc++: $(objdump -T "$out.tmp/bin/o2o" "$out.tmp"/lib/*.so* 2>/dev/null | grep -o 'GLIBCXX_3\.4\.[0-9]*' | sort -uV | tail -1)"
+} > "$out.tmp/REQUIRES"
 rm -rf "$out" && mv "$out.tmp" "$out"
 tar -czf "$out.tar.gz.tmp" -C "$(dirname "$out")" "$(basename "$out")" && mv "$out.tar.gz.tmp" "$out.tar.gz"
 size_dir=$(du -sb "$out" | cut -f1)
@@ -158,17 +177,19 @@ say "checking the bundle here: doctor and a short CPU run against libtorch $torc
 check="$(mktemp -d /tmp/o2o-bundle-check.XXXXXX)"
 trap 'rm -rf "$check"' EXIT
 run_bundle() {
-    env -u O2O_VENV -u O2O_PYTHON -u O2O_GYM_ASSETS -u O2O_SCRIPTS \
-        LD_LIBRARY_PATH="$out/lib:$libtorch/lib:$nvidia_libs" O2O_GYM_ASSETS="$out/assets" O2O_SCRIPTS="$out/scripts" \
-        O2O_PYTHON="$venv_python" "$out/bin/o2o" "$@"
+    env -u O2O_VENV -u O2O_PYTHON -u O2O_GYM_ASSETS -u O2O_SCRIPTS -u O2O_ROBOTICS_ASSETS \
+        LD_LIBRARY_PATH="$libtorch/lib:$nvidia_libs" O2O_GYM_ASSETS="$out/assets" O2O_SCRIPTS="$out/scripts" \
+        O2O_ROBOTICS_ASSETS="$out/robotics-assets" O2O_PYTHON="$venv_python" "$out/bin/o2o" "$@"
 }
 run_bundle doctor | tee "$check/doctor.txt" >&2 || true
 grep -q "^libtorch .*$torch_version" "$check/doctor.txt" || die "doctor does not report libtorch $torch_version"
 grep -q "^cuda backend .*loaded" "$check/doctor.txt" || die "doctor does not report the CUDA backend loaded"
 (cd "$check" && run_bundle run --preset wsrl-halfcheetah-small --device cpu --threads 1 --rerun=off --progress off \
     --set "dataset.path=\"$out/data/halfcheetah-small/halfcheetah-medium-v2.hdf5\"" \
-    --set train.offline_steps=200 --set train.warmup_steps=100 --set train.online_steps=200 \
+    --set train.offline_steps=200 --set train.warmup_steps=100 --set train.online_steps=400 --set train.online_batch_size=256 \
     --set eval.every=100 --set eval.episodes=1 --runs-dir "$check/runs" >"$check/run.log" 2>&1) \
     || { tail -20 "$check/run.log" >&2; die "the short CPU run failed"; }
 grep -q "tch $tch_version" "$check"/runs/*/manifest.json || die "the run's manifest does not name the bundle's build"
-say "ok: $(grep -m1 '^libtorch' "$check/doctor.txt"); short CPU run finished ($(ls "$check"/runs))"
+grep -q '"grad_step"' "$check"/runs/*/metrics.jsonl && [ "$(tail -1 "$check"/runs/*/metrics.jsonl | grep -o '"grad_step":[0-9]*' | cut -d: -f2)" -gt 200 ] \
+    || die "the short CPU run made no online update"
+say "ok: $(grep -m1 '^libtorch' "$check/doctor.txt"); short CPU run finished ($(ls "$check"/runs)); needs $(tr '\n' ' ' < "$out/REQUIRES")"

@@ -3,13 +3,14 @@
 #
 #   tar -xzf gpu-bundle.tar.gz && gpu-bundle/scripts/gpu/check.sh "$OUT"     # [SECTIONS...]
 #
-# SECTIONS (default: all, in this order, each with its own time budget, all within BUDGET_S):
+# SECTIONS (default: all, in the order below, each with its own time limit, all within BUDGET_S;
+# summary.md is rewritten after every section, so a run cut off from outside still leaves one):
 #   system    nvidia-smi, the libraries the binary resolves, python/torch/JAX versions
 #   doctor    `o2o doctor`: libtorch 2.11, the CUDA backend loaded, one device seen
 #   update    `o2o bench update --device cuda` (o2o vs PyTorch eager on the same GPU) for SAC,
 #             the 10-critic LayerNorm ensemble, IQL, CQL and RLPD at UTD 20
-#   py        the same updates in PyTorch `torch.compile` and JAX `jit` (bench_update_py.py)
 #   smoke     every agent family's short run on the device (finishes, finite metrics)
+#   py        the same updates in PyTorch `torch.compile` and JAX `jit` (bench_update_py.py)
 #   sac       online SAC env steps/s at one update per step (HalfCheetah; LeanRL's bar: 725/s on
 #             an H100 with compile + CUDA graphs)
 #   demo      `make demo`'s preset (wsrl-halfcheetah-small) on the device, timed, stopped at a
@@ -19,15 +20,16 @@
 #
 # Environment: O2O_PYTHON (the python with torch 2.11 and JAX; default /opt/torch/.venv/bin/python3,
 # else python3), DEVICE (cuda; `cpu` runs the same check on a CPU-only machine, which is how
-# bundle.sh's output is tried before a GPU is lent), BUDGET_S (480).
+# bundle.sh's output is tried before a GPU is lent), BUDGET_S (420: an 8-minute slot less the
+# unpacking and a margin).
 set -uo pipefail
 bundle="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 out="$(realpath -m "${1:-${OUT:-gpu-check}}")"
 shift || true
 sections=("$@")
-[ ${#sections[@]} -gt 0 ] || sections=(system doctor update py smoke sac demo)
+[ ${#sections[@]} -gt 0 ] || sections=(system doctor update smoke py sac demo)
 device="${DEVICE:-cuda}"
-budget="${BUDGET_S:-480}"
+budget="${BUDGET_S:-420}"
 start=$SECONDS
 if [ -z "${O2O_PYTHON:-}" ] && [ -x /opt/torch/.venv/bin/python3 ]; then export O2O_PYTHON=/opt/torch/.venv/bin/python3; fi
 mkdir -p "$out"
@@ -67,70 +69,9 @@ run_o2o() {  # NAME SECONDS PRESET ARGS...: a short run on the device into OUT/r
 short=(--set eval.every=500 --set eval.episodes=2)
 hc=(--set "dataset.path=\"$data\"")
 
-for section in "${sections[@]}"; do
-    case "$section" in
-    system)
-        timed system 30 bash -c "
-            nvidia-smi || true
-            echo; echo '# ldd bin/o2o'; ldd '$o2o'
-            echo; echo '# glibc'; ldd --version | head -1
-            echo; '$py' -c 'import sys, torch; print(\"python\", sys.version.split()[0], \"torch\", torch.__version__, \"cuda\", torch.version.cuda, torch.cuda.is_available())'
-            '$py' -c 'import jax; print(\"jax\", jax.__version__, jax.devices())' || true
-            cat '$bundle/REVISION'"
-        ;;
-    doctor)
-        timed doctor 30 "$o2o" doctor
-        ;;
-    update)
-        timed update 150 "$o2o" bench update --device "$device" --json --rounds 2 --updates 100 --warmup 10 \
-            --only sac,sac_ens10_ln,iql,cql,rlpd
-        ;;
-    py)
-        timed py-jax 75 "$py" "$bundle/scripts/gpu/bench_update_py.py" --backend jax --device "$device" \
-            --updates 100 --warmup 10
-        timed py-compile 120 "$py" "$bundle/scripts/gpu/bench_update_py.py" --backend torch-compile \
-            --device "$device" --updates 100 --warmup 10
-        ;;
-    smoke)
-        run_o2o sac 30 sac-halfcheetah --set train.random_steps=300 --set train.online_steps=500 "${short[@]}"
-        run_o2o iql 30 iql-halfcheetah-medium "${hc[@]}" --set train.offline_steps=400 --set train.online_steps=300 "${short[@]}"
-        run_o2o cql 30 cql-halfcheetah-medium "${hc[@]}" --set train.offline_steps=400 --set train.online_steps=300 "${short[@]}"
-        run_o2o calql 30 calql-halfcheetah-medium "${hc[@]}" --set train.offline_steps=400 --set train.online_steps=300 "${short[@]}"
-        run_o2o rlpd 30 rlpd-halfcheetah-medium "${hc[@]}" --set train.random_steps=100 --set train.online_steps=150 "${short[@]}"
-        run_o2o wsrl 30 wsrl-halfcheetah-small "${hc[@]}" --set train.offline_steps=400 --set train.warmup_steps=100 --set train.online_steps=300 "${short[@]}"
-        run_o2o sera-calql 30 sera-calql-halfcheetah-small "${hc[@]}" --set train.offline_steps=400 --set train.online_steps=300 "${short[@]}"
-        run_o2o famo2o-cql 30 famo2o-cql-halfcheetah-medium "${hc[@]}" --set train.offline_steps=400 --set train.online_steps=300 "${short[@]}"
-        run_o2o famo2o-iql 30 famo2o-iql-halfcheetah-mixed-small "${hc[@]}" --set train.offline_steps=400 --set train.online_steps=300 "${short[@]}"
-        run_o2o ppo 30 ppo-halfcheetah --set rollout.steps=512 --set train.online_steps=1024 --set eval.every=512 --set eval.episodes=2
-        run_o2o unio4 60 unio4-halfcheetah-small "${hc[@]}" --set agent.critic.steps=300 --set agent.dynamics.max_epochs=2 \
-            --set agent.policy.bc_steps=200 --set agent.policy.bppo_steps=40 --set agent.ope.eval_step=20 \
-            --set agent.value_refit.steps=200 --set rollout.steps=512 --set train.online_steps=1024 \
-            --set eval.every=512 --set eval.episodes=2
-        run_o2o sac-her 30 sac-her-fetch-reach --set train.random_steps=200 --set train.online_steps=400 "${short[@]}"
-        # BC and TD3+BC have presets on the ImagineBench data only; it travels with the working tree.
-        if [ -f data/imaginebench-mujoco-small/mujoco-small.hdf5 ]; then
-            run_o2o bc 30 bc-imaginebench-mujoco-real --set train.offline_steps=400 "${short[@]}"
-            run_o2o td3bc 30 td3bc-imaginebench-mujoco-real --set train.offline_steps=400 "${short[@]}"
-        else
-            printf 'run-bc\tskipped (no data/imaginebench-mujoco-small here)\t0\nrun-td3bc\tskipped\t0\n' >> "$status"
-        fi
-        ;;
-    sac)
-        run_o2o sac-rate 75 sac-halfcheetah --set train.random_steps=1000 --set train.online_steps=30000 \
-            --set eval.every=100000 --set checkpoint.every=100000 --max-time 60s
-        ;;
-    demo)
-        have=$(left)
-        run_o2o demo "$have" wsrl-halfcheetah-small "${hc[@]}" --max-time "$((have > 30 ? have - 25 : 5))s"
-        ;;
-    *)
-        echo "check: unknown section $section (system doctor update py smoke sac demo)" >&2
-        ;;
-    esac
-done
-
 # summary.md: each section's outcome and its figures.
-"$py" - "$out" "$device" "$((SECONDS - start))" <<'EOF' > "$out/summary.md"
+summarize() {
+"$py" - "$out" "$device" "$((SECONDS - start))" <<'EOF' > "$out/summary.md.tmp" && mv "$out/summary.md.tmp" "$out/summary.md"
 import glob, json, os, sys
 out, device, wall = sys.argv[1], sys.argv[2], sys.argv[3]
 def last_json(path):
@@ -166,24 +107,99 @@ if upd or any(py.values()):
         q = lambda a, b: "–" if a is None or not b else f"{a / b:.2f}×"
         print(f"| {n} | {f(ours)} | {f(eager)} | {f(comp)} | {f(jx)} | {q(ours, eager)} | {q(ours, comp)} | {q(ours, jx)} |")
     print("\n(o2o's and eager's figures from `o2o bench update --json`; its full table is in update.log)")
-runs = sorted(glob.glob(os.path.join(out, "runs", "*", "*", "summary.json")))
+def rows_of(path):
+    """The JSON rows of a metrics.jsonl, a torn last line (a run killed mid-write) skipped."""
+    rows = []
+    for line in open(path):
+        try:
+            rows.append(json.loads(line))
+        except ValueError:
+            pass
+    return rows
+runs = sorted(d for d in glob.glob(os.path.join(out, "runs", "*", "*")) if os.path.isdir(d))
 if runs:
     print("\n## Runs on the device\n\n| run | finished | env steps | grad steps | wall s | final score | steps/s |\n|---|---|---|---|---|---|---|")
-    for s in runs:
-        name = s.split(os.sep)[-3]
+    g = lambda v: "–" if v is None else (f"{v:.1f}" if isinstance(v, (int, float)) else str(v))
+    for d in runs:
+        name = d.split(os.sep)[-2]
+        metrics = os.path.join(d, "metrics.jsonl")
+        rows = rows_of(metrics) if os.path.exists(metrics) else []
+        rate = next((r["perf/steps_per_s"] for r in reversed(rows) if "perf/steps_per_s" in r), None)
+        score = next((r.get("eval/normalized_score", r.get("eval/return")) for r in reversed(rows)
+                      if "eval/return" in r), None)
+        last = rows[-1] if rows else {}
         try:
-            j = json.load(open(s))
-        except ValueError:
-            continue
-        metrics = os.path.join(os.path.dirname(s), "metrics.jsonl")
-        rate = None
-        if os.path.exists(metrics):
-            for line in open(metrics):
-                row = json.loads(line)
-                rate = row.get("perf/steps_per_s", rate)
-        fe = j.get("final_eval") or {}
-        score = fe.get("normalized_score", fe.get("mean_return"))
-        g = lambda v: "–" if v is None else (f"{v:.1f}" if isinstance(v, (int, float)) else str(v))
-        print(f"| {name} | {j.get('finished')} | {g(j.get('env_steps'))} | {g(j.get('grad_steps'))} | {g(j.get('wall_s'))} | {g(score)} | {g(rate)} |")
+            j = json.load(open(os.path.join(d, "summary.json")))
+        except (OSError, ValueError):
+            j = None  # stopped by --max-time or the section's limit (resumable), or failed: see its log
+        print(f"| {name} | {j is not None and j.get('finished')} | {g(last.get('env_step'))} | {g(last.get('grad_step'))} "
+              f"| {g(j.get('wall_s') if j else last.get('wall_s'))} | {g(score)} | {g(rate)} |")
 EOF
+}
+
+for section in "${sections[@]}"; do
+    case "$section" in
+    system)
+        timed system 30 bash -c "
+            nvidia-smi || true
+            echo; echo '# ldd bin/o2o'; ldd '$o2o'
+            echo; echo '# glibc'; ldd --version | head -1
+            echo; '$py' -c 'import sys, torch; print(\"python\", sys.version.split()[0], \"torch\", torch.__version__, \"cuda\", torch.version.cuda, torch.cuda.is_available())'
+            '$py' -c 'import jax; print(\"jax\", jax.__version__, jax.devices())' || true
+            cat '$bundle/REVISION'"
+        ;;
+    doctor)
+        timed doctor 30 "$o2o" doctor
+        ;;
+    update)
+        timed update 150 "$o2o" bench update --device "$device" --json --rounds 2 --updates 100 --warmup 10 \
+            --only sac,sac_ens10_ln,iql,cql,rlpd
+        ;;
+    py)
+        timed py-jax 75 "$py" "$bundle/scripts/gpu/bench_update_py.py" --backend jax --device "$device" \
+            --updates 100 --warmup 10
+        timed py-compile 90 "$py" "$bundle/scripts/gpu/bench_update_py.py" --backend torch-compile \
+            --device "$device" --updates 100 --warmup 10
+        ;;
+    smoke)
+        run_o2o sac 30 sac-halfcheetah --set train.random_steps=300 --set train.online_steps=500 "${short[@]}"
+        run_o2o iql 30 iql-halfcheetah-medium "${hc[@]}" --set train.offline_steps=400 --set train.online_steps=300 "${short[@]}"
+        run_o2o cql 30 cql-halfcheetah-medium "${hc[@]}" --set train.offline_steps=400 --set train.online_steps=300 "${short[@]}"
+        run_o2o calql 30 calql-halfcheetah-medium "${hc[@]}" --set train.offline_steps=400 --set train.online_steps=300 "${short[@]}"
+        # RLPD's online batches are half offline: 300 random + 300 online rows fill a 512-row batch.
+        run_o2o rlpd 30 rlpd-halfcheetah-medium "${hc[@]}" --set train.batch_size=512 --set train.random_steps=300 --set train.online_steps=300 "${short[@]}"
+        # A 256-row online batch, so the online (no retention) updates run within 400 env steps.
+        run_o2o wsrl 30 wsrl-halfcheetah-small "${hc[@]}" --set train.offline_steps=400 --set train.warmup_steps=100 --set train.online_steps=300 --set train.online_batch_size=256 "${short[@]}"
+        run_o2o sera-calql 30 sera-calql-halfcheetah-small "${hc[@]}" --set train.offline_steps=400 --set train.online_steps=300 "${short[@]}"
+        run_o2o famo2o-cql 30 famo2o-cql-halfcheetah-medium "${hc[@]}" --set train.offline_steps=400 --set train.online_steps=300 "${short[@]}"
+        run_o2o famo2o-iql 30 famo2o-iql-halfcheetah-mixed-small "${hc[@]}" --set train.offline_steps=400 --set train.online_steps=300 "${short[@]}"
+        run_o2o ppo 30 ppo-halfcheetah --set rollout.steps=512 --set train.online_steps=1024 --set eval.every=512 --set eval.episodes=2
+        run_o2o unio4 60 unio4-halfcheetah-small "${hc[@]}" --set agent.critic.steps=300 --set agent.dynamics.max_epochs=2 \
+            --set agent.policy.bc_steps=200 --set agent.policy.bppo_steps=40 --set agent.ope.eval_step=20 \
+            --set agent.value_refit.steps=200 --set rollout.steps=512 --set train.online_steps=1024 \
+            --set eval.every=512 --set eval.episodes=2
+        run_o2o sac-her 30 sac-her-fetch-reach --set train.random_steps=200 --set train.online_steps=400 "${short[@]}"
+        # BC and TD3+BC have presets on the ImagineBench data only; it travels with the working tree.
+        if [ -f data/imaginebench-mujoco-small/mujoco-small.hdf5 ]; then
+            run_o2o bc 30 bc-imaginebench-mujoco-real --set train.offline_steps=400 "${short[@]}"
+            run_o2o td3bc 30 td3bc-imaginebench-mujoco-real --set train.offline_steps=400 "${short[@]}"
+        else
+            printf 'run-bc\tskipped (no data/imaginebench-mujoco-small here)\t0\nrun-td3bc\tskipped\t0\n' >> "$status"
+        fi
+        ;;
+    sac)
+        run_o2o sac-rate 70 sac-halfcheetah --set train.random_steps=1000 --set train.online_steps=30000 \
+            --set eval.every=100000 --set checkpoint.every=100000 --max-time 60s
+        ;;
+    demo)
+        have=$(left)
+        run_o2o demo "$have" wsrl-halfcheetah-small "${hc[@]}" --max-time "$((have > 30 ? have - 25 : 5))s"
+        ;;
+    *)
+        echo "check: unknown section $section (system doctor update smoke py sac demo)" >&2
+        ;;
+    esac
+    summarize
+done
+
 cat "$out/summary.md"

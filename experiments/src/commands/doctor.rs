@@ -72,6 +72,9 @@ fn cuda_backend_check() -> std::result::Result<String, String> {
     match o2o_experiments::paths::cuda_backend() {
         Ok(lib) => Ok(format!("loaded ({})", lib.display())),
         Err(why) if why.starts_with("not in this libtorch") => Ok(why),
+        Err(_) if option_env!("O2O_CUDA_LINK_OPTED_OUT").is_some() => {
+            Ok("not linked (built with O2O_LINK_CUDA=0: CPU only)".to_string())
+        }
         Err(why) => Err(why),
     }
 }

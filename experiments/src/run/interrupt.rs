@@ -1,14 +1,15 @@
 //! Stopping a run cleanly: SIGINT (Ctrl-C) and SIGTERM (a scheduler, a supervisor) ask the
 //! runner to stop; it writes a checkpoint at the next safe point (any offline step, the next
 //! episode end online) and returns [`Interrupted`], and the CLI prints the `o2o resume` command.
-//! A second signal before that ends the process at once.
+//! A second signal before that ends the process at once (a SIGTERM within 2 s of the first is
+//! taken as the same stop delivered twice).
 //!
 //! Only the CLI installs the handlers ([`install`]); a program using the library can install
 //! them too, or call [`request`] from another thread (a GUI's stop button, a robot's e-stop
 //! supervisor) to get the same clean stop.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 static REQUESTED: AtomicBool = AtomicBool::new(false);
 
@@ -24,11 +25,30 @@ pub struct Interrupted {
     pub step: u64,
 }
 
-extern "C" fn on_signal(_: libc::c_int) {
+/// When the first stop signal arrived (CLOCK_MONOTONIC, ms).
+static FIRST_MS: AtomicU64 = AtomicU64::new(0);
+
+/// A SIGTERM this soon after the first signal is the same stop arriving twice, not a second
+/// request: a supervisor that signals a whole cgroup or session (systemd, Slurm) reaches a run
+/// directly and through the sweep or experiment that forwards it.
+const REPEAT_GRACE_MS: u64 = 2000;
+
+fn monotonic_ms() -> u64 {
+    // SAFETY: clock_gettime is async-signal-safe and only writes the struct it is given.
+    let mut t: libc::timespec = unsafe { std::mem::zeroed() };
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    t.tv_sec as u64 * 1000 + t.tv_nsec as u64 / 1_000_000
+}
+
+extern "C" fn on_signal(sig: libc::c_int) {
     if REQUESTED.swap(true, Ordering::SeqCst) {
+        if sig == libc::SIGTERM && monotonic_ms().saturating_sub(FIRST_MS.load(Ordering::SeqCst)) < REPEAT_GRACE_MS {
+            return;
+        }
         // The second signal: the user wants out now (async-signal-safe exit).
         unsafe { libc::_exit(130) };
     }
+    FIRST_MS.store(monotonic_ms(), Ordering::SeqCst);
     // Only async-signal-safe calls here: a fixed message with write(2).
     let msg = b"\no2o: stopping at the next safe point (writing a checkpoint); signal again to quit at once\n";
     unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };

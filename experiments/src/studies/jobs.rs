@@ -147,6 +147,7 @@ pub fn run_jobs(jobs: &[Job], args: &Processes, out: &Path) -> Result<Vec<PathBu
                         job.seed,
                         dir.display()
                     ),
+                    Err(e) if e == NOT_STARTED => {}
                     Err(e) if e == STOPPED => eprintln!(
                         "[{:>5.0} s] {} seed {} stopped with a checkpoint",
                         t0.elapsed().as_secs_f64(),
@@ -175,6 +176,7 @@ pub fn run_jobs(jobs: &[Job], args: &Processes, out: &Path) -> Result<Vec<PathBu
         match slot {
             Some(Ok(d)) => dirs.push(d),
             Some(Err(e)) if e == STOPPED => stopped += 1,
+            Some(Err(e)) if e == NOT_STARTED => not_started += 1,
             Some(Err(e)) => failed.push(format!("{} seed {}: {e}", job.variant, job.seed)),
             None if interrupt::requested() => not_started += 1,
             None => failed.push(format!("{} seed {}: not run", job.variant, job.seed)),
@@ -210,6 +212,8 @@ pub fn run_jobs_timed(jobs: &[Job], args: &Processes, out: &Path) -> Result<(Vec
 
 /// What [`run_one`] returns for a run that stopped on request with a checkpoint.
 const STOPPED: &str = "stopped on request";
+/// What [`run_one`] returns for a job a stop kept from starting (or ended before it had begun).
+const NOT_STARTED: &str = "not started (stopped)";
 
 /// An experiment stopped by a signal (Ctrl-C, SIGTERM to its PID): its running runs were asked to
 /// stop and wrote checkpoints, nothing new started. Rerunning the same command continues: finished
@@ -238,6 +242,10 @@ fn run_one(
     if let Some(done) = finished_run(&job.runs_dir) {
         return Ok(done);
     }
+    if interrupt::requested() {
+        // Taken just before the stop arrived: leave it for the next invocation.
+        return Err(NOT_STARTED.to_string());
+    }
     let log_path = out.join("logs").join(format!("{}-seed{}.log", job.variant, job.seed));
     let mut c = Command::new(exe);
     let device = format!("{:?}", args.device).to_lowercase();
@@ -265,8 +273,12 @@ fn run_one(
     let log = log.map_err(|e| format!("cannot open {}: {e}", log_path.display()))?;
     c.stdin(Stdio::null()).stdout(log.try_clone().map_err(|e| e.to_string())?).stderr(log);
     let (status, forwarded) = wait_forwarding(&mut c).map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
-    if forwarded && status.code() == Some(130) {
+    if forwarded && status.code() == Some(130) && interrupted_run(&job.runs_dir).is_some() {
         return Err(STOPPED.to_string());
+    }
+    if forwarded && std::os::unix::process::ExitStatusExt::signal(&status) == Some(libc::SIGTERM) {
+        // Stopped while still loading, before it could catch the signal: nothing to resume.
+        return Err(NOT_STARTED.to_string());
     }
     if !status.success() {
         return Err(format!("exited with {status}; see {}", log_path.display()));

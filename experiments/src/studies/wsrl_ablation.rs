@@ -403,10 +403,16 @@ fn resolve(base: &toml::Table, overrides: &[String]) -> Result<toml::Table> {
 /// `max(warmup_steps, batch_size)` steps the same way); a warm-up not above that makes the two
 /// variants the same run.
 fn check_warmup(t: &toml::Table, warmup: u64) -> Result<()> {
-    let get = |key: &str| t.get("train").and_then(|s| s.get(key)).and_then(|v| v.as_integer()).unwrap_or(0).max(0);
-    let batch = match get("online_batch_size") {
-        0 => get("batch_size"),
-        b => b,
+    let train = t.get("train");
+    let get = |key: &str| train.and_then(|s| s.get(key)).and_then(|v| v.as_integer()).unwrap_or(0).max(0);
+    let ratio = train.and_then(|s| s.get("offline_ratio")).and_then(|v| v.as_float()).unwrap_or(0.0);
+    let proportional = train.and_then(|s| s.get("offline_mix")).and_then(|v| v.as_str()) == Some("proportional");
+    if ratio > 0.0 || proportional {
+        return Ok(()); // retained rows fill the first batches: updates start at once without a warm-up
+    }
+    let batch = match (get("online_batch_size"), get("batch_size")) {
+        (0, 0) => crate::run::config::TrainConfig::default().batch_size as i64,
+        (0, b) | (b, _) => b,
     } as u64;
     if warmup <= batch {
         bail!(
@@ -531,6 +537,10 @@ mod tests {
         // No online batch size: the batch size is the online batch.
         assert!(check_warmup(&t(256, 256, 0), 256).is_err());
         check_warmup(&t(2500, 256, 0), 2500).unwrap();
+        // Retained offline rows fill the batches from the first step: any warm-up is meaningful.
+        let mut retained = t(1000, 256, 1024);
+        retained["train"].as_table_mut().unwrap().insert("offline_ratio".into(), toml::Value::Float(0.5));
+        check_warmup(&retained, 1000).unwrap();
     }
 
     #[test]
