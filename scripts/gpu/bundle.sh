@@ -139,12 +139,14 @@ cat > "$out.tmp/env.sh" <<'EOF'
 # O2O_PYTHON: the python whose torch to use (default: python3 on PATH).
 o2o_bundle="$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")" && pwd)"
 O2O_PYTHON="${O2O_PYTHON:-$(command -v python3)}"
-o2o_torch_libs="$("$O2O_PYTHON" - <<'PY'
+# O2O_TORCH_LIBS (colon-separated folders) instead: a dry run on a machine whose python has
+# another torch than the one the bundle was built against.
+o2o_torch_libs="${O2O_TORCH_LIBS:-$("$O2O_PYTHON" - <<'PY'
 import glob, os, torch
 site = os.path.dirname(os.path.dirname(torch.__file__))
-print(":".join([os.path.join(os.path.dirname(torch.__file__), "lib")] + sorted(glob.glob(os.path.join(site, "nvidia", "*", "lib")) + glob.glob(os.path.join(site, "nvidia", "cu*", "lib")))))
+print(":".join([os.path.join(os.path.dirname(torch.__file__), "lib")] + sorted(glob.glob(os.path.join(site, "nvidia", "*", "lib")))))
 PY
-)" || { echo "env.sh: $O2O_PYTHON cannot import torch" >&2; return 1 2>/dev/null || exit 1; }
+)}" || { echo "env.sh: $O2O_PYTHON cannot import torch" >&2; return 1 2>/dev/null || exit 1; }
 # Only torch's and CUDA's folders: the bundle's own lib/ is reached through bin/o2o's RPATH, so
 # python and JAX keep the system's libraries.
 export LD_LIBRARY_PATH="$o2o_torch_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"

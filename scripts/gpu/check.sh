@@ -97,7 +97,9 @@ if upd or any(py.values()):
     rows = {}
     for r in (upd or {}).get("results", []):
         rows[r["algo"]] = r
-    names = list(rows) or list(((py.get("jax") or {}).get("variants") or {}))
+    names = list(rows)
+    for b in ("jax", "compile"):
+        names += [n for n in ((py.get(b) or {}).get("variants") or {}) if n not in names]
     for n in names:
         r = rows.get(n, {})
         ours, eager = r.get("ours_updates_per_s"), r.get("pytorch_updates_per_s")
@@ -119,7 +121,8 @@ def rows_of(path):
 runs = sorted(d for d in glob.glob(os.path.join(out, "runs", "*", "*")) if os.path.isdir(d))
 if runs:
     print("\n## Runs on the device\n\n| run | finished | env steps | grad steps | wall s | final score | steps/s |\n|---|---|---|---|---|---|---|")
-    g = lambda v: "–" if v is None else (f"{v:.1f}" if isinstance(v, (int, float)) else str(v))
+    g = lambda v: "–" if v is None else (f"{v:.0f}" if isinstance(v, (int, float)) and float(v).is_integer()
+                                         else f"{v:.1f}" if isinstance(v, (int, float)) else str(v))
     for d in runs:
         name = d.split(os.sep)[-2]
         metrics = os.path.join(d, "metrics.jsonl")
@@ -171,7 +174,7 @@ for section in "${sections[@]}"; do
         # A 256-row online batch, so the online (no retention) updates run within 400 env steps.
         run_o2o wsrl 30 wsrl-halfcheetah-small "${hc[@]}" --set train.offline_steps=400 --set train.warmup_steps=100 --set train.online_steps=300 --set train.online_batch_size=256 "${short[@]}"
         run_o2o sera-calql 30 sera-calql-halfcheetah-small "${hc[@]}" --set train.offline_steps=400 --set train.online_steps=300 "${short[@]}"
-        run_o2o famo2o-cql 30 famo2o-cql-halfcheetah-medium "${hc[@]}" --set train.offline_steps=400 --set train.online_steps=300 "${short[@]}"
+        run_o2o famo2o-cql 45 famo2o-cql-halfcheetah-medium "${hc[@]}" --set train.offline_steps=300 --set train.online_steps=200 "${short[@]}"
         run_o2o famo2o-iql 30 famo2o-iql-halfcheetah-mixed-small "${hc[@]}" --set train.offline_steps=400 --set train.online_steps=300 "${short[@]}"
         run_o2o ppo 30 ppo-halfcheetah --set rollout.steps=512 --set train.online_steps=1024 --set eval.every=512 --set eval.episodes=2
         run_o2o unio4 60 unio4-halfcheetah-small "${hc[@]}" --set agent.critic.steps=300 --set agent.dynamics.max_epochs=2 \
