@@ -585,7 +585,7 @@ mod tests {
         let m = choose_medium(&evals, "hopper", Some(45.0), MediumPick::Closest).unwrap();
         assert_eq!((m.eval.step, m.fallback_to_final, m.expert_eval_return), (4, false, 1000.0));
         // On a tie, the earliest; a target above every evaluation takes the highest, not the final.
-        let tie = [ev(1, 1444.285_232 - 10.0), ev(2, 1444.285_232 + 10.0)];
+        let tie = [ev(1, 1400.0), ev(2, 1400.0), ev(3, 2600.0)];
         assert_eq!(choose_medium(&tie, "hopper", Some(45.0), MediumPick::Closest).unwrap().eval.step, 1);
         let m = choose_medium(&evals, "hopper", Some(95.0), MediumPick::Closest).unwrap();
         assert_eq!((m.eval.step, m.fallback_to_final), (2, false));
