@@ -410,6 +410,154 @@ fn finish_stage(
     Ok(())
 }
 
+/// One policy of a finished Uni-O4 run, re-scored by [`ope_probe`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ProbedPolicy {
+    /// `bc` (the BC ensemble's member) or `bppo` (the member handed over).
+    pub stage: String,
+    /// The member's index.
+    pub member: usize,
+    /// Mean real return over the probe's episodes.
+    pub real_return: f64,
+    /// Its standard deviation over episodes.
+    pub real_return_std: f64,
+    /// Mean real episode length.
+    pub real_length: f64,
+    /// AM-Q at each of the probe's horizons.
+    pub am_q: Vec<f64>,
+    /// Mean model steps a rollout lasted before the termination rule, at each horizon.
+    pub model_length: Vec<f64>,
+}
+
+/// What [`ope_probe`] found for one run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OpeProbe {
+    /// The run directory.
+    pub run: PathBuf,
+    /// The horizons H scored.
+    pub horizons: Vec<usize>,
+    /// Start states per rollout batch (one shared batch for every policy and horizon).
+    pub start_states: usize,
+    /// Real episodes per policy.
+    pub episodes: usize,
+    /// The BC members, then the BPPO members.
+    pub policies: Vec<ProbedPolicy>,
+    /// Spearman correlation of AM-Q with the real return at each horizon, over the BPPO members
+    /// (what the hand-over ranks).
+    pub rank_corr_bppo: Vec<f64>,
+    /// The same over every probed policy (BC and BPPO members).
+    pub rank_corr_all: Vec<f64>,
+}
+
+/// Re-score the members of a finished Uni-O4 run: for the BC ensemble (`unio4/bc.ot`) and the
+/// BPPO ensemble the hand-over chose from (`unio4/bppo.ot`), AM-Q at each of `horizons` with the
+/// run's critic and dynamics (`critic.ot`, `dynamics.ot`) from one shared batch of
+/// `start_states` dataset states and one model noise stream (common random numbers, so the
+/// policies differ only by their actions), and the real return over `episodes` episodes reset
+/// as the run's hand-over evaluation resets them. The run is read, never written.
+pub fn ope_probe(
+    run_dir: &Path,
+    horizons: &[usize],
+    start_states: usize,
+    episodes: usize,
+    device: Device,
+) -> Result<OpeProbe> {
+    use super::prepare::load_checkpoint_agent;
+    if horizons.is_empty() || horizons.contains(&0) || start_states == 0 || episodes == 0 {
+        anyhow::bail!(
+            "ope probe: horizons, start states and episodes must be ≥ 1, found {horizons:?}, {start_states}, {episodes}"
+        );
+    }
+    let mut loaded = load_checkpoint_agent(run_dir, None, None, device)?;
+    let config = loaded.config.clone();
+    let o2o_agents::AgentConfig::Unio4(cfg) = &config.agent else {
+        anyhow::bail!("{}: algo `{}` is not `unio4`", run_dir.display(), config.algo);
+    };
+    let dir = run_dir.join("unio4");
+    for stage in ["critic", "dynamics", "bc", "bppo"] {
+        let f = dir.join(format!("{stage}.ot"));
+        if !f.is_file() {
+            anyhow::bail!("{}: the stage file is missing (the run's offline part did not finish here)", f.display());
+        }
+    }
+    let dataset = config.dataset.as_ref().context("algo `unio4` needs a [dataset]")?;
+    let env = &mut *loaded.env;
+    let (od, ad) = (env.observation_space().dim(), env.action_space().dim());
+    let offline =
+        super::data::load(dataset, None, env.action_space(), &config.env, od, ad, env.spec().max_episode_steps, None)?;
+    let data = data_of(&offline, device)?;
+    let (o, a) = (od as i64, ad as i64);
+    let norm = cfg.state_norm;
+    let sub = |k: u64| derive_seed(config.seed, stream::AGENT, 100 + k);
+    let mut critic = offline_critic(&cfg.critic, &data, device, sub(1))?;
+    critic.load(&dir.join("critic.ot"))?;
+    let mut dynamics = Dynamics::new(cfg.dynamics.clone(), o, a, device, &mut AgentRng::new(sub(2)))?;
+    dynamics.load(&dir.join("dynamics.ot"))?;
+    let term = Termination::for_env(&config.env);
+    let value: Vec<(String, Tensor)> =
+        critic.value_params().named().iter().map(|(n, t)| (n.replacen("value", "critic", 1), t.detach())).collect();
+
+    // One batch of start states and one model stream for every policy and horizon.
+    let mut probe_rng = AgentRng::new(derive_seed(config.seed, stream::AGENT, 900));
+    let idx = probe_rng.indices(data.len(), start_states, true, device);
+    let start = data.obs.index_select(0, &idx);
+    let model_seed = probe_rng.below(u64::MAX);
+    let tmp = std::env::temp_dir().join(format!("o2o-ope-probe-{}.ot", std::process::id()));
+    let mut policies = Vec::new();
+    for stage in ["bc", "bppo"] {
+        let mut ensemble = PolicyEnsemble::new(cfg.policy.clone(), o, a, device, sub(3))?;
+        ensemble.load(&dir.join(format!("{stage}.ot")))?;
+        for e in 0..cfg.policy.members as usize {
+            let (mut am, mut len) = (Vec::new(), Vec::new());
+            for &h in horizons {
+                let mut model_rng = AgentRng::new(model_seed);
+                let pol = &ensemble;
+                let mut act = |s: &Tensor| pol.mean_action(e as i64, &data.norm_obs(s, norm));
+                let mut q = |s: &Tensor, a: &Tensor| critic.q(&data.norm_obs(s, norm), a);
+                let mut step = |s: &Tensor, a: &Tensor| dynamics.step(s, a, &mut model_rng).0;
+                let done = |s: &Tensor| term.done(s);
+                let (score, length) = o2o_agents::unio4::ope::am_q_with_length(
+                    &start,
+                    h,
+                    Rollout { policy: &mut act, q: &mut q, step: &mut step, done: &done },
+                );
+                am.push(score);
+                len.push(length);
+            }
+            load_member(&mut *loaded.agent, &ensemble, &value, e as i64, &tmp)?;
+            let r = eval::evaluate(env, &mut *loaded.agent, device, config.seed, episodes, 0)
+                .with_context(|| format!("evaluating {stage} member {e}"))?;
+            policies.push(ProbedPolicy {
+                stage: stage.into(),
+                member: e,
+                real_return: r.mean_return,
+                real_return_std: r.std_return,
+                real_length: r.mean_length,
+                am_q: am,
+                model_length: len,
+            });
+        }
+    }
+    let _ = std::fs::remove_file(&tmp);
+    let corr = |which: &dyn Fn(&ProbedPolicy) -> bool, k: usize| {
+        let chosen: Vec<&ProbedPolicy> = policies.iter().filter(|p| which(p)).collect();
+        let x: Vec<f64> = chosen.iter().map(|p| p.am_q[k]).collect();
+        let y: Vec<f64> = chosen.iter().map(|p| p.real_return).collect();
+        spearman(&x, &y)
+    };
+    let rank_corr_bppo = (0..horizons.len()).map(|k| corr(&|p| p.stage == "bppo", k)).collect();
+    let rank_corr_all = (0..horizons.len()).map(|k| corr(&|_| true, k)).collect();
+    Ok(OpeProbe {
+        run: run_dir.to_path_buf(),
+        horizons: horizons.to_vec(),
+        start_states,
+        episodes,
+        policies,
+        rank_corr_bppo,
+        rank_corr_all,
+    })
+}
+
 /// Spearman rank correlation of two equally long lists (NaN when either is constant).
 pub fn spearman(x: &[f64], y: &[f64]) -> f64 {
     let ranks = |v: &[f64]| {

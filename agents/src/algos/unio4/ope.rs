@@ -57,6 +57,13 @@ pub struct Rollout<'a> {
 
 /// AM-Q of a policy from `start` `[B, o]` over `horizon` steps (see the module docs).
 pub fn am_q(start: &Tensor, horizon: usize, r: Rollout<'_>) -> f64 {
+    am_q_with_length(start, horizon, r).0
+}
+
+/// [`am_q`] and the mean number of model steps a rollout lasted (`Σ_k T_k / B`): how long the
+/// policy stays clear of the termination rule in the model, for diagnostics.
+pub fn am_q_with_length(start: &Tensor, horizon: usize, r: Rollout<'_>) -> (f64, f64) {
+    let rows = start.size()[0].max(1) as f64;
     tch::no_grad(|| {
         let (mut sum, mut count) = (0.0f64, 0i64);
         let mut s = start.shallow_clone();
@@ -72,11 +79,8 @@ pub fn am_q(start: &Tensor, horizon: usize, r: Rollout<'_>) -> f64 {
             }
             s = next.index_select(0, &alive);
         }
-        if count == 0 {
-            f64::NAN
-        } else {
-            sum / count as f64
-        }
+        let score = if count == 0 { f64::NAN } else { sum / count as f64 };
+        (score, count as f64 / rows)
     })
 }
 
@@ -99,6 +103,10 @@ mod tests {
         let done = |s: &Tensor| s.gt(2.0).squeeze_dim(1);
         let score = am_q(&start, 4, Rollout { policy: &mut policy, q: &mut q, step: &mut step, done: &done });
         assert!((score - 2.1375).abs() < 1e-6, "{score}");
+        // The rollouts lasted 4, 3 and 1 steps.
+        let (again, length) =
+            am_q_with_length(&start, 4, Rollout { policy: &mut policy, q: &mut q, step: &mut step, done: &done });
+        assert_eq!((again, length), (score, 8.0 / 3.0));
         // Actions are clipped to [−1, 1] before Q and the model see them.
         let mut big = |s: &Tensor| s.zeros_like() + 5.0;
         let score = am_q(

@@ -8,6 +8,7 @@ pub mod famo2o_ablation;
 pub mod famo2o_claim;
 pub mod sera_ablation;
 pub mod unio4_claim;
+pub mod unio4_ope_probe;
 pub mod wsrl_ablation;
 
 use crate::commands::run::DeviceArg;
@@ -48,6 +49,9 @@ pub enum Which {
     /// Uni-O4 offline → online against IQL → IQL on the same data and PPO from scratch, on the
     /// same env-step budget: the dip at the hand-over, the final score and AM-Q's ranking.
     Unio4Claim(unio4_claim::ClaimArgs),
+    /// Re-score finished Uni-O4 runs' BC and BPPO members by AM-Q at several rollout horizons
+    /// and by real returns: does AM-Q rank them as the env does?
+    Unio4OpeProbe(unio4_ope_probe::ProbeArgs),
 }
 
 /// Dispatch.
@@ -59,6 +63,7 @@ pub fn run(args: ExperimentArgs) -> Result<()> {
         Which::SeraAblation(a) => sera_ablation::run(a),
         Which::Dopamine(a) => dopamine::run(a),
         Which::Unio4Claim(a) => unio4_claim::run(a),
+        Which::Unio4OpeProbe(a) => unio4_ope_probe::run(a),
     }
 }
 
