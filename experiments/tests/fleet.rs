@@ -137,6 +137,33 @@ fn the_spool_keeps_batches_across_a_server_restart() {
     assert_eq!(rewards, (0..22).collect::<Vec<i64>>(), "every row once, in order");
 }
 
+/// A slow actor does not hold rows back for a full batch: once its first unpublished row has
+/// waited `max_batch_delay`, the next row closes a shorter batch and it is published.
+#[test]
+fn a_slow_actor_publishes_a_short_batch_after_the_max_delay() {
+    let server = NatsServer::start().unwrap();
+    let bus = Bus::connect(&Connection::new(&server.url(), "delay-test"), "delay-run", Duration::from_secs(2)).unwrap();
+    let fleet = FleetConfig { batch: 1000, max_batch_delay: Duration::from_millis(300), ..fast() };
+    declare(&bus, &fleet).unwrap();
+    let mut sink = StreamSink::new(&bus, "a0", 2, 1, &fleet);
+    for i in 0..5 {
+        sink.push(&transition(i)).unwrap();
+    }
+    assert_eq!(sink.acked(), 0, "5 rows of a 1000-row batch, well within the delay: nothing sent yet");
+    std::thread::sleep(Duration::from_millis(350));
+    sink.push(&transition(5)).unwrap();
+    assert_eq!((sink.acked(), sink.spooled()), (6, 0), "the delay passed: the 6 rows went as one short batch");
+    // The delay counts from the first row of the next batch, not from the last publish.
+    sink.push(&transition(6)).unwrap();
+    assert_eq!(sink.acked(), 6);
+    let batches: Vec<usize> = read_stream(&bus)
+        .unwrap()
+        .iter()
+        .map(|(_, p)| message::decode(p, "delay-run", 2, 1).unwrap().transitions.len())
+        .collect();
+    assert_eq!(batches, vec![6]);
+}
+
 /// Issue 47 item 5: the learner's stream has a max age and a max size (the defaults, or the
 /// options), set again on a stream that exists (a resumed learner), and the size limit holds as
 /// batches pour in: the oldest go.
@@ -554,7 +581,21 @@ fn a_learner_and_actor_processes_train_sac_through_kills_and_restarts() {
 #[test]
 fn the_fleet_benchmark_measures_both_sides_in_one_run() {
     let out = o2o()
-        .args(["bench", "fleet", "--steps", "300", "--actors", "1,2", "--updates", "20", "--block", "10", "--json"])
+        .args([
+            "bench",
+            "fleet",
+            "--steps",
+            "300",
+            "--batch",
+            "64",
+            "--actors",
+            "1,2",
+            "--updates",
+            "20",
+            "--block",
+            "10",
+        ])
+        .arg("--json")
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);

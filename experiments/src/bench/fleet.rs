@@ -114,6 +114,13 @@ pub struct ActorRow {
     pub stream_cpu_us: f64,
     /// CPU µs per transition in process: the actors.
     pub in_process_cpu_us: f64,
+    /// The stream's CPU µs per transition by process: the actors (stepping, encoding,
+    /// publishing and waiting for the server's acknowledgements).
+    pub actors_cpu_us: f64,
+    /// The consumer (fetch, decode, replay push, ack).
+    pub consumer_cpu_us: f64,
+    /// The nats-server.
+    pub server_cpu_us: f64,
 }
 
 /// The learner comparison.
@@ -213,19 +220,30 @@ pub fn run(a: &FleetBenchOptions) -> Result<FleetBenchReport> {
         let (consumer_cpu, server_cpu) = (process_cpu_s() - cpu0, pid_cpu_s(server.pid()) - server0);
         let reports = wait_workers(children)?;
         let stream_per_s = want as f64 / span(&reports, Some(last_row));
-        let stream_cpu_us =
-            (reports.iter().map(|r| r.cpu_s).sum::<f64>() + consumer_cpu + server_cpu) / want as f64 * 1e6;
+        let per_row = |cpu_s: f64| cpu_s / want as f64 * 1e6;
+        let actors_cpu_us = per_row(reports.iter().map(|r| r.cpu_s).sum::<f64>());
+        let (consumer_cpu_us, server_cpu_us) = (per_row(consumer_cpu), per_row(server_cpu));
         let row = ActorRow {
             actors: n,
             stream_per_s,
             in_process_per_s,
             ratio: stream_per_s / in_process_per_s,
-            stream_cpu_us,
+            stream_cpu_us: actors_cpu_us + consumer_cpu_us + server_cpu_us,
             in_process_cpu_us,
+            actors_cpu_us,
+            consumer_cpu_us,
+            server_cpu_us,
         };
         eprintln!(
-            "{n} actor(s): {:.0} transitions/s through the stream, {:.0} in process, ratio {:.2}; CPU per transition {:.1} µs vs {:.1} µs",
-            row.stream_per_s, row.in_process_per_s, row.ratio, row.stream_cpu_us, row.in_process_cpu_us
+            "{n} actor(s): {:.0} transitions/s through the stream, {:.0} in process, ratio {:.2}; CPU per transition {:.1} µs (actors {:.1}, consumer {:.1}, server {:.1}) vs {:.1} µs",
+            row.stream_per_s,
+            row.in_process_per_s,
+            row.ratio,
+            row.stream_cpu_us,
+            row.actors_cpu_us,
+            row.consumer_cpu_us,
+            row.server_cpu_us,
+            row.in_process_cpu_us
         );
         rows.push(row);
         pool = Some((bus, h, replay));
@@ -247,12 +265,15 @@ impl FleetBenchReport {
         ];
         for r in rows {
             lines.push(format!(
-                "| {} | {:.0} | {:.0} | **{:.2}** | {:.1} | {:.1} | {:.2} |",
+                "| {} | {:.0} | {:.0} | **{:.2}** | {:.1} ({:.1} + {:.1} + {:.1}) | {:.1} | {:.2} |",
                 r.actors,
                 r.stream_per_s,
                 r.in_process_per_s,
                 r.ratio,
                 r.stream_cpu_us,
+                r.actors_cpu_us,
+                r.consumer_cpu_us,
+                r.server_cpu_us,
                 r.in_process_cpu_us,
                 r.stream_cpu_us / r.in_process_cpu_us
             ));

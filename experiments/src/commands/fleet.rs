@@ -80,6 +80,9 @@ struct FleetSettings {
     /// Transitions per published message.
     #[arg(long, default_value_t = FleetConfig::default().batch)]
     batch: usize,
+    /// Seconds an actor's first unpublished row waits at most: a shorter batch goes out then.
+    #[arg(long, default_value_t = FleetConfig::default().max_batch_delay.as_secs_f64())]
+    max_batch_delay: f64,
     /// Seconds to wait for the server's acknowledgement of one publish.
     #[arg(long, default_value_t = 2.0)]
     ack_timeout: f64,
@@ -93,13 +96,18 @@ impl FleetSettings {
         if self.batch == 0 {
             anyhow::bail!("--batch: expected at least 1 transition per message, found 0");
         }
-        for (name, v) in [("--ack-timeout", self.ack_timeout), ("--liveness-ttl", self.liveness_ttl)] {
+        for (name, v) in [
+            ("--ack-timeout", self.ack_timeout),
+            ("--liveness-ttl", self.liveness_ttl),
+            ("--max-batch-delay", self.max_batch_delay),
+        ] {
             if !(v.is_finite() && v > 0.0) {
                 anyhow::bail!("{name}: expected a positive number of seconds, found {v}");
             }
         }
         Ok(FleetConfig {
             batch: self.batch,
+            max_batch_delay: Duration::from_secs_f64(self.max_batch_delay),
             ack_timeout: Duration::from_secs_f64(self.ack_timeout),
             liveness_ttl_s: self.liveness_ttl,
             ..FleetConfig::default()

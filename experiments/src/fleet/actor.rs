@@ -39,7 +39,10 @@ pub struct StreamSink<'b> {
     obs_dim: usize,
     act_dim: usize,
     rows: usize,
+    max_delay: Duration,
     pending: Vec<Row>,
+    /// When the first pending row came.
+    pending_since: Option<Instant>,
     next_batch: u64,
     spool: VecDeque<(String, Vec<u8>, usize)>,
     spool_cap: usize,
@@ -63,7 +66,9 @@ impl<'b> StreamSink<'b> {
             obs_dim,
             act_dim,
             rows: fleet.batch.max(1),
+            max_delay: fleet.max_batch_delay,
             pending: Vec::new(),
+            pending_since: None,
             next_batch: 0,
             spool: VecDeque::new(),
             spool_cap: fleet.spool_batches.max(1),
@@ -96,6 +101,7 @@ impl<'b> StreamSink<'b> {
         if self.pending.is_empty() {
             return;
         }
+        self.pending_since = None;
         let b = Batch {
             schema: SCHEMA,
             run_id: self.bus.names.run_id.clone(),
@@ -154,7 +160,8 @@ impl<'b> StreamSink<'b> {
 impl TransitionSink for StreamSink<'_> {
     fn push(&mut self, t: &Transition) -> Result<()> {
         self.pending.push(Row::from(t));
-        if self.pending.len() >= self.rows {
+        let since = *self.pending_since.get_or_insert_with(Instant::now);
+        if self.pending.len() >= self.rows || since.elapsed() >= self.max_delay {
             self.seal();
             self.flush();
             // Full spool: wait for the server rather than drop anything.

@@ -239,6 +239,9 @@ pub struct ActorBeat {
 pub struct FleetConfig {
     /// Transitions per published message.
     pub batch: usize,
+    /// An actor publishes a shorter batch once its first row has waited this long (a slow robot
+    /// does not hold its data back for a full batch).
+    pub max_batch_delay: Duration,
     /// Batches an actor keeps while the server does not acknowledge; when full the actor waits.
     pub spool_batches: usize,
     /// An actor pauses rather than act with a policy more than this many versions old.
@@ -269,12 +272,15 @@ pub struct FleetConfig {
 impl Default for FleetConfig {
     fn default() -> Self {
         Self {
-            batch: 64,
+            // The stream's cost is mostly per message (`o2o bench fleet --batch`, BENCHMARKS.md
+            // "Fleet"): 256 rows amortize it; a slower actor publishes after `max_batch_delay`.
+            batch: 256,
+            max_batch_delay: Duration::from_secs(1),
             spool_batches: 1024,
             max_policy_lag: 4,
-            // Four of the learner's fetches (16 messages each): it never waits for data, and
-            // what it trains on is at most this far behind what the actors do.
-            max_backlog: 64,
+            // 4096 transitions at the default batch, 16 learner batches of 256: it never waits
+            // for data, and what it trains on is at most this far behind what the actors do.
+            max_backlog: 16,
             publish_every: 500,
             liveness_ttl_s: 5.0,
             ack_timeout: Duration::from_secs(2),

@@ -14,8 +14,8 @@ pub struct FleetBenchArgs {
     /// Actor process counts to measure.
     #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
     pub actors: Vec<usize>,
-    /// Transitions per published message.
-    #[arg(long, default_value_t = 64)]
+    /// Transitions per published message (the fleet's default).
+    #[arg(long, default_value_t = o2o_experiments::fleet::FleetConfig::default().batch)]
     pub batch: usize,
     /// Learner updates per mode (with the stream, without it).
     #[arg(long, default_value_t = 1000)]
