@@ -23,12 +23,14 @@ fn every_antmaze_preset_builds_its_agent_and_names_its_dataset() {
         };
         let c = Run::preset(name).unwrap().config().unwrap_or_else(|e| panic!("{name}: {e:#}"));
         let d = c.dataset.as_ref().unwrap();
-        // `<algo>-antmaze-<maze>-small` (issue 47 item 8): the maze's env on the shipped file.
-        let small = rest.strip_suffix("-small");
-        if let Some(maze) = small {
+        // `<algo>-antmaze-<maze>-small` (issue 47 item 8): the maze's env on the shipped file;
+        // `-200k` (issue 43): on the 200k-row file made on demand.
+        let small =
+            rest.strip_suffix("-small").map(|m| (m, "small")).or(rest.strip_suffix("-200k").map(|m| (m, "200k")));
+        if let Some((maze, size)) = small {
             assert_eq!(c.env, format!("antmaze-{maze}-v2"), "{name}");
             let path = d.path.as_ref().map(|p| p.display().to_string());
-            assert_eq!(path.as_deref(), Some("data/antmaze-umaze-small/antmaze-umaze-v2.hdf5"), "{name}");
+            assert_eq!(path, Some(format!("data/antmaze-umaze-{size}/antmaze-umaze-v2.hdf5")), "{name}");
         } else {
             assert_eq!(c.env, format!("antmaze-{rest}-v2"), "{name}");
             assert_eq!(d.id.as_deref(), Some(c.env.as_str()), "{name}: the dataset is the env's");
@@ -45,7 +47,7 @@ fn every_antmaze_preset_builds_its_agent_and_names_its_dataset() {
         }
         seen += 1;
     }
-    assert_eq!(seen, 35);
+    assert_eq!(seen, 37);
 }
 
 /// An AntMaze-layout file (29 obs, 8 actions in [−1, 1], sparse rewards, timeouts, no

@@ -75,8 +75,22 @@ pub struct WsrlAblationOptions {
     pub processes: Processes,
     /// Config overrides for every run, as in `o2o run --set`.
     pub set: Vec<String>,
+    /// The variants to run (empty: all of [`VARIANTS`]); `wsrl` must be among them, the others
+    /// are compared with it.
+    pub variants: Vec<String>,
     /// The command line recorded in `table.md` and `results.json`.
     pub command: String,
+}
+
+/// Whether `variant` is selected, after checking the selection names known variants and `wsrl`.
+fn selection(variants: &[String]) -> Result<impl Fn(&str) -> bool + '_> {
+    if let Some(v) = variants.iter().find(|v| !VARIANTS.contains(&v.as_str())) {
+        bail!("--variants: unknown variant {v:?}; expected some of {}", VARIANTS.join(", "));
+    }
+    if !variants.is_empty() && !variants.iter().any(|v| v == "wsrl") {
+        bail!("--variants: `wsrl` must be among them (every other variant is compared with it)");
+    }
+    Ok(move |v: &str| variants.is_empty() || variants.iter().any(|x| x == v))
 }
 
 /// The variants, in table order.
@@ -94,6 +108,7 @@ struct Budget {
 /// `o2o experiment wsrl-ablation`.
 pub fn run(args: &WsrlAblationOptions) -> Result<StudyReport> {
     args.processes.check(args.seeds)?;
+    let want = selection(&args.variants)?;
     let env_name = args.task.split('-').next().unwrap_or_default().to_string();
     let env = format!("{env_name}-v2");
     let scale = match args.scale {
@@ -143,14 +158,14 @@ pub fn run(args: &WsrlAblationOptions) -> Result<StudyReport> {
     for seed in 0..args.seeds {
         pretrain.push(jobs.len());
         jobs.push(pretrain_job("pretrain", &pretrain_algo, seed));
-        if pretrain_algo != "calql" {
+        if pretrain_algo != "calql" && want("calql-retain") {
             pretrain_calql.push(jobs.len());
             jobs.push(pretrain_job("pretrain-calql", "calql", seed));
         } else {
             pretrain_calql.push(jobs.len() - 1);
         }
     }
-    for seed in 0..args.seeds {
+    for seed in (0..args.seeds).filter(|_| want("rlpd")) {
         // RLPD from scratch, same networks and budget: K random steps, then N online steps.
         let mut a = vec![
             "train".to_string(),
@@ -227,7 +242,7 @@ pub fn run(args: &WsrlAblationOptions) -> Result<StudyReport> {
                 ],
             ),
         ];
-        for (variant, parent, extra) in variant_sets {
+        for (variant, parent, extra) in variant_sets.into_iter().filter(|(v, _, _)| want(v)) {
             let mut a = vec!["run".to_string(), "--preset".into(), preset.clone(), "--seed".into(), seed.to_string()];
             sets(&mut a, &shared);
             sets(&mut a, &extra);
@@ -523,6 +538,21 @@ fn gap_table(gaps: &Curves, steps: &[u64]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `--variants` selects among the known variants, `wsrl` required; none means all.
+    #[test]
+    fn variants_are_selected_by_name_with_wsrl_required() {
+        let all = selection(&[]).unwrap();
+        assert!(VARIANTS.iter().all(|v| all(v)));
+        let names = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let two = names(&["wsrl", "wsrl-no-warmup"]);
+        let want = selection(&two).unwrap();
+        assert!(want("wsrl") && want("wsrl-no-warmup") && !want("rlpd") && !want("calql-retain"));
+        let e = selection(&names(&["wsrl", "wsrl-nowarmup"])).err().unwrap().to_string();
+        assert!(e.contains("unknown variant \"wsrl-nowarmup\"") && e.contains("wsrl-no-warmup"), "{e}");
+        let e = selection(&names(&["rlpd"])).err().unwrap().to_string();
+        assert!(e.contains("`wsrl` must be among them"), "{e}");
+    }
 
     #[test]
     fn a_warmup_not_above_the_online_batch_is_refused() {

@@ -29,6 +29,10 @@ pub struct AblationArgs {
     /// A config override for every run (e.g. a shorter budget), as in `o2o run --set`.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
+    /// Run only these variants (comma-separated; `wsrl` among them): wsrl, wsrl-no-warmup,
+    /// no-retain-cql, calql-retain, rlpd. Default: all.
+    #[arg(long, value_delimiter = ',')]
+    pub variants: Vec<String>,
 }
 
 /// `o2o experiment wsrl-ablation`.
@@ -40,6 +44,7 @@ pub fn run(args: AblationArgs) -> Result<()> {
         out: args.out,
         processes: args.processes.processes()?,
         set: args.set,
+        variants: args.variants,
         command: super::command_line(),
     };
     super::print(&wsrl_ablation::run(&options)?);
