@@ -238,6 +238,34 @@ fn unio4_runs_offline_to_online_with_its_diagnostics() {
     let chosen = h["chosen"].as_u64().unwrap() as usize;
     assert_eq!(evals[0], h["real_return"][chosen].as_f64().unwrap(), "the run continues from the chosen member");
     assert!(evals.len() >= 2 && !common::metric(&run, "train/policy_loss").is_empty());
+
+    // `o2o experiment unio4-ope-probe` re-scores the finished run's members: with the run's
+    // episode count its BPPO members' real returns are the hand-over's, bit for bit; AM-Q is
+    // given at each horizon, and no rollout outlasts its horizon.
+    let out = tempfile::tempdir().unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_o2o"))
+        .args(["experiment", "unio4-ope-probe"])
+        .arg(&run)
+        .args(["--horizons", "2,6", "--start-states", "16", "--episodes", "1", "--device", "cpu", "--out"])
+        .arg(out.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "unio4-ope-probe failed:\n{}", String::from_utf8_lossy(&o.stderr));
+    let probe: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("probe.json")).unwrap()).unwrap();
+    let policies = probe[0]["policies"].as_array().unwrap();
+    assert_eq!(policies.len(), 8, "4 BC and 4 BPPO members");
+    for p in policies {
+        let (am, len) = (p["am_q"].as_array().unwrap(), p["model_length"].as_array().unwrap());
+        assert!(am.len() == 2 && am.iter().all(|x| x.as_f64().unwrap().is_finite()), "{p}");
+        assert!(len[0].as_f64().unwrap() <= 2.0 && len[1].as_f64().unwrap() <= 6.0, "{p}");
+        if p["stage"] == "bppo" {
+            let e = p["member"].as_u64().unwrap() as usize;
+            assert_eq!(p["real_return"].as_f64().unwrap(), h["real_return"][e].as_f64().unwrap(), "member {e}");
+        }
+    }
+    assert_eq!(probe[0]["rank_corr_bppo"].as_array().unwrap().len(), 2);
+    assert!(std::fs::read_to_string(out.path().join("probe.md")).unwrap().contains("| bppo 3 |"));
 }
 
 /// Uni-O4's stages shortened on the shipped medium hopper file, `bppo_steps` of BPPO

@@ -494,8 +494,6 @@ pub fn ope_probe(
     let mut dynamics = Dynamics::new(cfg.dynamics.clone(), o, a, device, &mut AgentRng::new(sub(2)))?;
     dynamics.load(&dir.join("dynamics.ot"))?;
     let term = Termination::for_env(&config.env);
-    let value: Vec<(String, Tensor)> =
-        critic.value_params().named().iter().map(|(n, t)| (n.replacen("value", "critic", 1), t.detach())).collect();
 
     // One batch of start states and one model stream for every policy and horizon.
     let mut probe_rng = AgentRng::new(derive_seed(config.seed, stream::AGENT, 900));
@@ -524,7 +522,10 @@ pub fn ope_probe(
                 am.push(score);
                 len.push(length);
             }
-            load_member(&mut *loaded.agent, &ensemble, &value, e as i64, &tmp)?;
+            // Only the actor acts in an evaluation: the member's weights, the agent's own state
+            // normalization (the dataset's, frozen at the hand-over) kept.
+            o2o_agents::checkpoint::save(&tmp, &ensemble.member_tensors(e as i64, "actor"))?;
+            loaded.agent.load_parts(&tmp, &["actor"]).context("loading a member as the run's actor")?;
             let r = eval::evaluate(env, &mut *loaded.agent, device, config.seed, episodes, 0)
                 .with_context(|| format!("evaluating {stage} member {e}"))?;
             policies.push(ProbedPolicy {
