@@ -462,14 +462,12 @@ pub fn ope_probe(
     episodes: usize,
     device: Device,
 ) -> Result<OpeProbe> {
-    use super::prepare::load_checkpoint_agent;
     if horizons.is_empty() || horizons.contains(&0) || start_states == 0 || episodes == 0 {
         anyhow::bail!(
             "ope probe: horizons, start states and episodes must be ≥ 1, found {horizons:?}, {start_states}, {episodes}"
         );
     }
-    let mut loaded = load_checkpoint_agent(run_dir, None, None, device)?;
-    let config = loaded.config.clone();
+    let config = super::rundir::read_config(run_dir)?;
     let o2o_agents::AgentConfig::Unio4(cfg) = &config.agent else {
         anyhow::bail!("{}: algo `{}` is not `unio4`", run_dir.display(), config.algo);
     };
@@ -481,11 +479,17 @@ pub fn ope_probe(
         }
     }
     let dataset = config.dataset.as_ref().context("algo `unio4` needs a [dataset]")?;
-    let env = &mut *loaded.env;
+    let mut env = o2o_envs::make(&config.env).with_context(|| format!("making the run's env {}", config.env))?;
+    let env = &mut *env;
     let (od, ad) = (env.observation_space().dim(), env.action_space().dim());
     let offline =
         super::data::load(dataset, None, env.action_space(), &config.env, od, ad, env.spec().max_episode_steps, None)?;
     let data = data_of(&offline, device)?;
+    // The run's online agent as it stood at the hand-over: built from the config, normalizing
+    // states with the dataset's frozen statistics (the on-policy loop's first step).
+    let mut agent = super::prepare::build_agent(&config, od, ad, device)?;
+    let (mean, std) = super::onpolicy::column_stats(offline.buffer.observations(), od);
+    agent.on_policy().context("Uni-O4's online agent is on-policy")?.use_dataset_stats(&mean, &std);
     let (o, a) = (od as i64, ad as i64);
     let norm = cfg.state_norm;
     let sub = |k: u64| derive_seed(config.seed, stream::AGENT, 100 + k);
@@ -522,11 +526,10 @@ pub fn ope_probe(
                 am.push(score);
                 len.push(length);
             }
-            // Only the actor acts in an evaluation: the member's weights, the agent's own state
-            // normalization (the dataset's, frozen at the hand-over) kept.
+            // Only the actor acts in an evaluation: the member's weights into the agent.
             o2o_agents::checkpoint::save(&tmp, &ensemble.member_tensors(e as i64, "actor"))?;
-            loaded.agent.load_parts(&tmp, &["actor"]).context("loading a member as the run's actor")?;
-            let r = eval::evaluate(env, &mut *loaded.agent, device, config.seed, episodes, 0)
+            agent.load_parts(&tmp, &["actor"]).context("loading a member as the run's actor")?;
+            let r = eval::evaluate(env, &mut *agent, device, config.seed, episodes, 0)
                 .with_context(|| format!("evaluating {stage} member {e}"))?;
             policies.push(ProbedPolicy {
                 stage: stage.into(),
