@@ -144,21 +144,6 @@ fn on_policy(agent: &mut dyn Agent) -> &mut dyn OnPolicy {
     agent.on_policy().expect("the on-policy loop runs on-policy agents only")
 }
 
-/// Per-dimension mean and std of `obs` rows of width `dim` (float64 sums; the std floored at
-/// 1e-3, as Uni-O4's offline stages standardize, so a constant dimension does not blow up).
-pub fn column_stats(obs: &[f32], dim: usize) -> (Vec<f32>, Vec<f32>) {
-    let n = (obs.len() / dim.max(1)).max(1) as f64;
-    let mut mean = vec![0.0f64; dim];
-    for row in obs.chunks(dim) {
-        row.iter().zip(mean.iter_mut()).for_each(|(x, m)| *m += *x as f64 / n);
-    }
-    let mut var = vec![0.0f64; dim];
-    for row in obs.chunks(dim) {
-        row.iter().zip(var.iter_mut()).zip(&mean).for_each(|((x, v), m)| *v += (*x as f64 - m).powi(2) / n);
-    }
-    (mean.iter().map(|m| *m as f32).collect(), var.iter().map(|v| v.sqrt().max(1e-3) as f32).collect())
-}
-
 /// Run (or continue) an on-policy run to its end; see the module docs.
 pub(super) fn run(
     p: Prepared<'_>,
@@ -203,7 +188,7 @@ pub(super) fn run(
     agent.set_phase(Phase::Online);
     // The dataset's statistics, when the agent normalizes with them (Uni-O4).
     if let Some(o) = &offline {
-        let (mean, std) = column_stats(o.buffer.observations(), o.buffer.obs_dim());
+        let (mean, std) = super::unio4::column_stats(o.buffer.observations(), o.buffer.obs_dim());
         on_policy(&mut *agent).use_dataset_stats(&mean, &std);
     }
 
@@ -448,16 +433,4 @@ fn save(
         agent.save(&tmp.join(checkpoint::AGENT)).context("saving the agent")?;
         write_atomic(&tmp.join(STATE_FILE), serde_json::to_string(envs)?.as_bytes())
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn column_stats_of_two_rows() {
-        let (m, s) = column_stats(&[1.0, 10.0, 3.0, 10.0], 2);
-        assert_eq!(m, vec![2.0, 10.0]);
-        assert_eq!(s, vec![1.0, 1e-3]);
-    }
 }

@@ -488,7 +488,7 @@ pub fn ope_probe(
     // The run's online agent as it stood at the hand-over: built from the config, normalizing
     // states with the dataset's frozen statistics (the on-policy loop's first step).
     let mut agent = super::prepare::build_agent(&config, od, ad, device)?;
-    let (mean, std) = super::onpolicy::column_stats(offline.buffer.observations(), od);
+    let (mean, std) = column_stats(offline.buffer.observations(), od);
     agent.on_policy().context("Uni-O4's online agent is on-policy")?.use_dataset_stats(&mean, &std);
     let (o, a) = (od as i64, ad as i64);
     let norm = cfg.state_norm;
@@ -562,6 +562,21 @@ pub fn ope_probe(
     })
 }
 
+/// Per-dimension mean and std of `obs` rows of width `dim` (float64 sums; the std floored at
+/// 1e-3, as Uni-O4's offline stages standardize, so a constant dimension does not blow up).
+pub fn column_stats(obs: &[f32], dim: usize) -> (Vec<f32>, Vec<f32>) {
+    let n = (obs.len() / dim.max(1)).max(1) as f64;
+    let mut mean = vec![0.0f64; dim];
+    for row in obs.chunks(dim) {
+        row.iter().zip(mean.iter_mut()).for_each(|(x, m)| *m += *x as f64 / n);
+    }
+    let mut var = vec![0.0f64; dim];
+    for row in obs.chunks(dim) {
+        row.iter().zip(var.iter_mut()).zip(&mean).for_each(|((x, v), m)| *v += (*x as f64 - m).powi(2) / n);
+    }
+    (mean.iter().map(|m| *m as f32).collect(), var.iter().map(|v| v.sqrt().max(1e-3) as f32).collect())
+}
+
 /// Spearman rank correlation of two equally long lists (NaN when either is constant).
 pub fn spearman(x: &[f64], y: &[f64]) -> f64 {
     let ranks = |v: &[f64]| {
@@ -598,6 +613,13 @@ mod tests {
             let back: f64 = serde_json::from_str(&serde_json::to_string(&x).unwrap()).unwrap();
             assert_eq!(back.to_bits(), x.to_bits(), "{x:e} read back as {back:e}");
         }
+    }
+
+    #[test]
+    fn column_stats_of_two_rows() {
+        let (m, s) = column_stats(&[1.0, 10.0, 3.0, 10.0], 2);
+        assert_eq!(m, vec![2.0, 10.0]);
+        assert_eq!(s, vec![1.0, 1e-3]);
     }
 
     #[test]
