@@ -32,7 +32,7 @@ use o2o_agents::ppo::Ppo;
 use o2o_agents::rng::AgentRng;
 use o2o_agents::unio4::bc::PolicyEnsemble;
 use o2o_agents::unio4::dynamics::{Dynamics, Termination};
-use o2o_agents::unio4::ope::{am_q, Rollout};
+use o2o_agents::unio4::ope::{am_q_with_length, Rollout};
 use o2o_agents::unio4::value_refit::ValueRefit;
 use o2o_agents::unio4::{handover_candidates, offline_critic, Data, OfflineCritic, Unio4Config};
 use o2o_agents::{Agent, Stateful};
@@ -341,16 +341,41 @@ fn score(
     data: &Data,
     cfg: &Unio4Config,
 ) -> f64 {
-    let norm = cfg.state_norm;
     let idx = policy.rng_mut().indices(data.len(), cfg.ope.start_states, true, data.obs.device());
     let start = data.obs.index_select(0, &idx);
     let mut model_rng = AgentRng::new(policy.rng_mut().below(u64::MAX));
-    let pol = &*policy;
-    let mut act = |s: &Tensor| pol.mean_action(e as i64, &data.norm_obs(s, norm));
-    let mut q = |s: &Tensor, a: &Tensor| critic.q(&data.norm_obs(s, norm), a);
-    let mut step = |s: &Tensor, a: &Tensor| dynamics.step(s, a, &mut model_rng).0;
-    let done = |s: &Tensor| term.done(s);
-    am_q(&start, cfg.ope.horizon, Rollout { policy: &mut act, q: &mut q, step: &mut step, done: &done })
+    let m = Model { critic, dynamics, term, data, state_norm: cfg.state_norm };
+    m.am_q(policy, e, &start, cfg.ope.horizon, &mut model_rng).0
+}
+
+/// What AM-Q rolls a member through: the critic, the dynamics and the termination rule, on the
+/// dataset's (optionally normalized) states.
+struct Model<'a> {
+    critic: &'a dyn OfflineCritic,
+    dynamics: &'a Dynamics,
+    term: Termination,
+    data: &'a Data,
+    state_norm: bool,
+}
+
+impl Model<'_> {
+    /// Member `e`'s AM-Q from `start` over `horizon` model steps, the model's noise drawn from
+    /// `model_rng`, and the mean number of steps a rollout lasted.
+    fn am_q(
+        &self,
+        policy: &PolicyEnsemble,
+        e: usize,
+        start: &Tensor,
+        horizon: usize,
+        model_rng: &mut AgentRng,
+    ) -> (f64, f64) {
+        let (data, norm) = (self.data, self.state_norm);
+        let mut act = |s: &Tensor| policy.mean_action(e as i64, &data.norm_obs(s, norm));
+        let mut q = |s: &Tensor, a: &Tensor| self.critic.q(&data.norm_obs(s, norm), a);
+        let mut step = |s: &Tensor, a: &Tensor| self.dynamics.step(s, a, model_rng).0;
+        let done = |s: &Tensor| self.term.done(s);
+        am_q_with_length(start, horizon, Rollout { policy: &mut act, q: &mut q, step: &mut step, done: &done })
+    }
 }
 
 /// Copy member `e` (as the actor) and the online critic's start (`critic/…` tensors: the offline
@@ -491,13 +516,18 @@ pub fn ope_probe(
     let (mean, std) = column_stats(offline.buffer.observations(), od);
     agent.on_policy().context("Uni-O4's online agent is on-policy")?.use_dataset_stats(&mean, &std);
     let (o, a) = (od as i64, ad as i64);
-    let norm = cfg.state_norm;
     let sub = |k: u64| derive_seed(config.seed, stream::AGENT, 100 + k);
     let mut critic = offline_critic(&cfg.critic, &data, device, sub(1))?;
     critic.load(&dir.join("critic.ot"))?;
     let mut dynamics = Dynamics::new(cfg.dynamics.clone(), o, a, device, &mut AgentRng::new(sub(2)))?;
     dynamics.load(&dir.join("dynamics.ot"))?;
-    let term = Termination::for_env(&config.env);
+    let model = Model {
+        critic: &*critic,
+        dynamics: &dynamics,
+        term: Termination::for_env(&config.env),
+        data: &data,
+        state_norm: cfg.state_norm,
+    };
 
     // One batch of start states and one model stream for every policy and horizon.
     let mut probe_rng = AgentRng::new(derive_seed(config.seed, stream::AGENT, 900));
@@ -512,17 +542,7 @@ pub fn ope_probe(
         for e in 0..cfg.policy.members as usize {
             let (mut am, mut len) = (Vec::new(), Vec::new());
             for &h in horizons {
-                let mut model_rng = AgentRng::new(model_seed);
-                let pol = &ensemble;
-                let mut act = |s: &Tensor| pol.mean_action(e as i64, &data.norm_obs(s, norm));
-                let mut q = |s: &Tensor, a: &Tensor| critic.q(&data.norm_obs(s, norm), a);
-                let mut step = |s: &Tensor, a: &Tensor| dynamics.step(s, a, &mut model_rng).0;
-                let done = |s: &Tensor| term.done(s);
-                let (score, length) = o2o_agents::unio4::ope::am_q_with_length(
-                    &start,
-                    h,
-                    Rollout { policy: &mut act, q: &mut q, step: &mut step, done: &done },
-                );
+                let (score, length) = model.am_q(&ensemble, e, &start, h, &mut AgentRng::new(model_seed));
                 am.push(score);
                 len.push(length);
             }
