@@ -251,8 +251,8 @@ fn wsrl_ablation_runs_each_variant_from_its_own_pretraining() {
             "{v} has a score row, a Q − MC row and a claim row:\n{table}"
         );
     }
-    // The claim's paired rows: every other variant against wsrl, on three measures.
-    assert_eq!(table.matches(" − wsrl |").count(), 12, "{table}");
+    // The claim's paired rows: every other variant against wsrl, on four measures.
+    assert_eq!(table.matches(" − wsrl |").count(), 16, "{table}");
     let config = |variant: &str| {
         let dir =
             std::fs::read_dir(out.join("runs").join(variant).join("seed-0")).unwrap().next().unwrap().unwrap().path();
@@ -282,7 +282,8 @@ fn wsrl_ablation_runs_each_variant_from_its_own_pretraining() {
         serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
     assert_eq!(results["pretrain"], "cql");
     assert!(results["per_seed"]["early_dip"]["wsrl"]["0"].is_number(), "{}", results["per_seed"]);
-    assert_eq!(results["paired"].as_array().map(|p| p.len()), Some(12));
+    assert!(results["per_seed"]["dip_after_switch"]["wsrl"]["0"].is_number(), "{}", results["per_seed"]);
+    assert_eq!(results["paired"].as_array().map(|p| p.len()), Some(16), "4 variants × 4 measures");
     let gaps = &results["q_minus_mc"];
     assert!(gaps["wsrl"][0].as_array().is_some_and(|g| !g.is_empty()), "wsrl logged Q against MC: {gaps}");
     // Without the warm-up the critic is updated from the first full online batch on, so its

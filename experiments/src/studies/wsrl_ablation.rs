@@ -33,6 +33,9 @@
 //! warm-up steps of the frozen policy prevent it. Per variant and seed the table reports
 //! - the **early dip**: the lowest score in the first 20 % of the online env steps (at least the
 //!   first online evaluation) minus the offline score (step 0);
+//! - the **dip after the switch**: the same, in a window of the same length that starts where the
+//!   variant starts updating (after WSRL's warm-up and RLPD's random steps; at step 0 for the
+//!   others), since WSRL's frozen warm-up fills the first 20 % of a short budget;
 //! - **Q − MC at the switch** (the first online diagnostic) and its **largest magnitude** after;
 //! - the **final score**, as IQM over seeds with a 95 % stratified-bootstrap interval;
 //! and the paired per-seed differences of each variant to `wsrl` (final, mean online score, dip)
@@ -280,7 +283,8 @@ pub fn run(args: &WsrlAblationOptions) -> Result<StudyReport> {
         let curve = read_curve(&metrics, "eval/normalized_score", "env_step")
             .or_else(|_| read_curve(&metrics, "eval/return", "env_step"))?;
         let gap: Vec<(f64, f64)> = calibration(dir)?.iter().map(|c| (c.env_step as f64, c.q - c.mc_return)).collect();
-        per.add(job.variant, job.seed, &curve, &gap, total);
+        let switch = if matches!(job.variant, "wsrl" | "rlpd") { k } else { 0 };
+        per.add(job.variant, job.seed, &curve, &gap, total, switch);
         curves.entry(job.variant).or_default().push(curve);
         gaps.entry(job.variant).or_default().push(gap);
     }
@@ -315,7 +319,7 @@ pub fn run(args: &WsrlAblationOptions) -> Result<StudyReport> {
     let json = serde_json::json!({
         "task": args.task, "scale": scale, "seeds": args.seeds, "command": command, "pretrain": pretrain_algo,
         "q_minus_mc": gaps.iter().map(|(v, c)| (v.to_string(), serde_json::json!(c))).collect::<serde_json::Map<_, _>>(),
-        "per_seed": {"final_score": per.finals, "mean_online_score": per.online_mean, "early_dip": per.dip, "q_minus_mc_at_switch": per.gap_at_switch, "q_minus_mc_peak": per.gap_peak},
+        "per_seed": {"final_score": per.finals, "mean_online_score": per.online_mean, "early_dip": per.dip, "dip_after_switch": per.dip_after_switch, "q_minus_mc_at_switch": per.gap_at_switch, "q_minus_mc_peak": per.gap_peak},
         "paired": paired.iter().map(|(m, p)| serde_json::json!({"measure": m, "comparison": p})).collect::<Vec<_>>(),
         "budget": {"offline_steps": budget.offline, "warmup_steps": k, "online_steps": n, "eval_every": budget.eval_every},
         "curves": curves.iter().map(|(v, c)| (v.to_string(), serde_json::json!(c))).collect::<serde_json::Map<_, _>>(),
@@ -331,14 +335,23 @@ struct ClaimValues {
     finals: PerSeed,
     online_mean: PerSeed,
     dip: PerSeed,
+    dip_after_switch: PerSeed,
     gap_at_switch: PerSeed,
     gap_peak: PerSeed,
 }
 
 impl ClaimValues {
     /// Read one run: its score `curve` and its `gap` (Q − MC against env steps) over `total`
-    /// env steps (step 0 is the offline policy).
-    fn add(&mut self, variant: &'static str, seed: u64, curve: &[(f64, f64)], gap: &[(f64, f64)], total: u64) {
+    /// env steps (step 0 is the offline policy); the variant starts updating at env step `switch`.
+    fn add(
+        &mut self,
+        variant: &'static str,
+        seed: u64,
+        curve: &[(f64, f64)],
+        gap: &[(f64, f64)],
+        total: u64,
+        switch: u64,
+    ) {
         let put = |m: &mut PerSeed, v: Option<f64>| {
             if let Some(v) = v.filter(|v| v.is_finite()) {
                 m.entry(variant).or_default().insert(seed, v);
@@ -347,6 +360,7 @@ impl ClaimValues {
         put(&mut self.finals, super::jobs::at(curve, total));
         put(&mut self.online_mean, mean_between(curve, 0, total));
         put(&mut self.dip, early_dip(curve, total));
+        put(&mut self.dip_after_switch, dip_in(curve, switch, total as f64 * 0.2));
         put(&mut self.gap_at_switch, gap.first().map(|(_, g)| *g));
         put(&mut self.gap_peak, gap.iter().map(|(_, g)| *g).max_by(|a, b| a.abs().total_cmp(&b.abs())));
     }
@@ -356,10 +370,16 @@ impl ClaimValues {
 /// evaluation, when none falls there) minus the score at step 0 (the offline policy); `None`
 /// without an offline and an online evaluation.
 pub(super) fn early_dip(curve: &[(f64, f64)], total: u64) -> Option<f64> {
-    let start = super::jobs::at(curve, 0)?;
-    let first = curve.iter().map(|(x, _)| *x).filter(|x| *x > 0.0).min_by(f64::total_cmp)?;
-    let cut = (total as f64 * 0.2).max(first);
-    let low = curve.iter().filter(|(x, _)| *x > 0.0 && *x <= cut).map(|(_, y)| *y).min_by(f64::total_cmp)?;
+    dip_in(curve, 0, total as f64 * 0.2)
+}
+
+/// The lowest score at env steps in (`from`, `from + len`] (or at the first evaluation after
+/// `from`, when none falls there) minus the score at step 0; `None` without both.
+fn dip_in(curve: &[(f64, f64)], from: u64, len: f64) -> Option<f64> {
+    let (from, start) = (from as f64, super::jobs::at(curve, 0)?);
+    let first = curve.iter().map(|(x, _)| *x).filter(|x| *x > from).min_by(f64::total_cmp)?;
+    let cut = (from + len).max(first);
+    let low = curve.iter().filter(|(x, _)| *x > from && *x <= cut).map(|(_, y)| *y).min_by(f64::total_cmp)?;
     Some(low - start)
 }
 
@@ -370,8 +390,9 @@ fn claim_table(per: &ClaimValues, total: u64) -> (String, Vec<(String, super::jo
     let mut s = format!(
         "\n## The claim: a collapse at the switch that the warm-up prevents\n\nPer variant over seeds: the final score's IQM with its 95% \
          stratified-bootstrap interval; the early dip (the lowest score in the first 20% of the {total} env steps minus the offline score, mean ± std); \
+         the dip after the switch (the same, over a window of the same length from where the variant starts updating: after WSRL's warm-up and RLPD's random steps); \
          Q − MC at the first online diagnostic and the largest |Q − MC| after it (mean ± std).\n\n\
-         | variant | final IQM [95% CI] | early dip | Q − MC at the switch | peak Q − MC | seeds |\n|---|---|---|---|---|---|\n"
+         | variant | final IQM [95% CI] | early dip | dip after the switch | Q − MC at the switch | peak Q − MC | seeds |\n|---|---|---|---|---|---|---|\n"
     );
     let ms = |m: &PerSeed, v: &str| {
         m.get(v).filter(|x| !x.is_empty()).map(|x| {
@@ -386,18 +407,24 @@ fn claim_table(per: &ClaimValues, total: u64) -> (String, Vec<(String, super::jo
         let e = stratified_bootstrap(std::slice::from_ref(&vals), aggregate_iqm, DEFAULT_REPS, 0.95, 0);
         let dash = || "–".to_string();
         s.push_str(&format!(
-            "| {v} | {:.1} [{:.1}, {:.1}] | {} | {} | {} | {} |\n",
+            "| {v} | {:.1} [{:.1}, {:.1}] | {} | {} | {} | {} | {} |\n",
             e.point,
             e.lo,
             e.hi,
             ms(&per.dip, v).unwrap_or_else(dash),
+            ms(&per.dip_after_switch, v).unwrap_or_else(dash),
             ms(&per.gap_at_switch, v).unwrap_or_else(dash),
             ms(&per.gap_peak, v).unwrap_or_else(dash),
             vals.len()
         ));
     }
     let (rows, paired) = paired_rows(
-        &[("final score", &per.finals), ("mean online score", &per.online_mean), ("early dip", &per.dip)],
+        &[
+            ("final score", &per.finals),
+            ("mean online score", &per.online_mean),
+            ("early dip", &per.dip),
+            ("dip after the switch", &per.dip_after_switch),
+        ],
         "wsrl",
         &VARIANTS,
     );
@@ -602,15 +629,21 @@ mod tests {
         assert_eq!(early_dip(&curve[1..], 10_000), None, "no offline score");
         // Evaluations sparser than 20 % of the budget: the first online one is the dip's window.
         assert_eq!(early_dip(&[(0.0, 40.0), (4000.0, 35.0), (8000.0, 20.0)], 10_000), Some(-5.0));
+        // After a switch at 2000 the window is (2000, 4000]: the drop at 3000 counts, the
+        // warm-up's 2000 does not; past the window only the first evaluation after the switch.
+        assert_eq!(dip_in(&curve, 2000, 2000.0), Some(-35.0));
+        assert_eq!(dip_in(&[(0.0, 40.0), (2000.0, 10.0), (9000.0, 30.0), (9500.0, 0.0)], 2000, 2000.0), Some(-10.0));
+        assert_eq!(dip_in(&curve, 10_000, 2000.0), None, "no evaluation after the switch");
         let mut per = ClaimValues::default();
         for seed in 0..3 {
             let s = seed as f64;
             per.add(
                 "wsrl",
                 seed,
-                &[(0.0, 40.0), (2000.0, 38.0 + s), (10_000.0, 60.0 + s)],
+                &[(0.0, 40.0), (2000.0, 38.0 + s), (3000.0, 12.0), (10_000.0, 60.0 + s)],
                 &[(2500.0, -5.0), (5000.0, 20.0)],
                 10_000,
+                2000,
             );
             per.add(
                 "wsrl-no-warmup",
@@ -618,15 +651,21 @@ mod tests {
                 &[(0.0, 40.0), (2000.0, 10.0), (10_000.0, 50.0 + s)],
                 &[(2500.0, -80.0 - s), (5000.0, 30.0)],
                 10_000,
+                0,
             );
         }
         assert_eq!(per.gap_peak["wsrl-no-warmup"][&1], -81.0);
         assert_eq!(per.gap_at_switch["wsrl"][&0], -5.0);
         let (t, paired) = claim_table(&per, 10_000);
-        assert!(t.contains("| wsrl | 61.0 [60.0, 62.0] | -1.0 ± 0.8 | -5.0 ± 0.0 | +20.0 ± 0.0 | 3 |"), "{t}");
+        assert!(
+            t.contains("| wsrl | 61.0 [60.0, 62.0] | -1.0 ± 0.8 | -28.0 ± 0.0 | -5.0 ± 0.0 | +20.0 ± 0.0 | 3 |"),
+            "{t}"
+        );
+        assert!(t.contains("| wsrl-no-warmup | 51.0 [50.0, 52.0] | -30.0 ± 0.0 | -30.0 ± 0.0 |"), "{t}");
         assert!(t.contains("| final score | wsrl-no-warmup − wsrl | -10.0 [-10.0, -10.0] |"), "{t}");
         assert!(t.contains("| early dip | wsrl-no-warmup − wsrl | -29.0 ["), "{t}");
-        assert_eq!(paired.len(), 3);
+        assert!(t.contains("| dip after the switch | wsrl-no-warmup − wsrl | -2.0 [-2.0, -2.0] |"), "{t}");
+        assert_eq!(paired.len(), 4);
     }
 
     #[test]
