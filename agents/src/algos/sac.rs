@@ -215,7 +215,7 @@ impl SacConfig {
     pub fn metric_keys(&self) -> crate::MetricKeys {
         crate::MetricKeys {
             update: vec!["critic_loss", "q_mean", "target_q_mean", "actor_loss", "alpha", "alpha_loss", "entropy"],
-            diagnose: vec!["q", "mc_return", "q_minus_mc", "entropy", "alpha"],
+            diagnose: vec!["q", "mc_return", "q_minus_mc", "entropy", "alpha", "mean_abs_action", "log_std"],
         }
     }
 }
@@ -484,7 +484,9 @@ impl Agent for Sac {
 
     /// Without an update or a draw from the agent's stream: ensemble-mean `Q(s, a)` against the
     /// batch's Monte-Carlo returns ([`q_against_returns`]), the policy's entropy `−E log π(ã|s)`
-    /// (noise from a stream seeded by the update count) and α.
+    /// (noise from a stream seeded by the update count), α, and where the policy's mean sits:
+    /// `mean_abs_action` = mean |tanh μ(s)| over rows and action dimensions (near 1: the mean
+    /// action is saturated, where the tanh term makes log π large) and `log_std` = mean log σ(s).
     fn diagnose(&mut self, batch: &TransitionBatch) -> Metrics {
         let b = batch.to_device(self.device);
         tch::no_grad(|| {
@@ -495,6 +497,9 @@ impl Agent for Sac {
             let (_, logp) = self.actor.net.sample(&b.obs, &eps);
             out.push(("entropy", -logp.mean(Kind::Float).double_value(&[])));
             out.push(("alpha", self.temperature.net.alpha().double_value(&[0])));
+            let (mu, log_std) = self.actor.net.dist(&b.obs, None);
+            out.push(("mean_abs_action", mu.tanh().abs().mean(Kind::Float).double_value(&[])));
+            out.push(("log_std", log_std.mean(Kind::Float).double_value(&[])));
             out
         })
     }
@@ -545,6 +550,32 @@ mod tests {
             assert_eq!(a.size(), vec![4, 2]);
             assert!(a.abs().max().double_value(&[]) <= 1.0);
         }
+    }
+
+    /// The diagnostics' `mean_abs_action` and `log_std` are the means of |tanh μ(s)| and
+    /// log σ(s) over rows and action dimensions, by hand from the actor's distribution; the
+    /// diagnostics change nothing in the agent.
+    #[test]
+    fn diagnostics_report_where_the_policy_mean_sits() {
+        let mut agent = Sac::new(SacConfig::default(), 5, 3, Device::Cpu, 0).unwrap();
+        let mut rng = AgentRng::new(4);
+        let mut b = batch(&mut rng, 16, 5, 3);
+        for _ in 0..3 {
+            agent.update(&b);
+        }
+        b.mc_return = Some(Tensor::ones([16], (Kind::Float, Device::Cpu)));
+        let m = agent.diagnose(&b);
+        let get = |k: &str| m.iter().find(|(n, _)| *n == k).map(|(_, v)| *v).unwrap();
+        let mean = |t: Tensor| {
+            let v = Vec::<f32>::try_from(t.flatten(0, -1)).unwrap();
+            v.iter().map(|x| *x as f64).sum::<f64>() / v.len() as f64
+        };
+        let (mu, log_std) = tch::no_grad(|| agent.actor.net.dist(&b.obs, None));
+        assert!((get("mean_abs_action") - mean(mu.tanh().abs())).abs() < 1e-6, "{m:?}");
+        assert!((get("log_std") - mean(log_std)).abs() < 1e-6, "{m:?}");
+        assert!(get("mean_abs_action") > 0.0 && get("mean_abs_action") < 1.0, "{m:?}");
+        assert_eq!(m, agent.diagnose(&b), "no draw from the agent's stream");
+        assert_eq!(SacConfig::default().metric_keys().diagnose.len(), m.len(), "every key declared");
     }
 
     #[test]

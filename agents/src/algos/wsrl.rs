@@ -444,6 +444,7 @@ mod tests {
         assert!(
             get("q").is_some() && get("q_minus_mc").is_some() && get("entropy").is_some() && get("alpha").is_some()
         );
+        assert!(get("mean_abs_action").is_some() && get("log_std").is_some(), "{m:?}");
         assert_eq!(m, a.diagnose(&b), "no draw from the agent's stream");
         assert!(a.named_tensors().iter().zip(&before).all(|((_, t), u)| t.equal(u)));
     }
