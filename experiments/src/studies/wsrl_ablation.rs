@@ -38,7 +38,7 @@
 //!   others), since WSRL's frozen warm-up fills the first 20 % of a short budget;
 //! - **Q − MC at the switch** (the first online diagnostic) and its **largest magnitude** after;
 //! - the **final score**, as IQM over seeds with a 95 % stratified-bootstrap interval;
-//! and the paired per-seed differences of each variant to `wsrl` (final, mean online score, dip)
+//! and the paired per-seed differences of each variant to `wsrl` (final, mean online score, both dips)
 //! with 95 % bootstrap intervals.
 
 use super::jobs::{
