@@ -391,27 +391,41 @@ impl Dynamics {
     }
 }
 
-/// When a model rollout ends (MOBILE's termination functions).
+/// When a model rollout ends: the official code's termination functions
+/// (`transition_model/utils/termination_fns.py`, MOBILE's), tested on the raw next state. A NaN
+/// fails every comparison, so it ends the rollout under every rule but `Never`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Termination {
-    /// Never (HalfCheetah, door, hammer).
+    /// Never (door, hammer, and tasks without a rule; AntMaze's rule needs the goal, which the
+    /// state does not hold, so it is not applied).
     Never,
-    /// Hopper: ends unless every value is finite, |s[1..]| < 100, height s[0] > 0.7 and
+    /// HalfCheetah: ends unless every value is in (−100, 100).
+    HalfCheetah,
+    /// Hopper: ends unless every value is finite, s[1..] < 100 (an upper bound only: the official
+    /// `np.abs(s[:, 1:] < 100)` takes the absolute value of the comparison), height s[0] > 0.7 and
     /// |angle s[1]| < 0.2.
     Hopper,
-    /// Walker2d: ends unless 0.8 < height s[0] < 2 and −1 < angle s[1] < 1.
+    /// Walker2d: ends unless every value is in (−100, 100), 0.8 < height s[0] < 2 and
+    /// −1 < angle s[1] < 1.
     Walker2d,
+    /// Pen: ends when the object's height s[26] (D4RL's `obj_pos` z) drops below 0.075.
+    Pen,
 }
 
 impl Termination {
-    /// The rule for an env id (`hopper…`, `walker2d…`, else never).
+    /// The rule for an env id, matched as the official `get_termination_fn` matches task names
+    /// (`halfcheetah…`, `hopper…`, `walker2d…`, `pen…`; anything else never ends).
     pub fn for_env(id: &str) -> Self {
         let id = id.to_ascii_lowercase();
-        if id.starts_with("hopper") {
+        if id.starts_with("halfcheetah") {
+            Termination::HalfCheetah
+        } else if id.starts_with("hopper") {
             Termination::Hopper
         } else if id.starts_with("walker") {
             Termination::Walker2d
+        } else if id.starts_with("pen") {
+            Termination::Pen
         } else {
             Termination::Never
         }
@@ -420,20 +434,28 @@ impl Termination {
     /// `[B]` booleans: which raw next states `[B, o]` end their rollout.
     pub fn done(self, s: &Tensor) -> Tensor {
         let b = s.size()[0];
+        // Every value in (−100, 100); false on a NaN.
+        let bounded = |s: &Tensor| s.gt(-100.0).logical_and(&s.lt(100.0)).all_dim(1, false);
         match self {
             Termination::Never => Tensor::zeros([b], (Kind::Bool, s.device())),
+            Termination::HalfCheetah => bounded(s).logical_not(),
             Termination::Hopper => {
                 let (h, ang) = (s.select(1, 0), s.select(1, 1));
                 let finite = s.isfinite().all_dim(1, false);
-                let small = s.narrow(1, 1, s.size()[1] - 1).abs().lt(100.0).all_dim(1, false);
-                let alive = finite.logical_and(&small).logical_and(&h.gt(0.7)).logical_and(&ang.abs().lt(0.2));
+                let below = s.narrow(1, 1, s.size()[1] - 1).lt(100.0).all_dim(1, false);
+                let alive = finite.logical_and(&below).logical_and(&h.gt(0.7)).logical_and(&ang.abs().lt(0.2));
                 alive.logical_not()
             }
             Termination::Walker2d => {
                 let (h, ang) = (s.select(1, 0), s.select(1, 1));
-                let alive = h.gt(0.8).logical_and(&h.lt(2.0)).logical_and(&ang.gt(-1.0)).logical_and(&ang.lt(1.0));
+                let alive = bounded(s)
+                    .logical_and(&h.gt(0.8))
+                    .logical_and(&h.lt(2.0))
+                    .logical_and(&ang.gt(-1.0))
+                    .logical_and(&ang.lt(1.0));
                 alive.logical_not()
             }
+            Termination::Pen => s.select(1, 26).lt(0.075),
         }
     }
 }
@@ -516,12 +538,41 @@ mod tests {
         }
     }
 
+    /// Each rule on hand-made next states, row by row as the official functions decide them.
     #[test]
     fn termination_rules() {
-        let s = Tensor::from_slice(&[1.2f32, 0.1, 0.0, 0.5, 0.0, 0.0, 1.2, 0.3, 0.0]).view([3, 3]);
-        assert_eq!(Vec::<bool>::try_from(&Termination::Hopper.done(&s)).unwrap(), vec![false, true, true]);
-        assert_eq!(Vec::<bool>::try_from(&Termination::Walker2d.done(&s)).unwrap(), vec![false, true, false]);
-        assert_eq!(Termination::for_env("hopper-medium-v2"), Termination::Hopper);
-        assert_eq!(Termination::for_env("HalfCheetah-v5"), Termination::Never);
+        let rows = |v: &[f32], n: i64| Tensor::from_slice(v).view([-1, n]);
+        let done = |t: Termination, s: &Tensor| Vec::<bool>::try_from(&t.done(s)).unwrap();
+        // Hopper: [height, angle, rest]: alive; angle 0.5; height 0.5; a value −150 (alive: the
+        // official bound is one-sided); a value 150; a NaN.
+        let s = rows(
+            &[1.2, 0.1, 0.0, 1.2, 0.5, 0.0, 0.5, 0.1, 0.0, 1.2, 0.1, -150.0, 1.2, 0.1, 150.0, 1.2, 0.1, f32::NAN],
+            3,
+        );
+        assert_eq!(done(Termination::Hopper, &s), vec![false, true, true, false, true, true]);
+        // Walker2d: the same rows; both bounds apply, height must be in (0.8, 2), angle in (−1, 1).
+        assert_eq!(done(Termination::Walker2d, &s), vec![false, false, true, true, true, true]);
+        let w = rows(&[2.5, 0.0, 0.0, 1.0, -1.5, 0.0], 3);
+        assert_eq!(done(Termination::Walker2d, &w), vec![true, true]);
+        // HalfCheetah: only the (−100, 100) box; height and angle mean nothing.
+        assert_eq!(done(Termination::HalfCheetah, &s), vec![false, false, false, true, true, true]);
+        let edge = rows(&[99.9, -99.9, 0.0, 100.0, 0.0, 0.0, 0.0, 0.0, -100.0], 3);
+        assert_eq!(done(Termination::HalfCheetah, &edge), vec![false, true, true]);
+        assert_eq!(done(Termination::Never, &s), vec![false; 6]);
+        // Pen: the object's height s[26] below 0.075.
+        let mut p = vec![0.0f32; 2 * 45];
+        (p[26], p[45 + 26]) = (0.1, 0.05);
+        assert_eq!(done(Termination::Pen, &rows(&p, 45)), vec![false, true]);
+        for (id, want) in [
+            ("hopper-medium-v2", Termination::Hopper),
+            ("HalfCheetah-v5", Termination::HalfCheetah),
+            ("halfcheetah-medium-v2", Termination::HalfCheetah),
+            ("walker2d-medium-replay-v2", Termination::Walker2d),
+            ("pen-human-v1", Termination::Pen),
+            ("door-human-v1", Termination::Never),
+            ("antmaze-umaze-v2", Termination::Never),
+        ] {
+            assert_eq!(Termination::for_env(id), want, "{id}");
+        }
     }
 }
