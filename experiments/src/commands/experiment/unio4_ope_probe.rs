@@ -30,11 +30,15 @@ pub struct ProbeArgs {
     /// cpu, cuda, or auto.
     #[arg(long, value_enum, default_value = "auto")]
     pub device: DeviceArg,
+    /// Torch threads (on the CPU the probe is one process; the default keeps it to one core).
+    #[arg(long, default_value_t = 1)]
+    pub threads: i32,
 }
 
 /// `o2o experiment unio4-ope-probe`.
 pub fn run(args: ProbeArgs) -> Result<()> {
     let device = args.device.resolve()?;
+    tch::set_num_threads(args.threads);
     std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
     let mut probes = Vec::new();
     for (i, run) in args.runs.iter().enumerate() {
